@@ -1,0 +1,105 @@
+"""Unit strings at the boundary: "48 KiB", "850 MHz", "1.2 Tbit/s", "2 cycles", "25 %".
+
+Every quantity is fixed once, here, into a float in a base unit named by its dimension:
+
+==============  ==================  ============================
+dimension       base unit           example
+==============  ==================  ============================
+``size``        bytes               "48 KiB" -> 49152.0
+``frequency``   hertz               "850 MHz" -> 8.5e8
+``bandwidth``   bytes per second    "1.2 Tbit/s" -> 1.5e11
+``time``        seconds             "2 ns" -> 2e-9
+``cycles``      clock cycles        "7 cycles" -> 7.0
+``fraction``    dimensionless       "25 %" -> 0.25 (a bare 0.25 too)
+==============  ==================  ============================
+
+A bare number is refused for every dimension but ``fraction``: "48" is not a size.
+Simulated time inside wsesim is always in clock cycles.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Any, Literal
+
+from .errors import UnitError
+
+Dimension = Literal["size", "frequency", "bandwidth", "time", "cycles", "fraction"]
+
+# root unit (as pint reports it), the factor from that root to our base unit, and an example for errors
+_DIMENSIONS: dict[str, tuple[str, float, str]] = {
+    "size": ("bit", 1 / 8, '"48 KiB"'),
+    "frequency": ("1 / second", 1.0, '"850 MHz"'),
+    "bandwidth": ("bit / second", 1 / 8, '"1.2 Tbit/s"'),
+    "time": ("second", 1.0, '"2 ns"'),
+    "fraction": ("dimensionless", 1.0, '"25 %"'),
+}
+_ARTICLE = {"size": "a size", "frequency": "a frequency", "bandwidth": "a bandwidth", "time": "a time",
+            "cycles": "a cycle count", "fraction": "a fraction"}
+_CYCLES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(cycles?|cyc)\s*$")
+
+
+@lru_cache(maxsize=1)
+def _registry() -> Any:
+    import pint  # imported lazily: pint's registry costs ~0.3 s to build
+
+    return pint.UnitRegistry()
+
+
+@lru_cache(maxsize=4096)
+def _parse_string(text: str, dimension: str) -> float:
+    if dimension == "cycles":
+        m = _CYCLES.match(text)
+        if not m:
+            raise UnitError(f'expected a cycle count like "2 cycles", got "{text}"')
+        return float(m.group(1))
+    root, factor, example = _DIMENSIONS[dimension]
+    ureg = _registry()
+    try:
+        q = ureg.Quantity(text)
+    except Exception:
+        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{text}" (not a quantity)') from None
+    mag, unit = ureg.get_root_units(q.units)
+    if str(unit) != root or (dimension != "fraction" and q.dimensionless and str(q.units) == "dimensionless"):
+        if str(q.units) == "dimensionless":
+            raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{text}" (no unit)')
+        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{text}" (a {q.units:~P} quantity)')
+    return float(q.magnitude) * mag * factor
+
+
+def parse_quantity(value: Any, dimension: Dimension) -> float:
+    """Parse ``value`` as a quantity of ``dimension`` into its base unit (see the module table).
+
+    Raises ``UnitError`` (one line, no key path: the caller adds it) for a bare number where a unit
+    is needed, an unparseable string, a wrong dimension, a bool, or a non-finite value.
+    """
+    if dimension not in _ARTICLE:
+        raise ValueError(f"unknown dimension {dimension!r}")
+    if isinstance(value, bool):
+        raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a bool)")
+    if isinstance(value, (int, float)):
+        if dimension != "fraction":
+            example = '"2 cycles"' if dimension == "cycles" else _DIMENSIONS[dimension][2]
+            raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {value!r} (a bare number)")
+        result = float(value)
+    elif isinstance(value, str):
+        result = _parse_string(value.strip(), dimension)
+    else:
+        raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a {type(value).__name__})")
+    if not math.isfinite(result):
+        raise UnitError(f"expected a finite {dimension}, got {value!r}")
+    return result
+
+
+def format_bytes(n: float, *, binary: bool = True) -> str:
+    """Human-readable size: 49152 -> "48 KiB" (binary) or "49.152 kB" (decimal)."""
+    base, units = (1024.0, ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]) if binary else (
+        1000.0, ["B", "kB", "MB", "GB", "TB", "PB"])
+    x = float(n)
+    for unit in units:
+        if abs(x) < base or unit == units[-1]:
+            return f"{x:.4g} {unit}"
+        x /= base
+    raise AssertionError("unreachable")
