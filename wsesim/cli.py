@@ -6,6 +6,7 @@ Every ``ConfigError`` becomes one line on stderr and exit code 2; nothing is wri
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -184,13 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     mt.add_argument("--json", action="store_true")
     _COMMANDS["memory"] = _cmd_memory
 
-    for register in _EXTENSIONS:
-        register(sub, _COMMANDS)
+    for module in _EXTENSION_MODULES:
+        importlib.import_module(module).register(sub, _COMMANDS)
     return p
 
 
-# later layers (run, sweep, fabric, …) add their subcommands here: f(subparsers, commands)
-_EXTENSIONS: list[Callable[[Any, dict[str, Callable[[argparse.Namespace], int]]], None]] = []
+# Further subcommands live in their own modules, each with ``register(subparsers, commands)`` that adds
+# its parser and its handler ``f(args) -> exit code``. Imported lazily so ``--help`` stays quick.
+_EXTENSION_MODULES: list[str] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
