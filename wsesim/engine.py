@@ -1,0 +1,461 @@
+"""The event engine: one training step of an MoE transformer in weight-streaming execution, as SimPy
+processes and resources (DESIGN.md §2, §5). Simulated time is in clock cycles.
+
+* the inbound link (``streams.WeightStream``, a process) fills the bounded staging buffer with weight
+  chunks in order of first use, forward and again for backward, and waits while the buffer is full;
+* the outbound link (``streams.GradientLink``) carries weight gradients out, FIFO;
+* ``_step`` (a process) runs the step: per layer the attention sub-block in G tiles on the whole wafer
+  (its weights resident across the tiles), the router, the dispatch over the fabric, the experts, the
+  combine; the LM head and loss per tile; then the backward pass in reverse, recomputing forward where
+  the activation policy says so; it ends when the last gradient has left.
+* the experts: each expert region runs its experts one after another, each op as soon as its weights
+  have arrived and its region is free, and frees the weights after their last use. A region whose next
+  chunk is already scheduled is laid out without events (the timeline is the same); a region that must
+  wait for a chunk the stream has not yet scheduled becomes its own process and waits for it.
+
+A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
+stalls and contention emerge from these. The engine never prints or writes files; it returns a
+``Trace`` and ``wsesim.results`` measures it afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import simpy
+
+from .costs import LayerShapes, op_cost, op_cycles
+from .specs import HardwareSpec, ModelSpec, TrainingSpec
+from .streams import GradientLink, Span, WeightStream
+
+# The fabric as the engine sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
+DispatchFn = Callable[[np.ndarray, bool], tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Everything the engine needs, resolved: no YAML and no choice left.
+
+    ``expert_regions[r]`` is region r's (rows, cols) in PEs; ``expert_region_of[e]`` the region of expert
+    e; ``tokens[layer, e]`` the routed slots at expert e (each row sums to global tokens · top_k).
+    """
+
+    hw: HardwareSpec
+    model: ModelSpec
+    training: TrainingSpec
+    batch_per_tile: int
+    tiles: int
+    attention_shape: tuple[int, int]
+    expert_regions: tuple[tuple[int, int], ...]
+    expert_region_of: tuple[int, ...]
+    tokens: np.ndarray
+    dispatch: DispatchFn
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_per_tile * self.tiles
+
+
+@dataclass(frozen=True)
+class ExpertOps:
+    """One expert op (``gate_up`` or ``down``) of one layer and pass, on many experts: arrays in cycles."""
+
+    op: str
+    pass_: str
+    layer: int
+    backward: bool
+    experts: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    weight_wait: np.ndarray  # cycles the op waited for its weights after its region was free
+
+
+@dataclass
+class Trace:
+    """What happened, recorded during the run; metrics are computed from it afterwards.
+
+    ``spans`` are (track, name, start, end, args) in cycles on the step's own timeline and the links;
+    ``expert_ops`` hold the expert regions' ops as arrays; ``io_in`` is the inbound link's schedule.
+    """
+
+    spans: list[Span] = field(default_factory=list)
+    expert_ops: list[ExpertOps] = field(default_factory=list)
+    io_in: WeightStream | None = None  # the inbound link's schedule: .names, .start, .arrival, .sizes
+    gradients: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    gradient_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    step_cycles: float = 0.0
+    events: int = 0
+    io_bytes_in: float = 0.0
+    io_bytes_out: float = 0.0
+    dispatched_bytes: float = 0.0
+    combined_bytes: float = 0.0
+    executed_flops: float = 0.0
+    max_link_load_bytes: float = 0.0
+    restreamed_for_recompute: bool = False
+
+
+class _CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
+_EXPERT_SHARE = {"gate_up": 2 / 3, "down": 1 / 3}  # of one expert's 3·H·I weights
+_FORWARD_OPS, _BACKWARD_OPS = ("gate_up", "down"), ("down", "gate_up")
+
+
+class _Engine:
+    def __init__(self, plan: StepPlan) -> None:
+        self.plan, hw, m = plan, plan.hw, plan.model
+        self.env = _CountingEnvironment()
+        self.trace = Trace()
+        self.s = LayerShapes(m)
+        self.b = m.bytes_per_value
+        self.recompute = plan.training.activations == "recompute"
+        staging = hw.runtime.staging_bytes * hw.pes  # half for weights in, half for gradients out
+        self.max_chunk = staging / 4  # a chunk at most half its buffer: two always fit
+        # with recompute, backward uses a layer's weights twice; a layer that does not fit in the buffer
+        # is streamed once more for its recompute
+        self.rec_pass = "bwd" if self.s.layer_params * self.b <= staging / 2 else "rec"
+        self.trace.restreamed_for_recompute = self.recompute and self.rec_pass == "rec"
+        self.names: list[tuple[Any, ...]] = []  # chunk i's key
+        self.sizes: list[float] = []
+        self.keys: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (first, last) chunk index
+        self.expert_last: dict[tuple[str, int, str], np.ndarray] = {}  # (pass, layer, op) -> last index per expert
+        self._plan_chunks()
+        self.stream = WeightStream(self.env, self.names, np.array(self.sizes), staging / 2, hw.io_bytes_per_cycle)
+        self.grads = GradientLink(staging / 2, hw.io_bytes_per_cycle)
+        R = len(plan.expert_regions)
+        members: list[list[int]] = [[] for _ in range(R)]
+        for e, r in enumerate(plan.expert_region_of):
+            members[r].append(e)
+        K = max(len(x) for x in members)
+        self.slots = np.full((K, R), -1, dtype=np.int64)  # slots[j, r]: the j-th expert run on region r
+        for r, experts in enumerate(members):
+            self.slots[: len(experts), r] = experts
+        self._expert_costs()
+
+    # --------------------------------------------------------------------------------- weight chunks
+    def _add(self, key: tuple[Any, ...], nbytes: float) -> None:
+        first = len(self.sizes)
+        if nbytes <= self.max_chunk:
+            self.names.append(key)
+            self.sizes.append(nbytes)
+            self.keys[key] = (first, first)
+            return
+        pieces = int(np.ceil(nbytes / self.max_chunk))
+        self.names.extend([key] * pieces)
+        self.sizes.extend([nbytes / pieces] * pieces)
+        self.keys[key] = (first, first + pieces - 1)
+
+    def _add_layer(self, pass_: str, layer: int, ops: tuple[str, ...]) -> None:
+        s, b, E = self.s, self.b, self.plan.model.experts
+        self._add((pass_, layer, "attention"), s.attention_params * b)
+        self._add((pass_, layer, "router"), (s.router_params + s.shared_expert_params) * b)
+        last = {op: np.empty(E, dtype=np.int64) for op in ops}
+        for e in range(E):
+            for op in ops:
+                self._add((pass_, layer, op, e), _EXPERT_SHARE[op] * s.expert_params * b)
+                last[op][e] = len(self.sizes) - 1
+        for op in ops:
+            self.expert_last[pass_, layer, op] = last[op]
+
+    def _plan_chunks(self) -> None:
+        """Chunks in order of first use: embedding, forward 1..L, LM head, backward L..1."""
+        m, s, b = self.plan.model, self.s, self.b
+        self._add(("embedding",), s.embedding_params * b)
+        for layer in range(m.layers):
+            self._add_layer("fwd", layer, _FORWARD_OPS)
+        if s.lm_head_params:
+            self._add(("lm_head",), s.lm_head_params * b)
+        for layer in reversed(range(m.layers)):
+            if self.recompute and self.rec_pass == "rec":
+                self._add_layer("rec", layer, _FORWARD_OPS)
+            self._add_layer("bwd", layer, _FORWARD_OPS if self.recompute else _BACKWARD_OPS)
+
+    def _wait(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """Wait (a stall of the step) until the chunks of ``key`` have arrived."""
+        env, start = self.env, self.env.now
+        last = self.keys[key][1]
+        if last >= self.stream.next:
+            yield self.stream.wait(last)
+        arrival = float(self.stream.arrival[last])
+        if arrival > env.now:
+            yield env.timeout(arrival - env.now)
+        if env.now > start:
+            self.trace.spans.append(("step", "weight_stall", start, env.now, dict(args)))
+
+    def _free(self, key: tuple[Any, ...]) -> None:
+        first, last = self.keys[key]
+        self.stream.free(float(sum(self.sizes[first:last + 1])))
+
+    # ---------------------------------------------------------------------------------- compute ops
+    def _expert_costs(self) -> None:
+        """Cycles of every expert op on its region, forward and backward: arrays [layer, expert]."""
+        p, s, b = self.plan, self.s, self.b
+        shapes = np.array([p.expert_regions[r] for r in p.expert_region_of], dtype=float)
+        n = p.tokens.astype(float)
+        self.cost: dict[tuple[str, bool], np.ndarray] = {}
+        self.op_bytes = {op: share * s.expert_params * b for op, share in _EXPERT_SHARE.items()}
+        for op, share in _EXPERT_SHARE.items():
+            for backward in (False, True):
+                flops = (2.0 if backward else 1.0) * share * n * s.expert_slot_flops()
+                self.cost[op, backward], _ = op_cycles(p.hw, shapes[:, 0], shapes[:, 1], flops, self.op_bytes[op])
+
+    def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any], repeat: int = 1,
+            per: str = "") -> Generator[Any, Any, None]:
+        """``repeat`` identical ops on the whole wafer, back to back (one span each)."""
+        cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
+        start, cycles = self.env.now, cost.cycles
+        for i in range(repeat):
+            span_args = {**args, **({per: i} if per else {}), "flops": flops, "weight_bytes": weight_bytes,
+                         "bound": cost.bound}
+            self.trace.spans.append(("step", name, start + i * cycles, start + (i + 1) * cycles, span_args))
+        self.trace.executed_flops += repeat * flops
+        yield self.env.timeout(repeat * cycles)
+
+    def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
+        """G tiles of B sequences through the attention sub-block on the whole wafer. The weights stay
+        resident, but each tile's op must feed them to the PEs again. Backward does 2× the forward work."""
+        t, s = self.plan.training, self.s
+        tokens = self.plan.batch_per_tile * t.seq_len
+        factor = 2.0 if backward else 1.0
+        flops = factor * tokens * (s.attention_proj_flops() + s.attention_core_flops(t.seq_len))
+        yield from self._op("attention", flops, factor * s.attention_params * self.b,
+                            {"layer": layer, "pass": pass_, "tokens": tokens}, repeat=self.plan.tiles, per="tile")
+
+    def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
+        nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
+        cycles, max_load = self.plan.dispatch(nbytes, reverse)
+        total = float(nbytes.sum())
+        self.trace.max_link_load_bytes = max(self.trace.max_link_load_bytes, max_load)
+        if reverse:
+            self.trace.combined_bytes += total
+        else:
+            self.trace.dispatched_bytes += total
+        start = self.env.now
+        yield self.env.timeout(cycles)
+        self.trace.spans.append(("step", name, start, self.env.now,
+                                 {"layer": layer, "pass": pass_, "bytes": total, "max_link_load_bytes": max_load}))
+
+    def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
+        """All expert regions in parallel; each runs its experts' ops in turn, each op when its weights
+        have arrived. Laid out with array arithmetic while the needed chunks are scheduled; a region that
+        needs a chunk the stream has not reached yet continues as a process that waits for it."""
+        env, stream, start = self.env, self.stream, self.env.now
+        ops = _BACKWARD_OPS if backward else _FORWARD_OPS
+        last_use = pass_ in ("fwd", "bwd")
+        R = self.slots.shape[1]
+        t = np.full(R, start)
+        stopped = np.zeros(R, dtype=bool)  # regions continuing as processes
+        resume: list[tuple[int, int, int]] = []  # (region, slot, op index)
+        grad_at: list[np.ndarray] = []
+        grad_bytes: list[float] = []
+        for j, experts in enumerate(self.slots):
+            for k, op in enumerate(ops):
+                active = (experts >= 0) & ~stopped
+                if not active.any():
+                    continue
+                regions = np.flatnonzero(active)
+                ex = experts[regions]
+                arrival = stream.arrival[self.expert_last[chunk_pass, layer, op][ex]]
+                unscheduled = np.isnan(arrival)
+                if unscheduled.any():
+                    for r in regions[unscheduled]:
+                        resume.append((int(r), j, k))
+                    stopped[regions[unscheduled]] = True
+                    regions, ex, arrival = regions[~unscheduled], ex[~unscheduled], arrival[~unscheduled]
+                begin = np.maximum(t[regions], arrival)
+                end = begin + self.cost[op, backward][layer, ex]
+                self._record(op, pass_, layer, backward, ex, begin, end, begin - t[regions])
+                t[regions] = end
+                if last_use:
+                    stream.free_at(end, np.full(len(end), self.op_bytes[op]))
+                if backward:
+                    grad_at.append(end)
+                    grad_bytes.append(self.op_bytes[op])
+        ends = [t[~stopped].max(initial=start)]
+        if resume:
+            procs = [env.process(self._region(r, j, k, float(t[r]), layer, pass_, chunk_pass, backward,
+                                              grad_at, grad_bytes)) for r, j, k in resume]
+            done = yield simpy.AllOf(env, procs)
+            ends.extend(done.values())
+        end = max(ends)
+        if end > env.now:
+            yield env.timeout(end - env.now)
+        self.trace.spans.append(("step", "experts", start, env.now, {"layer": layer, "pass": pass_}))
+        if backward:
+            at = np.concatenate(grad_at)
+            nbytes = np.concatenate([np.full(len(a), n) for a, n in zip(grad_at, grad_bytes, strict=True)])
+            order = np.argsort(at, kind="stable")
+            self.grads.send(at[order], nbytes[order])
+            self.trace.gradients.append(("expert grads", {"layer": layer, "count": len(at)}))
+            yield from self._gradient_room({"layer": layer, "pass": pass_})
+
+    def _region(self, r: int, j0: int, k0: int, t: float, layer: int, pass_: str, chunk_pass: str, backward: bool,
+                grad_at: list[np.ndarray], grad_bytes: list[float]) -> Generator[Any, Any, float]:
+        """One region's remaining ops, from slot ``j0``, op ``k0``, as a process that waits for chunks."""
+        env, stream = self.env, self.stream
+        ops = _BACKWARD_OPS if backward else _FORWARD_OPS
+        for j in range(j0, self.slots.shape[0]):
+            e = int(self.slots[j, r])
+            if e < 0:
+                break
+            for k in range(k0 if j == j0 else 0, len(ops)):
+                op = ops[k]
+                last = int(self.expert_last[chunk_pass, layer, op][e])
+                if last >= stream.next:
+                    if t > env.now:
+                        yield env.timeout(t - env.now)
+                    yield stream.wait(last)
+                begin = max(t, float(stream.arrival[last]))
+                t = begin + float(self.cost[op, backward][layer, e])
+                self._record(op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([t]),
+                             np.array([begin - (t - float(self.cost[op, backward][layer, e]))]))
+                if pass_ in ("fwd", "bwd"):
+                    stream.free_at(np.array([t]), np.array([self.op_bytes[op]]))
+                if backward:
+                    grad_at.append(np.array([t]))
+                    grad_bytes.append(self.op_bytes[op])
+        return t
+
+    def _record(self, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
+                end: np.ndarray, wait: np.ndarray) -> None:
+        self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait))
+        self.trace.executed_flops += (2.0 if backward else 1.0) * _EXPERT_SHARE[op] * float(
+            self.plan.tokens[layer, experts].sum()) * self.s.expert_slot_flops()
+
+    def _gradient_room(self, args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """Stall while the outbound buffer holds more gradients than fit."""
+        ready = self.grads.room_at(self.env.now)
+        if ready > self.env.now:
+            start = self.env.now
+            yield self.env.timeout(ready - start)
+            self.trace.spans.append(("step", "gradient_stall", start, self.env.now, dict(args)))
+
+    def _gradient(self, name: str, nbytes: float, args: dict[str, Any]) -> Generator[Any, Any, None]:
+        self.grads.send(np.array([self.env.now]), np.array([nbytes]))
+        self.trace.gradients.append((name, args))
+        yield from self._gradient_room(args)
+
+    # ------------------------------------------------------------------------------------ the step
+    def _moe(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
+        s, t = self.s, self.plan.training
+        tokens = self.plan.global_batch * t.seq_len
+        args = {"layer": layer, "pass": pass_, "tokens": tokens}
+        yield from self._wait((chunk_pass, layer, "router"), args)
+        factor = 2.0 if backward else 1.0
+        router_flops = factor * tokens * (s.router_flops() + 2.0 * s.shared_expert_params)
+        yield from self._op("router", router_flops, factor * s.router_params * self.b, args)
+        yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
+        yield from self._experts(layer, pass_, chunk_pass, backward)
+        yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
+
+    def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
+        yield from self._wait((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
+        yield from self._attention(layer, pass_, backward=False)
+        yield from self._moe(layer, pass_, chunk_pass, backward=False)
+        if pass_ == "fwd" or chunk_pass == "rec":
+            self._free((chunk_pass, layer, "attention"))
+            self._free((chunk_pass, layer, "router"))
+
+    def _backward(self, layer: int) -> Generator[Any, Any, None]:
+        s, b = self.s, self.b
+        args = {"layer": layer, "pass": "bwd"}
+        yield from self._moe(layer, "bwd", "bwd", backward=True)
+        self._free(("bwd", layer, "router"))
+        yield from self._gradient("router grad", (s.router_params + s.shared_expert_params) * b, args)
+        yield from self._wait(("bwd", layer, "attention"), args)
+        if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
+            yield from self._attention(layer, "recompute", backward=False)
+        yield from self._attention(layer, "bwd", backward=True)
+        self._free(("bwd", layer, "attention"))
+        yield from self._gradient("attention grad", s.attention_params * b, args)
+
+    def _lm_head(self) -> Generator[Any, Any, None]:
+        """LM head and loss per tile, forward and backward together (its weights resident)."""
+        s, t = self.s, self.plan.training
+        weight_bytes = (s.lm_head_params or s.embedding_params) * self.b
+        if s.lm_head_params:
+            yield from self._wait(("lm_head",), {"pass": "fwd"})
+        tokens = self.plan.batch_per_tile * t.seq_len
+        yield from self._op("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
+                            {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
+        if s.lm_head_params:
+            self._free(("lm_head",))
+            yield from self._gradient("lm_head grad", weight_bytes, {})
+
+    def _step(self) -> Generator[Any, Any, None]:
+        m, env = self.plan.model, self.env
+        yield from self._wait(("embedding",), {"pass": "fwd"})
+        self._free(("embedding",))  # the looked-up rows are copied out; the table is not kept
+        for layer in range(m.layers):
+            yield from self._forward(layer, "fwd", "fwd")
+        yield from self._lm_head()
+        for layer in reversed(range(m.layers)):
+            if self.recompute:
+                yield from self._forward(layer, "recompute", self.rec_pass)
+            else:
+                yield from self._wait(("bwd", layer, "router"), {"layer": layer, "pass": "bwd"})
+            yield from self._backward(layer)
+        yield from self._gradient("embedding grad", self.s.embedding_params * self.b, {})
+        if self.grads.link_free_at > env.now:  # the step ends when the last gradient has left
+            start = env.now
+            yield env.timeout(self.grads.link_free_at - start)
+            self.trace.spans.append(("step", "gradient_drain", start, env.now, {}))
+
+    def run(self) -> Trace:
+        env = self.env
+        env.process(self.stream.process())
+        done = env.process(self._step())
+        env.run(until=done)
+        tr = self.trace
+        tr.step_cycles, tr.events = env.now, env.processed
+        tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
+        tr.io_in = self.stream
+        tr.gradient_batches = self.grads.batches
+        return tr
+
+
+def _resume(gen: Generator[Any, Any, float], first: Any) -> Generator[Any, Any, float]:
+    """Continue a region's layout generator as a SimPy process, from the event it first yielded."""
+    value = yield first
+    while True:
+        try:
+            event = gen.send(value)
+        except StopIteration as done:
+            return done.value
+        value = yield event
+
+
+def simulate(plan: StepPlan) -> Trace:
+    """Simulate one training step; returns the trace (spans in cycles) and counters."""
+    return _Engine(plan).run()
+
+
+def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.random.Generator) -> np.ndarray:
+    """Routed slots per expert per layer (``[layers, experts]`` ints; each row sums to ``tokens · top_k``).
+
+    ``uniform``: a multinomial around the balanced mean. ``zipf:alpha``: expert popularity ∝ rank^-alpha,
+    ranks permuted per layer. Top-k routing picks k distinct experts per token; a multinomial over the
+    slots is its mean-field stand-in.
+    """
+    E, L, slots = model.experts, model.layers, tokens * model.top_k
+    alpha = training.zipf_alpha
+    out = np.empty((L, E), dtype=np.int64)
+    p = np.full(E, 1.0 / E)
+    for layer in range(L):
+        if alpha is not None:
+            p = 1.0 / np.arange(1, E + 1) ** alpha
+            p = rng.permutation(p / p.sum())
+        out[layer] = rng.multinomial(slots, p)
+    return out
