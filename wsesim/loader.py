@@ -34,18 +34,29 @@ _PRESET_DIRS = {"hardware": _REPO_ROOT / "hardware", "model": _REPO_ROOT / "work
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases and anchors (a config should say each value once)."""
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._steps: list[str] = []  # key path of the node being composed, so that errors can name it
+
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
+        # the composer passes a mapping value's key node, or a sequence item's position, as ``index``
+        step = f".{index.value}" if isinstance(index, yaml.ScalarNode) else f"[{index}]" if isinstance(index, int) else ""
+        self._steps.append(step)
+        try:
             event = self.peek_event()
-            raise _YamlProblem(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed")
-        event = self.peek_event()
-        if getattr(event, "anchor", None):
-            raise _YamlProblem(f"line {event.start_mark.line + 1}: YAML anchors (&{event.anchor}) are not allowed")
-        return super().compose_node(parent, index)
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                what = f"an alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"an anchor &{event.anchor}"
+                raise _YamlProblem(f"expected a plain value (YAML anchors and aliases are not allowed), got {what} "
+                                   f"(line {event.start_mark.line + 1})", "".join(self._steps).lstrip(".") or None)
+            return super().compose_node(parent, index)
+        finally:
+            self._steps.pop()
 
 
 class _YamlProblem(Exception):
-    pass
+    def __init__(self, message: str, path: str | None) -> None:
+        super().__init__(message)
+        self.message, self.path = message, path
 
 
 def _to_python(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
@@ -77,7 +88,7 @@ def parse_yaml(text: str, source: str) -> Any:
     except ConfigError as e:
         raise e.located(source=source) from None
     except _YamlProblem as e:
-        raise ConfigError(str(e), source=source) from None
+        raise ConfigError(e.message, source=source, path=e.path) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -101,7 +112,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read file ({e.__class__.__name__})", source=source) from None
     data = parse_yaml(text, source)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected a YAML mapping at the top level, got a {type(data).__name__}", source=source)
+        raise ConfigError(f"expected a YAML mapping at the top level, got {_describe(data)}", source=source)
     return data
 
 
@@ -303,27 +314,40 @@ def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tupl
 
 
 def validate(model: type[Spec], data: Any, *, source: str, sources: Mapping[str, str] | None = None,
-             overridden: Iterable[str] = ()) -> Any:
+             overridden: Iterable[str] = (), baseline: Any = None) -> Any:
     """Validate ``data`` as ``model``; turn the first error into a one-line ``ConfigError``.
 
     ``sources`` maps a top-level key to the file its value came from (a preset), and the error's path
-    is then made relative to that file; an error at or under an ``overridden`` key names ``--set``.
+    is then made relative to that file; an error at or under an ``overridden`` key names ``--set``, and
+    so does any error when ``baseline`` (``data`` before the overrides) is given and valid: an override
+    broke a rule that spans keys (``model.experts=1`` under ``top_k: 2``).
     """
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        errors = e.errors(include_url=False)
+        # an unknown key first: a misspelt key is also a missing one, and "unknown key" names the culprit
+        errors = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
         first = _clean_loc(tuple(errors[0]["loc"]))
         siblings = [err for err in errors if _clean_loc(tuple(err["loc"])) == first]  # union branches
         path, message = _message(model, errors[0], siblings)
         for key in overridden:
             if path == key or path.startswith(key + ".") or key.startswith(path + "."):
                 raise ConfigError(message, source="--set", path=path) from None
+        if baseline is not None and _is_valid(model, baseline):
+            raise ConfigError(message, source="--set", path=path or None) from None
         top = path.split(".", 1)
         if sources and top[0] in sources and sources[top[0]] != source:
             return_path = top[1] if len(top) > 1 else None
             raise ConfigError(message, source=sources[top[0]], path=return_path) from None
         raise ConfigError(message, source=source, path=path or None) from None
+
+
+def _is_valid(model: type[Spec], data: Any) -> bool:
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -359,8 +383,9 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
         raise ConfigError(f"expected kind: experiment, got kind: {data.get('kind')!r}", source=source, path="kind")
     resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
     overrides = dict(overrides or {})
-    resolved = apply_overrides(resolved, overrides)
-    spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides)
+    base, resolved = resolved, apply_overrides(resolved, overrides)
+    spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
+                    baseline=base if overrides else None)
     return Loaded(spec, resolved, source, sources)
 
 
@@ -387,15 +412,17 @@ def default_experiment_path() -> Path:
 def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> HardwareSpec:
     """A hardware spec from a preset name or a file."""
     raw = _load_ref("hardware", str(ref), Path.cwd(), "<command line>", "hardware")
-    data = apply_overrides({k: v for k, v in raw.data.items() if k != "kind"}, overrides or {})
-    return validate(HardwareSpec, data, source=raw.source, overridden=overrides or {})
+    base = {k: v for k, v in raw.data.items() if k != "kind"}
+    data = apply_overrides(base, overrides or {})
+    return validate(HardwareSpec, data, source=raw.source, overridden=overrides or {}, baseline=base if overrides else None)
 
 
 def load_model(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> ModelSpec:
     """A model spec from a preset name or a file."""
     raw = _load_ref("model", str(ref), Path.cwd(), "<command line>", "model")
-    data = apply_overrides({k: v for k, v in raw.data.items() if k != "kind"}, overrides or {})
-    return validate(ModelSpec, data, source=raw.source, overridden=overrides or {})
+    base = {k: v for k, v in raw.data.items() if k != "kind"}
+    data = apply_overrides(base, overrides or {})
+    return validate(ModelSpec, data, source=raw.source, overridden=overrides or {}, baseline=base if overrides else None)
 
 
 def detect_kind(data: dict[str, Any], source: str) -> str:

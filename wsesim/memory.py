@@ -31,8 +31,9 @@ class AttentionTiling:
     """One head's attention memory at ``seq_len`` tokens, standard (S×S matrices) or tiled (row stats).
 
     ``bytes_per_value`` is a size: "4 B", "16 bit", or a number of bytes given as a float/int by code
-    (the CLI and YAML always pass a unit string). Raises ``ConfigError`` for tile ≤ 0, negative
-    counts, or a unitless string.
+    (the CLI and YAML always pass a unit string). Raises ``ConfigError`` for seq_len, head_dim or
+    tile ≤ 0, negative counts, a unitless string, or a tiled kernel that stores nothing (io_tensors and
+    row_statistics both 0: ``stored_ratio`` would divide by zero).
     """
 
     seq_len: int
@@ -47,14 +48,17 @@ class AttentionTiling:
     def __post_init__(self) -> None:
         if isinstance(self.bytes_per_value, str):
             object.__setattr__(self, "bytes_per_value", _size(self.bytes_per_value, "bytes_per_value"))
-        for name in ("seq_len", "head_dim", "heads", "io_tensors", "stored_square_matrices", "row_statistics"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"expected a non-negative integer, got {value!r}", path=name)
-        if not isinstance(self.tile, int) or isinstance(self.tile, bool) or self.tile <= 0:
-            raise ConfigError(f"expected a positive integer, got {self.tile!r}", path="tile")
-        if not self.bytes_per_value > 0:
-            raise ConfigError(f"expected a positive size, got {self.bytes_per_value!r}", path="bytes_per_value")
+        for name in ("seq_len", "head_dim", "tile", "heads", "io_tensors", "stored_square_matrices",
+                     "row_statistics"):
+            value, least = getattr(self, name), 1 if name in ("seq_len", "head_dim", "tile") else 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                kind = "a positive integer" if least else "a non-negative integer"
+                raise ConfigError(f"expected {kind}, got {value!r}", path=name)
+        if self.io_tensors == 0 and self.row_statistics == 0:  # stored_flash would be 0 B
+            raise ConfigError("expected a positive count when io_tensors is 0, got 0", path="row_statistics")
+        bpv = self.bytes_per_value
+        if isinstance(bpv, bool) or not isinstance(bpv, (int, float)) or not (math.isfinite(bpv) and bpv > 0):
+            raise ConfigError(f"expected a positive size, got {bpv!r}", path="bytes_per_value")
 
     @property
     def score_matrix(self) -> float:

@@ -79,17 +79,20 @@ def parse_quantity(value: Any, dimension: Dimension) -> float:
         raise ValueError(f"unknown dimension {dimension!r}")
     if isinstance(value, bool):
         raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a bool)")
-    if isinstance(value, (int, float)):
-        if dimension != "fraction":
-            example = '"2 cycles"' if dimension == "cycles" else _DIMENSIONS[dimension][2]
-            raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {value!r} (a bare number)")
-        result = float(value)
-    elif isinstance(value, str):
-        result = _parse_string(value.strip(), dimension)
-    else:
-        raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a {type(value).__name__})")
+    try:
+        if isinstance(value, (int, float)):
+            if dimension != "fraction":
+                example = '"2 cycles"' if dimension == "cycles" else _DIMENSIONS[dimension][2]
+                raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {value!r} (a bare number)")
+            result = float(value)
+        elif isinstance(value, str):
+            result = _parse_string(value.strip(), dimension)
+        else:
+            raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a {type(value).__name__})")
+    except OverflowError:  # an integer beyond float's range ("1000…000 B", or a YAML integer that long)
+        result = math.inf
     if not math.isfinite(result):
-        raise UnitError(f"expected a finite {dimension}, got {value!r}")
+        raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (not finite)")
     return result
 
 
