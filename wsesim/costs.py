@@ -3,15 +3,20 @@ takes on a rectangular region of PEs. Pure functions, no SimPy (DESIGN.md §3, �
 
 An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
 
-    cycles = task_overhead + fill_drain + max(compute, weight_feed)
-    compute     = FLOPs / (P · 2·simd_width)                    the datapath
-    weight_feed = weight_bytes / (rows · link_bytes_per_cycle)  weights enter the region along one side,
-                                                                one link per PE row, to reach every PE
+    cycles = task_overhead + fill_drain + max(compute, feed)
+    compute     = FLOPs / (P · 2·simd_width · gemm_efficiency)  the datapath, at the fraction of peak it
+                                                                sustains inside a distributed GEMM
+    feed        = weight_bytes / (rows · link_bytes_per_cycle)  weight streaming keeps activations in place
+                                                                and moves the weights: each PE row's share
+                                                                of the weights passes its PEs through one
+                                                                link per cycle
     fill_drain  = injection + (rows + cols) · hop_latency      a wavefront crossing the region
 
-``OpCost.bound`` names the term that bounds the op ("compute" or "weight_feed"); with few tokens per
-expert, the feed and the fixed terms dominate: that is where *compute density* comes from. The
-off-wafer weight stream, a tighter bound still, is simulated by the engine, not here.
+So an op is compute-bound only if each weight meets enough tokens in a PE: with M tokens over ``cols``
+PEs, ``M ≥ cols · link_bytes · 2·simd / (2 · bytes_per_value)`` (2·cols on WSE-2 in fp16).
+``OpCost.bound`` names the binding term ("compute" or "feed"). With few tokens per expert the feed and
+the fixed terms dominate, and the off-wafer weight stream — simulated by the engine — more still: that is
+where *compute density* comes from.
 """
 
 from __future__ import annotations
@@ -30,38 +35,42 @@ class OpCost:
 
     flops: float
     weight_bytes: float
+    input_bytes: float
     compute: float
-    weight_feed: float
+    feed: float
     fill_drain: float
     overhead: float
 
     @property
     def cycles(self) -> float:
-        return self.overhead + self.fill_drain + max(self.compute, self.weight_feed)
+        return self.overhead + self.fill_drain + max(self.compute, self.feed)
 
     @property
     def bound(self) -> str:
-        return "compute" if self.compute >= self.weight_feed else "weight_feed"
+        return "compute" if self.compute >= self.feed else "feed"
 
 
-def op_cost(hw: HardwareSpec, rows: int, cols: int, flops: float, weight_bytes: float = 0.0) -> OpCost:
-    """The cost of an op of ``flops`` FLOPs using ``weight_bytes`` of weights on a ``rows × cols`` region."""
+def op_cost(hw: HardwareSpec, rows: int, cols: int, flops: float, weight_bytes: float = 0.0,
+            input_bytes: float = 0.0) -> OpCost:
+    """The cost of an op of ``flops`` FLOPs, with ``weight_bytes`` of weights and ``input_bytes`` of input
+    activations, on a ``rows × cols`` region of PEs (cycles)."""
     pes = rows * cols
     return OpCost(
         flops=flops,
         weight_bytes=weight_bytes,
-        compute=flops / (pes * hw.flops_per_cycle_per_pe),
-        weight_feed=weight_bytes / (rows * hw.fabric.link_bytes_per_cycle),
+        input_bytes=input_bytes,
+        compute=flops / (pes * hw.flops_per_cycle_per_pe * hw.runtime.gemm_efficiency),
+        feed=weight_bytes / (rows * hw.fabric.link_bytes_per_cycle),
         fill_drain=hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles,
         overhead=hw.runtime.task_overhead_cycles,
     )
 
 
 def op_cycles(hw: HardwareSpec, rows: np.ndarray, cols: np.ndarray, flops: np.ndarray,
-              weight_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              weight_bytes: np.ndarray | float, input_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``op_cost`` over arrays (same formula): cycles, and True where compute bounds the op."""
-    compute = flops / (rows * cols * hw.flops_per_cycle_per_pe)
-    feed = weight_bytes / (rows * hw.fabric.link_bytes_per_cycle)
+    compute = flops / (rows * cols * hw.flops_per_cycle_per_pe * hw.runtime.gemm_efficiency)
+    feed = weight_bytes / (rows * hw.fabric.link_bytes_per_cycle) + 0 * input_bytes
     fill = hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles
     return hw.runtime.task_overhead_cycles + fill + np.maximum(compute, feed), compute >= feed
 

@@ -87,6 +87,7 @@ class RuntimeSpec(Spec):
     """Global calibration parameters of the execution model (see the README's Calibration table)."""
 
     task_overhead_cycles: Cycles = Field(alias="task_overhead")  # fixed cost of launching one op on a region
+    gemm_efficiency: Annotated[float, _quantity("fraction"), Field(gt=0, le=1)]  # of peak FMAC rate, steady state
     staging_bytes: Size = Field(alias="staging_buffer")  # per PE, SRAM set aside for streamed weights
 
 
