@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wsesim.errors import ConfigError, UnitError
+from wsesim import units
 from wsesim.units import format_bytes, parse_quantity
 
 DIMENSIONS = ("size", "frequency", "bandwidth", "time", "cycles", "fraction")
@@ -219,3 +220,11 @@ def test_percent_is_a_hundredth(p: int) -> None:
 )
 def test_format_bytes(n: float, binary: bool, expected: str) -> None:
     assert format_bytes(n, binary=binary) == expected
+
+
+@pytest.mark.parametrize("symbol", sorted(units.FAST_UNITS))
+def test_fast_path_agrees_with_pint(symbol: str) -> None:
+    """Every unit the fast path parses without pint gives pint's value, to 1e-12 relative."""
+    dimension, _ = units.FAST_UNITS[symbol]
+    text = f"3.5 {symbol}"
+    assert units._parse_string(text, dimension) == pytest.approx(units._parse_with_pint(text, dimension), rel=1e-12)

@@ -337,3 +337,22 @@ def resolve_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: Trainin
     if training.batch_per_tile == "auto":
         return max_batch_per_tile(hw, model, training)
     return int(training.batch_per_tile)
+
+
+def max_tiles(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
+              limit: int = 1 << 16) -> int:
+    """The largest G whose peak fits with ``batch_per_tile`` sequences per tile; 0 when G=1 does not fit.
+    What stays resident for backward grows with G·B, so this too is a binary search."""
+    def fits(G: int) -> bool:
+        return training_memory(hw, model, training, batch_per_tile=batch_per_tile, tiles=G).feasible
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo

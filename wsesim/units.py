@@ -48,8 +48,39 @@ def _registry() -> Any:
     return pint.UnitRegistry()
 
 
+def _fast_units() -> dict[str, tuple[str, float]]:
+    """The unit symbols presets use, with their dimension and factor to our base unit. Parsed without
+    pint (whose registry costs ~1 s to build); a test checks every entry against pint."""
+    table: dict[str, tuple[str, float]] = {"B": ("size", 1.0), "bit": ("size", 1 / 8), "%": ("fraction", 0.01),
+                                           "Hz": ("frequency", 1.0), "s": ("time", 1.0)}
+    decimal = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+    binary = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+    for prefix, scale in {**decimal, **binary}.items():
+        table[f"{prefix}B"] = ("size", scale)
+        table[f"{prefix}bit"] = ("size", scale / 8)
+        table[f"{prefix}B/s"] = ("bandwidth", scale)
+        table[f"{prefix}bit/s"] = ("bandwidth", scale / 8)
+    for prefix, scale in {"k": 1e3, "M": 1e6, "G": 1e9}.items():
+        table[f"{prefix}Hz"] = ("frequency", scale)
+    table.update({"B/s": ("bandwidth", 1.0), "bit/s": ("bandwidth", 1 / 8), "ms": ("time", 1e-3),
+                  "us": ("time", 1e-6), "ns": ("time", 1e-9)})
+    del table["KB"], table["Kbit"], table["KB/s"], table["Kbit/s"]  # pint reads "K" as kelvin
+    return table
+
+
+FAST_UNITS = _fast_units()
+_NUMBER_UNIT = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]+)$")
+
+
 @lru_cache(maxsize=4096)
 def _parse_string(text: str, dimension: str) -> float:
+    fast = _NUMBER_UNIT.match(text)
+    if fast and FAST_UNITS.get(fast.group(2), ("", 0.0))[0] == dimension:
+        return float(fast.group(1)) * FAST_UNITS[fast.group(2)][1]
+    return _parse_with_pint(text, dimension)
+
+
+def _parse_with_pint(text: str, dimension: str) -> float:
     if dimension == "cycles":
         m = _CYCLES.match(text)
         if not m:
