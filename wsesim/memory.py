@@ -17,6 +17,7 @@ counted at their peak, the start of the backward pass, in every phase. All sizes
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import ConfigError
@@ -313,13 +314,8 @@ def _attention_params(model: ModelSpec) -> int:
     return H * d * (2 * model.heads + 2 * model.kv_heads) + 2 * H + 2 * d
 
 
-def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, tiles: int | None = None,
-                       limit: int = 1 << 20) -> int:
-    """The largest B whose peak fits with ``tiles`` tiles (what ``batch_per_tile: auto`` resolves to);
-    0 when not even B=1 fits. Peak memory grows with B, so this is a binary search."""
-    def fits(B: int) -> bool:
-        return training_memory(hw, model, training, batch_per_tile=B, tiles=tiles).feasible
-
+def _largest(fits: Callable[[int], bool], limit: int) -> int:
+    """The largest n in 1..limit with fits(n), for a monotone ``fits`` (0 if not even 1 fits)."""
     if not fits(1):
         return 0
     lo, hi = 1, 2
@@ -330,6 +326,13 @@ def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpe
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, tiles: int | None = None,
+                       limit: int = 1 << 20) -> int:
+    """The largest B whose peak fits with ``tiles`` tiles (what ``batch_per_tile: auto`` resolves to);
+    0 when not even B=1 fits. Peak memory grows with B, so this is a binary search."""
+    return _largest(lambda B: training_memory(hw, model, training, batch_per_tile=B, tiles=tiles).feasible, limit)
 
 
 def resolve_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec) -> int:
@@ -343,16 +346,5 @@ def max_tiles(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, bat
               limit: int = 1 << 16) -> int:
     """The largest G whose peak fits with ``batch_per_tile`` sequences per tile; 0 when G=1 does not fit.
     What stays resident for backward grows with G·B, so this too is a binary search."""
-    def fits(G: int) -> bool:
-        return training_memory(hw, model, training, batch_per_tile=batch_per_tile, tiles=G).feasible
-
-    if not fits(1):
-        return 0
-    lo, hi = 1, 2
-    while hi <= limit and fits(hi):
-        lo, hi = hi, hi * 2
-    hi = min(hi, limit + 1)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return _largest(lambda G: training_memory(hw, model, training, batch_per_tile=batch_per_tile,
+                                              tiles=G).feasible, limit)
