@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wsesim.errors import ConfigError, UnitError
 from wsesim import units
+from wsesim.errors import ConfigError, UnitError
 from wsesim.units import format_bytes, parse_quantity
 
 DIMENSIONS = ("size", "frequency", "bandwidth", "time", "cycles", "fraction")

@@ -13,7 +13,8 @@ An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
     fill_drain  = injection + (rows + cols) · hop_latency      a wavefront crossing the region
 
 So an op is compute-bound only if each weight meets enough tokens in a PE: with M tokens over ``cols``
-PEs, ``M ≥ cols · link_bytes · 2·simd / (2 · bytes_per_value)`` (2·cols on WSE-2 in fp16).
+PEs, ``M ≥ cols · 2·simd · gemm_efficiency · bytes_per_value / link_bytes`` (2·cols at full efficiency
+on WSE-2 in fp16).
 ``OpCost.bound`` names the binding term ("compute" or "feed"). With few tokens per expert the feed and
 the fixed terms dominate, and the off-wafer weight stream — simulated by the engine — more still: that is
 where *compute density* comes from.
@@ -21,7 +22,6 @@ where *compute density* comes from.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +35,6 @@ class OpCost:
 
     flops: float
     weight_bytes: float
-    input_bytes: float
     compute: float
     feed: float
     fill_drain: float
@@ -50,15 +49,12 @@ class OpCost:
         return "compute" if self.compute >= self.feed else "feed"
 
 
-def op_cost(hw: HardwareSpec, rows: int, cols: int, flops: float, weight_bytes: float = 0.0,
-            input_bytes: float = 0.0) -> OpCost:
-    """The cost of an op of ``flops`` FLOPs, with ``weight_bytes`` of weights and ``input_bytes`` of input
-    activations, on a ``rows × cols`` region of PEs (cycles)."""
+def op_cost(hw: HardwareSpec, rows: int, cols: int, flops: float, weight_bytes: float = 0.0) -> OpCost:
+    """The cost of an op of ``flops`` FLOPs using ``weight_bytes`` of weights on a ``rows × cols`` region."""
     pes = rows * cols
     return OpCost(
         flops=flops,
         weight_bytes=weight_bytes,
-        input_bytes=input_bytes,
         compute=flops / (pes * hw.flops_per_cycle_per_pe * hw.runtime.gemm_efficiency),
         feed=weight_bytes / (rows * hw.fabric.link_bytes_per_cycle),
         fill_drain=hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles,
@@ -67,10 +63,10 @@ def op_cost(hw: HardwareSpec, rows: int, cols: int, flops: float, weight_bytes: 
 
 
 def op_cycles(hw: HardwareSpec, rows: np.ndarray, cols: np.ndarray, flops: np.ndarray,
-              weight_bytes: np.ndarray | float, input_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+              weight_bytes: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """``op_cost`` over arrays (same formula): cycles, and True where compute bounds the op."""
     compute = flops / (rows * cols * hw.flops_per_cycle_per_pe * hw.runtime.gemm_efficiency)
-    feed = weight_bytes / (rows * hw.fabric.link_bytes_per_cycle) + 0 * input_bytes
+    feed = weight_bytes / (rows * hw.fabric.link_bytes_per_cycle)
     fill = hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles
     return hw.runtime.task_overhead_cycles + fill + np.maximum(compute, feed), compute >= feed
 
@@ -161,12 +157,3 @@ class LayerShapes:
                      + m.top_k * self.expert_slot_flops() + 2.0 * self.shared_expert_params)
         return 3 * (m.layers * per_layer + self.lm_head_flops())
 
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def region_shape(pes: int, rows_hint: int) -> tuple[int, int]:
-    """A rows × cols rectangle of about ``pes`` PEs with at most ``rows_hint`` rows (for sizing)."""
-    rows = max(1, min(rows_hint, int(math.sqrt(pes))))
-    return rows, max(1, pes // rows)

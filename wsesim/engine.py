@@ -206,17 +206,15 @@ class _Engine:
         n = p.tokens.astype(float)
         self.cost: dict[tuple[str, bool], np.ndarray] = {}
         self.op_bytes = {op: share * s.expert_params * b for op, share in _EXPERT_SHARE.items()}
-        width = {"gate_up": p.model.hidden_size, "down": p.model.expert_intermediate}  # input features
         for op, share in _EXPERT_SHARE.items():
             for backward in (False, True):
                 flops = (2.0 if backward else 1.0) * share * n * s.expert_slot_flops()
-                self.cost[op, backward], _ = op_cycles(p.hw, shapes[:, 0], shapes[:, 1], flops, self.op_bytes[op],
-                                                       n * width[op] * b)
+                self.cost[op, backward], _ = op_cycles(p.hw, shapes[:, 0], shapes[:, 1], flops, self.op_bytes[op])
 
-    def _op(self, name: str, flops: float, weight_bytes: float, input_bytes: float, args: dict[str, Any],
+    def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
             repeat: int = 1, per: str = "") -> Generator[Any, Any, None]:
         """``repeat`` identical ops on the whole wafer, back to back (one span each)."""
-        cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes, input_bytes)
+        cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
         start, cycles = self.env.now, cost.cycles
         for i in range(repeat):
             span_args = {**args, **({per: i} if per else {}), "flops": flops, "weight_bytes": weight_bytes,
@@ -233,7 +231,7 @@ class _Engine:
         factor = 2.0 if backward else 1.0
         flops = factor * tokens * (s.attention_proj_flops() + s.attention_core_flops(t.seq_len))
         yield from self._op("attention", flops, factor * s.attention_params * self.b,
-                            factor * tokens * self.plan.model.hidden_size * self.b, {"layer": layer, "pass": pass_, "tokens": tokens}, repeat=self.plan.tiles, per="tile")
+                            {"layer": layer, "pass": pass_, "tokens": tokens}, repeat=self.plan.tiles, per="tile")
 
     def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
         nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
@@ -357,8 +355,7 @@ class _Engine:
         yield from self._wait((chunk_pass, layer, "router"), args)
         factor = 2.0 if backward else 1.0
         router_flops = factor * tokens * (s.router_flops() + 2.0 * s.shared_expert_params)
-        yield from self._op("router", router_flops, factor * s.router_params * self.b,
-                            factor * tokens * self.plan.model.hidden_size * self.b, args)
+        yield from self._op("router", router_flops, factor * s.router_params * self.b, args)
         yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
         yield from self._experts(layer, pass_, chunk_pass, backward)
         yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
@@ -392,7 +389,7 @@ class _Engine:
             yield from self._wait(("lm_head",), {"pass": "fwd"})
         tokens = self.plan.batch_per_tile * t.seq_len
         yield from self._op("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
-                            3 * tokens * self.plan.model.hidden_size * self.b, {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
+                            {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
         if s.lm_head_params:
             self._free(("lm_head",))
             yield from self._gradient("lm_head grad", weight_bytes, {})

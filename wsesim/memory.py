@@ -273,15 +273,17 @@ def _spread(total_bytes: float, pes: int) -> int:
 
 
 def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
-                    tiles: int | None = None) -> TrainingMemory:
+                    tiles: int | None = None, expert_load: float = 1.0) -> TrainingMemory:
     """Per-phase, per-PE SRAM for ``batch_per_tile`` sequences per attention tile and ``tiles`` tiles
-    (default: ``training.tiles``). Never raises for a configuration that does not fit: the result's
-    ``feasible`` and ``reason`` say so."""
+    (default: ``training.tiles``). ``expert_load`` is the busiest expert's tokens over the mean (≥ 1):
+    its region holds that much more of the expert working set per PE. Never raises for a configuration
+    that does not fit: the result's ``feasible`` and ``reason`` say so."""
     G = training.tiles if tiles is None else tiles
     B, S, L, P = batch_per_tile, training.seq_len, model.layers, hw.pes
     f = TokenFootprint(model, training)
     b = f.b
     tile_tokens, step_tokens = B * S, G * B * S
+    hot = step_tokens * max(1.0, expert_load)  # tokens' worth of expert working set on the busiest region
 
     common = {
         "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
@@ -293,12 +295,12 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     recompute = training.activations == "recompute"
     phases = (
         PhaseMemory("attention_fwd", {**common, "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
-        PhaseMemory("experts_fwd", {**common, "expert_transient": _spread(step_tokens * f.experts_saved_per_token(), P)}),
+        PhaseMemory("experts_fwd", {**common, "expert_transient": _spread(hot * f.experts_saved_per_token(), P)}),
         PhaseMemory("lm_head", {**common, "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
         PhaseMemory("experts_bwd", {
             **common,
-            **({"expert_recompute": _spread(step_tokens * f.experts_saved_per_token(), P)} if recompute else {}),
-            "expert_transient": _spread(step_tokens * f.experts_grad_per_token(), P)}),
+            **({"expert_recompute": _spread(hot * f.experts_saved_per_token(), P)} if recompute else {}),
+            "expert_transient": _spread(hot * f.experts_grad_per_token(), P)}),
         PhaseMemory("attention_bwd", {
             **common,
             **({"attention_recompute": _spread(tile_tokens * f.attention_saved_per_token(), P)} if recompute else {}),

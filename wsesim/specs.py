@@ -200,7 +200,7 @@ _ZIPF = re.compile(r"^zipf:([0-9]*\.?[0-9]+)$")
 class TrainingSpec(Spec):
     """One training step: sequence length, the BTA tiling (B per tile, G tiles) and memory policies."""
 
-    seq_len: PositiveInt = 2048
+    seq_len: PositiveInt = 4096
     batch_per_tile: PositiveInt | Literal["auto"] = "auto"
     tiles: PositiveInt = 1
     activations: Literal["store", "recompute"] = "recompute"
