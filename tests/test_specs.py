@@ -223,7 +223,7 @@ def test_python_names_are_not_yaml_keys() -> None:
 def test_training_defaults() -> None:
     t = TrainingSpec()
     assert (t.seq_len, t.batch_per_tile, t.tiles, t.activations, t.attention_kernel) == (
-        2048, "auto", 1, "recompute", "standard")
+        4096, "auto", 1, "recompute", "standard")
     assert (t.accumulate_dtype, t.routing, t.seed, t.zipf_alpha) == ("fp32", "uniform", 0, None)
 
 

@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Further subcommands live in their own modules, each with ``register(subparsers, commands)`` that adds
 # its parser and its handler ``f(args) -> exit code``. Imported lazily so ``--help`` stays quick.
-_EXTENSION_MODULES: list[str] = []
+_EXTENSION_MODULES: list[str] = ["wsesim.cli_run", "wsesim.cli_sweep", "wsesim.cli_fabric"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -71,6 +71,7 @@ class ExpertOps:
     start: np.ndarray
     end: np.ndarray
     weight_wait: np.ndarray  # cycles the op waited for its weights after its region was free
+    pieces: int = 1  # the op ran in this many pieces (its weights exceeded a chunk); this is one of them
 
 
 @dataclass
@@ -130,9 +131,11 @@ class _Engine:
         self.names: list[tuple[Any, ...]] = []  # chunk i's key
         self.sizes: list[float] = []
         self.keys: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (first, last) chunk index
-        self.expert_last: dict[tuple[str, int, str], np.ndarray] = {}  # (pass, layer, op) -> last index per expert
+        # (pass, layer, op) -> chunk index of each piece of each expert's op: array [pieces, experts]
+        self.expert_chunks: dict[tuple[str, int, str], np.ndarray] = {}
         self._plan_chunks()
-        self.stream = WeightStream(self.env, self.names, np.array(self.sizes), staging / 2, hw.io_bytes_per_cycle)
+        self.chunk_bytes = np.array(self.sizes)
+        self.stream = WeightStream(self.env, self.names, self.chunk_bytes, staging / 2, hw.io_bytes_per_cycle)
         self.grads = GradientLink(staging / 2, hw.io_bytes_per_cycle)
         R = len(plan.expert_regions)
         members: list[list[int]] = [[] for _ in range(R)]
@@ -157,46 +160,53 @@ class _Engine:
         self.sizes.extend([nbytes / pieces] * pieces)
         self.keys[key] = (first, first + pieces - 1)
 
-    def _add_layer(self, pass_: str, layer: int, ops: tuple[str, ...]) -> None:
+    def _add_layer(self, pass_: str, layer: int, backward_first: bool) -> None:
+        """A layer's chunks in the order of their first use: attention, router, experts (forward, or a
+        recompute that shares the backward copy), or router, experts in backward order, attention."""
         s, b, E = self.s, self.b, self.plan.model.experts
-        self._add((pass_, layer, "attention"), s.attention_params * b)
+        ops = _BACKWARD_OPS if backward_first else _FORWARD_OPS
+        if not backward_first:
+            self._add((pass_, layer, "attention"), s.attention_params * b)
         self._add((pass_, layer, "router"), (s.router_params + s.shared_expert_params) * b)
-        last = {op: np.empty(E, dtype=np.int64) for op in ops}
+        index: dict[str, list[range]] = {op: [] for op in ops}
         for e in range(E):
             for op in ops:
                 self._add((pass_, layer, op, e), _EXPERT_SHARE[op] * s.expert_params * b)
-                last[op][e] = len(self.sizes) - 1
+                first, last = self.keys[pass_, layer, op, e]
+                index[op].append(range(first, last + 1))
         for op in ops:
-            self.expert_last[pass_, layer, op] = last[op]
+            self.expert_chunks[pass_, layer, op] = np.array(index[op], dtype=np.int64).T
+        if backward_first:
+            self._add((pass_, layer, "attention"), s.attention_params * b)
 
     def _plan_chunks(self) -> None:
         """Chunks in order of first use: embedding, forward 1..L, LM head, backward L..1."""
         m, s, b = self.plan.model, self.s, self.b
         self._add(("embedding",), s.embedding_params * b)
         for layer in range(m.layers):
-            self._add_layer("fwd", layer, _FORWARD_OPS)
+            self._add_layer("fwd", layer, backward_first=False)
         if s.lm_head_params:
             self._add(("lm_head",), s.lm_head_params * b)
         for layer in reversed(range(m.layers)):
             if self.recompute and self.rec_pass == "rec":
-                self._add_layer("rec", layer, _FORWARD_OPS)
-            self._add_layer("bwd", layer, _FORWARD_OPS if self.recompute else _BACKWARD_OPS)
+                self._add_layer("rec", layer, backward_first=False)
+            self._add_layer("bwd", layer, backward_first=not (self.recompute and self.rec_pass == "bwd"))
 
     def _wait(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
-        """Wait (a stall of the step) until the chunks of ``key`` have arrived."""
-        env, start = self.env, self.env.now
-        last = self.keys[key][1]
-        if last >= self.stream.next:
-            yield self.stream.wait(last)
-        arrival = float(self.stream.arrival[last])
-        if arrival > env.now:
-            yield env.timeout(arrival - env.now)
+        """Wait (a stall of the step) for the weights of ``key``: whole-wafer weights (attention, router,
+        LM head, embedding) are copied out of the staging buffer into their resident place as each piece
+        arrives, so the buffer never has to hold all of them at once."""
+        env, stream, start = self.env, self.stream, self.env.now
+        first, last = self.keys[key]
+        for i in range(first, last + 1):
+            if i >= stream.next:
+                yield stream.wait(i)
+            arrival = float(stream.arrival[i])
+            if arrival > env.now:
+                yield env.timeout(arrival - env.now)
+            stream.free(self.sizes[i])
         if env.now > start:
             self.trace.spans.append(("step", "weight_stall", start, env.now, dict(args)))
-
-    def _free(self, key: tuple[Any, ...]) -> None:
-        first, last = self.keys[key]
-        self.stream.free(float(sum(self.sizes[first:last + 1])))
 
     # ---------------------------------------------------------------------------------- compute ops
     def _expert_costs(self) -> None:
@@ -249,44 +259,45 @@ class _Engine:
 
     def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
         """All expert regions in parallel; each runs its experts' ops in turn, each op when its weights
-        have arrived. Laid out with array arithmetic while the needed chunks are scheduled; a region that
-        needs a chunk the stream has not reached yet continues as a process that waits for it."""
+        have arrived (an op whose weights came in several pieces runs piece by piece). Laid out with array
+        arithmetic while the needed chunks are scheduled; a region that needs a chunk the stream has not
+        reached yet continues as a process that waits for it."""
         env, stream, start = self.env, self.stream, self.env.now
         ops = _BACKWARD_OPS if backward else _FORWARD_OPS
-        last_use = pass_ in ("fwd", "bwd")
+        last_use = pass_ != "recompute" or chunk_pass == "rec"  # backward copies serve recompute, then backward
         R = self.slots.shape[1]
         t = np.full(R, start)
         stopped = np.zeros(R, dtype=bool)  # regions continuing as processes
-        resume: list[tuple[int, int, int]] = []  # (region, slot, op index)
-        grad_at: list[np.ndarray] = []
-        grad_bytes: list[float] = []
+        resume: list[tuple[int, int, int, int]] = []  # (region, slot, op index, piece)
+        grads: list[tuple[np.ndarray, float]] = []
         for j, experts in enumerate(self.slots):
             for k, op in enumerate(ops):
-                active = (experts >= 0) & ~stopped
-                if not active.any():
-                    continue
-                regions = np.flatnonzero(active)
-                ex = experts[regions]
-                arrival = stream.arrival[self.expert_last[chunk_pass, layer, op][ex]]
-                unscheduled = np.isnan(arrival)
-                if unscheduled.any():
-                    for r in regions[unscheduled]:
-                        resume.append((int(r), j, k))
-                    stopped[regions[unscheduled]] = True
-                    regions, ex, arrival = regions[~unscheduled], ex[~unscheduled], arrival[~unscheduled]
-                begin = np.maximum(t[regions], arrival)
-                end = begin + self.cost[op, backward][layer, ex]
-                self._record(op, pass_, layer, backward, ex, begin, end, begin - t[regions])
-                t[regions] = end
-                if last_use:
-                    stream.free_at(end, np.full(len(end), self.op_bytes[op]))
-                if backward:
-                    grad_at.append(end)
-                    grad_bytes.append(self.op_bytes[op])
+                chunks = self.expert_chunks[chunk_pass, layer, op]
+                pieces = chunks.shape[0]
+                for piece in range(pieces):
+                    regions = np.flatnonzero((experts >= 0) & ~stopped)
+                    if not len(regions):
+                        continue
+                    ex = experts[regions]
+                    index = chunks[piece, ex]
+                    arrival = stream.arrival[index]
+                    unscheduled = np.isnan(arrival)
+                    if unscheduled.any():
+                        resume.extend((int(r), j, k, piece) for r in regions[unscheduled])
+                        stopped[regions[unscheduled]] = True
+                        regions, ex, index, arrival = (a[~unscheduled] for a in (regions, ex, index, arrival))
+                    begin = np.maximum(t[regions], arrival)
+                    end = begin + self.cost[op, backward][layer, ex] / pieces
+                    self._record(op, pass_, layer, backward, ex, begin, end, begin - t[regions], pieces)
+                    t[regions] = end
+                    if last_use:
+                        stream.free_at(end, self.chunk_bytes[index])
+                    if backward and piece == pieces - 1:
+                        grads.append((end, self.op_bytes[op]))
         ends = [t[~stopped].max(initial=start)]
         if resume:
-            procs = [env.process(self._region(r, j, k, float(t[r]), layer, pass_, chunk_pass, backward,
-                                              grad_at, grad_bytes)) for r, j, k in resume]
+            procs = [env.process(self._region(r, j, k, piece, float(t[r]), layer, pass_, chunk_pass, backward,
+                                              last_use, grads)) for r, j, k, piece in resume]
             done = yield simpy.AllOf(env, procs)
             ends.extend(done.values())
         end = max(ends)
@@ -294,45 +305,50 @@ class _Engine:
             yield env.timeout(end - env.now)
         self.trace.spans.append(("step", "experts", start, env.now, {"layer": layer, "pass": pass_}))
         if backward:
-            at = np.concatenate(grad_at)
-            nbytes = np.concatenate([np.full(len(a), n) for a, n in zip(grad_at, grad_bytes, strict=True)])
+            at = np.concatenate([a for a, _ in grads])
+            nbytes = np.concatenate([np.full(len(a), n) for a, n in grads])
             order = np.argsort(at, kind="stable")
             self.grads.send(at[order], nbytes[order])
             self.trace.gradients.append(("expert grads", {"layer": layer, "count": len(at)}))
             yield from self._gradient_room({"layer": layer, "pass": pass_})
 
-    def _region(self, r: int, j0: int, k0: int, t: float, layer: int, pass_: str, chunk_pass: str, backward: bool,
-                grad_at: list[np.ndarray], grad_bytes: list[float]) -> Generator[Any, Any, float]:
-        """One region's remaining ops, from slot ``j0``, op ``k0``, as a process that waits for chunks."""
+    def _region(self, r: int, j0: int, k0: int, p0: int, t: float, layer: int, pass_: str, chunk_pass: str,
+                backward: bool, last_use: bool, grads: list[tuple[np.ndarray, float]]) -> Generator[Any, Any, float]:
+        """One region's remaining ops from slot ``j0``, op ``k0``, piece ``p0``, as a process that waits
+        for chunks the stream has not scheduled yet (the same timeline as ``_experts``' layout)."""
         env, stream = self.env, self.stream
         ops = _BACKWARD_OPS if backward else _FORWARD_OPS
+        first = True
         for j in range(j0, self.slots.shape[0]):
             e = int(self.slots[j, r])
             if e < 0:
                 break
             for k in range(k0 if j == j0 else 0, len(ops)):
                 op = ops[k]
-                last = int(self.expert_last[chunk_pass, layer, op][e])
-                if last >= stream.next:
-                    if t > env.now:
+                chunks = self.expert_chunks[chunk_pass, layer, op]
+                pieces = chunks.shape[0]
+                for piece in range(p0 if first else 0, pieces):
+                    first = False
+                    i = int(chunks[piece, e])
+                    if i >= stream.next and t > env.now:
                         yield env.timeout(t - env.now)
-                    yield stream.wait(last)
-                begin = max(t, float(stream.arrival[last]))
-                t = begin + float(self.cost[op, backward][layer, e])
-                self._record(op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([t]),
-                             np.array([begin - (t - float(self.cost[op, backward][layer, e]))]))
-                if pass_ in ("fwd", "bwd"):
-                    stream.free_at(np.array([t]), np.array([self.op_bytes[op]]))
-                if backward:
-                    grad_at.append(np.array([t]))
-                    grad_bytes.append(self.op_bytes[op])
+                    if i >= stream.next:  # (checked again: the stream may have got there meanwhile)
+                        yield stream.wait(i)
+                    begin = max(t, float(stream.arrival[i]))
+                    t = begin + float(self.cost[op, backward][layer, e]) / pieces
+                    self._record(op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([t]),
+                                 np.array([begin - (t - float(self.cost[op, backward][layer, e]) / pieces)]), pieces)
+                    if last_use:
+                        stream.free_at(np.array([t]), np.array([self.sizes[i]]))
+                    if backward and piece == pieces - 1:
+                        grads.append((np.array([t]), self.op_bytes[op]))
         return t
 
     def _record(self, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
-                end: np.ndarray, wait: np.ndarray) -> None:
-        self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait))
+                end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
+        self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait, pieces))
         self.trace.executed_flops += (2.0 if backward else 1.0) * _EXPERT_SHARE[op] * float(
-            self.plan.tokens[layer, experts].sum()) * self.s.expert_slot_flops()
+            self.plan.tokens[layer, experts].sum()) * self.s.expert_slot_flops() / pieces
 
     def _gradient_room(self, args: dict[str, Any]) -> Generator[Any, Any, None]:
         """Stall while the outbound buffer holds more gradients than fit."""
@@ -364,21 +380,16 @@ class _Engine:
         yield from self._wait((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
         yield from self._attention(layer, pass_, backward=False)
         yield from self._moe(layer, pass_, chunk_pass, backward=False)
-        if pass_ == "fwd" or chunk_pass == "rec":
-            self._free((chunk_pass, layer, "attention"))
-            self._free((chunk_pass, layer, "router"))
 
     def _backward(self, layer: int) -> Generator[Any, Any, None]:
         s, b = self.s, self.b
         args = {"layer": layer, "pass": "bwd"}
         yield from self._moe(layer, "bwd", "bwd", backward=True)
-        self._free(("bwd", layer, "router"))
         yield from self._gradient("router grad", (s.router_params + s.shared_expert_params) * b, args)
         yield from self._wait(("bwd", layer, "attention"), args)
         if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
             yield from self._attention(layer, "recompute", backward=False)
         yield from self._attention(layer, "bwd", backward=True)
-        self._free(("bwd", layer, "attention"))
         yield from self._gradient("attention grad", s.attention_params * b, args)
 
     def _lm_head(self) -> Generator[Any, Any, None]:
@@ -391,13 +402,11 @@ class _Engine:
         yield from self._op("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
                             {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
         if s.lm_head_params:
-            self._free(("lm_head",))
             yield from self._gradient("lm_head grad", weight_bytes, {})
 
     def _step(self) -> Generator[Any, Any, None]:
         m, env = self.plan.model, self.env
         yield from self._wait(("embedding",), {"pass": "fwd"})
-        self._free(("embedding",))  # the looked-up rows are copied out; the table is not kept
         for layer in range(m.layers):
             yield from self._forward(layer, "fwd", "fwd")
         yield from self._lm_head()

@@ -284,6 +284,8 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     b = f.b
     tile_tokens, step_tokens = B * S, G * B * S
     hot = step_tokens * max(1.0, expert_load)  # tokens' worth of expert working set on the busiest region
+    # the LM head's weights stay resident across the tiles of the loss (tied: the embedding's)
+    lm_head_weights = model.vocab_size * model.hidden_size * b
 
     common = {
         "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
@@ -296,7 +298,8 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     phases = (
         PhaseMemory("attention_fwd", {**common, "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
         PhaseMemory("experts_fwd", {**common, "expert_transient": _spread(hot * f.experts_saved_per_token(), P)}),
-        PhaseMemory("lm_head", {**common, "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
+        PhaseMemory("lm_head", {**common, "lm_head_weights": _spread(lm_head_weights, P),
+                                "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
         PhaseMemory("experts_bwd", {
             **common,
             **({"expert_recompute": _spread(hot * f.experts_saved_per_token(), P)} if recompute else {}),

@@ -1,0 +1,184 @@
+"""The event engine: exact cycles on a hand-sized step, and invariants on the tiny wafer and model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from wsesim.costs import LayerShapes
+from wsesim.engine import StepPlan, route_tokens, simulate
+from wsesim.loader import load_experiment_data, load_hardware
+from wsesim.results import STEP_PHASES, WALL_CLOCK_FIELDS, phase_cycles
+from wsesim.runner import run_experiment
+from wsesim.specs import ModelSpec, TrainingSpec
+
+MICRO = {"name": "micro", "hidden_size": 8, "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 8, "experts": 1,
+         "top_k": 1, "expert_intermediate": 8, "vocab_size": 8}
+
+
+def _micro_trace(activations: str):
+    hw = load_hardware("tiny8")
+    model = ModelSpec.model_validate(MICRO)
+    training = TrainingSpec.model_validate({"seq_len": 1, "batch_per_tile": 1, "tiles": 1, "activations": activations})
+    plan = StepPlan(hw, model, training, 1, 1, (8, 8), ((8, 8),), (0,), np.array([[1]]),
+                    lambda nbytes, reverse: (5.0, float(nbytes.sum())))
+    return simulate(plan)
+
+
+def test_micro_step_recompute_exact() -> None:
+    """One layer, one expert, one token on tiny8 (I/O 4 B/cycle; op = 10 overhead + 39 fill/drain + feed,
+    feed = weight bytes / (8 rows * 4 B); the fabric takes 5 cycles per transfer).
+
+    Weights (bf16): embedding 128 B, attention 576 B, router 16 B, expert gate/up 256 B, down 128 B,
+    LM head 128 B. The stream, back to back: embedding arrives 32; forward attention 176, router 180,
+    gate/up 244, down 276; LM head 308; backward copies: attention 452, router 456, gate/up 520, down 552.
+
+    Forward: wait 32 (stall), wait for attention to 176 (stall 144); attention 10+39+18 = 67 -> 243;
+    router 10+39+0.5 -> 292.5; dispatch 5 -> 297.5; gate/up 10+39+8 -> 354.5; down 10+39+4 -> 407.5;
+    combine 5 -> 412.5. LM head 10+39+12 -> 473.5 (gradient 128 B leaves 473.5-505.5).
+    Backward with recompute: attention 67 -> 540.5; router -> 590; dispatch -> 595; experts -> 705
+    (their backward copies arrived at 520/552); combine -> 710; router backward 10+39+1 -> 760; combine
+    backward -> 765; down backward -> 818, gate/up backward -> 875 (gradients leave 818-850, 875-939);
+    dispatch backward -> 880; router gradient leaves 939-943; attention recomputed 67 -> 947, backward
+    10+39+36 -> 1032; attention gradient leaves 1032-1176, embedding gradient 1176-1208.
+    The step ends when the last gradient has left: 1208 cycles.
+    """
+    trace = _micro_trace("recompute")
+    assert trace.step_cycles == 1208.0
+    assert phase_cycles(trace) == {"attention": 286.0, "router": 149.0, "dispatch": 15.0, "experts": 330.0,
+                                   "combine": 15.0, "lm_head": 61.0, "weight_stall": 176.0, "gradient_stall": 0.0,
+                                   "gradient_drain": 176.0}
+    assert trace.io_bytes_in == 128 + 2 * (576 + 16 + 256 + 128) + 128
+    assert trace.io_bytes_out == 128 + 576 + 16 + 256 + 128 + 128  # every weight's gradient, once
+
+
+def test_micro_step_store_exact() -> None:
+    """As above with ``activations: store``: no recompute; the backward stream brings router (312),
+    down (344), gate/up (408), attention (552), in backward order. After the LM head (473.5): router backward
+    -> 523.5; combine backward -> 528.5; down backward 528.5-581.5; gate/up waits nothing, 581.5-638.5;
+    dispatch backward -> 643.5; attention backward 643.5-728.5. Gradients: LM head 473.5-505.5, down
+    581.5-613.5, gate/up 638.5-702.5, router 702.5-706.5, attention 728.5-872.5, embedding 872.5-904.5."""
+    trace = _micro_trace("store")
+    assert trace.step_cycles == 904.5
+    phases = phase_cycles(trace)
+    assert (phases["attention"], phases["experts"], phases["gradient_drain"]) == (152.0, 220.0, 176.0)
+
+
+# ------------------------------------------------------------------------------------------- invariants
+
+TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+        "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},
+        "simulation": {"granularity": "pe"}}
+
+
+def _run(**overrides):
+    return run_experiment(load_experiment_data(TINY, overrides=overrides).spec)
+
+
+CASES = [
+    {},
+    {"training.tiles": 4},
+    {"training.activations": "store"},
+    {"training.routing": "zipf:1.5", "training.tiles": 3},
+    {"model.top_k": 1, "training.attention_kernel": "flash"},
+    {"hardware.runtime.staging_buffer": "256 B"},  # a buffer too small for a layer: backward re-streams
+    {"simulation.placement": "random", "training.seed": 7},
+]
+
+
+@pytest.fixture(scope="module", params=range(len(CASES)), ids=[json.dumps(c) for c in CASES])
+def case(request):
+    overrides = CASES[request.param]
+    return overrides, _run(**overrides)
+
+
+def test_phases_partition_the_step(case) -> None:
+    _, r = case
+    assert r.feasible, r.infeasible_reason
+    assert set(r.phases) == set(STEP_PHASES)
+    assert sum(r.phases.values()) == pytest.approx(r.step_cycles, rel=1e-12)
+    assert all(v >= 0 for v in r.phases.values())
+
+
+def test_step_is_above_its_lower_bounds(case) -> None:
+    """No faster than the inbound link can bring the weights, nor than all PEs can do the work."""
+    overrides, r = case
+    spec = load_experiment_data(TINY, overrides=overrides).spec
+    hw = spec.hardware
+    io_bound = r.io_bytes_in / hw.io_bytes_per_cycle
+    compute_bound = r.model_flops_per_step / (hw.pes * hw.flops_per_cycle_per_pe * hw.runtime.gemm_efficiency)
+    assert r.step_cycles >= io_bound
+    assert r.step_cycles >= compute_bound
+    assert 0 < r.mfu <= 1 and 0 < r.io_in_utilisation <= 1
+
+
+def test_bytes_balance(case) -> None:
+    """Bytes dispatched = bytes combined; every weight's gradient leaves once; tokens = G·B·S."""
+    overrides, r = case
+    spec = load_experiment_data(TINY, overrides=overrides).spec
+    s = LayerShapes(spec.model)
+    assert r.dispatched_bytes == r.combined_bytes > 0
+    assert r.io_bytes_out == s.total_params * spec.model.bytes_per_value
+    assert r.tokens_per_step == r.global_batch * r.seq_len == r.batch_per_tile * r.tiles * r.seq_len
+    streams = 3 if r.restreamed_for_recompute else 2  # forward, backward (and a recompute copy)
+    layer_bytes = s.layer_params * spec.model.bytes_per_value
+    expected_in = (s.embedding_params + s.lm_head_params) * spec.model.bytes_per_value + streams * spec.model.layers * layer_bytes
+    assert r.io_bytes_in == pytest.approx(expected_in)
+
+
+def test_restream_when_a_layer_does_not_fit() -> None:
+    assert _run(**{"hardware.runtime.staging_buffer": "256 B"}).restreamed_for_recompute
+    assert not _run().restreamed_for_recompute
+
+
+@pytest.mark.parametrize("overrides", CASES[:4], ids=[json.dumps(c) for c in CASES[:4]])
+def test_more_io_bandwidth_never_slows(overrides) -> None:
+    slow = _run(**overrides)
+    fast = _run(**overrides, **{"hardware.io.bandwidth": "8 GB/s"})
+    assert fast.step_cycles <= slow.step_cycles
+
+
+@pytest.mark.parametrize("sram", ["32 KiB", "48 KiB", "64 KiB", "96 KiB"])
+def test_more_sram_never_makes_a_feasible_run_infeasible(sram) -> None:
+    base = {"training.batch_per_tile": 6, "training.tiles": 8, "training.seq_len": 64}
+    smaller = _run(**base, **{"hardware.pe.sram": sram})
+    bigger = _run(**base, **{"hardware.pe.sram": "128 KiB"})
+    assert bigger.feasible or not smaller.feasible
+
+
+def test_infeasible_is_a_result_with_a_reason() -> None:
+    r = _run(**{"training.batch_per_tile": 4000})
+    assert not r.feasible
+    assert "SRAM: phase" in r.infeasible_reason and "B per PE" in r.infeasible_reason
+    assert r.step_cycles == 0 and r.peak_sram_bytes_per_pe > r.sram_capacity_bytes_per_pe
+
+
+def test_auto_batch_resolves_to_the_largest_that_fits() -> None:
+    r = _run(**{"training.batch_per_tile": "auto", "training.tiles": 1})
+    assert r.feasible and r.batch_per_tile >= 1
+    assert not _run(**{"training.batch_per_tile": r.batch_per_tile + 1, "training.tiles": 1}).feasible
+
+
+def test_deterministic() -> None:
+    """Same inputs and seed: byte-identical JSON, wall-clock fields aside."""
+    def strip(r):
+        d = r.to_dict()
+        for f in WALL_CLOCK_FIELDS:
+            d.pop(f)
+        return json.dumps(d, sort_keys=True)
+
+    overrides = {"training.routing": "zipf:1.2", "simulation.placement": "random"}
+    assert strip(_run(**overrides)) == strip(_run(**overrides))
+    assert strip(_run(**overrides)) != strip(_run(**overrides, **{"training.seed": 1}))
+
+
+def test_routing_conserves_tokens() -> None:
+    spec = load_experiment_data(TINY).spec
+    rng = np.random.default_rng(0)
+    for routing in ("uniform", "zipf:2"):
+        t = spec.training.model_copy(update={"routing": routing})
+        tokens = route_tokens(spec.model, t, 1000, rng)
+        assert tokens.shape == (spec.model.layers, spec.model.experts)
+        assert (tokens.sum(axis=1) == 1000 * spec.model.top_k).all()
