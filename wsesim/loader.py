@@ -11,6 +11,7 @@ validated exactly like a value written in the file.
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -427,7 +428,9 @@ def load_model(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> M
 
 def detect_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind")
-    valid = sorted([*SPEC_KINDS, *_EXTRA_KINDS])
+    if kind in _KIND_MODULES and kind not in _EXTRA_KINDS:
+        importlib.import_module(_KIND_MODULES[kind])  # registers the kind (see register_kind)
+    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS, *_KIND_MODULES})
     if kind is None:
         raise ConfigError(f"required key is missing (expected one of {', '.join(valid)})", source=source, path="kind")
     if kind not in valid:
@@ -435,8 +438,10 @@ def detect_kind(data: dict[str, Any], source: str) -> str:
     return str(kind)
 
 
-# kinds validated by later layers (a sweep needs the runner's vocabulary): kind -> validator(data, path)
+# kinds validated by later layers (a sweep needs the runner's vocabulary): kind -> validator(data, path).
+# They register themselves when imported; _KIND_MODULES names the module to import for each.
 _EXTRA_KINDS: dict[str, Any] = {}
+_KIND_MODULES = {"sweep": "wsesim.sweep"}
 
 
 def register_kind(kind: str, validator: Any) -> None:

@@ -1,0 +1,28 @@
+"""Shared by the figure scripts: run part of the bta-paper sweep, write its CSV and plots."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from wsesim.files import atomic_write_text, prepare_dir
+from wsesim.loader import read_yaml, shipped_file
+from wsesim.plotting import plot_results
+from wsesim.sweep import csv_text, override_keys, run_sweep, sweep_from_data
+
+
+def run_figure(name: str, keep: Any, out: str, workers: int) -> list[Path]:
+    """Run the bta-paper points for which ``keep(point_overrides)`` is true; plot into ``out``."""
+    path = shipped_file("qwen3-30b-a3b/bta-paper.yaml")
+    data = read_yaml(path)
+    data["points"] = [p for p in data["points"] if keep(p)]
+    data["name"] = name
+    sweep = sweep_from_data(data, source=str(path), base_dir=path.parent)
+    folder = prepare_dir(out)
+    start = time.perf_counter()
+    rows = run_sweep(sweep, workers=workers)
+    csv_path = folder / "results.csv"
+    atomic_write_text(csv_path, csv_text(rows, override_keys(sweep)))
+    print(f"{name}: {len(rows)} points in {time.perf_counter() - start:.1f} s -> {csv_path}")
+    return plot_results(csv_path, folder)
