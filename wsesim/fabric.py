@@ -137,7 +137,12 @@ class DispatchModel:
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
         self._bytes_basis = loads[self._links]                                   # bytes per byte of region traffic
-        self._cycle_basis = np.ascontiguousarray(self._bytes_basis / bw[self._links, None])  # cycles per byte
+        cycle_basis = self._bytes_basis / bw[self._links, None]                 # cycles per byte
+        # rows by their sum, largest first: cycles() bounds row i by rowsum_i · max(y) and multiplies only
+        # the rows that could still be the busiest (exact, and a few % of the rows for balanced traffic)
+        order = np.argsort(-cycle_basis.sum(axis=1), kind="stable")
+        self._cycle_basis = np.ascontiguousarray(cycle_basis[order])
+        self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
         remote = src != dst
         hops = np.abs(src // mesh.cols - dst // mesh.cols) + np.abs(src % mesh.cols - dst % mesh.cols)
         self._region_hops = np.array([hops[(region == r) & remote].max(initial=-1) for r in range(tiles)])
@@ -162,13 +167,27 @@ class DispatchModel:
         each expert ``e``'s region, by the flow model's rule (busiest link's busy cycles − 1 + longest
         route's latency, over the regions that receive bytes)."""
         y = _region_bytes(self.placement, expert_bytes)
-        t = self._cycle_basis @ y
-        busiest = float(t.max()) if len(t) else 0.0
+        busiest = self._busiest(y)
         used = (y > 0) & (self._region_hops >= 0)
         if busiest <= 0 or not used.any():
             return 0.0, 0.0
         latency = self.mesh.injection_cycles + float(self._region_hops[used].max()) * self.mesh.hop_cycles
         return max(busy_cycles(busiest) - 1.0, 0.0) + latency, busiest * self.mesh.wavelet_bytes
+
+    def _busiest(self, y: np.ndarray, head: int = 256) -> float:
+        """max over links of ``cycle_basis @ y`` (y ≥ 0), multiplying only rows whose bound can win."""
+        basis = self._cycle_basis
+        if not len(basis):
+            return 0.0
+        best = float((basis[:head] @ y).max())
+        ymax = float(y.max())
+        if ymax <= 0:
+            return best
+        # rows beyond the head with rowsum · ymax > best could still exceed it: a prefix, by the ordering
+        cut = int(np.searchsorted(self._neg_rowsum, -best / ymax, side="left"))
+        if cut > head:
+            best = max(best, float((basis[head:cut] @ y).max()))
+        return best
 
 
 __all__ = [
