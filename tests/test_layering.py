@@ -87,12 +87,7 @@ def test_no_module_imports_a_later_layer(module: str) -> None:
     assert not later, f"{module} (layer {LAYERS[module]}) imports {sorted(later)}"
 
 
-CLI_FABRIC_MPL = pytest.mark.xfail(
-    reason="cli_fabric.plot_link_load draws with matplotlib itself; it belongs in plotting.py", strict=True)
-
-
-@pytest.mark.parametrize("module", [pytest.param(m, marks=CLI_FABRIC_MPL) if m == "cli_fabric" else m
-                                    for m in _modules() if m != "plotting"])
+@pytest.mark.parametrize("module", [m for m in _modules() if m != "plotting"])
 def test_only_plotting_imports_matplotlib(module: str) -> None:
     assert "matplotlib" not in _imports(module)
 

@@ -101,29 +101,6 @@ def _human(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
-    """Save a heat map of each node's busiest outgoing mesh link (bytes) to ``path`` (PNG, Agg)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    loads = result.link_load.reshape(mesh.rows, mesh.cols, 6)[:, :, :4].max(axis=2)
-    fig, ax = plt.subplots(figsize=(6, 6 * mesh.rows / max(mesh.cols, 1) + 0.8))
-    image = ax.imshow(loads, cmap="magma", interpolation="nearest", vmin=0, vmax=max(float(np.max(loads)), 1.0))
-    fig.colorbar(image, ax=ax, label="bytes on the busiest outgoing link")
-    ax.set_title(title)
-    ax.set_xlabel(f"node column ({mesh.granularity})")
-    ax.set_ylabel("node row")
-    try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})", source=path) from None
-    finally:
-        plt.close(fig)
-
-
 _OPTIONS = {"granularity", "mesh", "hops", "wavelets", "experts", "placement", "routing", "fabric"}
 
 
@@ -139,6 +116,8 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
         raise
     out = _describe(args, hw, mesh, result)
     if args.png:
+        from .plotting import plot_link_load
+
         plot_link_load(mesh, result, args.png, f"{hw.name} {args.pattern} ({args.mode}): {result.cycles:,.0f} cycles")
     if args.json:
         _print_json(out)

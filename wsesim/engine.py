@@ -146,6 +146,7 @@ class _Engine:
         for r, experts in enumerate(members):
             self.slots[: len(experts), r] = experts
         self._expert_costs()
+        self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
 
     # --------------------------------------------------------------------------------- weight chunks
     def _add(self, key: tuple[Any, ...], nbytes: float) -> None:
@@ -245,7 +246,10 @@ class _Engine:
 
     def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
         nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
-        cycles, max_load = self.plan.dispatch(nbytes, reverse)
+        key = (layer, reverse)  # forward, recompute and backward move the same bytes: time them once
+        if key not in self._fabric_times:
+            self._fabric_times[key] = self.plan.dispatch(nbytes, reverse)
+        cycles, max_load = self._fabric_times[key]
         total = float(nbytes.sum())
         self.trace.max_link_load_bytes = max(self.trace.max_link_load_bytes, max_load)
         if reverse:
@@ -428,7 +432,7 @@ class _Engine:
         done = env.process(self._step())
         env.run(until=done)
         tr = self.trace
-        tr.step_cycles, tr.events = env.now, env.processed
+        tr.step_cycles, tr.events = float(env.now), env.processed
         tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
         tr.io_in = self.stream
         tr.gradient_batches = self.grads.batches

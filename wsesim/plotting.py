@@ -222,3 +222,28 @@ def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
         "gantt": _gantt_figure(maps),
     }
     return [path for stem, fig in figures.items() for path in _save(fig, out, stem, ("png",))]
+
+
+def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
+    """Save a heat map of each node's busiest outgoing mesh link (bytes) to ``path`` (PNG), for
+    ``wsesim fabric --png``."""
+    import io
+
+    import numpy as np
+
+    from .errors import ConfigError
+
+    loads = result.link_load.reshape(mesh.rows, mesh.cols, 6)[:, :, :4].max(axis=2)
+    fig, ax = plt.subplots(figsize=(6, 6 * mesh.rows / max(mesh.cols, 1) + 0.8))
+    image = ax.imshow(loads, cmap="magma", interpolation="nearest", vmin=0, vmax=max(float(np.max(loads)), 1.0))
+    fig.colorbar(image, ax=ax, label="bytes on the busiest outgoing link")
+    ax.set_title(title)
+    ax.set_xlabel(f"node column ({mesh.granularity})")
+    ax.set_ylabel("node row")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    try:
+        atomic_write_bytes(path, buf.getvalue())
+    except OSError as e:
+        raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})", source=str(path)) from None

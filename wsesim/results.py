@@ -68,7 +68,8 @@ class RunResult:
     wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain Python values only (numpy scalars from the engine become floats and ints)."""
+        return {k: _plain(v) for k, v in asdict(self).items()}
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False) + ("\n" if indent else "")
@@ -79,6 +80,12 @@ class RunResult:
         for name in STEP_PHASES:
             out[f"phase_{name}_cycles"] = self.phases.get(name, 0.0)
         return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def phase_cycles(trace: Trace) -> dict[str, float]:
@@ -118,13 +125,13 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
     wait = float(sum(ops.weight_wait.sum() for ops in trace.expert_ops))
     return RunResult(
         **base_fields(spec, batch_per_tile), feasible=True, infeasible_reason="",
-        step_cycles=trace.step_cycles, step_time_s=step_s, tokens_per_step=n_tokens,
+        step_cycles=float(trace.step_cycles), step_time_s=float(step_s), tokens_per_step=n_tokens,
         throughput_tokens_per_s=n_tokens / step_s, model_flops_per_step=model_flops,
         mfu=model_flops / (step_s * hw.totals()["peak_flops_per_s"]), phases=phase_cycles(trace),
         io_bytes_in=trace.io_bytes_in, io_bytes_out=trace.io_bytes_out,
         io_in_utilisation=trace.io_bytes_in / hw.io_bytes_per_cycle / trace.step_cycles,
         dispatched_bytes=trace.dispatched_bytes, combined_bytes=trace.combined_bytes,
-        max_link_load_bytes=trace.max_link_load_bytes, peak_sram_bytes_per_pe=peak_sram,
+        max_link_load_bytes=float(trace.max_link_load_bytes), peak_sram_bytes_per_pe=int(peak_sram),
         sram_capacity_bytes_per_pe=capacity, binding_memory_phase=binding,
         expert_load_imbalance=expert_imbalance(tokens), expert_weight_wait_cycles=wait,
         restreamed_for_recompute=trace.restreamed_for_recompute, events=trace.events, wall_s=wall_s,

@@ -56,6 +56,7 @@ class Point:
 
     index: int
     overrides: dict[str, Any]
+    base_key: str = ""  # a hash of the resolved base experiment
 
     @property
     def tuned(self) -> bool:
@@ -63,8 +64,9 @@ class Point:
 
     @property
     def key(self) -> str:
-        """A stable identity of the point (its overrides), for --resume."""
-        text = json.dumps(self.overrides, sort_keys=True, default=str)
+        """A stable identity of the point (the resolved base and its overrides), for --resume: editing the
+        base experiment or a preset it uses makes every point new."""
+        text = self.base_key + json.dumps(self.overrides, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def run_overrides(self) -> dict[str, Any]:
@@ -104,12 +106,13 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None)
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     base = load_experiment_data(base_data, source=base_source, base_dir=base_root)
+    base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     overrides = expand(spec.grid, spec.points)
     if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
         raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
     points = []
     for i, ov in enumerate(overrides):
-        point = Point(i, ov)
+        point = Point(i, ov, base_key)
         where = "points" if spec.points else "grid"
         try:
             load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
