@@ -5,7 +5,7 @@
 * ``throughput_vs_experts`` — throughput against the number of experts at fixed top_k (paper Fig. 2),
   one line for G=1 and one for tuned G, and the tuned/G=1 speedup in a second panel;
 * ``throughput_vs_top_k`` — the same against top_k at the largest expert count (paper Fig. 3);
-* ``phases`` — where each run's step time goes, as stacked bars.
+* ``phases`` — where each run's time goes per token, by phase, as stacked bars.
 
 Each as PNG and SVG. A figure whose data is not in the CSV is skipped.
 """
@@ -38,6 +38,7 @@ def _runs(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
                     "tiles": int(r["tiles"]), "B": int(r["batch_per_tile"]),
                     "throughput": float(r["throughput_tokens_per_s"]), "step_s": float(r["step_time_s"]),
                     "cycles": float(r["step_cycles"]), "model": r["model"], "hardware": r["hardware"],
+                    "tokens": int(r["tokens_per_step"]),
                     "seq_len": int(r["seq_len"]),
                     "phases": {p: float(r.get(f"phase_{p}_cycles") or 0) for p in STEP_PHASES}})
     return out
@@ -99,19 +100,21 @@ def _sparsity_figure(runs: list[dict[str, Any]], axis: str, fixed: str, fixed_va
 
 
 def _phases_figure(runs: list[dict[str, Any]]) -> Any:
+    """Where the step goes, per token: each run's step time over its tokens, split by phase (lower is
+    better; tuned runs carry more tokens per step, so per-token time is what compares)."""
     runs = sorted(runs, key=lambda r: (-r["top_k"], r["experts"], r["tuned"]))
-    names = [f"E{r['experts']} k{r['top_k']}\n{'G=' + str(r['tiles'])}{'*' if r['tuned'] else ''}" for r in runs]
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.55 * len(runs)), 4.2))
+    names = [f"E{r['experts']} k{r['top_k']} G={r['tiles']}{'*' if r['tuned'] else ''}" for r in runs]
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.6 * len(runs)), 4.4))
     bottom = [0.0] * len(runs)
     for phase, colour in zip(STEP_PHASES, _PHASE_COLOURS, strict=True):
-        values = [1e3 * r["step_s"] * r["phases"][phase] / r["cycles"] for r in runs]
+        values = [1e6 * r["step_s"] * r["phases"][phase] / r["cycles"] / r["tokens"] for r in runs]
         if not any(values):
             continue
         ax.bar(range(len(runs)), values, bottom=bottom, color=colour, label=phase.replace("_", " "))
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_xticks(range(len(runs)), names, fontsize=7)
-    ax.set_ylabel("step time (ms)")
-    ax.set_title("Where the step goes (* = tuned G)")
+    ax.set_xticks(range(len(runs)), names, fontsize=7, rotation=45, ha="right")
+    ax.set_ylabel("step time per token (µs)")
+    ax.set_title("Where the time goes, per token (* = tuned G)")
     ax.legend(fontsize=7, ncol=3, loc="upper left")
     ax.grid(alpha=0.3, axis="y")
     return fig
