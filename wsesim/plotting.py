@@ -188,25 +188,32 @@ def _placement_figure(maps: Any) -> Any:
 
 
 def _gantt_figure(maps: Any) -> Any:
+    """One layer's spans in two panels, each on its own time range: the forward pass, and the backward
+    pass with its recompute (they are the whole step apart)."""
     lanes = sorted({lane for lane, *_ in maps.gantt}, key=lambda x: (x != "step", x))
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(lanes) + 1.6))
     colours = {"attention": "#2471a3", "router": "#7fb3d5", "dispatch": "#f5b041", "experts": "#27ae60",
                "combine": "#f8c471", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
-               "gate_up": "#27ae60", "down": "#82e0aa"}
+               "gate_up": "#1e8449", "down": "#82e0aa"}
     us = 1e6 / maps.clock_hz
-    seen = set()
-    for lane, name, start, end in maps.gantt:
-        key = name.split()[-1]
-        colour = colours.get(key, "#aab7b8")
-        label = key if key not in seen else None
-        seen.add(key)
-        ax.broken_barh([(start * us, (end - start) * us)], (lanes.index(lane) - 0.4, 0.8), color=colour, label=label)
-    ax.set_yticks(range(len(lanes)), lanes, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("simulated time (µs)")
-    ax.set_title(f"Layer {maps.gantt_layer}: forward, recompute and backward\n{maps.title}", fontsize=9)
-    ax.legend(fontsize=7, ncol=9, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 4 else -0.15))
-    ax.grid(alpha=0.3, axis="x")
+    groups = {"forward": [g for g in maps.gantt if g[1].startswith("fwd")],
+              "recompute and backward": [g for g in maps.gantt if not g[1].startswith("fwd")]}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.45 * len(lanes) + 1.8), sharey=True)
+    handles: dict[str, Any] = {}
+    for ax, (title, spans) in zip(axes, groups.items(), strict=True):
+        for lane, name, start, end in spans:
+            key = name.split()[-1]
+            bar = ax.broken_barh([(start * us, (end - start) * us)], (lanes.index(lane) - 0.4, 0.8),
+                                 color=colours.get(key, "#aab7b8"))
+            handles.setdefault(key, bar)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("simulated time (µs)")
+        ax.grid(alpha=0.3, axis="x")
+    axes[0].set_yticks(range(len(lanes)), lanes, fontsize=8)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"Layer {maps.gantt_layer}, its phases and the first expert regions\n{maps.title}", fontsize=9)
+    fig.legend(list(handles.values()), list(handles), fontsize=7, ncol=len(handles), loc="lower center",
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 
