@@ -92,7 +92,8 @@ def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
             for i in range(len(ops.experts)):
                 span(3, int(tid[i]), f"expert {ops.op}", float(ops.start[i]), float(ops.end[i]),
                      {"layer": ops.layer, "pass": ops.pass_, "expert": int(ops.experts[i]), "tokens": int(tokens[i]),
-                      "flops": float(flops[i]), "bytes": weight_bytes, "weight_wait_cycles": float(ops.weight_wait[i])},
+                      "flops": float(flops[i]), "bytes": weight_bytes, "weight_wait_cycles": float(ops.weight_wait[i]),
+                      "bound": "compute" if ops.compute_bound[i] else "feed"},
                      "expert")
             continue
         for i in range(len(ops.experts)):
@@ -105,3 +106,4 @@ def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
         span(3, tid, f"experts {pass_}", start, end,
              {"layer": layer, "pass": pass_, "ops": count, "flops": flops, "bytes": nbytes}, "expert")
     return names
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -208,3 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as e:  # a bug, not bad input: one line, the traceback on request
+        if os.environ.get("WSESIM_DEBUG"):
+            raise
+        sys.stderr.write(f"wsesim: internal error: {type(e).__name__}: {e} (set WSESIM_DEBUG=1 for the traceback; "
+                         "please report it)\n")
+        return EXIT_FAIL

@@ -71,6 +71,7 @@ class ExpertOps:
     start: np.ndarray
     end: np.ndarray
     weight_wait: np.ndarray  # cycles the op waited for its weights after its region was free
+    compute_bound: np.ndarray  # True where compute bounds the op, else the weight feed (costs.op_cost)
     pieces: int = 1  # the op ran in this many pieces (its weights exceeded a chunk); this is one of them
 
 
@@ -216,11 +217,13 @@ class _Engine:
         shapes = np.array([p.expert_regions[r] for r in p.expert_region_of], dtype=float)
         n = p.tokens.astype(float)
         self.cost: dict[tuple[str, bool], np.ndarray] = {}
+        self.compute_bound: dict[tuple[str, bool], np.ndarray] = {}  # else bound by the weight feed
         self.op_bytes = {op: share * s.expert_params * b for op, share in _EXPERT_SHARE.items()}
         for op, share in _EXPERT_SHARE.items():
             for backward in (False, True):
                 flops = (2.0 if backward else 1.0) * share * n * s.expert_slot_flops()
-                self.cost[op, backward], _ = op_cycles(p.hw, shapes[:, 0], shapes[:, 1], flops, self.op_bytes[op])
+                self.cost[op, backward], self.compute_bound[op, backward] = op_cycles(
+                    p.hw, shapes[:, 0], shapes[:, 1], flops, self.op_bytes[op])
 
     def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
             repeat: int = 1, per: str = "") -> Generator[Any, Any, None]:
@@ -350,7 +353,8 @@ class _Engine:
 
     def _record(self, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
                 end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
-        self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait, pieces))
+        self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait,
+                                               self.compute_bound[op, backward][layer, experts], pieces))
         self.trace.executed_flops += (2.0 if backward else 1.0) * _EXPERT_SHARE[op] * float(
             self.plan.tokens[layer, experts].sum()) * self.s.expert_slot_flops() / pieces
 
