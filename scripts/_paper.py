@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 from typing import Any
@@ -26,3 +27,13 @@ def run_figure(name: str, keep: Any, out: str, workers: int) -> list[Path]:
     atomic_write_text(csv_path, csv_text(rows, override_keys(sweep)))
     print(f"{name}: {len(rows)} points in {time.perf_counter() - start:.1f} s -> {csv_path}")
     return plot_results(csv_path, folder)
+
+
+def main(doc: str, name: str, keep: Any, default_out: str) -> None:
+    """The figure scripts' command line: ``[--out DIR] [--workers N]``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--out", default=default_out)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    for path in run_figure(name, keep, args.out, args.workers):
+        print(f"wrote {path}")

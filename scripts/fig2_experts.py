@@ -6,14 +6,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from _paper import run_figure
+from _paper import main
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="out/fig2")
-    ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
-    for path in run_figure("fig2-experts", lambda p: p["model.top_k"] == 8, args.out, args.workers):
-        print(f"wrote {path}")
+    main(__doc__, "fig2-experts", lambda point: point["model.top_k"] == 8, "out/fig2")

@@ -6,14 +6,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from _paper import run_figure
+from _paper import main
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="out/fig3")
-    ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
-    for path in run_figure("fig3-top-k", lambda p: p["model.experts"] == 128, args.out, args.workers):
-        print(f"wrote {path}")
+    main(__doc__, "fig3-top-k", lambda point: point["model.experts"] == 128, "out/fig3")
