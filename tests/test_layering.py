@@ -26,10 +26,10 @@ LAYERS = {
     # 2. frozen specs
     "specs": 2,
     # 3. the only code that touches raw YAML
-    "loader": 3,
+    "loader": 3, "yaml_strict": 3,
     # 4. pure models, without SimPy
     "memory": 4, "costs": 4, "mesh": 4, "fabric": 4, "fabric_flow": 4, "fabric_packet": 4, "fabric_traffic": 4,
-    "streams": 4,
+    "streams": 4, "step": 4,
     # 5. the event engine
     "engine": 5,
     # 6. pure functions over a finished run's trace

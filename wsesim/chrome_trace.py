@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .costs import LayerShapes
-from .engine import StepPlan, Trace
+from .step import StepPlan, Trace
 
 MAX_REGION_TRACKS = 16
 _STEP_TIDS = {"attention": 1, "router": 1, "lm_head": 1, "dispatch": 2, "combine": 2,

@@ -20,83 +20,18 @@ stalls and contention emerge from these. The engine never prints or writes files
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
 import simpy
 
 from .costs import LayerShapes, op_cost, op_cycles
-from .specs import HardwareSpec, ModelSpec, TrainingSpec
-from .streams import GradientLink, Span, WeightStream
+from .step import DispatchFn, ExpertOps, Span, StepPlan, Trace, route_tokens
+from .streams import GradientLink, WeightStream
 
-# The fabric as the engine sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
-DispatchFn = Callable[[np.ndarray, bool], tuple[float, float]]
-
-
-@dataclass(frozen=True)
-class StepPlan:
-    """Everything the engine needs, resolved: no YAML and no choice left.
-
-    ``expert_regions[r]`` is region r's (rows, cols) in PEs; ``expert_region_of[e]`` the region of expert
-    e; ``tokens[layer, e]`` the routed slots at expert e (each row sums to global tokens · top_k).
-    """
-
-    hw: HardwareSpec
-    model: ModelSpec
-    training: TrainingSpec
-    batch_per_tile: int
-    tiles: int
-    attention_shape: tuple[int, int]
-    expert_regions: tuple[tuple[int, int], ...]
-    expert_region_of: tuple[int, ...]
-    tokens: np.ndarray
-    dispatch: DispatchFn
-
-    @property
-    def global_batch(self) -> int:
-        return self.batch_per_tile * self.tiles
-
-
-@dataclass(frozen=True)
-class ExpertOps:
-    """One expert op (``gate_up`` or ``down``) of one layer and pass, on many experts: arrays in cycles."""
-
-    op: str
-    pass_: str
-    layer: int
-    backward: bool
-    experts: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    weight_wait: np.ndarray  # cycles the op waited for its weights after its region was free
-    compute_bound: np.ndarray  # True where compute bounds the op, else the weight feed (costs.op_cost)
-    pieces: int = 1  # the op ran in this many pieces (its weights exceeded a chunk); this is one of them
-
-
-@dataclass
-class Trace:
-    """What happened, recorded during the run; metrics are computed from it afterwards.
-
-    ``spans`` are (track, name, start, end, args) in cycles on the step's own timeline and the links;
-    ``expert_ops`` hold the expert regions' ops as arrays; ``io_in`` is the inbound link's schedule.
-    """
-
-    spans: list[Span] = field(default_factory=list)
-    expert_ops: list[ExpertOps] = field(default_factory=list)
-    io_in: WeightStream | None = None  # the inbound link's schedule: .names, .start, .arrival, .sizes
-    gradients: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    gradient_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-    step_cycles: float = 0.0
-    events: int = 0
-    io_bytes_in: float = 0.0
-    io_bytes_out: float = 0.0
-    dispatched_bytes: float = 0.0
-    combined_bytes: float = 0.0
-    executed_flops: float = 0.0
-    max_link_load_bytes: float = 0.0
-    restreamed_for_recompute: bool = False
+# the plan and trace types live in wsesim.step; re-exported here, with the engine that uses them
+__all__ = ["DispatchFn", "ExpertOps", "Span", "StepPlan", "Trace", "route_tokens", "simulate"]
 
 
 class _CountingEnvironment(simpy.Environment):
@@ -457,22 +392,3 @@ def _resume(gen: Generator[Any, Any, float], first: Any) -> Generator[Any, Any, 
 def simulate(plan: StepPlan) -> Trace:
     """Simulate one training step; returns the trace (spans in cycles) and counters."""
     return _Engine(plan).run()
-
-
-def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.random.Generator) -> np.ndarray:
-    """Routed slots per expert per layer (``[layers, experts]`` ints; each row sums to ``tokens · top_k``).
-
-    ``uniform``: a multinomial around the balanced mean. ``zipf:alpha``: expert popularity ∝ rank^-alpha,
-    ranks permuted per layer. Top-k routing picks k distinct experts per token; a multinomial over the
-    slots is its mean-field stand-in.
-    """
-    E, L, slots = model.experts, model.layers, tokens * model.top_k
-    alpha = training.zipf_alpha
-    out = np.empty((L, E), dtype=np.int64)
-    p = np.full(E, 1.0 / E)
-    for layer in range(L):
-        if alpha is not None:
-            p = 1.0 / np.arange(1, E + 1) ** alpha
-            p = rng.permutation(p / p.sum())
-        out[layer] = rng.multinomial(slots, p)
-    return out

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .costs import LayerShapes
-from .engine import Trace
 from .specs import ExperimentSpec
+from .step import Trace
 
 STEP_PHASES = ("attention", "router", "dispatch", "experts", "combine", "lm_head", "weight_stall",
                "gradient_stall", "gradient_drain")

@@ -14,12 +14,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from .engine import StepPlan, Trace, route_tokens, simulate
+from .engine import simulate
 from .fabric import DispatchModel, dispatch_traffic, make_fabric
 from .memory import max_batch_per_tile, training_memory
 from .mesh import Mesh, Placement, place
 from .results import RunResult, infeasible, measure
 from .specs import ExperimentSpec, HardwareSpec
+from .step import StepPlan, Trace, route_tokens
 
 
 @lru_cache(maxsize=8)

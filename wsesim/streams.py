@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-Span = tuple[str, str, float, float, dict[str, Any]]
+from .step import Span
 
 
 class WeightStream:
