@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from wsesim.costs import LayerShapes
 from wsesim.engine import StepPlan, route_tokens, simulate
@@ -182,3 +184,34 @@ def test_routing_conserves_tokens() -> None:
         tokens = route_tokens(spec.model, t, 1000, rng)
         assert tokens.shape == (spec.model.layers, spec.model.experts)
         assert (tokens.sum(axis=1) == 1000 * spec.model.top_k).all()
+
+
+def test_flow_and_packet_fabrics_agree_on_a_step() -> None:
+    """The step's dispatch and combine timed by the packet fabric (SimPy, every message) and by the flow
+    model: the whole step agrees within 2 % on the tiny wafer."""
+    flow, packet = _run(), _run(**{"simulation.fabric": "packet"})
+    assert packet.step_cycles == pytest.approx(flow.step_cycles, rel=0.02)
+    assert packet.phases["dispatch"] > 0 and packet.dispatched_bytes == flow.dispatched_bytes
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seq_len=st.sampled_from([8, 16, 32]), batch=st.integers(1, 4), tiles=st.integers(1, 4),
+       top_k=st.integers(1, 4), activations=st.sampled_from(["store", "recompute"]),
+       staging=st.sampled_from(["256 B", "1 KiB", "4 KiB"]), seed=st.integers(0, 3))
+def test_step_invariants_hold_for_any_small_configuration(seq_len, batch, tiles, top_k, activations, staging,
+                                                          seed) -> None:
+    """Whatever the tiling, policy, buffer and routing: phases partition the step, the step is no faster
+    than the inbound link or the whole wafer allow, and bytes balance."""
+    r = _run(**{"training.seq_len": seq_len, "training.batch_per_tile": batch, "training.tiles": tiles,
+                "model.top_k": top_k, "training.activations": activations,
+                "hardware.runtime.staging_buffer": staging, "training.seed": seed})
+    if not r.feasible:
+        assert r.infeasible_reason
+        return
+    spec = load_experiment_data(TINY).spec
+    hw = spec.hardware
+    assert sum(r.phases.values()) == pytest.approx(r.step_cycles, rel=1e-12)
+    assert r.step_cycles >= r.io_bytes_in / hw.io_bytes_per_cycle
+    assert r.step_cycles >= r.model_flops_per_step / (hw.pes * hw.flops_per_cycle_per_pe)
+    assert r.dispatched_bytes == r.combined_bytes
+    assert r.tokens_per_step == batch * tiles * seq_len
