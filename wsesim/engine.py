@@ -71,6 +71,7 @@ class _Engine:
         self.expert_chunks: dict[tuple[str, int, str], np.ndarray] = {}
         self._plan_chunks()
         self.chunk_bytes = np.array(self.sizes)
+        self.copied_out = np.zeros(len(self.sizes), dtype=bool)  # whole-wafer chunks already freed
         self.stream = WeightStream(self.env, self.names, self.chunk_bytes, staging / 2, hw.io_bytes_per_cycle)
         self.grads = GradientLink(staging / 2, hw.io_bytes_per_cycle)
         R = len(plan.expert_regions)
@@ -141,7 +142,9 @@ class _Engine:
             arrival = float(stream.arrival[i])
             if arrival > env.now:
                 yield env.timeout(arrival - env.now)
-            stream.free(self.sizes[i])
+            if not self.copied_out[i]:  # a recompute and its backward wait for the same copy: free it once
+                self.copied_out[i] = True
+                stream.free(self.sizes[i])
         if env.now > start:
             self.trace.spans.append(("step", "weight_stall", start, env.now, dict(args)))
 

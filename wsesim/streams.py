@@ -77,13 +77,16 @@ class WeightStream:
         while True:
             self._apply_frees(clock)
             while self.next < n and self.level + sizes[self.next] <= limit:
-                self._schedule(self.next, clock)
+                if self._schedule(self.next, clock):
+                    # a consumer wakes at that arrival and may free room then: decide no further ahead
+                    until = min(until, self.link_free_at)
             if self.next >= n or not self._frees or self._frees[0][0] > until:
                 self._clock = clock
                 return
             clock = self._frees[0][0]
 
-    def _schedule(self, i: int, clock: float) -> None:
+    def _schedule(self, i: int, clock: float) -> bool:
+        """Reserve room for chunk i and start it when the link is free; True if a consumer was waiting."""
         nbytes = float(self.sizes[i])
         self.level += nbytes
         start = max(self.link_free_at, clock)
@@ -92,9 +95,9 @@ class WeightStream:
         self.bytes_in += nbytes
         self.next = i + 1
         waiters = self._waiters.pop(i, None)
-        if waiters:
-            for waiter in waiters:
-                self.env.timeout(self.link_free_at - self.env.now).callbacks.append(lambda _, w=waiter: w.succeed())
+        for waiter in waiters or ():
+            self.env.timeout(self.link_free_at - self.env.now).callbacks.append(lambda _, w=waiter: w.succeed())
+        return bool(waiters)
 
     def _apply_frees(self, now: float) -> None:
         heap = self._frees
@@ -136,6 +139,10 @@ class WeightStream:
     def free(self, nbytes: float) -> None:
         """Give ``nbytes`` of room back now."""
         self.free_at(np.array([self.env.now]), np.array([nbytes]))
+
+    def held_after_all_frees(self) -> float:
+        """Bytes still reserved once every registered free has taken effect (0 after a whole step)."""
+        return self.level - sum(cumulative[-1] - cumulative[pos] for _, _, _, cumulative, pos in self._frees)
 
     def wait(self, i: int) -> simpy.Event:
         """An event that fires when chunk ``i`` (not yet scheduled) has arrived."""
