@@ -42,14 +42,14 @@ def test_micro_step_recompute_exact() -> None:
     combine 5 -> 412.5. LM head 10+39+12 -> 473.5 (gradient 128 B leaves 473.5-505.5).
     Backward with recompute: attention 67 -> 540.5; router -> 590; dispatch -> 595; experts -> 705
     (their backward copies arrived at 520/552); combine -> 710; router backward 10+39+1 -> 760; combine
-    backward -> 765; down backward -> 818, gate/up backward -> 875 (gradients leave 818-850, 875-939);
-    dispatch backward -> 880; router gradient leaves 939-943; attention recomputed 67 -> 947, backward
-    10+39+36 -> 1032; attention gradient leaves 1032-1176, embedding gradient 1176-1208.
-    The step ends when the last gradient has left: 1208 cycles.
+    backward -> 765; down backward 10+39+8 -> 822, gate/up backward 10+39+16 -> 887 (a backward passes its
+    weights twice; gradients leave 822-854, 887-951); dispatch backward -> 892; router gradient leaves
+    951-955; attention recomputed 67 -> 959, backward 10+39+36 -> 1044; attention gradient leaves
+    1044-1188, embedding gradient 1188-1220. The step ends when the last gradient has left: 1220 cycles.
     """
     trace = _micro_trace("recompute")
-    assert trace.step_cycles == 1208.0
-    assert phase_cycles(trace) == {"attention": 286.0, "router": 149.0, "dispatch": 15.0, "experts": 330.0,
+    assert trace.step_cycles == 1220.0
+    assert phase_cycles(trace) == {"attention": 286.0, "router": 149.0, "dispatch": 15.0, "experts": 342.0,
                                    "combine": 15.0, "lm_head": 61.0, "weight_stall": 176.0, "gradient_stall": 0.0,
                                    "gradient_drain": 176.0}
     assert trace.io_bytes_in == 128 + 2 * (576 + 16 + 256 + 128) + 128
@@ -59,13 +59,13 @@ def test_micro_step_recompute_exact() -> None:
 def test_micro_step_store_exact() -> None:
     """As above with ``activations: store``: no recompute; the backward stream brings router (312),
     down (344), gate/up (408), attention (552), in backward order. After the LM head (473.5): router backward
-    -> 523.5; combine backward -> 528.5; down backward 528.5-581.5; gate/up waits nothing, 581.5-638.5;
-    dispatch backward -> 643.5; attention backward 643.5-728.5. Gradients: LM head 473.5-505.5, down
-    581.5-613.5, gate/up 638.5-702.5, router 702.5-706.5, attention 728.5-872.5, embedding 872.5-904.5."""
+    -> 523.5; combine backward -> 528.5; down backward 528.5-585.5; gate/up waits nothing, 585.5-650.5;
+    dispatch backward -> 655.5; attention backward 655.5-740.5. Gradients: LM head 473.5-505.5, down
+    585.5-617.5, gate/up 650.5-714.5, router 714.5-718.5, attention 740.5-884.5, embedding 884.5-916.5."""
     trace = _micro_trace("store")
-    assert trace.step_cycles == 904.5
+    assert trace.step_cycles == 916.5
     phases = phase_cycles(trace)
-    assert (phases["attention"], phases["experts"], phases["gradient_drain"]) == (152.0, 220.0, 176.0)
+    assert (phases["attention"], phases["experts"], phases["gradient_drain"]) == (152.0, 232.0, 176.0)
 
 
 # ------------------------------------------------------------------------------------------- invariants

@@ -25,7 +25,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         mark = "*" if r is result.best else ""
         rows.append((f"{r.tiles}{mark}", r.batch_per_tile, r.global_batch,
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-", f"{100 * r.mfu:.1f}" if r.feasible else "-",
-                     r.binding_memory_phase, "" if r.feasible else r.infeasible_reason))
+                     r.binding_memory_phase, "" if r.feasible else r.infeasible_reason[:90]))
     print(_table(rows, ("G", "B", "G·B", "tokens/s", "MFU %", "binding SRAM phase", "note")))
     print()
     print(format_result(result.best))

@@ -160,8 +160,9 @@ class _Engine:
         for op, share in _EXPERT_SHARE.items():
             for backward in (False, True):
                 flops = (2.0 if backward else 1.0) * share * n * s.expert_slot_flops()
+                # backward is two matmuls (input and weight gradients): the weights pass the PEs twice
                 self.cost[op, backward], self.compute_bound[op, backward] = op_cycles(
-                    p.hw, shapes[:, 0], shapes[:, 1], flops, self.op_bytes[op])
+                    p.hw, shapes[:, 0], shapes[:, 1], flops, (2.0 if backward else 1.0) * self.op_bytes[op])
 
     def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
             repeat: int = 1, per: str = "") -> Generator[Any, Any, None]:
@@ -279,10 +280,10 @@ class _Engine:
                         yield env.timeout(t - env.now)
                     if i >= stream.next:  # (checked again: the stream may have got there meanwhile)
                         yield stream.wait(i)
-                    begin = max(t, float(stream.arrival[i]))
+                    free_at, begin = t, max(t, float(stream.arrival[i]))
                     t = begin + float(self.cost[op, backward][layer, e]) / pieces
                     self._record(op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([t]),
-                                 np.array([begin - (t - float(self.cost[op, backward][layer, e]) / pieces)]), pieces)
+                                 np.array([begin - free_at]), pieces)
                     if last_use:
                         stream.free_at(np.array([t]), np.array([self.sizes[i]]))
                     if backward and piece == pieces - 1:
@@ -296,18 +297,19 @@ class _Engine:
         self.trace.executed_flops += (2.0 if backward else 1.0) * _EXPERT_SHARE[op] * float(
             self.plan.tokens[layer, experts].sum()) * self.s.expert_slot_flops() / pieces
 
-    def _gradient_room(self, args: dict[str, Any]) -> Generator[Any, Any, None]:
-        """Stall while the outbound buffer holds more gradients than fit."""
-        ready = self.grads.room_at(self.env.now)
+    def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
+        """Stall while the outbound buffer holds more gradients than fit (with ``incoming`` bytes more)."""
+        ready = self.grads.room_at(self.env.now, incoming)
         if ready > self.env.now:
             start = self.env.now
             yield self.env.timeout(ready - start)
             self.trace.spans.append(("step", "gradient_stall", start, self.env.now, dict(args)))
 
     def _gradient(self, name: str, nbytes: float, args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """Hand one gradient to the outbound link, once its buffer has room for it."""
+        yield from self._gradient_room(args, nbytes)
         self.grads.send(np.array([self.env.now]), np.array([nbytes]))
         self.trace.gradients.append((name, args))
-        yield from self._gradient_room(args)
 
     # ------------------------------------------------------------------------------------ the step
     def _moe(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:

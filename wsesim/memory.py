@@ -264,7 +264,7 @@ class TokenFootprint:
         return self.attention_saved_per_seq()
 
     def lm_head_per_token(self) -> float:
-        """Logits and their gradient at the accumulation precision (the loss runs per tile)."""
+        """Logits at the accumulation precision, their gradient computed in place (the loss runs per tile)."""
         return self.model.vocab_size * self.acc
 
 
@@ -275,8 +275,8 @@ def _spread(total_bytes: float, pes: int) -> int:
 def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
                     tiles: int | None = None, expert_load: float = 1.0) -> TrainingMemory:
     """Per-phase, per-PE SRAM for ``batch_per_tile`` sequences per attention tile and ``tiles`` tiles
-    (default: ``training.tiles``). ``expert_load`` is the busiest expert's tokens over the mean (≥ 1):
-    its region holds that much more of the expert working set per PE. Never raises for a configuration
+    (default: ``training.tiles``). ``expert_load`` is the busiest expert region's tokens per PE over the
+    wafer-wide mean (≥ 1): that region holds that much more of the expert working set per PE. Never raises for a configuration
     that does not fit: the result's ``feasible`` and ``reason`` say so."""
     G = training.tiles if tiles is None else tiles
     B, S, L, P = batch_per_tile, training.seq_len, model.layers, hw.pes
@@ -334,10 +334,11 @@ def _largest(fits: Callable[[int], bool], limit: int) -> int:
 
 
 def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, tiles: int | None = None,
-                       limit: int = 1 << 20) -> int:
+                       expert_load: float = 1.0, limit: int = 1 << 20) -> int:
     """The largest B whose peak fits with ``tiles`` tiles (what ``batch_per_tile: auto`` resolves to);
     0 when not even B=1 fits. Peak memory grows with B, so this is a binary search."""
-    return _largest(lambda B: training_memory(hw, model, training, batch_per_tile=B, tiles=tiles).feasible, limit)
+    return _largest(lambda B: training_memory(hw, model, training, batch_per_tile=B, tiles=tiles,
+                                              expert_load=expert_load).feasible, limit)
 
 
 def resolve_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec) -> int:
@@ -348,8 +349,8 @@ def resolve_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: Trainin
 
 
 def max_tiles(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
-              limit: int = 1 << 16) -> int:
+              expert_load: float = 1.0, limit: int = 1 << 16) -> int:
     """The largest G whose peak fits with ``batch_per_tile`` sequences per tile; 0 when G=1 does not fit.
     What stays resident for backward grows with G·B, so this too is a binary search."""
-    return _largest(lambda G: training_memory(hw, model, training, batch_per_tile=batch_per_tile,
-                                              tiles=G).feasible, limit)
+    return _largest(lambda G: training_memory(hw, model, training, batch_per_tile=batch_per_tile, tiles=G,
+                                              expert_load=expert_load).feasible, limit)

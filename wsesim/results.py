@@ -61,8 +61,9 @@ class RunResult:
     peak_sram_bytes_per_pe: int = 0
     sram_capacity_bytes_per_pe: int = 0
     binding_memory_phase: str = ""
-    expert_load_imbalance: float = 0.0
-    expert_weight_wait_cycles: float = 0.0
+    expert_load_imbalance: float = 0.0  # busiest expert's tokens over the mean, averaged over layers
+    expert_region_load: float = 0.0  # busiest region's tokens per PE over the wafer mean (sizes its SRAM)
+    expert_weight_wait_fraction: float = 0.0  # of the regions' time in expert phases, spent waiting for weights
     restreamed_for_recompute: bool = False
     events: int = 0
     wall_s: float = 0.0
@@ -116,13 +117,14 @@ def base_fields(spec: ExperimentSpec, batch_per_tile: int) -> dict[str, Any]:
 
 
 def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: np.ndarray,
-            peak_sram: int, capacity: int, binding: str, wall_s: float) -> RunResult:
+            peak_sram: int, capacity: int, binding: str, expert_load: float, wall_s: float) -> RunResult:
     """The result of a finished run, from its trace."""
     hw, m, t = spec.hardware, spec.model, spec.training
     step_s = trace.step_cycles / hw.clock_hz
     n_tokens = batch_per_tile * t.tiles * t.seq_len
     model_flops = n_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
     wait = float(sum(ops.weight_wait.sum() for ops in trace.expert_ops))
+    busy = float(sum((ops.end - ops.start).sum() for ops in trace.expert_ops))
     return RunResult(
         **base_fields(spec, batch_per_tile), feasible=True, infeasible_reason="",
         step_cycles=float(trace.step_cycles), step_time_s=float(step_s), tokens_per_step=n_tokens,
@@ -133,15 +135,16 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
         dispatched_bytes=trace.dispatched_bytes, combined_bytes=trace.combined_bytes,
         max_link_load_bytes=float(trace.max_link_load_bytes), peak_sram_bytes_per_pe=int(peak_sram),
         sram_capacity_bytes_per_pe=capacity, binding_memory_phase=binding,
-        expert_load_imbalance=expert_imbalance(tokens), expert_weight_wait_cycles=wait,
+        expert_load_imbalance=expert_imbalance(tokens), expert_region_load=expert_load,
+        expert_weight_wait_fraction=wait / (wait + busy) if wait + busy > 0 else 0.0,
         restreamed_for_recompute=trace.restreamed_for_recompute, events=trace.events, wall_s=wall_s,
     )
 
 
 def infeasible(spec: ExperimentSpec, batch_per_tile: int, reason: str, *, peak_sram: int = 0, capacity: int = 0,
-               binding: str = "", wall_s: float = 0.0) -> RunResult:
+               binding: str = "", expert_load: float = 0.0, wall_s: float = 0.0) -> RunResult:
     """A configuration that cannot run, with the reason (phase, bytes needed, capacity)."""
     return RunResult(**base_fields(spec, batch_per_tile), feasible=False, infeasible_reason=reason,
                      tokens_per_step=batch_per_tile * spec.training.tiles * spec.training.seq_len,
                      peak_sram_bytes_per_pe=peak_sram, sram_capacity_bytes_per_pe=capacity,
-                     binding_memory_phase=binding, wall_s=wall_s)
+                     binding_memory_phase=binding, expert_region_load=expert_load, wall_s=wall_s)

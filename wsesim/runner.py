@@ -55,7 +55,7 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
     """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing."""
     hw, m, t = spec.hardware, spec.model, spec.training
     mesh = _mesh(hw, spec.simulation.granularity)
-    placement = place(mesh, m.experts, spec.simulation.placement, place_rng)
+    placement = expert_placement(spec, place_rng)
     plan = StepPlan(
         hw=hw, model=m, training=t, batch_per_tile=batch_per_tile, tiles=t.tiles,
         attention_shape=(hw.mesh.rows, hw.mesh.cols),
@@ -64,6 +64,12 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         dispatch=_dispatch_fn(spec, mesh, placement),
     )
     return plan, mesh, placement
+
+
+def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
+    """Expert regions tiled in whole PEs (not whole mesh nodes, which would make regions up to a block
+    larger or smaller than their neighbours): the fabric maps each region onto the nodes it covers."""
+    return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
 
 
 def random_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
@@ -89,29 +95,48 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     return simulate_experiment(spec).result
 
 
+def expert_load(tokens: np.ndarray, placement: Placement, pes: int) -> float:
+    """Tokens per PE on the busiest expert region over the wafer-wide mean, in the worst layer (≥ 1):
+    a hot expert, two experts sharing a region, or a small region all hold more per PE."""
+    index = np.asarray(placement.expert_region_index)
+    region_pes = np.array([r.pes for r in placement.regions], dtype=float)
+    per_region = np.zeros((tokens.shape[0], len(region_pes)))
+    for r in range(len(region_pes)):
+        per_region[:, r] = tokens[:, index == r].sum(axis=1)
+    mean = tokens.sum(axis=1, keepdims=True) / pes
+    return max(1.0, float((per_region / region_pes / np.where(mean > 0, mean, 1.0)).max()))
+
+
 def simulate_experiment(spec: ExperimentSpec) -> Run:
-    """``run_experiment``, keeping the trace and the plan."""
+    """``run_experiment``, keeping the trace and the plan.
+
+    With ``batch_per_tile: auto``, B is first sized for balanced routing, then for the load the routing
+    actually gives (a hot region holds more per PE) until it fits: auto is the largest B that fits."""
     wall = time.perf_counter()
     hw, m, t = spec.hardware, spec.model, spec.training
-    if t.batch_per_tile == "auto":
-        B = max_batch_per_tile(hw, m, t)
-        if B == 0:
-            mem = training_memory(hw, m, t, batch_per_tile=1)
-            return Run(infeasible(spec, 0, f"batch_per_tile auto: not even B=1 fits ({mem.reason})",
-                                  peak_sram=mem.peak_bytes_per_pe, capacity=mem.capacity_bytes_per_pe,
-                                  binding=mem.binding.phase, wall_s=time.perf_counter() - wall))
-    else:
-        B = int(t.batch_per_tile)
-    place_rng, route_rng = random_streams(t.seed)
-    tokens = route_tokens(m, t, B * t.tiles * t.seq_len, route_rng)
-    load = float((tokens.max(axis=1) / tokens.mean(axis=1)).max())
-    mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
+    placement = expert_placement(spec, random_streams(t.seed)[0])
+    load, B = 1.0, 0 if t.batch_per_tile == "auto" else int(t.batch_per_tile)
+    for _ in range(8 if t.batch_per_tile == "auto" else 1):
+        if t.batch_per_tile == "auto":
+            B = max_batch_per_tile(hw, m, t, expert_load=load)
+            if B == 0:
+                mem = training_memory(hw, m, t, batch_per_tile=1, expert_load=load)
+                return Run(infeasible(spec, 0, f"batch_per_tile auto: not even B=1 fits ({mem.reason})",
+                                      peak_sram=mem.peak_bytes_per_pe, capacity=mem.capacity_bytes_per_pe,
+                                      binding=mem.binding.phase, expert_load=load, wall_s=time.perf_counter() - wall))
+        place_rng, route_rng = random_streams(t.seed)
+        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, route_rng)
+        load = expert_load(tokens, placement, hw.pes)
+        mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
+        if mem.feasible:
+            break
     if not mem.feasible:
         return Run(infeasible(spec, B, mem.reason, peak_sram=mem.peak_bytes_per_pe,
-                              capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase,
+                              capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                               wall_s=time.perf_counter() - wall))
     plan, mesh, placement = make_plan(spec, B, tokens, place_rng)
     trace = simulate(plan)
     result = measure(spec, B, trace, tokens=tokens, peak_sram=mem.peak_bytes_per_pe,
-                     capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, wall_s=time.perf_counter() - wall)
+                     capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
+                     wall_s=time.perf_counter() - wall)
     return Run(result, trace, plan, mesh, placement)

@@ -258,6 +258,16 @@ class ExperimentSpec(Spec):
     training: TrainingSpec = TrainingSpec()
     simulation: SimulationSpec = SimulationSpec()
 
+    @field_validator("simulation")
+    @classmethod
+    def _block_fits(cls, simulation: SimulationSpec, info: ValidationInfo) -> SimulationSpec:
+        hw = info.data.get("hardware")
+        if hw is not None and simulation.block > min(hw.mesh.rows, hw.mesh.cols) // 2:
+            raise _fail(f"expected a block of at most half the mesh's shorter side "
+                        f"({min(hw.mesh.rows, hw.mesh.cols) // 2} PEs, so that experts get regions of their own), "
+                        f'got "{simulation.granularity}"')
+        return simulation
+
 
 SPEC_KINDS: dict[str, type[Spec]] = {
     "hardware": HardwareSpec,

@@ -90,16 +90,39 @@ def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.
     """Routed slots per expert per layer (``[layers, experts]`` ints; each row sums to ``tokens · top_k``).
 
     ``uniform``: a multinomial around the balanced mean. ``zipf:alpha``: expert popularity ∝ rank^-alpha,
-    ranks permuted per layer. Top-k routing picks k distinct experts per token; a multinomial over the
-    slots is its mean-field stand-in.
+    ranks permuted per layer. Top-k routing picks k *distinct* experts per token, so no expert gets more
+    than ``tokens`` slots: popularity is capped at 1/k (the excess spread over the others), and slots a
+    draw puts above the cap are drawn again among the experts with room. With top_k = experts every
+    expert gets every token.
     """
-    E, L, slots = model.experts, model.layers, tokens * model.top_k
+    E, L, k = model.experts, model.layers, model.top_k
     alpha = training.zipf_alpha
     out = np.empty((L, E), dtype=np.int64)
-    p = np.full(E, 1.0 / E)
+    p = _capped(np.full(E, 1.0 / E), k)
     for layer in range(L):
         if alpha is not None:
-            p = 1.0 / np.arange(1, E + 1) ** alpha
-            p = rng.permutation(p / p.sum())
-        out[layer] = rng.multinomial(slots, p)
+            p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)
+        out[layer] = _draw(rng, tokens, k, p)
     return out
+
+
+def _capped(p: np.ndarray, k: int) -> np.ndarray:
+    """``p`` normalised with no share above 1/k, the excess given to the others in proportion."""
+    p = p / p.sum()
+    cap = 1.0 / k
+    while (over := p > cap * (1 + 1e-12)).any():
+        free = ~over & (p < cap)
+        excess = float((p[over] - cap).sum())
+        p = np.where(over, cap, p)
+        p[free] += excess * p[free] / p[free].sum()
+    return p
+
+
+def _draw(rng: np.random.Generator, tokens: int, k: int, p: np.ndarray) -> np.ndarray:
+    """``tokens · k`` slots over the experts by ``p``, at most ``tokens`` per expert."""
+    counts = rng.multinomial(tokens * k, p)
+    while (excess := int(np.maximum(counts - tokens, 0).sum())) > 0:
+        counts = np.minimum(counts, tokens)
+        room = np.where(counts < tokens, p, 0.0)
+        counts += rng.multinomial(excess, room / room.sum())
+    return counts

@@ -188,8 +188,9 @@ class GradientLink:
         self._held.append((left, nbytes))
         return start, left
 
-    def room_at(self, at: float) -> float:
-        """The earliest cycle ≥ ``at`` at which the gradients still buffered fit in the buffer again."""
+    def room_at(self, at: float, incoming: float = 0.0) -> float:
+        """The earliest cycle ≥ ``at`` at which the gradients still buffered, plus ``incoming`` bytes,
+        fit in the buffer."""
         while self._held and self._held[0][0][-1] <= at:
             self._held.popleft()
         if not self._held:
@@ -197,12 +198,13 @@ class GradientLink:
         left = np.concatenate([b[0] for b in self._held])
         nbytes = np.concatenate([b[1] for b in self._held])
         waiting = left > at
+        limit = max(self.capacity - incoming, 0.0) * (1 + 1e-12)
         held = nbytes[waiting].sum()
-        if held <= self.capacity * (1 + 1e-12):
+        if held <= limit:
             return at
         # gradients leave in order: find the first at which what remains fits
         remaining = held - np.cumsum(nbytes[waiting])
-        j = int(np.argmax(remaining <= self.capacity * (1 + 1e-12)))
+        j = int(np.argmax(remaining <= limit))
         return float(left[waiting][j])
 
 

@@ -140,13 +140,13 @@ register_kind("sweep", _validate_sweep_file)
 def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     """Run one point (in a worker process); returns its CSV row. Never raises."""
     from .runner import run_experiment
-    from .tune import tune
+    from .tune import tune, tuned_row
 
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:
         loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides())
-        result: RunResult = tune(loaded).best if point.tuned else run_experiment(loaded.spec)
+        result: RunResult = tuned_row(tune(loaded)) if point.tuned else run_experiment(loaded.spec)
         row.update(result.scalars())
         row["tuned"] = point.tuned
         row["status"] = STATUS_OK if result.feasible else STATUS_INFEASIBLE

@@ -10,7 +10,7 @@ candidate is always among them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .loader import Loaded, load_experiment_data
@@ -73,14 +73,31 @@ def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
 
 
 def tune(loaded: Loaded) -> TuneResult:
-    """Simulate every candidate of a loaded experiment and pick the best (see the module docstring)."""
-    results = []
+    """Simulate every candidate of a loaded experiment and pick the best (see the module docstring).
+
+    Candidates are sized for balanced routing; one that the routed load makes infeasible (a hot region
+    holds more per PE) is followed by the largest G that fits that load."""
+    results: list[RunResult] = []
+    tried: set[tuple[int, int | str]] = set()
+    hw, m, t = loaded.spec.hardware, loaded.spec.model, loaded.spec.training
     for G, B in candidates(loaded.spec):
-        spec = _with_tiling(loaded, G, B)
-        results.append(run_experiment(spec))
+        while (G, B) not in tried:
+            tried.add((G, B))
+            result = run_experiment(_with_tiling(loaded, G, B))
+            results.append(result)
+            if result.feasible or result.expert_region_load <= 1.0 or not isinstance(B, int):
+                break
+            G = min(G - 1, max_tiles(hw, m, t, batch_per_tile=B, expert_load=result.expert_region_load))
+            if G < 1:
+                break
     feasible = [r for r in results if r.feasible]
     best = max(feasible, key=lambda r: (r.throughput_tokens_per_s, -r.tiles)) if feasible else results[0]
     return TuneResult(best, tuple(results))
+
+
+def tuned_row(result: TuneResult) -> RunResult:
+    """The best run as a sweep row reports it: its wall-clock time is the whole search's."""
+    return replace(result.best, wall_s=sum(c.wall_s for c in result.candidates))
 
 
 def _with_tiling(loaded: Loaded, G: int, B: int | str) -> ExperimentSpec:
