@@ -290,7 +290,9 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     common = {
         "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
         "staging": math.ceil(hw.runtime.staging_bytes),
-        "resident_weights": _spread(_attention_params(model) * b + model.hidden_size * model.experts * b, P),
+        # attention, router and shared-expert weights stay resident through their layer's tiles
+        "resident_weights": _spread((_attention_params(model) + model.hidden_size * model.experts
+                                     + 3 * model.hidden_size * model.shared_expert_intermediate) * b, P),
         "stored_activations": _spread(L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq()), P),
         "concat_buffer": _spread(step_tokens * model.hidden_size * b, P),
     }
