@@ -271,3 +271,17 @@ def test_stream_starts_each_chunk_as_early_as_its_room_allows(overrides) -> None
     """The stream decides ahead of the consumers (an optimisation); it must decide exactly as a
     Container put/get per chunk would: never later, never earlier than room and link allow."""
     assert _audit_stream({"hardware.pe.sram": "1 MiB", **overrides}) == (0, 0)
+
+
+@pytest.mark.parametrize("routing", ["uniform", "zipf:1", "zipf:3"])
+def test_top_k_routing_never_gives_an_expert_more_than_every_token(routing) -> None:
+    """Top-k picks k distinct experts per token: at most `tokens` slots per expert, exactly `tokens` each
+    when top_k = experts, and the slots still add up to tokens · top_k."""
+    spec = load_experiment_data(TINY).spec
+    for top_k in (1, 2, 3, 4):
+        model = spec.model.model_copy(update={"top_k": top_k})
+        t = spec.training.model_copy(update={"routing": routing})
+        tokens = route_tokens(model, t, 50, np.random.default_rng(top_k))
+        assert (tokens <= 50).all() and (tokens.sum(axis=1) == 50 * top_k).all()
+        if top_k == model.experts:
+            assert (tokens == 50).all()
