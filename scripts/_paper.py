@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wsesim.files import atomic_write_text, prepare_dir
-from wsesim.loader import read_yaml, shipped_file
-from wsesim.plotting import plot_results
-from wsesim.sweep import csv_text, override_keys, run_sweep, sweep_from_data
+from wsesim.config.loader import read_yaml, shipped_file
+from wsesim.experiments.sweep import csv_text, override_keys, run_sweep, sweep_from_data
+from wsesim.output.files import atomic_write_text, prepare_dir
+from wsesim.output.plotting import plot_results
 
 
 def run_figure(name: str, keep: Any, out: str, workers: int) -> list[Path]:

@@ -16,9 +16,9 @@ import time
 
 import simpy
 
-from wsesim.engine import route_tokens, simulate
-from wsesim.loader import load_experiment
-from wsesim.runner import make_plan, random_streams
+from wsesim.config.loader import load_experiment
+from wsesim.experiments.runner import make_plan, random_streams
+from wsesim.sim.engine import route_tokens, simulate
 
 
 def bare_simpy_events_per_s(n: int = 200_000) -> float:

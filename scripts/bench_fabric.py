@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from wsesim.fabric import DispatchModel, FlowFabric, PacketFabric, all_to_all, dispatch_traffic
-from wsesim.loader import load_hardware
-from wsesim.mesh import Mesh, place
+from wsesim.config.loader import load_hardware
+from wsesim.fabric.dispatch import DispatchModel, FlowFabric, PacketFabric, all_to_all, dispatch_traffic
+from wsesim.fabric.mesh import Mesh, place
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:

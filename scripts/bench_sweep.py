@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from wsesim.loader import shipped_file
-from wsesim.sweep import load_sweep, run_sweep
+from wsesim.config.loader import shipped_file
+from wsesim.experiments.sweep import load_sweep, run_sweep
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from wsesim.loader import load_hardware, load_model
-from wsesim.specs import HardwareSpec, ModelSpec
+from wsesim.config.loader import load_hardware, load_model
+from wsesim.config.specs import HardwareSpec, ModelSpec
 
 REPO = Path(__file__).resolve().parent.parent
 HARDWARE_DIR = REPO / "hardware"

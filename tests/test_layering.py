@@ -1,11 +1,11 @@
-"""The layer order of /work/shared/STYLE.md ("each importing only those before it"), checked two ways:
+"""The layers of wsesim are its folders, each importing only those before it. Checked two ways:
 
 * in a fresh interpreter, importing the engine loads no higher layer, and running the engine, runner,
   sweep, tune, trace export, wafer maps and ``wsesim run --json`` never imports matplotlib;
 * statically (``ast``, lazy imports inside functions included): no module imports a later layer, only
-  ``wsesim/plotting.py`` imports matplotlib, and the pure layers never print or write files.
+  ``wsesim/output/plotting.py`` imports matplotlib, and the pure layers never print or write files.
 
-A new module must be given a layer in ``LAYERS`` (a test fails until it is).
+A module's layer is its folder's (``LAYERS``); a new folder must be given one (a test fails until it is).
 """
 
 from __future__ import annotations
@@ -21,48 +21,50 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "wsesim"
 
 LAYERS = {
-    # 1. units and errors
-    "errors": 1, "units": 1,
-    # 2. frozen specs
-    "specs": 2,
-    # 3. the only code that touches raw YAML
-    "loader": 3, "yaml_strict": 3,
-    # 4. pure models, without SimPy
-    "memory": 4, "costs": 4, "mesh": 4, "fabric": 4, "fabric_flow": 4, "fabric_packet": 4, "fabric_traffic": 4,
-    "streams": 4, "step": 4,
-    # 5. the event engine
-    "engine": 5,
-    # 6. pure functions over a finished run's trace
-    "results": 6, "chrome_trace": 6, "wafer": 6,
-    # 7. composition
-    "runner": 7, "sweep": 7, "tune": 7,
-    # 8. pictures, files and the command line
-    "plotting": 8, "files": 8, "cli": 8, "cli_run": 8, "cli_sweep": 8, "cli_fabric": 8, "__main__": 8,
+    "config": 1,       # units, errors, frozen specs, strict YAML, the loader: the only code that sees raw YAML
+    "model": 2,        # pure models without SimPy: counts, op costs, SRAM, routing
+    "fabric": 3,       # mesh, placement, traffic, the flow and packet fidelities
+    "sim": 4,          # the step plan, trace records, the I/O links, the engines
+    "analysis": 5,     # pure functions over a finished trace
+    "experiments": 6,  # composition: runner, tune, sweep
+    "output": 7,       # files and pictures (the only matplotlib importer)
+    "cli": 8,          # the command line: chooses paths and prints
 }
-UNLAYERED = {"__init__"}  # the package re-exports; the subprocess test guards what importing it costs
-PURE = sorted(m for m, layer in LAYERS.items() if layer <= 6)
-"""Modules that never print and never write files (the CLI chooses paths and prints)."""
+TOP_LEVEL = {"__init__", "__main__"}  # the lazy public API and ``python -m wsesim``
+PURE = ("config", "model", "fabric", "sim", "analysis", "experiments")
+"""Folders whose modules never print and never write files (the CLI and ``output`` choose paths)."""
+MAX_LINES = 420
 
 
 def _modules() -> list[str]:
-    return sorted(p.stem for p in PACKAGE.glob("*.py"))
+    """Every module as a dotted name below ``wsesim`` (``sim.engine``, ``__init__``, ``fabric.__init__``)."""
+    return sorted(".".join(p.relative_to(PACKAGE).with_suffix("").parts) for p in PACKAGE.rglob("*.py"))
+
+
+def _folder(module: str) -> str:
+    return module.split(".")[0] if "." in module else ""
 
 
 def _tree(module: str) -> ast.Module:
-    path = PACKAGE / f"{module}.py"
+    path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _imports(module: str) -> set[str]:
-    """Top-level names of what ``module`` imports, wsesim modules as ``wsesim.<name>``; with
-    ``importlib.import_module("...")`` of a literal name."""
+    """What ``module`` imports: wsesim's own as ``wsesim.<folder>`` (or ``wsesim`` for the package
+    itself), others by their top-level name; ``importlib.import_module("...")`` of a literal name too."""
+    package = ["wsesim", *module.split(".")[:-1]]
     out: set[str] = set()
     for node in ast.walk(_tree(module)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from . import x / from .x import y
-                names = [f"wsesim.{a.name}" for a in node.names] if node.module is None else [f"wsesim.{node.module}"]
+            if node.level:  # relative: resolve against the module's package
+                base = package[: len(package) - node.level + 1]
+                if node.module is None:
+                    names = [".".join([*base, a.name]) for a in node.names]
+                else:
+                    names = [".".join([*base, node.module])]
             else:
                 names = [node.module or ""]
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -76,24 +78,34 @@ def _imports(module: str) -> set[str]:
     return out
 
 
-def test_every_module_has_a_layer() -> None:
-    assert set(_modules()) - UNLAYERED == set(LAYERS), "give the new module a layer in LAYERS"
+def test_every_folder_has_a_layer_and_the_top_level_is_small() -> None:
+    folders = {_folder(m) for m in _modules()} - {""}
+    assert folders <= set(LAYERS), f"give the new folder a layer in LAYERS: {sorted(folders - set(LAYERS))}"
+    assert {m for m in _modules() if "." not in m} == TOP_LEVEL
 
 
-@pytest.mark.parametrize("module", sorted(LAYERS))
+@pytest.mark.parametrize("module", _modules())
+def test_no_module_is_longer_than_a_reader_can_hold(module: str) -> None:
+    path = PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if _folder(m)])
 def test_no_module_imports_a_later_layer(module: str) -> None:
+    layer = LAYERS[_folder(module)]
     later = {name for name in _imports(module)
-             if name.startswith("wsesim.") and LAYERS.get(name.removeprefix("wsesim."), 0) > LAYERS[module]}
-    assert not later, f"{module} (layer {LAYERS[module]}) imports {sorted(later)}"
+             if name.startswith("wsesim.") and LAYERS.get(name.removeprefix("wsesim."), 0) > layer}
+    assert not later, f"{module} (layer {layer}) imports {sorted(later)}"
+    assert "wsesim" not in _imports(module), f"{module} imports the package root (a cycle through the lazy API)"
 
 
-@pytest.mark.parametrize("module", [m for m in _modules() if m != "plotting"])
+@pytest.mark.parametrize("module", [m for m in _modules() if m != "output.plotting"])
 def test_only_plotting_imports_matplotlib(module: str) -> None:
     assert "matplotlib" not in _imports(module)
 
 
 def test_plotting_is_where_matplotlib_is() -> None:
-    assert "matplotlib" in _imports("plotting")
+    assert "matplotlib" in _imports("output.plotting")
 
 
 _WRITING_METHODS = {"write", "writelines", "write_text", "write_bytes", "mkdir", "makedirs", "touch", "savefig",
@@ -108,7 +120,7 @@ def _side_effects(module: str) -> list[str]:
             continue
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        where = f"{module}.py:{node.lineno}"
+        where = f"{module}:{node.lineno}"
         if name == "print" or name in _WRITING_METHODS and isinstance(func, ast.Attribute):
             found.append(f"{where}: {name}()")
         elif name in ("open", "fdopen"):
@@ -118,28 +130,28 @@ def _side_effects(module: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", PURE)
+@pytest.mark.parametrize("module", [m for m in _modules() if _folder(m) in PURE])
 def test_pure_layers_never_print_or_write(module: str) -> None:
     assert _side_effects(module) == []
 
 
 def test_the_side_effect_check_sees_them() -> None:
     """The check itself: the CLI and plotting do print and write."""
-    assert any("print()" in s for s in _side_effects("cli"))
-    assert any("open() for writing" in s for s in _side_effects("files"))  # os.fdopen(fd, "w")
-    assert any("write()" in s for s in _side_effects("files"))
+    assert any("print()" in s for s in _side_effects("cli.main"))
+    assert any("open() for writing" in s for s in _side_effects("output.files"))  # os.fdopen(fd, "w")
+    assert any("write()" in s for s in _side_effects("output.files"))
 
 
 _FRESH = """
 import json, sys
-from wsesim.engine import simulate
+from wsesim.sim.engine import simulate
 engine_loads = sorted(m for m in sys.modules if m.startswith("wsesim."))
-from wsesim.chrome_trace import chrome_trace
-from wsesim.loader import load_experiment_data
-from wsesim.runner import simulate_experiment
-from wsesim.sweep import run_sweep, sweep_from_data
-from wsesim.tune import tune
-from wsesim.wafer import wafer_maps
+from wsesim.analysis.chrome_trace import chrome_trace
+from wsesim.config.loader import load_experiment_data
+from wsesim.experiments.runner import simulate_experiment
+from wsesim.experiments.sweep import run_sweep, sweep_from_data
+from wsesim.experiments.tune import tune
+from wsesim.analysis.wafer import wafer_maps
 base = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 2}, "simulation": {"granularity": "pe"}}
 loaded = load_experiment_data(base)
@@ -167,5 +179,5 @@ def test_running_the_engine_never_imports_matplotlib(tmp_path: Path) -> None:
     seen = json.loads(r.stdout.splitlines()[-1])
     assert seen["matplotlib"] == []
     loaded_by_engine = {m.removeprefix("wsesim.") for m in seen["engine_loads"]}
-    assert "engine" in loaded_by_engine
-    assert {m for m in loaded_by_engine if LAYERS.get(m, 0) > LAYERS["engine"]} == set()
+    assert "sim.engine" in loaded_by_engine
+    assert {m for m in loaded_by_engine if LAYERS.get(_folder(m) or m, 0) > LAYERS["sim"]} == set()

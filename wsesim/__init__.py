@@ -6,8 +6,8 @@ The public API, for use from Python (the ``wsesim`` command wraps the same funct
     loaded = load_experiment(overrides={"model.top_k": 1})
     print(run_experiment(loaded.spec).throughput_tokens_per_s, tune(loaded).best.tiles)
 
-The names below are imported on first use, so that ``import wsesim.engine`` loads only the layers the
-engine needs. Importing wsesim never imports matplotlib; ``wsesim.plotting`` does.
+The names below are imported on first use, so that ``import wsesim.sim.engine`` loads only the layers the
+engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ConfigError": "errors", "WsesimError": "errors",
-    "load_experiment": "loader", "load_experiment_data": "loader", "load_hardware": "loader",
-    "load_model": "loader", "validate_file": "loader",
-    "AttentionTiling": "memory", "max_batch_per_tile": "memory", "max_tiles": "memory",
-    "training_memory": "memory",
-    "RunResult": "results",
-    "Run": "runner", "run_experiment": "runner", "simulate_experiment": "runner",
-    "load_sweep": "sweep", "run_sweep": "sweep",
-    "TuneResult": "tune", "tune": "tune",
+    "ConfigError": "config.errors", "WsesimError": "config.errors",
+    "load_experiment": "config.loader", "load_experiment_data": "config.loader", "load_hardware": "config.loader",
+    "load_model": "config.loader", "validate_file": "config.loader",
+    "AttentionTiling": "model.memory", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",
+    "training_memory": "model.memory",
+    "RunResult": "analysis.results",
+    "Run": "experiments.runner", "run_experiment": "experiments.runner", "simulate_experiment": "experiments.runner",
+    "load_sweep": "experiments.sweep", "run_sweep": "experiments.sweep",
+    "TuneResult": "experiments.tune", "tune": "experiments.tune",
 }
 __all__ = sorted(_EXPORTS)
 

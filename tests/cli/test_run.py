@@ -1,0 +1,134 @@
+"""``wsesim run`` (wsesim.cli.run) through the real entry point (``python -m wsesim``, about a second
+each), and in-process (``cli.main``) for the cases that only differ in what is printed or written.
+
+A bad input is one line on stderr, exit code 2, no traceback, and nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wsesim import cli
+from wsesim.analysis.wafer import WaferMaps
+
+TINY_ARGS = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+             "--set", "training.seq_len=32"]
+RESULT_KEYS = {"hardware", "model", "experts", "top_k", "seq_len", "batch_per_tile", "tiles", "global_batch",
+               "feasible", "infeasible_reason", "step_cycles", "step_time_s", "tokens_per_step",
+               "throughput_tokens_per_s", "model_flops_per_step", "mfu", "phases", "io_bytes_in", "io_bytes_out",
+               "peak_sram_bytes_per_pe", "expert_load_imbalance", "events", "wall_s"}
+
+
+def _wsesim(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wsesim", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    d = tmp_path / "cwd"
+    d.mkdir()
+    return d
+
+
+def test_run_json(cwd: Path) -> None:
+    r = _wsesim("run", *TINY_ARGS, "--json", cwd=cwd)
+    assert (r.returncode, r.stderr) == (0, "")
+    data = json.loads(r.stdout)
+    assert set(data) >= RESULT_KEYS
+    assert (data["hardware"], data["model"], data["experts"], data["seq_len"]) == ("tiny8", "tiny-moe", 4, 32)
+    assert data["feasible"] is True and data["infeasible_reason"] == ""
+    assert data["global_batch"] == data["batch_per_tile"] * data["tiles"]
+    assert data["tokens_per_step"] == data["global_batch"] * data["seq_len"]
+    assert data["throughput_tokens_per_s"] == pytest.approx(data["tokens_per_step"] / data["step_time_s"])
+    assert sum(data["phases"].values()) == pytest.approx(data["step_cycles"])
+    assert 0 < data["mfu"] <= 1
+    assert list(cwd.iterdir()) == []  # --json alone writes nothing
+
+
+def test_run_out_and_trace(cwd: Path) -> None:
+    """--out writes result.json (the same object --json prints) and wafer.json; --trace writes a trace
+    event file, making its folder if needed."""
+    r = _wsesim("run", *TINY_ARGS, "--json", "--out", "res", "--trace", "traces/step.json", cwd=cwd)
+    assert (r.returncode, r.stderr) == (0, "")
+    saved = json.loads((cwd / "res" / "result.json").read_text(encoding="utf-8"))
+    assert saved == json.loads(r.stdout)
+    maps = WaferMaps.from_dict(json.loads((cwd / "res" / "wafer.json").read_text(encoding="utf-8")))
+    assert maps.step_cycles == saved["step_cycles"]
+    trace = json.loads((cwd / "traces" / "step.json").read_text(encoding="utf-8"))
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert spans and all({"name", "ts", "dur", "pid", "tid", "args"} <= set(e) for e in spans)
+    step_us = sum(e["dur"] for e in spans if e["pid"] == 2)
+    assert step_us * trace["otherData"]["clock_hz"] / 1e6 == pytest.approx(saved["step_cycles"], rel=1e-9)
+    assert sorted(p.name for p in cwd.rglob("*")) == ["res", "result.json", "step.json", "traces", "wafer.json"]
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["--set", "training.bogus=1"], "wsesim: --set: training.bogus: unknown key"),
+    (["missing.yaml"], "wsesim: missing.yaml: no such file"),
+    (["--trace", "trace.txt", "--out", "o"], "wsesim: --trace: expected a .json file name"),
+    (["--out", "o", "--png", "afile"], "wsesim: afile: expected a folder for the output"),
+    (["--out", "o", "--trace", "afile/sub/t.json"], "wsesim: afile/sub: expected a folder for the output"),
+], ids=["unknown-key", "missing-file", "trace-name", "png-is-a-file", "trace-under-a-file"])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(args: list[str], start: str, cwd: Path) -> None:
+    (cwd / "afile").write_text("x", encoding="utf-8")
+    r = _wsesim("run", *TINY_ARGS, *args, cwd=cwd)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    [line] = r.stderr.splitlines()
+    assert line.startswith(start)
+    assert [p.name for p in cwd.iterdir()] == ["afile"]
+
+
+# ------------------------------------------------------------------------------------------- in-process
+
+
+def test_human_output_lists_what_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", *TINY_ARGS, "--out", "o"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("tiny-moe on tiny8: E=4 top_k=2 seq_len=32 B=")
+    assert any(line.startswith("throughput ") and line.endswith(" tokens/s") for line in lines)
+    assert lines[-2:] == [f"wrote {Path('o') / 'result.json'}", f"wrote {Path('o') / 'wafer.json'}"]
+
+
+def test_png_draws_the_wafer_pictures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """--png hands the run's wafer maps to plotting.plot_wafer (replaced here: drawing is test_plotting's)."""
+    import wsesim.output.plotting
+
+    drawn: list[tuple[Any, Path]] = []
+
+    def fake_plot_wafer(maps: Any, out: Path) -> list[Path]:
+        drawn.append((maps, out))
+        return [out / "wafer_busy.png"]
+
+    monkeypatch.setattr(wsesim.output.plotting, "plot_wafer", fake_plot_wafer)
+    assert cli.main(["run", *TINY_ARGS, "--png", str(tmp_path / "pics"), "--json"]) == 0
+    [(maps, out)] = drawn
+    assert isinstance(maps, WaferMaps) and (maps.rows, maps.cols) == (8, 8)
+    assert out == tmp_path / "pics" and out.is_dir()
+    assert json.loads(capsys.readouterr().out)["feasible"] is True
+
+
+def test_infeasible_run_is_a_result_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "traces" / "t.json"
+    out = tmp_path / "o"
+    assert cli.main(["run", *TINY_ARGS, "--set", "training.batch_per_tile=5000", "--json", "--trace", str(trace),
+                     "--out", str(out)]) == 0
+    stdout, stderr = capsys.readouterr()
+    data = json.loads(stdout)
+    assert data["feasible"] is False and "SRAM" in data["infeasible_reason"]
+    assert data["tokens_per_step"] == 5000 * 32
+    assert stderr == "wsesim: no trace: the configuration is infeasible\n"
+    assert not trace.parent.exists()  # not even its folder
+    assert [p.name for p in out.iterdir()] == ["result.json"]  # no wafer maps without a simulated step

@@ -1,0 +1,231 @@
+"""``wsesim sweep``, ``wsesim tune`` and ``wsesim plot`` (wsesim.cli.sweep).
+
+Through the real entry point (``python -m wsesim`` in a subprocess, about a second each) for the end to
+end runs and the error paths; in-process (``cli.main``, with ``sweep.run_point`` wrapped) where a test
+must look at DIR/results.csv between points: streaming, an interrupted sweep, and --resume.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wsesim import cli
+from wsesim.analysis.results import WALL_CLOCK_FIELDS
+from wsesim.cli.sweep import summary_rows
+from wsesim.experiments import sweep as sweep_module
+from wsesim.experiments.sweep import Point
+
+BASE: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+                        "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
+                        "simulation": {"granularity": "pe"}}
+TINY_ARGS = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+             "--set", "training.seq_len=32"]
+
+
+def _sweep_file(path: Path, grid: dict[str, list[Any]] | None = None,
+                points: list[dict[str, Any]] | None = None) -> Path:
+    data: dict[str, Any] = {"kind": "sweep", "name": "tiny", "base": BASE}
+    data["grid"] = grid if grid is not None else {"training.tiles": [1, "tuned"]}
+    data["points"] = points if points is not None else [{"model.top_k": 1}, {"model.top_k": 2}]
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _wsesim(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wsesim", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _tmp_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    d = tmp_path / "cwd"
+    d.mkdir()
+    return d
+
+
+# ------------------------------------------------------------------------------- through the entry point
+
+
+def test_sweep_end_to_end_with_plots(tmp_path: Path, cwd: Path) -> None:
+    """2 top_k values × (G=1, tuned): four rows in out/<name>/results.csv, a summary, and the plots."""
+    path = _sweep_file(tmp_path / "s.yaml")
+    r = _wsesim("sweep", str(path), "--workers", "1", "--plot", cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    folder = cwd / "out" / "tiny"
+    rows = _read(folder / "results.csv")
+    assert [(row["point"], row["status"], row["set:model.top_k"], row["set:training.tiles"]) for row in rows] == [
+        ("0", "ok", "1", "1"), ("1", "ok", "1", "tuned"), ("2", "ok", "2", "1"), ("3", "ok", "2", "tuned")]
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["model.top_k", "run", "G", "B", "tokens/s", "speedup", "status", "reason"]
+    assert [line.split()[1] for line in lines[2:6]] == ["G=1", "tuned", "G=1", "tuned"]
+    assert lines[3].split()[5].endswith("x")  # the tuned/G=1 speedup
+    assert f"wrote {Path('out') / 'tiny' / 'results.csv'}" in lines
+    assert r.stderr.splitlines()[0].startswith("sweep tiny: 4 points, 4 to run")
+    assert len(r.stderr.splitlines()) == 5  # the header and one line per finished point
+    stems = {"throughput_vs_top_k", "phases"}
+    assert {p.name for p in folder.iterdir()} == {"results.csv", *(f"{s}.{x}" for s in stems for x in ("png", "svg"))}
+    assert all((folder / f"{s}.png").stat().st_size > 0 for s in stems)
+    assert _tmp_files(cwd) == []
+
+
+def test_bad_sweep_file_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, cwd: Path) -> None:
+    path = _sweep_file(tmp_path / "bad.yaml", points=[{"model.top_k": 1}, {"model.top_k": 9}])
+    r = _wsesim("sweep", str(path), "--out", "o", cwd=cwd)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"wsesim: {path}: points: point 2 ") and "model.top_k" in line
+    assert list(cwd.iterdir()) == []
+
+
+def test_unreachable_scheduler_is_one_line_exit_2_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """In-process (a subprocess would add a second for nothing); Dask's connect timeout cut to 1 s."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("dask.distributed")
+    path = _sweep_file(tmp_path / "s.yaml")
+    monkeypatch.chdir(tmp_path)
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        code = cli.main(["sweep", str(path), "--scheduler", "tcp://127.0.0.1:1"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == "wsesim: --scheduler: cannot reach the Dask scheduler at 'tcp://127.0.0.1:1' (OSError)\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]
+
+
+def test_tune_json(cwd: Path) -> None:
+    r = _wsesim("tune", *TINY_ARGS, "--set", "training.batch_per_tile=2", "--json", cwd=cwd)
+    assert (r.returncode, r.stderr) == (0, "")
+    data = json.loads(r.stdout)
+    assert set(data) == {"best", "candidates"}
+    assert data["best"] in data["candidates"]
+    assert data["candidates"][0]["tiles"] == 1
+    assert {c["batch_per_tile"] for c in data["candidates"]} == {2}
+    feasible = [c["throughput_tokens_per_s"] for c in data["candidates"] if c["feasible"]]
+    assert data["best"]["throughput_tokens_per_s"] == max(feasible)
+    assert list(cwd.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------- in-process
+
+
+_RUN_POINT = sweep_module.run_point
+
+
+def _watch_points(monkeypatch: pytest.MonkeyPatch, before: Callable[[Point], None]) -> list[int]:
+    """Call ``before(point)`` ahead of each point the sweep runs (workers=1: in this process)."""
+    ran: list[int] = []
+
+    def watched(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
+        before(point)
+        ran.append(point.index)
+        return _RUN_POINT(raw, source, point)
+
+    monkeypatch.setattr(sweep_module, "run_point", watched)
+    return ran
+
+
+def test_results_stream_to_the_csv_as_points_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep_file(tmp_path / "s.yaml")
+    out = tmp_path / "o"
+    csv_path = out / "results.csv"
+    on_disk: list[list[str]] = []
+
+    def before(point: Point) -> None:
+        rows = _read(csv_path) if csv_path.exists() else []
+        assert all(row["status"] == "ok" and float(row["throughput_tokens_per_s"]) > 0 for row in rows)
+        on_disk.append([row["point"] for row in rows])
+        assert _tmp_files(out) == []
+
+    ran = _watch_points(monkeypatch, before)
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    assert ran == [0, 1, 2, 3]
+    assert on_disk == [[], ["0"], ["0", "1"], ["0", "1", "2"]]
+    assert [row["point"] for row in _read(csv_path)] == ["0", "1", "2", "3"]
+    assert _tmp_files(out) == []
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"sweep tiny: 4 points, 4 to run, results in {csv_path}"
+    assert err[1].startswith("[1/4] model.top_k=1, training.tiles=1: ok ")
+
+
+def test_interrupted_sweep_keeps_finished_rows_and_resume_runs_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep_file(tmp_path / "s.yaml")
+    out = tmp_path / "o"
+    args = ["sweep", str(path), "--out", str(out), "--workers", "1"]
+    reference = tmp_path / "ref"
+    assert cli.main(["sweep", str(path), "--out", str(reference), "--workers", "1"]) == 0
+
+    def interrupt_at_2(point: Point) -> None:
+        if point.index == 2:
+            raise KeyboardInterrupt
+
+    _watch_points(monkeypatch, interrupt_at_2)
+    capsys.readouterr()
+    assert cli.main(args) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "wsesim: interrupted"
+    assert [row["point"] for row in _read(out / "results.csv")] == ["0", "1"]
+    assert _tmp_files(out) == []
+
+    ran = _watch_points(monkeypatch, lambda point: None)
+    assert cli.main([*args, "--resume"]) == 0
+    assert ran == [2, 3]
+    assert "4 points, 2 to run" in capsys.readouterr().err
+
+    def strip(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS} for r in rows]
+
+    assert strip(_read(out / "results.csv")) == strip(_read(reference / "results.csv"))
+
+    # a deleted row is run again, and only it
+    rows = _read(out / "results.csv")
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["point"] != "1")
+    ran.clear()
+    assert cli.main([*args, "--resume"]) == 0
+    assert ran == [1]
+    assert strip(_read(out / "results.csv")) == strip(_read(reference / "results.csv"))
+
+    # without --resume, everything runs again
+    ran.clear()
+    assert cli.main(args) == 0
+    assert ran == [0, 1, 2, 3]
+
+
+def test_summary_puts_g1_and_tuned_side_by_side() -> None:
+    rows = [
+        {"set:model.top_k": 1, "set:training.tiles": 1, "tuned": False, "tiles": 1, "batch_per_tile": 4,
+         "throughput_tokens_per_s": 100.0, "status": "ok", "reason": ""},
+        {"set:model.top_k": 1, "set:training.tiles": "tuned", "tuned": "True", "tiles": 8, "batch_per_tile": 2,
+         "throughput_tokens_per_s": "250.0", "status": "ok", "reason": ""},
+        {"set:model.top_k": 2, "set:training.tiles": 1, "tuned": False, "tiles": 1, "batch_per_tile": 9000,
+         "throughput_tokens_per_s": 0.0, "status": "infeasible", "reason": "SRAM: too much"},
+    ]
+    failed = [{"set:model.top_k": 3, "set:training.tiles": g, "tuned": False, "status": "error", "reason": "boom"}
+              for g in (1, 2)]  # a failed point has no result columns
+    table, header = summary_rows(rows + failed, ["model.top_k", "training.tiles"])
+    assert header == ["model.top_k", "run", "G", "B", "tokens/s", "speedup", "status", "reason"]
+    assert table == [(1, "G=1", 1, 4, "100", "", "ok", ""), (1, "tuned", 8, 2, "250", "2.50x", "ok", ""),
+                     (2, "G=1", 1, 9000, "-", "", "infeasible", "SRAM: too much"),
+                     (3, "G=1", "", "", "-", "", "error", "boom"), (3, "G=2", "", "", "-", "", "error", "boom")]

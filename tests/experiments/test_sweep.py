@@ -1,0 +1,302 @@
+"""Sweeps (wsesim.experiments.sweep): expansion, per-point validation, rows for infeasible and failing points,
+resume, determinism, and local processes and Dask agreeing row for row with one process.
+
+Points are tiny (tiny8 at PE granularity, 2-layer 4-expert model, seq_len 16): milliseconds each, so
+the parallel tests mostly pay for starting workers. The CLI side (streaming to DIR/results.csv,
+interrupt and --resume) is in test_cli_sweep.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wsesim import cli
+from wsesim.analysis.results import WALL_CLOCK_FIELDS
+from wsesim.config.errors import ConfigError
+from wsesim.config.loader import load_experiment_data
+from wsesim.experiments import runner
+from wsesim.experiments import sweep as sweep_module
+from wsesim.experiments.sweep import (
+    STATUS_ERROR,
+    STATUS_INFEASIBLE,
+    STATUS_OK,
+    Point,
+    csv_text,
+    expand,
+    load_sweep,
+    override_keys,
+    read_results,
+    run_sweep,
+)
+from wsesim.experiments.tune import tune
+
+BASE: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+                        "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
+                        "simulation": {"granularity": "pe"}}
+
+
+def sweep_yaml(*, grid: dict[str, list[Any]] | None = None, points: list[dict[str, Any]] | None = None,
+               base: Any = None, name: str = "tiny") -> str:
+    data: dict[str, Any] = {"kind": "sweep", "name": name, "base": BASE if base is None else base}
+    if grid is not None:
+        data["grid"] = grid
+    if points is not None:
+        data["points"] = points
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+@pytest.fixture
+def write_sweep(write_yaml: Callable[[str, str], Path]) -> Callable[..., Path]:
+    def write(name: str = "sweep.yaml", **kwargs: Any) -> Path:
+        return write_yaml(name, sweep_yaml(**kwargs))
+
+    return write
+
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _without_wall_clock(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Rows as the CSV would hold them, without the host's wall-clock fields."""
+    keys = list(dict.fromkeys(k.removeprefix("set:") for r in rows for k in r if k.startswith("set:")))
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS} for r in _csv_rows(csv_text(rows, keys))]
+
+
+# ----------------------------------------------------------------------------------------- expansion
+
+
+def test_expand_is_each_point_times_the_grid_product_in_key_order() -> None:
+    grid = {"a": [1, 2], "b": ["x", "y"]}
+    assert expand(grid, []) == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "x"}, {"a": 2, "b": "y"}]
+    assert expand({}, [{"p": 0}, {"p": 1}]) == [{"p": 0}, {"p": 1}]
+    assert expand(grid, [{"p": 0}, {"p": 1}]) == [
+        {"p": p, "a": a, "b": b} for p in (0, 1) for a in (1, 2) for b in ("x", "y")]
+    assert [list(d) for d in expand(grid, [{"p": 0}])] == [["p", "a", "b"]] * 4  # file order kept
+
+
+def test_load_sweep_numbers_every_point_and_accepts_tuned(write_sweep: Callable[..., Path]) -> None:
+    path = write_sweep(grid={"training.tiles": [1, "tuned"]}, points=[{"model.top_k": 1}, {"model.top_k": 2}])
+    sweep = load_sweep(path)
+    assert [p.index for p in sweep.points] == [0, 1, 2, 3]
+    assert [p.overrides for p in sweep.points] == [
+        {"model.top_k": k, "training.tiles": g} for k in (1, 2) for g in (1, "tuned")]
+    assert [p.tuned for p in sweep.points] == [False, True, False, True]
+    assert sweep.points[1].run_overrides() == {"model.top_k": 1, "training.tiles": 1}
+    assert len({p.key for p in sweep.points}) == 4
+    assert override_keys(sweep) == ["model.top_k", "training.tiles"]
+
+
+def test_point_key_is_its_overrides_not_its_position_or_order() -> None:
+    """--resume matches rows by this key, so moving a point in the file must not change it."""
+    assert Point(0, {"a": 1, "b": "tuned"}).key == Point(7, {"b": "tuned", "a": 1}).key
+    assert Point(0, {"a": 1}).key != Point(0, {"a": 2}).key
+
+
+def test_neither_grid_nor_points_is_an_error(write_sweep: Callable[..., Path]) -> None:
+    path = write_sweep()
+    with pytest.raises(ConfigError, match="expected a grid or points"):
+        load_sweep(path)
+
+
+@pytest.mark.parametrize(("grid", "points", "point", "key"), [
+    (None, [{"model.top_k": 1}, {"model.top_k": 9}], 1, "model.top_k"),  # more than the 4 experts
+    (None, [{"model.top_k": 1}, {"model.bogus": 1}], 1, "model.bogus"),  # unknown key
+    ({"training.tiles": [1, 2, "tunned"]}, None, 2, "training.tiles"),  # a typo of "tuned"
+    ({"training.seq_len": [16, "tuned"]}, None, 1, "training.seq_len"),  # only tiles can be tuned
+    ({"training.tiles": [1, "tuned"]}, [{"model.top_k": 2}, {"training.seq_len": 0}], 2, "training.seq_len"),
+], ids=["value", "unknown-key", "tunned", "tuned-elsewhere", "grid-and-points"])
+def test_every_point_is_validated_before_anything_runs(
+        write_sweep: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+        grid: dict[str, list[Any]] | None, points: list[dict[str, Any]] | None, point: int, key: str) -> None:
+    monkeypatch.setattr(runner, "run_experiment", _never_called)
+    path = write_sweep(grid=grid, points=points)
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert f"point {point} " in message
+    assert f"{key}: " in message
+
+
+def _never_called(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("nothing may run before every point is valid")
+
+
+def test_base_path_is_relative_to_the_sweep_file(tmp_path: Path, tiny8_text: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """sweeps/s.yaml -> base ../exps/exp.yaml -> hardware hw/mine.yaml (relative to the experiment),
+    loaded from an unrelated working directory."""
+    (tmp_path / "exps" / "hw").mkdir(parents=True)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "exps" / "hw" / "mine.yaml").write_text(tiny8_text.replace("name: tiny8", "name: mine"),
+                                                       encoding="utf-8")
+    exp = {**BASE, "hardware": "hw/mine.yaml"}
+    (tmp_path / "exps" / "exp.yaml").write_text(yaml.safe_dump(exp, sort_keys=False), encoding="utf-8")
+    path = tmp_path / "sweeps" / "s.yaml"
+    path.write_text(sweep_yaml(base="../exps/exp.yaml", points=[{"model.top_k": 1}]), encoding="utf-8")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    sweep = load_sweep(Path("..") / "sweeps" / "s.yaml")
+    assert sweep.base.spec.hardware.name == "mine"
+    [row] = run_sweep(sweep)
+    assert (row["status"], row["hardware"], row["top_k"]) == (STATUS_OK, "mine", 1)
+
+
+def test_missing_base_file_names_it(write_sweep: Callable[..., Path]) -> None:
+    path = write_sweep(base="nope.yaml", points=[{"model.top_k": 1}])
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        load_sweep(path)
+
+
+def test_wsesim_validate_accepts_a_sweep_file(write_sweep: Callable[..., Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_sweep(grid={"training.tiles": [1, "tuned"]})
+    assert cli.main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok (sweep tiny)\n"
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+def test_rows_carry_the_overrides_and_the_result(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(grid={"training.tiles": [1, 2, "tuned"]}))
+    rows = run_sweep(sweep)
+    assert [r["point"] for r in rows] == [0, 1, 2]
+    assert [r["status"] for r in rows] == [STATUS_OK] * 3
+    assert [r["set:training.tiles"] for r in rows] == [1, 2, "tuned"]
+    assert [r["tuned"] for r in rows] == [False, False, True]
+    assert [r["tiles"] for r in rows[:2]] == [1, 2]
+    loaded = load_experiment_data(BASE, overrides={"training.tiles": 1})
+    best = tune(loaded).best
+    assert (rows[2]["tiles"], rows[2]["batch_per_tile"]) == (best.tiles, best.batch_per_tile)
+    for r in rows:
+        assert r["tokens_per_step"] == r["global_batch"] * r["seq_len"]
+
+
+def test_csv_cells_are_plain_numbers(write_sweep: Callable[..., Path]) -> None:
+    """Every numeric cell parses as a number (NumPy 2 floats used to be written as "np.float64(…)")."""
+    sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}]))
+    [row] = _csv_rows(csv_text(run_sweep(sweep), override_keys(sweep)))
+    for column in ("step_cycles", "step_time_s", "throughput_tokens_per_s", "mfu", "io_in_utilisation",
+                   "expert_load_imbalance", "phase_attention_cycles", "phase_experts_cycles"):
+        assert float(row[column]) > 0, column
+
+
+def test_infeasible_and_failing_points_are_rows_and_the_sweep_goes_on(
+        write_sweep: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    real = runner.run_experiment
+
+    def failing(spec: Any) -> Any:
+        if spec.model.top_k == 1:
+            raise RuntimeError("boom")
+        return real(spec)
+
+    monkeypatch.setattr(runner, "run_experiment", failing)
+    sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"training.batch_per_tile": 5000},
+                                           {"model.top_k": 2}]))
+    rows = run_sweep(sweep, workers=1)
+    assert [r["status"] for r in rows] == [STATUS_ERROR, STATUS_INFEASIBLE, STATUS_OK]
+    assert rows[0]["reason"].startswith("RuntimeError: boom (test_sweep.py:")
+    assert "SRAM" in rows[1]["reason"] and rows[1]["feasible"] is False
+    assert rows[2]["reason"] == ""
+    written = _csv_rows(csv_text(rows, override_keys(sweep)))
+    assert [(r["point"], r["status"]) for r in written] == [("0", "error"), ("1", "infeasible"), ("2", "ok")]
+    assert written[0]["reason"] == rows[0]["reason"] and written[0]["step_cycles"] == ""
+
+
+def test_on_row_sees_every_row_as_it_finishes(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(grid={"model.top_k": [1, 2], "training.tiles": [1, 2]}))
+    seen: list[tuple[int, list[int]]] = []
+
+    def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        assert row in rows
+        seen.append((row["point"], sorted(r["point"] for r in rows)))
+        written = _csv_rows(csv_text(rows, override_keys(sweep)))
+        assert [int(r["point"]) for r in written] == sorted(r["point"] for r in rows)  # sorted by point
+
+    rows = run_sweep(sweep, workers=1, on_row=on_row)
+    assert seen == [(0, [0]), (1, [0, 1]), (2, [0, 1, 2]), (3, [0, 1, 2, 3])]
+    assert [r["point"] for r in rows] == [0, 1, 2, 3]
+
+
+def _count_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the index of every point run (in this process: workers=1)."""
+    ran: list[int] = []
+    real = sweep_module.run_point
+
+    def counting(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
+        ran.append(point.index)
+        return real(raw, source, point)
+
+    monkeypatch.setattr(sweep_module, "run_point", counting)
+    return ran
+
+
+def test_resume_runs_only_the_missing_points(write_sweep: Callable[..., Path], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    sweep = load_sweep(write_sweep(grid={"model.top_k": [1, 2], "training.tiles": [1, "tuned"]}))
+    keys = override_keys(sweep)
+    first = csv_text(run_sweep(sweep), keys)
+    saved = tmp_path / "results.csv"
+    saved.write_text(first, encoding="utf-8")
+    done = {r["point_key"]: r for r in read_results(saved) if r["point"] != "2"}
+    ran = _count_runs(monkeypatch)
+    rows = run_sweep(sweep, done=done, workers=1)
+    assert ran == [2]
+    assert _without_wall_clock(rows) == _without_wall_clock(_csv_rows(first))
+    ran.clear()
+    assert len(run_sweep(sweep, done={r["point_key"]: r for r in read_results(saved)}, workers=1)) == 4
+    assert ran == []
+
+
+def test_resume_renumbers_points_that_moved_in_the_file(write_sweep: Callable[..., Path],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    old = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"model.top_k": 2}]))
+    done = {r["point_key"]: r for r in _csv_rows(csv_text(run_sweep(old), override_keys(old)))}
+    new = load_sweep(write_sweep(points=[{"training.tiles": 2}, {"model.top_k": 1}, {"model.top_k": 2}]))
+    ran = _count_runs(monkeypatch)
+    rows = run_sweep(new, done=done, workers=1)
+    assert ran == [0]
+    assert [(int(r["point"]), str(r.get("set:model.top_k", ""))) for r in rows] == [(0, ""), (1, "1"), (2, "2")]
+
+
+def test_same_sweep_twice_gives_the_same_csv_but_wall_clock(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(grid={"training.routing": ["uniform", "zipf:1.5"], "training.tiles": [2, "tuned"]},
+                                   points=[{"simulation.placement": "random", "training.seed": 3}]))
+    a, b = run_sweep(sweep), run_sweep(sweep)
+    assert len(a) == 4
+    assert _without_wall_clock(a) == _without_wall_clock(b)
+
+
+def test_two_worker_processes_give_the_same_rows_as_one(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(grid={"model.top_k": [1, 2], "training.tiles": [1, "tuned"]}))
+    one = run_sweep(sweep, workers=1)
+    two = run_sweep(sweep, workers=2)
+    assert [r["point"] for r in two] == [0, 1, 2, 3]
+    assert _without_wall_clock(two) == _without_wall_clock(one)
+
+
+# ----------------------------------------------------------------------------------------------- Dask
+
+
+def test_dask_cluster_gives_the_same_rows_as_local(write_sweep: Callable[..., Path]) -> None:
+    distributed = pytest.importorskip("dask.distributed")
+    sweep = load_sweep(write_sweep(grid={"training.tiles": [1, 2, "tuned"]}))
+    local = run_sweep(sweep, workers=1)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        by_address = run_sweep(sweep, scheduler=cluster.scheduler_address)
+        with distributed.Client(cluster.scheduler_address) as client:
+            by_client = run_sweep(sweep, scheduler=client, on_row=lambda row, rows: None)
+            assert client.status == "running"  # a client passed in is left open for its owner
+    assert _without_wall_clock(by_address) == _without_wall_clock(local)
+    assert _without_wall_clock(by_client) == _without_wall_clock(local)

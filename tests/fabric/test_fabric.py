@@ -1,0 +1,381 @@
+"""The fabric (wsesim.fabric.dispatch): exact micro-benchmarks in both fidelities, flow against packet, block
+against PE granularity, vectorised loads against routes walked one by one, colours, dispatch.
+
+WSE-2's link parameters throughout (4 B wavelets, 2-cycle hops, 7-cycle injection), on sub-meshes.
+Packet-mode cases stay on 8 × 8 and 16 × 16 meshes with at most a few thousand messages; the 16 × 16
+all-to-all (65,280 messages, ~20 s in packet mode) runs only with ``WSESIM_SLOW=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from wsesim.config.errors import ConfigError
+from wsesim.config.loader import load_hardware
+from wsesim.config.specs import HardwareSpec
+from wsesim.fabric.dispatch import (
+    FABRICS,
+    DispatchModel,
+    FlowFabric,
+    OuterTraffic,
+    PacketFabric,
+    Traffic,
+    all_to_all,
+    dispatch_traffic,
+    hotspot,
+    link_loads,
+    make_fabric,
+    outer_link_loads,
+    row_multicast,
+    single_message,
+    transpose,
+    uniform_random,
+)
+from wsesim.fabric.mesh import Mesh, place
+
+
+@pytest.fixture(scope="module")
+def wse2() -> HardwareSpec:
+    return load_hardware("wse2")
+
+
+def mesh(hw: HardwareSpec, n: int, granularity: str = "pe", cols: int | None = None) -> Mesh:
+    return Mesh.from_hardware(hw, granularity, (n, cols or n))
+
+
+def both(m: Mesh, traffic):
+    return FlowFabric(m).simulate(traffic), PacketFabric(m).simulate(traffic)
+
+
+def zipf_bytes(experts: int, per_expert: float, alpha: float = 1.2) -> np.ndarray:
+    w = 1 / np.arange(1, experts + 1) ** alpha
+    return per_expert * experts * w / w.sum()
+
+
+# -------------------------------------------------------------------------------------- micro-benchmarks
+
+
+@pytest.mark.parametrize(("hops", "wavelets", "cycles"), [
+    (1, 1, 9),     # 7 injection + 1·2 hop + 0
+    (3, 1, 13),    # 7 + 3·2 + 0
+    (5, 10, 26),   # 7 + 5·2 + 9
+    (7, 64, 84),   # 7 + 7·2 + 63
+])
+def test_lone_message_takes_injection_plus_hops_plus_body(wse2: HardwareSpec, hops: int, wavelets: int,
+                                                          cycles: int) -> None:
+    """A message of L wavelets over h hops: injection + h·hop + (L − 1) cycles, in both fidelities."""
+    m = mesh(wse2, 8)
+    flow, packet = both(m, single_message(m, hops, wavelets))
+    assert flow.cycles == packet.cycles == cycles
+    assert flow.events == 0 and packet.events > 0
+    assert flow.max_link_load_bytes == packet.max_link_load_bytes == 4 * wavelets
+
+
+def test_lone_message_at_block_granularity(wse2: HardwareSpec) -> None:
+    """block:2: a block hop crosses 2 PEs (4 cycles) and 2 parallel links carry the 10 wavelets, 5 each:
+    7 + 2·4 + (5 − 1) = 19 cycles."""
+    m = mesh(wse2, 8, "block:2")
+    flow, packet = both(m, single_message(m, 2, 10))
+    assert flow.cycles == packet.cycles == 19
+
+
+def test_row_multicast_reaches_successive_pes_two_cycles_apart(wse2: HardwareSpec) -> None:
+    """csl-examples topic-13-simprint: a row multicast reaches successive PEs at cycles 1156, 1158, 1160.
+    A one-wavelet multicast reaches the k-th PE at 7 + 2k (9, 11, 13), so a send at cycle 1147 matches."""
+    m = mesh(wse2, 8)
+    for result in both(m, row_multicast(m, 3, 1)):
+        arrivals = result.multicast_arrivals[0]
+        assert arrivals == (9.0, 11.0, 13.0)
+        assert [1147 + a for a in arrivals] == [1156, 1158, 1160]
+        assert result.cycles == 13.0
+        # each receiver's eject ramp carries the wavelet once
+        assert result.link_load.reshape(8, 8, 6)[0, 1:4, 5].tolist() == [4.0, 4.0, 4.0]
+
+
+def test_fifo_contention_serialises_two_messages_on_one_link(wse2: HardwareSpec) -> None:
+    """Two 10-wavelet messages to node (0, 3): A from (0, 0), issued first, and B from (0, 1).
+    Both heads leave their ramps at 7. B reaches link (0,1)->(0,2) at 7, before A (at 9), and takes it
+    for [7, 17); then (0,2)->(0,3) [9, 19) and the eject ramp [11, 21): B delivered at 11 + 9 = 20.
+    A waits at (0, 1) until 17: (0,1)->(0,2) [17, 27), (0,2)->(0,3) [19, 29), eject [21, 31): delivered at
+    21 + 9 = 30. Flow: the shared links carry 20 wavelets; 20 − 1 + (7 + 3·2) = 32."""
+    m = mesh(wse2, 8)
+    flow, packet = both(m, Traffic([0, 1], [3, 3], [40.0, 40.0]))
+    assert packet.cycles == 30.0
+    assert flow.cycles == 32.0
+
+
+# ------------------------------------------------------------------------------------ flow against packet
+
+
+@pytest.mark.parametrize("n", [8, 16])
+@pytest.mark.parametrize("pattern", ["transpose", "hotspot"])
+def test_flow_within_5_percent_of_packet(wse2: HardwareSpec, n: int, pattern: str) -> None:
+    m = mesh(wse2, n)
+    flow, packet = both(m, transpose(m, 1024) if pattern == "transpose" else hotspot(m, 256))
+    assert packet.cycles == pytest.approx(flow.cycles, rel=0.05)
+    assert packet.bytes_delivered == flow.bytes_injected
+
+
+def test_uniform_random_is_where_flow_misses_chains_of_contention(wse2: HardwareSpec) -> None:
+    """A known limit, pinned: with a message or two per link, what decides the time is a chain of waits
+    at several busy links in turn, while flow takes only the busiest one plus the longest route. Over
+    these seeds packet is 2 % faster to 25 % slower than flow (16 × 16, 1 KiB per PE)."""
+    m = mesh(wse2, 16)
+    ratios = []
+    for seed in range(4):
+        flow, packet = both(m, uniform_random(m, 1024, np.random.default_rng(seed)))
+        ratios.append(packet.cycles / flow.cycles)
+    assert min(ratios) > 0.95 and max(ratios) < 1.3
+    assert max(ratios) > 1.05  # the gap is real, not rounding
+
+
+@pytest.mark.parametrize("nbytes", [16, 256, 4096])
+def test_all_to_all_flow_within_5_percent_of_packet(wse2: HardwareSpec, nbytes: int) -> None:
+    """8 × 8 all-to-all (4,032 messages of 4 to 1,024 wavelets), issued in golden-ratio shift order."""
+    m = mesh(wse2, 8)
+    flow, packet = both(m, all_to_all(m, nbytes))
+    assert packet.cycles == pytest.approx(flow.cycles, rel=0.05)
+
+
+@pytest.mark.skipif(not os.environ.get("WSESIM_SLOW"), reason="~20 s in packet mode; set WSESIM_SLOW=1")
+def test_all_to_all_16x16_flow_within_5_percent_of_packet(wse2: HardwareSpec) -> None:
+    m = mesh(wse2, 16)
+    flow, packet = both(m, all_to_all(m, 256))
+    assert packet.cycles == pytest.approx(flow.cycles, rel=0.05)
+
+
+@pytest.mark.parametrize(("n", "experts", "reverse"), [(8, 8, False), (8, 8, True), (16, 16, False), (16, 16, True)])
+def test_moe_dispatch_flow_within_5_percent_of_packet(wse2: HardwareSpec, n: int, experts: int, reverse: bool) -> None:
+    """Dispatch (and combine) of 4 KiB per PE, routed with a Zipf(1.2) skew over the experts."""
+    m = mesh(wse2, n)
+    traffic = dispatch_traffic(m, place(m, experts), zipf_bytes(experts, 4096.0 * m.pes / experts), reverse=reverse)
+    flow, packet = both(m, traffic)
+    assert packet.cycles == pytest.approx(flow.cycles, rel=0.05)
+
+
+def test_uniform_dispatch_to_few_experts_is_where_flow_is_optimistic(wse2: HardwareSpec) -> None:
+    """A known limit, pinned: with equal messages to few regions, links in series are all near full, and
+    FIFO queues feeding one another idle the downstream ones (tandem loss) that the flow bound ignores.
+    Packet is then slower than flow, by up to ~30 % in the cases measured (see the report)."""
+    m = mesh(wse2, 8)
+    flow, packet = both(m, dispatch_traffic(m, place(m, 8), np.full(8, 1024.0 * m.pes)))
+    assert flow.cycles < packet.cycles < 1.35 * flow.cycles
+
+
+@pytest.mark.parametrize("kind", sorted(FABRICS))
+@pytest.mark.parametrize("pattern", ["all-to-all", "transpose", "hotspot", "random", "dispatch", "multicast"])
+def test_bytes_injected_equal_bytes_delivered(wse2: HardwareSpec, kind: str, pattern: str) -> None:
+    m = mesh(wse2, 8, cols=6)
+    traffic = {"all-to-all": lambda: all_to_all(m, 12), "transpose": lambda: transpose(m, 40),
+               "hotspot": lambda: hotspot(m, 10), "random": lambda: uniform_random(m, 7, np.random.default_rng(0)),
+               "dispatch": lambda: dispatch_traffic(m, place(m, 5), np.arange(1.0, 6.0) * 1000),
+               "multicast": lambda: row_multicast(m, 5, 3)}[pattern]()
+    r = make_fabric(kind, m).simulate(traffic)
+    assert r.bytes_injected > 0
+    assert r.bytes_delivered == pytest.approx(r.bytes_injected, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------ granularity and loads
+
+
+@pytest.mark.parametrize("granularity", ["block:4", "block:6", "block:8", "block:16"])
+def test_block_within_5_percent_of_pe_on_64x64_all_to_all(wse2: HardwareSpec, granularity: str) -> None:
+    pe, block = mesh(wse2, 64), mesh(wse2, 64, granularity)
+    cycles = [FlowFabric(x).simulate(all_to_all(x, 4)).cycles for x in (pe, block)]
+    assert cycles[1] == pytest.approx(cycles[0], rel=0.05)
+
+
+@pytest.mark.parametrize("granularity", ["block:2", "block:4"])
+def test_block_within_5_percent_of_pe_on_64x64_transpose(wse2: HardwareSpec, granularity: str) -> None:
+    pe, block = mesh(wse2, 64), mesh(wse2, 64, granularity)
+    cycles = [FlowFabric(x).simulate(transpose(x, 4096)).cycles for x in (pe, block)]
+    assert cycles[1] == pytest.approx(cycles[0], rel=0.05)
+
+
+def test_block_granularity_cannot_see_a_single_pe_hotspot(wse2: HardwareSpec) -> None:
+    """A known limit, pinned: a block node's eject ramp stands for all its PEs', so traffic to one PE
+    looks K² times easier than it is. Use "pe" granularity for such patterns."""
+    pe, block = mesh(wse2, 64), mesh(wse2, 64, "block:4")
+    fine, coarse = (FlowFabric(x).simulate(hotspot(x, 64)).cycles for x in (pe, block))
+    assert coarse < fine / 4
+
+
+def test_full_wafer_pe_all_to_all_by_hand(wse2: HardwareSpec) -> None:
+    """750 × 994 PEs, 4 B per PE pair. The busiest link crosses the middle of a row: 497 sources on its
+    left × 497 · 750 destinations on its right × 4 B = 741,027,000 B = 185,256,750 wavelets. The longest
+    route is 749 + 993 hops: cycles = 185,256,750 − 1 + 7 + 1,742 · 2 = 185,260,240."""
+    start = time.perf_counter()
+    r = FlowFabric(Mesh.from_hardware(wse2)).simulate(all_to_all(Mesh.from_hardware(wse2), 4))
+    assert time.perf_counter() - start < 3.0
+    assert r.max_link_load_bytes == 741_027_000
+    assert r.cycles == 185_260_240
+    assert r.messages == 745_500 * 745_499
+
+
+@pytest.mark.parametrize(("granularity", "cols"), [("pe", 9), ("block:3", 11)])
+@pytest.mark.parametrize("routing", ["xy", "yx"])
+def test_vectorised_loads_equal_routes_walked_one_by_one(wse2: HardwareSpec, granularity: str, cols: int,
+                                                           routing: str) -> None:
+    m = mesh(wse2, 13, granularity, cols)
+    rng = np.random.default_rng(1)
+    src, dst = rng.integers(0, m.nodes, 300), rng.integers(0, m.nodes, 300)
+    w = rng.random(300)
+    expected = np.zeros(m.nodes * 6)
+    for s, d, x in zip(src, dst, w, strict=True):
+        for link in m.route(int(s), int(d), routing).links:
+            expected[link] += x
+    np.testing.assert_allclose(link_loads(m, src, dst, w, routing), expected, atol=1e-12)
+    # the product form gives what listing every pair gives
+    a, b = rng.random(m.nodes), rng.random(m.nodes)
+    s, d = np.divmod(np.arange(m.nodes ** 2), m.nodes)
+    keep = s != d
+    np.testing.assert_allclose(outer_link_loads(m, a, b, routing),
+                               link_loads(m, s[keep], d[keep], (a[s] * b[d])[keep], routing), rtol=1e-10)
+
+
+def test_outer_traffic_and_its_listing_time_the_same(wse2: HardwareSpec) -> None:
+    m = mesh(wse2, 8, cols=5)
+    outer = hotspot(m, 48)
+    listed = outer.to_traffic()
+    a, b = FlowFabric(m).simulate(outer), FlowFabric(m).simulate(listed)
+    assert (a.cycles, a.messages, a.bytes_injected, a.routes_per_node) == (
+        b.cycles, b.messages, b.bytes_injected, b.routes_per_node)
+    assert isinstance(outer, OuterTraffic) and len(listed) == 39
+
+
+# ------------------------------------------------------------------------------------------------ colours
+
+
+def test_colour_budget(wse2: HardwareSpec) -> None:
+    """24 copies of one route along row 4 put 24 routes on each of its nodes: feasible. A 25th is over."""
+    m = mesh(wse2, 8)
+    src, dst = m.node_id(4, 0), m.node_id(4, 7)
+    ok = FlowFabric(m).simulate(Traffic([src] * 24, [dst] * 24, [4.0] * 24))
+    assert ok.feasible and ok.reason == "" and ok.routes_per_node == 24
+    over = PacketFabric(m).simulate(Traffic([src] * 25, [dst] * 25, [4.0] * 25))
+    assert not over.feasible and over.routes_per_node == 25
+    assert "(4, 0)" in over.reason and "25 routes" in over.reason and "24" in over.reason
+    assert over.cycles > 0  # infeasible is reported, not raised: the timing is still there
+
+
+def test_hotspot_centre_carries_every_route(wse2: HardwareSpec) -> None:
+    r = FlowFabric(mesh(wse2, 8)).simulate(hotspot(mesh(wse2, 8), 4))
+    assert not r.feasible and r.routes_per_node == 63 and "(4, 4)" in r.reason
+
+
+# ----------------------------------------------------------------------------------------------- dispatch
+
+
+def test_dispatch_marginals(wse2: HardwareSpec) -> None:
+    """Every node sends its PEs' share of every expert's bytes; every region node receives its PEs'
+    share of its region's bytes (block:3 on 10 × 8: partial blocks on both edges)."""
+    m = mesh(wse2, 10, "block:3", 8)
+    p = place(m, 3)
+    x = np.array([3000.0, 5000.0, 7000.0])
+    t = dispatch_traffic(m, p, x)
+    sent = np.bincount(t.src, t.nbytes, minlength=m.nodes)
+    np.testing.assert_allclose(sent, m.node_pes / m.pes * x.sum())
+    received = np.bincount(t.dst, t.nbytes, minlength=m.nodes)
+    for region, xe in zip(p.regions, x, strict=True):
+        nodes, pes = m.region_nodes(region)
+        np.testing.assert_allclose(received[nodes], pes / pes.sum() * xe)
+    assert len(t) <= m.nodes * 3 + m.nodes
+    back = dispatch_traffic(m, p, x, reverse=True)
+    assert sorted(zip(back.src, back.dst, back.nbytes, strict=True)) == sorted(zip(t.dst, t.src, t.nbytes, strict=True))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_dispatch_model_equals_flow_on_the_listed_traffic(wse2: HardwareSpec, reverse: bool) -> None:
+    m = mesh(wse2, 40, "block:4", 36)
+    p = place(m, 12, "random", np.random.default_rng(5))
+    model = DispatchModel(m, p, reverse=reverse)
+    for x in (zipf_bytes(12, 5e4), np.full(12, 7e3), np.r_[np.zeros(11), 1e5]):
+        flow = FlowFabric(m).simulate(dispatch_traffic(m, p, x, reverse=reverse))
+        cycles, busiest = model.cycles(x)
+        assert cycles == flow.cycles
+        assert busiest == pytest.approx(flow.max_link_load_bytes, rel=1e-9)
+        np.testing.assert_allclose(model.link_load(x), flow.link_load, rtol=1e-9, atol=1e-6)
+    assert model.cycles(np.zeros(12)) == (0.0, 0.0)
+
+
+def test_dispatch_model_is_fast_on_the_full_wafer(wse2: HardwareSpec) -> None:
+    m = Mesh.from_hardware(wse2, "block:16")
+    model = DispatchModel(m, place(m, 128))
+    xs = np.random.default_rng(0).random((50, 128)) * 1e6
+    model.cycles(xs[0])
+    start = time.perf_counter()
+    for x in xs:
+        model.cycles(x)
+    assert (time.perf_counter() - start) / len(xs) < 0.02  # measured ~1.5 ms on 2 cores
+
+
+def test_dispatch_needs_one_byte_count_per_expert(wse2: HardwareSpec) -> None:
+    m = mesh(wse2, 8)
+    with pytest.raises(ConfigError, match="4 finite"):
+        dispatch_traffic(m, place(m, 4), np.ones(3))
+    with pytest.raises(ConfigError):
+        DispatchModel(m, place(m, 4)).cycles(np.array([1.0, -1.0, 0.0, 0.0]))
+
+
+# ---------------------------------------------------------------------------------- interface and inputs
+
+
+def test_unknown_fabric_kind_lists_the_valid_ones(wse2: HardwareSpec) -> None:
+    with pytest.raises(ConfigError, match="flow, packet"):
+        make_fabric("analytic", mesh(wse2, 4))
+    assert isinstance(make_fabric("packet", mesh(wse2, 4), "yx"), PacketFabric)
+
+
+def test_same_seed_same_result(wse2: HardwareSpec) -> None:
+    m = mesh(wse2, 8)
+    runs = [PacketFabric(m).simulate(uniform_random(m, 64, np.random.default_rng(11))).to_dict() for _ in range(2)]
+    assert runs[0] == runs[1]
+    other = PacketFabric(m).simulate(uniform_random(m, 64, np.random.default_rng(12))).to_dict()
+    assert other != runs[0]
+
+
+def test_bad_traffic_is_a_config_error(wse2: HardwareSpec) -> None:
+    m = mesh(wse2, 4)
+    with pytest.raises(ConfigError, match="one length"):
+        Traffic([0, 1], [2], [4.0, 4.0])
+    with pytest.raises(ConfigError, match="non-negative"):
+        Traffic([0], [2], [-4.0])
+    with pytest.raises(ConfigError, match="node ids"):
+        FlowFabric(m).simulate(Traffic([0], [16], [4.0]))
+    with pytest.raises(ConfigError, match="one row or column"):
+        PacketFabric(m).simulate(Traffic([0], [5], [4.0], [True]))
+    with pytest.raises(ConfigError, match="too many"):
+        PacketFabric(m, max_messages=100).simulate(all_to_all(m, 4))
+    with pytest.raises(ConfigError, match="hops"):
+        single_message(m, 4, 1)
+
+
+def test_the_models_import_neither_matplotlib_nor_networkx_for_timing() -> None:
+    """Layering: timing needs numpy (and SimPy for packets); the graph is built only when asked for."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from wsesim.config.loader import load_hardware; from wsesim.fabric.mesh import Mesh; "
+            "from wsesim.fabric.dispatch import PacketFabric, FlowFabric, all_to_all; "
+            "m = Mesh.from_hardware(load_hardware('tiny8')); FlowFabric(m).simulate(all_to_all(m, 4)); "
+            "PacketFabric(m).simulate(all_to_all(m, 4)); "
+            "print('matplotlib' in sys.modules, 'networkx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_bench_script_runs() -> None:
+    """Smoke test of scripts/bench_fabric.py in its quick form: every row of the table is printed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "bench_fabric.py"
+    out = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, check=True,
+                         timeout=300).stdout
+    assert "product form" in out and "packet all-to-all" in out and "bare SimPy" in out
+    assert "ms per call" in out and out.count("\n") == 8

@@ -1,0 +1,124 @@
+"""Pictures (wsesim.output.plotting) — smoke tests: the expected files, non-empty, and figures closed after.
+
+The sweep behind the CSV is tiny (tiny8, PE granularity, seq_len 16): experts 4 and 8 × top_k 1 and 2
+× (G=1, tuned), so both sparsity figures have data. The wafer pictures are drawn from a real ``wsesim
+run --out`` folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pytest
+
+from wsesim import cli
+from wsesim.experiments.sweep import csv_text, override_keys, run_sweep, sweep_from_data
+from wsesim.output.files import atomic_write_text
+from wsesim.output.plotting import plot_results
+
+BASE: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+                        "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
+                        "simulation": {"granularity": "pe"}}
+SWEEP: dict[str, Any] = {"kind": "sweep", "name": "tiny", "base": BASE,
+                         "grid": {"model.experts": [4, 8], "model.top_k": [1, 2], "training.tiles": [1, "tuned"]}}
+WAFER_STEMS = ("wafer_busy", "wafer_sram", "wafer_links", "wafer_placement", "gantt")
+
+
+def _write_csv(folder: Path, data: dict[str, Any]) -> Path:
+    sweep = sweep_from_data(data, source="<test>", base_dir=None)
+    path = folder / "results.csv"
+    atomic_write_text(path, csv_text(run_sweep(sweep), override_keys(sweep)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def results_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _write_csv(tmp_path_factory.mktemp("sweep"), SWEEP)
+
+
+def _assert_files(paths: list[Path], folder: Path, names: set[str]) -> None:
+    assert {p.name for p in paths} == names
+    assert all(p.parent == folder and p.stat().st_size > 0 for p in paths)
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_plot_results_writes_png_and_svg(results_csv: Path, tmp_path: Path) -> None:
+    paths = plot_results(results_csv, tmp_path)
+    stems = ("throughput_vs_experts", "throughput_vs_top_k", "phases")
+    _assert_files(paths, tmp_path, {f"{s}.{x}" for s in stems for x in ("png", "svg")})
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths if p.suffix == ".png")
+    assert all(b"<svg" in p.read_bytes()[:1000] for p in paths if p.suffix == ".svg")
+    assert plt.get_fignums() == []  # every figure closed
+
+
+def test_figures_without_data_are_skipped(tmp_path: Path) -> None:
+    """One expert count and one top_k: neither sparsity figure, only the phases."""
+    csv_path = _write_csv(tmp_path, {**SWEEP, "grid": {"training.tiles": [1, "tuned"]}})
+    _assert_files(plot_results(csv_path, tmp_path), tmp_path, {"phases.png", "phases.svg"})
+
+
+def test_sparsity_figures_need_g1_or_tuned_runs(tmp_path: Path) -> None:
+    """Experts vary, but every run is at G=2: no throughput_vs_experts (it compares G=1 and tuned)."""
+    csv_path = _write_csv(tmp_path, {**SWEEP, "base": {**BASE, "training": {**BASE["training"], "tiles": 2}},
+                                     "grid": {"model.experts": [4, 8]}})
+    _assert_files(plot_results(csv_path, tmp_path), tmp_path, {"phases.png", "phases.svg"})
+
+
+def test_no_ok_rows_no_figures(tmp_path: Path) -> None:
+    csv_path = _write_csv(tmp_path, {**SWEEP, "grid": {"training.batch_per_tile": [5000]}})
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["infeasible"]
+    assert plot_results(csv_path, tmp_path) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["results.csv"]
+
+
+def test_wsesim_plot_wafer_on_a_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``wsesim run --out DIR`` (the real entry point), then ``wsesim plot --wafer DIR``: five PNGs."""
+    r = subprocess.run([sys.executable, "-m", "wsesim", "run", "--hardware", "tiny8", "--model", "tiny-moe",
+                        "--set", "simulation.granularity=pe", "--set", "training.seq_len=16", "--out", "run"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert (r.returncode, r.stderr) == (0, "")
+    folder = tmp_path / "run"
+    assert cli.main(["plot", "--wafer", str(folder)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    paths = [folder / f"{s}.png" for s in WAFER_STEMS]
+    assert printed == [f"wrote {p}" for p in paths]
+    _assert_files(paths, folder, {f"{s}.png" for s in WAFER_STEMS})
+    assert {p.name for p in folder.iterdir()} == {"result.json", "wafer.json", *(p.name for p in paths)}
+    assert plt.get_fignums() == []
+
+
+def test_wsesim_plot_results_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv_path = _write_csv(tmp_path, {**SWEEP, "grid": {"training.tiles": [1, "tuned"]}})
+    out = tmp_path / "figures"
+    assert cli.main(["plot", str(csv_path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"wrote {out / 'phases.png'}", f"wrote {out / 'phases.svg'}"]
+    assert sorted(p.name for p in out.iterdir()) == ["phases.png", "phases.svg"]
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["plot"], "wsesim: wsesim plot: expected RESULTS.csv or --wafer DIR"),
+    (["plot", "missing.csv"], "wsesim: missing.csv: no such file"),
+    (["plot", "--wafer", "."], "wsesim: .: expected a run folder with wafer.json (from wsesim run --out DIR)"),
+])
+def test_wsesim_plot_bad_input(args: list[str], line: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(args) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", line + "\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wsesim_plot_unreadable_wafer_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "wafer.json").write_text('{"rows": 8}', encoding="utf-8")
+    assert cli.main(["plot", "--wafer", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected wafer maps written by wsesim run" in err
+    assert [p.name for p in tmp_path.iterdir()] == ["wafer.json"]

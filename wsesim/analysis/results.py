@@ -1,0 +1,150 @@
+"""Metrics computed from a finished run's trace, and the run's result value (DESIGN.md §5).
+
+Pure functions over the ``Trace``: nothing here runs the simulation, prints or writes files.
+Throughput = tokens per step / step time; MFU = model FLOPs per step / (step time · peak FLOP/s), with
+model FLOPs = 3 × forward (recomputation is work the hardware does, not model FLOPs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config.specs import ExperimentSpec
+from ..model.costs import LayerShapes
+from ..sim.plan import Trace
+
+STEP_PHASES = ("attention", "router", "dispatch", "experts", "combine", "lm_head", "weight_stall",
+               "gradient_stall", "gradient_drain")
+"""The step's own timeline, partitioned: these sum to ``step_cycles``."""
+
+WALL_CLOCK_FIELDS = ("wall_s",)
+"""Fields that measure the host, not the model: the only ones that differ between identical runs."""
+
+
+@dataclass
+class RunResult:
+    """One simulated step. Sizes in bytes, time in cycles or seconds as the name says."""
+
+    hardware: str
+    model: str
+    experts: int
+    top_k: int
+    seq_len: int
+    batch_per_tile: int
+    tiles: int
+    global_batch: int
+    activations: str
+    attention_kernel: str
+    routing: str
+    fabric: str
+    seed: int
+    feasible: bool
+    infeasible_reason: str
+    step_cycles: float = 0.0
+    step_time_s: float = 0.0
+    tokens_per_step: int = 0
+    throughput_tokens_per_s: float = 0.0
+    model_flops_per_step: float = 0.0
+    mfu: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    io_bytes_in: float = 0.0
+    io_bytes_out: float = 0.0
+    io_in_utilisation: float = 0.0
+    dispatched_bytes: float = 0.0
+    combined_bytes: float = 0.0
+    max_link_load_bytes: float = 0.0
+    peak_sram_bytes_per_pe: int = 0
+    sram_capacity_bytes_per_pe: int = 0
+    binding_memory_phase: str = ""
+    expert_load_imbalance: float = 0.0  # busiest expert's tokens over the mean, averaged over layers
+    expert_region_load: float = 0.0  # busiest region's tokens per PE over the wafer mean (sizes its SRAM)
+    expert_weight_wait_fraction: float = 0.0  # of the regions' time in expert phases, spent waiting for weights
+    restreamed_for_recompute: bool = False
+    events: int = 0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python values only (numpy scalars from the engine become floats and ints)."""
+        return {k: _plain(v) for k, v in asdict(self).items()}
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False) + ("\n" if indent else "")
+
+    def scalars(self) -> dict[str, Any]:
+        """The flat fields (``phases`` flattened to ``phase_<name>_cycles``), e.g. for a CSV row."""
+        out = {k: v for k, v in self.to_dict().items() if k != "phases"}
+        for name in STEP_PHASES:
+            out[f"phase_{name}_cycles"] = self.phases.get(name, 0.0)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def phase_cycles(trace: Trace) -> dict[str, float]:
+    """Cycles of each phase of the step's own timeline (``STEP_PHASES``); they sum to the step."""
+    totals: dict[str, float] = defaultdict(float)
+    for track, name, start, end, _ in trace.spans:
+        if track == "step":
+            totals[name] += end - start
+    return {name: float(totals.get(name, 0.0)) for name in STEP_PHASES}
+
+
+def expert_imbalance(tokens: np.ndarray) -> float:
+    """The busiest expert's tokens over the mean, averaged over layers (1 = perfectly balanced)."""
+    mean = tokens.mean(axis=1)
+    return float(np.mean(tokens.max(axis=1) / np.where(mean > 0, mean, 1.0)))
+
+
+def base_fields(spec: ExperimentSpec, batch_per_tile: int) -> dict[str, Any]:
+    """The fields that describe the configuration (known before simulating)."""
+    m, t = spec.model, spec.training
+    return {
+        "hardware": spec.hardware.name, "model": m.name, "experts": m.experts, "top_k": m.top_k,
+        "seq_len": t.seq_len, "batch_per_tile": batch_per_tile, "tiles": t.tiles,
+        "global_batch": batch_per_tile * t.tiles, "activations": t.activations,
+        "attention_kernel": t.attention_kernel, "routing": t.routing, "fabric": spec.simulation.fabric,
+        "seed": t.seed,
+    }
+
+
+def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: np.ndarray,
+            peak_sram: int, capacity: int, binding: str, expert_load: float, wall_s: float) -> RunResult:
+    """The result of a finished run, from its trace."""
+    hw, m, t = spec.hardware, spec.model, spec.training
+    step_s = trace.step_cycles / hw.clock_hz
+    n_tokens = batch_per_tile * t.tiles * t.seq_len
+    model_flops = n_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
+    wait = float(sum(ops.weight_wait.sum() for ops in trace.expert_ops))
+    busy = float(sum((ops.end - ops.start).sum() for ops in trace.expert_ops))
+    return RunResult(
+        **base_fields(spec, batch_per_tile), feasible=True, infeasible_reason="",
+        step_cycles=float(trace.step_cycles), step_time_s=float(step_s), tokens_per_step=n_tokens,
+        throughput_tokens_per_s=n_tokens / step_s, model_flops_per_step=model_flops,
+        mfu=model_flops / (step_s * hw.totals()["peak_flops_per_s"]), phases=phase_cycles(trace),
+        io_bytes_in=trace.io_bytes_in, io_bytes_out=trace.io_bytes_out,
+        io_in_utilisation=trace.io_bytes_in / hw.io_bytes_per_cycle / trace.step_cycles,
+        dispatched_bytes=trace.dispatched_bytes, combined_bytes=trace.combined_bytes,
+        max_link_load_bytes=float(trace.max_link_load_bytes), peak_sram_bytes_per_pe=int(peak_sram),
+        sram_capacity_bytes_per_pe=capacity, binding_memory_phase=binding,
+        expert_load_imbalance=expert_imbalance(tokens), expert_region_load=expert_load,
+        expert_weight_wait_fraction=wait / (wait + busy) if wait + busy > 0 else 0.0,
+        restreamed_for_recompute=trace.restreamed_for_recompute, events=trace.events, wall_s=wall_s,
+    )
+
+
+def infeasible(spec: ExperimentSpec, batch_per_tile: int, reason: str, *, peak_sram: int = 0, capacity: int = 0,
+               binding: str = "", expert_load: float = 0.0, wall_s: float = 0.0) -> RunResult:
+    """A configuration that cannot run, with the reason (phase, bytes needed, capacity)."""
+    return RunResult(**base_fields(spec, batch_per_tile), feasible=False, infeasible_reason=reason,
+                     tokens_per_step=batch_per_tile * spec.training.tiles * spec.training.seq_len,
+                     peak_sram_bytes_per_pe=peak_sram, sram_capacity_bytes_per_pe=capacity,
+                     binding_memory_phase=binding, expert_region_load=expert_load, wall_s=wall_s)

@@ -1,0 +1,123 @@
+"""Where the time and the bytes go on the wafer: per-node maps computed from a finished run (pure).
+
+Maps are over the mesh's nodes (one per PE at ``pe`` granularity, one per K×K block at ``block:K``):
+
+* ``busy``  — fraction of the step each node's PEs compute: whole-wafer ops (attention, router, LM
+  head) occupy every PE; an expert op occupies its region's PEs;
+* ``sram``  — SRAM high-water per PE (bytes): the memory model's peak phase, with each region's expert
+  working set scaled by its busiest layer's load;
+* ``link``  — bytes the busiest outgoing link of each node carries over the step's dispatches and combines;
+* ``region`` — the expert region each node belongs to (-1: none), and the experts of each region;
+* ``gantt`` — one layer's forward, recompute and backward spans (the step timeline and the expert regions).
+
+``WaferMaps.to_dict``/``from_dict`` round-trip through JSON, so ``wsesim plot --wafer DIR`` can draw a
+saved run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ..fabric.dispatch import DispatchModel
+from ..model.memory import training_memory
+
+_EXPERT_PARTS = ("expert_transient", "expert_recompute")
+
+
+@dataclass
+class WaferMaps:
+    rows: int
+    cols: int
+    block: int
+    clock_hz: float
+    step_cycles: float
+    busy: list[list[float]]
+    sram: list[list[float]]
+    sram_capacity: float
+    link: list[list[float]]
+    region: list[list[int]]
+    region_experts: list[list[int]]
+    gantt_layer: int
+    gantt: list[tuple[str, str, float, float]]
+    title: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WaferMaps:
+        fields = {k: data[k] for k in cls.__dataclass_fields__}
+        fields["gantt"] = [tuple(g) for g in fields["gantt"]]  # JSON has no tuples
+        return cls(**fields)
+
+
+def wafer_maps(run: Any) -> WaferMaps:
+    """The maps of a finished, feasible ``runner.Run``."""
+    result, trace, plan, mesh, placement = run.result, run.trace, run.plan, run.mesh, run.placement
+    nodes_shape = (mesh.rows, mesh.cols)
+    step = trace.step_cycles
+    region_of_node = np.full(mesh.nodes, -1, dtype=np.int64)
+    for r, region in enumerate(placement.regions):
+        region_of_node[mesh.region_nodes(region)[0]] = r
+
+    # busy: whole-wafer ops everywhere, expert ops on their region
+    wafer_ops = sum(end - start for track, name, start, end, _ in trace.spans
+                    if track == "step" and name in ("attention", "router", "lm_head"))
+    region_busy = np.zeros(len(placement.regions))
+    region_index = np.asarray(placement.expert_region_index)
+    for ops in trace.expert_ops:
+        np.add.at(region_busy, region_index[ops.experts], ops.end - ops.start)
+    busy = np.full(mesh.nodes, wafer_ops / step)
+    inside = region_of_node >= 0
+    busy[inside] += region_busy[region_of_node[inside]] / step
+
+    # SRAM: the peak phase with each region's expert share scaled by its own load
+    spec_hw, m, t = plan.hw, plan.model, plan.training
+    tokens = plan.tokens
+    region_tokens = np.zeros((tokens.shape[0], len(placement.regions)))
+    for e, r in enumerate(region_index):
+        region_tokens[:, r] += tokens[:, e]
+    mean = tokens.sum(axis=1, keepdims=True) / len(placement.regions)
+    load = (region_tokens / np.where(mean > 0, mean, 1)).max(axis=0)
+    base = training_memory(spec_hw, m, t, batch_per_tile=plan.batch_per_tile, expert_load=1.0)
+    per_region = []
+    for lf in load:
+        peak = 0.0
+        for phase in base.phases:
+            other = sum(v for k, v in phase.components.items() if k not in _EXPERT_PARTS)
+            expert = sum(v for k, v in phase.components.items() if k in _EXPERT_PARTS)
+            peak = max(peak, other + lf * expert)
+        per_region.append(peak)
+    no_expert = max(sum(v for k, v in p.components.items() if k not in _EXPERT_PARTS) for p in base.phases)
+    sram = np.full(mesh.nodes, float(no_expert))
+    sram[inside] = np.asarray(per_region)[region_of_node[inside]]
+
+    # link load: every dispatch and combine of the step
+    per_layer = tokens.astype(float) * m.hidden_size * m.bytes_per_value
+    passes = 3 if t.activations == "recompute" else 2  # forward, (recompute,) backward
+    link = np.zeros(mesh.nodes * 6)
+    for reverse in (False, True):
+        model = DispatchModel(mesh, placement, reverse=reverse)
+        link += passes * model.link_load(per_layer.sum(axis=0))
+    link_out = link.reshape(mesh.nodes, 6)[:, :4].max(axis=1)
+
+    layer = m.layers // 2
+    gantt = [("step", f"{args.get('pass', '')} {name}", start, end)
+             for track, name, start, end, args in trace.spans if track == "step" and args.get("layer") == layer]
+    for ops in trace.expert_ops:
+        if ops.layer == layer:
+            for e, a, b in zip(ops.experts.tolist(), ops.start.tolist(), ops.end.tolist(), strict=True):
+                if region_index[e] < 8:
+                    gantt.append((f"region {region_index[e]}", f"{ops.pass_} {ops.op}", a, b))
+    experts_of = [[] for _ in placement.regions]
+    for e, r in enumerate(region_index):
+        experts_of[r].append(e)
+    title = (f"{result.model} on {result.hardware}: E={result.experts} top_k={result.top_k} "
+             f"seq_len={result.seq_len} B={result.batch_per_tile} G={result.tiles}")
+    return WaferMaps(mesh.rows, mesh.cols, mesh.block, spec_hw.clock_hz, step,
+                     busy.reshape(nodes_shape).tolist(), sram.reshape(nodes_shape).tolist(),
+                     float(result.sram_capacity_bytes_per_pe), link_out.reshape(nodes_shape).tolist(),
+                     region_of_node.reshape(nodes_shape).tolist(), experts_of, layer, gantt, title)

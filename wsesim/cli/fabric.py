@@ -1,0 +1,166 @@
+"""``wsesim fabric``: time one traffic pattern on a wafer's fabric, in the flow or packet fidelity.
+
+Patterns are per PE (``--bytes`` per source-PE/destination-PE pair), summed onto the mesh's nodes, so
+the same command at ``--granularity pe`` and ``block:K`` moves the same bytes. ``--png`` draws the link
+load over the mesh (matplotlib is imported only then). Bad input is a ``ConfigError``: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from ..config.errors import ConfigError
+from .main import EXIT_OK, _overrides, _print_json, _table
+
+PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
+_MESH = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
+
+
+def parse_mesh(text: str | None) -> tuple[int, int] | None:
+    """``"64x64"`` → (64, 64); ``None`` → None (the whole wafer). Raises ``ConfigError`` otherwise."""
+    if text is None:
+        return None
+    m = _MESH.match(text)
+    if not m or int(m.group(1)) <= 0 or int(m.group(2)) <= 0:
+        raise ConfigError(f'expected ROWSxCOLS of PEs like "64x64", got "{text}"', path="--mesh")
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_bytes(text: str) -> float:
+    """A byte count: a bare number (``"256"``) or a size (``"4 KiB"``). Raises ``ConfigError``."""
+    from ..config.units import parse_quantity
+
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            value = parse_quantity(text, "size")
+        except ConfigError as e:
+            raise ConfigError(e.message, path="--bytes") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise ConfigError(f'expected a positive number of bytes like "256" or "4 KiB", got "{text}"', path="--bytes")
+    return value
+
+
+def build_traffic(args: argparse.Namespace, mesh: Any) -> Any:
+    """The traffic of ``args.pattern`` on ``mesh`` (see ``--help`` for each pattern)."""
+    import numpy as np
+
+    from .. import fabric
+    from ..fabric.mesh import place
+
+    nbytes = parse_bytes(args.bytes)
+    pattern = args.pattern
+    if pattern == "all-to-all":
+        return fabric.all_to_all(mesh, nbytes)
+    if pattern == "transpose":
+        return fabric.transpose(mesh, nbytes)
+    if pattern == "hotspot":
+        return fabric.hotspot(mesh, nbytes)
+    if pattern == "uniform-random":
+        return fabric.uniform_random(mesh, nbytes, np.random.default_rng(args.seed))
+    if pattern == "dispatch":
+        placement = place(mesh, args.experts, args.placement, np.random.default_rng(args.seed))
+        return fabric.dispatch_traffic(mesh, placement, np.full(args.experts, nbytes * mesh.pes))
+    if pattern == "message":
+        return fabric.single_message(mesh, args.hops, args.wavelets)
+    return fabric.row_multicast(mesh, args.hops, args.wavelets)
+
+
+def _describe(args: argparse.Namespace, hw: Any, mesh: Any, result: Any) -> dict[str, Any]:
+    return {
+        "hardware": hw.name, "pattern": args.pattern, "routing": args.routing,
+        "mesh": {"pe_rows": mesh.pe_rows, "pe_cols": mesh.pe_cols, "granularity": mesh.granularity,
+                 "rows": mesh.rows, "cols": mesh.cols},
+        **result.to_dict(),
+        "seconds": result.cycles / hw.clock_hz,
+    }
+
+
+def _human(out: dict[str, Any]) -> str:
+    m = out["mesh"]
+    lines = [
+        f"{out['hardware']} {m['pe_rows']} x {m['pe_cols']} PEs as {m['rows']} x {m['cols']} nodes ({m['granularity']}), "
+        f"{out['mode']} fidelity, {out['routing']} routing, pattern {out['pattern']}",
+        f"{out['messages']:,} messages, {out['bytes_injected']:,.0f} B injected, "
+        f"{out['bytes_delivered']:,.0f} B delivered",
+        f"{out['cycles']:,.0f} cycles ({out['seconds'] * 1e6:,.3f} us); busiest PE link {out['bottleneck'] or '-'} "
+        f"carries {out['max_link_load_bytes']:,.0f} B; {out['events']:,} events",
+        f"colours: at most {out['routes_per_node']:,} routes through a node, budget {out['colour_budget']}"
+        + ("" if out["feasible"] else f" -> infeasible: {out['reason']}"),
+    ]
+    if out["multicast_arrivals"]:
+        for i, cycles in out["multicast_arrivals"].items():
+            lines.append(f"multicast {i}: receivers hold it at cycles {', '.join(f'{c:g}' for c in cycles)}")
+    if out["hottest"]:
+        rows = [(f"{tuple(h['from'])} -> {tuple(h['to'])}", f"{h['bytes']:,.0f}") for h in out["hottest"]]
+        lines += ["", _table(rows, ("hottest links", "bytes"))]
+    return "\n".join(lines)
+
+
+_OPTIONS = {"granularity", "mesh", "hops", "wavelets", "experts", "placement", "routing", "fabric"}
+
+
+def _cmd_fabric(args: argparse.Namespace) -> int:
+    from ..config.loader import load_hardware
+
+    hw = load_hardware(args.hardware, _overrides(args.set))
+    try:
+        mesh, result = _simulate(args, hw)
+    except ConfigError as e:
+        if e.source is None and e.path in _OPTIONS:  # name the option the user typed, not the model's key
+            raise ConfigError(e.message, path=f"--{'mode' if e.path == 'fabric' else e.path}") from None
+        raise
+    out = _describe(args, hw, mesh, result)
+    if args.png:
+        from ..output.plotting import plot_link_load
+
+        plot_link_load(mesh, result, args.png, f"{hw.name} {args.pattern} ({args.mode}): {result.cycles:,.0f} cycles")
+    if args.json:
+        _print_json(out)
+    else:
+        print(_human(out))
+        if args.png:
+            print(f"wrote {args.png}")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
+    from ..fabric.dispatch import make_fabric
+    from ..fabric.mesh import Mesh
+
+    mesh = Mesh.from_hardware(hw, args.granularity, parse_mesh(args.mesh))
+    for name in ("experts", "hops", "wavelets"):
+        if getattr(args, name) <= 0:
+            raise ConfigError(f"expected a positive integer, got {getattr(args, name)}", path=name)
+    traffic = build_traffic(args, mesh)
+    return mesh, make_fabric(args.mode, mesh, args.routing).simulate(traffic)
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    p = sub.add_parser("fabric", help="time a traffic pattern on the wafer's fabric (flow or packet fidelity)",
+                       description=__doc__.split("\n\n", 1)[0])
+    p.add_argument("hardware", metavar="HARDWARE", help="a hardware preset name or YAML file")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware key (repeatable)")
+    p.add_argument("--mesh", metavar="RxC", help="a sub-mesh of R x C PEs with the same links (default: the wafer)")
+    p.add_argument("--granularity", default="pe", metavar="pe|block:K", help="one node per PE or per K x K PEs")
+    p.add_argument("--mode", choices=("flow", "packet"), default="flow", help="fidelity (default flow)")
+    p.add_argument("--routing", choices=("xy", "yx"), default="xy", help="dimension order (default xy)")
+    p.add_argument("--pattern", choices=PATTERNS, required=True,
+                   help="all-to-all: every PE to every other; transpose: (r, c) to (c, r); hotspot: every PE to "
+                        "the centre PE; uniform-random: every PE to a random PE; dispatch: every PE to each of "
+                        "--experts regions (grid placement); message / multicast: one message of --wavelets "
+                        "wavelets over --hops hops along row 0")
+    p.add_argument("--bytes", default="64", metavar="N", help='bytes per PE pair (or per PE per expert), e.g. 256 or "4 KiB"')
+    p.add_argument("--hops", type=int, default=1, metavar="H")
+    p.add_argument("--wavelets", type=int, default=1, metavar="L")
+    p.add_argument("--experts", type=int, default=8, metavar="E")
+    p.add_argument("--placement", choices=("grid", "snake", "random"), default="grid")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of uniform-random and random placement")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--png", metavar="FILE", help="draw the link load over the mesh to FILE")
+    commands["fabric"] = _cmd_fabric

@@ -1,0 +1,122 @@
+"""``wsesim run``: simulate one training step and show or save the result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config.units import format_bytes
+from .main import EXIT_OK, _overrides, _table
+
+_HUMAN_PHASES = ("attention", "router", "dispatch", "experts", "combine", "lm_head", "weight_stall",
+                 "gradient_stall", "gradient_drain")
+
+
+def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments every command that takes one experiment shares."""
+    p.add_argument("experiment", nargs="?", metavar="EXPERIMENT.yaml",
+                   help="an experiment file (default: the shipped Qwen3-30B-A3B on WSE-2 example)")
+    p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
+    p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any key, e.g. --set model.experts=64 --set training.tiles=8 (repeatable)")
+
+
+def load_from_args(args: argparse.Namespace) -> Any:
+    from ..config.loader import load_experiment
+
+    return load_experiment(args.experiment, hardware=args.hardware, model=args.model,
+                           overrides=_overrides(args.set))
+
+
+def format_result(r: Any) -> str:
+    """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
+    head = (f"{r.model} on {r.hardware}: E={r.experts} top_k={r.top_k} seq_len={r.seq_len} "
+            f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
+    if not r.feasible:
+        return f"{head}\ninfeasible: {r.infeasible_reason}"
+    rows: list[tuple[str, str]] = [
+        ("throughput", f"{r.throughput_tokens_per_s:,.0f} tokens/s"),
+        ("step time", f"{r.step_time_s * 1e3:,.2f} ms ({r.step_cycles:,.0f} cycles)"),
+        ("tokens per step", f"{r.tokens_per_step:,}"),
+        ("MFU", f"{100 * r.mfu:.1f} %"),
+        ("I/O in / out", f"{format_bytes(r.io_bytes_in, binary=False)} / {format_bytes(r.io_bytes_out, binary=False)} "
+                         f"(inbound link busy {100 * r.io_in_utilisation:.0f} % of the step)"),
+        ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
+                             f"({r.binding_memory_phase})"),
+        ("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"),
+    ]
+    phase_rows = [(name, f"{cycles:,.0f}", f"{100 * cycles / r.step_cycles:.1f} %")
+                  for name, cycles in r.phases.items() if cycles > 0]
+    return "\n".join([head, _table(rows, ("", "")).split("\n", 2)[2],
+                      "", _table(phase_rows, ("phase", "cycles", "share of step")),
+                      f"({r.events:,} events in {r.wall_s:.2f} s)"])
+
+
+def _file_in_the_way(folder: Path) -> bool:
+    """Whether ``folder``, or the nearest of its parents that exists, is a file (mkdir would fail)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder.exists() and not folder.is_dir()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..config.errors import ConfigError
+    from ..experiments.runner import simulate_experiment
+    from ..output.files import atomic_write_text, prepare_dir
+
+    loaded = load_from_args(args)
+    if args.trace and not args.trace.endswith(".json"):
+        raise ConfigError(f"expected a .json file name for the trace, got {args.trace!r}", source="--trace")
+    # every output folder is checked before any is made, so that bad input writes nothing
+    trace_dir = str(Path(args.trace).parent) if args.trace else None
+    for folder in (args.out, args.png, trace_dir):
+        if folder and _file_in_the_way(Path(folder)):
+            raise ConfigError("expected a folder for the output, got an existing file", source=folder)
+    out = prepare_dir(args.out) if args.out else None
+    png = prepare_dir(args.png) if args.png else None
+    run = simulate_experiment(loaded.spec)
+    result, written = run.result, []
+    if out is not None:
+        atomic_write_text(out / "result.json", result.to_json())
+        written.append(out / "result.json")
+    if result.feasible and (out is not None or png is not None):
+        from ..analysis.wafer import wafer_maps
+
+        maps = wafer_maps(run)
+        if out is not None:
+            atomic_write_text(out / "wafer.json", json.dumps(maps.to_dict()))
+            written.append(out / "wafer.json")
+        if png is not None:
+            from ..output.plotting import plot_wafer
+
+            written += plot_wafer(maps, png)
+    if args.trace and result.feasible:
+        from ..analysis.chrome_trace import chrome_trace
+
+        prepare_dir(trace_dir)  # made only now: an infeasible run leaves no empty folder
+        atomic_write_text(args.trace, json.dumps(chrome_trace(run.trace, run.plan)))
+        written.append(args.trace)
+    elif args.trace:
+        sys.stderr.write("wsesim: no trace: the configuration is infeasible\n")
+    if args.json:
+        sys.stdout.write(result.to_json())
+    else:
+        print(format_result(result))
+        for path in written:
+            print(f"wrote {path}")
+    return EXIT_OK
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    p = sub.add_parser("run", help="simulate one training step")
+    add_experiment_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--out", metavar="DIR", help="write DIR/result.json and DIR/wafer.json (for wsesim plot --wafer)")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the simulated step")
+    p.add_argument("--png", metavar="DIR", help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")
+    commands["run"] = _cmd_run

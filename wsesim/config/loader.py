@@ -1,0 +1,363 @@
+"""The only code that touches raw YAML: strict parsing, presets by name, dotted overrides, and
+errors that name the file and the key path.
+
+Rules: duplicate keys and YAML aliases/anchors are refused; an empty file is refused; the top level
+must be a mapping with a ``kind:``; a ``hardware:`` or ``model:`` value in an experiment may be a
+preset name, a path (relative to the experiment file), or an inline mapping. Overrides
+(``model.experts=64``) are applied to the raw tree *before* validation, so every override is
+validated exactly like a value written in the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError
+from .specs import SPEC_KINDS, ExperimentSpec, HardwareSpec, ModelSpec, Spec
+from .yaml_strict import describe_value as _describe
+from .yaml_strict import parse_yaml, read_yaml
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_PRESET_PACKAGES = {"hardware": "wsesim.hardware_presets", "model": "wsesim.workload_presets"}
+_PRESET_DIRS = {"hardware": _REPO_ROOT / "hardware", "model": _REPO_ROOT / "workloads"}
+
+
+# ------------------------------------------------------------------------------------------------ presets
+
+
+def _preset_files(kind: str) -> dict[str, Any]:
+    """name -> file (a Path or an importlib Traversable) of every shipped preset of ``kind``."""
+    found: dict[str, Any] = {}
+    try:
+        root: Any = resources.files(_PRESET_PACKAGES[kind])
+    except ModuleNotFoundError:
+        root = _PRESET_DIRS[kind]
+    if not root.is_dir():
+        return found
+    for entry in root.iterdir():
+        if entry.name.endswith(".yaml") and not entry.name.startswith("_"):
+            found[entry.name[: -len(".yaml")]] = entry
+    return found
+
+
+def preset_names(kind: str) -> list[str]:
+    """Sorted names of the shipped presets of ``kind`` ("hardware" or "model")."""
+    return sorted(_preset_files(kind))
+
+
+def shipped_file(relative: str) -> Path:
+    """A file shipped in ``workloads/`` (an example experiment, a sweep), found after a normal install too."""
+    try:
+        entry = resources.files(_PRESET_PACKAGES["model"]).joinpath(relative)
+        with resources.as_file(entry) as p:
+            if Path(p).exists():
+                return Path(p)
+    except ModuleNotFoundError:
+        pass
+    return _PRESET_DIRS["model"] / relative
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """A raw mapping and where it came from, so that errors can name the right file."""
+
+    data: dict[str, Any]
+    source: str
+
+
+def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str) -> _Raw:
+    """Resolve a ``hardware:``/``model:`` value: inline mapping, preset name or path."""
+    if isinstance(ref, dict):
+        return _Raw(ref, source)
+    if not isinstance(ref, str) or not ref:
+        names = ", ".join(preset_names(kind))
+        raise ConfigError(f"expected a preset name ({names}), a path or a mapping, got {ref!r}",
+                          source=source, path=path)
+    looks_like_path = ref.endswith((".yaml", ".yml")) or "/" in ref
+    if looks_like_path:
+        p = Path(ref)
+        if not p.is_absolute() and base_dir is not None:
+            p = base_dir / p
+        if not p.exists():
+            raise ConfigError(f"no such file {str(p)!r}", source=source, path=path)
+        return _Raw(_strip_kind(read_yaml(p), kind, str(p)), str(p))
+    presets = _preset_files(kind)
+    if ref not in presets:
+        raise ConfigError(f"expected a {kind} preset ({', '.join(sorted(presets))}) or a path, got {ref!r}",
+                          source=source, path=path)
+    entry = presets[ref]
+    name = f"{'hardware' if kind == 'hardware' else 'workloads'}/{ref}.yaml"
+    data = parse_yaml(entry.read_text(encoding="utf-8"), name)
+    if not isinstance(data, dict):
+        raise ConfigError("expected a YAML mapping at the top level", source=name)
+    return _Raw(_strip_kind(data, kind, name), name)
+
+
+def _strip_kind(data: dict[str, Any], kind: str, source: str) -> dict[str, Any]:
+    if data.get("kind", kind) != kind:
+        raise ConfigError(f"expected kind: {kind}, got kind: {data.get('kind')!r}", source=source, path="kind")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- overrides
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"model.experts=64"`` -> ``("model.experts", 64)``; the value is read as a YAML scalar."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"expected KEY.PATH=VALUE, got {text!r}", source="--set")
+    try:
+        parsed = parse_yaml(value, "--set") if value.strip() else ""
+    except ConfigError:
+        parsed = value
+    return key, parsed
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``data`` with each dotted key set; the original is never mutated.
+
+    An override may create a key that the schema knows but the file omits (validation then judges it);
+    it may not descend into a value that is not a mapping.
+    """
+    out = copy.deepcopy(data)
+    for dotted, value in overrides.items():
+        node = out
+        parts = dotted.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"cannot set {dotted}: {where} is {child!r}, not a mapping",
+                                  source="--set", path=dotted)
+            node = child
+        node[parts[-1]] = copy.deepcopy(value)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+_TYPE_WORDS = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
+    "bool_type": "true or false", "bool_parsing": "true or false", "dict_type": "a mapping",
+    "model_type": "a mapping", "model_attributes_type": "a mapping", "list_type": "a list",
+}
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The YAML keys valid at ``loc`` in ``model``'s tree (for 'unknown key' messages)."""
+    cls: Any = model
+    for part in loc:
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            return None
+        by_alias = {(f.alias or n): f for n, f in cls.model_fields.items()}
+        f = by_alias.get(part)
+        if f is None:
+            return None
+        ann = f.annotation
+        cls = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), ann)
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return sorted((f.alias or n) for n, f in cls.model_fields.items())
+    return None
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(p for p in loc if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
+
+
+_BRANCH_MARKERS = {"int", "str", "float", "constrained-int", "constrained-float", "bool"}
+_BRANCH_PREFIXES = ("literal[", "function-", "constrained-")
+
+
+def _expectation(err: Any) -> str:
+    kind = err["type"]
+    if kind == "literal_error":
+        return str(err.get("ctx", {}).get("expected", ""))
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    if kind in _BOUNDS:
+        return f"a value {_BOUNDS[kind]} {next(iter(err.get('ctx', {}).values()))}"
+    return str(err["msg"])
+
+
+_BOUNDS = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "less_than_equal": "≤"}
+
+
+def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tuple[str, str]:
+    loc = tuple(err["loc"])
+    # a union (int | "auto") reports one error per branch, with the branch in the loc: drop it
+    clean = _clean_loc(loc)
+    path = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in clean).replace(".[", "[")
+    kind, value = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        valid = _fields_at(model, clean[:-1])
+        hint = f" (valid keys: {', '.join(valid)})" if valid else ""
+        return path, f"unknown key{hint}"
+    if kind == "missing":
+        return path, "required key is missing"
+    if kind in ("quantity", "cross_field"):
+        return path, err["msg"]
+    if len(siblings) > 1:  # a union: say what each branch wanted
+        return path, f"expected {' or '.join(_expectation(e) for e in siblings)}, got {_describe(value)}"
+    if kind in _TYPE_WORDS or kind in _BOUNDS or kind == "literal_error":
+        return path, f"expected {_expectation(err)}, got {_describe(value)}"
+    return path, f"{err['msg']}, got {_describe(value)}"
+
+
+def validate(model: type[Spec], data: Any, *, source: str, sources: Mapping[str, str] | None = None,
+             overridden: Iterable[str] = (), baseline: Any = None) -> Any:
+    """Validate ``data`` as ``model``; turn the first error into a one-line ``ConfigError``.
+
+    ``sources`` maps a top-level key to the file its value came from (a preset), and the error's path
+    is then made relative to that file; an error at or under an ``overridden`` key names ``--set``, and
+    so does any error when ``baseline`` (``data`` before the overrides) is given and valid: an override
+    broke a rule that spans keys (``model.experts=1`` under ``top_k: 2``).
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        # an unknown key first: a misspelt key is also a missing one, and "unknown key" names the culprit
+        errors = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
+        first = _clean_loc(tuple(errors[0]["loc"]))
+        siblings = [err for err in errors if _clean_loc(tuple(err["loc"])) == first]  # union branches
+        path, message = _message(model, errors[0], siblings)
+        for key in overridden:
+            if path == key or path.startswith(key + ".") or key.startswith(path + "."):
+                raise ConfigError(message, source="--set", path=path) from None
+        if baseline is not None and _is_valid(model, baseline):
+            raise ConfigError(message, source="--set", path=path or None) from None
+        top = path.split(".", 1)
+        if sources and top[0] in sources and sources[top[0]] != source:
+            return_path = top[1] if len(top) > 1 else None
+            raise ConfigError(message, source=sources[top[0]], path=return_path) from None
+        raise ConfigError(message, source=source, path=path or None) from None
+
+
+def _is_valid(model: type[Spec], data: Any) -> bool:
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------- loading
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A validated spec, the raw tree it was validated from, and where each part came from."""
+
+    spec: Any
+    raw: dict[str, Any]
+    source: str
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping."""
+    data = dict(data)
+    sources: dict[str, str] = {}
+    for kind in ("hardware", "model"):
+        if kind not in data:
+            raise ConfigError("required key is missing", source=source, path=kind)
+        raw = _load_ref(kind, data[kind], base_dir, source, kind)
+        data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
+        sources[kind] = raw.source
+    return data, sources
+
+
+def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
+                         overrides: Mapping[str, Any] | None = None) -> Loaded:
+    """Validate a raw experiment mapping (with preset references) plus overrides."""
+    if data.get("kind", "experiment") != "experiment":
+        raise ConfigError(f"expected kind: experiment, got kind: {data.get('kind')!r}", source=source, path="kind")
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
+    overrides = dict(overrides or {})
+    base, resolved = resolved, apply_overrides(resolved, overrides)
+    spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
+                    baseline=base if overrides else None)
+    return Loaded(spec, resolved, source, sources)
+
+
+def load_experiment(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
+                    overrides: Mapping[str, Any] | None = None) -> Loaded:
+    """Load an experiment file (or the shipped default example when ``path`` is None).
+
+    ``hardware``/``model`` replace the file's references (a preset name or a path).
+    """
+    path = Path(path) if path is not None else default_experiment_path()
+    data = read_yaml(path)
+    if hardware is not None:
+        data["hardware"] = hardware
+    if model is not None:
+        data["model"] = model
+    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides)
+
+
+def default_experiment_path() -> Path:
+    """The shipped Qwen3-30B-A3B on WSE-2 example, the default of ``wsesim run`` and friends."""
+    return shipped_file("qwen3-30b-a3b/experiment.yaml")
+
+
+def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> HardwareSpec:
+    """A hardware spec from a preset name or a file."""
+    raw = _load_ref("hardware", str(ref), Path.cwd(), "<command line>", "hardware")
+    base = {k: v for k, v in raw.data.items() if k != "kind"}
+    data = apply_overrides(base, overrides or {})
+    return validate(HardwareSpec, data, source=raw.source, overridden=overrides or {}, baseline=base if overrides else None)
+
+
+def load_model(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> ModelSpec:
+    """A model spec from a preset name or a file."""
+    raw = _load_ref("model", str(ref), Path.cwd(), "<command line>", "model")
+    base = {k: v for k, v in raw.data.items() if k != "kind"}
+    data = apply_overrides(base, overrides or {})
+    return validate(ModelSpec, data, source=raw.source, overridden=overrides or {}, baseline=base if overrides else None)
+
+
+def detect_kind(data: dict[str, Any], source: str) -> str:
+    kind = data.get("kind")
+    if kind in _KIND_MODULES and kind not in _EXTRA_KINDS:
+        importlib.import_module(_KIND_MODULES[kind])  # registers the kind (see register_kind)
+    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS, *_KIND_MODULES})
+    if kind is None:
+        raise ConfigError(f"required key is missing (expected one of {', '.join(valid)})", source=source, path="kind")
+    if kind not in valid:
+        raise ConfigError(f"expected one of {', '.join(valid)}, got {kind!r}", source=source, path="kind")
+    return str(kind)
+
+
+# kinds validated by later layers (a sweep needs the runner's vocabulary): kind -> validator(data, path).
+# They register themselves when imported; _KIND_MODULES names the module to import for each.
+_EXTRA_KINDS: dict[str, Any] = {}
+_KIND_MODULES = {"sweep": "wsesim.experiments.sweep"}
+
+
+def register_kind(kind: str, validator: Any) -> None:
+    """Let a later layer (e.g. ``wsesim.sweep``) teach ``validate_file`` a new top-level kind."""
+    _EXTRA_KINDS[kind] = validator
+
+
+def validate_file(path: str | Path) -> tuple[str, Any]:
+    """Validate any wsesim YAML file by its ``kind:``; returns (kind, spec)."""
+    path = Path(path)
+    data = read_yaml(path)
+    kind = detect_kind(data, str(path))
+    if kind == "experiment":
+        return kind, load_experiment_data(data, source=str(path), base_dir=path.parent).spec
+    if kind in _EXTRA_KINDS:
+        return kind, _EXTRA_KINDS[kind](data, path)
+    return kind, validate(SPEC_KINDS[kind], data, source=str(path))

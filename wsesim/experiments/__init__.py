@@ -1,0 +1,1 @@
+"""Composition: load → plan → simulate → measure (the runner), the (G, B) tuner, and sweeps."""

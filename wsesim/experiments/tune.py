@@ -1,0 +1,106 @@
+"""Tuning the tiling: the paper's "G tuned per configuration", automated (DESIGN.md §1, §4).
+
+Candidates are (G, B) pairs the memory model admits: for every B from 1 to the largest that fits at
+G=1, the largest G that still fits (more tokens per step amortise the weight stream best), plus the
+powers of two of G with ``batch_per_tile: auto`` (fewer, larger tiles cost less per-tile overhead).
+With a fixed ``batch_per_tile`` only G varies. Every candidate is a re-validated experiment; the
+best is the highest throughput among the feasible ones, ties going to the smaller G. The G=1
+candidate is always among them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..analysis.results import RunResult
+from ..config.loader import Loaded, load_experiment_data
+from ..config.specs import ExperimentSpec
+from ..model.memory import max_batch_per_tile, max_tiles
+from .runner import run_experiment
+
+MAX_B_CANDIDATES = 24  # beyond this many values of B, try a geometric subset (B is then rarely binding)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    best: RunResult
+    candidates: tuple[RunResult, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"best": self.best.to_dict(), "candidates": [c.to_dict() for c in self.candidates]}
+
+
+def _geometric(n: int) -> list[int]:
+    if n <= MAX_B_CANDIDATES:
+        return list(range(1, n + 1))
+    out, x = {1, n}, 1.0
+    while x < n:
+        x *= 1.25
+        out.add(min(n, int(round(x))))
+    return sorted(out)
+
+
+def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
+    """(G, B) pairs to try, G=1 first. B is an int, or "auto" where the memory model picks it."""
+    hw, m, t = spec.hardware, spec.model, spec.training
+    out: dict[tuple[int, int], None] = {}
+    if t.batch_per_tile == "auto":
+        b1 = max_batch_per_tile(hw, m, t, tiles=1)
+        out[(1, max(b1, 1))] = None
+        for B in _geometric(b1):
+            g = max_tiles(hw, m, t, batch_per_tile=B)
+            if g:
+                out[(g, B)] = None
+        g = 2
+        while True:
+            B = max_batch_per_tile(hw, m, t, tiles=g)
+            if not B:
+                break
+            out[(g, B)] = None
+            g *= 2
+    else:
+        B = int(t.batch_per_tile)
+        gmax = max_tiles(hw, m, t, batch_per_tile=B)
+        out[(1, B)] = None
+        g = 2
+        while g < gmax:
+            out[(g, B)] = None
+            g *= 2
+        if gmax > 1:
+            out[(gmax, B)] = None
+    return sorted(out, key=lambda gb: (gb[0] != 1, gb[0], gb[1]))
+
+
+def tune(loaded: Loaded) -> TuneResult:
+    """Simulate every candidate of a loaded experiment and pick the best (see the module docstring).
+
+    Candidates are sized for balanced routing; one that the routed load makes infeasible (a hot region
+    holds more per PE) is followed by the largest G that fits that load."""
+    results: list[RunResult] = []
+    tried: set[tuple[int, int | str]] = set()
+    hw, m, t = loaded.spec.hardware, loaded.spec.model, loaded.spec.training
+    for G, B in candidates(loaded.spec):
+        while (G, B) not in tried:
+            tried.add((G, B))
+            result = run_experiment(_with_tiling(loaded, G, B))
+            results.append(result)
+            if result.feasible or result.expert_region_load <= 1.0 or not isinstance(B, int):
+                break
+            G = min(G - 1, max_tiles(hw, m, t, batch_per_tile=B, expert_load=result.expert_region_load))
+            if G < 1:
+                break
+    feasible = [r for r in results if r.feasible]
+    best = max(feasible, key=lambda r: (r.throughput_tokens_per_s, -r.tiles)) if feasible else results[0]
+    return TuneResult(best, tuple(results))
+
+
+def tuned_row(result: TuneResult) -> RunResult:
+    """The best run as a sweep row reports it: its wall-clock time is the whole search's."""
+    return replace(result.best, wall_s=sum(c.wall_s for c in result.candidates))
+
+
+def _with_tiling(loaded: Loaded, G: int, B: int | str) -> ExperimentSpec:
+    """The loaded experiment with training.tiles and training.batch_per_tile set, re-validated."""
+    return load_experiment_data(loaded.raw, source=loaded.source,
+                                overrides={"training.tiles": G, "training.batch_per_tile": B}).spec

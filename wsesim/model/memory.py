@@ -1,0 +1,358 @@
+"""Analytical SRAM accounting (DESIGN.md §4): what must be resident, per PE, in each phase of a step.
+
+Two parts:
+
+* ``AttentionTiling`` reproduces mlsysim 0.3.0's ``AttentionTilingScenario`` exactly (one head's
+  attention at ``seq_len`` tokens, standard or tiled/flash; decimal KB/MB/GB; whole tiles by floor
+  division). Its quantities are plain floats in bytes; ``mlsysim_units()`` gives mlsysim's units.
+* ``training_memory`` generalises that accounting to a batch, all heads (GQA: Q and O per query head,
+  K and V per KV head), the backward pass (three S×S matrices at the accumulation precision), the
+  experts, the BTA concatenation buffer, streamed weights and the runtime's reserved SRAM.
+
+Every tensor lives on the whole usable wafer (weight streaming runs each layer on all PEs), so a
+tensor of ``n`` bytes costs ``ceil(n / P)`` bytes on each of the ``P`` PEs. Stored activations are
+counted at their peak, the start of the backward pass, in every phase. All sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config.errors import ConfigError
+from ..config.specs import DTYPE_BYTES, HardwareSpec, ModelSpec, TrainingSpec
+from ..config.units import parse_quantity
+
+# ------------------------------------------------------------------------------------ mlsysim's scenario
+
+
+@dataclass(frozen=True)
+class AttentionTiling:
+    """One head's attention memory at ``seq_len`` tokens, standard (S×S matrices) or tiled (row stats).
+
+    ``bytes_per_value`` is a size: "4 B", "16 bit", or a number of bytes given as a float/int by code
+    (the CLI and YAML always pass a unit string). Raises ``ConfigError`` for seq_len, head_dim or
+    tile ≤ 0, negative counts, a unitless string, or a tiled kernel that stores nothing (io_tensors and
+    row_statistics both 0: ``stored_ratio`` would divide by zero).
+    """
+
+    seq_len: int
+    head_dim: int
+    tile: int
+    heads: int
+    bytes_per_value: float
+    io_tensors: int = 4
+    stored_square_matrices: int = 2
+    row_statistics: int = 2
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bytes_per_value, str):
+            object.__setattr__(self, "bytes_per_value", _size(self.bytes_per_value, "bytes_per_value"))
+        for name in ("seq_len", "head_dim", "tile", "heads", "io_tensors", "stored_square_matrices",
+                     "row_statistics"):
+            value, least = getattr(self, name), 1 if name in ("seq_len", "head_dim", "tile") else 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                kind = "a positive integer" if least else "a non-negative integer"
+                raise ConfigError(f"expected {kind}, got {value!r}", path=name)
+        if self.io_tensors == 0 and self.row_statistics == 0:  # stored_flash would be 0 B
+            raise ConfigError("expected a positive count when io_tensors is 0, got 0", path="row_statistics")
+        bpv = self.bytes_per_value
+        if isinstance(bpv, bool) or not isinstance(bpv, (int, float)) or not (math.isfinite(bpv) and bpv > 0):
+            raise ConfigError(f"expected a positive size, got {bpv!r}", path="bytes_per_value")
+
+    @property
+    def score_matrix(self) -> float:
+        """One head's S×S score matrix (bytes)."""
+        return self.seq_len**2 * self.bytes_per_value
+
+    @property
+    def all_heads_scores(self) -> float:
+        return self.heads * self.score_matrix
+
+    @property
+    def tile_bytes(self) -> float:
+        return self.tile**2 * self.bytes_per_value
+
+    @property
+    def tiles_per_side(self) -> int:
+        return self.seq_len // self.tile  # whole tiles only: a partial tile is dropped
+
+    @property
+    def tile_count(self) -> int:
+        return self.tiles_per_side**2
+
+    @property
+    def qkv_bytes(self) -> float:
+        return 3 * self.seq_len * self.head_dim * self.bytes_per_value
+
+    @property
+    def io_bytes(self) -> float:
+        return self.io_tensors * self.seq_len * self.head_dim * self.bytes_per_value
+
+    @property
+    def stored_standard(self) -> float:
+        return self.io_bytes + self.stored_square_matrices * self.score_matrix
+
+    @property
+    def stored_flash(self) -> float:
+        return self.io_bytes + self.row_statistics * self.seq_len * self.bytes_per_value
+
+    @property
+    def stored_ratio(self) -> float:
+        return self.stored_standard / self.stored_flash
+
+    def as_dict(self) -> dict[str, float]:
+        """mlsysim's property names; bytes for sizes, plain numbers for counts and the ratio."""
+        return {name: getattr(self, name) for name in ATTENTION_PROPERTIES}
+
+    def mlsysim_units(self) -> dict[str, tuple[float, str]]:
+        """Each property in the unit mlsysim reports it in (decimal KB/MB/GB)."""
+        out = {}
+        for name in ATTENTION_PROPERTIES:
+            scale, unit = _MLSYSIM_UNITS[name]
+            out[name] = (getattr(self, name) / scale, unit)
+        return out
+
+
+ATTENTION_PROPERTIES = ("score_matrix", "all_heads_scores", "tile_bytes", "tiles_per_side", "tile_count",
+                        "qkv_bytes", "io_bytes", "stored_standard", "stored_flash", "stored_ratio")
+_MLSYSIM_UNITS = {
+    "score_matrix": (1e6, "MB"), "all_heads_scores": (1e9, "GB"), "tile_bytes": (1e3, "KB"),
+    "tiles_per_side": (1, "count"), "tile_count": (1, "count"), "qkv_bytes": (1e6, "MB"),
+    "io_bytes": (1e6, "MB"), "stored_standard": (1e6, "MB"), "stored_flash": (1e6, "MB"),
+    "stored_ratio": (1, "dimensionless"),
+}
+
+
+def _size(text: str, name: str) -> float:
+    try:
+        return parse_quantity(text, "size")
+    except ConfigError as e:
+        raise e.located(path_prefix=name) from None
+
+
+# ----------------------------------------------------------------------------------- training memory
+
+PHASES = ("attention_fwd", "experts_fwd", "lm_head", "experts_bwd", "attention_bwd")
+
+
+@dataclass(frozen=True)
+class PhaseMemory:
+    """Bytes per PE resident during one phase, by component."""
+
+    phase: str
+    components: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.components.values())
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Per-PE SRAM of every phase of a step, against the capacity left after the reserved fraction."""
+
+    batch_per_tile: int
+    tiles: int
+    pes: int
+    capacity_bytes_per_pe: int
+    phases: tuple[PhaseMemory, ...]
+
+    @property
+    def binding(self) -> PhaseMemory:
+        return max(self.phases, key=lambda p: p.total)
+
+    @property
+    def peak_bytes_per_pe(self) -> int:
+        return self.binding.total
+
+    @property
+    def feasible(self) -> bool:
+        return self.peak_bytes_per_pe <= self.capacity_bytes_per_pe
+
+    @property
+    def reason(self) -> str:
+        """Why it does not fit ('' when it does): phase, bytes needed, capacity."""
+        if self.feasible:
+            return ""
+        b = self.binding
+        top = max(b.components, key=lambda c: b.components[c])
+        return (f"SRAM: phase {b.phase} needs {b.total} B per PE (largest part: {top}, {b.components[top]} B) "
+                f"but {self.capacity_bytes_per_pe} B are available (B={self.batch_per_tile}, G={self.tiles})")
+
+
+@dataclass(frozen=True)
+class TokenFootprint:
+    """Bytes per token (or per sequence) of the tensors the phases hold, for one layer."""
+
+    model: ModelSpec
+    training: TrainingSpec
+
+    @property
+    def b(self) -> int:
+        return self.model.bytes_per_value
+
+    @property
+    def acc(self) -> int:
+        return DTYPE_BYTES[self.training.accumulate_dtype]
+
+    def attention_head_scenario(self) -> AttentionTiling:
+        m, t = self.model, self.training
+        return AttentionTiling(seq_len=t.seq_len, head_dim=m.head_dim, tile=t.attention_tile, heads=m.heads,
+                               bytes_per_value=float(self.b))
+
+    def attention_io_per_seq(self) -> float:
+        """Q and O for every query head, K and V for every KV head (mlsysim's io_tensors, GQA-aware)."""
+        m = self.model
+        return (2 * m.heads + 2 * m.kv_heads) * self.training.seq_len * m.head_dim * self.b
+
+    def attention_fwd_per_seq(self) -> float:
+        """Forward transient of one sequence, all heads: mlsysim's stored_standard / stored_flash."""
+        m, t, a = self.model, self.training, self.attention_head_scenario()
+        if t.attention_kernel == "standard":
+            return self.attention_io_per_seq() + m.heads * a.stored_square_matrices * a.score_matrix
+        return (self.attention_io_per_seq() + m.heads * a.row_statistics * t.seq_len * self.acc
+                + m.heads * t.attention_tile**2 * self.acc)
+
+    def attention_bwd_per_seq(self) -> float:
+        """Backward transient of one sequence: the forward tensors and their gradients, plus the S×S
+        probabilities, their gradient and the scores' gradient at the accumulation precision (standard),
+        or row statistics, the dO·O row sums and three working tiles (flash)."""
+        m, t = self.model, self.training
+        io = 2 * self.attention_io_per_seq()
+        if t.attention_kernel == "standard":
+            return io + 3 * m.heads * t.seq_len**2 * self.acc
+        return io + (2 + 1) * m.heads * t.seq_len * self.acc + 3 * m.heads * t.attention_tile**2 * self.acc
+
+    def attention_saved_per_token(self) -> float:
+        """What the attention sub-block keeps for its backward: layer input, norm output, Q, K, V, output."""
+        m = self.model
+        return (2 * m.hidden_size + 2 * m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim) * self.b
+
+    def attention_saved_per_seq(self) -> float:
+        """Per sequence, beyond the per-token part: the probabilities (standard) or row statistics (flash)."""
+        m, t = self.model, self.training
+        if t.attention_kernel == "standard":
+            return m.heads * t.seq_len**2 * self.b
+        return 2 * m.heads * t.seq_len * self.acc
+
+    def experts_saved_per_token(self) -> float:
+        """What the MoE sub-block keeps (per token): residual, norm output, router logits, and per routed
+        slot the dispatched input, gate and up outputs, and the expert output (for the combine's backward)."""
+        m = self.model
+        slot = 2 * m.hidden_size + 2 * m.expert_intermediate
+        shared = 3 * m.shared_expert_intermediate
+        return (2 * m.hidden_size + m.experts + m.top_k * slot + shared) * self.b
+
+    def experts_grad_per_token(self) -> float:
+        """Backward working set per token beyond the saved tensors: per slot the gradients of gate, up and
+        the dispatched input, and the gradient flowing back into the residual stream."""
+        m = self.model
+        return (m.top_k * (2 * m.expert_intermediate + m.hidden_size) + m.hidden_size
+                + 2 * m.shared_expert_intermediate) * self.b
+
+    def layer_saved_per_token(self) -> float:
+        """Stored for the backward pass per token per layer under the activation policy."""
+        if self.training.activations == "recompute":
+            return self.model.hidden_size * self.b  # the layer's input only
+        return self.attention_saved_per_token() + self.experts_saved_per_token()
+
+    def layer_saved_per_seq(self) -> float:
+        if self.training.activations == "recompute":
+            return 0.0
+        return self.attention_saved_per_seq()
+
+    def lm_head_per_token(self) -> float:
+        """Logits at the accumulation precision, their gradient computed in place (the loss runs per tile)."""
+        return self.model.vocab_size * self.acc
+
+
+def _spread(total_bytes: float, pes: int) -> int:
+    return math.ceil(total_bytes / pes)
+
+
+def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
+                    tiles: int | None = None, expert_load: float = 1.0) -> TrainingMemory:
+    """Per-phase, per-PE SRAM for ``batch_per_tile`` sequences per attention tile and ``tiles`` tiles
+    (default: ``training.tiles``). ``expert_load`` is the busiest expert region's tokens per PE over the
+    wafer-wide mean (≥ 1): that region holds that much more of the expert working set per PE. Never raises for a configuration
+    that does not fit: the result's ``feasible`` and ``reason`` say so."""
+    G = training.tiles if tiles is None else tiles
+    B, S, L, P = batch_per_tile, training.seq_len, model.layers, hw.pes
+    f = TokenFootprint(model, training)
+    b = f.b
+    tile_tokens, step_tokens = B * S, G * B * S
+    hot = step_tokens * max(1.0, expert_load)  # tokens' worth of expert working set on the busiest region
+    # the LM head's weights stay resident across the tiles of the loss (tied: the embedding's)
+    lm_head_weights = model.vocab_size * model.hidden_size * b
+
+    common = {
+        "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
+        "staging": math.ceil(hw.runtime.staging_bytes),
+        # attention, router and shared-expert weights stay resident through their layer's tiles
+        "resident_weights": _spread((_attention_params(model) + model.hidden_size * model.experts
+                                     + 3 * model.hidden_size * model.shared_expert_intermediate) * b, P),
+        "stored_activations": _spread(L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq()), P),
+        "concat_buffer": _spread(step_tokens * model.hidden_size * b, P),
+    }
+    recompute = training.activations == "recompute"
+    phases = (
+        PhaseMemory("attention_fwd", {**common, "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
+        PhaseMemory("experts_fwd", {**common, "expert_transient": _spread(hot * f.experts_saved_per_token(), P)}),
+        PhaseMemory("lm_head", {**common, "lm_head_weights": _spread(lm_head_weights, P),
+                                "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
+        PhaseMemory("experts_bwd", {
+            **common,
+            **({"expert_recompute": _spread(hot * f.experts_saved_per_token(), P)} if recompute else {}),
+            "expert_transient": _spread(hot * f.experts_grad_per_token(), P)}),
+        PhaseMemory("attention_bwd", {
+            **common,
+            **({"attention_recompute": _spread(tile_tokens * f.attention_saved_per_token(), P)} if recompute else {}),
+            "attention_transient": _spread(B * f.attention_bwd_per_seq(), P)}),
+    )
+    capacity = math.floor(hw.pe.sram_bytes)
+    return TrainingMemory(B, G, P, capacity, phases)
+
+
+def _attention_params(model: ModelSpec) -> int:
+    """q, k, v, o projections plus the two RMSNorm weights and the QK-norm weights."""
+    H, d = model.hidden_size, model.head_dim
+    return H * d * (2 * model.heads + 2 * model.kv_heads) + 2 * H + 2 * d
+
+
+def _largest(fits: Callable[[int], bool], limit: int) -> int:
+    """The largest n in 1..limit with fits(n), for a monotone ``fits`` (0 if not even 1 fits)."""
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, tiles: int | None = None,
+                       expert_load: float = 1.0, limit: int = 1 << 20) -> int:
+    """The largest B whose peak fits with ``tiles`` tiles (what ``batch_per_tile: auto`` resolves to);
+    0 when not even B=1 fits. Peak memory grows with B, so this is a binary search."""
+    return _largest(lambda B: training_memory(hw, model, training, batch_per_tile=B, tiles=tiles,
+                                              expert_load=expert_load).feasible, limit)
+
+
+def resolve_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec) -> int:
+    """``training.batch_per_tile``, with ``auto`` resolved (0 when nothing fits)."""
+    if training.batch_per_tile == "auto":
+        return max_batch_per_tile(hw, model, training)
+    return int(training.batch_per_tile)
+
+
+def max_tiles(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
+              expert_load: float = 1.0, limit: int = 1 << 16) -> int:
+    """The largest G whose peak fits with ``batch_per_tile`` sequences per tile; 0 when G=1 does not fit.
+    What stays resident for backward grows with G·B, so this too is a binary search."""
+    return _largest(lambda G: training_memory(hw, model, training, batch_per_tile=batch_per_tile, tiles=G,
+                                              expert_load=expert_load).feasible, limit)

@@ -1,0 +1,1 @@
+"""Files and pictures: atomic writes and plotting (the only importer of matplotlib)."""

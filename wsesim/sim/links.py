@@ -1,0 +1,218 @@
+"""The off-wafer links as SimPy resources (DESIGN.md §2, §5). Simulated time is in clock cycles.
+
+``WeightStream`` is the inbound link: a SimPy process that moves weight chunks, in order of first use,
+into a bounded SRAM staging buffer at the I/O bandwidth, and waits while the buffer is full. A chunk
+reserves its room when it starts to arrive and gives it back when its last user frees it — possibly at
+a cycle in the future that the consumer already knows (``free_at``), so that a consumer can lay out a
+whole phase without one event per op. The timeline is the same as a ``simpy.Container`` put/get per
+chunk: a chunk starts at ``max(link free, room available)``, and the stream decides a chunk's start
+only at a cycle by which every free up to that cycle has been registered (a free is always registered
+at or before its own cycle).
+
+``GradientLink`` is the outbound link: a FIFO server at the I/O bandwidth; gradients wait in their own
+staging buffer until they have left.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import deque
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import numpy as np
+import simpy
+
+from .plan import Span
+
+
+class WeightStream:
+    """The inbound I/O link and the staging buffer it fills.
+
+    ``sizes[i]`` is chunk i's bytes, in stream order; ``arrival[i]`` its arrival cycle (NaN until the
+    stream has scheduled it); capacity in bytes, rate in bytes per cycle.
+    """
+
+    def __init__(self, env: simpy.Environment, names: Sequence[Any], sizes: np.ndarray, capacity_bytes: float,
+                 bytes_per_cycle: float) -> None:
+        self.env, self.names, self.capacity, self.rate = env, names, capacity_bytes, bytes_per_cycle
+        self.sizes = np.asarray(sizes, dtype=float)
+        self.arrival = np.full(len(self.sizes), np.nan)
+        self.start = np.full(len(self.sizes), np.nan)
+        self.level = 0.0  # bytes reserved and not yet freed
+        self.next = 0  # index of the next chunk to schedule
+        self.link_free_at = 0.0
+        self.bytes_in = 0.0
+        # heap of free batches: (next cycle, batch id, sorted cycles, running byte sums, position)
+        self._frees: list[tuple[float, int, list[float], list[float], int]] = []
+        self._batch = 0
+        self._waiters: dict[int, list[simpy.Event]] = {}
+        self._wake: simpy.Event | None = None
+        self._wake_at = float("inf")
+        self._clock = 0.0  # the stream's own clock: how far its decisions have run (≥ env.now)
+
+    # ---------------------------------------------------------------------------------- the process
+    def process(self) -> Generator[Any, Any, None]:
+        env, n = self.env, len(self.sizes)
+        while self.next < n:
+            self._advance(until=env.peek())
+            if self.next >= n:
+                break
+            self._wake, self._wake_at = env.event(), float("inf")
+            if self._frees:
+                self._arm(self._frees[0][0])
+            yield self._wake
+            self._wake = None
+
+    def _advance(self, until: float) -> None:
+        """Schedule every chunk whose start can be decided now.
+
+        No other process acts before cycle ``until`` (the next event in the queue), so no free earlier
+        than ``until`` can still be registered: the stream may run ahead on its own clock through the
+        frees it knows, up to ``until``, and its decisions are the ones it would take at those cycles.
+        """
+        sizes, n, limit = self.sizes, len(self.sizes), self.capacity * (1 + 1e-12)
+        clock = max(self.env.now, self._clock)
+        while True:
+            self._apply_frees(clock)
+            while self.next < n and self.level + sizes[self.next] <= limit:
+                if self._schedule(self.next, clock):
+                    # a consumer wakes at that arrival and may free room then: decide no further ahead
+                    until = min(until, self.link_free_at)
+            if self.next >= n or not self._frees or self._frees[0][0] > until:
+                self._clock = clock
+                return
+            clock = self._frees[0][0]
+
+    def _schedule(self, i: int, clock: float) -> bool:
+        """Reserve room for chunk i and start it when the link is free; True if a consumer was waiting."""
+        nbytes = float(self.sizes[i])
+        self.level += nbytes
+        start = max(self.link_free_at, clock)
+        self.start[i] = start
+        self.arrival[i] = self.link_free_at = start + nbytes / self.rate
+        self.bytes_in += nbytes
+        self.next = i + 1
+        waiters = self._waiters.pop(i, None)
+        for waiter in waiters or ():
+            self.env.timeout(self.link_free_at - self.env.now).callbacks.append(lambda _, w=waiter: w.succeed())
+        return bool(waiters)
+
+    def _apply_frees(self, now: float) -> None:
+        heap = self._frees
+        while heap and heap[0][0] <= now:
+            _, bid, times, cumulative, pos = heapq.heappop(heap)
+            end = bisect.bisect_right(times, now, lo=pos)
+            self.level -= cumulative[end] - cumulative[pos]
+            if end < len(times):
+                heapq.heappush(heap, (times[end], bid, times, cumulative, end))
+
+    def _arm(self, at: float) -> None:
+        """Wake the blocked stream at cycle ``at`` (unless an earlier wake is already armed)."""
+        if self._wake is None or at >= self._wake_at:
+            return
+        self._wake_at = at
+        wake = self._wake
+
+        def fire(_: Any) -> None:
+            if not wake.triggered:
+                wake.succeed()
+
+        if at <= self.env.now:
+            fire(None)
+        else:
+            self.env.timeout(at - self.env.now).callbacks.append(fire)
+
+    # ----------------------------------------------------------------------------------- consumers
+    def free_at(self, times: np.ndarray, nbytes: np.ndarray) -> None:
+        """Give room back: ``nbytes[j]`` at cycle ``times[j]`` (each ≥ now)."""
+        if len(times) == 0:
+            return
+        order = np.argsort(times, kind="stable")
+        sorted_times = np.asarray(times, dtype=float)[order].tolist()
+        cumulative = np.r_[0.0, np.cumsum(np.asarray(nbytes, dtype=float)[order])].tolist()
+        heapq.heappush(self._frees, (sorted_times[0], self._batch, sorted_times, cumulative, 0))
+        self._batch += 1
+        self._arm(sorted_times[0])
+
+    def free(self, nbytes: float) -> None:
+        """Give ``nbytes`` of room back now."""
+        self.free_at(np.array([self.env.now]), np.array([nbytes]))
+
+    def held_after_all_frees(self) -> float:
+        """Bytes still reserved once every registered free has taken effect (0 after a whole step)."""
+        return self.level - sum(cumulative[-1] - cumulative[pos] for _, _, _, cumulative, pos in self._frees)
+
+    def wait(self, i: int) -> simpy.Event:
+        """An event that fires when chunk ``i`` (not yet scheduled) has arrived."""
+        event = self.env.event()
+        self._waiters.setdefault(i, []).append(event)
+        return event
+
+    def spans(self) -> list[Span]:
+        """The inbound link's activity, one span per chunk (for traces)."""
+        done = ~np.isnan(self.arrival)
+        return [("io_in", " ".join(map(str, self.names[i])), float(self.start[i]), float(self.arrival[i]),
+                 {"bytes": float(self.sizes[i]), **key_args(self.names[i])}) for i in np.flatnonzero(done)]
+
+
+class GradientLink:
+    """The outbound link: FIFO at ``bytes_per_cycle``; a buffer of ``capacity_bytes`` holds gradients
+    until they have left. Gradients are handed over in batches, each in order of hand-over cycle."""
+
+    def __init__(self, capacity_bytes: float, bytes_per_cycle: float) -> None:
+        self.capacity, self.rate = capacity_bytes, bytes_per_cycle
+        self.link_free_at = 0.0
+        self.bytes_out = 0.0
+        self.batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (start, left, bytes) per batch
+        self._held: deque[tuple[np.ndarray, np.ndarray]] = deque()  # (left, bytes) not known to have left
+
+    def send(self, at: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hand over gradients of ``nbytes[j]`` at cycles ``at[j]`` (non-decreasing, ≥ any earlier batch).
+
+        FIFO at a constant rate: ``left_j = max(left_{j-1}, at_j) + d_j`` with ``d = nbytes / rate``, whose
+        closed form is ``S_j + max_{i≤j}(at_i − S_{i−1})`` over the running sum ``S`` of ``d``.
+        Returns (start, left) cycles.
+        """
+        at, nbytes = np.asarray(at, dtype=float), np.asarray(nbytes, dtype=float)
+        d = nbytes / self.rate
+        running = np.cumsum(d)
+        ready = np.maximum(at, np.r_[self.link_free_at, np.full(len(at) - 1, -np.inf)] if len(at) else at)
+        left = running + np.maximum.accumulate(ready - (running - d))
+        start = left - d
+        if len(left):
+            self.link_free_at = float(left[-1])
+        self.bytes_out += float(nbytes.sum())
+        self.batches.append((start, left, nbytes))
+        self._held.append((left, nbytes))
+        return start, left
+
+    def room_at(self, at: float, incoming: float = 0.0) -> float:
+        """The earliest cycle ≥ ``at`` at which the gradients still buffered, plus ``incoming`` bytes,
+        fit in the buffer."""
+        while self._held and self._held[0][0][-1] <= at:
+            self._held.popleft()
+        if not self._held:
+            return at
+        left = np.concatenate([b[0] for b in self._held])
+        nbytes = np.concatenate([b[1] for b in self._held])
+        waiting = left > at
+        limit = max(self.capacity - incoming, 0.0) * (1 + 1e-12)
+        held = nbytes[waiting].sum()
+        if held <= limit:
+            return at
+        # gradients leave in order: find the first at which what remains fits
+        remaining = held - np.cumsum(nbytes[waiting])
+        j = int(np.argmax(remaining <= limit))
+        return float(left[waiting][j])
+
+
+def key_args(key: tuple[Any, ...]) -> dict[str, Any]:
+    """Trace arguments of a chunk key ``(pass, layer, tensor[, expert])`` or ``(tensor,)``."""
+    if len(key) == 1:
+        return {"tensor": key[0]}
+    args: dict[str, Any] = {"pass": key[0], "layer": key[1], "tensor": key[2]}
+    if len(key) > 3:
+        args["expert"] = key[3]
+    return args
