@@ -10,9 +10,6 @@ from typing import Any
 from ..config.units import format_bytes
 from .main import EXIT_OK, _overrides, _table
 
-_HUMAN_PHASES = ("attention", "router", "dispatch", "experts", "combine", "lm_head", "weight_stall",
-                 "gradient_stall", "gradient_drain")
-
 
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments every command that takes one experiment shares."""

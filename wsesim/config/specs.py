@@ -227,11 +227,13 @@ _BLOCK = re.compile(r"^block:([1-9][0-9]*)$")
 
 
 class SimulationSpec(Spec):
-    """How the simulation is run: fabric fidelity, mesh granularity, expert placement."""
+    """How the simulation is run: fabric fidelity, mesh granularity, expert placement, and which event
+    engine runs the step (``fast``, or the plain-SimPy ``reference`` that vouches for it)."""
 
     fabric: Literal["flow", "packet"] = "flow"
     granularity: str = "block:16"
     placement: Literal["grid", "snake", "random"] = "grid"
+    engine: Literal["fast", "reference"] = "fast"
 
     @field_validator("granularity")
     @classmethod

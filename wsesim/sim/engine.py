@@ -383,17 +383,6 @@ class _Engine:
         return tr
 
 
-def _resume(gen: Generator[Any, Any, float], first: Any) -> Generator[Any, Any, float]:
-    """Continue a region's layout generator as a SimPy process, from the event it first yielded."""
-    value = yield first
-    while True:
-        try:
-            event = gen.send(value)
-        except StopIteration as done:
-            return done.value
-        value = yield event
-
-
 def simulate(plan: StepPlan) -> Trace:
     """Simulate one training step; returns the trace (spans in cycles) and counters."""
     return _Engine(plan).run()
