@@ -18,7 +18,8 @@ import simpy
 
 from wsesim.config.loader import load_experiment
 from wsesim.experiments.runner import make_plan, random_streams
-from wsesim.sim.engine import route_tokens, simulate
+from wsesim.model.routing import route_tokens
+from wsesim.sim.engine import simulate
 
 
 def bare_simpy_events_per_s(n: int = 200_000) -> float:

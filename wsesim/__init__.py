@@ -21,7 +21,7 @@ _EXPORTS = {
     "ConfigError": "config.errors", "WsesimError": "config.errors",
     "load_experiment": "config.loader", "load_experiment_data": "config.loader", "load_hardware": "config.loader",
     "load_model": "config.loader", "validate_file": "config.loader",
-    "AttentionTiling": "model.memory", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",
+    "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",
     "training_memory": "model.memory",
     "RunResult": "analysis.results",
     "Run": "experiments.runner", "run_experiment": "experiments.runner", "simulate_experiment": "experiments.runner",

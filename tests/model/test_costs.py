@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from wsesim.config.loader import load_hardware, load_model
-from wsesim.model.costs import LayerShapes, op_cost, op_cycles
+from wsesim.model.costs import op_cost, op_cycles
+from wsesim.model.shapes import LayerShapes
 
 
 @pytest.fixture(scope="module")

@@ -22,10 +22,9 @@ from wsesim.config.loader import (
     validate,
 )
 from wsesim.config.specs import HardwareSpec, ModelSpec, TrainingSpec
+from wsesim.model.attention_tiling import ATTENTION_PROPERTIES, AttentionTiling
 from wsesim.model.memory import (
-    ATTENTION_PROPERTIES,
     PHASES,
-    AttentionTiling,
     max_batch_per_tile,
     resolve_batch_per_tile,
     training_memory,

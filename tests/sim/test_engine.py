@@ -13,8 +13,10 @@ from wsesim.analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, phase_cycles
 from wsesim.config.loader import load_experiment_data, load_hardware
 from wsesim.config.specs import ModelSpec, TrainingSpec
 from wsesim.experiments.runner import make_plan, random_streams, run_experiment, simulate_experiment
-from wsesim.model.costs import LayerShapes
-from wsesim.sim.engine import StepPlan, _Engine, route_tokens, simulate
+from wsesim.model.routing import route_tokens
+from wsesim.model.shapes import LayerShapes
+from wsesim.sim.engine import _Engine, simulate
+from wsesim.sim.plan import StepPlan
 
 MICRO = {"name": "micro", "hidden_size": 8, "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 8, "experts": 1,
          "top_k": 1, "expert_intermediate": 8, "vocab_size": 8}
@@ -222,7 +224,7 @@ def test_every_weight_chunk_is_freed_exactly_once(case) -> None:
     (a recompute and its backward share the backward copy) and not never."""
     overrides, _ = case
     run = simulate_experiment(load_experiment_data(TINY, overrides=overrides).spec)
-    assert run.trace.io_in.held_after_all_frees() == pytest.approx(0.0, abs=1e-6)
+    assert run.trace.staging_held_at_end == pytest.approx(0.0, abs=1e-6)
 
 
 def _audit_stream(overrides: dict) -> tuple[int, int]:

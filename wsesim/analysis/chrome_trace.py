@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.costs import LayerShapes
+from ..model.shapes import LayerShapes
 from ..sim.plan import StepPlan, Trace
 
 MAX_REGION_TRACKS = 16
@@ -40,6 +40,16 @@ def _clean(args: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in args.items()}
 
 
+def _key_args(key: tuple[Any, ...]) -> dict[str, Any]:
+    """Trace arguments of a chunk key ``(pass, layer, tensor[, expert])`` or ``(tensor,)``."""
+    if len(key) == 1:
+        return {"tensor": key[0]}
+    args: dict[str, Any] = {"pass": key[0], "layer": key[1], "tensor": key[2]}
+    if len(key) > 3:
+        args["expert"] = key[3]
+    return args
+
+
 def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
     """The trace-event JSON object (``{"traceEvents": [...], ...}``) of a finished run."""
     us = 1e6 / plan.hw.clock_hz
@@ -53,8 +63,11 @@ def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
         if track == "step":
             span(2, _STEP_TIDS[name], name, start, end, args, "phase")
     if trace.io_in is not None:
-        for _, name, start, end, args in trace.io_in.spans():
-            span(1, 1, name, start, end, args, "io")
+        io = trace.io_in
+        for i in np.flatnonzero(~np.isnan(io.arrival)):
+            key = io.names[i]
+            span(1, 1, " ".join(map(str, key)), float(io.start[i]), float(io.arrival[i]),
+                 {"bytes": float(io.sizes[i]), **_key_args(key)}, "io")
     for (name, args), (start, left, nbytes) in zip(trace.gradients, trace.gradient_batches, strict=True):
         for a, b, n in zip(start.tolist(), left.tolist(), nbytes.tolist(), strict=True):
             span(1, 2, name, a, b, {**args, "bytes": n}, "io")
@@ -73,8 +86,7 @@ def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
 
 def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
     """Expert ops as spans, one thread per region, or per group of regions; returns the thread names."""
-    s, b = LayerShapes(plan.model), plan.model.bytes_per_value
-    share = {"gate_up": 2 / 3, "down": 1 / 3}
+    s = LayerShapes(plan.model)
     regions = len(plan.expert_regions)
     region_of = np.asarray(plan.expert_region_of)
     per_group = max(1, -(-regions // MAX_REGION_TRACKS))
@@ -83,10 +95,9 @@ def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
              for g in range(-(-regions // per_group))}
     groups: dict[tuple[int, int, str], list[float]] = defaultdict(lambda: [np.inf, -np.inf, 0.0, 0.0, 0])
     for ops in trace.expert_ops:
-        factor = 2.0 if ops.backward else 1.0
         tokens = plan.tokens[ops.layer, ops.experts]
-        flops = factor * share[ops.op] * tokens * s.expert_slot_flops()
-        weight_bytes = share[ops.op] * s.expert_params * b
+        flops = s.expert_op_flops(ops.op, tokens, ops.backward)
+        weight_bytes = s.expert_op_bytes(ops.op)
         tid = region_of[ops.experts] // per_group + 1
         if per_group == 1:
             for i in range(len(ops.experts)):

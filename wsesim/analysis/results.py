@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config.specs import ExperimentSpec
-from ..model.costs import LayerShapes
+from ..model.shapes import LayerShapes
 from ..sim.plan import Trace
 
 STEP_PHASES = ("attention", "router", "dispatch", "experts", "combine", "lm_head", "weight_stall",

@@ -102,7 +102,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _memory_attention(args: argparse.Namespace) -> int:
-    from ..model.memory import AttentionTiling
+    from ..model.attention_tiling import AttentionTiling
 
     a = AttentionTiling(seq_len=args.seq_len, head_dim=args.head_dim, tile=args.tile, heads=args.heads,
                         bytes_per_value=args.bytes_per_value, io_tensors=args.io_tensors,

@@ -19,8 +19,9 @@ from ..config.specs import ExperimentSpec, HardwareSpec
 from ..fabric.dispatch import DispatchModel, dispatch_traffic, make_fabric
 from ..fabric.mesh import Mesh, Placement, place
 from ..model.memory import max_batch_per_tile, training_memory
+from ..model.routing import expert_load, route_tokens
 from ..sim.engine import simulate
-from ..sim.plan import StepPlan, Trace, route_tokens
+from ..sim.plan import StepPlan, Trace
 
 
 @lru_cache(maxsize=8)
@@ -95,18 +96,6 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     return simulate_experiment(spec).result
 
 
-def expert_load(tokens: np.ndarray, placement: Placement, pes: int) -> float:
-    """Tokens per PE on the busiest expert region over the wafer-wide mean, in the worst layer (≥ 1):
-    a hot expert, two experts sharing a region, or a small region all hold more per PE."""
-    index = np.asarray(placement.expert_region_index)
-    region_pes = np.array([r.pes for r in placement.regions], dtype=float)
-    per_region = np.zeros((tokens.shape[0], len(region_pes)))
-    for r in range(len(region_pes)):
-        per_region[:, r] = tokens[:, index == r].sum(axis=1)
-    mean = tokens.sum(axis=1, keepdims=True) / pes
-    return max(1.0, float((per_region / region_pes / np.where(mean > 0, mean, 1.0)).max()))
-
-
 def simulate_experiment(spec: ExperimentSpec) -> Run:
     """``run_experiment``, keeping the trace and the plan.
 
@@ -126,7 +115,7 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
                                       binding=mem.binding.phase, expert_load=load, wall_s=time.perf_counter() - wall))
         place_rng, route_rng = random_streams(t.seed)
         tokens = route_tokens(m, t, B * t.tiles * t.seq_len, route_rng)
-        load = expert_load(tokens, placement, hw.pes)
+        load = expert_load(tokens, placement.expert_region_index, [r.pes for r in placement.regions], hw.pes)
         mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
         if mem.feasible:
             break

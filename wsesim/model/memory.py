@@ -1,13 +1,9 @@
-"""Analytical SRAM accounting (DESIGN.md §4): what must be resident, per PE, in each phase of a step.
+"""Analytical SRAM accounting (docs/model.md §5): what must be resident, per PE, in each phase of a step.
 
-Two parts:
-
-* ``AttentionTiling`` reproduces mlsysim 0.3.0's ``AttentionTilingScenario`` exactly (one head's
-  attention at ``seq_len`` tokens, standard or tiled/flash; decimal KB/MB/GB; whole tiles by floor
-  division). Its quantities are plain floats in bytes; ``mlsysim_units()`` gives mlsysim's units.
-* ``training_memory`` generalises that accounting to a batch, all heads (GQA: Q and O per query head,
-  K and V per KV head), the backward pass (three S×S matrices at the accumulation precision), the
-  experts, the BTA concatenation buffer, streamed weights and the runtime's reserved SRAM.
+``training_memory`` generalises mlsysim's attention-tiling scenario (``wsesim.model.attention_tiling``)
+to a batch, all heads (GQA: Q and O per query head, K and V per KV head), the backward pass (three S×S
+matrices at the accumulation precision), the experts, the BTA concatenation buffer, streamed weights
+and the runtime's reserved SRAM.
 
 Every tensor lives on the whole usable wafer (weight streaming runs each layer on all PEs), so a
 tensor of ``n`` bytes costs ``ceil(n / P)`` bytes on each of the ``P`` PEs. Stored activations are
@@ -20,119 +16,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config.errors import ConfigError
 from ..config.specs import DTYPE_BYTES, HardwareSpec, ModelSpec, TrainingSpec
-from ..config.units import parse_quantity
-
-# ------------------------------------------------------------------------------------ mlsysim's scenario
-
-
-@dataclass(frozen=True)
-class AttentionTiling:
-    """One head's attention memory at ``seq_len`` tokens, standard (S×S matrices) or tiled (row stats).
-
-    ``bytes_per_value`` is a size: "4 B", "16 bit", or a number of bytes given as a float/int by code
-    (the CLI and YAML always pass a unit string). Raises ``ConfigError`` for seq_len, head_dim or
-    tile ≤ 0, negative counts, a unitless string, or a tiled kernel that stores nothing (io_tensors and
-    row_statistics both 0: ``stored_ratio`` would divide by zero).
-    """
-
-    seq_len: int
-    head_dim: int
-    tile: int
-    heads: int
-    bytes_per_value: float
-    io_tensors: int = 4
-    stored_square_matrices: int = 2
-    row_statistics: int = 2
-
-    def __post_init__(self) -> None:
-        if isinstance(self.bytes_per_value, str):
-            object.__setattr__(self, "bytes_per_value", _size(self.bytes_per_value, "bytes_per_value"))
-        for name in ("seq_len", "head_dim", "tile", "heads", "io_tensors", "stored_square_matrices",
-                     "row_statistics"):
-            value, least = getattr(self, name), 1 if name in ("seq_len", "head_dim", "tile") else 0
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                kind = "a positive integer" if least else "a non-negative integer"
-                raise ConfigError(f"expected {kind}, got {value!r}", path=name)
-        if self.io_tensors == 0 and self.row_statistics == 0:  # stored_flash would be 0 B
-            raise ConfigError("expected a positive count when io_tensors is 0, got 0", path="row_statistics")
-        bpv = self.bytes_per_value
-        if isinstance(bpv, bool) or not isinstance(bpv, (int, float)) or not (math.isfinite(bpv) and bpv > 0):
-            raise ConfigError(f"expected a positive size, got {bpv!r}", path="bytes_per_value")
-
-    @property
-    def score_matrix(self) -> float:
-        """One head's S×S score matrix (bytes)."""
-        return self.seq_len**2 * self.bytes_per_value
-
-    @property
-    def all_heads_scores(self) -> float:
-        return self.heads * self.score_matrix
-
-    @property
-    def tile_bytes(self) -> float:
-        return self.tile**2 * self.bytes_per_value
-
-    @property
-    def tiles_per_side(self) -> int:
-        return self.seq_len // self.tile  # whole tiles only: a partial tile is dropped
-
-    @property
-    def tile_count(self) -> int:
-        return self.tiles_per_side**2
-
-    @property
-    def qkv_bytes(self) -> float:
-        return 3 * self.seq_len * self.head_dim * self.bytes_per_value
-
-    @property
-    def io_bytes(self) -> float:
-        return self.io_tensors * self.seq_len * self.head_dim * self.bytes_per_value
-
-    @property
-    def stored_standard(self) -> float:
-        return self.io_bytes + self.stored_square_matrices * self.score_matrix
-
-    @property
-    def stored_flash(self) -> float:
-        return self.io_bytes + self.row_statistics * self.seq_len * self.bytes_per_value
-
-    @property
-    def stored_ratio(self) -> float:
-        return self.stored_standard / self.stored_flash
-
-    def as_dict(self) -> dict[str, float]:
-        """mlsysim's property names; bytes for sizes, plain numbers for counts and the ratio."""
-        return {name: getattr(self, name) for name in ATTENTION_PROPERTIES}
-
-    def mlsysim_units(self) -> dict[str, tuple[float, str]]:
-        """Each property in the unit mlsysim reports it in (decimal KB/MB/GB)."""
-        out = {}
-        for name in ATTENTION_PROPERTIES:
-            scale, unit = _MLSYSIM_UNITS[name]
-            out[name] = (getattr(self, name) / scale, unit)
-        return out
-
-
-ATTENTION_PROPERTIES = ("score_matrix", "all_heads_scores", "tile_bytes", "tiles_per_side", "tile_count",
-                        "qkv_bytes", "io_bytes", "stored_standard", "stored_flash", "stored_ratio")
-_MLSYSIM_UNITS = {
-    "score_matrix": (1e6, "MB"), "all_heads_scores": (1e9, "GB"), "tile_bytes": (1e3, "KB"),
-    "tiles_per_side": (1, "count"), "tile_count": (1, "count"), "qkv_bytes": (1e6, "MB"),
-    "io_bytes": (1e6, "MB"), "stored_standard": (1e6, "MB"), "stored_flash": (1e6, "MB"),
-    "stored_ratio": (1, "dimensionless"),
-}
-
-
-def _size(text: str, name: str) -> float:
-    try:
-        return parse_quantity(text, "size")
-    except ConfigError as e:
-        raise e.located(path_prefix=name) from None
-
-
-# ----------------------------------------------------------------------------------- training memory
+from .attention_tiling import AttentionTiling
+from .shapes import LayerShapes
 
 PHASES = ("attention_fwd", "experts_fwd", "lm_head", "experts_bwd", "attention_bwd")
 
@@ -281,6 +167,7 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     G = training.tiles if tiles is None else tiles
     B, S, L, P = batch_per_tile, training.seq_len, model.layers, hw.pes
     f = TokenFootprint(model, training)
+    shapes = LayerShapes(model)
     b = f.b
     tile_tokens, step_tokens = B * S, G * B * S
     hot = step_tokens * max(1.0, expert_load)  # tokens' worth of expert working set on the busiest region
@@ -291,8 +178,8 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
         "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
         "staging": math.ceil(hw.runtime.staging_bytes),
         # attention, router and shared-expert weights stay resident through their layer's tiles
-        "resident_weights": _spread((_attention_params(model) + model.hidden_size * model.experts
-                                     + 3 * model.hidden_size * model.shared_expert_intermediate) * b, P),
+        "resident_weights": _spread((shapes.attention_params + shapes.router_params + shapes.shared_expert_params)
+                                    * b, P),
         "stored_activations": _spread(L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq()), P),
         "concat_buffer": _spread(step_tokens * model.hidden_size * b, P),
     }
@@ -313,12 +200,6 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     )
     capacity = math.floor(hw.pe.sram_bytes)
     return TrainingMemory(B, G, P, capacity, phases)
-
-
-def _attention_params(model: ModelSpec) -> int:
-    """q, k, v, o projections plus the two RMSNorm weights and the QK-norm weights."""
-    H, d = model.hidden_size, model.head_dim
-    return H * d * (2 * model.heads + 2 * model.kv_heads) + 2 * H + 2 * d
 
 
 def _largest(fits: Callable[[int], bool], limit: int) -> int:

@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 import simpy
 
-from ..model.costs import LayerShapes, op_cost, op_cycles
+from ..model.costs import op_cost, op_cycles
+from ..model.shapes import BACKWARD_OPS, EXPERT_SHARE, FORWARD_OPS, LayerShapes
+from .chunks import plan_chunks
 from .links import GradientLink, WeightStream
-from .plan import DispatchFn, ExpertOps, Span, StepPlan, Trace, route_tokens
+from .plan import ExpertOps, StepPlan, Trace
 
-# the plan and trace types live in wsesim.step; re-exported here, with the engine that uses them
-__all__ = ["DispatchFn", "ExpertOps", "Span", "StepPlan", "Trace", "route_tokens", "simulate"]
+__all__ = ["simulate"]
 
 
 class _CountingEnvironment(simpy.Environment):
@@ -46,10 +47,6 @@ class _CountingEnvironment(simpy.Environment):
         super().step()
 
 
-_EXPERT_SHARE = {"gate_up": 2 / 3, "down": 1 / 3}  # of one expert's 3·H·I weights
-_FORWARD_OPS, _BACKWARD_OPS = ("gate_up", "down"), ("down", "gate_up")
-
-
 class _Engine:
     def __init__(self, plan: StepPlan) -> None:
         self.plan, hw, m = plan, plan.hw, plan.model
@@ -58,21 +55,13 @@ class _Engine:
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
         self.recompute = plan.training.activations == "recompute"
-        staging = hw.runtime.staging_bytes * hw.pes  # half for weights in, half for gradients out
-        self.max_chunk = staging / 4  # a chunk at most half its buffer: two always fit
-        # with recompute, backward uses a layer's weights twice; a layer that does not fit in the buffer
-        # is streamed once more for its recompute
-        self.rec_pass = "bwd" if self.s.layer_params * self.b <= staging / 2 else "rec"
-        self.trace.restreamed_for_recompute = self.recompute and self.rec_pass == "rec"
-        self.names: list[tuple[Any, ...]] = []  # chunk i's key
-        self.sizes: list[float] = []
-        self.keys: dict[tuple[Any, ...], tuple[int, int]] = {}  # key -> (first, last) chunk index
-        # (pass, layer, op) -> chunk index of each piece of each expert's op: array [pieces, experts]
-        self.expert_chunks: dict[tuple[str, int, str], np.ndarray] = {}
-        self._plan_chunks()
-        self.chunk_bytes = np.array(self.sizes)
-        self.copied_out = np.zeros(len(self.sizes), dtype=bool)  # whole-wafer chunks already freed
-        self.stream = WeightStream(self.env, self.names, self.chunk_bytes, staging / 2, hw.io_bytes_per_cycle)
+        self.chunks = chunks = plan_chunks(hw, m, self.recompute)
+        self.rec_pass, self.keys, self.expert_chunks = chunks.rec_pass, chunks.keys, chunks.expert_chunks
+        self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
+        self.chunk_bytes = self.sizes = chunks.sizes
+        self.copied_out = np.zeros(len(chunks), dtype=bool)  # whole-wafer chunks already freed
+        staging = chunks.staging_bytes  # half for weights in, half for gradients out
+        self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, hw.io_bytes_per_cycle)
         self.grads = GradientLink(staging / 2, hw.io_bytes_per_cycle)
         R = len(plan.expert_regions)
         members: list[list[int]] = [[] for _ in range(R)]
@@ -86,50 +75,6 @@ class _Engine:
         self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
 
     # --------------------------------------------------------------------------------- weight chunks
-    def _add(self, key: tuple[Any, ...], nbytes: float) -> None:
-        first = len(self.sizes)
-        if nbytes <= self.max_chunk:
-            self.names.append(key)
-            self.sizes.append(nbytes)
-            self.keys[key] = (first, first)
-            return
-        pieces = int(np.ceil(nbytes / self.max_chunk))
-        self.names.extend([key] * pieces)
-        self.sizes.extend([nbytes / pieces] * pieces)
-        self.keys[key] = (first, first + pieces - 1)
-
-    def _add_layer(self, pass_: str, layer: int, backward_first: bool) -> None:
-        """A layer's chunks in the order of their first use: attention, router, experts (forward, or a
-        recompute that shares the backward copy), or router, experts in backward order, attention."""
-        s, b, E = self.s, self.b, self.plan.model.experts
-        ops = _BACKWARD_OPS if backward_first else _FORWARD_OPS
-        if not backward_first:
-            self._add((pass_, layer, "attention"), s.attention_params * b)
-        self._add((pass_, layer, "router"), (s.router_params + s.shared_expert_params) * b)
-        index: dict[str, list[range]] = {op: [] for op in ops}
-        for e in range(E):
-            for op in ops:
-                self._add((pass_, layer, op, e), _EXPERT_SHARE[op] * s.expert_params * b)
-                first, last = self.keys[pass_, layer, op, e]
-                index[op].append(range(first, last + 1))
-        for op in ops:
-            self.expert_chunks[pass_, layer, op] = np.array(index[op], dtype=np.int64).T
-        if backward_first:
-            self._add((pass_, layer, "attention"), s.attention_params * b)
-
-    def _plan_chunks(self) -> None:
-        """Chunks in order of first use: embedding, forward 1..L, LM head, backward L..1."""
-        m, s, b = self.plan.model, self.s, self.b
-        self._add(("embedding",), s.embedding_params * b)
-        for layer in range(m.layers):
-            self._add_layer("fwd", layer, backward_first=False)
-        if s.lm_head_params:
-            self._add(("lm_head",), s.lm_head_params * b)
-        for layer in reversed(range(m.layers)):
-            if self.recompute and self.rec_pass == "rec":
-                self._add_layer("rec", layer, backward_first=False)
-            self._add_layer("bwd", layer, backward_first=not (self.recompute and self.rec_pass == "bwd"))
-
     def _wait(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
         """Wait (a stall of the step) for the weights of ``key``: whole-wafer weights (attention, router,
         LM head, embedding) are copied out of the staging buffer into their resident place as each piece
@@ -151,15 +96,15 @@ class _Engine:
     # ---------------------------------------------------------------------------------- compute ops
     def _expert_costs(self) -> None:
         """Cycles of every expert op on its region, forward and backward: arrays [layer, expert]."""
-        p, s, b = self.plan, self.s, self.b
+        p, s = self.plan, self.s
         shapes = np.array([p.expert_regions[r] for r in p.expert_region_of], dtype=float)
         n = p.tokens.astype(float)
         self.cost: dict[tuple[str, bool], np.ndarray] = {}
         self.compute_bound: dict[tuple[str, bool], np.ndarray] = {}  # else bound by the weight feed
-        self.op_bytes = {op: share * s.expert_params * b for op, share in _EXPERT_SHARE.items()}
-        for op, share in _EXPERT_SHARE.items():
+        self.op_bytes = {op: s.expert_op_bytes(op) for op in EXPERT_SHARE}
+        for op in EXPERT_SHARE:
             for backward in (False, True):
-                flops = (2.0 if backward else 1.0) * share * n * s.expert_slot_flops()
+                flops = s.expert_op_flops(op, n, backward)
                 # backward is two matmuls (input and weight gradients): the weights pass the PEs twice
                 self.cost[op, backward], self.compute_bound[op, backward] = op_cycles(
                     p.hw, shapes[:, 0], shapes[:, 1], flops, (2.0 if backward else 1.0) * self.op_bytes[op])
@@ -209,7 +154,7 @@ class _Engine:
         arithmetic while the needed chunks are scheduled; a region that needs a chunk the stream has not
         reached yet continues as a process that waits for it."""
         env, stream, start = self.env, self.stream, self.env.now
-        ops = _BACKWARD_OPS if backward else _FORWARD_OPS
+        ops = BACKWARD_OPS if backward else FORWARD_OPS
         last_use = pass_ != "recompute" or chunk_pass == "rec"  # backward copies serve recompute, then backward
         R = self.slots.shape[1]
         t = np.full(R, start)
@@ -263,7 +208,7 @@ class _Engine:
         """One region's remaining ops from slot ``j0``, op ``k0``, piece ``p0``, as a process that waits
         for chunks the stream has not scheduled yet (the same timeline as ``_experts``' layout)."""
         env, stream = self.env, self.stream
-        ops = _BACKWARD_OPS if backward else _FORWARD_OPS
+        ops = BACKWARD_OPS if backward else FORWARD_OPS
         first = True
         for j in range(j0, self.slots.shape[0]):
             e = int(self.slots[j, r])
@@ -294,8 +239,8 @@ class _Engine:
                 end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
         self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait,
                                                self.compute_bound[op, backward][layer, experts], pieces))
-        self.trace.executed_flops += (2.0 if backward else 1.0) * _EXPERT_SHARE[op] * float(
-            self.plan.tokens[layer, experts].sum()) * self.s.expert_slot_flops() / pieces
+        self.trace.executed_flops += self.s.expert_op_flops(op, float(self.plan.tokens[layer, experts].sum()),
+                                                            backward) / pieces
 
     def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
         """Stall while the outbound buffer holds more gradients than fit (with ``incoming`` bytes more)."""
@@ -378,7 +323,8 @@ class _Engine:
         tr = self.trace
         tr.step_cycles, tr.events = float(env.now), env.processed
         tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
-        tr.io_in = self.stream
+        tr.io_in = self.stream.schedule()
+        tr.staging_held_at_end = self.stream.held_after_all_frees()
         tr.gradient_batches = self.grads.batches
         return tr
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from .plan import Span
+from .plan import LinkSchedule
 
 
 class WeightStream:
@@ -150,11 +150,9 @@ class WeightStream:
         self._waiters.setdefault(i, []).append(event)
         return event
 
-    def spans(self) -> list[Span]:
-        """The inbound link's activity, one span per chunk (for traces)."""
-        done = ~np.isnan(self.arrival)
-        return [("io_in", " ".join(map(str, self.names[i])), float(self.start[i]), float(self.arrival[i]),
-                 {"bytes": float(self.sizes[i]), **key_args(self.names[i])}) for i in np.flatnonzero(done)]
+    def schedule(self) -> LinkSchedule:
+        """The link's schedule so far, as plain data (copies: the trace outlives the stream)."""
+        return LinkSchedule(tuple(self.names), self.sizes.copy(), self.start.copy(), self.arrival.copy())
 
 
 class GradientLink:
@@ -206,13 +204,3 @@ class GradientLink:
         remaining = held - np.cumsum(nbytes[waiting])
         j = int(np.argmax(remaining <= limit))
         return float(left[waiting][j])
-
-
-def key_args(key: tuple[Any, ...]) -> dict[str, Any]:
-    """Trace arguments of a chunk key ``(pass, layer, tensor[, expert])`` or ``(tensor,)``."""
-    if len(key) == 1:
-        return {"tensor": key[0]}
-    args: dict[str, Any] = {"pass": key[0], "layer": key[1], "tensor": key[2]}
-    if len(key) > 3:
-        args["expert"] = key[3]
-    return args

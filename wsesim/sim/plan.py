@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
-
-if TYPE_CHECKING:
-    from .links import WeightStream
 
 # A span: (track, name, start cycle, end cycle, args).
 Span = tuple[str, str, float, float, dict[str, Any]]
@@ -62,6 +59,17 @@ class ExpertOps:
     pieces: int = 1  # the op ran in this many pieces (its weights exceeded a chunk); this is one of them
 
 
+@dataclass(frozen=True)
+class LinkSchedule:
+    """What the inbound link carried: chunk i (key ``names[i]``, ``sizes[i]`` bytes) started at cycle
+    ``start[i]`` and had arrived by ``arrival[i]`` (NaN for a chunk never scheduled)."""
+
+    names: tuple[tuple[Any, ...], ...]
+    sizes: np.ndarray
+    start: np.ndarray
+    arrival: np.ndarray
+
+
 @dataclass
 class Trace:
     """What happened, recorded during the run; metrics are computed from it afterwards.
@@ -72,7 +80,7 @@ class Trace:
 
     spans: list[Span] = field(default_factory=list)
     expert_ops: list[ExpertOps] = field(default_factory=list)
-    io_in: WeightStream | None = None  # the inbound link's schedule: .names, .start, .arrival, .sizes
+    io_in: LinkSchedule | None = None
     gradients: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     gradient_batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     step_cycles: float = 0.0
@@ -84,45 +92,4 @@ class Trace:
     executed_flops: float = 0.0
     max_link_load_bytes: float = 0.0
     restreamed_for_recompute: bool = False
-
-
-def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.random.Generator) -> np.ndarray:
-    """Routed slots per expert per layer (``[layers, experts]`` ints; each row sums to ``tokens · top_k``).
-
-    ``uniform``: a multinomial around the balanced mean. ``zipf:alpha``: expert popularity ∝ rank^-alpha,
-    ranks permuted per layer. Top-k routing picks k *distinct* experts per token, so no expert gets more
-    than ``tokens`` slots: popularity is capped at 1/k (the excess spread over the others), and slots a
-    draw puts above the cap are drawn again among the experts with room. With top_k = experts every
-    expert gets every token.
-    """
-    E, L, k = model.experts, model.layers, model.top_k
-    alpha = training.zipf_alpha
-    out = np.empty((L, E), dtype=np.int64)
-    p = _capped(np.full(E, 1.0 / E), k)
-    for layer in range(L):
-        if alpha is not None:
-            p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)
-        out[layer] = _draw(rng, tokens, k, p)
-    return out
-
-
-def _capped(p: np.ndarray, k: int) -> np.ndarray:
-    """``p`` normalised with no share above 1/k, the excess given to the others in proportion."""
-    p = p / p.sum()
-    cap = 1.0 / k
-    while (over := p > cap * (1 + 1e-12)).any():
-        free = ~over & (p < cap)
-        excess = float((p[over] - cap).sum())
-        p = np.where(over, cap, p)
-        p[free] += excess * p[free] / p[free].sum()
-    return p
-
-
-def _draw(rng: np.random.Generator, tokens: int, k: int, p: np.ndarray) -> np.ndarray:
-    """``tokens · k`` slots over the experts by ``p``, at most ``tokens`` per expert."""
-    counts = rng.multinomial(tokens * k, p)
-    while (excess := int(np.maximum(counts - tokens, 0).sum())) > 0:
-        counts = np.minimum(counts, tokens)
-        room = np.where(counts < tokens, p, 0.0)
-        counts += rng.multinomial(excess, room / room.sum())
-    return counts
+    staging_held_at_end: float = 0.0  # weight bytes still reserved in the staging buffer (0 when all freed)

@@ -1,0 +1,73 @@
+"""Routing and expert load (docs/model.md §3, §5): how many routed slots each expert gets per layer,
+and how much more a region holds per PE than the wafer-wide mean. Pure numpy; randomness comes from
+the ``numpy.random.Generator`` the caller passes (seeded by ``training.seed``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config.specs import ModelSpec, TrainingSpec
+
+
+def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.random.Generator) -> np.ndarray:
+    """Routed slots per expert per layer (``[layers, experts]`` ints; each row sums to ``tokens · top_k``).
+
+    ``uniform``: a multinomial around the balanced mean. ``zipf:alpha``: expert popularity ∝ rank^-alpha,
+    ranks permuted per layer. Top-k routing picks k *distinct* experts per token, so no expert gets more
+    than ``tokens`` slots: popularity is capped at 1/k (the excess spread over the others), and slots a
+    draw puts above the cap are drawn again among the experts with room. With top_k = experts every
+    expert gets every token.
+    """
+    E, L, k = model.experts, model.layers, model.top_k
+    alpha = training.zipf_alpha
+    out = np.empty((L, E), dtype=np.int64)
+    p = _capped(np.full(E, 1.0 / E), k)
+    for layer in range(L):
+        if alpha is not None:
+            p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)
+        out[layer] = _draw(rng, tokens, k, p)
+    return out
+
+
+def _capped(p: np.ndarray, k: int) -> np.ndarray:
+    """``p`` normalised with no share above 1/k, the excess given to the others in proportion."""
+    p = p / p.sum()
+    cap = 1.0 / k
+    while (over := p > cap * (1 + 1e-12)).any():
+        free = ~over & (p < cap)
+        excess = float((p[over] - cap).sum())
+        p = np.where(over, cap, p)
+        p[free] += excess * p[free] / p[free].sum()
+    return p
+
+
+def _draw(rng: np.random.Generator, tokens: int, k: int, p: np.ndarray) -> np.ndarray:
+    """``tokens · k`` slots over the experts by ``p``, at most ``tokens`` per expert."""
+    counts = rng.multinomial(tokens * k, p)
+    while (excess := int(np.maximum(counts - tokens, 0).sum())) > 0:
+        counts = np.minimum(counts, tokens)
+        room = np.where(counts < tokens, p, 0.0)
+        counts += rng.multinomial(excess, room / room.sum())
+    return counts
+
+
+def region_load(tokens: np.ndarray, region_of_expert: np.ndarray, region_pes: np.ndarray, pes: int) -> np.ndarray:
+    """Each region's tokens per PE over the wafer-wide mean, in its busiest layer (``[regions]``).
+
+    ``tokens[layer, e]`` are routed slots, ``region_of_expert[e]`` expert e's region, ``region_pes[r]``
+    region r's PEs, ``pes`` the wafer's. A hot expert, experts sharing a region, or a small region all
+    hold more per PE; the memory model sizes the expert working set by it.
+    """
+    index = np.asarray(region_of_expert)
+    region_pes = np.asarray(region_pes, dtype=float)
+    per_region = np.zeros((tokens.shape[0], len(region_pes)))
+    for r in range(len(region_pes)):
+        per_region[:, r] = tokens[:, index == r].sum(axis=1)
+    mean = tokens.sum(axis=1, keepdims=True) / pes
+    return (per_region / region_pes / np.where(mean > 0, mean, 1.0)).max(axis=0)
+
+
+def expert_load(tokens: np.ndarray, region_of_expert: np.ndarray, region_pes: np.ndarray, pes: int) -> float:
+    """The busiest region's ``region_load`` (≥ 1: the memory model never sizes below the mean)."""
+    return max(1.0, float(region_load(tokens, region_of_expert, region_pes, pes).max()))

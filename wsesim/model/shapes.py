@@ -1,0 +1,113 @@
+"""The one place that counts an MoE transformer's parameters, FLOPs and weight bytes per layer.
+
+Everything else — the memory model, the weight-chunk plan, the engines, the trace and the results —
+imports these counts rather than writing them again (docs/model.md §3, §4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config.specs import ModelSpec
+
+EXPERT_SHARE = {"gate_up": 2 / 3, "down": 1 / 3}
+"""Each expert op's share of one SwiGLU expert's 3·H·I weights: gate and up (H→I, two matrices) run
+as one op, down (I→H) as the other. Their FLOPs per routed token split the same way."""
+FORWARD_OPS, BACKWARD_OPS = ("gate_up", "down"), ("down", "gate_up")
+"""Expert ops in the order a pass runs them (backward runs the chain in reverse)."""
+
+
+@dataclass(frozen=True)
+class LayerShapes:
+    """Parameter counts and per-token FLOPs of one transformer layer and of the embedding/LM head.
+
+    FLOPs count a multiply-add as 2. Causal attention does half of the S² work. Backward of a matmul is
+    two matmuls of the same size (input gradient, weight gradient); backward of the attention core is
+    twice its forward.
+    """
+
+    model: ModelSpec
+
+    # parameters --------------------------------------------------------------------------------
+    @property
+    def attention_params(self) -> int:
+        """q, k, v, o projections; the two RMSNorm weights and the QK-norm weights."""
+        m = self.model
+        return m.hidden_size * m.head_dim * (2 * m.heads + 2 * m.kv_heads) + 2 * m.hidden_size + 2 * m.head_dim
+
+    @property
+    def router_params(self) -> int:
+        return self.model.hidden_size * self.model.experts
+
+    @property
+    def expert_params(self) -> int:
+        """One SwiGLU expert: gate and up (H→I), down (I→H)."""
+        return 3 * self.model.hidden_size * self.model.expert_intermediate
+
+    @property
+    def shared_expert_params(self) -> int:
+        return 3 * self.model.hidden_size * self.model.shared_expert_intermediate
+
+    @property
+    def layer_params(self) -> int:
+        m = self.model
+        return self.attention_params + self.router_params + m.experts * self.expert_params + self.shared_expert_params
+
+    @property
+    def embedding_params(self) -> int:
+        return self.model.vocab_size * self.model.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        return 0 if self.model.tie_word_embeddings else self.model.vocab_size * self.model.hidden_size
+
+    @property
+    def total_params(self) -> int:
+        return self.model.layers * self.layer_params + self.embedding_params + self.lm_head_params
+
+    @property
+    def active_params(self) -> int:
+        m = self.model
+        per_layer = self.attention_params + self.router_params + m.top_k * self.expert_params + self.shared_expert_params
+        return m.layers * per_layer + self.embedding_params + self.lm_head_params
+
+    # forward FLOPs per token ---------------------------------------------------------------------
+    def attention_proj_flops(self) -> float:
+        """q, k, v and o projections."""
+        m = self.model
+        return 2.0 * m.hidden_size * m.head_dim * (2 * m.heads + 2 * m.kv_heads)
+
+    def attention_core_flops(self, seq_len: int) -> float:
+        """Scores QKᵀ and P·V for every query head, causal (half the S² work)."""
+        m = self.model
+        return 2 * 2.0 * seq_len * m.heads * m.head_dim * 0.5
+
+    def router_flops(self) -> float:
+        return 2.0 * self.router_params
+
+    def expert_slot_flops(self) -> float:
+        """One routed slot (a token at one of its top_k experts): gate, up and down."""
+        return 2.0 * self.expert_params
+
+    def lm_head_flops(self) -> float:
+        return 2.0 * self.model.vocab_size * self.model.hidden_size
+
+    def model_flops_per_token(self, seq_len: int) -> float:
+        """Training FLOPs per token (forward + backward = 3 × forward), excluding recomputation: the
+        numerator of MFU."""
+        m = self.model
+        per_layer = (self.attention_proj_flops() + self.attention_core_flops(seq_len) + self.router_flops()
+                     + m.top_k * self.expert_slot_flops() + 2.0 * self.shared_expert_params)
+        return 3 * (m.layers * per_layer + self.lm_head_flops())
+
+    # expert ops --------------------------------------------------------------------------------
+    def expert_op_bytes(self, op: str) -> float:
+        """Weight bytes of one expert's ``op`` (``gate_up`` or ``down``)."""
+        return EXPERT_SHARE[op] * self.expert_params * self.model.bytes_per_value
+
+    def expert_op_flops(self, op: str, tokens: np.ndarray | float, backward: bool) -> np.ndarray | float:
+        """FLOPs of one expert's ``op`` on ``tokens`` routed slots; backward is two matmuls (input and
+        weight gradients) of the forward's size."""
+        return (2.0 if backward else 1.0) * EXPERT_SHARE[op] * tokens * self.expert_slot_flops()

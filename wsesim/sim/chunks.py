@@ -1,0 +1,107 @@
+"""The weight-chunk plan (docs/model.md §2): every weight tensor the inbound link streams in one step,
+split into chunks, in the order of first use. Both engines run from the same plan.
+
+Order: the embedding, the forward pass layer by layer (attention, router with the shared expert, then
+each expert's ``gate_up`` and ``down``), the LM head, then the backward pass from the last layer down
+(router, each expert's ``down`` and ``gate_up``, attention). With recompute the backward copy of a
+layer comes in forward order and serves the recompute first; a layer whose weights do not fit in half
+the staging buffer cannot be held from recompute to backward and is streamed once more (pass ``rec``).
+A tensor larger than a quarter of the buffer is cut into equal pieces, so that two always fit.
+
+Chunk keys are ``(pass, layer, tensor[, expert])`` or ``(tensor,)``; sizes are bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..config.specs import HardwareSpec, ModelSpec
+from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
+
+ChunkKey = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """The chunks of one step, in stream order.
+
+    ``names[i]``/``sizes[i]`` are chunk i's key and bytes; ``keys[key]`` the (first, last) chunk of a
+    tensor; ``expert_chunks[pass, layer, op]`` an int array ``[pieces, experts]`` of chunk indices;
+    ``rec_pass`` is ``"bwd"`` when the recompute uses the backward copy, ``"rec"`` when it has its own.
+    """
+
+    names: tuple[ChunkKey, ...]
+    sizes: np.ndarray
+    keys: dict[ChunkKey, tuple[int, int]]
+    expert_chunks: dict[tuple[str, int, str], np.ndarray]
+    recompute: bool
+    rec_pass: str
+    staging_bytes: float  # the whole wafer's staging SRAM: half for weights in, half for gradients out
+
+    @property
+    def restreamed_for_recompute(self) -> bool:
+        return self.recompute and self.rec_pass == "rec"
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class _Builder:
+    def __init__(self, max_chunk: float) -> None:
+        self.max_chunk = max_chunk
+        self.names: list[ChunkKey] = []
+        self.sizes: list[float] = []
+        self.keys: dict[ChunkKey, tuple[int, int]] = {}
+        self.expert_chunks: dict[tuple[str, int, str], np.ndarray] = {}
+
+    def add(self, key: ChunkKey, nbytes: float) -> None:
+        first = len(self.sizes)
+        pieces = 1 if nbytes <= self.max_chunk else int(np.ceil(nbytes / self.max_chunk))
+        self.names.extend([key] * pieces)
+        self.sizes.extend([nbytes if pieces == 1 else nbytes / pieces] * pieces)
+        self.keys[key] = (first, first + pieces - 1)
+
+    def add_layer(self, s: LayerShapes, pass_: str, layer: int, backward_first: bool) -> None:
+        """A layer's chunks in the order of their first use."""
+        b, E = s.model.bytes_per_value, s.model.experts
+        ops = BACKWARD_OPS if backward_first else FORWARD_OPS
+        if not backward_first:
+            self.add((pass_, layer, "attention"), s.attention_params * b)
+        self.add((pass_, layer, "router"), (s.router_params + s.shared_expert_params) * b)
+        index: dict[str, list[range]] = {op: [] for op in ops}
+        for e in range(E):
+            for op in ops:
+                self.add((pass_, layer, op, e), s.expert_op_bytes(op))
+                first, last = self.keys[pass_, layer, op, e]
+                index[op].append(range(first, last + 1))
+        for op in ops:
+            self.expert_chunks[pass_, layer, op] = np.array(index[op], dtype=np.int64).T
+        if backward_first:
+            self.add((pass_, layer, "attention"), s.attention_params * b)
+
+
+@lru_cache(maxsize=16)
+def plan_chunks(hw: HardwareSpec, model: ModelSpec, recompute: bool) -> ChunkPlan:
+    """The step's chunk plan (cached: a tuner or a sweep runs many steps of the same model and wafer).
+    The returned plan is shared: treat its arrays as read-only."""
+    s, b = LayerShapes(model), model.bytes_per_value
+    staging = hw.runtime.staging_bytes * hw.pes
+    rec_pass = "bwd" if s.layer_params * b <= staging / 2 else "rec"
+    restream = recompute and rec_pass == "rec"
+    build = _Builder(max_chunk=staging / 4)  # a chunk at most half its buffer: two always fit
+    build.add(("embedding",), s.embedding_params * b)
+    for layer in range(model.layers):
+        build.add_layer(s, "fwd", layer, backward_first=False)
+    if s.lm_head_params:
+        build.add(("lm_head",), s.lm_head_params * b)
+    for layer in reversed(range(model.layers)):
+        if restream:
+            build.add_layer(s, "rec", layer, backward_first=False)
+        build.add_layer(s, "bwd", layer, backward_first=not (recompute and rec_pass == "bwd"))
+    sizes = np.array(build.sizes)
+    sizes.flags.writeable = False
+    return ChunkPlan(tuple(build.names), sizes, build.keys, build.expert_chunks, recompute, rec_pass, staging)
