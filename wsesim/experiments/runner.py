@@ -73,6 +73,16 @@ def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placemen
     return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
 
 
+def engine_for(spec: ExperimentSpec) -> Callable[[StepPlan], Trace]:
+    """The event engine ``simulation.engine`` names: ``fast`` (default) or ``reference``, the plain-SimPy
+    engine that exists to vouch for the fast one (same plan, same trace records, much slower)."""
+    if spec.simulation.engine == "reference":
+        from ..sim.reference import simulate as simulate_reference
+
+        return simulate_reference
+    return simulate
+
+
 def random_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     """Independent generators for (placement, routing) from the run's seed."""
     place_rng, route_rng = np.random.default_rng(seed).spawn(2)
@@ -124,7 +134,7 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
                               capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                               wall_s=time.perf_counter() - wall))
     plan, mesh, placement = make_plan(spec, B, tokens, place_rng)
-    trace = simulate(plan)
+    trace = engine_for(spec)(plan)
     result = measure(spec, B, trace, tokens=tokens, peak_sram=mem.peak_bytes_per_pe,
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                      wall_s=time.perf_counter() - wall)
