@@ -163,7 +163,7 @@ def test_memory_training_json_with_overrides(capsys: pytest.CaptureFixture[str],
     code, out, err = _main(capsys, "memory", "training", str(exp), "--set", "training.batch_per_tile=1", "--json")
     assert (code, err) == (0, "")
     data = json.loads(out)
-    assert list(data) == ["hardware", "model", "seq_len", "batch_per_tile", "auto_batch_per_tile", "tiles",
+    assert list(data) == ["hardware", "model", "seq_len", "batch_per_tile", "auto_batch_per_tile", "tiles", "expert_load",
                           "capacity_bytes_per_pe", "peak_bytes_per_pe", "binding_phase", "feasible",
                           "infeasible_reason", "phases"]
     assert (data["hardware"], data["model"], data["seq_len"], data["batch_per_tile"], data["auto_batch_per_tile"],

@@ -26,7 +26,6 @@ from wsesim.model.attention_tiling import ATTENTION_PROPERTIES, AttentionTiling
 from wsesim.model.memory import (
     PHASES,
     max_batch_per_tile,
-    resolve_batch_per_tile,
     training_memory,
 )
 
@@ -239,18 +238,12 @@ def test_nothing_fits_gives_zero() -> None:
     """S 4096 on tiny8: attention_bwd alone needs 3 · 4 · 4096² · 4 / 64 ≈ 12.6 MB per PE."""
     t = training(seq_len=4096)
     assert max_batch_per_tile(TINY8, TINY_MOE, t) == 0
-    assert resolve_batch_per_tile(TINY8, TINY_MOE, training(seq_len=4096, batch_per_tile="auto")) == 0
     assert not training_memory(TINY8, TINY_MOE, t, batch_per_tile=1).feasible
-
-
-def test_resolve_batch_per_tile() -> None:
-    assert resolve_batch_per_tile(TINY8, TINY_MOE, training(seq_len=64, batch_per_tile="auto")) == 6
-    assert resolve_batch_per_tile(TINY8, TINY_MOE, training(seq_len=64, batch_per_tile=9)) == 9  # as given
 
 
 def test_qwen3_on_wse2_auto_batch_is_positive() -> None:
     spec = load_experiment().spec  # the shipped Qwen3-30B-A3B on WSE-2 example
-    B = resolve_batch_per_tile(spec.hardware, spec.model, spec.training)
+    B = max_batch_per_tile(spec.hardware, spec.model, spec.training)
     assert B > 0
     assert training_memory(spec.hardware, spec.model, spec.training, batch_per_tile=B).feasible
     assert not training_memory(spec.hardware, spec.model, spec.training, batch_per_tile=B + 1).feasible

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..config.errors import ConfigError
-from .main import EXIT_OK, _overrides, _print_json, _table
+from .common import EXIT_OK, format_table, parse_overrides, print_json
 
 PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
 _MESH = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
@@ -97,7 +97,7 @@ def _human(out: dict[str, Any]) -> str:
             lines.append(f"multicast {i}: receivers hold it at cycles {', '.join(f'{c:g}' for c in cycles)}")
     if out["hottest"]:
         rows = [(f"{tuple(h['from'])} -> {tuple(h['to'])}", f"{h['bytes']:,.0f}") for h in out["hottest"]]
-        lines += ["", _table(rows, ("hottest links", "bytes"))]
+        lines += ["", format_table(rows, ("hottest links", "bytes"))]
     return "\n".join(lines)
 
 
@@ -107,7 +107,7 @@ _OPTIONS = {"granularity", "mesh", "hops", "wavelets", "experts", "placement", "
 def _cmd_fabric(args: argparse.Namespace) -> int:
     from ..config.loader import load_hardware
 
-    hw = load_hardware(args.hardware, _overrides(args.set))
+    hw = load_hardware(args.hardware, parse_overrides(args.set))
     try:
         mesh, result = _simulate(args, hw)
     except ConfigError as e:
@@ -120,7 +120,7 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
 
         plot_link_load(mesh, result, args.png, f"{hw.name} {args.pattern} ({args.mode}): {result.cycles:,.0f} cycles")
     if args.json:
-        _print_json(out)
+        print_json(out)
     else:
         print(_human(out))
         if args.png:

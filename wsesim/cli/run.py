@@ -8,24 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.units import format_bytes
-from .main import EXIT_OK, _overrides, _table
-
-
-def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments every command that takes one experiment shares."""
-    p.add_argument("experiment", nargs="?", metavar="EXPERIMENT.yaml",
-                   help="an experiment file (default: the shipped Qwen3-30B-A3B on WSE-2 example)")
-    p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
-    p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any key, e.g. --set model.experts=64 --set training.tiles=8 (repeatable)")
-
-
-def load_from_args(args: argparse.Namespace) -> Any:
-    from ..config.loader import load_experiment
-
-    return load_experiment(args.experiment, hardware=args.hardware, model=args.model,
-                           overrides=_overrides(args.set))
+from .common import EXIT_OK, add_experiment_arguments, format_table, load_from_args
 
 
 def format_result(r: Any) -> str:
@@ -47,8 +30,8 @@ def format_result(r: Any) -> str:
     ]
     phase_rows = [(name, f"{cycles:,.0f}", f"{100 * cycles / r.step_cycles:.1f} %")
                   for name, cycles in r.phases.items() if cycles > 0]
-    return "\n".join([head, _table(rows, ("", "")).split("\n", 2)[2],
-                      "", _table(phase_rows, ("phase", "cycles", "share of step")),
+    return "\n".join([head, format_table(rows, ("", "")).split("\n", 2)[2],
+                      "", format_table(phase_rows, ("phase", "cycles", "share of step")),
                       f"({r.events:,} events in {r.wall_s:.2f} s)"])
 
 

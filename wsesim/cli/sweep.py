@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .main import EXIT_OK, _print_json, _table
-from .run import add_experiment_arguments, format_result, load_from_args
+from .common import EXIT_OK, add_experiment_arguments, format_table, load_from_args, print_json
+from .run import format_result
 
 # ------------------------------------------------------------------------------------------------- tune
 
@@ -18,7 +18,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     result = tune(load_from_args(args))
     if args.json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
         return EXIT_OK
     rows = []
     for r in result.candidates:
@@ -26,7 +26,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         rows.append((f"{r.tiles}{mark}", r.batch_per_tile, r.global_batch,
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-", f"{100 * r.mfu:.1f}" if r.feasible else "-",
                      r.binding_memory_phase, "" if r.feasible else r.infeasible_reason[:90]))
-    print(_table(rows, ("G", "B", "G·B", "tokens/s", "MFU %", "binding SRAM phase", "note")))
+    print(format_table(rows, ("G", "B", "G·B", "tokens/s", "MFU %", "binding SRAM phase", "note")))
     print()
     print(format_result(result.best))
     base = next(r for r in result.candidates if r.tiles == 1)
@@ -98,7 +98,7 @@ def _sweep(args: argparse.Namespace, sweep: Any, client: Any) -> int:
     rows = run_sweep(sweep, done=done, workers=args.workers, scheduler=client, on_row=on_row)
     atomic_write_text(csv_path, csv_text(rows, keys))
     table, header = summary_rows(rows, keys)
-    print(_table(table, header))
+    print(format_table(table, header))
     print(f"wrote {csv_path}")
     if args.plot:
         from ..output.plotting import plot_results

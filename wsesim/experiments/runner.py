@@ -18,7 +18,7 @@ from ..analysis.results import RunResult, infeasible, measure
 from ..config.specs import ExperimentSpec, HardwareSpec
 from ..fabric.dispatch import DispatchModel, dispatch_traffic, make_fabric
 from ..fabric.mesh import Mesh, Placement, place
-from ..model.memory import max_batch_per_tile, training_memory
+from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import expert_load, route_tokens
 from ..sim.engine import simulate
 from ..sim.plan import StepPlan, Trace
@@ -106,36 +106,63 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     return simulate_experiment(spec).result
 
 
-def simulate_experiment(spec: ExperimentSpec) -> Run:
-    """``run_experiment``, keeping the trace and the plan.
+@dataclass(frozen=True)
+class Sizing:
+    """B resolved and the step's memory checked against the routed load: what ``wsesim run`` runs and
+    ``wsesim memory training`` reports (one function, so the two cannot disagree).
 
-    With ``batch_per_tile: auto``, B is first sized for balanced routing, then for the load the routing
-    actually gives (a hot region holds more per PE) until it fits: auto is the largest B that fits."""
-    wall = time.perf_counter()
+    ``tokens`` are the routed slots per layer and expert at that B (None when not even B=1 fits);
+    ``expert_load`` the busiest region's tokens per PE over the mean; ``memory`` the SRAM table.
+    """
+
+    batch_per_tile: int
+    tokens: np.ndarray | None
+    expert_load: float
+    memory: TrainingMemory
+    reason: str  # why it does not fit ('' when it does)
+
+    @property
+    def feasible(self) -> bool:
+        return not self.reason
+
+
+def size_step(spec: ExperimentSpec) -> Sizing:
+    """Resolve ``batch_per_tile`` and check memory under the load the routing actually gives.
+
+    With ``auto``, B is first sized for balanced routing, then for the load the routing gives at that B
+    (a hot region holds more per PE), until it fits: auto is the largest B that fits its own routing."""
     hw, m, t = spec.hardware, spec.model, spec.training
     placement = expert_placement(spec, random_streams(t.seed)[0])
-    load, B = 1.0, 0 if t.batch_per_tile == "auto" else int(t.batch_per_tile)
-    for _ in range(8 if t.batch_per_tile == "auto" else 1):
-        if t.batch_per_tile == "auto":
+    region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
+    auto = t.batch_per_tile == "auto"
+    load, B = 1.0, 0 if auto else int(t.batch_per_tile)
+    for _ in range(8 if auto else 1):
+        if auto:
             B = max_batch_per_tile(hw, m, t, expert_load=load)
             if B == 0:
                 mem = training_memory(hw, m, t, batch_per_tile=1, expert_load=load)
-                return Run(infeasible(spec, 0, f"batch_per_tile auto: not even B=1 fits ({mem.reason})",
-                                      peak_sram=mem.peak_bytes_per_pe, capacity=mem.capacity_bytes_per_pe,
-                                      binding=mem.binding.phase, expert_load=load, wall_s=time.perf_counter() - wall))
-        place_rng, route_rng = random_streams(t.seed)
-        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, route_rng)
-        load = expert_load(tokens, placement.expert_region_index, [r.pes for r in placement.regions], hw.pes)
+                return Sizing(0, None, load, mem, f"batch_per_tile auto: not even B=1 fits ({mem.reason})")
+        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, random_streams(t.seed)[1])
+        load = expert_load(tokens, region_of, region_pes, hw.pes)
         mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
         if mem.feasible:
             break
-    if not mem.feasible:
-        return Run(infeasible(spec, B, mem.reason, peak_sram=mem.peak_bytes_per_pe,
+    return Sizing(B, tokens, load, mem, mem.reason)
+
+
+def simulate_experiment(spec: ExperimentSpec) -> Run:
+    """``run_experiment``, keeping the trace and the plan."""
+    wall = time.perf_counter()
+    size = size_step(spec)
+    B, mem, load = size.batch_per_tile, size.memory, size.expert_load
+    if not size.feasible:
+        return Run(infeasible(spec, B, size.reason, peak_sram=mem.peak_bytes_per_pe,
                               capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                               wall_s=time.perf_counter() - wall))
-    plan, mesh, placement = make_plan(spec, B, tokens, place_rng)
+    assert size.tokens is not None
+    plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0])
     trace = engine_for(spec)(plan)
-    result = measure(spec, B, trace, tokens=tokens, peak_sram=mem.peak_bytes_per_pe,
+    result = measure(spec, B, trace, tokens=size.tokens, peak_sram=mem.peak_bytes_per_pe,
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                      wall_s=time.perf_counter() - wall)
     return Run(result, trace, plan, mesh, placement)

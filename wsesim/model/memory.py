@@ -224,13 +224,6 @@ def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpe
                                               expert_load=expert_load).feasible, limit)
 
 
-def resolve_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec) -> int:
-    """``training.batch_per_tile``, with ``auto`` resolved (0 when nothing fits)."""
-    if training.batch_per_tile == "auto":
-        return max_batch_per_tile(hw, model, training)
-    return int(training.batch_per_tile)
-
-
 def max_tiles(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, batch_per_tile: int,
               expert_load: float = 1.0, limit: int = 1 << 16) -> int:
     """The largest G whose peak fits with ``batch_per_tile`` sequences per tile; 0 when G=1 does not fit.

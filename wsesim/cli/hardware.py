@@ -1,0 +1,47 @@
+"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import EXIT_OK, Parser, format_table, parse_overrides, print_json
+
+
+def _cmd_hardware(args: argparse.Namespace) -> int:
+    from ..config.loader import load_hardware, preset_names
+
+    if args.hardware_cmd == "list":
+        for name in preset_names("hardware"):
+            print(name)
+        return EXIT_OK
+    hw = load_hardware(args.ref, parse_overrides(args.set))
+    totals = hw.totals()
+    if args.json:
+        print_json({"name": hw.name, **totals})
+        return EXIT_OK
+    print(f"{hw.name}: {hw.description}")
+    rows = [
+        ("mesh", f"{hw.mesh.rows} x {hw.mesh.cols}"),
+        ("PEs", f"{totals['pes']:,}"),
+        ("clock", f"{hw.clock_hz / 1e6:g} MHz"),
+        ("SRAM total", f"{totals['sram_total_bytes'] / 1e9:.2f} GB ({totals['sram_total_bytes'] / 2**30:.2f} GiB)"),
+        ("peak fp16", f"{totals['peak_flops_per_s'] / 1e15:.2f} PFLOP/s"),
+        ("SRAM bandwidth", f"{totals['sram_bandwidth_bytes_per_s'] / 1e15:.2f} PB/s"),
+        ("fabric bandwidth", f"{totals['fabric_bandwidth_bits_per_s'] / 1e15:.1f} Pbit/s"),
+        ("bisection bandwidth", f"{totals['bisection_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"),
+        ("I/O per direction", f"{totals['io_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
+    ]
+    print(format_table(rows, ("quantity", "value")))
+    return EXIT_OK
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    h = sub.add_parser("hardware", help="inspect hardware presets")
+    hsub = h.add_subparsers(dest="hardware_cmd", required=True, parser_class=Parser)
+    hs = hsub.add_parser("show", help="derived whole-wafer totals")
+    hs.add_argument("ref", metavar="NAME|FILE")
+    hs.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. pe.sram='96 KiB'")
+    hs.add_argument("--json", action="store_true")
+    hsub.add_parser("list", help="names of the shipped presets")
+    commands["hardware"] = _cmd_hardware
