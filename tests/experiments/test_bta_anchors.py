@@ -1,4 +1,4 @@
-"""The BTA paper's published shapes (../shared/reference/bta_anchors.md), on a reduced grid of the
+"""The BTA paper's published shapes (Soboleva et al., SC Workshops '25; README), on a reduced grid of the
 shipped experiment (Qwen3-30B-A3B on WSE-2, defaults of workloads/qwen3-30b-a3b/experiment.yaml).
 
 Nothing here feeds an expected curve to the model: each number comes out of the simulated step with

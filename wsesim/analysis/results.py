@@ -1,4 +1,4 @@
-"""Metrics computed from a finished run's trace, and the run's result value (DESIGN.md §5).
+"""Metrics computed from a finished run's trace, and the run's result value (docs/model.md §7).
 
 Pure functions over the ``Trace``: nothing here runs the simulation, prints or writes files.
 Throughput = tokens per step / step time; MFU = model FLOPs per step / (step time · peak FLOP/s), with

@@ -1,4 +1,4 @@
-"""Tuning the tiling: the paper's "G tuned per configuration", automated (DESIGN.md §1, §4).
+"""Tuning the tiling: the paper's "G tuned per configuration", automated (docs/model.md §3, §5).
 
 Candidates are (G, B) pairs the memory model admits: for every B from 1 to the largest that fits at
 G=1, the largest G that still fits (more tokens per step amortise the weight stream best), plus the

@@ -1,4 +1,4 @@
-"""The on-wafer fabric (DESIGN.md §6): two fidelities behind one interface, and MoE dispatch.
+"""The on-wafer fabric (docs/model.md §6): two fidelities behind one interface, and MoE dispatch.
 
 ``make_fabric(kind, mesh, routing)`` returns a ``FlowFabric`` (vectorised link loads, fast, any mesh) or a
 ``PacketFabric`` (SimPy, per-hop timing and FIFO contention, small meshes); both have

@@ -1,4 +1,4 @@
-"""The flow fidelity (DESIGN.md §6): per-link byte loads of dimension-ordered routes, vectorised in numpy.
+"""The flow fidelity (docs/model.md §6): per-link byte loads of dimension-ordered routes, vectorised in numpy.
 
 Phase time = the busiest link's busy cycles + the longest route's latency, in the form that makes a
 lone message exact (the convention both fidelities keep): a message of L wavelets over h hops takes

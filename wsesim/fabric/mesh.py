@@ -1,4 +1,4 @@
-"""The wafer's mesh at a chosen granularity (DESIGN.md §6): nodes, directed links and routes.
+"""The wafer's mesh at a chosen granularity (docs/model.md §6): nodes, directed links and routes.
 
 A *node* is one PE (granularity ``"pe"``) or a K×K block of PEs (``"block:K"``); blocks on the last
 row or column of the wafer may be partial. Every node has six directed links, numbered

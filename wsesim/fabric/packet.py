@@ -1,4 +1,4 @@
-"""The packet fidelity (DESIGN.md §6): every message is a SimPy process that walks the links of its route.
+"""The packet fidelity (docs/model.md §6): every message is a SimPy process that walks the links of its route.
 
 A message of L wavelets walks the stages of its route: the inject ramp at its source
 (``injection_cycles`` of head latency), each mesh link (``hop_cycles``), and the eject ramp of each

@@ -1,5 +1,5 @@
 """What the fabric carries and what a fabric simulation reports: ``Traffic``, ``OuterTraffic``,
-``FabricResult``, and the standard traffic patterns (DESIGN.md §6).
+``FabricResult``, and the standard traffic patterns (docs/model.md §6).
 
 Node ids and link numbers are those of ``wsesim.mesh.Mesh``. Sizes are bytes; times are clock cycles.
 Patterns are defined per PE (``nbytes`` per source-PE/destination-PE pair) and summed onto the mesh's

@@ -1,5 +1,5 @@
 """The cost model: FLOPs and weight bytes of every op of an MoE transformer, and the cycles an op
-takes on a rectangular region of PEs. Pure functions, no SimPy (DESIGN.md §3, §5).
+takes on a rectangular region of PEs. Pure functions, no SimPy (docs/model.md §4).
 
 An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
 

@@ -1,5 +1,5 @@
 """The event engine: one training step of an MoE transformer in weight-streaming execution, as SimPy
-processes and resources (DESIGN.md §2, §5). Simulated time is in clock cycles.
+processes and resources (docs/model.md §2, §3). Simulated time is in clock cycles.
 
 * the inbound link (``streams.WeightStream``, a process) fills the bounded staging buffer with weight
   chunks in order of first use, forward and again for backward, and waits while the buffer is full;

@@ -1,4 +1,4 @@
-"""The off-wafer links as SimPy resources (DESIGN.md §2, §5). Simulated time is in clock cycles.
+"""The off-wafer links as SimPy resources (docs/model.md §2). Simulated time is in clock cycles.
 
 ``WeightStream`` is the inbound link: a SimPy process that moves weight chunks, in order of first use,
 into a bounded SRAM staging buffer at the I/O bandwidth, and waits while the buffer is full. A chunk
