@@ -17,8 +17,9 @@ import numpy as np
 import simpy
 
 from wsesim.config.loader import load_hardware
-from wsesim.fabric.dispatch import DispatchModel, FlowFabric, PacketFabric, all_to_all, dispatch_traffic
-from wsesim.fabric.mesh import Mesh, place
+from wsesim.fabric import DispatchModel, FlowFabric, PacketFabric, all_to_all, dispatch_traffic
+from wsesim.fabric.mesh import Mesh
+from wsesim.fabric.placement import place
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:

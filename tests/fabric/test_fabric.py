@@ -1,4 +1,4 @@
-"""The fabric (wsesim.fabric.dispatch): exact micro-benchmarks in both fidelities, flow against packet, block
+"""The fabric (wsesim.fabric): exact micro-benchmarks in both fidelities, flow against packet, block
 against PE granularity, vectorised loads against routes walked one by one, colours, dispatch.
 
 WSE-2's link parameters throughout (4 B wavelets, 2-cycle hops, 7-cycle injection), on sub-meshes.
@@ -17,7 +17,7 @@ import pytest
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import load_hardware
 from wsesim.config.specs import HardwareSpec
-from wsesim.fabric.dispatch import (
+from wsesim.fabric import (
     FABRICS,
     DispatchModel,
     FlowFabric,
@@ -35,7 +35,8 @@ from wsesim.fabric.dispatch import (
     transpose,
     uniform_random,
 )
-from wsesim.fabric.mesh import Mesh, place
+from wsesim.fabric.mesh import Mesh
+from wsesim.fabric.placement import place
 
 
 @pytest.fixture(scope="module")
@@ -360,7 +361,7 @@ def test_the_models_import_neither_matplotlib_nor_networkx_for_timing() -> None:
     import sys
 
     code = ("import sys; from wsesim.config.loader import load_hardware; from wsesim.fabric.mesh import Mesh; "
-            "from wsesim.fabric.dispatch import PacketFabric, FlowFabric, all_to_all; "
+            "from wsesim.fabric import PacketFabric, FlowFabric, all_to_all; "
             "m = Mesh.from_hardware(load_hardware('tiny8')); FlowFabric(m).simulate(all_to_all(m, 4)); "
             "PacketFabric(m).simulate(all_to_all(m, 4)); "
             "print('matplotlib' in sys.modules, 'networkx' in sys.modules)")

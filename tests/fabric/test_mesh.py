@@ -9,20 +9,9 @@ import pytest
 
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import load_hardware
-from wsesim.config.specs import HardwareSpec
-from wsesim.fabric.mesh import (
-    EAST,
-    EJECT,
-    INJECT,
-    NORTH,
-    PLACEMENTS,
-    SOUTH,
-    WEST,
-    Mesh,
-    Region,
-    parse_granularity,
-    place,
-)
+from wsesim.config.specs import HardwareSpec, parse_granularity
+from wsesim.fabric.mesh import EAST, EJECT, INJECT, NORTH, SOUTH, WEST, Mesh, Region
+from wsesim.fabric.placement import PLACEMENTS, place
 
 
 @pytest.fixture(scope="module")

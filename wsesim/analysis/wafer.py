@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..fabric.dispatch import DispatchModel
-from ..model.memory import training_memory
-
-_EXPERT_PARTS = ("expert_transient", "expert_recompute")
+from ..fabric.mesh import INJECT, LINKS_PER_NODE
+from ..model.memory import EXPERT_PARTS, training_memory
+from ..model.routing import region_load
 
 
 @dataclass
@@ -74,35 +74,24 @@ def wafer_maps(run: Any) -> WaferMaps:
     inside = region_of_node >= 0
     busy[inside] += region_busy[region_of_node[inside]] / step
 
-    # SRAM: the peak phase with each region's expert share scaled by its own load
-    spec_hw, m, t = plan.hw, plan.model, plan.training
+    # SRAM: each region's peak from the memory model at its own load (the result's peak is the hottest's)
+    hw, m, t = plan.hw, plan.model, plan.training
     tokens = plan.tokens
-    region_tokens = np.zeros((tokens.shape[0], len(placement.regions)))
-    for e, r in enumerate(region_index):
-        region_tokens[:, r] += tokens[:, e]
-    mean = tokens.sum(axis=1, keepdims=True) / len(placement.regions)
-    load = (region_tokens / np.where(mean > 0, mean, 1)).max(axis=0)
-    base = training_memory(spec_hw, m, t, batch_per_tile=plan.batch_per_tile, expert_load=1.0)
-    per_region = []
-    for lf in load:
-        peak = 0.0
-        for phase in base.phases:
-            other = sum(v for k, v in phase.components.items() if k not in _EXPERT_PARTS)
-            expert = sum(v for k, v in phase.components.items() if k in _EXPERT_PARTS)
-            peak = max(peak, other + lf * expert)
-        per_region.append(peak)
-    no_expert = max(sum(v for k, v in p.components.items() if k not in _EXPERT_PARTS) for p in base.phases)
-    sram = np.full(mesh.nodes, float(no_expert))
-    sram[inside] = np.asarray(per_region)[region_of_node[inside]]
+    region_pes = [r.pes for r in placement.regions]
+    per_region = [training_memory(hw, m, t, batch_per_tile=plan.batch_per_tile, expert_load=load).peak_bytes_per_pe
+                  for load in region_load(tokens, region_index, region_pes, hw.pes)]
+    outside = training_memory(hw, m, t, batch_per_tile=plan.batch_per_tile).peak_bytes_per_pe_without(EXPERT_PARTS)
+    sram = np.full(mesh.nodes, float(outside))
+    sram[inside] = np.asarray(per_region, dtype=float)[region_of_node[inside]]
 
     # link load: every dispatch and combine of the step
     per_layer = tokens.astype(float) * m.hidden_size * m.bytes_per_value
     passes = 3 if t.activations == "recompute" else 2  # forward, (recompute,) backward
-    link = np.zeros(mesh.nodes * 6)
+    link = np.zeros(mesh.nodes * LINKS_PER_NODE)
     for reverse in (False, True):
         model = DispatchModel(mesh, placement, reverse=reverse)
         link += passes * model.link_load(per_layer.sum(axis=0))
-    link_out = link.reshape(mesh.nodes, 6)[:, :4].max(axis=1)
+    link_out = link.reshape(mesh.nodes, LINKS_PER_NODE)[:, :INJECT].max(axis=1)  # the four mesh links
 
     layer = m.layers // 2
     gantt = [("step", f"{args.get('pass', '')} {name}", start, end)
@@ -117,7 +106,7 @@ def wafer_maps(run: Any) -> WaferMaps:
         experts_of[r].append(e)
     title = (f"{result.model} on {result.hardware}: E={result.experts} top_k={result.top_k} "
              f"seq_len={result.seq_len} B={result.batch_per_tile} G={result.tiles}")
-    return WaferMaps(mesh.rows, mesh.cols, mesh.block, spec_hw.clock_hz, step,
+    return WaferMaps(mesh.rows, mesh.cols, mesh.block, hw.clock_hz, step,
                      busy.reshape(nodes_shape).tolist(), sram.reshape(nodes_shape).tolist(),
                      float(result.sram_capacity_bytes_per_pe), link_out.reshape(nodes_shape).tolist(),
                      region_of_node.reshape(nodes_shape).tolist(), experts_of, layer, gantt, title)

@@ -50,7 +50,7 @@ def build_traffic(args: argparse.Namespace, mesh: Any) -> Any:
     import numpy as np
 
     from .. import fabric
-    from ..fabric.mesh import place
+    from ..fabric.placement import place
 
     nbytes = parse_bytes(args.bytes)
     pattern = args.pattern
@@ -130,7 +130,7 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
-    from ..fabric.dispatch import make_fabric
+    from ..fabric.fidelity import make_fabric
     from ..fabric.mesh import Mesh
 
     mesh = Mesh.from_hardware(hw, args.granularity, parse_mesh(args.mesh))

@@ -347,7 +347,7 @@ _KIND_MODULES = {"sweep": "wsesim.experiments.sweep"}
 
 
 def register_kind(kind: str, validator: Any) -> None:
-    """Let a later layer (e.g. ``wsesim.sweep``) teach ``validate_file`` a new top-level kind."""
+    """Let a later layer (e.g. ``wsesim.experiments.sweep``) teach ``validate_file`` a new top-level kind."""
     _EXTRA_KINDS[kind] = validator
 
 

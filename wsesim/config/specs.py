@@ -3,7 +3,7 @@
 Quantities are parsed once, at validation, into floats in base units; attribute names carry the
 unit (``sram_bytes``, ``clock_hz``) while the YAML keys stay short (``sram``, ``clock``). Unknown keys,
 bare numbers where a unit is needed, and strings where a number is needed are all refused.
-Nothing here reads files: that is ``wsesim.loader``'s job.
+Nothing here reads files: that is ``wsesim.config.loader``'s job.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from .errors import UnitError
+from .errors import ConfigError, UnitError
 from .units import parse_quantity
 
 
@@ -224,6 +224,18 @@ class TrainingSpec(Spec):
 
 
 _BLOCK = re.compile(r"^block:([1-9][0-9]*)$")
+_GRANULARITY_HELP = '"pe" or "block:<K>" (e.g. "block:16")'
+
+
+def parse_granularity(granularity: str) -> int:
+    """PEs per side of one mesh node: ``"pe"`` → 1, ``"block:K"`` → K (the one home of that grammar).
+    Raises ``ConfigError`` (key ``granularity``) for anything else."""
+    if granularity == "pe":
+        return 1
+    m = _BLOCK.match(granularity) if isinstance(granularity, str) else None
+    if not m:
+        raise ConfigError(f"expected {_GRANULARITY_HELP}, got {granularity!r}", path="granularity")
+    return int(m.group(1))
 
 
 class SimulationSpec(Spec):
@@ -238,15 +250,16 @@ class SimulationSpec(Spec):
     @field_validator("granularity")
     @classmethod
     def _granularity(cls, granularity: str) -> str:
-        if granularity != "pe" and not _BLOCK.match(granularity):
-            raise _fail(f'expected "pe" or "block:<K>" (e.g. "block:16"), got "{granularity}"')
+        try:
+            parse_granularity(granularity)
+        except ConfigError:
+            raise _fail(f'expected {_GRANULARITY_HELP}, got "{granularity}"') from None
         return granularity
 
     @property
     def block(self) -> int:
         """PEs per side of one mesh node (1 at ``pe`` granularity)."""
-        m = _BLOCK.match(self.granularity)
-        return int(m.group(1)) if m else 1
+        return parse_granularity(self.granularity)
 
 
 class ExperimentSpec(Spec):

@@ -16,8 +16,10 @@ import numpy as np
 
 from ..analysis.results import RunResult, infeasible, measure
 from ..config.specs import ExperimentSpec, HardwareSpec
-from ..fabric.dispatch import DispatchModel, dispatch_traffic, make_fabric
-from ..fabric.mesh import Mesh, Placement, place
+from ..fabric.dispatch import DispatchModel, dispatch_traffic
+from ..fabric.fidelity import make_fabric
+from ..fabric.mesh import Mesh
+from ..fabric.placement import Placement, place
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import expert_load, route_tokens
 from ..sim.engine import simulate

@@ -1,5 +1,5 @@
-"""The on-wafer fabric: the mesh and expert placement, traffic patterns, and two fidelities (flow and
-packet) behind one interface, plus the MoE dispatch model the engine times its fabric phases with.
+"""The on-wafer fabric: the mesh and expert placement, traffic patterns, two fidelities (flow and packet)
+behind one ``Fabric`` protocol, and the MoE dispatch model the engine times its fabric phases with.
 
 The names below are imported on first use, so ``import wsesim.fabric.mesh`` stays light.
 """
@@ -9,10 +9,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {name: "dispatch" for name in (
-    "FABRICS", "AnyTraffic", "DispatchModel", "FabricResult", "FlowFabric", "OuterTraffic", "PacketFabric",
-    "Traffic", "all_to_all", "dispatch_traffic", "hotspot", "link_loads", "make_fabric", "outer_link_loads",
-    "routes_per_node", "row_multicast", "single_message", "transpose", "uniform_random")}
+_EXPORTS = {
+    "Fabric": "fidelity", "FABRICS": "fidelity", "make_fabric": "fidelity",
+    "FlowFabric": "flow", "link_loads": "flow", "outer_link_loads": "flow", "routes_per_node": "flow",
+    "PacketFabric": "packet",
+    "DispatchModel": "dispatch", "dispatch_traffic": "dispatch",
+    "Mesh": "mesh", "Region": "mesh",
+    "Placement": "placement", "place": "placement",
+    **{name: "traffic" for name in ("AnyTraffic", "FabricResult", "OuterTraffic", "Traffic", "all_to_all",
+                                    "hotspot", "row_multicast", "single_message", "transpose", "uniform_random")},
+}
 __all__ = sorted(_EXPORTS)
 
 

@@ -1,8 +1,4 @@
-"""The on-wafer fabric (docs/model.md §6): two fidelities behind one interface, and MoE dispatch.
-
-``make_fabric(kind, mesh, routing)`` returns a ``FlowFabric`` (vectorised link loads, fast, any mesh) or a
-``PacketFabric`` (SimPy, per-hop timing and FIFO contention, small meshes); both have
-``simulate(traffic) -> FabricResult``. Traffic and patterns are in ``wsesim.fabric_traffic``.
+"""MoE dispatch on the fabric (docs/model.md §6).
 
 MoE dispatch: after attention the tokens sit spread over all PEs; each goes to the region of its
 expert. ``dispatch_traffic`` lists those messages; ``DispatchModel`` times them for any per-expert byte
@@ -15,35 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import ConfigError
-from .flow import FlowFabric, link_loads, outer_link_loads, routes_per_node
-from .mesh import Mesh, Placement, check_routing
-from .packet import PacketFabric
+from .flow import flow_cycles, link_loads
+from .mesh import Mesh, check_routing
+from .placement import Placement
 from .traffic import (
     GOLDEN,
-    AnyTraffic,
-    FabricResult,
-    OuterTraffic,
     Traffic,
-    all_to_all,
-    busy_cycles,
-    hotspot,
-    row_multicast,
-    single_message,
-    transpose,
-    uniform_random,
 )
-
-FABRICS: dict[str, type[FlowFabric] | type[PacketFabric]] = {"flow": FlowFabric, "packet": PacketFabric}
-"""Fabric fidelities by name (the ``simulation.fabric`` key)."""
-
-
-def make_fabric(kind: str, mesh: Mesh, routing: str = "xy") -> FlowFabric | PacketFabric:
-    """The fabric model ``kind`` (a key of ``FABRICS``) on ``mesh``. Raises ``ConfigError`` naming the
-    valid kinds for an unknown one, or the valid routings for an unknown ``routing``."""
-    if kind not in FABRICS:
-        raise ConfigError(f"expected one of {', '.join(FABRICS)}, got {kind!r}", path="fabric")
-    return FABRICS[kind](mesh, routing)
-
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
@@ -169,10 +143,9 @@ class DispatchModel:
         y = _region_bytes(self.placement, expert_bytes)
         busiest = self._busiest(y)
         used = (y > 0) & (self._region_hops >= 0)
-        if busiest <= 0 or not used.any():
+        if not used.any():
             return 0.0, 0.0
-        latency = self.mesh.injection_cycles + float(self._region_hops[used].max()) * self.mesh.hop_cycles
-        return max(busy_cycles(busiest) - 1.0, 0.0) + latency, busiest * self.mesh.wavelet_bytes
+        return flow_cycles(self.mesh, busiest, float(self._region_hops[used].max()))
 
     def _busiest(self, y: np.ndarray, head: int = 256) -> float:
         """max over links of ``cycle_basis @ y`` (y ≥ 0), multiplying only rows whose bound can win."""
@@ -190,8 +163,4 @@ class DispatchModel:
         return best
 
 
-__all__ = [
-    "FABRICS", "AnyTraffic", "DispatchModel", "FabricResult", "FlowFabric", "OuterTraffic", "PacketFabric",
-    "Traffic", "all_to_all", "dispatch_traffic", "hotspot", "link_loads", "make_fabric", "outer_link_loads",
-    "routes_per_node", "row_multicast", "single_message", "transpose", "uniform_random",
-]
+__all__ = ["DispatchModel", "dispatch_traffic"]

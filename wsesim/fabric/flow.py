@@ -13,7 +13,7 @@ column) gives every link's load. Product traffic (``OuterTraffic``) needs no mes
 on a link is (bytes from the sources on one side) × (share of destinations on the other), both prefix sums.
 Units: bytes, cycles.
 
-What flow does not see, against the packet fidelity (measured by tests/test_fabric.py): it charges the
+What flow does not see, against the packet fidelity (measured by tests/fabric/test_fabric.py): it charges the
 busiest link alone, as if every link could be busy from the start. When several links in series are
 nearly as busy, FIFO queues feeding one another leave the downstream ones idle at first (tandem loss),
 and with a message or two per link a message can wait at several links in turn. Packet is then slower:
@@ -184,15 +184,22 @@ def _max_manhattan(mesh: Mesh, s_nodes: np.ndarray, d_nodes: np.ndarray) -> int:
                    for sr in (1, -1) for sc in (1, -1)))
 
 
-def phase_cycles(mesh: Mesh, link_load: np.ndarray, longest_hops: float) -> tuple[float, float]:
-    """(cycles, bytes over the busiest PE link) for a phase with these loads and this longest route."""
-    bw = mesh.link_bytes_per_cycle
-    t = np.divide(link_load, bw, out=np.zeros_like(link_load), where=bw > 0)
-    busiest = float(t.max()) if len(t) else 0.0
+def flow_cycles(mesh: Mesh, busiest: float, longest_hops: float) -> tuple[float, float]:
+    """The flow timing rule (docs/model.md §6), written once: a phase whose busiest link is busy for
+    ``busiest`` cycles and whose longest route has ``longest_hops`` hops takes ``busy − 1 + injection +
+    hops · hop`` cycles (the last wavelet leaves the busiest link, then crosses the longest route).
+    Returns (cycles, bytes over the busiest PE link)."""
     if busiest <= 0:
         return 0.0, 0.0
     latency = mesh.injection_cycles + longest_hops * mesh.hop_cycles
     return max(busy_cycles(busiest) - 1.0, 0.0) + latency, busiest * mesh.wavelet_bytes
+
+
+def phase_cycles(mesh: Mesh, link_load: np.ndarray, longest_hops: float) -> tuple[float, float]:
+    """(cycles, bytes over the busiest PE link) for a phase with these loads and this longest route."""
+    bw = mesh.link_bytes_per_cycle
+    t = np.divide(link_load, bw, out=np.zeros_like(link_load), where=bw > 0)
+    return flow_cycles(mesh, float(t.max()) if len(t) else 0.0, longest_hops)
 
 
 class FlowFabric:

@@ -1,7 +1,7 @@
 """What the fabric carries and what a fabric simulation reports: ``Traffic``, ``OuterTraffic``,
 ``FabricResult``, and the standard traffic patterns (docs/model.md §6).
 
-Node ids and link numbers are those of ``wsesim.mesh.Mesh``. Sizes are bytes; times are clock cycles.
+Node ids and link numbers are those of ``wsesim.fabric.mesh.Mesh``. Sizes are bytes; times are clock cycles.
 Patterns are defined per PE (``nbytes`` per source-PE/destination-PE pair) and summed onto the mesh's
 nodes, so the same pattern at ``"pe"`` and ``"block:K"`` granularity moves the same bytes; a message
 between two PEs of the same node stays local (it never enters the fabric).

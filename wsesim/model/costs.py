@@ -1,4 +1,4 @@
-"""The cost model: FLOPs and weight bytes of every op of an MoE transformer, and the cycles an op
+"""The cost model: the cycles an op (its FLOPs and weight bytes counted by ``wsesim.model.shapes``)
 takes on a rectangular region of PEs. Pure functions, no SimPy (docs/model.md §4).
 
 An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
@@ -13,7 +13,7 @@ An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
     fill_drain  = injection + (rows + cols) · hop_latency      a wavefront crossing the region
 
 So an op is compute-bound only if each weight meets enough tokens in a PE: with M tokens over ``cols``
-PEs, ``M ≥ cols · 2·simd · gemm_efficiency · bytes_per_value / link_bytes`` (2·cols at full efficiency
+PEs, ``M ≥ cols · simd · gemm_efficiency · bytes_per_value / link_bytes`` (2·cols at full efficiency
 on WSE-2 in fp16).
 ``OpCost.bound`` names the binding term ("compute" or "feed"). With few tokens per expert the feed and
 the fixed terms dominate, and the off-wafer weight stream — simulated by the engine — more still: that is

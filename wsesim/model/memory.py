@@ -21,6 +21,8 @@ from .attention_tiling import AttentionTiling
 from .shapes import LayerShapes
 
 PHASES = ("attention_fwd", "experts_fwd", "lm_head", "experts_bwd", "attention_bwd")
+EXPERT_PARTS = ("expert_transient", "expert_recompute")
+"""Components held only on the expert regions (scaled by a region's load); the rest is on every PE."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,8 @@ class PhaseMemory:
 
 @dataclass(frozen=True)
 class TrainingMemory:
-    """Per-PE SRAM of every phase of a step, against the capacity left after the reserved fraction."""
+    """Per-PE SRAM of every phase of a step against the whole SRAM per PE (the reserved fraction is one of
+    each phase's components)."""
 
     batch_per_tile: int
     tiles: int
@@ -52,6 +55,10 @@ class TrainingMemory:
     @property
     def peak_bytes_per_pe(self) -> int:
         return self.binding.total
+
+    def peak_bytes_per_pe_without(self, parts: tuple[str, ...]) -> int:
+        """The peak over phases with ``parts`` left out (e.g. ``EXPERT_PARTS``: a PE outside every region)."""
+        return max(sum(v for k, v in p.components.items() if k not in parts) for p in self.phases)
 
     @property
     def feasible(self) -> bool:
@@ -178,7 +185,7 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
         "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
         "staging": math.ceil(hw.runtime.staging_bytes),
         # attention, router and shared-expert weights stay resident through their layer's tiles
-        "resident_weights": _spread((shapes.attention_params + shapes.router_params + shapes.shared_expert_params)
+        "resident_weights": _spread((shapes.attention_params + shapes.router_stage_params)
                                     * b, P),
         "stored_activations": _spread(L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq()), P),
         "concat_buffer": _spread(step_tokens * model.hidden_size * b, P),

@@ -51,6 +51,12 @@ class LayerShapes:
         return 3 * self.model.hidden_size * self.model.shared_expert_intermediate
 
     @property
+    def router_stage_params(self) -> int:
+        """What the router op runs on the whole wafer: the router and, where the model has one, the shared
+        expert (every token goes through it). Streamed, resident and sent back as one tensor."""
+        return self.router_params + self.shared_expert_params
+
+    @property
     def layer_params(self) -> int:
         m = self.model
         return self.attention_params + self.router_params + m.experts * self.expert_params + self.shared_expert_params
@@ -86,6 +92,10 @@ class LayerShapes:
 
     def router_flops(self) -> float:
         return 2.0 * self.router_params
+
+    def router_stage_flops(self) -> float:
+        """Forward FLOPs per token of the router op: the router and the shared expert."""
+        return self.router_flops() + 2.0 * self.shared_expert_params
 
     def expert_slot_flops(self) -> float:
         """One routed slot (a token at one of its top_k experts): gate, up and down."""

@@ -71,7 +71,7 @@ class _Builder:
         ops = BACKWARD_OPS if backward_first else FORWARD_OPS
         if not backward_first:
             self.add((pass_, layer, "attention"), s.attention_params * b)
-        self.add((pass_, layer, "router"), (s.router_params + s.shared_expert_params) * b)
+        self.add((pass_, layer, "router"), s.router_stage_params * b)
         index: dict[str, list[range]] = {op: [] for op in ops}
         for e in range(E):
             for op in ops:

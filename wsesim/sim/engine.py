@@ -1,9 +1,9 @@
 """The event engine: one training step of an MoE transformer in weight-streaming execution, as SimPy
 processes and resources (docs/model.md §2, §3). Simulated time is in clock cycles.
 
-* the inbound link (``streams.WeightStream``, a process) fills the bounded staging buffer with weight
+* the inbound link (``links.WeightStream``, a process) fills the bounded staging buffer with weight
   chunks in order of first use, forward and again for backward, and waits while the buffer is full;
-* the outbound link (``streams.GradientLink``) carries weight gradients out, FIFO;
+* the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
 * ``_step`` (a process) runs the step: per layer the attention sub-block in G tiles on the whole wafer
   (its weights resident across the tiles), the router, the dispatch over the fabric, the experts, the
   combine; the LM head and loss per tile; then the backward pass in reverse, recomputing forward where
@@ -15,7 +15,7 @@ processes and resources (docs/model.md §2, §3). Simulated time is in clock cyc
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
-``Trace`` and ``wsesim.results`` measures it afterwards.
+``Trace`` and ``wsesim.analysis.results`` measures it afterwards.
 """
 
 from __future__ import annotations
@@ -263,8 +263,9 @@ class _Engine:
         args = {"layer": layer, "pass": pass_, "tokens": tokens}
         yield from self._wait((chunk_pass, layer, "router"), args)
         factor = 2.0 if backward else 1.0
-        router_flops = factor * tokens * (s.router_flops() + 2.0 * s.shared_expert_params)
-        yield from self._op("router", router_flops, factor * s.router_params * self.b, args)
+        router_flops = factor * tokens * s.router_stage_flops()
+        # the shared expert's weights feed the PEs with the router's (they were counted as FLOPs already)
+        yield from self._op("router", router_flops, factor * s.router_stage_params * self.b, args)
         yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
         yield from self._experts(layer, pass_, chunk_pass, backward)
         yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
@@ -278,7 +279,7 @@ class _Engine:
         s, b = self.s, self.b
         args = {"layer": layer, "pass": "bwd"}
         yield from self._moe(layer, "bwd", "bwd", backward=True)
-        yield from self._gradient("router grad", (s.router_params + s.shared_expert_params) * b, args)
+        yield from self._gradient("router grad", s.router_stage_params * b, args)
         yield from self._wait(("bwd", layer, "attention"), args)
         if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
             yield from self._attention(layer, "recompute", backward=False)
