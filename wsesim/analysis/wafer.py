@@ -88,8 +88,7 @@ def wafer_maps(run: Any) -> WaferMaps:
     per_layer = tokens.astype(float) * m.hidden_size * m.bytes_per_value
     passes = 3 if t.activations == "recompute" else 2  # forward, (recompute,) backward
     link = np.zeros(mesh.nodes * LINKS_PER_NODE)
-    for reverse in (False, True):
-        model = DispatchModel(mesh, placement, reverse=reverse)
+    for model in DispatchModel.pair(mesh, placement):
         link += passes * model.link_load(per_layer.sum(axis=0))
     link_out = link.reshape(mesh.nodes, LINKS_PER_NODE)[:, :INJECT].max(axis=1)  # the four mesh links
 

@@ -30,7 +30,8 @@ from ..sim.plan import StepPlan, Trace
 def _flow_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchModel]:
     """Dispatch and combine models of a mesh and placement, built once per process (a tuner or a sweep
     worker runs many steps on the same wafer and placement)."""
-    return {False: DispatchModel(mesh, placement), True: DispatchModel(mesh, placement, reverse=True)}
+    dispatch, combine = DispatchModel.pair(mesh, placement)
+    return {False: dispatch, True: combine}
 
 
 @lru_cache(maxsize=8)
