@@ -98,7 +98,7 @@ class TokenFootprint:
     def attention_io_per_seq(self) -> float:
         """Q and O for every query head, K and V for every KV head (mlsysim's io_tensors, GQA-aware)."""
         m = self.model
-        return (2 * m.heads + 2 * m.kv_heads) * self.training.seq_len * m.head_dim * self.b
+        return sum(LayerShapes(m).qkvo_widths) * self.training.seq_len * self.b
 
     def attention_fwd_per_seq(self) -> float:
         """Forward transient of one sequence, all heads: mlsysim's stored_standard / stored_flash."""
@@ -121,7 +121,7 @@ class TokenFootprint:
     def attention_saved_per_token(self) -> float:
         """What the attention sub-block keeps for its backward: layer input, norm output, Q, K, V, output."""
         m = self.model
-        return (2 * m.hidden_size + 2 * m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim) * self.b
+        return (2 * m.hidden_size + sum(LayerShapes(m).qkvo_widths)) * self.b
 
     def attention_saved_per_seq(self) -> float:
         """Per sequence, beyond the per-token part: the probabilities (standard) or row statistics (flash)."""

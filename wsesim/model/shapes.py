@@ -30,12 +30,44 @@ class LayerShapes:
 
     model: ModelSpec
 
+    # attention geometry ------------------------------------------------------------------------
+    @property
+    def qk_head_dim(self) -> int:
+        """Each head's q and k width: ``head_dim`` plus, with latent attention, the rotary part."""
+        return self.model.head_dim + self.model.qk_rope_head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        return self.model.v_head_dim or self.model.head_dim
+
+    @property
+    def qkvo_widths(self) -> tuple[int, int, int, int]:
+        """Per-token widths of q, k, v and the heads' output (before o_proj): what attention holds."""
+        m, qk, v = self.model, self.qk_head_dim, self.v_head_dim
+        return m.heads * qk, m.kv_heads * qk, m.kv_heads * v, m.heads * v
+
     # parameters --------------------------------------------------------------------------------
     @property
-    def attention_params(self) -> int:
-        """q, k, v, o projections; the two RMSNorm weights and the QK-norm weights."""
+    def attention_proj_params(self) -> int:
+        """The projections' weights. GQA: q, k, v, o. Multi-head latent attention: q directly or through a
+        rank-``q_lora_rank`` down/up pair; k and v up-projected per head from a ``kv_lora_rank`` latent
+        (the rotary part of k from its own down-projection, shared by the heads); o."""
         m = self.model
-        return m.hidden_size * m.head_dim * (2 * m.heads + 2 * m.kv_heads) + 2 * m.hidden_size + 2 * m.head_dim
+        H = m.hidden_size
+        if not m.kv_lora_rank:
+            return H * m.head_dim * (2 * m.heads + 2 * m.kv_heads)
+        qk, v = self.qk_head_dim, self.v_head_dim
+        q = H * m.q_lora_rank + m.q_lora_rank * m.heads * qk if m.q_lora_rank else H * m.heads * qk
+        kv = H * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * m.heads * (m.head_dim + v)
+        return q + kv + m.heads * v * H
+
+    @property
+    def attention_params(self) -> int:
+        """The projections; the two RMSNorm weights; and the QK-norm weights (GQA) or the latents' norms
+        (multi-head latent attention)."""
+        m = self.model
+        norms = m.q_lora_rank + m.kv_lora_rank if m.kv_lora_rank else 2 * m.head_dim
+        return self.attention_proj_params + 2 * m.hidden_size + norms
 
     @property
     def router_params(self) -> int:
@@ -81,14 +113,12 @@ class LayerShapes:
 
     # forward FLOPs per token ---------------------------------------------------------------------
     def attention_proj_flops(self) -> float:
-        """q, k, v and o projections."""
-        m = self.model
-        return 2.0 * m.hidden_size * m.head_dim * (2 * m.heads + 2 * m.kv_heads)
+        """q, k, v and o projections (with latent attention, through the latents)."""
+        return 2.0 * self.attention_proj_params
 
     def attention_core_flops(self, seq_len: int) -> float:
         """Scores QKᵀ and P·V for every query head, causal (half the S² work)."""
-        m = self.model
-        return 2 * 2.0 * seq_len * m.heads * m.head_dim * 0.5
+        return 2.0 * seq_len * self.model.heads * (self.qk_head_dim + self.v_head_dim) * 0.5
 
     def router_flops(self) -> float:
         return 2.0 * self.router_params

@@ -54,3 +54,40 @@ def test_model_flops_per_token_tiny() -> None:
     two expert slots 2 * 2*3*64*32 = 24,576; per layer 50,688; LM head 2*256*64 = 32,768;
     training = 3 * (2 * 50,688 + 32,768) = 402,432 FLOP per token."""
     assert LayerShapes(load_model("tiny-moe")).model_flops_per_token(8) == 402_432
+
+
+def test_deepseek_v3_latent_attention_counts() -> None:
+    """DeepSeek-V3's MLA (config.json: H 7168, 128 heads, q_lora 1536, kv_lora 512, nope 128, rope 64, v 128):
+    q_a 7168*1536 = 11,010,048; q_b 1536*128*192 = 37,748,736; kv_a 7168*(512+64) = 4,128,768;
+    kv_b 512*128*(128+128) = 16,777,216; o 128*128*7168 = 117,440,512; sum 187,105,280; plus the two
+    RMSNorms (2*7168) and the latents' norms (1536 + 512): 187,121,664. With its 3 dense layers
+    (3 * (187,121,664 + 3*7168*18432)) the preset's 58 MoE layers make the published 671B."""
+    s = LayerShapes(load_model("deepseek-v3"))
+    assert s.attention_proj_params == 187_105_280
+    assert s.attention_params == 187_121_664
+    assert s.expert_params == 3 * 7168 * 2048
+    assert s.shared_expert_params == 3 * 7168 * 2048
+    dense_layers = 3 * (s.attention_params + 3 * 7168 * 18432)
+    assert s.total_params + dense_layers == pytest.approx(671e9, rel=0.005)
+    # per-token widths: q and k 128 heads * (128 + 64), v and o 128 * 128
+    assert s.qkvo_widths == (128 * 192, 128 * 192, 128 * 128, 128 * 128)
+    # causal core: 2 * S * heads * (qk + v) * 0.5
+    assert s.attention_core_flops(4096) == 2 * 4096 * 128 * (192 + 128) * 0.5
+
+
+def test_qwen3_235b_counts() -> None:
+    """Qwen3-235B-A22B: ~235B total, ~22B active at top_k 8 (its model card)."""
+    s = LayerShapes(load_model("qwen3-235b-a22b"))
+    assert s.attention_proj_params == 4096 * 128 * (2 * 64 + 2 * 4)
+    assert s.total_params == pytest.approx(235e9, rel=0.01)
+    assert s.active_params == pytest.approx(22e9, rel=0.02)
+
+
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "mixtral-8x7b", "olmoe-1b-7b", "tiny-moe"])
+def test_gqa_widths_are_the_heads(name: str) -> None:
+    """Without latent attention, q and o are heads * head_dim wide, k and v kv_heads * head_dim."""
+    m = load_model(name)
+    s = LayerShapes(m)
+    assert s.qkvo_widths == (m.heads * m.head_dim, m.kv_heads * m.head_dim, m.kv_heads * m.head_dim,
+                             m.heads * m.head_dim)
+    assert s.attention_proj_params == m.hidden_size * sum(s.qkvo_widths)
