@@ -160,7 +160,7 @@ class _Engine:
         t = np.full(R, start)
         stopped = np.zeros(R, dtype=bool)  # regions continuing as processes
         resume: list[tuple[int, int, int, int]] = []  # (region, slot, op index, piece)
-        grads: list[tuple[np.ndarray, float]] = []
+        grads: list[tuple[np.ndarray, float, int, int, np.ndarray]] = []  # (cycles, bytes, slot, op, regions)
         for j, experts in enumerate(self.slots):
             for k, op in enumerate(ops):
                 chunks = self.expert_chunks[chunk_pass, layer, op]
@@ -184,7 +184,7 @@ class _Engine:
                     if last_use:
                         stream.free_at(end, self.chunk_bytes[index])
                     if backward and piece == pieces - 1:
-                        grads.append((end, self.op_bytes[op]))
+                        grads.append((end, self.op_bytes[op], j, k, regions))
         ends = [t[~stopped].max(initial=start)]
         if resume:
             procs = [env.process(self._region(r, j, k, piece, float(t[r]), layer, pass_, chunk_pass, backward,
@@ -196,15 +196,18 @@ class _Engine:
             yield env.timeout(end - env.now)
         self.trace.spans.append(("step", "experts", start, env.now, {"layer": layer, "pass": pass_}))
         if backward:
-            at = np.concatenate([a for a, _ in grads])
-            nbytes = np.concatenate([np.full(len(a), n) for a, n in grads])
-            order = np.argsort(at, kind="stable")
+            at = np.concatenate([g[0] for g in grads])
+            nbytes, slot, op_index, region = (np.concatenate([np.broadcast_to(g[i], len(g[0])) for g in grads])
+                                              for i in range(1, 5))
+            # in order of hand-over; in one cycle by (slot, op, region), whether laid out or run as a process
+            order = np.lexsort((region, op_index, slot, at))
             self.grads.send(at[order], nbytes[order])
             self.trace.gradients.append(("expert grads", {"layer": layer, "count": len(at)}))
             yield from self._gradient_room({"layer": layer, "pass": pass_})
 
     def _region(self, r: int, j0: int, k0: int, p0: int, t: float, layer: int, pass_: str, chunk_pass: str,
-                backward: bool, last_use: bool, grads: list[tuple[np.ndarray, float]]) -> Generator[Any, Any, float]:
+                backward: bool, last_use: bool,
+                grads: list[tuple[np.ndarray, float, int, int, np.ndarray]]) -> Generator[Any, Any, float]:
         """One region's remaining ops from slot ``j0``, op ``k0``, piece ``p0``, as a process that waits
         for chunks the stream has not scheduled yet (the same timeline as ``_experts``' layout)."""
         env, stream = self.env, self.stream
@@ -232,7 +235,7 @@ class _Engine:
                     if last_use:
                         stream.free_at(np.array([t]), np.array([self.sizes[i]]))
                     if backward and piece == pieces - 1:
-                        grads.append((np.array([t]), self.op_bytes[op]))
+                        grads.append((np.array([t]), self.op_bytes[op], j, k, np.array([r])))
         return t
 
     def _record(self, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
