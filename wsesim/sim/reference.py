@@ -1,7 +1,365 @@
-"""The reference engine (placeholder: being written)."""
+"""The reference engine: the fast engine's model of one training step (``engine.py``), written in plain
+SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in clock cycles,
+sizes in bytes. The step runs its phases in the model's order: per layer attention in G tiles, router,
+dispatch, experts, combine; the LM head per tile; the backward pass in reverse, recomputing forward where
+the activation policy says so; it ends when the last gradient has left.
+
+It shares with the fast engine only plan and cost data — the chunk plan (``chunks.plan_chunks``), the
+op costs (``model.costs.op_cost``), the FLOP and byte counts (``model.shapes``) and the fabric's timing
+(``plan.dispatch``) — never scheduling code:
+
+* the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
+  ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
+  link for size / rate cycles and triggers the chunk's arrival event;
+* each chunk's bytes are ``get`` back when its last user is done: whole-wafer weights (embedding,
+  attention, router with shared expert, LM head) are copied out to their resident place when the step
+  reaches them, each piece as it arrives (not earlier: that place holds the tensor the step is using
+  until then), so the buffer never holds a whole tensor at once; expert chunks at the end of their
+  (piece of an) op; a recompute that uses the backward copy frees nothing, its backward does;
+* the wafer and each expert region are ``simpy.Resource``s of capacity 1. Attention and the LM head run
+  one process per tile, queued on the wafer in tile order, one timeout each; each expert region runs one
+  process per phase over its experts in slot order (ascending expert index), every op, and every piece
+  of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
+  region is free;
+* the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
+  I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
+  left; the step stalls until what is held (plus an incoming gradient) fits, checked before each
+  whole-wafer gradient and once after each backward experts phase, as the fast engine does.
+
+Where the fast engine is subtle, what the reference does and why it is the same model:
+
+* Frees registered ahead (``WeightStream.free_at``): here a free is a ``get`` at its own cycle. A get
+  retries the blocked put at once, so a chunk starts at max(previous arrival, first cycle its room
+  exists) — the start the fast stream decides from the frees it has registered up to that cycle.
+* The 1e-12 capacity slack: the Container's capacity is that same slackened bound, and its level is an
+  exact ``Fraction`` of the (float) chunk sizes, so a get always finds its bytes and no decision hangs on
+  summation order; the fast engine's float level differs from the exact one by far less than the slack,
+  and a real overfill is at least a fraction of a byte, far more. The outbound room check uses the same
+  bound, ``max(capacity − incoming, 0)·(1 + 1e-12)``.
+* Ties at equal cycles: a get and the put it unblocks happen in the same cycle whatever their order in
+  the event queue; an op whose chunk arrives in the cycle its region frees starts in that cycle.
+  Gradients handed over in the same cycle enter the link ordered by (slot, op, region), as the fast
+  engine sorts them — it matters, because their departures one by one decide when the buffer has room:
+  they are collected during the cycle and put into the Store by a zero-delay event, which is queued
+  after every op ending in that cycle (those timeouts were scheduled when the ops began).
+* Float rounding: the tiles' spans here accumulate (each tile starts where the last ended) where the
+  fast engine multiplies (start + i·cycles), its gradient link uses a closed form of the FIFO recurrence
+  and it sums FLOPs per array rather than per op. So results agree bit for bit only where the cycles are
+  round numbers (tiny8), and otherwise to ~1e-13 relative (the full Qwen3-30B-A3B step on WSE-2).
+
+Raises ``RuntimeError`` if a chunk is freed whose bytes are not in the buffer (a bookkeeping error), and
+SimPy's ``RuntimeError`` if the event queue runs dry before the step has ended (a deadlock).
+"""
 
 from __future__ import annotations
 
-from .engine import simulate
+from collections.abc import Generator
+from dataclasses import dataclass
+from fractions import Fraction
+from math import fsum
+from typing import Any
+
+import numpy as np
+import simpy
+
+from ..model.costs import op_cost
+from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
+from .chunks import plan_chunks
+from .plan import ExpertOps, LinkSchedule, StepPlan, Trace
 
 __all__ = ["simulate"]
+
+SLACK = 1 + 1e-12
+"""Relative slack on both staging buffers' capacity, as in the fast engine (``links``)."""
+
+
+class _CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
+@dataclass
+class _Gradient:
+    """One gradient on its way out: handed over at ``at``, on the link from ``start`` until ``left``."""
+
+    nbytes: float
+    at: float
+    order: tuple[int, ...]  # tie order among gradients handed over in the same cycle
+    batch: int
+    start: float = np.nan
+    left: float = np.nan
+
+
+class _Reference:
+    def __init__(self, plan: StepPlan) -> None:
+        self.plan, hw, m = plan, plan.hw, plan.model
+        self.env = env = _CountingEnvironment()
+        self.trace = Trace()
+        self.s = LayerShapes(m)
+        self.b = m.bytes_per_value
+        self.rate = hw.io_bytes_per_cycle
+        self.recompute = plan.training.activations == "recompute"
+        self.chunks = plan_chunks(hw, m, self.recompute)
+        n = len(self.chunks)
+        half = self.chunks.staging_bytes / 2  # half for weights in, half for gradients out
+        self.weights = simpy.Container(env, capacity=Fraction(half * SLACK))
+        self.arrived = [env.event() for _ in range(n)]
+        self.start, self.arrival = np.full(n, np.nan), np.full(n, np.nan)
+        self.copied: set[int] = set()  # whole-wafer chunks already copied out (and freed)
+        self.bytes_in = 0.0
+        self.wafer = simpy.Resource(env, capacity=1)
+        self.regions = [simpy.Resource(env, capacity=1) for _ in plan.expert_regions]
+        self.members: list[list[int]] = [[] for _ in plan.expert_regions]
+        for e, r in enumerate(plan.expert_region_of):
+            self.members[r].append(e)
+        self.grad_capacity = half
+        self.outbox = simpy.Store(env)
+        self.sent: list[_Gradient] = []  # every gradient handed over, in hand-over order
+        self.held: list[_Gradient] = []  # handed over and not known to have left
+        self.same_cycle: list[_Gradient] = []  # handed over this cycle, not yet in the Store
+        self.departure = env.event()  # triggered (and replaced) each time a gradient leaves
+        self.departed = 0
+
+    # ------------------------------------------------------------------------------ the inbound link
+    def _inbound(self) -> Generator[Any, Any, None]:
+        env = self.env
+        for i, size in enumerate(self.chunks.sizes.tolist()):
+            yield self.weights.put(Fraction(size))  # blocks while the buffer is full
+            self.start[i] = env.now
+            self.bytes_in += size
+            yield env.timeout(size / self.rate)
+            self.arrival[i] = env.now
+            self.arrived[i].succeed()
+
+    def _free(self, i: int) -> None:
+        if not self.weights.get(Fraction(float(self.chunks.sizes[i]))).triggered:
+            raise RuntimeError(f"chunk {self.chunks.names[i]} freed but its bytes are not in the buffer")
+
+    def _weights(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
+        env, start = self.env, self.env.now
+        first, last = self.chunks.keys[key]
+        for i in range(first, last + 1):
+            yield self.arrived[i]
+            if i not in self.copied:  # a recompute and its backward share the backward copy
+                self.copied.add(i)
+                self._free(i)
+        if env.now > start:
+            self.trace.spans.append(("step", "weight_stall", start, env.now, dict(args)))
+
+    # ----------------------------------------------------------------------------- the outbound link
+    def _outbound(self) -> Generator[Any, Any, None]:
+        env = self.env
+        while True:
+            g = yield self.outbox.get()
+            g.start, g.left = env.now, env.now + g.nbytes / self.rate
+            yield env.timeout(g.nbytes / self.rate)
+            self.departed += 1
+            self.departure.succeed()
+            self.departure = env.event()
+
+    def _hand_over(self, nbytes: float, order: tuple[int, ...], batch: int) -> None:
+        g = _Gradient(nbytes, self.env.now, order, batch)
+        self.sent.append(g)
+        self.held.append(g)
+        self.same_cycle.append(g)
+        if len(self.same_cycle) == 1:
+            self.env.timeout(0).callbacks.append(self._to_link)
+
+    def _to_link(self, _: Any) -> None:
+        for g in sorted(self.same_cycle, key=lambda g: g.order):
+            self.outbox.put(g)
+        self.same_cycle = []
+
+    def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
+        """Stall while the outbound buffer holds more than fits (with ``incoming`` bytes more)."""
+        env, start = self.env, self.env.now
+        limit = max(self.grad_capacity - incoming, 0.0) * SLACK
+        while True:
+            self.held = [g for g in self.held if not g.left <= env.now]  # not started, or leaving later
+            if fsum(g.nbytes for g in self.held) <= limit:
+                break
+            yield self.departure
+        if env.now > start:
+            self.trace.spans.append(("step", "gradient_stall", start, env.now, dict(args)))
+
+    def _gradient(self, name: str, nbytes: float, args: dict[str, Any]) -> Generator[Any, Any, None]:
+        yield from self._gradient_room(args, nbytes)
+        self._hand_over(nbytes, (), len(self.trace.gradients))
+        self.trace.gradients.append((name, args))
+
+    # ------------------------------------------------------------------------------------ compute ops
+    def _on_wafer(self, name: str, flops: float, weight_bytes: float,
+                  args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """One op on the whole wafer, once the wafer is free."""
+        cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
+        with self.wafer.request() as request:
+            yield request
+            start = self.env.now
+            yield self.env.timeout(cost.cycles)
+        self.trace.spans.append(("step", name, start, self.env.now, {
+            **args, "flops": flops, "weight_bytes": weight_bytes, "bound": cost.bound}))
+        self.trace.executed_flops += flops
+
+    def _per_tile(self, name: str, flops: float, weight_bytes: float,
+                  args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """One process per tile, each one op on the wafer: they queue for it in tile order."""
+        tiles = [self.env.process(self._on_wafer(name, flops, weight_bytes, {**args, "tile": i}))
+                 for i in range(self.plan.tiles)]
+        yield simpy.AllOf(self.env, tiles)
+
+    def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
+        t, s = self.plan.training, self.s
+        tokens = self.plan.batch_per_tile * t.seq_len
+        factor = 2.0 if backward else 1.0
+        flops = factor * tokens * (s.attention_proj_flops() + s.attention_core_flops(t.seq_len))
+        yield from self._per_tile("attention", flops, factor * s.attention_params * self.b,
+                                  {"layer": layer, "pass": pass_, "tokens": tokens})
+
+    def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
+        nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
+        cycles, max_load = self.plan.dispatch(nbytes, reverse)
+        total = float(nbytes.sum())
+        tr = self.trace
+        tr.max_link_load_bytes = max(tr.max_link_load_bytes, max_load)
+        if reverse:
+            tr.combined_bytes += total
+        else:
+            tr.dispatched_bytes += total
+        start = self.env.now
+        yield self.env.timeout(cycles)
+        tr.spans.append(("step", name, start, self.env.now,
+                         {"layer": layer, "pass": pass_, "bytes": total, "max_link_load_bytes": max_load}))
+
+    def _region(self, r: int, layer: int, pass_: str, chunk_pass: str, backward: bool,
+                batch: int) -> Generator[Any, Any, None]:
+        """Region r's experts in slot order, each op (piece) when its chunk has arrived and r is free."""
+        env, p, s = self.env, self.plan, self.s
+        rows, cols = p.expert_regions[r]
+        frees = pass_ != "recompute" or chunk_pass == "rec"  # backward copies serve recompute, then backward
+        for slot, e in enumerate(self.members[r]):
+            tokens = float(p.tokens[layer, e])
+            for k, op in enumerate(BACKWARD_OPS if backward else FORWARD_OPS):
+                flops = s.expert_op_flops(op, tokens, backward)
+                # backward is two matmuls (input and weight gradients): the weights pass the PEs twice
+                cost = op_cost(p.hw, rows, cols, flops, (2.0 if backward else 1.0) * s.expert_op_bytes(op))
+                chunks = self.chunks.expert_chunks[chunk_pass, layer, op][:, e].tolist()
+                for piece, i in enumerate(chunks):
+                    with self.regions[r].request() as request:
+                        yield request
+                        free = env.now
+                        yield self.arrived[i]
+                        begin = env.now
+                        yield env.timeout(cost.cycles / len(chunks))
+                    self.trace.expert_ops.append(ExpertOps(
+                        op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([env.now]),
+                        np.array([begin - free]), np.array([cost.compute >= cost.feed]), len(chunks)))
+                    self.trace.executed_flops += flops / len(chunks)
+                    if frees:
+                        self._free(i)
+                    if backward and piece == len(chunks) - 1:
+                        self._hand_over(s.expert_op_bytes(op), (slot, k, r), batch)
+
+    def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
+        env, start = self.env, self.env.now
+        batch = len(self.trace.gradients)
+        regions = [env.process(self._region(r, layer, pass_, chunk_pass, backward, batch))
+                   for r in range(len(self.regions)) if self.members[r]]
+        yield simpy.AllOf(env, regions)
+        self.trace.spans.append(("step", "experts", start, env.now, {"layer": layer, "pass": pass_}))
+        if backward:
+            count = sum(g.batch == batch for g in self.sent)
+            self.trace.gradients.append(("expert grads", {"layer": layer, "count": count}))
+            yield from self._gradient_room({"layer": layer, "pass": pass_})
+
+    # --------------------------------------------------------------------------------------- the step
+    def _moe(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
+        s, t = self.s, self.plan.training
+        tokens = self.plan.global_batch * t.seq_len
+        args = {"layer": layer, "pass": pass_, "tokens": tokens}
+        yield from self._weights((chunk_pass, layer, "router"), args)
+        factor = 2.0 if backward else 1.0
+        # the router op runs the router and the shared expert, and their weights feed the PEs together
+        yield from self._on_wafer("router", factor * tokens * s.router_stage_flops(),
+                                  factor * s.router_stage_params * self.b, args)
+        yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
+        yield from self._experts(layer, pass_, chunk_pass, backward)
+        yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
+
+    def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
+        yield from self._weights((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
+        yield from self._attention(layer, pass_, backward=False)
+        yield from self._moe(layer, pass_, chunk_pass, backward=False)
+
+    def _backward(self, layer: int) -> Generator[Any, Any, None]:
+        s, b, args = self.s, self.b, {"layer": layer, "pass": "bwd"}
+        yield from self._moe(layer, "bwd", "bwd", backward=True)
+        yield from self._gradient("router grad", s.router_stage_params * b, args)
+        yield from self._weights(("bwd", layer, "attention"), args)
+        if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
+            yield from self._attention(layer, "recompute", backward=False)
+        yield from self._attention(layer, "bwd", backward=True)
+        yield from self._gradient("attention grad", s.attention_params * b, args)
+
+    def _lm_head(self) -> Generator[Any, Any, None]:
+        """LM head and loss per tile, forward and backward together (its weights resident)."""
+        s, t = self.s, self.plan.training
+        weight_bytes = (s.lm_head_params or s.embedding_params) * self.b
+        if s.lm_head_params:
+            yield from self._weights(("lm_head",), {"pass": "fwd"})
+        tokens = self.plan.batch_per_tile * t.seq_len
+        yield from self._per_tile("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
+                                  {"pass": "fwd+bwd", "tokens": tokens})
+        if s.lm_head_params:
+            yield from self._gradient("lm_head grad", weight_bytes, {})
+
+    def _step(self) -> Generator[Any, Any, None]:
+        env, layers = self.env, self.plan.model.layers
+        yield from self._weights(("embedding",), {"pass": "fwd"})
+        for layer in range(layers):
+            yield from self._forward(layer, "fwd", "fwd")
+        yield from self._lm_head()
+        for layer in reversed(range(layers)):
+            if self.recompute:
+                yield from self._forward(layer, "recompute", self.chunks.rec_pass)
+            else:
+                yield from self._weights(("bwd", layer, "router"), {"layer": layer, "pass": "bwd"})
+            yield from self._backward(layer)
+        yield from self._gradient("embedding grad", self.s.embedding_params * self.b, {})
+        start = env.now  # the step ends when the last gradient has left
+        while self.departed < len(self.sent):
+            yield self.departure
+        if env.now > start:
+            self.trace.spans.append(("step", "gradient_drain", start, env.now, {}))
+
+    def run(self) -> Trace:
+        env = self.env
+        env.process(self._inbound())
+        env.process(self._outbound())
+        done = env.process(self._step())
+        env.run(until=done)
+        tr, c = self.trace, self.chunks
+        tr.step_cycles, tr.events = float(env.now), env.processed
+        tr.restreamed_for_recompute = c.restreamed_for_recompute
+        tr.io_bytes_in = self.bytes_in
+        tr.io_bytes_out = fsum(g.nbytes for g in self.sent if g.left <= env.now)
+        tr.io_in = LinkSchedule(tuple(c.names), c.sizes.copy(), self.start, self.arrival)
+        tr.staging_held_at_end = float(self.weights.level)
+        for batch in range(len(tr.gradients)):  # (start, left, bytes) arrays per hand-over, in link order
+            out = sorted((g for g in self.sent if g.batch == batch), key=lambda g: g.start)
+            tr.gradient_batches.append(tuple(np.array([getattr(g, f) for g in out])
+                                             for f in ("start", "left", "nbytes")))
+        return tr
+
+
+def simulate(plan: StepPlan) -> Trace:
+    """Simulate one training step with the reference engine; returns the trace (spans in cycles) and
+    counters, as ``engine.simulate`` does. Raises ``RuntimeError`` on a bookkeeping error or a deadlock."""
+    return _Reference(plan).run()
