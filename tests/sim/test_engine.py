@@ -13,6 +13,7 @@ from wsesim.analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, phase_cycles
 from wsesim.config.loader import load_experiment_data, load_hardware
 from wsesim.config.specs import ModelSpec, TrainingSpec
 from wsesim.experiments.runner import make_plan, random_streams, run_experiment, simulate_experiment
+from wsesim.model.costs import region_expert_costs
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.sim.engine import _Engine, simulate
@@ -26,8 +27,10 @@ def _micro_trace(activations: str):
     hw = load_hardware("tiny8")
     model = ModelSpec.model_validate(MICRO)
     training = TrainingSpec.model_validate({"seq_len": 1, "batch_per_tile": 1, "tiles": 1, "activations": activations})
-    plan = StepPlan(hw, model, training, 1, 1, (8, 8), ((8, 8),), (0,), np.array([[1]]),
-                    lambda nbytes, reverse: (5.0, float(nbytes.sum())))
+    tokens = np.array([[1]])
+    plan = StepPlan(hw, model, training, 1, 1, (8, 8), ((8, 8),), (0,), tokens,
+                    lambda nbytes, reverse: (5.0, float(nbytes.sum())),
+                    region_expert_costs(hw, LayerShapes(model), tokens, np.array([8.0]), np.array([8.0])))
     return simulate(plan)
 
 

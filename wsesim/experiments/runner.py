@@ -20,8 +20,10 @@ from ..fabric.dispatch import DispatchModel, dispatch_traffic
 from ..fabric.fidelity import make_fabric
 from ..fabric.mesh import Mesh
 from ..fabric.placement import Placement, place
+from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_costs
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
-from ..model.routing import expert_load, route_tokens
+from ..model.routing import busiest_column_copies, expert_load, route_tokens
+from ..model.shapes import LayerShapes
 from ..sim.engine import simulate
 from ..sim.plan import StepPlan, Trace
 
@@ -56,7 +58,8 @@ def _dispatch_fn(spec: ExperimentSpec, mesh: Mesh, placement: Placement) -> Call
 
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
               place_rng: np.random.Generator) -> tuple[StepPlan, Mesh, Placement]:
-    """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing."""
+    """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing,
+    and the cost of every expert op under the MoE mapping."""
     hw, m, t = spec.hardware, spec.model, spec.training
     mesh = _mesh(hw, spec.simulation.granularity)
     placement = expert_placement(spec, place_rng)
@@ -65,14 +68,31 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         attention_shape=(hw.mesh.rows, hw.mesh.cols),
         expert_regions=tuple((r.rows, r.cols) for r in placement.regions),
         expert_region_of=tuple(placement.expert_region_index), tokens=tokens,
-        dispatch=_dispatch_fn(spec, mesh, placement),
+        dispatch=_dispatch_fn(spec, mesh, placement), moe_mapping=spec.simulation.moe_mapping,
+        expert_costs=expert_costs(spec, tokens, placement),
     )
     return plan, mesh, placement
 
 
+def expert_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
+    """Every expert op's cycles under ``simulation.moe_mapping``: on its region (``regions``), or on the
+    whole wafer paced by the column with the most copies of the expert (``in_place``; the copies' spread
+    over the columns is drawn from the run's seed, a stream of its own)."""
+    hw, shapes = spec.hardware, LayerShapes(spec.model)
+    if spec.simulation.moe_mapping == "in_place":
+        lanes = busiest_column_copies(tokens, hw.mesh.cols, spread_stream(spec.training.seed))
+        return in_place_expert_costs(hw, shapes, lanes, hw.mesh.rows, hw.mesh.cols)
+    region = np.array([(placement.regions[r].rows, placement.regions[r].cols) for r in placement.expert_region_index],
+                      dtype=float)
+    return region_expert_costs(hw, shapes, tokens, region[:, 0], region[:, 1])
+
+
 def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
     """Expert regions tiled in whole PEs (not whole mesh nodes, which would make regions up to a block
-    larger or smaller than their neighbours): the fabric maps each region onto the nodes it covers."""
+    larger or smaller than their neighbours): the fabric maps each region onto the nodes it covers.
+    In place, every expert runs on the whole wafer: one region, shared by all."""
+    if spec.simulation.moe_mapping == "in_place":
+        return place(spec.hardware, spec.model.experts, "grid", rng, tiles=1)
     return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
 
 
@@ -90,6 +110,13 @@ def random_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]
     """Independent generators for (placement, routing) from the run's seed."""
     place_rng, route_rng = np.random.default_rng(seed).spawn(2)
     return place_rng, route_rng
+
+
+def spread_stream(seed: int) -> np.random.Generator:
+    """A third independent generator from the run's seed: how expert copies spread over the wafer's
+    columns in place. (A SeedSequence's i-th child does not depend on how many are spawned, so this one
+    leaves the placement and routing streams as they were.)"""
+    return np.random.default_rng(seed).spawn(3)[2]
 
 
 @dataclass(frozen=True)

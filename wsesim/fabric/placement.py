@@ -72,12 +72,13 @@ def _tile_grid(rows: int, cols: int, experts: int) -> tuple[int, int]:
 
 
 def place(mesh_or_hw: Mesh | HardwareSpec, experts: int, strategy: str = "grid",
-          rng: np.random.Generator | None = None) -> Placement:
+          rng: np.random.Generator | None = None, *, tiles: int | None = None) -> Placement:
     """Tile the mesh in a near-square grid of (almost) equal rectangles and give them to ``experts``.
 
     On a ``Mesh`` the tiles are whole nodes (block-aligned); on a ``HardwareSpec`` whole PEs of the full
     wafer. ``strategy`` is a key of ``PLACEMENTS``; ``rng`` is needed by ``"random"``. Raises
-    ``ConfigError`` for an unknown strategy or a non-positive expert count.
+    ``ConfigError`` for an unknown strategy or a non-positive expert count. ``tiles`` caps the number
+    of tiles (default: one per expert; 1 puts every expert on the whole wafer).
     """
     if strategy not in PLACEMENTS:
         raise ConfigError(f"expected one of {', '.join(PLACEMENTS)}, got {strategy!r}", path="placement")
@@ -88,11 +89,11 @@ def place(mesh_or_hw: Mesh | HardwareSpec, experts: int, strategy: str = "grid",
     else:
         pe_rows, pe_cols, k = mesh_or_hw.pe_rows, mesh_or_hw.pe_cols, mesh_or_hw.block
     rows, cols = -(-pe_rows // k), -(-pe_cols // k)
-    gr, gc = _tile_grid(rows, cols, int(experts))
+    gr, gc = _tile_grid(rows, cols, int(tiles or experts))
     # node boundaries split as evenly as integers allow, then converted to PE rows/cols
     rb = [min(k * (i * rows // gr), pe_rows) for i in range(gr + 1)]
     cb = [min(k * (j * cols // gc), pe_cols) for j in range(gc + 1)]
-    tiles = [Region(rb[i], cb[j], rb[i + 1] - rb[i], cb[j + 1] - cb[j]) for i in range(gr) for j in range(gc)]
-    regions = tuple(tiles[t] for t in PLACEMENTS[strategy](gr, gc, rng))
+    grid = [Region(rb[i], cb[j], rb[i + 1] - rb[i], cb[j + 1] - cb[j]) for i in range(gr) for j in range(gc)]
+    regions = tuple(grid[t] for t in PLACEMENTS[strategy](gr, gc, rng))
     return Placement(strategy, Region(0, 0, pe_rows, pe_cols), regions,
                      tuple(e % len(regions) for e in range(int(experts))))

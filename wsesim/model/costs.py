@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..config.specs import HardwareSpec
+from .shapes import EXPERT_SHARE, LayerShapes
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,57 @@ def op_cycles(hw: HardwareSpec, rows: np.ndarray, cols: np.ndarray, flops: np.nd
     """``op_cost`` over arrays (same formula): cycles, and True where compute bounds the op."""
     compute, feed, fill_drain = _terms(hw, rows, cols, flops, weight_bytes)
     return hw.runtime.task_overhead_cycles + fill_drain + np.maximum(compute, feed), compute >= feed
+
+
+@dataclass(frozen=True)
+class ExpertCosts:
+    """Cycles of every expert op of a step: ``cycles[op, backward]`` and ``compute_bound[op, backward]``
+    are arrays ``[layer, expert]`` (op ``gate_up`` or ``down``; backward does input and weight
+    gradients, two matmuls, so the weights pass the PEs twice)."""
+
+    cycles: dict[tuple[str, bool], np.ndarray]
+    compute_bound: dict[tuple[str, bool], np.ndarray]
+
+
+def region_expert_costs(hw: HardwareSpec, shapes: LayerShapes, tokens: np.ndarray, rows: np.ndarray,
+                        cols: np.ndarray) -> ExpertCosts:
+    """The ``regions`` mapping: expert e's op runs on its own ``rows[e] × cols[e]`` region on the
+    ``tokens[layer, e]`` routed there, costed by ``op_cycles``."""
+    cycles, bound = {}, {}
+    n = tokens.astype(float)
+    for op in EXPERT_SHARE:
+        for backward in (False, True):
+            weight_bytes = (2.0 if backward else 1.0) * shapes.expert_op_bytes(op)
+            cycles[op, backward], bound[op, backward] = op_cycles(
+                hw, rows, cols, shapes.expert_op_flops(op, n, backward), weight_bytes)
+    return ExpertCosts(cycles, bound)
+
+
+def in_place_expert_costs(hw: HardwareSpec, shapes: LayerShapes, lane_copies: np.ndarray, rows: int,
+                          cols: int) -> ExpertCosts:
+    """The ``in_place`` mapping (docs/model.md §4): every expert's op runs on the whole wafer while its
+    weights pass across it, each PE computing only for the copies it holds of that expert.
+
+    A PE row holds ``1/rows`` of the op's weights; each weight element, passing a PE, meets that PE's
+    copies of the expert, ``simd_width`` copies per instruction (a SIMD lane holds copies of one expert
+    only). The slowest column (``lane_copies[layer, e]``, its most copies of expert e) sets the pace::
+
+        compute = (op_params / rows) · ceil(lane_copies / simd_width) / gemm_efficiency
+        feed    = op_params · bytes_per_value / (rows · link_bytes_per_cycle)
+
+    With every column full of one expert's copies this is the whole-wafer GEMM's FLOPs over the wafer's
+    FMAC rate; with few copies per column the ceiling makes a copy dearer than its FLOPs, and a column
+    with none idles while the weights pass (the feed term still counts them).
+    """
+    cycles, bound = {}, {}
+    vectors = np.ceil(lane_copies / hw.pe.simd_width)
+    fill_drain = hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles
+    for op, share in EXPERT_SHARE.items():
+        params = share * shapes.expert_params
+        for backward in (False, True):
+            factor = 2.0 if backward else 1.0
+            compute = factor * (params / rows) * vectors / hw.runtime.gemm_efficiency
+            feed = factor * shapes.expert_op_bytes(op) / (rows * hw.fabric.link_bytes_per_cycle)
+            cycles[op, backward] = hw.runtime.task_overhead_cycles + fill_drain + np.maximum(compute, feed)
+            bound[op, backward] = compute >= feed
+    return ExpertCosts(cycles, bound)

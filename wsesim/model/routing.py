@@ -25,7 +25,8 @@ def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.
     p = _capped(np.full(E, 1.0 / E), k)
     for layer in range(L):
         if alpha is not None:
-            p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)
+            with np.errstate(over="ignore"):  # rank^alpha past a double's range: that expert's weight is 0
+                p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)
         out[layer] = _draw(rng, tokens, k, p)
     return out
 
@@ -38,7 +39,8 @@ def _capped(p: np.ndarray, k: int) -> np.ndarray:
         free = ~over & (p < cap)
         excess = float((p[over] - cap).sum())
         p = np.where(over, cap, p)
-        p[free] += excess * p[free] / p[free].sum()
+        room = p[free].sum()  # 0 when a steep Zipf's tail underflowed: then the excess is shared evenly
+        p[free] += excess * p[free] / room if room > 0 else excess / np.count_nonzero(free)
     return p
 
 
@@ -71,3 +73,21 @@ def region_load(tokens: np.ndarray, region_of_expert: np.ndarray, region_pes: np
 def expert_load(tokens: np.ndarray, region_of_expert: np.ndarray, region_pes: np.ndarray, pes: int) -> float:
     """The busiest region's ``region_load`` (≥ 1: the memory model never sizes below the mean)."""
     return max(1.0, float(region_load(tokens, region_of_expert, region_pes, pes).max()))
+
+
+def busiest_column_copies(tokens: np.ndarray, columns: int, rng: np.random.Generator) -> np.ndarray:
+    """For the ``in_place`` mapping: per layer and expert, the most copies of that expert any one PE
+    column holds (``[layers, experts]`` ints).
+
+    In place, each token's k copies stay where the token is: the step's tokens are spread evenly over
+    the wafer's ``columns`` (each PE of a column holds a slice of the hidden state of that column's
+    tokens), and the experts of a column's copies are whatever the routing chose. Expert e's
+    ``tokens[layer, e]`` copies are therefore spread over the columns at random (a multinomial with
+    equal shares), and the column with the most of them sets how long e's weights take to pass.
+    """
+    L, E = tokens.shape
+    out = np.empty((L, E), dtype=np.int64)
+    share = np.full(columns, 1.0 / columns)
+    for layer in range(L):
+        out[layer] = rng.multinomial(tokens[layer], share).max(axis=1)
+    return out

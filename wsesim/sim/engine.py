@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from ..model.costs import op_cost, op_cycles
+from ..model.costs import op_cost
 from ..model.shapes import BACKWARD_OPS, EXPERT_SHARE, FORWARD_OPS, LayerShapes
 from .chunks import plan_chunks
 from .links import GradientLink, WeightStream
@@ -95,19 +95,10 @@ class _Engine:
 
     # ---------------------------------------------------------------------------------- compute ops
     def _expert_costs(self) -> None:
-        """Cycles of every expert op on its region, forward and backward: arrays [layer, expert]."""
-        p, s = self.plan, self.s
-        shapes = np.array([p.expert_regions[r] for r in p.expert_region_of], dtype=float)
-        n = p.tokens.astype(float)
-        self.cost: dict[tuple[str, bool], np.ndarray] = {}
-        self.compute_bound: dict[tuple[str, bool], np.ndarray] = {}  # else bound by the weight feed
-        self.op_bytes = {op: s.expert_op_bytes(op) for op in EXPERT_SHARE}
-        for op in EXPERT_SHARE:
-            for backward in (False, True):
-                flops = s.expert_op_flops(op, n, backward)
-                # backward is two matmuls (input and weight gradients): the weights pass the PEs twice
-                self.cost[op, backward], self.compute_bound[op, backward] = op_cycles(
-                    p.hw, shapes[:, 0], shapes[:, 1], flops, (2.0 if backward else 1.0) * self.op_bytes[op])
+        """Cycles of every expert op (the plan's, from the cost model): arrays [layer, expert]."""
+        self.cost = self.plan.expert_costs.cycles
+        self.compute_bound = self.plan.expert_costs.compute_bound  # else bound by the weight feed
+        self.op_bytes = {op: self.s.expert_op_bytes(op) for op in EXPERT_SHARE}
 
     def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
             repeat: int = 1, per: str = "") -> Generator[Any, Any, None]:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
+from ..model.costs import ExpertCosts
 
 # A span: (track, name, start cycle, end cycle, args).
 Span = tuple[str, str, float, float, dict[str, Any]]
@@ -37,6 +38,8 @@ class StepPlan:
     expert_region_of: tuple[int, ...]
     tokens: np.ndarray
     dispatch: DispatchFn
+    expert_costs: ExpertCosts
+    moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
 
     @property
     def global_batch(self) -> int:
