@@ -5,8 +5,8 @@ dispatch, experts, combine; the LM head per tile; the backward pass in reverse, 
 the activation policy says so; it ends when the last gradient has left.
 
 It shares with the fast engine only plan and cost data — the chunk plan (``chunks.plan_chunks``), the
-op costs (``model.costs.op_cost``), the FLOP and byte counts (``model.shapes``) and the fabric's timing
-(``plan.dispatch``) — never scheduling code:
+op costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte
+counts (``model.shapes``) and the fabric's timing (``plan.dispatch``) — never scheduling code:
 
 * the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
   ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
@@ -242,14 +242,13 @@ class _Reference:
                 batch: int) -> Generator[Any, Any, None]:
         """Region r's experts in slot order, each op (piece) when its chunk has arrived and r is free."""
         env, p, s = self.env, self.plan, self.s
-        rows, cols = p.expert_regions[r]
         frees = pass_ != "recompute" or chunk_pass == "rec"  # backward copies serve recompute, then backward
         for slot, e in enumerate(self.members[r]):
             tokens = float(p.tokens[layer, e])
             for k, op in enumerate(BACKWARD_OPS if backward else FORWARD_OPS):
                 flops = s.expert_op_flops(op, tokens, backward)
-                # backward is two matmuls (input and weight gradients): the weights pass the PEs twice
-                cost = op_cost(p.hw, rows, cols, flops, (2.0 if backward else 1.0) * s.expert_op_bytes(op))
+                cycles = float(p.expert_costs.cycles[op, backward][layer, e])  # the cost model's, via the plan
+                bound = bool(p.expert_costs.compute_bound[op, backward][layer, e])
                 chunks = self.chunks.expert_chunks[chunk_pass, layer, op][:, e].tolist()
                 for piece, i in enumerate(chunks):
                     with self.regions[r].request() as request:
@@ -257,10 +256,10 @@ class _Reference:
                         free = env.now
                         yield self.arrived[i]
                         begin = env.now
-                        yield env.timeout(cost.cycles / len(chunks))
+                        yield env.timeout(cycles / len(chunks))
                     self.trace.expert_ops.append(ExpertOps(
                         op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([env.now]),
-                        np.array([begin - free]), np.array([cost.compute >= cost.feed]), len(chunks)))
+                        np.array([begin - free]), np.array([bound]), len(chunks)))
                     self.trace.executed_flops += flops / len(chunks)
                     if frees:
                         self._free(i)
