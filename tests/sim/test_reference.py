@@ -54,6 +54,11 @@ TINY_CASES = [
      "training.activations": "store", "hardware.runtime.staging_buffer": "1 KiB", "training.seed": 3},
     {"model.shared_expert_intermediate": 32, "hardware.runtime.staging_buffer": "256 B"},
     {"simulation.fabric": "packet", "simulation.placement": "random", "training.seed": 7},
+    # in place: every expert on the whole wafer, one after another; copies made and summed on the wafer
+    {"simulation.moe_mapping": "in_place"},
+    {"simulation.moe_mapping": "in_place", "training.activations": "store", "training.routing": "zipf:1.5"},
+    {**BIG_SRAM, "simulation.moe_mapping": "in_place", "model.experts": 11, "hardware.runtime.staging_buffer": "256 B",
+     "model.top_k": 1, "training.tiles": 3},
 ]
 
 # a reduced WSE-2 (40 x 48 PEs, block:4) with two layers of Qwen3-30B-A3B; 2 MiB per PE so that the full
@@ -64,6 +69,7 @@ WSE2_CASES = [
     {},  # recompute, top_k 8, G=1
     {"training.activations": "store", "training.tiles": 2, "training.routing": "zipf:1.2"},
     {"model.top_k": 1, "training.tiles": 3, "training.batch_per_tile": 2},
+    {"simulation.moe_mapping": "in_place", "training.tiles": 2},
 ]
 
 

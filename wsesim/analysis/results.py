@@ -18,8 +18,8 @@ from ..config.specs import ExperimentSpec
 from ..model.shapes import LayerShapes
 from ..sim.plan import Trace
 
-STEP_PHASES = ("attention", "router", "dispatch", "experts", "combine", "lm_head", "weight_stall",
-               "gradient_stall", "gradient_drain")
+STEP_PHASES = ("attention", "router", "dispatch", "expand", "experts", "weighted_sum", "combine", "lm_head",
+               "weight_stall", "gradient_stall", "gradient_drain")
 """The step's own timeline, partitioned: these sum to ``step_cycles``."""
 
 WALL_CLOCK_FIELDS = ("wall_s",)

@@ -151,3 +151,16 @@ class LayerShapes:
         """FLOPs of one expert's ``op`` on ``tokens`` routed slots; backward is two matmuls (input and
         weight gradients) of the forward's size."""
         return (2.0 if backward else 1.0) * EXPERT_SHARE[op] * tokens * self.expert_slot_flops()
+
+
+def copy_op_flops(shapes: LayerShapes, tokens: int, name: str, backward: bool) -> tuple[float, bool]:
+    """The in-place mapping's copy ops on ``tokens`` tokens: (datapath work in FLOP-equivalents, whether
+    that work is arithmetic). ``expand`` writes each token's k copies (one FMAC slot per element: timed
+    like 2 FLOPs, but no arithmetic) and in backward adds the k copies' gradients back into one;
+    ``weighted_sum`` multiplies each expert output by its router probability and adds the k of them, and
+    in backward does that twice (gradients for the copies and for the probabilities)."""
+    m = shapes.model
+    elements = float(tokens) * m.top_k * m.hidden_size
+    if name == "expand":
+        return 2.0 * elements, backward
+    return (4.0 if backward else 2.0) * elements, True

@@ -27,10 +27,11 @@ import numpy as np
 import simpy
 
 from ..model.costs import op_cost
-from ..model.shapes import BACKWARD_OPS, EXPERT_SHARE, FORWARD_OPS, LayerShapes
+from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
+from .experts import in_place_phase, regions_phase
 from .links import GradientLink, WeightStream
-from .plan import ExpertOps, StepPlan, Trace
+from .plan import StepPlan, Trace
 
 __all__ = ["simulate"]
 
@@ -101,15 +102,17 @@ class _Engine:
         self.op_bytes = {op: self.s.expert_op_bytes(op) for op in EXPERT_SHARE}
 
     def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
-            repeat: int = 1, per: str = "") -> Generator[Any, Any, None]:
-        """``repeat`` identical ops on the whole wafer, back to back (one span each)."""
+            repeat: int = 1, per: str = "", useful: bool = True) -> Generator[Any, Any, None]:
+        """``repeat`` identical ops on the whole wafer, back to back (one span each). ``flops`` not
+        ``useful`` are datapath work that is no arithmetic (copies): timed, not counted as FLOPs."""
         cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
         start, cycles = self.env.now, cost.cycles
         for i in range(repeat):
             span_args = {**args, **({per: i} if per else {}), "flops": flops, "weight_bytes": weight_bytes,
                          "bound": cost.bound}
             self.trace.spans.append(("step", name, start + i * cycles, start + (i + 1) * cycles, span_args))
-        self.trace.executed_flops += repeat * flops
+        if useful:
+            self.trace.executed_flops += repeat * flops
         yield self.env.timeout(repeat * cycles)
 
     def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
@@ -121,6 +124,13 @@ class _Engine:
         flops = factor * tokens * (s.attention_proj_flops() + s.attention_core_flops(t.seq_len))
         yield from self._op("attention", flops, factor * s.attention_params * self.b,
                             {"layer": layer, "pass": pass_, "tokens": tokens}, repeat=self.plan.tiles, per="tile")
+
+    def _copies(self, name: str, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
+        """In place, on the whole wafer: ``expand`` makes each token's k copies, ``weighted_sum`` adds the
+        k expert outputs weighted by their router probabilities (docs/model.md §3)."""
+        flops, useful = copy_op_flops(self.s, self.plan.global_batch * self.plan.training.seq_len, name, backward)
+        yield from self._op(name, flops, 0.0, {"layer": layer, "pass": pass_, "copies": self.plan.model.top_k},
+                            useful=useful)
 
     def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
         nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
@@ -138,103 +148,6 @@ class _Engine:
         yield self.env.timeout(cycles)
         self.trace.spans.append(("step", name, start, self.env.now,
                                  {"layer": layer, "pass": pass_, "bytes": total, "max_link_load_bytes": max_load}))
-
-    def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        """All expert regions in parallel; each runs its experts' ops in turn, each op when its weights
-        have arrived (an op whose weights came in several pieces runs piece by piece). Laid out with array
-        arithmetic while the needed chunks are scheduled; a region that needs a chunk the stream has not
-        reached yet continues as a process that waits for it."""
-        env, stream, start = self.env, self.stream, self.env.now
-        ops = BACKWARD_OPS if backward else FORWARD_OPS
-        last_use = pass_ != "recompute" or chunk_pass == "rec"  # backward copies serve recompute, then backward
-        R = self.slots.shape[1]
-        t = np.full(R, start)
-        stopped = np.zeros(R, dtype=bool)  # regions continuing as processes
-        resume: list[tuple[int, int, int, int]] = []  # (region, slot, op index, piece)
-        grads: list[tuple[np.ndarray, float, int, int, np.ndarray]] = []  # (cycles, bytes, slot, op, regions)
-        for j, experts in enumerate(self.slots):
-            for k, op in enumerate(ops):
-                chunks = self.expert_chunks[chunk_pass, layer, op]
-                pieces = chunks.shape[0]
-                for piece in range(pieces):
-                    regions = np.flatnonzero((experts >= 0) & ~stopped)
-                    if not len(regions):
-                        continue
-                    ex = experts[regions]
-                    index = chunks[piece, ex]
-                    arrival = stream.arrival[index]
-                    unscheduled = np.isnan(arrival)
-                    if unscheduled.any():
-                        resume.extend((int(r), j, k, piece) for r in regions[unscheduled])
-                        stopped[regions[unscheduled]] = True
-                        regions, ex, index, arrival = (a[~unscheduled] for a in (regions, ex, index, arrival))
-                    begin = np.maximum(t[regions], arrival)
-                    end = begin + self.cost[op, backward][layer, ex] / pieces
-                    self._record(op, pass_, layer, backward, ex, begin, end, begin - t[regions], pieces)
-                    t[regions] = end
-                    if last_use:
-                        stream.free_at(end, self.chunk_bytes[index])
-                    if backward and piece == pieces - 1:
-                        grads.append((end, self.op_bytes[op], j, k, regions))
-        ends = [t[~stopped].max(initial=start)]
-        if resume:
-            procs = [env.process(self._region(r, j, k, piece, float(t[r]), layer, pass_, chunk_pass, backward,
-                                              last_use, grads)) for r, j, k, piece in resume]
-            done = yield simpy.AllOf(env, procs)
-            ends.extend(done.values())
-        end = max(ends)
-        if end > env.now:
-            yield env.timeout(end - env.now)
-        self.trace.spans.append(("step", "experts", start, env.now, {"layer": layer, "pass": pass_}))
-        if backward:
-            at = np.concatenate([g[0] for g in grads])
-            nbytes, slot, op_index, region = (np.concatenate([np.broadcast_to(g[i], len(g[0])) for g in grads])
-                                              for i in range(1, 5))
-            # in order of hand-over; in one cycle by (slot, op, region), whether laid out or run as a process
-            order = np.lexsort((region, op_index, slot, at))
-            self.grads.send(at[order], nbytes[order])
-            self.trace.gradients.append(("expert grads", {"layer": layer, "count": len(at)}))
-            yield from self._gradient_room({"layer": layer, "pass": pass_})
-
-    def _region(self, r: int, j0: int, k0: int, p0: int, t: float, layer: int, pass_: str, chunk_pass: str,
-                backward: bool, last_use: bool,
-                grads: list[tuple[np.ndarray, float, int, int, np.ndarray]]) -> Generator[Any, Any, float]:
-        """One region's remaining ops from slot ``j0``, op ``k0``, piece ``p0``, as a process that waits
-        for chunks the stream has not scheduled yet (the same timeline as ``_experts``' layout)."""
-        env, stream = self.env, self.stream
-        ops = BACKWARD_OPS if backward else FORWARD_OPS
-        first = True
-        for j in range(j0, self.slots.shape[0]):
-            e = int(self.slots[j, r])
-            if e < 0:
-                break
-            for k in range(k0 if j == j0 else 0, len(ops)):
-                op = ops[k]
-                chunks = self.expert_chunks[chunk_pass, layer, op]
-                pieces = chunks.shape[0]
-                for piece in range(p0 if first else 0, pieces):
-                    first = False
-                    i = int(chunks[piece, e])
-                    if i >= stream.next and t > env.now:
-                        yield env.timeout(t - env.now)
-                    if i >= stream.next:  # (checked again: the stream may have got there meanwhile)
-                        yield stream.wait(i)
-                    free_at, begin = t, max(t, float(stream.arrival[i]))
-                    t = begin + float(self.cost[op, backward][layer, e]) / pieces
-                    self._record(op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([t]),
-                                 np.array([begin - free_at]), pieces)
-                    if last_use:
-                        stream.free_at(np.array([t]), np.array([self.sizes[i]]))
-                    if backward and piece == pieces - 1:
-                        grads.append((np.array([t]), self.op_bytes[op], j, k, np.array([r])))
-        return t
-
-    def _record(self, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
-                end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
-        self.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait,
-                                               self.compute_bound[op, backward][layer, experts], pieces))
-        self.trace.executed_flops += self.s.expert_op_flops(op, float(self.plan.tokens[layer, experts].sum()),
-                                                            backward) / pieces
 
     def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
         """Stall while the outbound buffer holds more gradients than fit (with ``incoming`` bytes more)."""
@@ -260,8 +173,13 @@ class _Engine:
         router_flops = factor * tokens * s.router_stage_flops()
         # the shared expert's weights feed the PEs with the router's (they were counted as FLOPs already)
         yield from self._op("router", router_flops, factor * s.router_stage_params * self.b, args)
+        if self.plan.moe_mapping == "in_place":
+            yield from self._copies("weighted_sum" if backward else "expand", layer, pass_, backward)
+            yield from in_place_phase(self, layer, pass_, chunk_pass, backward)
+            yield from self._copies("expand" if backward else "weighted_sum", layer, pass_, backward)
+            return
         yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
-        yield from self._experts(layer, pass_, chunk_pass, backward)
+        yield from regions_phase(self, layer, pass_, chunk_pass, backward)
         yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
 
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:

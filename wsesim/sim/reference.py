@@ -63,7 +63,7 @@ import numpy as np
 import simpy
 
 from ..model.costs import op_cost
-from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
+from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
 from .plan import ExpertOps, LinkSchedule, StepPlan, Trace
 
@@ -196,9 +196,9 @@ class _Reference:
         self.trace.gradients.append((name, args))
 
     # ------------------------------------------------------------------------------------ compute ops
-    def _on_wafer(self, name: str, flops: float, weight_bytes: float,
-                  args: dict[str, Any]) -> Generator[Any, Any, None]:
-        """One op on the whole wafer, once the wafer is free."""
+    def _on_wafer(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
+                  useful: bool = True) -> Generator[Any, Any, None]:
+        """One op on the whole wafer, once the wafer is free (``useful``: its FLOPs are arithmetic)."""
         cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
         with self.wafer.request() as request:
             yield request
@@ -206,7 +206,8 @@ class _Reference:
             yield self.env.timeout(cost.cycles)
         self.trace.spans.append(("step", name, start, self.env.now, {
             **args, "flops": flops, "weight_bytes": weight_bytes, "bound": cost.bound}))
-        self.trace.executed_flops += flops
+        if useful:
+            self.trace.executed_flops += flops
 
     def _per_tile(self, name: str, flops: float, weight_bytes: float,
                   args: dict[str, Any]) -> Generator[Any, Any, None]:
@@ -256,7 +257,9 @@ class _Reference:
                         free = env.now
                         yield self.arrived[i]
                         begin = env.now
+                        self.waited[r] += begin - free
                         yield env.timeout(cycles / len(chunks))
+                        self.ended[r] = env.now
                     self.trace.expert_ops.append(ExpertOps(
                         op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([env.now]),
                         np.array([begin - free]), np.array([bound]), len(chunks)))
@@ -269,10 +272,19 @@ class _Reference:
     def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
         env, start = self.env, self.env.now
         batch = len(self.trace.gradients)
+        self.waited = [0.0] * len(self.regions)  # per region, cycles its ops waited for their weights
+        self.ended = [start] * len(self.regions)
         regions = [env.process(self._region(r, layer, pass_, chunk_pass, backward, batch))
                    for r in range(len(self.regions)) if self.members[r]]
         yield simpy.AllOf(env, regions)
-        self.trace.spans.append(("step", "experts", start, env.now, {"layer": layer, "pass": pass_}))
+        # the phase is the critical region's (the first of those that ended last): its waits for weights
+        # are the phase's weight stall, accounted at the phase's end
+        critical = max(range(len(self.regions)), key=lambda r: (self.ended[r], -r))
+        split = min(max(env.now - self.waited[critical], start), env.now)
+        self.trace.spans.append(("step", "experts", start, split, {"layer": layer, "pass": pass_}))
+        if split < env.now:
+            self.trace.spans.append(("step", "weight_stall", split, env.now,
+                                     {"layer": layer, "pass": pass_, "during": "experts"}))
         if backward:
             count = sum(g.batch == batch for g in self.sent)
             self.trace.gradients.append(("expert grads", {"layer": layer, "count": count}))
@@ -288,9 +300,19 @@ class _Reference:
         # the router op runs the router and the shared expert, and their weights feed the PEs together
         yield from self._on_wafer("router", factor * tokens * s.router_stage_flops(),
                                   factor * s.router_stage_params * self.b, args)
+        if self.plan.moe_mapping == "in_place":  # the plan gives it one region: the whole wafer
+            yield from self._copies("weighted_sum" if backward else "expand", layer, pass_, backward)
+            yield from self._experts(layer, pass_, chunk_pass, backward)
+            yield from self._copies("expand" if backward else "weighted_sum", layer, pass_, backward)
+            return
         yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
         yield from self._experts(layer, pass_, chunk_pass, backward)
         yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
+
+    def _copies(self, name: str, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
+        flops, useful = copy_op_flops(self.s, self.plan.global_batch * self.plan.training.seq_len, name, backward)
+        yield from self._on_wafer(name, flops, 0.0, {"layer": layer, "pass": pass_, "copies": self.plan.model.top_k},
+                                  useful)
 
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
         yield from self._weights((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
