@@ -59,6 +59,9 @@ TINY_CASES = [
     {"simulation.moe_mapping": "in_place", "training.activations": "store", "training.routing": "zipf:1.5"},
     {**BIG_SRAM, "simulation.moe_mapping": "in_place", "model.experts": 11, "hardware.runtime.staging_buffer": "256 B",
      "model.top_k": 1, "training.tiles": 3},
+    # attention recomputed once (its output kept), gradients streamed out in fp32
+    {"training.attention_recompute": "once", "training.weight_gradient_dtype": "fp32",
+     "hardware.runtime.staging_buffer": "512 B"},
 ]
 
 # a reduced WSE-2 (40 x 48 PEs, block:4) with two layers of Qwen3-30B-A3B; 2 MiB per PE so that the full

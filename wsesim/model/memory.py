@@ -148,7 +148,8 @@ class TokenFootprint:
     def layer_saved_per_token(self) -> float:
         """Stored for the backward pass per token per layer under the activation policy."""
         if self.training.activations == "recompute":
-            return self.model.hidden_size * self.b  # the layer's input only
+            kept = 2 if self.training.attention_recompute == "once" else 1  # (once: attention's output too)
+            return kept * self.model.hidden_size * self.b  # the layer's input
         return self.attention_saved_per_token() + self.experts_saved_per_token()
 
     def layer_saved_per_seq(self) -> float:

@@ -116,9 +116,12 @@ class LayerShapes:
         """q, k, v and o projections (with latent attention, through the latents)."""
         return 2.0 * self.attention_proj_params
 
-    def attention_core_flops(self, seq_len: int) -> float:
-        """Scores QKᵀ and P·V for every query head, causal (half the S² work)."""
-        return 2.0 * seq_len * self.model.heads * (self.qk_head_dim + self.v_head_dim) * 0.5
+    def attention_core_flops(self, seq_len: int, skip_masked: bool = True) -> float:
+        """Scores QKᵀ and P·V for every query head. Causal attention needs half the S² work, which a kernel
+        that skips masked tiles (flash) does; a kernel that materialises the full S×S scores (standard)
+        computes them all, masked or not (``skip_masked=False``)."""
+        full = 2.0 * seq_len * self.model.heads * (self.qk_head_dim + self.v_head_dim)
+        return full * 0.5 if skip_masked else full
 
     def router_flops(self) -> float:
         return 2.0 * self.router_params
@@ -143,9 +146,10 @@ class LayerShapes:
         return 3 * (m.layers * per_layer + self.lm_head_flops())
 
     # expert ops --------------------------------------------------------------------------------
-    def expert_op_bytes(self, op: str) -> float:
-        """Weight bytes of one expert's ``op`` (``gate_up`` or ``down``)."""
-        return EXPERT_SHARE[op] * self.expert_params * self.model.bytes_per_value
+    def expert_op_bytes(self, op: str, bytes_per_value: int | None = None) -> float:
+        """Weight bytes of one expert's ``op`` (``gate_up`` or ``down``), at the model's dtype or at
+        ``bytes_per_value`` (e.g. the weight gradients')."""
+        return EXPERT_SHARE[op] * self.expert_params * (bytes_per_value or self.model.bytes_per_value)
 
     def expert_op_flops(self, op: str, tokens: np.ndarray | float, backward: bool) -> np.ndarray | float:
         """FLOPs of one expert's ``op`` on ``tokens`` routed slots; backward is two matmuls (input and

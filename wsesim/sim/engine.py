@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
 from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
@@ -55,6 +56,7 @@ class _Engine:
         self.trace = Trace()
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
+        self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.recompute = plan.training.activations == "recompute"
         self.chunks = chunks = plan_chunks(hw, m, self.recompute)
         self.rec_pass, self.keys, self.expert_chunks = chunks.rec_pass, chunks.keys, chunks.expert_chunks
@@ -99,7 +101,7 @@ class _Engine:
         """Cycles of every expert op (the plan's, from the cost model): arrays [layer, expert]."""
         self.cost = self.plan.expert_costs.cycles
         self.compute_bound = self.plan.expert_costs.compute_bound  # else bound by the weight feed
-        self.op_bytes = {op: self.s.expert_op_bytes(op) for op in EXPERT_SHARE}
+        self.op_bytes = {op: self.s.expert_op_bytes(op, self.g) for op in EXPERT_SHARE}  # their gradients' bytes
 
     def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
             repeat: int = 1, per: str = "", useful: bool = True) -> Generator[Any, Any, None]:
@@ -121,7 +123,9 @@ class _Engine:
         t, s = self.plan.training, self.s
         tokens = self.plan.batch_per_tile * t.seq_len
         factor = 2.0 if backward else 1.0
-        flops = factor * tokens * (s.attention_proj_flops() + s.attention_core_flops(t.seq_len))
+        # the standard kernel computes the full S×S scores, masked half included; flash skips it
+        core = s.attention_core_flops(t.seq_len, skip_masked=t.attention_kernel == "flash")
+        flops = factor * tokens * (s.attention_proj_flops() + core)
         yield from self._op("attention", flops, factor * s.attention_params * self.b,
                             {"layer": layer, "pass": pass_, "tokens": tokens}, repeat=self.plan.tiles, per="tile")
 
@@ -184,11 +188,12 @@ class _Engine:
 
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
         yield from self._wait((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
-        yield from self._attention(layer, pass_, backward=False)
+        if pass_ != "recompute" or self.plan.training.attention_recompute == "twice":
+            yield from self._attention(layer, pass_, backward=False)  # (once: its output was kept)
         yield from self._moe(layer, pass_, chunk_pass, backward=False)
 
     def _backward(self, layer: int) -> Generator[Any, Any, None]:
-        s, b = self.s, self.b
+        s, b = self.s, self.g
         args = {"layer": layer, "pass": "bwd"}
         yield from self._moe(layer, "bwd", "bwd", backward=True)
         yield from self._gradient("router grad", s.router_stage_params * b, args)
@@ -208,7 +213,7 @@ class _Engine:
         yield from self._op("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
                             {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
         if s.lm_head_params:
-            yield from self._gradient("lm_head grad", weight_bytes, {})
+            yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
 
     def _step(self) -> Generator[Any, Any, None]:
         m, env = self.plan.model, self.env
@@ -222,7 +227,7 @@ class _Engine:
             else:
                 yield from self._wait(("bwd", layer, "router"), {"layer": layer, "pass": "bwd"})
             yield from self._backward(layer)
-        yield from self._gradient("embedding grad", self.s.embedding_params * self.b, {})
+        yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
         if self.grads.link_free_at > env.now:  # the step ends when the last gradient has left
             start = env.now
             yield env.timeout(self.grads.link_free_at - start)

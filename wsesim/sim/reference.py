@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
@@ -104,6 +105,7 @@ class _Reference:
         self.trace = Trace()
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
+        self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = hw.io_bytes_per_cycle
         self.recompute = plan.training.activations == "recompute"
         self.chunks = plan_chunks(hw, m, self.recompute)
@@ -220,7 +222,9 @@ class _Reference:
         t, s = self.plan.training, self.s
         tokens = self.plan.batch_per_tile * t.seq_len
         factor = 2.0 if backward else 1.0
-        flops = factor * tokens * (s.attention_proj_flops() + s.attention_core_flops(t.seq_len))
+        # the standard kernel computes the full S×S scores, masked half included; flash skips it
+        core = s.attention_core_flops(t.seq_len, skip_masked=t.attention_kernel == "flash")
+        flops = factor * tokens * (s.attention_proj_flops() + core)
         yield from self._per_tile("attention", flops, factor * s.attention_params * self.b,
                                   {"layer": layer, "pass": pass_, "tokens": tokens})
 
@@ -267,7 +271,7 @@ class _Reference:
                     if frees:
                         self._free(i)
                     if backward and piece == len(chunks) - 1:
-                        self._hand_over(s.expert_op_bytes(op), (slot, k, r), batch)
+                        self._hand_over(s.expert_op_bytes(op, self.g), (slot, k, r), batch)
 
     def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
         env, start = self.env, self.env.now
@@ -316,11 +320,12 @@ class _Reference:
 
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
         yield from self._weights((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
-        yield from self._attention(layer, pass_, backward=False)
+        if pass_ != "recompute" or self.plan.training.attention_recompute == "twice":
+            yield from self._attention(layer, pass_, backward=False)  # (once: its output was kept)
         yield from self._moe(layer, pass_, chunk_pass, backward=False)
 
     def _backward(self, layer: int) -> Generator[Any, Any, None]:
-        s, b, args = self.s, self.b, {"layer": layer, "pass": "bwd"}
+        s, b, args = self.s, self.g, {"layer": layer, "pass": "bwd"}
         yield from self._moe(layer, "bwd", "bwd", backward=True)
         yield from self._gradient("router grad", s.router_stage_params * b, args)
         yield from self._weights(("bwd", layer, "attention"), args)
@@ -339,7 +344,7 @@ class _Reference:
         yield from self._per_tile("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
                                   {"pass": "fwd+bwd", "tokens": tokens})
         if s.lm_head_params:
-            yield from self._gradient("lm_head grad", weight_bytes, {})
+            yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
 
     def _step(self) -> Generator[Any, Any, None]:
         env, layers = self.env, self.plan.model.layers
@@ -353,7 +358,7 @@ class _Reference:
             else:
                 yield from self._weights(("bwd", layer, "router"), {"layer": layer, "pass": "bwd"})
             yield from self._backward(layer)
-        yield from self._gradient("embedding grad", self.s.embedding_params * self.b, {})
+        yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
         start = env.now  # the step ends when the last gradient has left
         while self.departed < len(self.sent):
             yield self.departure
