@@ -18,7 +18,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ConfigError": "config.errors", "WsesimError": "config.errors",
+    "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",
     "load_experiment": "config.loader", "load_experiment_data": "config.loader", "load_hardware": "config.loader",
     "load_model": "config.loader", "validate_file": "config.loader",
     "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",

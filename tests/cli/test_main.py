@@ -266,7 +266,7 @@ def test_hardware_show_with_override(capsys: pytest.CaptureFixture[str]) -> None
     [
         (["hardware", "show", "tiny8", "--set", "pe.sram"], "wsesim: --set: expected KEY.PATH=VALUE, got 'pe.sram'"),
         (["hardware", "show", "tiny8", "--set", "pe.sram.x=1"], "wsesim: --set: pe.sram.x: cannot set pe.sram.x"),
-        (["hardware", "show", "tiny8", "--set", "pe.srma=1 B"], "wsesim: --set: pe.srma: unknown key (valid keys: "),
+        (["hardware", "show", "tiny8", "--set", "pe.srma=1 B"], 'wsesim: --set: pe.srma: unknown key; did you mean "sram"?'),
         (["hardware", "show", "wse9"], "wsesim: <command line>: hardware: expected a hardware preset ("),
         (["memory", "training", "--set", "training.batch_per_tile=x"],
          "wsesim: --set: training.batch_per_tile: expected an integer or 'auto', got \"x\" (a string)"),

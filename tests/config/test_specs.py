@@ -190,6 +190,7 @@ def test_qwen3_parameter_counts_match_the_published_ones() -> None:
         ("qwen3-30b-a3b", 30.5e9, 3.3e9),  # Qwen3 model card
         ("mixtral-8x7b", 46.7e9, 12.9e9),  # Mistral AI, "Mixtral of experts"
         ("olmoe-1b-7b", 6.9e9, 1.3e9),  # OLMoE paper: 6.9B total, 1.3B active
+        ("qwen3-235b-a22b", 235e9, 22e9),  # Qwen3 model card
     ],
 )
 def test_published_parameter_totals(name: str, total: float, active: float) -> None:
@@ -227,16 +228,19 @@ def test_training_defaults() -> None:
     assert (t.accumulate_dtype, t.routing, t.seed, t.zipf_alpha) == ("fp32", "uniform", 0, None)
 
 
-@pytest.mark.parametrize(("routing", "alpha"), [("uniform", None), ("zipf:1.2", 1.2), ("zipf:0.5", 0.5)])
+@pytest.mark.parametrize(("routing", "alpha"), [("uniform", None), ("zipf:1.2", 1.2), ("zipf:0.5", 0.5),
+                                              ("zipf:100", 100.0)])
 def test_routing(routing: str, alpha: float | None) -> None:
     assert validate(TrainingSpec, {"routing": routing}, source="<t>").zipf_alpha == alpha
 
 
-@pytest.mark.parametrize("routing", ["zipf", "zipf:", "zipf:-1", "Zipf:1.2", "random"])
+@pytest.mark.parametrize("routing", ["zipf", "zipf:", "zipf:-1", "Zipf:1.2", "random", "zipf:100.5", "zipf:2000"])
 def test_bad_routing(routing: str) -> None:
+    """Past alpha 100 the popularity weights underflow a double (2000 crashed the router: NaN shares)."""
     with pytest.raises(ConfigError) as e:
         validate(TrainingSpec, {"routing": routing}, source="<t>")
-    assert str(e.value) == f'<t>: routing: expected "uniform" or "zipf:<alpha>" (e.g. "zipf:1.2"), got "{routing}"'
+    assert str(e.value) == ('<t>: routing: expected "uniform" or "zipf:<alpha>" with alpha from 0 to 100 '
+                            f'(e.g. "zipf:1.2"), got "{routing}"')
 
 
 @pytest.mark.parametrize(("granularity", "block"), [("pe", 1), ("block:16", 16), ("block:1", 1), ("block:64", 64)])

@@ -5,13 +5,14 @@ refused with a one-line ``UnitError``."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wsesim.config import units
-from wsesim.config.errors import ConfigError, UnitError
+from wsesim.config.errors import ConfigError, InternalError, UnitError
 from wsesim.config.units import format_bytes, parse_quantity
 
 DIMENSIONS = ("size", "frequency", "bandwidth", "time", "cycles", "fraction")
@@ -171,7 +172,8 @@ def test_unit_error_is_a_one_line_config_error_and_value_error() -> None:
 
 
 def test_unknown_dimension_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="unknown dimension") as e:
+    """wsesim's own modules name the dimension: a wrong one is an InternalError (exit 1), not bad input."""
+    with pytest.raises(InternalError, match="unknown dimension") as e:
         parse_quantity("1 B", "mass")  # type: ignore[arg-type]
     assert not isinstance(e.value, ConfigError)
 
@@ -228,3 +230,40 @@ def test_fast_path_agrees_with_pint(symbol: str) -> None:
     dimension, _ = units.FAST_UNITS[symbol]
     text = f"3.5 {symbol}"
     assert units._parse_string(text, dimension) == pytest.approx(units._parse_with_pint(text, dimension), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------- JSON Schema patterns
+
+
+@pytest.mark.parametrize("dimension", ["size", "frequency", "bandwidth", "time", "cycles", "fraction"])
+def test_every_string_the_unit_pattern_admits_parses_to_its_dimension(dimension: str) -> None:
+    """The pattern ``wsesim schema`` puts on a quantity never admits what wsesim refuses (no wrong
+    dimension, no unknown unit); shipped spellings ("48 KiB", "1.2 Tbit/s", "25 %") all match."""
+    pattern = re.compile(units.unit_pattern(dimension))  # type: ignore[arg-type]
+    symbols = [u for u, (d, _) in units.FAST_UNITS.items() if d == dimension] or ["cycles", "cycle", "cyc"]
+    for symbol in symbols:
+        for number in ("48", "1.2", ".5", "1e3", "0"):
+            for text in (f"{number} {symbol}", f"{number}{symbol}", f"  {number}  {symbol} "):
+                assert pattern.match(text), text
+                assert parse_quantity(text, dimension) >= 0  # type: ignore[arg-type]
+    others = [u for u, (d, _) in units.FAST_UNITS.items() if d != dimension]
+    for text in ["48", "KiB", "48 KiBs", "-1 B", "1 K", "48 kelvin", "1..2 B", *[f"1 {u}" for u in others]]:
+        assert not pattern.match(text), text
+
+
+def test_the_unit_patterns_cover_the_shipped_presets() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    seen = 0
+    for path in [*repo.glob("hardware/*.yaml")]:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for section, key, dimension in [(None, "clock", "frequency"), ("pe", "sram", "size"),
+                                        ("fabric", "link_width", "size"), ("fabric", "hop_latency", "cycles"),
+                                        ("io", "bandwidth", "bandwidth"), ("runtime", "gemm_efficiency", "fraction")]:
+            value = data[key] if section is None else data[section][key]
+            assert re.match(units.unit_pattern(dimension), value), (path.name, key, value)  # type: ignore[arg-type]
+            seen += 1
+    assert seen >= 18

@@ -5,23 +5,24 @@ Rules: duplicate keys and YAML aliases/anchors are refused; an empty file is ref
 must be a mapping with a ``kind:``; a ``hardware:`` or ``model:`` value in an experiment may be a
 preset name, a path (relative to the experiment file), or an inline mapping. Overrides
 (``model.experts=64``) are applied to the raw tree *before* validation, so every override is
-validated exactly like a value written in the file.
+validated exactly like a value written in the file. Strict YAML is ``yaml_strict``'s; turning
+pydantic's errors into one-line ``ConfigError`` s is ``validation``'s.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from .errors import ConfigError
+from .errors import ConfigError, shown_repr
 from .specs import SPEC_KINDS, ExperimentSpec, HardwareSpec, ModelSpec, Spec
+from .validation import validate
 from .yaml_strict import describe_value as _describe
 from .yaml_strict import parse_yaml, read_yaml
 
@@ -79,19 +80,23 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
         return _Raw(ref, source)
     if not isinstance(ref, str) or not ref:
         names = ", ".join(preset_names(kind))
-        raise ConfigError(f"expected a preset name ({names}), a path or a mapping, got {ref!r}",
+        raise ConfigError(f"expected a preset name ({names}), a path or a mapping, got {shown_repr(ref)}",
                           source=source, path=path)
     looks_like_path = ref.endswith((".yaml", ".yml")) or "/" in ref
     if looks_like_path:
         p = Path(ref)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
-        if not p.exists():
-            raise ConfigError(f"no such file {str(p)!r}", source=source, path=path)
+        try:
+            found = p.exists()
+        except (OSError, ValueError):  # a name too long, or with a NUL byte in it
+            found = False
+        if not found:
+            raise ConfigError(f"no such file {shown_repr(str(p))}", source=source, path=path)
         return _Raw(_strip_kind(read_yaml(p), kind, str(p)), str(p))
     presets = _preset_files(kind)
     if ref not in presets:
-        raise ConfigError(f"expected a {kind} preset ({', '.join(sorted(presets))}) or a path, got {ref!r}",
+        raise ConfigError(f"expected a {kind} preset ({', '.join(sorted(presets))}) or a path, got {shown_repr(ref)}",
                           source=source, path=path)
     entry = presets[ref]
     name = f"{'hardware' if kind == 'hardware' else 'workloads'}/{ref}.yaml"
@@ -103,19 +108,26 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
 
 def _strip_kind(data: dict[str, Any], kind: str, source: str) -> dict[str, Any]:
     if data.get("kind", kind) != kind:
-        raise ConfigError(f"expected kind: {kind}, got kind: {data.get('kind')!r}", source=source, path="kind")
+        raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}", source=source, path="kind")
     return data
 
 
 # ---------------------------------------------------------------------------------------------- overrides
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``"model.experts=64"`` -> ``("model.experts", 64)``; the value is read as a YAML scalar."""
+    bad = _CONTROL.search(text)
+    if bad:
+        raise ConfigError(f"expected KEY.PATH=VALUE without control characters, got {shown_repr(text)} "
+                          f"(U+{ord(bad.group()):04X})", source="--set")
     key, sep, value = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"expected KEY.PATH=VALUE, got {text!r}", source="--set")
+        raise ConfigError(f"expected KEY.PATH=VALUE, got {shown_repr(text)}", source="--set")
     try:
         parsed = parse_yaml(value, "--set") if value.strip() else ""
     except ConfigError:
@@ -139,118 +151,11 @@ def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[
                 child = node[part] = {}
             if not isinstance(child, dict):
                 where = ".".join(parts[: i + 1])
-                raise ConfigError(f"cannot set {dotted}: {where} is {child!r}, not a mapping",
+                raise ConfigError(f"cannot set {dotted}: {where} is {shown_repr(child)}, not a mapping",
                                   source="--set", path=dotted)
             node = child
         node[parts[-1]] = copy.deepcopy(value)
     return out
-
-
-# --------------------------------------------------------------------------------------------- validation
-
-_TYPE_WORDS = {
-    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
-    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
-    "bool_type": "true or false", "bool_parsing": "true or false", "dict_type": "a mapping",
-    "model_type": "a mapping", "model_attributes_type": "a mapping", "list_type": "a list",
-}
-
-
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
-    """The YAML keys valid at ``loc`` in ``model``'s tree (for 'unknown key' messages)."""
-    cls: Any = model
-    for part in loc:
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
-            return None
-        by_alias = {(f.alias or n): f for n, f in cls.model_fields.items()}
-        f = by_alias.get(part)
-        if f is None:
-            return None
-        ann = f.annotation
-        cls = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), ann)
-    if isinstance(cls, type) and issubclass(cls, BaseModel):
-        return sorted((f.alias or n) for n, f in cls.model_fields.items())
-    return None
-
-
-def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(p for p in loc if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
-
-
-_BRANCH_MARKERS = {"int", "str", "float", "constrained-int", "constrained-float", "bool"}
-_BRANCH_PREFIXES = ("literal[", "function-", "constrained-")
-
-
-def _expectation(err: Any) -> str:
-    kind = err["type"]
-    if kind == "literal_error":
-        return str(err.get("ctx", {}).get("expected", ""))
-    if kind in _TYPE_WORDS:
-        return _TYPE_WORDS[kind]
-    if kind in _BOUNDS:
-        return f"a value {_BOUNDS[kind]} {next(iter(err.get('ctx', {}).values()))}"
-    return str(err["msg"])
-
-
-_BOUNDS = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "less_than_equal": "≤"}
-
-
-def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tuple[str, str]:
-    loc = tuple(err["loc"])
-    # a union (int | "auto") reports one error per branch, with the branch in the loc: drop it
-    clean = _clean_loc(loc)
-    path = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in clean).replace(".[", "[")
-    kind, value = err["type"], err.get("input")
-    if kind == "extra_forbidden":
-        valid = _fields_at(model, clean[:-1])
-        hint = f" (valid keys: {', '.join(valid)})" if valid else ""
-        return path, f"unknown key{hint}"
-    if kind == "missing":
-        return path, "required key is missing"
-    if kind in ("quantity", "cross_field"):
-        return path, err["msg"]
-    if len(siblings) > 1:  # a union: say what each branch wanted
-        return path, f"expected {' or '.join(_expectation(e) for e in siblings)}, got {_describe(value)}"
-    if kind in _TYPE_WORDS or kind in _BOUNDS or kind == "literal_error":
-        return path, f"expected {_expectation(err)}, got {_describe(value)}"
-    return path, f"{err['msg']}, got {_describe(value)}"
-
-
-def validate(model: type[Spec], data: Any, *, source: str, sources: Mapping[str, str] | None = None,
-             overridden: Iterable[str] = (), baseline: Any = None) -> Any:
-    """Validate ``data`` as ``model``; turn the first error into a one-line ``ConfigError``.
-
-    ``sources`` maps a top-level key to the file its value came from (a preset), and the error's path
-    is then made relative to that file; an error at or under an ``overridden`` key names ``--set``, and
-    so does any error when ``baseline`` (``data`` before the overrides) is given and valid: an override
-    broke a rule that spans keys (``model.experts=1`` under ``top_k: 2``).
-    """
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        # an unknown key first: a misspelt key is also a missing one, and "unknown key" names the culprit
-        errors = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
-        first = _clean_loc(tuple(errors[0]["loc"]))
-        siblings = [err for err in errors if _clean_loc(tuple(err["loc"])) == first]  # union branches
-        path, message = _message(model, errors[0], siblings)
-        for key in overridden:
-            if path == key or path.startswith(key + ".") or key.startswith(path + "."):
-                raise ConfigError(message, source="--set", path=path) from None
-        if baseline is not None and _is_valid(model, baseline):
-            raise ConfigError(message, source="--set", path=path or None) from None
-        top = path.split(".", 1)
-        if sources and top[0] in sources and sources[top[0]] != source:
-            return_path = top[1] if len(top) > 1 else None
-            raise ConfigError(message, source=sources[top[0]], path=return_path) from None
-        raise ConfigError(message, source=source, path=path or None) from None
-
-
-def _is_valid(model: type[Spec], data: Any) -> bool:
-    try:
-        model.model_validate(data)
-    except ValidationError:
-        return False
-    return True
 
 
 # ----------------------------------------------------------------------------------------------- loading
@@ -283,7 +188,8 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
                          overrides: Mapping[str, Any] | None = None) -> Loaded:
     """Validate a raw experiment mapping (with preset references) plus overrides."""
     if data.get("kind", "experiment") != "experiment":
-        raise ConfigError(f"expected kind: experiment, got kind: {data.get('kind')!r}", source=source, path="kind")
+        raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}", source=source,
+                          path="kind")
     resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
     overrides = dict(overrides or {})
     base, resolved = resolved, apply_overrides(resolved, overrides)
@@ -313,30 +219,47 @@ def default_experiment_path() -> Path:
 
 
 def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> HardwareSpec:
-    """A hardware spec from a preset name or a file."""
-    raw = _load_ref("hardware", str(ref), Path.cwd(), "<command line>", "hardware")
-    base = {k: v for k, v in raw.data.items() if k != "kind"}
-    data = apply_overrides(base, overrides or {})
-    return validate(HardwareSpec, data, source=raw.source, overridden=overrides or {}, baseline=base if overrides else None)
+    """A hardware spec from a preset name or a file, with overrides keyed as in an experiment
+    (``hardware.pe.sram``) or, the older form, without the prefix (``pe.sram``)."""
+    return _load_part(HardwareSpec, "hardware", ref, overrides)
 
 
 def load_model(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> ModelSpec:
-    """A model spec from a preset name or a file."""
-    raw = _load_ref("model", str(ref), Path.cwd(), "<command line>", "model")
+    """A model spec from a preset name or a file; overrides as ``model.experts`` or ``experts``."""
+    return _load_part(ModelSpec, "model", ref, overrides)
+
+
+def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[str, Any] | None) -> Any:
+    """``load_hardware``/``load_model``: an error in an override names the key as the user wrote it."""
+    raw = _load_ref(kind, str(ref), Path.cwd(), "<command line>", kind)
     base = {k: v for k, v in raw.data.items() if k != "kind"}
-    data = apply_overrides(base, overrides or {})
-    return validate(ModelSpec, data, source=raw.source, overridden=overrides or {}, baseline=base if overrides else None)
+    prefix = f"{kind}."
+    short = {key.removeprefix(prefix): value for key, value in (overrides or {}).items()}
+    prefixed = {key.removeprefix(prefix) for key in overrides or {} if key.startswith(prefix)}
+    try:
+        data = apply_overrides(base, short)
+        return validate(spec, data, source=raw.source, overridden=short, baseline=base if short else None)
+    except ConfigError as e:
+        if e.source != "--set" or not prefixed:
+            raise
+        named = [k for k in short if e.path and (e.path == k or e.path.startswith(k + ".") or k.startswith(e.path + "."))]
+        if (named and named[0] in prefixed) or (not named and len(prefixed) == len(short)):
+            raise e.located(path_prefix=kind) if e.path else e from None
+        raise
 
 
 def detect_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind")
+    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS, *_KIND_MODULES})
+    if kind is not None and not isinstance(kind, str):  # a list, a mapping, a number: never a kind
+        raise ConfigError(f"expected one of {', '.join(valid)}, got {_describe(kind)}", source=source, path="kind")
     if kind in _KIND_MODULES and kind not in _EXTRA_KINDS:
         importlib.import_module(_KIND_MODULES[kind])  # registers the kind (see register_kind)
     valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS, *_KIND_MODULES})
     if kind is None:
         raise ConfigError(f"required key is missing (expected one of {', '.join(valid)})", source=source, path="kind")
     if kind not in valid:
-        raise ConfigError(f"expected one of {', '.join(valid)}, got {kind!r}", source=source, path="kind")
+        raise ConfigError(f"expected one of {', '.join(valid)}, got {shown_repr(kind)}", source=source, path="kind")
     return str(kind)
 
 

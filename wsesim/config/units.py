@@ -24,7 +24,7 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
-from .errors import UnitError
+from .errors import InternalError, UnitError, shown, shown_repr
 
 Dimension = Literal["size", "frequency", "bandwidth", "time", "cycles", "fraction"]
 
@@ -38,6 +38,7 @@ _DIMENSIONS: dict[str, tuple[str, float, str]] = {
 }
 _ARTICLE = {"size": "a size", "frequency": "a frequency", "bandwidth": "a bandwidth", "time": "a time",
             "cycles": "a cycle count", "fraction": "a fraction"}
+ARTICLES = _ARTICLE
 _CYCLES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(cycles?|cyc)\s*$")
 
 
@@ -72,6 +73,22 @@ FAST_UNITS = _fast_units()
 _NUMBER_UNIT = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]+)$")
 
 
+_NUMBER = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
+
+
+def unit_pattern(dimension: Dimension) -> str:
+    """A regular expression, valid in Python and in JSON Schema (ECMA-262), for the unit strings of
+    ``dimension`` that the fast path reads (``FAST_UNITS``, "N cycles", "N %"): every string it matches
+    parses to that dimension (a test checks). pint reads more spellings ("850 megahertz"); those are
+    accepted too, but an editor checking against this pattern will flag them."""
+    if dimension == "cycles":
+        units = ["cycles", "cycle", "cyc"]
+    else:
+        units = sorted((u for u, (d, _) in FAST_UNITS.items() if d == dimension), key=lambda u: (-len(u), u))
+    alternatives = "|".join(re.escape(u).replace("\\%", "%") for u in units)
+    return rf"^\s*{_NUMBER}\s*(?:{alternatives})\s*$"
+
+
 @lru_cache(maxsize=4096)
 def _parse_string(text: str, dimension: str) -> float:
     fast = _NUMBER_UNIT.match(text)
@@ -84,19 +101,19 @@ def _parse_with_pint(text: str, dimension: str) -> float:
     if dimension == "cycles":
         m = _CYCLES.match(text)
         if not m:
-            raise UnitError(f'expected a cycle count like "2 cycles", got "{text}"')
+            raise UnitError(f'expected a cycle count like "2 cycles", got "{shown(text)}"')
         return float(m.group(1))
     root, factor, example = _DIMENSIONS[dimension]
     ureg = _registry()
     try:
         q = ureg.Quantity(text)
     except Exception:
-        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{text}" (not a quantity)') from None
+        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (not a quantity)') from None
     mag, unit = ureg.get_root_units(q.units)
     if str(unit) != root or (dimension != "fraction" and q.dimensionless and str(q.units) == "dimensionless"):
         if str(q.units) == "dimensionless":
-            raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{text}" (no unit)')
-        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{text}" (a {q.units:~P} quantity)')
+            raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (no unit)')
+        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (a {q.units:~P} quantity)')
     return float(q.magnitude) * mag * factor
 
 
@@ -107,23 +124,23 @@ def parse_quantity(value: Any, dimension: Dimension) -> float:
     is needed, an unparseable string, a wrong dimension, a bool, or a non-finite value.
     """
     if dimension not in _ARTICLE:
-        raise ValueError(f"unknown dimension {dimension!r}")
+        raise InternalError(f"unknown dimension {dimension!r}")  # wsesim's own call sites name it
     if isinstance(value, bool):
-        raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a bool)")
+        raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} (a bool)")
     try:
         if isinstance(value, (int, float)):
             if dimension != "fraction":
                 example = '"2 cycles"' if dimension == "cycles" else _DIMENSIONS[dimension][2]
-                raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {value!r} (a bare number)")
+                raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {shown_repr(value)} (a bare number)")
             result = float(value)
         elif isinstance(value, str):
             result = _parse_string(value.strip(), dimension)
         else:
-            raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (a {type(value).__name__})")
+            raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} (a {type(value).__name__})")
     except OverflowError:  # an integer beyond float's range ("1000…000 B", or a YAML integer that long)
         result = math.inf
     if not math.isfinite(result):
-        raise UnitError(f"expected {_ARTICLE[dimension]}, got {value!r} (not finite)")
+        raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} (not finite)")
     return result
 
 

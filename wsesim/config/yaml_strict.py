@@ -1,15 +1,24 @@
 """Strict YAML: one document, a mapping at the top, no duplicate keys and no aliases or anchors (a
-config should say each value once). Errors are ``ConfigError`` lines naming the file and the key path.
+config should say each value once), printable text only, at most ``MAX_DEPTH`` levels of nesting.
+Errors are ``ConfigError`` lines naming the file and the key path; what they quote of the file is
+escaped and clipped (``errors.shown``).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, shown, shown_repr
+
+MAX_DEPTH = 64
+"""Levels of nesting a file may have. wsesim's own kinds need 4 (a sweep's points: list, mapping, key,
+value); a much deeper file is not a configuration, and would exhaust Python's recursion limit."""
+# what PyYAML's reader refuses (yaml.reader.Reader.NON_PRINTABLE): found first, to say where
+_NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -25,10 +34,13 @@ class _StrictLoader(yaml.SafeLoader):
         self._steps.append(step)
         try:
             event = self.peek_event()
+            if len(self._steps) > MAX_DEPTH:
+                raise _YamlProblem(f"expected at most {MAX_DEPTH} levels of nesting, got more "
+                                   f"(line {event.start_mark.line + 1})", shown("".join(self._steps).lstrip("."), 60))
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 what = f"an alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"an anchor &{event.anchor}"
                 raise _YamlProblem(f"expected a plain value (YAML anchors and aliases are not allowed), got {what} "
-                                   f"(line {event.start_mark.line + 1})", "".join(self._steps).lstrip(".") or None)
+                                   f"(line {event.start_mark.line + 1})", shown("".join(self._steps).lstrip(".")) or None)
             return super().compose_node(parent, index)
         finally:
             self._steps.pop()
@@ -44,22 +56,43 @@ def _to_python(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(key_node, loader, path)
             if isinstance(key, (list, dict)):
                 raise ConfigError(f"line {key_node.start_mark.line + 1}: expected a plain key, got a {type(key).__name__}",
                                   path=path or None)
             if key in out:
                 where = f"{path}.{key}" if path else str(key)
-                raise ConfigError(f"duplicate key (line {key_node.start_mark.line + 1})", path=where)
+                raise ConfigError(f"duplicate key (line {key_node.start_mark.line + 1})", path=shown(where))
             out[key] = _to_python(value_node, loader, f"{path}.{key}" if path else str(key))
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(n, loader, f"{path}[{i}]") for i, n in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    return _construct(node, loader, path)
+
+
+def _construct(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
+    """A scalar's value; one Python cannot hold (an integer past 4300 digits, a timestamp like
+    2024-13-01) is a ``ConfigError`` at its line."""
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as e:
+        line = node.start_mark.line + 1
+        if node.tag == "tag:yaml.org,2002:int":
+            problem = f"an integer of {len(str(node.value))} characters"
+            raise ConfigError(f"expected an integer of at most 4300 digits, got {problem} (line {line})",
+                              path=shown(path) or None) from None
+        raise ConfigError(f'expected a value YAML can read, got "{shown(node.value, 60)}" ({shown(e, 80)}, line {line})',
+                          path=shown(path) or None) from None
 
 
 def parse_yaml(text: str, source: str) -> Any:
     """Parse one YAML document strictly. Raises ``ConfigError`` naming ``source``."""
+    bad = _NON_PRINTABLE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        raise ConfigError(f"line {line}: expected printable text, got the non-printable character U+{ord(bad.group()):04X} "
+                          f"(column {column})", source=source)
     loader = _StrictLoader(text)
     try:
         node = loader.get_single_node()
@@ -74,7 +107,7 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{where}invalid YAML ({problem})", source=source) from None
+        raise ConfigError(f"{where}invalid YAML ({shown(problem, 120)})", source=source) from None
     finally:
         loader.dispose()
 
@@ -89,8 +122,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError("no such file", source=source) from None
     except IsADirectoryError:
         raise ConfigError("expected a YAML file, got a directory", source=source) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read file ({e.__class__.__name__})", source=source) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"expected a YAML file (UTF-8 text), got bytes that are not UTF-8 (at byte {e.start})",
+                          source=source) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read file ({e.strerror or e.__class__.__name__})", source=source) from None
     data = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"expected a YAML mapping at the top level, got {describe_value(data)}", source=source)
@@ -104,6 +140,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
-        return f'"{value}" (a string)'
+        return f'"{shown(value)}" (a string)'
     name = type(value).__name__
-    return f"{value!r} ({'an' if name[0] in 'aeiou' else 'a'} {name})"
+    return f"{shown_repr(value)} ({'an' if name[0] in 'aeiou' else 'a'} {name})"
+

@@ -1,0 +1,126 @@
+"""Validation of a raw tree against a spec, and pydantic's errors as one line each:
+``KEY.PATH: expected …, got …``, naming the file the value came from (a preset, the experiment, or
+``--set``), and for an unknown key the closest valid one (``did you mean "experts"?``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError, shown
+from .specs import Spec
+from .yaml_strict import describe_value as _describe
+
+_TYPE_WORDS = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "string_type": "a string",
+    "bool_type": "true or false", "bool_parsing": "true or false", "dict_type": "a mapping",
+    "model_type": "a mapping", "model_attributes_type": "a mapping", "list_type": "a list",
+}
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
+    """The YAML keys valid at ``loc`` in ``model``'s tree (for 'unknown key' messages)."""
+    cls: Any = model
+    for part in loc:
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            return None
+        by_alias = {(f.alias or n): f for n, f in cls.model_fields.items()}
+        f = by_alias.get(part)
+        if f is None:
+            return None
+        ann = f.annotation
+        cls = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), ann)
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return sorted((f.alias or n) for n, f in cls.model_fields.items())
+    return None
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(p for p in loc if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
+
+
+_BRANCH_MARKERS = {"int", "str", "float", "constrained-int", "constrained-float", "bool"}
+_BRANCH_PREFIXES = ("literal[", "function-", "constrained-")
+
+
+def _expectation(err: Any) -> str:
+    kind = err["type"]
+    if kind == "literal_error":
+        return str(err.get("ctx", {}).get("expected", ""))
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    if kind in _BOUNDS:
+        return f"a value {_BOUNDS[kind]} {next(iter(err.get('ctx', {}).values()))}"
+    return str(err["msg"])
+
+
+_BOUNDS = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "less_than_equal": "≤"}
+
+
+def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tuple[str, str]:
+    loc = tuple(err["loc"])
+    # a union (int | "auto") reports one error per branch, with the branch in the loc: drop it
+    clean = _clean_loc(loc)
+    path = shown(".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in clean).replace(".[", "["))
+    kind, value = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        return path, _unknown_key(str(clean[-1]) if clean else "", _fields_at(model, clean[:-1]))
+    if kind == "missing":
+        return path, "required key is missing"
+    if kind in ("quantity", "cross_field"):
+        return path, err["msg"]
+    if len(siblings) > 1:  # a union: say what each branch wanted
+        return path, f"expected {' or '.join(_expectation(e) for e in siblings)}, got {_describe(value)}"
+    if kind in _TYPE_WORDS or kind in _BOUNDS or kind == "literal_error":
+        return path, f"expected {_expectation(err)}, got {_describe(value)}"
+    return path, f"{err['msg']}, got {_describe(value)}"
+
+
+def _unknown_key(key: str, valid: list[str] | None) -> str:
+    """'unknown key', with the closest valid key when one is close (difflib), else the valid keys."""
+    close = difflib.get_close_matches(key, valid or [], n=1)
+    if close:
+        return f'unknown key; did you mean "{close[0]}"?'
+    return f"unknown key (valid keys: {', '.join(valid)})" if valid else "unknown key"
+
+
+def validate(model: type[Spec], data: Any, *, source: str, sources: Mapping[str, str] | None = None,
+             overridden: Iterable[str] = (), baseline: Any = None) -> Any:
+    """Validate ``data`` as ``model``; turn the first error into a one-line ``ConfigError``.
+
+    ``sources`` maps a top-level key to the file its value came from (a preset), and the error's path
+    is then made relative to that file; an error at or under an ``overridden`` key names ``--set``, and
+    so does any error when ``baseline`` (``data`` before the overrides) is given and valid: an override
+    broke a rule that spans keys (``model.experts=1`` under ``top_k: 2``).
+    """
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        # an unknown key first: a misspelt key is also a missing one, and "unknown key" names the culprit
+        errors = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
+        first = _clean_loc(tuple(errors[0]["loc"]))
+        siblings = [err for err in errors if _clean_loc(tuple(err["loc"])) == first]  # union branches
+        path, message = _message(model, errors[0], siblings)
+        for key in overridden:
+            if path == key or path.startswith(key + ".") or key.startswith(path + "."):
+                raise ConfigError(message, source="--set", path=path) from None
+        if baseline is not None and _is_valid(model, baseline):
+            raise ConfigError(message, source="--set", path=path or None) from None
+        top = path.split(".", 1)
+        if sources and top[0] in sources and sources[top[0]] != source:
+            return_path = top[1] if len(top) > 1 else None
+            raise ConfigError(message, source=sources[top[0]], path=return_path) from None
+        raise ConfigError(message, source=source, path=path or None) from None
+
+
+def _is_valid(model: type[Spec], data: Any) -> bool:
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
