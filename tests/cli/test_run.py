@@ -132,3 +132,38 @@ def test_infeasible_run_is_a_result_not_an_error(tmp_path: Path, capsys: pytest.
     assert stderr == "wsesim: no trace: the configuration is infeasible\n"
     assert not trace.parent.exists()  # not even its folder
     assert [p.name for p in out.iterdir()] == ["result.json"]  # no wafer maps without a simulated step
+
+
+# ---------------------------------------------------------------------- outputs refused before the run
+
+
+@pytest.mark.parametrize("option", [("--out", ""), ("--out", "/sub/dir"), ("--png", ""), ("--trace", "/t.json")],
+                         ids=["out", "out-below", "png", "trace"])
+def test_a_read_only_output_folder_is_refused_before_the_step_runs(
+        read_only: Path, option: tuple[str, str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """It used to simulate the whole step and then fail writing (PermissionError: an internal error)."""
+    import wsesim.experiments.runner
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the step ran although its output could not be written")
+
+    monkeypatch.setattr(wsesim.experiments.runner, "simulate_experiment", never)
+    flag, below = option
+    code = cli.main(["run", *TINY_ARGS, flag, f"{read_only}{below}"])
+    out, err = capsys.readouterr()
+    named = f"{read_only}{below}" if flag != "--trace" else str(read_only)
+    where = f" (it would be made in {read_only})" if below == "/sub/dir" else ""
+    assert (code, out) == (2, "")
+    assert err.startswith(f"wsesim: {named}: expected a folder wsesim can write to{where}, got a read-only one (")
+    assert err.endswith(")\n") and err.count("\n") == 1
+    assert list(read_only.iterdir()) == []  # the probe leaves no file behind
+
+
+def test_a_trace_path_that_is_a_directory(cwd: Path) -> None:
+    """``--trace t.json`` where t.json is a folder failed at the very end (IsADirectoryError, exit 1)."""
+    (cwd / "t.json").mkdir()
+    r = _wsesim("run", *TINY_ARGS, "--trace", "t.json", "--out", "o", cwd=cwd)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == "wsesim: --trace: expected a .json file name for the trace, got the directory 't.json'\n"
+    assert [p.name for p in cwd.iterdir()] == ["t.json"] and list((cwd / "t.json").iterdir()) == []

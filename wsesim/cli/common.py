@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -15,7 +16,9 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2 (argparse's default code, kept)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: {message} (see --help)\n")
+        from ..config.errors import shown
+
+        sys.stderr.write(f"{self.prog}: {shown(message, 400)} (see --help)\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -42,6 +45,11 @@ def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def add_json_argument(p: argparse.ArgumentParser, what: str = "print the result as one JSON object") -> None:
+    """``--json``: every command that prints a result can print it as JSON instead."""
+    p.add_argument("--json", action="store_true", help=what)
+
+
 def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments every command that takes one experiment shares."""
     p.add_argument("experiment", nargs="?", metavar="EXPERIMENT.yaml",
@@ -49,7 +57,7 @@ def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
     p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any key, e.g. --set model.experts=64 --set training.tiles=8 (repeatable)")
+                   help="override any key, e.g. --set model.experts=64 --set hardware.pe.sram='96 KiB' (repeatable)")
 
 
 def load_from_args(args: argparse.Namespace) -> Any:
@@ -57,3 +65,26 @@ def load_from_args(args: argparse.Namespace) -> Any:
 
     return load_experiment(args.experiment, hardware=args.hardware, model=args.model,
                            overrides=parse_overrides(args.set))
+
+
+def check_output_folder(folder: str) -> None:
+    """Raise ``ConfigError`` unless files can be written in ``folder`` — or, while it does not exist,
+    in the nearest of its parents that does (where it would be made). Checked before the step is
+    simulated, so that a file in the way or a read-only folder costs no time and writes nothing; the
+    probe is an unnamed temporary file (``O_TMPFILE`` on Linux), never seen in the folder."""
+    import tempfile
+
+    from ..config.errors import ConfigError
+
+    existing = Path(folder)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise ConfigError("expected a folder for the output, got an existing file", source=folder)
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        where = "" if existing == Path(folder) else f" (it would be made in {existing})"
+        raise ConfigError(f"expected a folder wsesim can write to{where}, got a read-only one "
+                          f"({e.strerror or type(e).__name__})", source=folder) from None

@@ -145,7 +145,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("fabric", help="time a traffic pattern on the wafer's fabric (flow or packet fidelity)",
                        description=__doc__.split("\n\n", 1)[0])
     p.add_argument("hardware", metavar="HARDWARE", help="a hardware preset name or YAML file")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware key (repeatable)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a hardware key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; repeatable)")
     p.add_argument("--mesh", metavar="RxC", help="a sub-mesh of R x C PEs with the same links (default: the wafer)")
     p.add_argument("--granularity", default="pe", metavar="pe|block:K", help="one node per PE or per K x K PEs")
     p.add_argument("--mode", choices=("flow", "packet"), default="flow", help="fidelity (default flow)")
@@ -156,10 +157,11 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                         "--experts regions (grid placement); message / multicast: one message of --wavelets "
                         "wavelets over --hops hops along row 0")
     p.add_argument("--bytes", default="64", metavar="N", help='bytes per PE pair (or per PE per expert), e.g. 256 or "4 KiB"')
-    p.add_argument("--hops", type=int, default=1, metavar="H")
-    p.add_argument("--wavelets", type=int, default=1, metavar="L")
-    p.add_argument("--experts", type=int, default=8, metavar="E")
-    p.add_argument("--placement", choices=("grid", "snake", "random"), default="grid")
+    p.add_argument("--hops", type=int, default=1, metavar="H", help="message / multicast: hops along row 0 (default 1)")
+    p.add_argument("--wavelets", type=int, default=1, metavar="L", help="message / multicast: wavelets (default 1)")
+    p.add_argument("--experts", type=int, default=8, metavar="E", help="dispatch: expert regions (default 8)")
+    p.add_argument("--placement", choices=("grid", "snake", "random"), default="grid",
+                   help="dispatch: how expert regions are laid out (default grid)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of uniform-random and random placement")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--png", metavar="FILE", help="draw the link load over the mesh to FILE")

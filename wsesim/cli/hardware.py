@@ -1,17 +1,24 @@
-"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets."""
+"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets.
+
+``--set`` takes the key paths an experiment uses (``hardware.pe.sram='96 KiB'``); the older short form
+(``pe.sram='96 KiB'``) still works.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from .common import EXIT_OK, Parser, format_table, parse_overrides, print_json
+from .common import EXIT_OK, Parser, add_json_argument, format_table, parse_overrides, print_json
 
 
 def _cmd_hardware(args: argparse.Namespace) -> int:
     from ..config.loader import load_hardware, preset_names
 
     if args.hardware_cmd == "list":
+        if args.json:
+            print_json(preset_names("hardware"))
+            return EXIT_OK
         for name in preset_names("hardware"):
             print(name)
         return EXIT_OK
@@ -38,10 +45,13 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
     h = sub.add_parser("hardware", help="inspect hardware presets")
-    hsub = h.add_subparsers(dest="hardware_cmd", required=True, parser_class=Parser)
+    hsub = h.add_subparsers(dest="hardware_cmd", required=True, parser_class=Parser, metavar="show|list",
+                            help="show one wafer's totals, or list the presets")
     hs = hsub.add_parser("show", help="derived whole-wafer totals")
-    hs.add_argument("ref", metavar="NAME|FILE")
-    hs.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a key, e.g. pe.sram='96 KiB'")
-    hs.add_argument("--json", action="store_true")
-    hsub.add_parser("list", help="names of the shipped presets")
+    hs.add_argument("ref", metavar="NAME|FILE", help="a hardware preset name or YAML file")
+    hs.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; repeatable)")
+    add_json_argument(hs, "print the totals as one JSON object")
+    hl = hsub.add_parser("list", help="names of the shipped presets")
+    add_json_argument(hl, "print the names as a JSON list")
     commands["hardware"] = _cmd_hardware

@@ -1,6 +1,8 @@
 """Command-line interface: the only place that chooses paths and prints.
 
-Every ``ConfigError`` becomes one line on stderr and exit code 2; nothing is written on error.
+Every ``ConfigError`` (bad input) becomes one line on stderr and exit code 2; nothing is written on
+error. Anything else — an ``InternalError`` or any other exception — is a bug: one line
+``wsesim: internal error: …`` and exit code 1, the traceback only with ``WSESIM_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, shown
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -21,8 +23,12 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     p = Parser(prog="wsesim", description="Simulate MoE training on wafer-scale processors.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    p.add_argument("--version", action="version", version=f"wsesim {__version__}", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND",
+                           help="what to do (wsesim COMMAND --help for its options)")
 
     for module in _EXTENSION_MODULES:
         importlib.import_module(module).register(sub, _COMMANDS)
@@ -32,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Each command group lives in its own module with ``register(subparsers, commands)``, which adds its
 # parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs.
 _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory", "wsesim.cli.run",
-                                 "wsesim.cli.sweep", "wsesim.cli.fabric"]
+                                 "wsesim.cli.sweep", "wsesim.cli.fabric", "wsesim.cli.schema"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except ConfigError as e:
-        sys.stderr.write(f"wsesim: {e}\n")
+        sys.stderr.write(f"wsesim: {_one_line(str(e))}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("wsesim: interrupted\n")
@@ -51,6 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
         if os.environ.get("WSESIM_DEBUG"):
             raise
-        sys.stderr.write(f"wsesim: internal error: {type(e).__name__}: {e} (set WSESIM_DEBUG=1 for the traceback; "
-                         "please report it)\n")
+        sys.stderr.write(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
+                         "for the traceback; please report it)\n")
         return EXIT_FAIL
+
+
+def _one_line(text: str, limit: int = 1000) -> str:
+    """An error as one line, whatever it quotes: control characters escaped, at most ``limit`` characters
+    (each quotation in it is already clipped to 200 by ``errors.shown``)."""
+    return shown(text, limit)

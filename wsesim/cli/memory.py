@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import EXIT_OK, Parser, add_experiment_arguments, format_table, load_from_args, print_json
+from .common import (
+    EXIT_OK,
+    Parser,
+    add_experiment_arguments,
+    add_json_argument,
+    format_table,
+    load_from_args,
+    print_json,
+)
 
 
 def _cmd_memory(args: argparse.Namespace) -> int:
@@ -61,18 +69,22 @@ def _memory_training(args: argparse.Namespace) -> int:
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
     m = sub.add_parser("memory", help="analytical SRAM accounting")
-    msub = m.add_subparsers(dest="memory_cmd", required=True, parser_class=Parser)
+    msub = m.add_subparsers(dest="memory_cmd", required=True, parser_class=Parser, metavar="attention|training",
+                            help="one head's attention memory, or a training step's SRAM per phase")
     ma = msub.add_parser("attention", help="mlsysim's AttentionTilingScenario for one head")
-    ma.add_argument("--seq-len", type=int, required=True)
-    ma.add_argument("--head-dim", type=int, required=True)
-    ma.add_argument("--tile", type=int, required=True)
-    ma.add_argument("--heads", type=int, required=True)
+    ma.add_argument("--seq-len", type=int, required=True, metavar="S", help="sequence length in tokens")
+    ma.add_argument("--head-dim", type=int, required=True, metavar="D", help="width of one head")
+    ma.add_argument("--tile", type=int, required=True, metavar="T", help="the tiled kernel's square tile, in tokens")
+    ma.add_argument("--heads", type=int, required=True, metavar="H", help="attention heads (for all_heads_scores)")
     ma.add_argument("--bytes-per-value", required=True, metavar="SIZE", help='a size, e.g. "4 B" or "16 bit"')
-    ma.add_argument("--io-tensors", type=int, default=4)
-    ma.add_argument("--stored-square-matrices", type=int, default=2)
-    ma.add_argument("--row-statistics", type=int, default=2)
-    ma.add_argument("--json", action="store_true")
+    ma.add_argument("--io-tensors", type=int, default=4, metavar="N",
+                    help="S x head_dim tensors both kernels store: q, k, v, output (default 4)")
+    ma.add_argument("--stored-square-matrices", type=int, default=2, metavar="N",
+                    help="S x S matrices the standard kernel stores: scores, probabilities (default 2)")
+    ma.add_argument("--row-statistics", type=int, default=2, metavar="N",
+                    help="per-row values the tiled kernel stores instead: max, sum (default 2)")
+    add_json_argument(ma, "print the figures in bytes as one JSON object")
     mt = msub.add_parser("training", help="per-phase SRAM of a training step, and the auto batch")
     add_experiment_arguments(mt)
-    mt.add_argument("--json", action="store_true")
+    add_json_argument(mt)
     commands["memory"] = _cmd_memory

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config.units import format_bytes
-from .common import EXIT_OK, add_experiment_arguments, format_table, load_from_args
+from .common import (
+    EXIT_OK,
+    add_experiment_arguments,
+    add_json_argument,
+    check_output_folder,
+    format_table,
+    load_from_args,
+)
 
 
 def format_result(r: Any) -> str:
@@ -35,28 +42,24 @@ def format_result(r: Any) -> str:
                       f"({r.events:,} events in {r.wall_s:.2f} s)"])
 
 
-def _file_in_the_way(folder: Path) -> bool:
-    """Whether ``folder``, or the nearest of its parents that exists, is a file (mkdir would fail)."""
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return folder.exists() and not folder.is_dir()
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     import json
 
-    from ..config.errors import ConfigError
+    from ..config.errors import ConfigError, shown_repr
     from ..experiments.runner import simulate_experiment
     from ..output.files import atomic_write_text, prepare_dir
 
     loaded = load_from_args(args)
     if args.trace and not args.trace.endswith(".json"):
-        raise ConfigError(f"expected a .json file name for the trace, got {args.trace!r}", source="--trace")
+        raise ConfigError(f"expected a .json file name for the trace, got {shown_repr(args.trace)}", source="--trace")
+    if args.trace and Path(args.trace).is_dir():
+        raise ConfigError(f"expected a .json file name for the trace, got the directory {shown_repr(args.trace)}",
+                          source="--trace")
     # every output folder is checked before any is made, so that bad input writes nothing
     trace_dir = str(Path(args.trace).parent) if args.trace else None
     for folder in (args.out, args.png, trace_dir):
-        if folder and _file_in_the_way(Path(folder)):
-            raise ConfigError("expected a folder for the output, got an existing file", source=folder)
+        if folder:
+            check_output_folder(folder)
     out = prepare_dir(args.out) if args.out else None
     png = prepare_dir(args.png) if args.png else None
     run = simulate_experiment(loaded.spec)
@@ -95,7 +98,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("run", help="simulate one training step")
     add_experiment_arguments(p)
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_json_argument(p)
     p.add_argument("--out", metavar="DIR", help="write DIR/result.json and DIR/wafer.json (for wsesim plot --wafer)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the simulated step")
     p.add_argument("--png", metavar="DIR", help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")

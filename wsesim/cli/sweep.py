@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, add_experiment_arguments, format_table, load_from_args, print_json
+from .common import (
+    EXIT_OK,
+    add_experiment_arguments,
+    check_output_folder,
+    format_table,
+    load_from_args,
+    print_json,
+)
 from .run import format_result
 
 # ------------------------------------------------------------------------------------------------- tune
@@ -114,7 +121,7 @@ def _sweep(args: argparse.Namespace, sweep: Any, client: Any) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     import json
 
-    from ..config.errors import ConfigError
+    from ..config.errors import ConfigError, shown
     from ..output.files import prepare_dir
 
     if args.wafer:
@@ -127,9 +134,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
         try:
             maps = WaferMaps.from_dict(json.loads(source.read_text(encoding="utf-8")))
-        except (ValueError, KeyError, TypeError) as e:
-            raise ConfigError(f"expected wafer maps written by wsesim run, got unreadable JSON ({e})",
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            raise ConfigError(f"expected wafer maps written by wsesim run, got unreadable JSON ({shown(e, 120)})",
                               source=str(source)) from None
+        check_output_folder(str(args.out or folder))
         paths = plot_wafer(maps, prepare_dir(args.out or folder))
     else:
         if not args.results:
@@ -139,7 +147,11 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         csv_path = Path(args.results)
         if not csv_path.is_file():
             raise ConfigError("no such file", source=str(csv_path))
-        paths = plot_results(csv_path, prepare_dir(args.out or csv_path.parent))
+        check_output_folder(str(args.out or csv_path.parent))
+        paths = plot_results(csv_path, args.out or csv_path.parent)  # makes the folder once the CSV reads
+    if args.json:
+        print_json([str(path) for path in paths])
+        return EXIT_OK
     for path in paths:
         print(f"wrote {path}")
     return EXIT_OK
@@ -152,7 +164,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     commands["tune"] = _cmd_tune
 
     s = sub.add_parser("sweep", help="run a grid of experiments, streaming results to a CSV")
-    s.add_argument("sweep", metavar="SWEEP.yaml")
+    s.add_argument("sweep", metavar="SWEEP.yaml", help="a sweep file (kind: sweep)")
     s.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask distributed cluster instead")
     s.add_argument("--out", metavar="DIR", help="output folder (default out/<sweep name>)")
@@ -161,7 +173,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     commands["sweep"] = _cmd_sweep
 
     p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG and SVG), or a run's wafer pictures")
-    p.add_argument("results", metavar="RESULTS.csv", nargs="?")
+    p.add_argument("results", metavar="RESULTS.csv", nargs="?", help="a sweep's results.csv (from wsesim sweep)")
     p.add_argument("--wafer", metavar="RUN_DIR", help="draw the wafer pictures of a run saved with wsesim run --out")
     p.add_argument("--out", metavar="DIR", help="output folder (default: next to the CSV)")
+    p.add_argument("--json", action="store_true", help="print the paths written as a JSON list")
     commands["plot"] = _cmd_plot

@@ -120,12 +120,49 @@ def _phases_figure(runs: list[dict[str, Any]]) -> Any:
     return fig
 
 
+_COLUMNS = ("status", "experts", "top_k", "tiles", "batch_per_tile", "throughput_tokens_per_s", "step_time_s",
+            "step_cycles", "model", "hardware", "tokens_per_step", "seq_len")  # what _runs reads
+
+
+def _read_runs(csv_path: str | Path) -> list[dict[str, Any]]:
+    """The finished runs of a sweep's results.csv; any other file (binary, empty, another program's CSV,
+    a damaged row) is a ``ConfigError`` naming it, before anything is drawn or made."""
+    import csv
+    import io
+
+    from ..config.errors import ConfigError, shown
+
+    expected, source = "expected a results.csv written by wsesim sweep", str(csv_path)
+    data = Path(csv_path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{expected}, got bytes that are not UTF-8 text (at byte {e.start})", source=source) from None
+    if "\x00" in text:
+        raise ConfigError(f"{expected}, got binary data (a NUL byte at byte {data.index(0)})", source=source)
+    if not text.strip():
+        raise ConfigError(f"{expected}, got an empty file", source=source)
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    missing = [c for c in _COLUMNS if c not in header]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise ConfigError(f"{expected}, got a CSV without the columns {shown(', '.join(missing[:3]))}{more}",
+                          source=source)
+    try:
+        return _runs(read_results(csv_path))
+    except (ValueError, TypeError, KeyError) as e:
+        raise ConfigError(f"{expected}, got a row it cannot read ({shown(e, 120)})", source=source) from None
+
+
 def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
-    """Write the figures for a results CSV into ``out``; returns the paths written."""
-    out = Path(out)
-    runs = _runs(read_results(csv_path))
+    """Write the figures for a results CSV into ``out``; returns the paths written. Raises
+    ``ConfigError`` for a file that is not a sweep's results.csv."""
+    runs = _read_runs(csv_path)
     if not runs:
         return []
+    from .files import prepare_dir
+
+    out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
     meta = f"{runs[0]['model']} on {runs[0]['hardware']}, seq_len {runs[0]['seq_len']}"
     written: list[Path] = []
     by_k = defaultdict(set)

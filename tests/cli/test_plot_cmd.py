@@ -1,0 +1,75 @@
+"""``wsesim plot`` given what is not a sweep's results.csv (a binary file, another program's CSV, a
+damaged row) is bad input — exit 2, one line naming the file, no folder made — and ``--json`` prints
+the paths it wrote (issue 12, items 11 and 17). Drawing itself is tests/output/test_plotting.py's.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from wsesim import cli
+from wsesim.experiments.sweep import RESULT_COLUMNS
+
+EXPECTED = "expected a results.csv written by wsesim sweep"
+
+
+def _results(rows: list[dict[str, object]]) -> str:
+    """A results.csv as wsesim sweep writes its columns, with made-up figures (no simulation needed)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for i, row in enumerate(rows):
+        writer.writerow({"point": i, "point_key": f"k{i}", "status": "ok", "reason": "", "tuned": False,
+                         "hardware": "tiny8", "model": "tiny-moe", "experts": 4, "top_k": 2, "seq_len": 16,
+                         "batch_per_tile": 1, "tiles": 1, "tokens_per_step": 16, "step_cycles": 1000.0,
+                         "step_time_s": 1e-6, "throughput_tokens_per_s": 1.6e7, **row})
+    return buf.getvalue()
+
+
+def _plot(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = cli.main(["plot", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)), "got bytes that are not UTF-8 text (at byte 136)"),
+    (b"a,b\n1,\x002\n", "got binary data (a NUL byte at byte 6)"),
+    (b"", "got an empty file"),
+    (b"name,score\nalice,3\n", "got a CSV without the columns status, experts, top_k and 9 more"),
+    (_results([{"experts": "many"}]).encode(), "got a row it cannot read (invalid literal for int() with base 10: "
+                                                "'many')"),
+], ids=["binary", "nul", "empty", "foreign", "damaged-row"])
+def test_a_file_that_is_not_a_results_csv(capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes,
+                                          problem: str) -> None:
+    """Each ended as an internal error (UnicodeDecodeError, csv.Error, KeyError, ValueError), or, for the
+    foreign CSV, as nothing at all with exit 0."""
+    path = tmp_path / "input.csv"
+    path.write_bytes(content)
+    out = tmp_path / "plots"
+    assert _plot(capsys, str(path), "--out", str(out)) == (2, "", f"wsesim: {path}: {EXPECTED}, {problem}\n")
+    assert not out.exists()  # no empty folder left behind
+
+
+def test_json_prints_the_paths_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "results.csv"
+    path.write_text(_results([{}, {"tiles": 2, "throughput_tokens_per_s": 3.2e7}]), encoding="utf-8")
+    code, out, err = _plot(capsys, str(path), "--out", str(tmp_path / "p"), "--json")
+    assert (code, err) == (0, "")
+    paths = json.loads(out)
+    assert paths == [str(tmp_path / "p" / "phases.png"), str(tmp_path / "p" / "phases.svg")]
+    assert all(Path(p).stat().st_size > 0 for p in paths)
+
+
+def test_a_read_only_output_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path, read_only: Path) -> None:
+    path = tmp_path / "results.csv"
+    path.write_text(_results([{}]), encoding="utf-8")
+    code, out, err = _plot(capsys, str(path), "--out", str(read_only))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"wsesim: {read_only}: expected a folder wsesim can write to, got a read-only one (")
+    assert list(read_only.iterdir()) == []
