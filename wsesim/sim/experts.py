@@ -4,8 +4,9 @@ mapping. Simulated time is in clock cycles.
 * ``regions``: every expert region in parallel; each runs its experts one after another, each op as soon
   as its weights have arrived and its region is free, and frees the weights after their last use. A
   region whose next chunk is already scheduled is laid out with array arithmetic, without events (the
-  timeline is the same); a region that must wait for a chunk the stream has not yet scheduled becomes
-  its own process and waits for it.
+  timeline is the same); the regions that reach a chunk the stream has not yet scheduled continue in one
+  loop that lays each of them out as far as the stream has got, then waits for the earliest chunk any of
+  them needs (a region waiting on its own would see the same timeline: see ``_stragglers``).
 * ``in_place``: the whole wafer runs every expert's ops one after another, in chunk order, each when its
   weights have arrived: one chain, laid out with float arithmetic until it reaches a chunk the stream
   has not scheduled, then waiting for it.
@@ -22,7 +23,6 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import simpy
 
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS
 from .plan import ExpertOps
@@ -30,7 +30,7 @@ from .plan import ExpertOps
 if TYPE_CHECKING:
     from .engine import _Engine
 
-Grad = tuple[np.ndarray, float, int, int, np.ndarray]  # (cycles, bytes, slot, op index, regions)
+Grad = tuple[np.ndarray, ...]  # arrays of (hand-over cycle, bytes, slot, op index, region), one per gradient
 
 
 def _last_use(pass_: str, chunk_pass: str) -> bool:
@@ -47,7 +47,7 @@ def regions_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
     R = eng.slots.shape[1]
     t = np.full(R, start)
     wait = np.zeros(R)  # cycles each region waited for weights in this phase
-    stopped = np.zeros(R, dtype=bool)  # regions continuing as processes
+    stopped = np.zeros(R, dtype=bool)  # regions continuing in the straggler loop
     resume: list[tuple[int, int, int, int]] = []  # (region, slot, op index, piece)
     grads: list[Grad] = []
     for j, experts in enumerate(eng.slots):
@@ -74,59 +74,86 @@ def regions_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
                 if last_use:
                     stream.free_at(end, eng.chunk_bytes[index])
                 if backward and piece == pieces - 1:
-                    grads.append((end, eng.op_bytes[op], j, k, regions))
+                    n = len(regions)
+                    grads.append((end, np.full(n, eng.op_bytes[op]), np.full(n, j), np.full(n, k), regions))
     if resume:
-        procs = [env.process(_region(eng, r, j, k, piece, float(t[r]), layer, pass_, chunk_pass, backward,
-                                     last_use, grads, wait)) for r, j, k, piece in resume]
-        done = yield simpy.AllOf(env, procs)
-        for (r, *_), proc in zip(resume, procs, strict=True):
-            t[r] = done[proc]
+        yield from _stragglers(eng, resume, t, wait, layer, pass_, chunk_pass, backward, last_use, grads)
     critical = int(np.argmax(t))
     end = max(float(t[critical]), start)
     if end > env.now:
         yield env.timeout(end - env.now)
     close_phase(eng, start, float(wait[critical]), layer, pass_)
     if backward:
-        at = np.concatenate([g[0] for g in grads])
-        nbytes, slot, op_index, region = (np.concatenate([np.broadcast_to(g[i], len(g[0])) for g in grads])
-                                          for i in range(1, 5))
-        # in order of hand-over; in one cycle by (slot, op, region), whether laid out or run as a process
+        at, nbytes, slot, op_index, region = (np.concatenate([g[i] for g in grads]) for i in range(5))
+        # in order of hand-over; in one cycle by (slot, op, region), however the phase was laid out
         order = np.lexsort((region, op_index, slot, at))
         yield from send_gradients(eng, at[order], nbytes[order], layer, pass_)
 
 
-def _region(eng: _Engine, r: int, j0: int, k0: int, p0: int, t: float, layer: int, pass_: str, chunk_pass: str,
-            backward: bool, last_use: bool, grads: list[Grad], wait: np.ndarray) -> Generator[Any, Any, float]:
-    """One region's remaining ops from slot ``j0``, op ``k0``, piece ``p0``, as a process that waits for
-    chunks the stream has not scheduled yet (the same timeline as ``regions_phase``' layout)."""
-    env, stream = eng.env, eng.stream
+def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray, layer: int,
+                pass_: str, chunk_pass: str, backward: bool, last_use: bool,
+                grads: list[Grad]) -> Generator[Any, Any, None]:
+    """The regions ``pending`` (region, slot, op index, piece) stopped at, continued: each is laid out
+    as far as its chunks are scheduled, the frees registered, then the loop waits for the earliest chunk
+    any of them still needs and goes round again.
+
+    The timeline is the one each region would have as a process of its own. A region's op starts at
+    max(region free, chunk arrival) either way; registering its frees as soon as its chunk is scheduled
+    (not when the chunk arrives) is only earlier, and the stream decides nothing beyond the next event
+    in the queue — here the arrival of the earliest chunk waited for, which no pending region's free
+    precedes (its chunk comes later on the in-order link).
+    """
+    stream = eng.stream
     ops = BACKWARD_OPS if backward else FORWARD_OPS
-    first = True
-    for j in range(j0, eng.slots.shape[0]):
-        e = int(eng.slots[j, r])
-        if e < 0:
-            break
-        for k in range(k0 if j == j0 else 0, len(ops)):
-            op = ops[k]
-            chunks = eng.expert_chunks[chunk_pass, layer, op]
-            pieces = chunks.shape[0]
-            for piece in range(p0 if first else 0, pieces):
-                first = False
+    K = eng.slots.shape[0]
+    at: dict[int, tuple[int, int, int]] = {r: (j, k, p) for r, j, k, p in pending}
+    laid: dict[tuple[int, int], tuple[list[int], list[float], list[float], list[float]]] = {}
+    frees: tuple[list[float], list[float]] = ([], [])
+    handed: tuple[list[float], ...] = ([], [], [], [], [])  # cycle, bytes, slot, op, region
+    while at:
+        for r in sorted(at):
+            j, k, piece = at[r]
+            tr = float(t[r])
+            while j < K and (e := int(eng.slots[j, r])) >= 0:
+                op = ops[k]
+                chunks = eng.expert_chunks[chunk_pass, layer, op]
+                pieces = chunks.shape[0]
                 i = int(chunks[piece, e])
-                if i >= stream.next and t > env.now:
-                    yield env.timeout(t - env.now)
-                if i >= stream.next:  # (checked again: the stream may have got there meanwhile)
-                    yield stream.wait(i)
-                free_at, begin = t, max(t, float(stream.arrival[i]))
-                t = begin + float(eng.cost[op, backward][layer, e]) / pieces
-                record(eng, op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([t]),
-                       np.array([begin - free_at]), pieces)
-                wait[r] += begin - free_at
+                if i >= stream.next:
+                    break
+                begin = max(tr, float(stream.arrival[i]))
+                experts, begins, ends, waits = laid.setdefault((k, piece), ([], [], [], []))
+                experts.append(e)
+                begins.append(begin)
+                waits.append(begin - tr)
+                wait[r] += begin - tr
+                tr = begin + float(eng.cost[op, backward][layer, e]) / pieces
+                ends.append(tr)
                 if last_use:
-                    stream.free_at(np.array([t]), np.array([eng.sizes[i]]))
+                    frees[0].append(tr)
+                    frees[1].append(float(eng.sizes[i]))
                 if backward and piece == pieces - 1:
-                    grads.append((np.array([t]), eng.op_bytes[op], j, k, np.array([r])))
-    return t
+                    for field, value in zip(handed, (tr, eng.op_bytes[op], j, k, r), strict=True):
+                        field.append(value)
+                piece += 1
+                if piece == pieces:
+                    piece, k = 0, k + 1
+                    if k == len(ops):
+                        k, j = 0, j + 1
+            t[r] = tr
+            if j < K and eng.slots[j, r] >= 0:
+                at[r] = (j, k, piece)
+            else:
+                del at[r]
+        _flush(eng, frees)
+        if at:
+            yield stream.wait(min(int(eng.expert_chunks[chunk_pass, layer, ops[k]][p, eng.slots[j, r]])
+                                  for r, (j, k, p) in at.items()))
+    for (k, _piece), (experts, begins, ends, waits) in laid.items():
+        record(eng, ops[k], pass_, layer, backward, np.array(experts), np.array(begins), np.array(ends),
+               np.array(waits), eng.expert_chunks[chunk_pass, layer, ops[k]].shape[0])
+    if handed[0]:
+        grads.append(tuple(np.array(field) for field in handed))
 
 
 def in_place_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
