@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The BTA paper's eight points under the conditions the paper leaves unstated: how G=1 against tuned G
+moves with sequence length, depth, activation policy and MoE mapping (one at a time from the shipped
+experiment, and the mapping with each). Prints one markdown table (the one
+in the README) of tuned / G=1 throughput per point, and the tuned curve's spread over 8–128 experts.
+
+    python scripts/bta_conditions.py [--quick] [--out FILE.md]
+
+Every cell is a real run of the shipped experiment with the condition's overrides (``wsesim tune`` for
+the tuned G); nothing is fitted. ``--quick`` runs two conditions only (a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wsesim.config.loader import load_experiment
+from wsesim.experiments.runner import run_experiment
+from wsesim.experiments.tune import tune
+
+POINTS = [(8, 8), (16, 8), (32, 8), (64, 8), (128, 8), (128, 4), (128, 2), (128, 1)]
+BASELINE = (4096, 48, "recompute", "regions")  # the shipped experiment
+CONDITIONS = [  # one assumption changed at a time, then the mapping with each
+    BASELINE,
+    (2048, 48, "recompute", "regions"),
+    (1024, 48, "recompute", "regions"),
+    (4096, 16, "recompute", "regions"),  # a shallower Qwen3-like model (16 of its 48 layers)
+    (1024, 16, "recompute", "regions"),
+    (4096, 48, "store", "regions"),
+    (1024, 48, "store", "regions"),
+    (4096, 48, "recompute", "in_place"),
+    (1024, 48, "recompute", "in_place"),
+    (4096, 16, "recompute", "in_place"),
+]
+
+
+def cell(overrides: dict) -> tuple[float, float]:
+    """(G=1, tuned) tokens/s; 0 where nothing fits."""
+    loaded = load_experiment(overrides=overrides)
+    g1 = run_experiment(loaded.spec)
+    best = tune(loaded).best
+    return (g1.throughput_tokens_per_s if g1.feasible else 0.0,
+            best.throughput_tokens_per_s if best.feasible else 0.0)
+
+
+def row(seq_len: int, layers: int, activations: str, mapping: str) -> str:
+    base = {"training.seq_len": seq_len, "model.layers": layers, "training.activations": activations,
+            "simulation.moe_mapping": mapping}
+    runs = [cell({**base, "model.experts": e, "model.top_k": k}) for e, k in POINTS]
+    speedups = [f"{t / g:.2f}×" if g and t else "—" for g, t in runs]
+    tuned = [t for (g, t), (e, k) in zip(runs, POINTS, strict=True) if k == 8 and t]
+    spread = "—"
+    if len(tuned) == 5:
+        mean = sum(tuned) / len(tuned)
+        spread = f"±{100 * max(abs(t - mean) for t in tuned) / mean:.0f} %"
+    return f"| {seq_len} | {layers} | {activations} | {mapping} | " + " | ".join(speedups) + f" | {spread} |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="two conditions only")
+    ap.add_argument("--out", metavar="FILE.md", help="also write the table to FILE.md")
+    args = ap.parse_args(argv)
+    head = ("| seq_len | layers | activations | mapping | " + " | ".join(f"E={e} k={k}" for e, k in POINTS)
+            + " | tuned spread (k=8) |")
+    lines = [head, "|" + "---:|" * 3 + "---|" + "---:|" * (len(POINTS) + 1)]
+    conditions = CONDITIONS
+    if args.quick:
+        conditions = [(1024, 16, "recompute", "regions"), (1024, 16, "recompute", "in_place")]
+    for condition in conditions:
+        lines.append(row(*condition))
+        sys.stderr.write(lines[-1] + "\n")
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
