@@ -174,6 +174,11 @@ HOSTILE = {
                  'cycles, got "1e308 cycles"'),
     "experts": (["memory", "training", "--set", "model.experts=100000"],
                 "wsesim: --set: model.experts: expected a value ≤ 65536, got 100000 (an int)"),
+    "fabric-bytes": (["fabric", "tiny8", "--pattern", "hotspot", "--bytes", "1e300 B"],
+                     'wsesim: --bytes: expected a positive number of bytes up to 1 TiB like "256" or "4 KiB", got '
+                     '"1e300 B"'),
+    "attention": (["memory", "attention", "--seq-len", "1" + "0" * 200, "--head-dim", "64", "--tile", "128", "--heads",
+                   "16", "--bytes-per-value", "4 B"], "wsesim: seq_len: expected at most 16777216, got 1" + "0" * 198 + "…"),
     "zipf": (["run", "--set", "training.routing=zipf:2000"], 'wsesim: --set: training.routing: expected "uniform" or '
              '"zipf:<alpha>" with alpha from 0 to 100 (e.g. "zipf:1.2"), got "zipf:2000"'),
 }

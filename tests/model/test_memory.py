@@ -108,6 +108,14 @@ def test_bits_and_bytes_give_the_same_scenario() -> None:
         ({"bytes_per_value": -4}, "bytes_per_value", "expected a positive size, got -4"),
         ({"bytes_per_value": True}, "bytes_per_value", "expected a positive size, got True"),
         ({"bytes_per_value": math.inf}, "bytes_per_value", "expected a positive size, got inf"),
+        # past the specs' bounds: 10^200 tokens overflowed a float (an internal error, exit 1)
+        ({"seq_len": 10**200}, "seq_len", "expected at most 16777216, got 1" + "0" * 198 + "…"),
+        ({"seq_len": 2**24 + 1}, "seq_len", "expected at most 16777216, got 16777217"),
+        ({"head_dim": 65_537}, "head_dim", "expected at most 65536, got 65537"),
+        ({"tile": 2**24 + 1}, "tile", "expected at most 16777216, got 16777217"),
+        ({"heads": 16_385}, "heads", "expected at most 16384, got 16385"),
+        ({"io_tensors": 1025}, "io_tensors", "expected at most 1024, got 1025"),
+        ({"bytes_per_value": "1e300 B"}, "bytes_per_value", "expected at most 64 B per value, got 1e+300 B"),
     ],
 )
 def test_attention_tiling_refuses(changes: dict[str, Any], path: str, message: str) -> None:

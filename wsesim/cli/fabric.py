@@ -12,7 +12,7 @@ import re
 import sys
 from typing import Any
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, shown
 from .common import EXIT_OK, format_table, parse_overrides, print_json
 
 PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
@@ -40,8 +40,9 @@ def parse_bytes(text: str) -> float:
             value = parse_quantity(text, "size")
         except ConfigError as e:
             raise ConfigError(e.message, path="--bytes") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise ConfigError(f'expected a positive number of bytes like "256" or "4 KiB", got "{text}"', path="--bytes")
+    if not 0 < value <= 2**40:  # NaN and inf too; a PE holds at most 1 TiB (config.specs: pe.sram)
+        raise ConfigError(f'expected a positive number of bytes up to 1 TiB like "256" or "4 KiB", got "{shown(text)}"',
+                          path="--bytes")
     return value
 
 

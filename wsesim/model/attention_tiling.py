@@ -10,8 +10,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, shown_repr
 from ..config.units import parse_quantity
+
+# the bounds of the matching spec keys (config.specs: seq_len and the flash tile 2^24 tokens, head_dim
+# 65,536, heads 16,384); at most 1,024 stored tensors of a kind (mlsysim stores 2-4); 64 B per value is 8x fp64
+_MOST = {"seq_len": 2**24, "head_dim": 65_536, "tile": 2**24, "heads": 16_384, "io_tensors": 1024,
+         "stored_square_matrices": 1024, "row_statistics": 1024}
+_MOST_BYTES_PER_VALUE = 64.0
 
 
 @dataclass(frozen=True)
@@ -20,8 +26,9 @@ class AttentionTiling:
 
     ``bytes_per_value`` is a size: "4 B", "16 bit", or a number of bytes given as a float/int by code
     (the CLI and YAML always pass a unit string). Raises ``ConfigError`` for seq_len, head_dim or
-    tile ≤ 0, negative counts, a unitless string, or a tiled kernel that stores nothing (io_tensors and
-    row_statistics both 0: ``stored_ratio`` would divide by zero).
+    tile ≤ 0, negative counts, a unitless string, a value past its bound (``_MOST``: those of the specs),
+    or a tiled kernel that stores nothing (io_tensors and row_statistics both 0: ``stored_ratio`` would
+    divide by zero).
     """
 
     seq_len: int
@@ -41,12 +48,16 @@ class AttentionTiling:
             value, least = getattr(self, name), 1 if name in ("seq_len", "head_dim", "tile") else 0
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 kind = "a positive integer" if least else "a non-negative integer"
-                raise ConfigError(f"expected {kind}, got {value!r}", path=name)
+                raise ConfigError(f"expected {kind}, got {shown_repr(value)}", path=name)
+            if value > _MOST[name]:
+                raise ConfigError(f"expected at most {_MOST[name]}, got {shown_repr(value)}", path=name)
         if self.io_tensors == 0 and self.row_statistics == 0:  # stored_flash would be 0 B
             raise ConfigError("expected a positive count when io_tensors is 0, got 0", path="row_statistics")
         bpv = self.bytes_per_value
         if isinstance(bpv, bool) or not isinstance(bpv, (int, float)) or not (math.isfinite(bpv) and bpv > 0):
-            raise ConfigError(f"expected a positive size, got {bpv!r}", path="bytes_per_value")
+            raise ConfigError(f"expected a positive size, got {shown_repr(bpv)}", path="bytes_per_value")
+        if bpv > _MOST_BYTES_PER_VALUE:
+            raise ConfigError(f"expected at most 64 B per value, got {bpv:g} B", path="bytes_per_value")
 
     @property
     def score_matrix(self) -> float:
