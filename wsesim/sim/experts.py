@@ -93,9 +93,9 @@ def regions_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
 def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray, layer: int,
                 pass_: str, chunk_pass: str, backward: bool, last_use: bool,
                 grads: list[Grad]) -> Generator[Any, Any, None]:
-    """The regions ``pending`` (region, slot, op index, piece) stopped at, continued: each is laid out
-    as far as its chunks are scheduled, the frees registered, then the loop waits for the earliest chunk
-    any of them still needs and goes round again.
+    """The regions ``pending`` (region, slot, op index, piece) stopped at, continued: in rounds, every
+    region whose next chunk is scheduled runs its next op (array arithmetic over the regions); when none
+    can, the loop waits for the earliest chunk any of them still needs.
 
     The timeline is the one each region would have as a process of its own. A region's op starts at
     max(region free, chunk arrival) either way; registering its frees as soon as its chunk is scheduled
@@ -106,54 +106,48 @@ def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.nd
     stream = eng.stream
     ops = BACKWARD_OPS if backward else FORWARD_OPS
     K = eng.slots.shape[0]
-    at: dict[int, tuple[int, int, int]] = {r: (j, k, p) for r, j, k, p in pending}
-    laid: dict[tuple[int, int], tuple[list[int], list[float], list[float], list[float]]] = {}
-    frees: tuple[list[float], list[float]] = ([], [])
-    handed: tuple[list[float], ...] = ([], [], [], [], [])  # cycle, bytes, slot, op, region
-    while at:
-        for r in sorted(at):
-            j, k, piece = at[r]
-            tr = float(t[r])
-            while j < K and (e := int(eng.slots[j, r])) >= 0:
-                op = ops[k]
-                chunks = eng.expert_chunks[chunk_pass, layer, op]
-                pieces = chunks.shape[0]
-                i = int(chunks[piece, e])
-                if i >= stream.next:
-                    break
-                begin = max(tr, float(stream.arrival[i]))
-                experts, begins, ends, waits = laid.setdefault((k, piece), ([], [], [], []))
-                experts.append(e)
-                begins.append(begin)
-                waits.append(begin - tr)
-                wait[r] += begin - tr
-                tr = begin + float(eng.cost[op, backward][layer, e]) / pieces
-                ends.append(tr)
-                if last_use:
-                    frees[0].append(tr)
-                    frees[1].append(float(eng.sizes[i]))
-                if backward and piece == pieces - 1:
-                    for field, value in zip(handed, (tr, eng.op_bytes[op], j, k, r), strict=True):
-                        field.append(value)
-                piece += 1
-                if piece == pieces:
-                    piece, k = 0, k + 1
-                    if k == len(ops):
-                        k, j = 0, j + 1
-            t[r] = tr
-            if j < K and eng.slots[j, r] >= 0:
-                at[r] = (j, k, piece)
-            else:
-                del at[r]
-        _flush(eng, frees)
-        if at:
-            yield stream.wait(min(int(eng.expert_chunks[chunk_pass, layer, ops[k]][p, eng.slots[j, r]])
-                                  for r, (j, k, p) in at.items()))
-    for (k, _piece), (experts, begins, ends, waits) in laid.items():
-        record(eng, ops[k], pass_, layer, backward, np.array(experts), np.array(begins), np.array(ends),
-               np.array(waits), eng.expert_chunks[chunk_pass, layer, ops[k]].shape[0])
-    if handed[0]:
-        grads.append(tuple(np.array(field) for field in handed))
+    chunks = [eng.expert_chunks[chunk_pass, layer, op] for op in ops]  # [pieces, experts] per op
+    r, j, k, p = (np.array(x, dtype=np.int64) for x in zip(*sorted(pending), strict=True))
+    while len(r):
+        e = eng.slots[np.minimum(j, K - 1), r]
+        live = (j < K) & (e >= 0)
+        r, j, k, p, e = r[live], j[live], k[live], p[live], e[live]
+        if not len(r):
+            break
+        i = np.empty(len(r), dtype=np.int64)
+        for op_index, table in enumerate(chunks):
+            mine = k == op_index
+            i[mine] = table[p[mine], e[mine]]
+        ready = i < stream.next
+        if not ready.any():  # every pending region needs a chunk the stream has not scheduled
+            yield stream.wait(int(i.min()))
+            continue
+        k_now = k.copy()
+        for op_index, op in enumerate(ops):  # one round: each ready region runs its next op (piece)
+            go = ready & (k_now == op_index)
+            if not go.any():
+                continue
+            pieces = chunks[op_index].shape[0]
+            rr, ee, ii = r[go], e[go], i[go]
+            begin = np.maximum(t[rr], stream.arrival[ii])
+            end = begin + eng.cost[op, backward][layer, ee] / pieces
+            for piece in np.unique(p[go]):  # (records keep one piece count per batch)
+                same = p[go] == piece
+                record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same],
+                       (begin - t[rr])[same], pieces)
+            wait[rr] += begin - t[rr]
+            t[rr] = end
+            if last_use:
+                stream.free_at(end, eng.chunk_bytes[ii])
+            last = p[go] == pieces - 1
+            if backward and last.any():
+                n = int(last.sum())
+                grads.append((end[last], np.full(n, eng.op_bytes[op]), j[go][last], np.full(n, op_index), rr[last]))
+            p[go] += 1
+            wrap = go & (p == pieces)
+            p[wrap], k[wrap] = 0, k[wrap] + 1
+            nxt = wrap & (k == len(ops))
+            k[nxt], j[nxt] = 0, j[nxt] + 1
 
 
 def in_place_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
