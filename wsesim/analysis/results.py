@@ -8,6 +8,7 @@ model FLOPs = 3 × forward (recomputation is work the hardware does, not model F
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -123,8 +124,9 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
     step_s = trace.step_cycles / hw.clock_hz
     n_tokens = batch_per_tile * t.tiles * t.seq_len
     model_flops = n_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
-    wait = float(sum(ops.weight_wait.sum() for ops in trace.expert_ops))
-    busy = float(sum((ops.end - ops.start).sum() for ops in trace.expert_ops))
+    # exactly rounded sums: the same whatever order an engine recorded its expert ops in
+    wait = math.fsum(float(w) for ops in trace.expert_ops for w in ops.weight_wait)
+    busy = math.fsum(float(b - a) for ops in trace.expert_ops for a, b in zip(ops.start, ops.end, strict=True))
     return RunResult(
         **base_fields(spec, batch_per_tile), feasible=True, infeasible_reason="",
         step_cycles=float(trace.step_cycles), step_time_s=float(step_s), tokens_per_step=n_tokens,
