@@ -17,6 +17,7 @@ import pytest
 
 from wsesim import __version__, cli
 from wsesim.config.errors import InternalError
+from wsesim.config.schema import KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 cli_main = importlib.import_module("wsesim.cli.main")  # the module (wsesim.cli.main is also the function's name)
@@ -157,8 +158,8 @@ def test_a_defect_is_an_internal_error_not_bad_input(capsys: pytest.CaptureFixtu
 
 
 HOSTILE = {
-    "kind-list": (["validate", "{d}/k.yaml"], "wsesim: {d}/k.yaml: kind: expected one of experiment, hardware, model, "
-                  "sweep, got a list"),
+    "kind-list": (["validate", "{d}/k.yaml"], "wsesim: {d}/k.yaml: kind: expected one of " + ", ".join(sorted(KINDS))
+                  + ", got a list"),
     "control-yaml": (["validate", "{d}/c.yaml"], "wsesim: {d}/c.yaml: line 2: expected printable text, got the "
                      "non-printable character U+0007 (column 9)"),
     "control-set": (["hardware", "show", "tiny8", "--set", "name=a\x07b"], "wsesim: --set: expected KEY.PATH=VALUE "

@@ -1,8 +1,8 @@
 """``wsesim schema [KIND] [--out DIR]``: the JSON Schema of each YAML kind, for an editor.
 
 ``wsesim schema hardware`` prints one schema; ``--out DIR`` writes ``DIR/<kind>.schema.json`` for the
-kind given, or for every kind (hardware, model, experiment, sweep), and prints the paths written. The
-README says how to point VS Code's YAML extension at them.
+kind given, or for every kind ``wsesim validate`` knows (hardware, model, experiment, sweep, ...), and
+prints the paths written. The README says how to point VS Code's YAML extension at them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import json
 from typing import Any
 
 from .common import EXIT_OK, add_json_argument, check_output_folder, print_json
-
-KINDS = ("hardware", "model", "experiment", "sweep")
 
 
 def schema_of(kind: str) -> dict[str, Any]:
@@ -28,8 +26,12 @@ def schema_of(kind: str) -> dict[str, Any]:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from ..config.errors import ConfigError
+    from ..config.errors import ConfigError, shown_repr
+    from ..config.schema import KINDS
 
+    if args.kind is not None and args.kind not in KINDS:
+        raise ConfigError(f"expected one of {', '.join(KINDS)}, got {shown_repr(args.kind)}", source="wsesim schema",
+                          path="KIND")
     if args.out is None:
         if args.kind is None:
             raise ConfigError(f"expected a KIND to print ({', '.join(KINDS)}), or --out DIR to write every kind",
@@ -57,8 +59,8 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("schema", help="JSON Schemas of the YAML kinds, for editors (VS Code's YAML extension)",
                        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("kind", nargs="?", choices=KINDS, metavar="KIND",
-                   help=f"one of {', '.join(KINDS)} (default with --out: all of them)")
+    p.add_argument("kind", nargs="?", metavar="KIND",
+                   help="a YAML kind: hardware, model, experiment, sweep, ... (default with --out: every kind)")
     p.add_argument("--out", metavar="DIR", help="write DIR/<kind>.schema.json instead of printing")
     add_json_argument(p, "with --out, print the paths written as a JSON list")
     commands["schema"] = _cmd_schema

@@ -18,7 +18,7 @@ from .loader import preset_names
 from .specs import SPEC_KINDS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-KINDS = ("hardware", "model", "experiment", "sweep")
+KINDS = (*SPEC_KINDS, "sweep")  # every kind ``wsesim validate`` knows (a sweep is validated by a later layer)
 
 
 def json_schema(kind: str, spec: type[BaseModel] | None = None) -> dict[str, Any]:
