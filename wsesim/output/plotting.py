@@ -26,7 +26,8 @@ from ..experiments.sweep import read_results  # noqa: E402
 from .files import atomic_write_bytes  # noqa: E402
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
-_PHASE_COLOURS = ["#2471a3", "#7fb3d5", "#f5b041", "#27ae60", "#f8c471", "#8e44ad", "#c0392b", "#e6b0aa", "#aab7b8"]
+_PHASE_COLOURS = ["#2471a3", "#7fb3d5", "#f5b041", "#a9cce3", "#27ae60", "#76d7c4", "#f8c471", "#8e44ad", "#c0392b",
+                  "#e6b0aa", "#aab7b8"]
 
 
 def _runs(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
@@ -229,7 +230,8 @@ def _gantt_figure(maps: Any) -> Any:
     pass with its recompute (they are the whole step apart)."""
     lanes = sorted({lane for lane, *_ in maps.gantt}, key=lambda x: (x != "step", x))
     colours = {"attention": "#2471a3", "router": "#7fb3d5", "dispatch": "#f5b041", "experts": "#27ae60",
-               "combine": "#f8c471", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
+               "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4", "weight_stall": "#c0392b",
+               "gradient_stall": "#e6b0aa",
                "gate_up": "#1e8449", "down": "#82e0aa"}
     us = 1e6 / maps.clock_hz
     groups = {"forward": [g for g in maps.gantt if g[1].startswith("fwd")],
