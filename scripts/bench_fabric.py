@@ -1,8 +1,11 @@
-"""Benchmark the fabric models: flow on the full WSE-2, packet-mode event rate, and the dispatch fast path.
+"""Benchmark the fabric models: flow on the full WSE-2, the packet fidelity against its SimPy reference, the
+dispatch fast path, and (with --full) packet timing of one full-wafer MoE dispatch.
 
-    python scripts/bench_fabric.py [--quick]
+    python scripts/bench_fabric.py [--quick | --full]
 
-Prints one table: what was timed, its size, the wall time, and a rate. Measured on the machine that
+Prints one table: what was timed, its size, the wall time, and a rate or result. The default run takes
+well under a minute; --quick is the smoke test's (a few seconds); --full adds the long cases (block:16
+listings, the packet fidelity on the whole wafer: about half a minute each). Measured on the machine that
 runs it (single process; numpy may use its BLAS threads for the dispatch matrix-vector product).
 """
 
@@ -14,12 +17,22 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import simpy
 
 from wsesim.config.loader import load_hardware
-from wsesim.fabric import DispatchModel, FlowFabric, PacketFabric, all_to_all, dispatch_traffic
+from wsesim.fabric import (
+    DispatchModel,
+    FlowFabric,
+    PacketFabric,
+    SimPyPacketFabric,
+    all_to_all,
+    dispatch_traffic,
+    uniform_random,
+)
 from wsesim.fabric.mesh import Mesh
 from wsesim.fabric.placement import place
+
+# Qwen3-30B-A3B's MoE shape for the full-wafer dispatch: 128 experts, top-8, hidden 2048, bf16 tokens
+EXPERTS, TOP_K, HIDDEN, DTYPE_BYTES, TOKENS = 128, 8, 2048, 2, 19 * 4096
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
@@ -32,32 +45,19 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
     return best, result
 
 
-def bare_simpy_rate(processes: int, events: int) -> float:
-    """``env.timeout`` events per second with ``processes`` processes pending at once."""
-    def proc(env: simpy.Environment, n: int, delay: int) -> Any:
-        for _ in range(n):
-            yield env.timeout(delay)
-
-    env = simpy.Environment()
-    for i in range(processes):
-        env.process(proc(env, events // processes, 1 + i % 7))
-    start = time.perf_counter()
-    env.run()
-    return events / (time.perf_counter() - start)
-
-
-def stages(mesh: Mesh, traffic: Any) -> int:
-    """Route stages the packet fidelity books: inject + hops + eject per remote message."""
-    t = traffic.to_traffic() if hasattr(traffic, "to_traffic") else traffic
-    remote = t.src != t.dst
-    s, d = t.src[remote], t.dst[remote]
-    return int((np.abs(s // mesh.cols - d // mesh.cols) + np.abs(s % mesh.cols - d % mesh.cols) + 2).sum())
+def qwen3_dispatch_bytes(seed: int = 0) -> np.ndarray:
+    """Bytes per expert of one MoE dispatch: TOKENS tokens, each to TOP_K experts drawn uniformly (a
+    seeded multinomial, as ``routing: uniform``), HIDDEN × DTYPE_BYTES bytes per token copy."""
+    slots = np.random.default_rng(seed).multinomial(TOKENS * TOP_K, np.full(EXPERTS, 1.0 / EXPERTS))
+    return slots * float(HIDDEN * DTYPE_BYTES)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="smaller runs only (no 8.8-million-message listing, no 12x12 packet all-to-all)")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the smallest case of each kind (the smoke test's run)")
+    size.add_argument("--full", action="store_true",
+                      help="also the long cases: block:16 listings and packet timing of a full-wafer MoE dispatch")
     args = ap.parse_args()
     hw = load_hardware("wse2")
     rows: list[tuple[str, str, str, str]] = []
@@ -68,47 +68,55 @@ def main() -> None:
     wall, r = timed(lambda: FlowFabric(pe).simulate(all_to_all(pe, 4)), repeat=repeat)
     rows.append(("flow all-to-all, 750x994 PEs (product form)", f"{r.messages:.3g} messages",
                  f"{wall:.3f} s", f"{r.cycles:.4g} cycles"))
-    for k in ((32,) if args.quick else (32, 16)):
+    for k in (32, 16) if args.full else (32,):
         m = Mesh.from_hardware(hw, f"block:{k}")
         wall_list, listed = timed(lambda m=m: all_to_all(m, 4).to_traffic(max_messages=10**8))
         wall, r = timed(lambda m=m, listed=listed: FlowFabric(m).simulate(listed))
         rows.append((f"flow all-to-all, block:{k} ({m.rows}x{m.cols}), listed", f"{len(listed):,} messages",
                      f"{wall:.3f} s (+{wall_list:.2f} s to list)", f"{len(listed) / wall / 1e6:.1f} M msg/s"))
 
-    # 2. packet-mode event rate, beside bare SimPy --------------------------------------------------------
+    # 2. the packet fidelity against its SimPy reference, where both run ---------------------------------
     packet_cases = [
-        (8, "all-to-all 1 KiB", lambda m: all_to_all(m, 1024)),
-        (12, "all-to-all 256 B", lambda m: all_to_all(m, 256)),
-        (16, "dispatch E=16", lambda m: dispatch_traffic(m, place(m, 16), np.full(16, 256.0 * m.pes))),
+        ("pe", 8, "all-to-all 1 KiB", lambda m: all_to_all(m, 1024)),
+        ("pe", 16, "dispatch E=16", lambda m: dispatch_traffic(m, place(m, 16), np.full(16, 256.0 * m.pes))),
+        ("block:8", 64, "all-to-all 64 B", lambda m: all_to_all(m, 64)),
+        ("block:8", 64, "uniform random 1 KiB", lambda m: uniform_random(m, 1024, np.random.default_rng(0))),
     ]
-    for n, label, make in packet_cases[:1] if args.quick else packet_cases:
-        m = Mesh.from_hardware(hw, "pe", (n, n))
+    for granularity, n, label, make in packet_cases[:1] if args.quick else packet_cases:
+        m = Mesh.from_hardware(hw, granularity, (n, n))
         traffic = make(m)
-        wall, r = timed(lambda m=m, traffic=traffic: PacketFabric(m).simulate(traffic))
-        hops = stages(m, traffic)
-        rows.append((f"packet {label}, {n}x{n} PEs", f"{r.events:,} events", f"{wall:.2f} s",
-                     f"{r.events / wall / 1e3:.0f} k events/s, {hops / wall / 1e3:.0f} k hops/s"))
-    events = 100_000 if args.quick else 500_000
-    for procs in (100, 5000):
-        rate = bare_simpy_rate(procs, events)
-        rows.append((f"bare SimPy env.timeout, {procs} processes", f"{events:,} events", f"{events / rate:.2f} s",
-                     f"{rate / 1e3:.0f} k events/s"))
+        fast_s, fast = timed(lambda m=m, traffic=traffic: PacketFabric(m).simulate(traffic))
+        ref_s, ref = timed(lambda m=m, traffic=traffic: SimPyPacketFabric(m).simulate(traffic))
+        agree = "=" if fast.cycles == ref.cycles else "!="
+        rows.append((f"packet vs packet-simpy, {label}, {n}x{n} {granularity}", f"{fast.events:,} stages",
+                     f"{fast_s:.2f} s vs {ref_s:.2f} s",
+                     f"{ref_s / fast_s:.1f}x; cycles {fast.cycles:,.0f} {agree} {ref.cycles:,.0f}"))
 
     # 3. the engine's dispatch fast path on the whole wafer ---------------------------------------------
     m = Mesh.from_hardware(hw, "block:16")
-    placement = place(m, 128)
+    placement = place(m, EXPERTS)
     wall, model = timed(lambda: DispatchModel(m, placement))
-    rows.append(("DispatchModel build, block:16, E=128", f"{model.active_links:,} links x 128",
+    rows.append((f"DispatchModel build, block:16, E={EXPERTS}", f"{model.active_links:,} links x {EXPERTS}",
                  f"{wall:.3f} s", ""))
-    xs = np.random.default_rng(0).random((200, 128)) * 1e6
+    xs = np.random.default_rng(0).random((200, EXPERTS)) * 1e6
     model.cycles(xs[0])
     wall, _ = timed(lambda: [model.cycles(x) for x in xs], repeat=repeat)
-    rows.append(("DispatchModel.cycles, block:16, E=128", "200 calls", f"{wall:.3f} s",
+    rows.append((f"DispatchModel.cycles, block:16, E={EXPERTS}", "200 calls", f"{wall:.3f} s",
                  f"{wall / 200 * 1e3:.2f} ms per call"))
     traffic = dispatch_traffic(m, placement, xs[0])
     wall, r = timed(lambda: FlowFabric(m).simulate(traffic))
     rows.append(("flow on the listed dispatch, same", f"{len(traffic):,} messages", f"{wall:.3f} s",
                  f"{r.cycles:,.0f} cycles (model: {model.cycles(xs[0])[0]:,.0f})"))
+
+    # 4. packet timing of one full-wafer MoE dispatch (Qwen3-30B-A3B shape) ----------------------------
+    if args.full:
+        x = qwen3_dispatch_bytes()
+        traffic = dispatch_traffic(m, placement, x)
+        wall, r = timed(lambda: PacketFabric(m).simulate(traffic))
+        flow = model.cycles(x)[0]
+        rows.append((f"packet MoE dispatch, 750x994 block:16, E={EXPERTS}, {x.sum() / 2**30:.2f} GiB",
+                     f"{len(traffic):,} messages, {r.events:,} stages", f"{wall:.1f} s",
+                     f"{r.cycles:,.0f} cycles (flow {flow:,.0f})"))
 
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:

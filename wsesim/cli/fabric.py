@@ -1,4 +1,5 @@
-"""``wsesim fabric``: time one traffic pattern on a wafer's fabric, in the flow or packet fidelity.
+"""``wsesim fabric``: time one traffic pattern on a wafer's fabric, in the flow or packet fidelity (or
+packet-simpy, the packet fidelity's SimPy reference).
 
 Patterns are per PE (``--bytes`` per source-PE/destination-PE pair), summed onto the mesh's nodes, so
 the same command at ``--granularity pe`` and ``block:K`` moves the same bytes. ``--png`` draws the link
@@ -150,7 +151,9 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="override a hardware key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; repeatable)")
     p.add_argument("--mesh", metavar="RxC", help="a sub-mesh of R x C PEs with the same links (default: the wafer)")
     p.add_argument("--granularity", default="pe", metavar="pe|block:K", help="one node per PE or per K x K PEs")
-    p.add_argument("--mode", choices=("flow", "packet"), default="flow", help="fidelity (default flow)")
+    p.add_argument("--mode", choices=("flow", "packet", "packet-simpy"), default="flow",
+                   help="fidelity (default flow): flow (link loads), packet (every message, every link), or "
+                        "packet-simpy (the same as packet, one SimPy process per message: the reference, slow)")
     p.add_argument("--routing", choices=("xy", "yx"), default="xy", help="dimension order (default xy)")
     p.add_argument("--pattern", choices=PATTERNS, required=True,
                    help="all-to-all: every PE to every other; transpose: (r, c) to (c, r); hotspot: every PE to "

@@ -323,7 +323,7 @@ class SimulationSpec(Spec):
     """How the simulation is run: fabric fidelity, mesh granularity, expert placement, and which event
     engine runs the step (``fast``, or the plain-SimPy ``reference`` that vouches for it)."""
 
-    fabric: Literal["flow", "packet"] = "flow"
+    fabric: Literal["flow", "packet", "packet-simpy"] = "flow"  # wsesim.fabric.fidelity.FABRICS
     granularity: str = "block:16"
     placement: Literal["grid", "snake", "random"] = "grid"
     engine: Literal["fast", "reference"] = "fast"

@@ -1,5 +1,6 @@
-"""The on-wafer fabric: the mesh and expert placement, traffic patterns, two fidelities (flow and packet)
-behind one ``Fabric`` protocol, and the MoE dispatch model the engine times its fabric phases with.
+"""The on-wafer fabric: the mesh and expert placement, traffic patterns, three fidelities (flow, packet and
+its SimPy reference packet-simpy) behind one ``Fabric`` protocol, and the MoE dispatch model the engine
+times its fabric phases with.
 
 The names below are imported on first use, so ``import wsesim.fabric.mesh`` stays light.
 """
@@ -12,7 +13,7 @@ from typing import Any
 _EXPORTS = {
     "Fabric": "fidelity", "FABRICS": "fidelity", "make_fabric": "fidelity",
     "FlowFabric": "flow", "link_loads": "flow", "outer_link_loads": "flow", "routes_per_node": "flow",
-    "PacketFabric": "packet",
+    "PacketFabric": "packet", "SimPyPacketFabric": "packet_simpy",
     "DispatchModel": "dispatch", "dispatch_traffic": "dispatch",
     "Mesh": "mesh", "Region": "mesh",
     "Placement": "placement", "place": "placement",

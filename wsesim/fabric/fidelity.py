@@ -1,8 +1,11 @@
 """The fabric's fidelities behind one interface (docs/model.md §6).
 
 A ``Fabric`` times a traffic pattern on a mesh: ``simulate(traffic) -> FabricResult``. ``flow`` (vectorised
-link loads: busiest link and longest route, any mesh) and ``packet`` (SimPy, per-hop wormhole timing and
-FIFO contention, small meshes) both satisfy it; ``make_fabric`` picks one by the ``simulation.fabric`` key.
+link loads: busiest link and longest route, any mesh), ``packet`` (every message through every stage of
+its route, FIFO lanes per link: a vectorised discrete-event model, up to a full-wafer MoE dispatch at
+block granularity) and ``packet-simpy`` (the same semantics as a SimPy process per message: the
+reference ``packet`` is checked against, small meshes only) all satisfy it; ``make_fabric`` picks one by
+the ``simulation.fabric`` key (and ``wsesim fabric --mode``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from ..config.errors import ConfigError
 from .flow import FlowFabric
 from .mesh import Mesh
 from .packet import PacketFabric
+from .packet_simpy import SimPyPacketFabric
 from .traffic import AnyTraffic, FabricResult
 
 
@@ -25,7 +29,8 @@ class Fabric(Protocol):
     def simulate(self, traffic: AnyTraffic) -> FabricResult: ...
 
 
-FABRICS: dict[str, type[FlowFabric] | type[PacketFabric]] = {"flow": FlowFabric, "packet": PacketFabric}
+FABRICS: dict[str, type[FlowFabric] | type[PacketFabric] | type[SimPyPacketFabric]] = {
+    "flow": FlowFabric, "packet": PacketFabric, "packet-simpy": SimPyPacketFabric}
 """Fabric fidelities by name (the ``simulation.fabric`` key)."""
 
 
