@@ -81,7 +81,11 @@ def test_sweep_end_to_end_with_plots(tmp_path: Path, cwd: Path) -> None:
     assert r.stderr.splitlines()[0].startswith("sweep tiny: 4 points, 4 to run")
     assert len(r.stderr.splitlines()) == 5  # the header and one line per finished point
     stems = {"throughput_vs_top_k", "phases"}
-    assert {p.name for p in folder.iterdir()} == {"results.csv", *(f"{s}.{x}" for s in stems for x in ("png", "svg"))}
+    # no lock left behind; sweep.json records whose results these are (another sweep's --out is refused)
+    assert {p.name for p in folder.iterdir()} == {"results.csv", "sweep.json",
+                                                  *(f"{s}.{x}" for s in stems for x in ("png", "svg"))}
+    assert json.loads((folder / "sweep.json").read_text(encoding="utf-8")) == {
+        "kind": "sweep results", "name": "tiny", "sweep": str(path.resolve())}
     assert all((folder / f"{s}.png").stat().st_size > 0 for s in stems)
     assert _tmp_files(cwd) == []
 

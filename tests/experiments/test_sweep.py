@@ -21,7 +21,7 @@ from wsesim import cli
 from wsesim.analysis.results import WALL_CLOCK_FIELDS
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments import runner
+from wsesim.experiments import runner, workers
 from wsesim.experiments import sweep as sweep_module
 from wsesim.experiments.sweep import (
     STATUS_ERROR,
@@ -300,3 +300,72 @@ def test_dask_cluster_gives_the_same_rows_as_local(write_sweep: Callable[..., Pa
             assert client.status == "running"  # a client passed in is left open for its owner
     assert _without_wall_clock(by_address) == _without_wall_clock(local)
     assert _without_wall_clock(by_client) == _without_wall_clock(local)
+
+
+def test_dask_connect_waits_at_most_8_seconds_or_less_if_dask_says_so() -> None:
+    """Dask's default connect timeout is 30 s; --scheduler gives up sooner (issue 12: within 15 s)."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("dask.distributed")
+    assert dask.config.get("distributed.comm.timeouts.connect") in ("30s", 30)
+    assert workers.dask_connect_timeout() == 8.0
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        assert workers.dask_connect_timeout() == 1.0
+
+
+# -------------------------------------------------------------------------- issue 12: safe by default
+
+
+def test_a_key_in_both_grid_and_points_is_an_error(write_sweep: Callable[..., Path]) -> None:
+    """It used to be a silent override: the grid's value replaced the point's."""
+    path = write_sweep(grid={"model.top_k": [1, 2]}, points=[{"training.tiles": 2}, {"model.top_k": 3}])
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    assert str(info.value) == (f"{path}: points[1].model.top_k: model.top_k is set both here and in grid (the grid's "
+                               "value would replace this one): set it in one place")
+
+
+@pytest.mark.parametrize("name", ["../..", "../escape", "/tmp/elsewhere", "a/b", "a\\b", "..", ".", "c:x", "a\nb"])
+def test_a_sweep_name_is_one_folder_name(write_yaml: Callable[[str, str], Path], name: str) -> None:
+    """``out/<name>`` must stay inside out/: "../.." or an absolute path used to write wherever it said."""
+    path = write_yaml("sweep.yaml", sweep_yaml(name=name, points=[{"model.top_k": 1}]))
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: name: expected a name that is one folder name")
+    assert "\n" not in message
+
+
+def test_a_sweep_named_by_its_file_needs_a_usable_stem(write_yaml: Callable[[str, str], Path]) -> None:
+    ok = load_sweep(write_yaml("my-sweep.yaml", sweep_yaml(name="", points=[{"model.top_k": 1}])))
+    assert sweep_module.sweep_name(ok, "my-sweep.yaml") == "my-sweep"
+    bad = write_yaml("..yaml", sweep_yaml(name="", points=[{"model.top_k": 1}]))  # its stem is "."
+    with pytest.raises(ConfigError, match="one folder name"):
+        sweep_module.sweep_name(load_sweep(bad), bad)
+
+
+def test_read_results_ignores_a_cut_short_last_line_and_malformed_rows(tmp_path: Path) -> None:
+    path = tmp_path / "results.csv"
+    path.write_text("point,point_key,status\n0,aaaa,ok\n1,bbbb\n2,cccc,ok\n3,dd", encoding="utf-8")
+    assert read_results(path) == [{"point": "0", "point_key": "aaaa", "status": "ok"},
+                                  {"point": "2", "point_key": "cccc", "status": "ok"}]
+    path.write_text("point,point_key,sta", encoding="utf-8")  # even the header cut short
+    assert read_results(path) == []
+
+
+def test_resumable_rows_keeps_every_row_or_refuses(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"model.top_k": 2}]))
+    rows = [{"point": "1", "point_key": sweep.points[1].key, "status": "ok"}]
+    assert sweep_module.resumable_rows(sweep, rows, "r.csv") == {sweep.points[1].key: rows[0]}
+    with pytest.raises(ConfigError, match=r"^r\.csv: --resume would drop 1 finished row of points no longer"):
+        sweep_module.resumable_rows(sweep, [*rows, {"point": "7", "point_key": "0123456789abcdef"}], "r.csv")
+
+
+def test_csv_lines_make_the_same_file_as_csv_text(write_sweep: Callable[..., Path]) -> None:
+    """Appending ``csv_line`` per row gives the bytes ``csv_text`` writes (rows in point order)."""
+    sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"training.batch_per_tile": 5000}]))
+    rows = run_sweep(sweep)
+    keys = override_keys(sweep)
+    columns = sweep_module.result_columns(keys)
+    assert "".join([sweep_module.csv_line(columns, columns), *(sweep_module.csv_line(r, columns) for r in rows)]) \
+        == csv_text(rows, keys)
+    assert sweep_module.result_columns(keys, ["point", "old_column"]) == [*columns, "old_column"]

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +26,12 @@ from .run import format_result
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from ..experiments.tune import tune
+    from ..experiments.estimate import check_work
+    from ..experiments.tune import candidates, tune
 
-    result = tune(load_from_args(args))
+    loaded = load_from_args(args)
+    check_work(loaded.spec, runs=len(candidates(loaded.spec)))  # every candidate is a run
+    result = tune(loaded)
     if args.json:
         print_json(result.to_dict())
         return EXIT_OK
@@ -68,51 +76,153 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
     return out, [*varying, "run", "G", "B", "tokens/s", "speedup", "status", "reason"]
 
 
+RESULTS, OWNER = "results.csv", "sweep.json"
+EXIT_TERMINATED = 128 + 15  # as if killed by SIGTERM, after cleaning up
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from ..experiments.sweep import connect_dask, load_sweep
+    from ..experiments.sweep import load_sweep, sweep_name
+    from ..experiments.workers import connect_dask
 
     sweep = load_sweep(args.sweep)
+    name = sweep_name(sweep, args.sweep)
+    progress = _Progress()
+    cpus = os.cpu_count() or 1
+    if args.workers > cpus and not args.scheduler:
+        progress(f"wsesim: warning: --workers {args.workers} is more than the {cpus} CPUs here: the points share "
+                 "them (no faster, more memory)\n")
     client = connect_dask(args.scheduler) if args.scheduler else None  # before writing anything
     try:
-        return _sweep(args, sweep, client)
+        with _sigterm_raises():
+            return _sweep(args, sweep, name, client, progress)
+    except _Terminated:
+        progress("wsesim: terminated\n")
+        return EXIT_TERMINATED
     finally:
         if client is not None:
             client.close()
 
 
-def _sweep(args: argparse.Namespace, sweep: Any, client: Any) -> int:
-    from ..experiments.sweep import csv_text, override_keys, read_results, run_sweep
-    from ..output.files import atomic_write_text, prepare_dir
+def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progress: _Progress) -> int:
+    """Run the sweep into DIR, holding DIR's lock throughout: the CSV starts as its header and the rows
+    --resume keeps (written whole, atomically), each finished row is appended as one line, and the
+    finished file is rewritten once, sorted by point."""
+    from ..experiments.sweep import (
+        csv_line,
+        csv_text,
+        override_keys,
+        read_results_table,
+        result_columns,
+        resumable_rows,
+        run_sweep,
+    )
+    from ..output.files import LineAppender, atomic_write_text, folder_lock, prepare_dir
 
-    name = sweep.spec.name or Path(args.sweep).stem
     out = prepare_dir(args.out or Path("out") / name)
-    csv_path = out / "results.csv"
+    csv_path = out / RESULTS
     keys = override_keys(sweep)
-    done: dict[str, dict[str, Any]] = {}
-    if args.resume and csv_path.exists():
-        done = {r["point_key"]: r for r in read_results(csv_path) if r.get("point_key")}
-    total = len(sweep.points)
-    todo = sum(1 for p in sweep.points if p.key not in done)
-    sys.stderr.write(f"sweep {name}: {total} points, {todo} to run, results in {csv_path}\n")
+    with folder_lock(out, _command(args)):
+        _check_owner(out, name)
+        done: dict[str, dict[str, Any]] = {}
+        header: list[str] = []
+        if args.resume and csv_path.exists():
+            header, kept = read_results_table(csv_path)  # a row cut short by a crash is not done
+            done = resumable_rows(sweep, kept, str(csv_path))
+        columns = result_columns(keys, header)
+        atomic_write_text(out / OWNER, json.dumps({"kind": "sweep results", "name": name,
+                                                   "sweep": str(Path(args.sweep).resolve())}) + "\n")
+        moved = [{**r, "point": p.index} for p in sweep.points if (r := done.get(p.key)) is not None]
+        atomic_write_text(csv_path, csv_text(moved, keys, columns=columns))
+        total = len(sweep.points)
+        progress(f"sweep {name}: {total} points, {total - len(moved)} to run, results in {csv_path}\n")
+        with LineAppender(csv_path) as results:
+            def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+                results.write(csv_line(row, columns))
+                settings = ", ".join(f"{k}={row.get(f'set:{k}')}" for k in keys)
+                figure = (f"{float(row['throughput_tokens_per_s']):,.0f} tokens/s (G={row.get('tiles')}, "
+                          f"B={row.get('batch_per_tile')})" if row["status"] == "ok" else row["reason"][:80])
+                progress(f"[{len(rows):>{len(str(total))}}/{total}] {settings}: {row['status']} {figure}\n")
 
-    def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-        atomic_write_text(csv_path, csv_text(rows, keys))
-        settings = ", ".join(f"{k}={row.get(f'set:{k}')}" for k in keys)
-        figure = (f"{float(row['throughput_tokens_per_s']):,.0f} tokens/s (G={row.get('tiles')}, B={row.get('batch_per_tile')})"
-                  if row["status"] == "ok" else row["reason"][:80])
-        sys.stderr.write(f"[{len(rows):>{len(str(total))}}/{total}] {settings}: {row['status']} {figure}\n")
+            rows = run_sweep(sweep, done=done, workers=args.workers, scheduler=client, on_row=on_row)
+        atomic_write_text(csv_path, csv_text(rows, keys, columns=columns))
+        plots = []
+        if args.plot:
+            from ..output.plotting import plot_results
 
-    rows = run_sweep(sweep, done=done, workers=args.workers, scheduler=client, on_row=on_row)
-    atomic_write_text(csv_path, csv_text(rows, keys))
-    table, header = summary_rows(rows, keys)
-    print(format_table(table, header))
-    print(f"wrote {csv_path}")
-    if args.plot:
-        from ..output.plotting import plot_results
-
-        for path in plot_results(csv_path, out):
-            print(f"wrote {path}")
+            plots = plot_results(csv_path, out)
+    table, summary_header = summary_rows(rows, keys)  # printed once every file is written
+    print(format_table(table, summary_header))
+    for path in [csv_path, *plots]:
+        print(f"wrote {path}")
     return EXIT_OK
+
+
+def _check_owner(out: Path, name: str) -> None:
+    """Refuse a folder that holds another sweep's results (its ``sweep.json`` names another sweep)."""
+    from ..config.errors import ConfigError
+
+    path = out / OWNER
+    if not path.exists():
+        return
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        owner = None
+    if owner != name:
+        held = f"the results of sweep {owner!r}" if isinstance(owner, str) else f"an unreadable {OWNER}"
+        raise ConfigError(f"this folder holds {held}, not of sweep {name!r}: give another --out "
+                          "(or delete the folder to reuse it)", source=str(out))
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command holding a folder, as a second sweep's error names it."""
+    parts = ["wsesim sweep", str(args.sweep)]
+    if args.out:
+        parts += ["--out", str(args.out)]
+    if args.resume:
+        parts.append("--resume")
+    if args.scheduler:
+        parts += ["--scheduler", str(args.scheduler)]
+    return " ".join(parts)
+
+
+class _Progress:
+    """Progress lines on stderr, best effort: if stderr is gone (a closed pipe, a closed file) progress
+    stops and the sweep goes on: the results are what matters, and they are all written."""
+
+    def __init__(self) -> None:
+        self.on = True
+
+    def __call__(self, text: str) -> None:
+        if not self.on:
+            return
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            self.on = False
+            with suppress(OSError):  # nothing more to say there, and nothing left in a buffer to fail at exit
+                sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the sweep stops its workers and releases its folder."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals to whoever owns it
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 # ------------------------------------------------------------------------------------------------- plot

@@ -26,6 +26,7 @@ from ..model.routing import busiest_column_copies, expert_load, route_tokens
 from ..model.shapes import LayerShapes
 from ..sim.engine import simulate
 from ..sim.plan import StepPlan, Trace
+from .estimate import check_work
 
 
 @lru_cache(maxsize=8)
@@ -190,6 +191,7 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
                               capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                               wall_s=time.perf_counter() - wall))
     assert size.tokens is not None
+    check_work(spec)  # work that cannot finish on this machine is refused before anything is built
     plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0])
     trace = engine_for(spec)(plan)
     result = measure(spec, B, trace, tokens=size.tokens, peak_sram=mem.peak_bytes_per_pe,

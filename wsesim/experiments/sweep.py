@@ -11,8 +11,14 @@ A sweep file (``kind: sweep``)::
       - {model.experts: 8}
       - {model.experts: 128, model.top_k: 1}
 
-Points are data: every point is a base plus its overrides, re-validated before anything runs. A point
-that is infeasible, or fails, is a row with its status and reason; it never stops the sweep.
+Points are data: every point is a base plus its overrides, re-validated before anything runs (a key
+set both in ``grid`` and in a point is an error, not an override; a point whose work cannot finish on
+this machine is refused: ``wsesim.experiments.estimate``). A point that is infeasible, or fails, is a
+row with its status and reason; it never stops the sweep.
+
+Results: ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as
+points finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not
+done); ``resumable_rows`` is what ``--resume`` may keep, and refuses to drop finished rows.
 """
 
 from __future__ import annotations
@@ -22,18 +28,22 @@ import hashlib
 import io
 import itertools
 import json
+import re
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from ..analysis.results import STEP_PHASES, RunResult
 from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
 from ..config.specs import Spec
+from .workers import run_dask, run_local
 
 TUNED = "tuned"
 STATUS_OK, STATUS_INFEASIBLE, STATUS_ERROR = "ok", "infeasible", "error"
@@ -48,6 +58,32 @@ class SweepSpec(Spec):
     base: str | dict[str, Any]
     grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
     points: list[dict[str, Any]] = []
+
+    @field_validator("name")
+    @classmethod
+    def _one_folder_name(cls, name: str) -> str:
+        if name and (problem := name_problem(name)):
+            raise PydanticCustomError("cross_field", "{msg}", {"msg": f"{problem}, got {name!r}"})
+        return name
+
+
+_UNSAFE_NAME = re.compile(r"[/\\:\x00-\x1f\x7f]")
+
+
+def name_problem(name: str) -> str:
+    """Why ``name`` cannot be the output folder's name (``out/<name>``), or "" if it can: one folder,
+    never a path that leaves ``out/`` (``../..``, ``/abs``) or names it (``.``)."""
+    if not name.strip() or name.strip() in (".", "..") or _UNSAFE_NAME.search(name):
+        return 'expected a name that is one folder name (no "/", "\\", ":" or control characters; not "." or "..")'
+    return ""
+
+
+def sweep_name(sweep: Sweep, path: str | Path) -> str:
+    """The sweep's name: its ``name:``, else its file's stem; ``ConfigError`` if that cannot be a folder."""
+    name = sweep.spec.name or Path(path).stem
+    if problem := name_problem(name):
+        raise ConfigError(f"{problem}, got {name!r}", source=str(path), path="name")
+    return name
 
 
 @dataclass(frozen=True)
@@ -98,7 +134,9 @@ def load_sweep(path: str | Path) -> Sweep:
     return sweep_from_data(data, source=str(path), base_dir=path.parent)
 
 
-def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None) -> Sweep:
+def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None, check_work: bool = True) -> Sweep:
+    """``load_sweep`` of a mapping. ``check_work``: refuse a point whose work cannot finish on this machine
+    (``wsesim validate`` checks the file alone and skips that)."""
     spec = validate(SweepSpec, data, source=source)
     if isinstance(spec.base, str):
         base_path = Path(spec.base) if Path(spec.base).is_absolute() or base_dir is None else base_dir / spec.base
@@ -110,12 +148,18 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None)
     overrides = expand(spec.grid, spec.points)
     if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
         raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
+    for i, point in enumerate(spec.points):
+        if both := [k for k in point if k in spec.grid]:
+            raise ConfigError(f"{both[0]} is set both here and in grid (the grid's value would replace this one): "
+                              "set it in one place", source=source, path=f"points[{i}].{both[0]}")
     points = []
     for i, ov in enumerate(overrides):
         point = Point(i, ov, base_key)
         where = "points" if spec.points else "grid"
         try:
-            load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
+            loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
+            if check_work:
+                _check_point_work(loaded, point)
         except ConfigError as e:
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
                               source=source, path=where) from None
@@ -123,12 +167,20 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None)
     return Sweep(spec, source, base, tuple(points))
 
 
+def _check_point_work(loaded: Loaded, point: Point) -> None:
+    """Refuse a point that cannot finish on this machine (a tuned point runs every tuning candidate)."""
+    from .estimate import check_work
+    from .tune import candidates
+
+    check_work(loaded.spec, runs=len(candidates(loaded.spec)) if point.tuned else 1)
+
+
 def _describe(overrides: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}={v}" for k, v in overrides.items()) + "}"
 
 
 def _validate_sweep_file(data: dict[str, Any], path: Path) -> SweepSpec:
-    return sweep_from_data(data, source=str(path), base_dir=path.parent).spec
+    return sweep_from_data(data, source=str(path), base_dir=path.parent, check_work=False).spec
 
 
 register_kind("sweep", _validate_sweep_file)
@@ -167,14 +219,26 @@ RESULT_COLUMNS = ["point", "point_key", "status", "reason", "tuned"] + [
     f for f in RunResult.__dataclass_fields__ if f != "phases"] + [f"phase_{p}_cycles" for p in STEP_PHASES]
 
 
-def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str]) -> str:
-    """The CSV of ``rows`` sorted by point: fixed columns, then one ``set:KEY`` column per override."""
+def result_columns(override_keys: list[str], extra: Iterable[str] = ()) -> list[str]:
+    """A sweep's CSV columns: the fixed ones, one ``set:KEY`` per override key after the first four, then
+    any ``extra`` columns (kept from an older file on --resume) not already there."""
     columns = RESULT_COLUMNS[:4] + [f"set:{k}" for k in override_keys] + RESULT_COLUMNS[4:]
+    return columns + [c for c in dict.fromkeys(extra) if c and c not in columns]
+
+
+def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *, columns: list[str] | None = None) -> str:
+    """The CSV of ``rows`` sorted by point: fixed columns, then one ``set:KEY`` column per override
+    (or exactly ``columns``)."""
+    columns = columns or result_columns(override_keys)
+    return csv_line(columns, columns) + "".join(
+        csv_line(row, columns) for row in sorted(rows, key=lambda r: int(r["point"])))
+
+
+def csv_line(row: dict[str, Any] | list[str], columns: list[str]) -> str:
+    """One CSV line (with its newline): ``row``'s cells in ``columns`` order (a list: the header)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in sorted(rows, key=lambda r: int(r["point"])):
-        writer.writerow({c: _cell(row.get(c, "")) for c in columns})
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(row if isinstance(row, list) else [_cell(row.get(c, "")) for c in columns])
     return buf.getvalue()
 
 
@@ -185,9 +249,36 @@ def _cell(value: Any) -> Any:
 
 
 def read_results(path: str | Path) -> list[dict[str, str]]:
-    """The rows of a results CSV (strings, as written)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    """The rows of a results CSV (strings, as written): see ``read_results_table``."""
+    return read_results_table(path)[1]
+
+
+def read_results_table(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(header, rows) of a results CSV. Only complete rows count: a last line without its newline (cut
+    short by a crash while it was appended) and a row with the wrong number of cells are left out."""
+    with open(path, "rb") as f:
+        data = f.read()
+    text = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace")
+    lines = list(csv.reader(io.StringIO(text, newline="")))
+    if not lines:
+        return [], []
+    header = lines[0]
+    return header, [dict(zip(header, cells, strict=True)) for cells in lines[1:] if len(cells) == len(header)]
+
+
+def resumable_rows(sweep: Sweep, rows: list[dict[str, str]], source: str) -> dict[str, dict[str, str]]:
+    """The finished rows --resume keeps, by point key. Every row must be a point of ``sweep``: a row whose
+    point was removed, or whose base changed, would be dropped, so that is a ``ConfigError`` saying how to
+    start afresh instead."""
+    keys = {p.key for p in sweep.points}
+    stale = [r for r in rows if r.get("point_key", "") not in keys]
+    if stale:
+        n = len(stale)
+        raise ConfigError(f"--resume would drop {n} finished row{'s' if n > 1 else ''} of points no longer in "
+                          "this sweep (points removed or changed, or the base experiment or a preset it uses "
+                          "edited); keep them: restore the sweep file, or start afresh with another --out "
+                          "(or without --resume, which replaces this file)", source=source)
+    return {r["point_key"]: r for r in rows}
 
 
 def override_keys(sweep: Sweep) -> list[str]:
@@ -197,65 +288,17 @@ def override_keys(sweep: Sweep) -> list[str]:
 # ---------------------------------------------------------------------------------------------- running
 
 
-def run_local(sweep: Sweep, points: list[Point], workers: int) -> Iterator[dict[str, Any]]:
-    """Rows as points finish, from ``workers`` local processes (1: in this process)."""
-    if workers <= 1 or len(points) <= 1:
-        for p in points:
-            yield run_point(sweep.base.raw, sweep.base.source, p)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    context = multiprocessing.get_context("spawn")  # no fork: a clean interpreter per worker
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(run_point, sweep.base.raw, sweep.base.source, p) for p in points]
-        for f in as_completed(futures):
-            yield f.result()
-
-
-def connect_dask(address: str) -> Any:
-    """A Dask client for the scheduler at ``address``, connected now, so that a bad address fails before
-    anything is written. The wait is Dask's ``distributed.comm.timeouts.connect`` (30 s by default; e.g.
-    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=2s``). Raises ``ConfigError`` (one line) if dask is missing
-    or the scheduler cannot be reached."""
-    try:
-        import dask
-        from dask.distributed import Client
-    except ImportError:
-        raise ConfigError("expected dask to be installed for --scheduler (pip install 'wsesim[dask]')",
-                          source="--scheduler") from None
-    try:
-        return Client(address, timeout=dask.config.get("distributed.comm.timeouts.connect"))
-    except (OSError, TimeoutError, ValueError) as e:
-        raise ConfigError(f"cannot reach the Dask scheduler at {address!r} ({type(e).__name__})",
-                          source="--scheduler") from None
-
-
-def run_dask(sweep: Sweep, points: list[Point], scheduler: Any) -> Iterator[dict[str, Any]]:
-    """Rows as points finish, from a Dask distributed cluster: ``scheduler`` is an address (connected and
-    closed here) or a client from ``connect_dask`` (left open for its owner to close)."""
-    from dask.distributed import as_completed
-
-    client = connect_dask(scheduler) if isinstance(scheduler, str) else scheduler
-    try:
-        futures = [client.submit(run_point, sweep.base.raw, sweep.base.source, p, pure=False) for p in points]
-        for f in as_completed(futures):
-            yield f.result()
-    finally:
-        if isinstance(scheduler, str):
-            client.close()
-
-
 def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, workers: int = 1,
               scheduler: Any = None,
               on_row: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """Run the points not in ``done`` (rows by point key, from --resume); call ``on_row(row, all_rows)``
-    as each finishes (the CLI rewrites the CSV there). ``scheduler``: a Dask address or client (see
-    ``run_dask``); None runs locally. Returns all rows, sorted by point."""
+    as each finishes (the CLI appends the row to its CSV there). ``scheduler``: a Dask address or client (see
+    ``workers.run_dask``); None runs locally. Returns all rows, sorted by point."""
     done = dict(done or {})
     rows = [{**r, "point": p.index} for p in sweep.points if (r := done.get(p.key)) is not None]  # the file may have moved it
     todo = [p for p in sweep.points if p.key not in done]
-    stream = run_dask(sweep, todo, scheduler) if scheduler is not None else run_local(sweep, todo, workers)
+    run = partial(run_point, sweep.base.raw, sweep.base.source)  # run_point as it is now (tests wrap it)
+    stream = run_dask(run, todo, scheduler) if scheduler is not None else run_local(run, todo, workers)
     for row in stream:
         rows.append(row)
         if on_row is not None:

@@ -1,0 +1,134 @@
+"""Work that cannot finish on this machine is refused up front (wsesim.experiments.estimate, issue 12
+item 10): the runner checks the estimate before it builds a mesh or simulates, a sweep before any
+point runs, ``wsesim tune`` for all its candidates; ``--workers`` beyond the CPUs warns.
+
+Nothing here runs the refused work: the runner's plan builder is replaced by one that fails the test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wsesim import cli
+from wsesim.config.errors import ConfigError
+from wsesim.config.loader import default_experiment_path, load_experiment, load_experiment_data
+from wsesim.experiments import estimate, runner
+from wsesim.experiments.estimate import check_work, estimate_work
+from wsesim.experiments.sweep import load_sweep
+
+TINY: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+                        "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
+                        "simulation": {"granularity": "pe"}}
+
+
+def _wse2(**overrides: Any) -> Any:
+    """The shipped Qwen3-30B-A3B on WSE-2 experiment (block:16, flow, 128 experts) with overrides."""
+    return load_experiment(overrides=overrides).spec
+
+
+@pytest.fixture
+def nothing_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the run was built although it cannot finish")
+
+    monkeypatch.setattr(runner, "make_plan", fail)
+
+
+CANNOT_FINISH = {
+    "1e8-node-mesh": ({"hardware.mesh.rows": 10_000, "hardware.mesh.cols": 10_000, "simulation.granularity": "pe"},
+                      "100,000,000 mesh nodes", "use a coarser simulation.granularity (block:16 or more; now pe)"),
+    "pe-wse2-packet": ({"simulation.granularity": "pe", "simulation.fabric": "packet"},
+                       "96,169,500 packet messages per dispatch", "use simulation.fabric: flow"),
+    "packet-full-step": ({"simulation.fabric": "packet"},  # one dispatch takes 25 s; a step has 96
+                         "381,969 packet messages per dispatch × 96 dispatches", "use simulation.fabric: flow"),
+}
+
+
+@pytest.mark.parametrize(("overrides", "counts", "advice"), CANNOT_FINISH.values(), ids=CANNOT_FINISH.keys())
+@pytest.mark.usefixtures("nothing_built")
+def test_a_run_that_cannot_finish_is_refused_before_anything_is_built(overrides: dict[str, Any], counts: str,
+                                                                      advice: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        runner.run_experiment(_wse2(**overrides))
+    message = str(info.value)
+    assert message.startswith("this run cannot finish here: it ")
+    assert "needs more memory than this machine has" in message or "would run longer than" in message
+    assert counts in message and advice in message
+    assert "\n" not in message
+
+
+def test_4096_experts_run_once_but_not_tuned_nor_past_a_lower_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One step with 4,096 experts takes about 5 minutes and 4 GB on the 2-core machine: allowed. Tuned,
+    it is 6 such runs (over the 30-minute default); with WSESIM_MAX_RUN_S=60, even one is refused."""
+    spec = _wse2(**{"model.experts": 4096})
+    e = check_work(spec)
+    assert (e.mesh_nodes, e.regions, e.driver) == (47 * 63, 47 * 63, "experts")
+    assert 120 < e.seconds < 900 and e.bytes < 8e9
+    with pytest.raises(ConfigError, match=r"would run longer than 30 minutes .* for 6 runs .* use fewer experts"):
+        check_work(spec, runs=6)
+    monkeypatch.setenv("WSESIM_MAX_RUN_S", "60")
+    with pytest.raises(ConfigError, match=r"would run longer than 60 s \(WSESIM_MAX_RUN_S\)"):
+        check_work(spec)
+    monkeypatch.setenv("WSESIM_MAX_RUN_S", "soon")
+    with pytest.raises(ConfigError, match=r"^WSESIM_MAX_RUN_S: expected a number of seconds, got 'soon'$"):
+        check_work(spec)
+
+
+def test_ordinary_runs_pass_and_the_estimate_follows_its_counts() -> None:
+    tiny = estimate_work(load_experiment_data(TINY).spec)
+    assert (tiny.mesh_nodes, tiny.regions, tiny.packet_messages) == (64, 4, 0)
+    assert tiny.seconds < 0.01 and tiny.bytes < 1e9
+    shipped = check_work(_wse2())  # the shipped experiment: about a second
+    assert shipped.seconds < 10
+    finer = estimate_work(_wse2(**{"simulation.granularity": "block:8"}))
+    assert finer.mesh_nodes == 94 * 125 and finer.seconds > shipped.seconds and finer.bytes > shipped.bytes
+    more = estimate_work(_wse2(**{"model.experts": 256}))
+    assert more.seconds > shipped.seconds
+    packet = estimate_work(load_experiment_data(TINY, overrides={"simulation.fabric": "packet"}).spec)
+    assert packet.packet_messages == 64 * 5 and packet.seconds > tiny.seconds
+
+
+def test_wsesim_run_refuses_with_one_line_and_exit_2(capsys: pytest.CaptureFixture[str],
+                                                     nothing_built: None) -> None:
+    code = cli.main(["run", "--set", "simulation.granularity=pe", "--set", "simulation.fabric=packet"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    [line] = err.splitlines()
+    assert line.startswith("wsesim: this run cannot finish here: it ")
+
+
+def test_wsesim_tune_counts_every_candidate(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                            nothing_built: None) -> None:
+    monkeypatch.setattr(estimate, "max_run_seconds", lambda: 60.0)
+    monkeypatch.setattr(estimate, "ENGINE_SECONDS", {"fast": 20.0 / (48 * 128 * 128), "reference": 1.0})
+    assert cli.main(["tune", "--json"]) == 2  # 6 candidates × 20 s > 60 s
+    assert "for 6 runs" in capsys.readouterr().err
+
+
+def test_a_sweep_refuses_a_point_that_cannot_finish_before_any_runs(
+        write_yaml: Callable[[str, str], Path], nothing_built: None) -> None:
+    sweep = {"kind": "sweep", "name": "big", "base": str(default_experiment_path()),
+             "points": [{"model.experts": 8}, {"simulation.fabric": "packet"}]}
+    path = write_yaml("big.yaml", yaml.safe_dump(sweep, sort_keys=False))
+    with pytest.raises(ConfigError) as info:
+        load_sweep(path)
+    assert str(info.value).startswith(f"{path}: points: point 1 {{simulation.fabric=packet}}: "
+                                      "this run cannot finish here")
+    assert cli.main(["validate", str(path)]) == 0  # the file itself is valid: validate does not estimate
+
+
+def test_more_workers_than_cpus_warns(write_yaml: Callable[[str, str], Path], tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = {"kind": "sweep", "name": "one", "base": TINY, "points": [{"model.top_k": 1}]}
+    path = write_yaml("one.yaml", yaml.safe_dump(sweep, sort_keys=False))
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "3"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("wsesim: warning: --workers 3 is more than the 1 CPUs here: the points share them "
+                      "(no faster, more memory)")
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -1,0 +1,177 @@
+"""What a run will cost, estimated from its plan before anything is built, so that work that cannot
+finish on this machine is refused up front with a line that says why and what to change.
+
+The estimate counts what the simulation's cost scales with, from the spec alone (no mesh, no
+placement, no routing is built):
+
+* **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``) and **expert regions** ``R`` (at most one per
+  expert and per node): the flow fabric's dispatch and combine bases are ``6·N·R`` numbers each, kept
+  with their working copies: about ``BASIS_BYTES`` bytes and ``BASIS_SECONDS`` seconds per node and region;
+* **packet messages**: with a packet fabric every dispatch and combine of every layer is simulated
+  message by message: about ``N·(R + 1)`` messages, each split into ``K`` stripes that are granted each
+  link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT`` seconds
+  and bytes per grant for the vectorised ``packet`` fidelity, far more for the SimPy one
+  (``packet-simpy``, or ``packet`` where that is still the SimPy one);
+* **expert chunks**: the engine schedules every expert's weights in every layer, on arrays over the
+  regions: about ``ENGINE_SECONDS[engine]`` per (layer × expert × region).
+
+The constants were measured on this project's 2-core machine (WSE-2 with Qwen3-30B-A3B: block:2 takes
+42 s and 8.4 GB, 4096 experts 290 s and 4.3 GB; one packet dispatch at block:16 with 128 experts, 236 M
+grants, 25 s and 1.4 GB); the estimate is good to a factor of about two, which is enough to tell minutes
+from days. A dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is refused when its memory
+exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its time
+``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..config.errors import ConfigError
+from ..config.specs import ExperimentSpec
+
+BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
+BASIS_BYTES = 350.0              # per (mesh node × expert region): dispatch + combine bases and copies
+BASIS_SECONDS = 1.8e-6           # per (mesh node × expert region) to build both bases
+PACKET_GRANT = {"vectorised": (0.11e-6, 6.0), "simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
+ENGINE_SECONDS = {"fast": 0.5e-6, "reference": 2e-6}  # per (layer × expert × region)
+MEMORY_FRACTION = 0.8
+DEFAULT_MAX_RUN_SECONDS = 1800.0
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    """The counts a run's cost follows, and the seconds and bytes they come to (one run)."""
+
+    mesh_nodes: int
+    regions: int
+    layers: int
+    experts: int
+    packet_messages: int  # per dispatch (0 with the flow fabric)
+    packet_events: float  # over the whole step
+    seconds: float
+    bytes: float
+    driver: str  # what dominates: "mesh", "packet" or "experts"
+
+    def describe(self, runs: int = 1) -> str:
+        counts = f"{self.mesh_nodes:,} mesh nodes × {self.regions:,} expert regions"
+        if self.packet_messages:
+            counts += (f", {self.packet_messages:,} packet messages per dispatch × {2 * self.layers} dispatches "
+                       f"≈ {self.packet_events:.2g} events")
+        counts += f", {self.layers} layers × {self.experts:,} experts of weight chunks"
+        runs_text = f" for {runs} runs" if runs > 1 else ""
+        return f"about {_duration(runs * self.seconds)} and {_size(self.bytes)}{runs_text} ({counts})"
+
+
+def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
+    """The cost of simulating one step of ``spec``, from its counts alone (see the module docstring)."""
+    hw, m, sim = spec.hardware, spec.model, spec.simulation
+    k = sim.block
+    rows, cols = -(-hw.mesh.rows // k), -(-hw.mesh.cols // k)
+    nodes = rows * cols
+    regions = min(m.experts, nodes)  # 0 for a dense model
+    basis_s = BASIS_SECONDS * nodes * regions
+    engine_s = ENGINE_SECONDS.get(getattr(sim, "engine", "fast"), max(ENGINE_SECONDS.values())) \
+        * m.layers * m.experts * regions
+    nbytes = BASE_BYTES + BASIS_BYTES * nodes * regions
+    messages, events, packet_s = 0, 0.0, 0.0
+    if sim.fabric.startswith("packet") and regions:
+        messages = nodes * (regions + 1)  # one per (source, region) and one per region node
+        stripes = k
+        events = 2.0 * m.layers * messages * stripes * ((rows + cols) / 3 + 2)
+        per_s, per_bytes = PACKET_GRANT[_packet_kind(sim.fabric)]
+        packet_s = per_s * events
+        nbytes += per_bytes * events / (2 * m.layers)  # one dispatch at a time
+        basis_s = 0.0  # a packet fabric builds no basis ...
+        nbytes -= BASIS_BYTES * nodes * regions  # ... and keeps none
+    seconds = basis_s + engine_s + packet_s
+    driver = max((("mesh", basis_s), ("packet", packet_s), ("experts", engine_s)), key=lambda kv: kv[1])[0]
+    return WorkEstimate(nodes, regions, m.layers, m.experts, messages, events, seconds, nbytes, driver)
+
+
+def _packet_kind(fabric: str) -> str:
+    """``vectorised`` or ``simpy``: ``packet-simpy`` is SimPy; ``packet`` is the vectorised fidelity where
+    ``packet-simpy`` exists beside it, and was the SimPy one before."""
+    from ..fabric.fidelity import FABRICS
+
+    return "vectorised" if fabric == "packet" and "packet-simpy" in FABRICS else "simpy"
+
+
+def check_work(spec: ExperimentSpec, *, runs: int = 1) -> WorkEstimate:
+    """``estimate_work(spec)``, or ``ConfigError`` (one line: the estimate, the limit, what to change) when
+    ``runs`` such runs (the tuner's candidates) cannot finish on this machine."""
+    estimate = estimate_work(spec)
+    memory, limit_s = machine_memory(), max_run_seconds()
+    too_big = estimate.bytes > MEMORY_FRACTION * memory
+    too_long = runs * estimate.seconds > limit_s
+    if not (too_big or too_long):
+        return estimate
+    why = (f"needs more memory than this machine has ({_size(memory)})" if too_big
+           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
+    raise ConfigError(f"this run cannot finish here: it {why}: {estimate.describe(runs)}; "
+                      f"{_advice(spec, estimate, too_big)}")
+
+
+def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool) -> str:
+    if e.driver == "packet":
+        return ("use simulation.fabric: flow (packet timing is for small meshes and single patterns: "
+                "wsesim fabric), or a much smaller wafer")
+    if e.driver == "mesh" or (too_big and e.mesh_nodes > e.experts):
+        k = spec.simulation.block
+        return (f"use a coarser simulation.granularity (block:{max(16, 2 * k)} or more; "
+                f"now {spec.simulation.granularity}) or a smaller mesh")
+    return "use fewer experts, or set WSESIM_MAX_RUN_S to a larger limit in seconds to run it anyway"
+
+
+def max_run_seconds() -> float:
+    """The longest estimated run allowed: ``WSESIM_MAX_RUN_S`` (seconds), else 30 minutes."""
+    text = os.environ.get("WSESIM_MAX_RUN_S", "").strip()
+    if not text:
+        return DEFAULT_MAX_RUN_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"expected a number of seconds, got {text!r}", source="WSESIM_MAX_RUN_S") from None
+    if not value > 0:
+        raise ConfigError(f"expected a positive number of seconds, got {text!r}", source="WSESIM_MAX_RUN_S")
+    return value
+
+
+def machine_memory() -> float:
+    """Bytes of memory this process may use: physical memory, or the container's limit if lower."""
+    try:
+        memory = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        memory = 16 * 2.0**30
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < memory:
+            memory = float(text)
+    return memory
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} minutes"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.0f} hours"
+    days = seconds / 86400
+    return f"{days:,.0f} days" if days < 1e6 else f"{days:.1e} days"
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if nbytes >= scale or unit == "MB":
+            value = nbytes / scale
+            return f"{value:,.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
+    return ""  # unreachable
+
+
+__all__ = ["WorkEstimate", "check_work", "estimate_work", "machine_memory", "max_run_seconds"]

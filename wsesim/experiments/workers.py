@@ -1,0 +1,200 @@
+"""Where a sweep's points run: local worker processes, or a Dask distributed cluster.
+
+Both yield rows as points finish and leave nothing behind: no local worker outlives the sweep (however
+it ends), and a ``--scheduler`` address that is not a Dask scheduler fails within seconds with one line
+(``connect_dask``), never a hang or a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..config.errors import ConfigError
+
+
+def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], workers: int) -> Iterator[dict[str, Any]]:
+    """``run(point)`` of each point, as they finish, from ``workers`` local processes (1: in this process);
+    ``run`` must pickle (a module-level function, or a ``functools.partial`` of one).
+
+    No worker outlives the sweep: if the consumer stops early (an exception, Ctrl-C, a SIGTERM handler
+    that raises, or closing this generator) the workers are terminated; if this process dies without a
+    chance to (SIGKILL), each worker sees it is orphaned within a second and exits (``_worker_start``).
+    Workers ignore SIGINT: a Ctrl-C reaches the whole process group, and the parent is the one to act."""
+    if workers <= 1 or len(points) <= 1:
+        for p in points:
+            yield run(p)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")  # no fork: a clean interpreter per worker
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start,
+                               initargs=(os.getpid(),))
+    finished = False
+    try:
+        futures = [pool.submit(run, p) for p in points]
+        for f in as_completed(futures):
+            yield f.result()
+        finished = True
+    finally:
+        if finished:
+            pool.shutdown(wait=True)
+        else:
+            _terminate(pool)
+
+
+PARENT_CHECK_S = 0.5
+
+
+def _worker_start(parent: int) -> None:
+    """In each local worker: ignore SIGINT (the parent handles Ctrl-C and stops the pool) and exit as
+    soon as the parent is gone (the worker is re-parented, so ``os.getppid()`` changes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="wsesim-parent-watch", daemon=True).start()
+
+
+def _terminate(pool: Any) -> None:
+    """Stop a ProcessPoolExecutor now: cancel what has not started, terminate its workers, reap them."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public API before Python 3.14
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
+
+
+DASK_CONNECT_S = 8.0
+"""The longest wait for a Dask scheduler to answer (or Dask's own connect timeout, if shorter)."""
+
+
+def dask_connect_timeout() -> float:
+    """Seconds ``connect_dask`` waits: Dask's ``distributed.comm.timeouts.connect`` capped at ``DASK_CONNECT_S``
+    (e.g. ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=2s`` for less)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    configured = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds")
+    return min(float(configured or DASK_CONNECT_S), DASK_CONNECT_S)
+
+
+def connect_dask(address: str) -> Any:
+    """A Dask client for the scheduler at ``address``, connected now, so that a bad address fails before
+    anything is written: it gives up within ``dask_connect_timeout()`` (8 s at most) and 2 s.
+
+    First a probe, in a thread of its own with its own event loop and a hard deadline: connect, Dask's
+    handshake, and an ``identity`` call that a scheduler answers with ``type: Scheduler``. Anything else
+    (nothing listening, no answer, another protocol, a Dask worker) is a one-line ``ConfigError``; Dask's
+    own ``Client`` would wait forever for a silent peer, or try to allocate a frame of whatever size an
+    HTTP server's first bytes spell. Then the client itself. Raises ``ConfigError`` if dask is missing."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise ConfigError("expected dask to be installed for --scheduler (pip install 'wsesim[dask]')",
+                          source="--scheduler") from None
+    timeout = dask_connect_timeout()
+    _probe_scheduler(address, timeout)
+    try:
+        return Client(address, timeout=timeout)
+    except Exception as e:  # noqa: BLE001 - whatever Dask raises, the user gets one line
+        raise ConfigError(f"cannot connect to the Dask scheduler at {address!r} ({type(e).__name__})",
+                          source="--scheduler") from None
+
+
+class _NotAScheduler(Exception):
+    pass
+
+
+class _BadAddress(Exception):
+    pass
+
+
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Raise ``ConfigError`` unless a Dask scheduler answers at ``address``: connecting is given
+    ``timeout`` seconds (Dask retries a refused connection until then), the whole exchange 2 s more."""
+    import asyncio
+
+    outcome: dict[str, Any] = {}
+
+    async def exchange() -> None:
+        from distributed.comm.addressing import parse_address, parse_host_port
+        from distributed.comm.core import connect
+        from distributed.comm.registry import get_backend
+        from distributed.core import send_recv
+
+        try:
+            scheme, location = parse_address(address)
+            get_backend(scheme)
+            if scheme in ("tcp", "tls"):
+                parse_host_port(location)
+        except (ValueError, TypeError) as e:
+            raise _BadAddress(str(e)[:200]) from None
+        comm = await connect(address, timeout=timeout)
+        try:
+            reply = await send_recv(comm, op="identity")
+        finally:
+            comm.abort()
+        kind = reply.get("type") if isinstance(reply, dict) else None
+        if kind != "Scheduler":
+            raise _NotAScheduler(f"it answered as a Dask {kind}, not a scheduler" if isinstance(kind, str)
+                                 else "it did not answer as a Dask scheduler")
+
+    async def probe() -> None:
+        try:
+            await asyncio.wait_for(exchange(), timeout + 2)
+        except asyncio.TimeoutError:
+            raise _NotAScheduler(f"it accepted the connection but did not answer within {timeout + 2:g} s") from None
+
+    def run() -> None:
+        try:
+            asyncio.run(probe())
+            outcome["ok"] = True
+        except BaseException as e:  # noqa: BLE001 - reported below, one line
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name="wsesim-dask-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 4)  # the probe bounds itself; this bounds anything it failed to foresee
+    if outcome.get("ok"):
+        return
+    error = outcome.get("error")
+    if isinstance(error, _NotAScheduler):
+        why = f"is not a Dask scheduler: {error}"
+    elif error is None:
+        why = f"is not a Dask scheduler: no answer within {timeout + 4:g} s"
+    elif isinstance(error, _BadAddress):
+        why = f"is not a Dask address ({error})"
+    elif type(error) is OSError:  # Dask's connect gave up: nothing accepted the connection in time
+        raise ConfigError(f"cannot reach the Dask scheduler at {address!r} (OSError)", source="--scheduler")
+    else:  # another protocol: a closed connection, a garbled or monstrous frame (MemoryError), ...
+        why = f"is not a Dask scheduler: it answered in another protocol ({type(error).__name__})"
+    raise ConfigError(f"{address!r} {why}", source="--scheduler")
+
+
+def run_dask(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], scheduler: Any) -> Iterator[dict[str, Any]]:
+    """``run(point)`` of each point, as they finish, on a Dask distributed cluster: ``scheduler`` is an
+    address (connected and closed here) or a client from ``connect_dask`` (left open for its owner)."""
+    from dask.distributed import as_completed
+
+    client = connect_dask(scheduler) if isinstance(scheduler, str) else scheduler
+    try:
+        futures = [client.submit(run, p, pure=False) for p in points]
+        for f in as_completed(futures):
+            yield f.result()
+    finally:
+        if isinstance(scheduler, str):
+            client.close()
