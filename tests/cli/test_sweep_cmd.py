@@ -233,3 +233,28 @@ def test_summary_puts_g1_and_tuned_side_by_side() -> None:
     assert table == [(1, "G=1", 1, 4, "100", "", "ok", ""), (1, "tuned", 8, 2, "250", "2.50x", "ok", ""),
                      (2, "G=1", 1, 9000, "-", "", "infeasible", "SRAM: too much"),
                      (3, "G=1", "", "", "-", "", "error", "boom"), (3, "G=2", "", "", "-", "", "error", "boom")]
+
+
+def test_resume_of_a_file_written_before_the_new_columns(tmp_path: Path) -> None:
+    """A results.csv with the old columns (infeasible_reason, wall_s; 0 for what an infeasible row never
+    measured; no speedup or swept value columns) resumes into exactly the file a fresh sweep writes."""
+    path = _sweep_file(tmp_path / "s.yaml", grid={"training.tiles": [1, "tuned"]},
+                       points=[{"hardware.io.bandwidth": "4 GB/s"}, {"hardware.io.bandwidth": "8 GB/s"},
+                               {"training.batch_per_tile": 5000}])
+    fresh, old = tmp_path / "fresh", tmp_path / "old"
+    assert cli.main(["sweep", str(path), "--out", str(fresh), "--workers", "1"]) == 0
+    rows = _read(fresh / "results.csv")
+    assert [r["speedup"] != "" for r in rows] == [False, True, False, True, False, False]
+    assert [r["io_bandwidth_bits_per_s"] for r in rows] == ["32000000000.0"] * 2 + ["64000000000.0"] * 2 + ["32000000000.0"] * 2
+    columns = [c for c in rows[0] if c not in ("speedup", "io_bandwidth_bits_per_s")]
+    old.mkdir()
+    with open(old / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=[*columns, "infeasible_reason", "wall_s"], lineterminator="\n",
+                                extrasaction="ignore")
+        writer.writeheader()
+        for r in rows[:-1]:  # the last point is left to run
+            zeros = {c: "0.0" for c in sweep_module.MEASURED_COLUMNS if r["status"] != "ok"}
+            writer.writerow({**r, **zeros, "infeasible_reason": r["reason"], "wall_s": "1.5"})
+    (old / "sweep.json").write_text((fresh / "sweep.json").read_text(encoding="utf-8"), encoding="utf-8")
+    assert cli.main(["sweep", str(path), "--out", str(old), "--workers", "1", "--resume"]) == 0
+    assert (old / "results.csv").read_bytes() == (fresh / "results.csv").read_bytes()

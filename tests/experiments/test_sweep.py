@@ -369,3 +369,68 @@ def test_csv_lines_make_the_same_file_as_csv_text(write_sweep: Callable[..., Pat
     assert "".join([sweep_module.csv_line(columns, columns), *(sweep_module.csv_line(r, columns) for r in rows)]) \
         == csv_text(rows, keys)
     assert sweep_module.result_columns(keys, ["point", "old_column"]) == [*columns, "old_column"]
+
+
+# ------------------------------------------------------------------------ issue 12 item 13: the columns
+
+
+def test_an_infeasible_row_leaves_what_was_never_measured_empty(write_sweep: Callable[..., Path]) -> None:
+    """Throughput, MFU, the step and its phases were 0 on an infeasible row: a plot or a mean read them as
+    measured. Empty now; what is known without running (tokens, SRAM needed) stays."""
+    sweep = load_sweep(write_sweep(points=[{"training.batch_per_tile": 5000}, {"model.top_k": 2}]))
+    infeasible, ok = _csv_rows(csv_text(run_sweep(sweep), override_keys(sweep)))
+    assert infeasible["status"] == STATUS_INFEASIBLE
+    for column in ("throughput_tokens_per_s", "mfu", "step_cycles", "step_time_s", "phase_attention_cycles",
+                   "io_bytes_in", "events"):
+        assert infeasible[column] == "", column
+        assert float(ok[column]) > 0, column
+    assert int(infeasible["tokens_per_step"]) == 5000 * 16
+    assert int(infeasible["peak_sram_bytes_per_pe"]) > int(infeasible["sram_capacity_bytes_per_pe"])
+    assert set(sweep_module.MEASURED_COLUMNS) >= {"throughput_tokens_per_s", "mfu", "step_cycles"}
+
+
+def test_one_reason_column_and_no_wall_clock(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(points=[{"training.batch_per_tile": 5000}]))
+    header = csv_text(run_sweep(sweep), override_keys(sweep)).splitlines()[0].split(",")
+    assert header.count("reason") == 1
+    assert "infeasible_reason" not in header and not set(WALL_CLOCK_FIELDS) & set(header)
+    assert len(header) == len(set(header))
+
+
+def test_each_swept_key_has_a_numeric_unit_suffixed_column(write_sweep: Callable[..., Path]) -> None:
+    """``hardware.io.bandwidth: "4 GB/s"`` is the number 3.2e10 in ``io_bandwidth_bits_per_s``, so a script
+    or a plot can sort and scale it; a key already a result column (top_k) gets no second column."""
+    sweep = load_sweep(write_sweep(grid={"hardware.io.bandwidth": ["4 GB/s", "8 GB/s"],
+                                         "simulation.moe_mapping": ["regions", "in_place"],
+                                         "hardware.pe.sram": ["48 KiB"], "model.top_k": [1]}))
+    text = csv_text(run_sweep(sweep), override_keys(sweep))
+    rows = _csv_rows(text)
+    assert [float(r["io_bandwidth_bits_per_s"]) for r in rows] == [3.2e10, 3.2e10, 6.4e10, 6.4e10]
+    assert [r["moe_mapping"] for r in rows] == ["regions", "in_place"] * 2
+    assert {r["pe_sram_bytes"] for r in rows} == {"49152.0"}
+    header = text.splitlines()[0].split(",")
+    assert header.count("top_k") == 1 and len(header) == len(set(header))
+    assert header.index("set:model.top_k") < header.index("io_bandwidth_bits_per_s") < header.index("tuned")
+
+
+def test_speedup_where_the_sweep_pairs_g1_with_tuned(write_sweep: Callable[..., Path]) -> None:
+    sweep = load_sweep(write_sweep(grid={"model.top_k": [1, 2], "training.tiles": [1, "tuned"]}))
+    rows = _csv_rows(csv_text(run_sweep(sweep), override_keys(sweep)))
+    for g1, tuned in (rows[0:2], rows[2:4]):
+        assert g1["speedup"] == ""
+        expected = float(tuned["throughput_tokens_per_s"]) / float(g1["throughput_tokens_per_s"])
+        assert float(tuned["speedup"]) == pytest.approx(expected, rel=1e-12)
+    unpaired = load_sweep(write_sweep(grid={"training.tiles": [1, 2]}))
+    assert "speedup" not in csv_text(run_sweep(unpaired), override_keys(unpaired)).splitlines()[0]
+
+
+def test_local_and_dask_write_the_same_bytes(write_sweep: Callable[..., Path]) -> None:
+    """The whole file, wall clock included: there is none in it any more."""
+    distributed = pytest.importorskip("dask.distributed")
+    sweep = load_sweep(write_sweep(grid={"model.top_k": [1, 2], "training.tiles": [1, "tuned"]}))
+    keys = override_keys(sweep)
+    local = csv_text(run_sweep(sweep, workers=2), keys)
+    assert csv_text(run_sweep(sweep, workers=1), keys) == local
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        assert csv_text(run_sweep(sweep, scheduler=cluster.scheduler_address), keys) == local

@@ -110,7 +110,9 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
     from ..experiments.sweep import (
         csv_line,
         csv_text,
+        kept_rows,
         override_keys,
+        pairs_g1_with_tuned,
         read_results_table,
         result_columns,
         resumable_rows,
@@ -128,10 +130,10 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
         if args.resume and csv_path.exists():
             header, kept = read_results_table(csv_path)  # a row cut short by a crash is not done
             done = resumable_rows(sweep, kept, str(csv_path))
-        columns = result_columns(keys, header)
+        columns = result_columns(keys, header, speedup=pairs_g1_with_tuned(sweep.points))
         atomic_write_text(out / OWNER, json.dumps({"kind": "sweep results", "name": name,
                                                    "sweep": str(Path(args.sweep).resolve())}) + "\n")
-        moved = [{**r, "point": p.index} for p in sweep.points if (r := done.get(p.key)) is not None]
+        moved = kept_rows(sweep, done)
         atomic_write_text(csv_path, csv_text(moved, keys, columns=columns))
         total = len(sweep.points)
         progress(f"sweep {name}: {total} points, {total - len(moved)} to run, results in {csv_path}\n")

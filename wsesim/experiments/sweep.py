@@ -18,14 +18,13 @@ row with its status and reason; it never stops the sweep.
 
 Results: ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as
 points finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not
-done); ``resumable_rows`` is what ``--resume`` may keep, and refuses to drop finished rows.
+done); ``resumable_rows`` is what ``--resume`` may keep, and refuses to drop finished rows. The CSV's
+columns and text are ``experiments.table``'s.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import itertools
 import json
 import re
@@ -39,14 +38,29 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..analysis.results import STEP_PHASES, RunResult
+from ..analysis.results import RunResult
 from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
 from ..config.specs import Spec
+from .table import (  # noqa: F401 (re-exported: the sweep's results)
+    MEASURED_COLUMNS,
+    RESULT_COLUMNS,
+    RETIRED_COLUMNS,
+    SPEEDUP,
+    STATUS_ERROR,
+    STATUS_INFEASIBLE,
+    STATUS_OK,
+    TUNED,
+    add_speedups,
+    csv_line,
+    csv_text,
+    read_results,
+    read_results_table,
+    result_columns,
+    swept_columns,
+    swept_values,
+)
 from .workers import run_dask, run_local
-
-TUNED = "tuned"
-STATUS_OK, STATUS_INFEASIBLE, STATUS_ERROR = "ok", "infeasible", "error"
 
 
 class SweepSpec(Spec):
@@ -93,6 +107,7 @@ class Point:
     index: int
     overrides: dict[str, Any]
     base_key: str = ""  # a hash of the resolved base experiment
+    swept: tuple[str, ...] = ()  # every key the sweep sets (its value columns hold this point's, set or not)
 
     @property
     def tuned(self) -> bool:
@@ -153,8 +168,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
             raise ConfigError(f"{both[0]} is set both here and in grid (the grid's value would replace this one): "
                               "set it in one place", source=source, path=f"points[{i}].{both[0]}")
     points = []
+    swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
     for i, ov in enumerate(overrides):
-        point = Point(i, ov, base_key)
+        point = Point(i, ov, base_key, swept)
         where = "points" if spec.points else "grid"
         try:
             loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
@@ -198,11 +214,14 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:
         loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides())
+        row.update(swept_values(loaded.spec, point.swept or point.overrides))
         result: RunResult = tuned_row(tune(loaded)) if point.tuned else run_experiment(loaded.spec)
         row.update(result.scalars())
         row["tuned"] = point.tuned
         row["status"] = STATUS_OK if result.feasible else STATUS_INFEASIBLE
-        row["reason"] = result.infeasible_reason
+        row["reason"] = row.pop("infeasible_reason")
+        if not result.feasible:  # nothing was measured: empty, not 0
+            row.update(dict.fromkeys(MEASURED_COLUMNS, ""))
     except Exception as e:  # a failing point is a row, never the end of the sweep
         row["tuned"] = point.tuned
         row["status"] = STATUS_ERROR
@@ -215,55 +234,10 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------- results
 
 
-RESULT_COLUMNS = ["point", "point_key", "status", "reason", "tuned"] + [
-    f for f in RunResult.__dataclass_fields__ if f != "phases"] + [f"phase_{p}_cycles" for p in STEP_PHASES]
-
-
-def result_columns(override_keys: list[str], extra: Iterable[str] = ()) -> list[str]:
-    """A sweep's CSV columns: the fixed ones, one ``set:KEY`` per override key after the first four, then
-    any ``extra`` columns (kept from an older file on --resume) not already there."""
-    columns = RESULT_COLUMNS[:4] + [f"set:{k}" for k in override_keys] + RESULT_COLUMNS[4:]
-    return columns + [c for c in dict.fromkeys(extra) if c and c not in columns]
-
-
-def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *, columns: list[str] | None = None) -> str:
-    """The CSV of ``rows`` sorted by point: fixed columns, then one ``set:KEY`` column per override
-    (or exactly ``columns``)."""
-    columns = columns or result_columns(override_keys)
-    return csv_line(columns, columns) + "".join(
-        csv_line(row, columns) for row in sorted(rows, key=lambda r: int(r["point"])))
-
-
-def csv_line(row: dict[str, Any] | list[str], columns: list[str]) -> str:
-    """One CSV line (with its newline): ``row``'s cells in ``columns`` order (a list: the header)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(row if isinstance(row, list) else [_cell(row.get(c, "")) for c in columns])
-    return buf.getvalue()
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, float):
-        return repr(float(value))  # a numpy float's repr is "np.float64(…)" since NumPy 2
-    return value
-
-
-def read_results(path: str | Path) -> list[dict[str, str]]:
-    """The rows of a results CSV (strings, as written): see ``read_results_table``."""
-    return read_results_table(path)[1]
-
-
-def read_results_table(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    """(header, rows) of a results CSV. Only complete rows count: a last line without its newline (cut
-    short by a crash while it was appended) and a row with the wrong number of cells are left out."""
-    with open(path, "rb") as f:
-        data = f.read()
-    text = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace")
-    lines = list(csv.reader(io.StringIO(text, newline="")))
-    if not lines:
-        return [], []
-    header = lines[0]
-    return header, [dict(zip(header, cells, strict=True)) for cells in lines[1:] if len(cells) == len(header)]
+def pairs_g1_with_tuned(points: Iterable[Point]) -> bool:
+    """Whether a sweep runs some settings both at G=1 and tuned (its CSV then has a ``speedup`` column)."""
+    tiles = {str(p.overrides.get("training.tiles")) for p in points}
+    return {"1", TUNED} <= tiles
 
 
 def resumable_rows(sweep: Sweep, rows: list[dict[str, str]], source: str) -> dict[str, dict[str, str]]:
@@ -295,7 +269,7 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
     as each finishes (the CLI appends the row to its CSV there). ``scheduler``: a Dask address or client (see
     ``workers.run_dask``); None runs locally. Returns all rows, sorted by point."""
     done = dict(done or {})
-    rows = [{**r, "point": p.index} for p in sweep.points if (r := done.get(p.key)) is not None]  # the file may have moved it
+    rows = kept_rows(sweep, done)
     todo = [p for p in sweep.points if p.key not in done]
     run = partial(run_point, sweep.base.raw, sweep.base.source)  # run_point as it is now (tests wrap it)
     stream = run_dask(run, todo, scheduler) if scheduler is not None else run_local(run, todo, workers)
@@ -303,4 +277,26 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
         rows.append(row)
         if on_row is not None:
             on_row(row, rows)
+    if pairs_g1_with_tuned(sweep.points):
+        add_speedups(rows, override_keys(sweep))
     return sorted(rows, key=lambda r: int(r["point"]))
+
+
+def kept_rows(sweep: Sweep, done: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The finished rows --resume keeps, as this version writes them: renumbered (the file may have moved a
+    point), the swept value columns an older file lacks filled in, an infeasible row's measured cells
+    emptied, retired columns dropped."""
+    keys = override_keys(sweep)
+    columns = [c for c, _ in swept_columns(keys).values()]
+    out = []
+    for p in sweep.points:
+        if (r := done.get(p.key)) is None:
+            continue
+        row = {k: v for k, v in r.items() if k not in RETIRED_COLUMNS} | {"point": p.index}
+        if any(c not in row for c in columns):
+            spec = load_experiment_data(sweep.base.raw, source=sweep.base.source, overrides=p.run_overrides()).spec
+            row.update(swept_values(spec, keys))
+        if row.get("status") != STATUS_OK:
+            row.update({c: "" for c in MEASURED_COLUMNS if c in row})
+        out.append(row)
+    return out

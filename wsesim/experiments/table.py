@@ -1,0 +1,154 @@
+"""A sweep's results as a CSV table (pure: text in, text out; the CLI writes the file).
+
+Columns (``result_columns``): the point, its status and reason, one ``set:KEY`` per swept key as written,
+one column per swept key that is not already a result column with its value as a number in the unit its
+name says (``hardware.io.bandwidth`` -> ``io_bandwidth_bits_per_s``; ``swept_columns``), the result's
+fields and phases, and ``speedup`` (tuned over G=1 at the same settings) where the sweep pairs the two.
+What only a simulated step measures (``MEASURED_COLUMNS``: throughput, MFU, step, phases, ...) is empty,
+not 0, on an infeasible row. The host's wall-clock time is no column: the file is a function of the
+sweep alone, the same bytes locally and on Dask.
+
+``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as points
+finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not done).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, RunResult
+
+TUNED = "tuned"
+STATUS_OK, STATUS_INFEASIBLE, STATUS_ERROR = "ok", "infeasible", "error"
+
+RETIRED_COLUMNS = ("infeasible_reason", *WALL_CLOCK_FIELDS)
+"""Never written, and dropped from an older file on --resume: ``reason`` says why a point is infeasible,
+and the wall-clock time is the host's, not a result (it differs run to run)."""
+RESULT_COLUMNS = ["point", "point_key", "status", "reason", "tuned"] + [
+    f for f in RunResult.__dataclass_fields__ if f not in ("phases", *RETIRED_COLUMNS)] + [
+    f"phase_{p}_cycles" for p in STEP_PHASES]
+_KNOWN_UNRUN = {"tokens_per_step", "peak_sram_bytes_per_pe", "sram_capacity_bytes_per_pe", "binding_memory_phase",
+                "expert_region_load", "micro_batches", "systems"}  # what an infeasible result still knows
+_FIELDS = list(RunResult.__dataclass_fields__)
+MEASURED_COLUMNS = tuple(c for c in RESULT_COLUMNS if c.startswith("phase_") or (
+    c in _FIELDS[_FIELDS.index("infeasible_reason") + 1:] and c not in _KNOWN_UNRUN))
+"""Columns only a simulated step fills: empty on an infeasible (or failed) row."""
+SPEEDUP = "speedup"
+
+
+def swept_columns(keys: Iterable[str]) -> dict[str, tuple[str, float]]:
+    """For each swept key that names one value and is not already a result column: its column and the
+    factor from the spec's unit to the column's. The name is the key below its section with the unit of
+    the spec's field (``hardware.pe.sram`` -> ``pe_sram_bytes``; a bandwidth in bits per second, as the
+    presets write it: ``hardware.io.bandwidth`` -> ``io_bandwidth_bits_per_s``)."""
+    from pydantic import BaseModel
+
+    from ..config.specs import ExperimentSpec
+
+    out: dict[str, tuple[str, float]] = {}
+    for key in keys:
+        cls: Any = ExperimentSpec
+        names: list[str] = []
+        for part in key.split("."):
+            fields = getattr(cls, "model_fields", None) or {}
+            name = next((n for n, f in fields.items() if part in (n, f.alias)), None)
+            if name is None:
+                break
+            names.append(name)
+            annotation = fields[name].annotation
+            cls = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+        else:
+            if cls is not None:  # a whole section (``hardware: wse3``): its name is a result column
+                continue
+            column, factor = "_".join(names[1:] or names), 1.0
+            if column.endswith("_bytes_per_s"):
+                column, factor = column.removesuffix("_bytes_per_s") + "_bits_per_s", 8.0
+            if column not in RESULT_COLUMNS:
+                out[key] = (column, factor)
+    return out
+
+
+def swept_values(spec: Any, keys: Iterable[str]) -> dict[str, Any]:
+    """The ``swept_columns`` cells of a validated experiment spec."""
+    out: dict[str, Any] = {}
+    for key, (column, factor) in swept_columns(keys).items():
+        value: Any = spec
+        for part in key.split("."):
+            fields = type(value).model_fields
+            value = getattr(value, next(n for n, f in fields.items() if part in (n, f.alias)))
+        out[column] = value * factor if isinstance(value, float) else value
+    return out
+
+
+def result_columns(override_keys: list[str], extra: Iterable[str] = (), *, speedup: bool = False) -> list[str]:
+    """A sweep's CSV columns: the fixed ones, one ``set:KEY`` per override key after the first four and
+    the ``swept_columns`` after them, ``speedup`` after the throughput when the sweep pairs G=1 with tuned,
+    then any ``extra`` columns (kept from an older file on --resume) not already there nor retired."""
+    fixed = RESULT_COLUMNS[4:]
+    if speedup:
+        at = fixed.index("throughput_tokens_per_s") + 1
+        fixed = [*fixed[:at], SPEEDUP, *fixed[at:]]
+    columns = (RESULT_COLUMNS[:4] + [f"set:{k}" for k in override_keys]
+               + [c for c, _ in swept_columns(override_keys).values()] + fixed)
+    return columns + [c for c in dict.fromkeys(extra) if c and c not in columns and c not in RETIRED_COLUMNS]
+
+
+def add_speedups(rows: list[dict[str, Any]], keys: list[str]) -> None:
+    """Set ``speedup`` on every row: on a tuned row, its throughput over the G=1 row's at the same other
+    settings (when both ran); empty elsewhere. Rows from a CSV (strings) and from workers alike."""
+    others = [k for k in keys if k != "training.tiles"]
+
+    def settings(row: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(str(row.get(f"set:{k}", "")) for k in others)
+
+    g1 = {settings(r): r for r in rows if str(r.get("set:training.tiles")) == "1"}
+    for row in rows:
+        row[SPEEDUP] = ""
+        base = g1.get(settings(row)) if str(row.get("set:training.tiles")) == TUNED else None
+        if base is not None and row.get("status") == STATUS_OK and base.get("status") == STATUS_OK:
+            row[SPEEDUP] = float(row["throughput_tokens_per_s"]) / float(base["throughput_tokens_per_s"])
+
+
+def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *, columns: list[str] | None = None) -> str:
+    """The CSV of ``rows`` sorted by point: ``result_columns`` (with ``speedup`` when a row has it), or
+    exactly ``columns``."""
+    rows = list(rows)
+    columns = columns or result_columns(override_keys, speedup=any(SPEEDUP in r for r in rows))
+    return csv_line(columns, columns) + "".join(
+        csv_line(row, columns) for row in sorted(rows, key=lambda r: int(r["point"])))
+
+
+def csv_line(row: dict[str, Any] | list[str], columns: list[str]) -> str:
+    """One CSV line (with its newline): ``row``'s cells in ``columns`` order (a list: the header)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(row if isinstance(row, list) else [_cell(row.get(c, "")) for c in columns])
+    return buf.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, float):
+        return repr(float(value))  # a numpy float's repr is "np.float64(…)" since NumPy 2
+    return value
+
+
+def read_results(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a results CSV (strings, as written): see ``read_results_table``."""
+    return read_results_table(path)[1]
+
+
+def read_results_table(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    """(header, rows) of a results CSV. Only complete rows count: a last line without its newline (cut
+    short by a crash while it was appended) and a row with the wrong number of cells are left out."""
+    with open(path, "rb") as f:
+        data = f.read()
+    text = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace")
+    lines = list(csv.reader(io.StringIO(text, newline="")))
+    if not lines:
+        return [], []
+    header = lines[0]
+    return header, [dict(zip(header, cells, strict=True)) for cells in lines[1:] if len(cells) == len(header)]
