@@ -8,6 +8,7 @@ run --out`` folder.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -47,26 +48,76 @@ def _assert_files(paths: list[Path], folder: Path, names: set[str]) -> None:
     assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_plot_results_writes_png_and_svg(results_csv: Path, tmp_path: Path) -> None:
+FORMATS = ("png", "svg", "pdf")
+
+
+def test_plot_results_writes_png_svg_pdf_and_figures_json(results_csv: Path, tmp_path: Path) -> None:
     paths = plot_results(results_csv, tmp_path)
     stems = ("throughput_vs_experts", "throughput_vs_top_k", "phases")
-    _assert_files(paths, tmp_path, {f"{s}.{x}" for s in stems for x in ("png", "svg")})
+    _assert_files(paths, tmp_path, {f"{s}.{x}" for s in stems for x in FORMATS} | {"figures.json"})
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths if p.suffix == ".png")
     assert all(b"<svg" in p.read_bytes()[:1000] for p in paths if p.suffix == ".svg")
     assert plt.get_fignums() == []  # every figure closed
 
 
-def test_figures_without_data_are_skipped(tmp_path: Path) -> None:
-    """One expert count and one top_k: neither sparsity figure, only the phases."""
+def test_text_stays_text_in_svg_and_pdf(results_csv: Path, tmp_path: Path) -> None:
+    """svg.fonttype none: the words are <text>, not glyph outlines; pdf.fonttype 42: TrueType, not Type 3.
+    And the same figure twice is the same bytes (no dates in them)."""
+    plot_results(results_csv, tmp_path / "a")
+    plot_results(results_csv, tmp_path / "b")
+    svg = (tmp_path / "a" / "throughput_vs_experts.svg").read_text(encoding="utf-8")
+    assert "<text" in svg and "number of experts" in svg
+    pdf = (tmp_path / "a" / "phases.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and b"/FontFile2" in pdf and b"/Type3" not in pdf
+    for name in ("throughput_vs_experts.svg", "phases.pdf", "phases.png", "figures.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_figures_json_draws_every_row_once_per_view(tmp_path: Path) -> None:
+    """A sweep over a unit string, a mapping and the sequence length, G=1 against tuned, with infeasible
+    points: in each view every row is one point, an infeasible one marked (y null), never dropped."""
+    grid = {"hardware.io.bandwidth": ["4 GB/s", "8 GB/s"], "simulation.moe_mapping": ["regions", "in_place"],
+            "training.seq_len": [16, 4096], "training.tiles": [1, "tuned"]}
+    csv_path = _write_csv(tmp_path, {**SWEEP, "grid": grid})
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["status"] for r in rows} == {"ok", "infeasible"}
+    plot_results(csv_path, tmp_path)
+    listing = json.loads((tmp_path / "figures.json").read_text(encoding="utf-8"))
+    views = {f["view"] for f in listing["figures"]}
+    assert views == {"hardware.io.bandwidth", "training.seq_len"}
+    for view in views:
+        points = [pt for f in listing["figures"] if f["view"] == view for panel in f["panels"]
+                  for s in panel["series"] for pt in s["points"]]
+        assert sorted(pt["point"] for pt in points) == [int(r["point"]) for r in rows]
+        for pt in points:
+            ok = pt["row"]["status"] == "ok"
+            assert pt["y"] == (float(pt["row"]["throughput_tokens_per_s"]) if ok else None)
+    for figure in listing["figures"]:
+        assert set(figure["roles"]) == set(grid)
+        assert all((tmp_path / name).is_file() for name in figure["files"])
+        for panel in figure["panels"]:
+            for s in panel["series"]:
+                assert all(pt["row"][f"set:{k}"] == v for k, v in s["fixed"].items() for pt in s["points"])
+    assert len(listing["phases"]["bars"]) == len(rows)
+
+
+def test_figures_without_a_swept_key_but_g_are_only_the_phases(tmp_path: Path) -> None:
     csv_path = _write_csv(tmp_path, {**SWEEP, "grid": {"training.tiles": [1, "tuned"]}})
-    _assert_files(plot_results(csv_path, tmp_path), tmp_path, {"phases.png", "phases.svg"})
+    _assert_files(plot_results(csv_path, tmp_path), tmp_path, {f"phases.{x}" for x in FORMATS} | {"figures.json"})
 
 
-def test_sparsity_figures_need_g1_or_tuned_runs(tmp_path: Path) -> None:
-    """Experts vary, but every run is at G=2: no throughput_vs_experts (it compares G=1 and tuned)."""
+def test_a_sweep_without_g1_and_tuned_has_no_speedup_panel(tmp_path: Path) -> None:
+    """Experts vary, every run at G=2: throughput_vs_experts has one series and no speedup (it used to
+    be left out: it compared G=1 with tuned only)."""
     csv_path = _write_csv(tmp_path, {**SWEEP, "base": {**BASE, "training": {**BASE["training"], "tiles": 2}},
                                      "grid": {"model.experts": [4, 8]}})
-    _assert_files(plot_results(csv_path, tmp_path), tmp_path, {"phases.png", "phases.svg"})
+    _assert_files(plot_results(csv_path, tmp_path), tmp_path,
+                  {f"{s}.{x}" for s in ("throughput_vs_experts", "phases") for x in FORMATS} | {"figures.json"})
+    [figure] = json.loads((tmp_path / "figures.json").read_text(encoding="utf-8"))["figures"]
+    assert [s["label"] for p in figure["panels"] for s in p["series"]] == ["throughput"]
+    assert figure["panels"][0]["speedup"] == []
+    assert "G = 2" in figure["title"]
 
 
 def test_no_ok_rows_no_figures(tmp_path: Path) -> None:
@@ -98,8 +149,8 @@ def test_wsesim_plot_results_csv(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = tmp_path / "figures"
     assert cli.main(["plot", str(csv_path), "--out", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed == [f"wrote {out / 'phases.png'}", f"wrote {out / 'phases.svg'}"]
-    assert sorted(p.name for p in out.iterdir()) == ["phases.png", "phases.svg"]
+    assert printed == [f"wrote {out / f'phases.{x}'}" for x in FORMATS] + [f"wrote {out / 'figures.json'}"]
+    assert sorted(p.name for p in out.iterdir()) == ["figures.json", "phases.pdf", "phases.png", "phases.svg"]
 
 
 @pytest.mark.parametrize(("args", "line"), [

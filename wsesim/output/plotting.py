@@ -1,57 +1,44 @@
 """Pictures of sweep results — the only module that imports matplotlib (Agg backend, files only).
 
-``plot_results(csv, out)`` draws, from a sweep's results.csv:
+``plot_results(csv, out)`` draws, from a sweep's results.csv, as planned by ``analysis.figures`` and drawn
+by ``output.sweep_figures`` (which takes matplotlib from here):
 
-* ``throughput_vs_experts`` — throughput against the number of experts at fixed top_k (paper Fig. 2),
-  one line for G=1 and one for tuned G, and the tuned/G=1 speedup in a second panel;
-* ``throughput_vs_top_k`` — the same against top_k at the largest expert count (paper Fig. 3);
+* ``throughput_vs_<key>`` — throughput against each swept key (paper Figs. 2 and 3: experts, top_k), every
+  other swept key a colour, a marker, a facet or a figure of its own, infeasible points marked, and the
+  tuned/G=1 speedup in a second panel where the sweep pairs them;
 * ``phases`` — where each run's time goes per token, by phase, as stacked bars.
 
-Each as PNG and SVG. A figure whose data is not in the CSV is skipped.
+Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
+``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
+CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..analysis.results import STEP_PHASES  # noqa: E402
-from ..experiments.sweep import read_results  # noqa: E402
+from ..analysis.figures import check_rows  # noqa: E402
+from ..experiments.sweep import read_results_table  # noqa: E402
 from .files import atomic_write_bytes  # noqa: E402
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
-_PHASE_COLOURS = ["#2471a3", "#7fb3d5", "#f5b041", "#a9cce3", "#27ae60", "#76d7c4", "#f8c471", "#8e44ad", "#c0392b",
-                  "#e6b0aa", "#aab7b8"]
+_NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes
 
 
-def _runs(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
-    out = []
-    for r in rows:
-        if r.get("status") != "ok":
-            continue
-        out.append({"experts": int(r["experts"]), "top_k": int(r["top_k"]), "tuned": r.get("tuned") == "True",
-                    "tiles": int(r["tiles"]), "B": int(r["batch_per_tile"]),
-                    "throughput": float(r["throughput_tokens_per_s"]), "step_s": float(r["step_time_s"]),
-                    "cycles": float(r["step_cycles"]), "model": r["model"], "hardware": r["hardware"],
-                    "tokens": int(r["tokens_per_step"]),
-                    "seq_len": int(r["seq_len"]),
-                    "phases": {p: float(r.get(f"phase_{p}_cycles") or 0) for p in STEP_PHASES}})
-    return out
-
-
-def _save(fig: Any, out: Path, stem: str, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+def _save(fig: Any, out: Path, stem: str, formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
     import io
 
     paths = []
     for fmt in formats:
         buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight")
+        fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight", metadata=_NO_DATES.get(fmt))
         path = out / f"{stem}.{fmt}"
         atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
@@ -59,74 +46,12 @@ def _save(fig: Any, out: Path, stem: str, formats: tuple[str, ...] = ("png", "sv
     return paths
 
 
-def _sparsity_figure(runs: list[dict[str, Any]], axis: str, fixed: str, fixed_value: int, title: str,
-                     xlabel: str) -> Any | None:
-    """Throughput (top) and tuned/G=1 speedup (bottom) against ``axis``, at ``fixed`` = ``fixed_value``;
-    the x values are evenly spaced categories (experts and top_k grow in powers of two). None when no
-    run is at G=1 or tuned."""
-    series: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for r in runs:
-        if r[fixed] == fixed_value and (r["tuned"] or r["tiles"] == 1):
-            series["tuned" if r["tuned"] else "G=1"][r[axis]] = r
-    if not series:
-        return None
-    xs = sorted({x for s in series.values() for x in s})
-    pos = {x: i for i, x in enumerate(xs)}
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.4), sharex=True, height_ratios=(2.2, 1))
-    for kind, label in (("G=1", "G = 1 (no BTA)"), ("tuned", "BTA, G tuned")):
-        points = sorted(series.get(kind, {}).items())
-        top.plot([pos[x] for x, _ in points], [r["throughput"] / 1e3 for _, r in points], "o-",
-                 color=_COLOURS[kind], label=label)
-        if kind == "tuned":
-            for x, r in points:
-                top.annotate(f"G={r['tiles']}, B={r['B']}", (pos[x], r["throughput"] / 1e3), textcoords="offset points",
-                             xytext=(0, 7), ha="center", fontsize=7, color=_COLOURS[kind])
-    top.set_ylabel("throughput (thousand tokens/s)")
-    top.set_ylim(0, 1.15 * max(r["throughput"] for s in series.values() for r in s.values()) / 1e3)
-    top.set_title(title)
-    top.grid(alpha=0.3)
-    top.legend(loc="lower left")
-    both = [x for x in xs if x in series.get("G=1", {}) and x in series.get("tuned", {})]
-    speedup = [series["tuned"][x]["throughput"] / series["G=1"][x]["throughput"] for x in both]
-    bottom.bar([pos[x] for x in both], speedup, color=_COLOURS["tuned"], alpha=0.8, width=0.5)
-    for x, value in zip(both, speedup, strict=True):
-        bottom.text(pos[x], value, f"{value:.2f}x", ha="center", va="bottom", fontsize=8)
-    bottom.axhline(1.0, color="grey", lw=0.8)
-    bottom.set_ylim(0, 1.3 * max(speedup, default=1.0))
-    bottom.set_ylabel("speedup\n(tuned / G=1)")
-    bottom.set_xticks(range(len(xs)), [str(x) for x in xs])
-    bottom.set_xlabel(xlabel)
-    bottom.grid(alpha=0.3, axis="y")
-    return fig
-
-
-def _phases_figure(runs: list[dict[str, Any]]) -> Any:
-    """Where the step goes, per token: each run's step time over its tokens, split by phase (lower is
-    better; tuned runs carry more tokens per step, so per-token time is what compares)."""
-    runs = sorted(runs, key=lambda r: (-r["top_k"], r["experts"], r["tuned"]))
-    names = [f"E{r['experts']} k{r['top_k']} G={r['tiles']}{'*' if r['tuned'] else ''}" for r in runs]
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.6 * len(runs)), 4.4))
-    bottom = [0.0] * len(runs)
-    for phase, colour in zip(STEP_PHASES, _PHASE_COLOURS, strict=True):
-        values = [1e6 * r["step_s"] * r["phases"][phase] / r["cycles"] / r["tokens"] for r in runs]
-        if not any(values):
-            continue
-        ax.bar(range(len(runs)), values, bottom=bottom, color=colour, label=phase.replace("_", " "))
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_xticks(range(len(runs)), names, fontsize=7, rotation=45, ha="right")
-    ax.set_ylabel("step time per token (µs)")
-    ax.set_title("Where the time goes, per token (* = tuned G)")
-    ax.legend(fontsize=7, ncol=3, loc="upper left")
-    ax.grid(alpha=0.3, axis="y")
-    return fig
-
-
 _COLUMNS = ("status", "experts", "top_k", "tiles", "batch_per_tile", "throughput_tokens_per_s", "step_time_s",
             "step_cycles", "model", "hardware", "tokens_per_step", "seq_len")  # what _runs reads
 
 
-def _read_runs(csv_path: str | Path) -> list[dict[str, Any]]:
-    """The finished runs of a sweep's results.csv; any other file (binary, empty, another program's CSV,
+def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a sweep's results.csv; any other file (binary, empty, another program's CSV,
     a damaged row) is a ``ConfigError`` naming it, before anything is drawn or made."""
     import csv
     import io
@@ -150,37 +75,40 @@ def _read_runs(csv_path: str | Path) -> list[dict[str, Any]]:
         raise ConfigError(f"{expected}, got a CSV without the columns {shown(', '.join(missing[:3]))}{more}",
                           source=source)
     try:
-        return _runs(read_results(csv_path))
+        header, rows = read_results_table(csv_path)
+        check_rows(rows)
+        return header, rows
     except (ValueError, TypeError, KeyError) as e:
         raise ConfigError(f"{expected}, got a row it cannot read ({shown(e, 120)})", source=source) from None
 
 
 def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
-    """Write the figures for a results CSV into ``out``; returns the paths written. Raises
-    ``ConfigError`` for a file that is not a sweep's results.csv."""
-    runs = _read_runs(csv_path)
-    if not runs:
+    """Write the figures for a results CSV into ``out``, and ``figures.json`` (see the module docstring);
+    returns the paths written. Raises ``ConfigError`` for a file that is not a sweep's results.csv."""
+    import json
+
+    from ..analysis.figures import plan_figures, plan_phases
+    from .sweep_figures import phases_figure, throughput_figure
+
+    header, rows = _read_table(csv_path)
+    ran = [r for r in rows if r.get("status") == "ok"]
+    if not ran:
         return []
-    from .files import prepare_dir
+    from .files import atomic_write_text, prepare_dir
 
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
-    meta = f"{runs[0]['model']} on {runs[0]['hardware']}, seq_len {runs[0]['seq_len']}"
     written: list[Path] = []
-    by_k = defaultdict(set)
-    for r in runs:
-        by_k[r["top_k"]].add(r["experts"])
-    k_fixed = max(by_k, key=lambda k: (len(by_k[k]), k))
-    if len(by_k[k_fixed]) > 1:
-        fig = _sparsity_figure(runs, "experts", "top_k", k_fixed, f"Throughput vs experts, top_k = {k_fixed}\n{meta}",
-                               "number of experts")
-        written += _save(fig, out, "throughput_vs_experts") if fig is not None else []
-    e_fixed = max(r["experts"] for r in runs)
-    if len({r["top_k"] for r in runs if r["experts"] == e_fixed}) > 1:
-        fig = _sparsity_figure(runs, "top_k", "experts", e_fixed, f"Throughput vs top_k, {e_fixed} experts\n{meta}",
-                               "top_k (experts per token)")
-        written += _save(fig, out, "throughput_vs_top_k") if fig is not None else []
-    written += _save(_phases_figure(runs), out, "phases")
-    return written
+    listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
+    for plan in plan_figures(header, rows):
+        files = _save(throughput_figure(plan), out, plan.stem)
+        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+        written += files
+    phases = plan_phases(header, rows)
+    files = _save(phases_figure(phases), out, "phases")
+    listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
+    written += files
+    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
+    return [*written, out / "figures.json"]
 
 
 # ------------------------------------------------------------------------------------------ wafer pictures

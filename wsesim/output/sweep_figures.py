@@ -1,0 +1,149 @@
+"""The sweep figures, drawn from the plans of ``analysis.figures``: throughput against each swept key
+(colour, marker, facets and separate figures as planned; infeasible points marked at the bottom of the
+axis with a cross; the tuned / G=1 speedup below where the sweep pairs them), and the phase breakdown
+(horizontal stacked bars, labels on the left, the legend beside the bars, thin phases grouped).
+
+matplotlib comes through ``output.plotting`` (the one module that imports it, with the Agg backend set
+first); this module only draws on the figures it makes there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis.figures import FigurePlan, PhasesPlan
+from .plotting import plt
+
+COLOURS = ["#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
+MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
+PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
+                 "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
+                 "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
+                 "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e", "other": "#d5d8dc"}
+
+
+def _colour(plan: FigurePlan, index: int) -> str:
+    if plan.roles.get("training.tiles") == "colour" and plan.colour_values[index] in ("1", "tuned"):
+        return COLOURS[0] if plan.colour_values[index] == "1" else COLOURS[1]  # as the README has always had them
+    return COLOURS[(index + 1) % len(COLOURS)]
+
+
+def throughput_figure(plan: FigurePlan) -> Any:
+    """Throughput (thousand tokens/s) against the view's key, one panel per facet; the speedup below."""
+    Line2D = plt.Line2D  # noqa: N806 (matplotlib's class, through plotting)
+    n, speed = len(plan.panels), plan.has_speedup
+    fig, axes = plt.subplots(2 if speed else 1, n, figsize=(1.6 + 4.6 * n, 6.4 if speed else 4.4), sharex=True,
+                             sharey="row", squeeze=False, height_ratios=(2.2, 1) if speed else None)
+    top_y = max((p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]), default=1.0)
+    failed, beside = False, False
+    for col, panel in enumerate(plan.panels):
+        top = axes[0][col]
+        tuned_at = [p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned" for p in s.points]
+        side: list[tuple[int, float, str, str]] = []
+        for s in panel.series:
+            colour, (marker, style) = _colour(plan, s.colour), MARKERS[s.marker % len(MARKERS)]
+            ran = [p for p in s.points if p["y"] is not None]
+            top.plot([p["x_index"] for p in ran], [p["y"] / 1e3 for p in ran], marker=marker, linestyle=style,
+                     color=colour, ms=6)
+            for p in s.points:
+                if p["y"] is None:  # not run: marked where a throughput of 0 would be
+                    failed = True
+                    top.plot(p["x_index"], 0, marker="x", color=colour, ms=9, mew=2, clip_on=False, zorder=5)
+                elif s.fixed.get("training.tiles") == "tuned":  # beside the point where several share an x
+                    text = f"G={p['row'].get('tiles')}, B={p['row'].get('batch_per_tile')}"
+                    if tuned_at.count(p["x_index"]) > 1:
+                        side.append((p["x_index"], p["y"] / 1e3, text, colour))
+                    else:
+                        top.annotate(text, (p["x_index"], p["y"] / 1e3), textcoords="offset points", xytext=(0, 7),
+                                     ha="center", fontsize=6.5, color=colour)
+        top.set_ylim(0, 1.18 * top_y / 1e3)
+        beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / 1e3)
+        side = []
+        top.grid(alpha=0.3)
+        if panel.facet:
+            top.set_title(", ".join(f"{k.split('.')[-1]} {v}" for k, v in panel.facet.items()), fontsize=9)
+        if speed:
+            bottom = axes[1][col]
+            for m in sorted({sp["marker"] for sp in panel.speedup}):
+                pts = [sp for sp in panel.speedup if sp["marker"] == m]
+                marker, style = MARKERS[m % len(MARKERS)]
+                bottom.plot([sp["x_index"] for sp in pts], [sp["value"] for sp in pts], marker=marker,
+                            linestyle=style, color=COLOURS[1])
+                for sp in pts:
+                    if sum(o["x_index"] == sp["x_index"] for o in panel.speedup) > 1:
+                        side.append((sp["x_index"], sp["value"], sp["label"], "black"))
+                    else:
+                        bottom.annotate(sp["label"], (sp["x_index"], sp["value"]), textcoords="offset points",
+                                        xytext=(0, 5), ha="center", fontsize=7)
+            bottom.axhline(1.0, color="grey", lw=0.8)
+            top_s = 1.3 * max([sp["value"] for p in plan.panels for sp in p.speedup], default=1.0)
+            bottom.set_ylim(0, top_s)
+            _side_labels(bottom, side, 0.09 * top_s)
+            bottom.grid(alpha=0.3, axis="y")
+    axes[0][0].set_ylabel("throughput (thousand tokens/s)")
+    if speed:
+        axes[1][0].set_ylabel("speedup\n(tuned / G=1)")
+    for ax in axes[-1]:
+        ax.set_xticks(range(len(plan.x_values)), plan.x_values)
+        ax.set_xlabel(plan.x_label)
+        ax.set_xlim(-0.5, len(plan.x_values) - (0.1 if beside else 0.5))
+    handles, labels = [], []
+    colour_key = next((k for k, r in plan.roles.items() if r == "colour"), None)
+    marker_key = next((k for k, r in plan.roles.items() if r == "marker"), None)
+    for i, v in enumerate(plan.colour_values if colour_key else []):
+        handles.append(Line2D([], [], color=_colour(plan, i), lw=2.5))
+        labels.append(_legend_label(colour_key, v))
+    for i, v in enumerate(plan.marker_values if marker_key else []):
+        marker, style = MARKERS[i % len(MARKERS)]
+        handles.append(Line2D([], [], color="#333333", marker=marker, linestyle=style))
+        labels.append(_legend_label(marker_key, v))
+    if failed:
+        handles.append(Line2D([], [], color="#333333", marker="x", linestyle="", ms=8, mew=2))
+        labels.append("infeasible or failed")
+    fig.suptitle(plan.title, fontsize=10)
+    fig.tight_layout()
+    if handles:  # beside the panels, never over a point
+        fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=8, frameon=False)
+    return fig
+
+
+def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float) -> bool:
+    """Labels to the right of points that share an x, pushed apart to ``gap`` (data units) so none
+    covers another; True if there were any."""
+    for x in sorted({t[0] for t in labels}):
+        last = -float("inf")
+        for _, y, text, colour in sorted((t for t in labels if t[0] == x), key=lambda t: t[1]):
+            last = max(y, last + gap)
+            ax.annotate(text, (x, y), xytext=(x + 0.1, last), fontsize=6.5, color=colour, va="center",
+                        arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.4, "alpha": 0.6})
+    return bool(labels)
+
+
+def _legend_label(key: str | None, v: str) -> str:
+    if key == "training.tiles":
+        return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
+    return f"{(key or '').split('.')[-1]} {v}"
+
+
+def phases_figure(plan: PhasesPlan) -> Any:
+    """Per-token step time by phase, one horizontal bar per run, labelled with its settings."""
+    bars = plan.bars
+    fig, ax = plt.subplots(figsize=(8.8, 1.4 + 0.34 * len(bars)))
+    left = [0.0] * len(bars)
+    for phase in plan.phases:
+        widths = [b["us_per_token"].get(phase, 0.0) for b in bars]
+        label = phase.replace("_", " ") if phase != "other" else "other: " + ", ".join(
+            p.replace("_", " ") for p in plan.other)
+        ax.barh(range(len(bars)), widths, left=left, color=PHASE_COLOURS.get(phase, "#aab7b8"), label=label,
+                height=0.7, edgecolor="white", linewidth=0.4)
+        left = [a + w for a, w in zip(left, widths, strict=True)]
+    for i, b in enumerate(bars):
+        if not b["us_per_token"]:
+            ax.text(0, i, f"  {b['status']}", va="center", fontsize=7, color=COLOURS[0])
+    ax.set_yticks(range(len(bars)), [b["label"] for b in bars], fontsize=8)
+    ax.invert_yaxis()  # the CSV's first row on top
+    ax.set_xlabel("step time per token (µs)")
+    ax.set_title(plan.title, fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
