@@ -151,7 +151,8 @@ def test_model_bounds(path: Path) -> None:
         assert 8 <= m.head_dim <= 512
         assert m.hidden_size / 2 <= m.heads * m.head_dim <= 4 * m.hidden_size
         assert 1 <= m.layers <= 256
-        assert 1 <= m.expert_intermediate <= 16 * m.hidden_size
+        assert 1 <= m.expert_intermediate <= 16 * m.hidden_size or m.experts == 0  # (a dense model)
+        assert 1 <= m.ffn_intermediate <= 16 * m.hidden_size or m.dense_layer_count == 0
         assert 2 <= m.vocab_size <= 1_000_000
         assert m.bytes_per_value == DTYPE_BYTES[m.dtype] in (2, 4)
 

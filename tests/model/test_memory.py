@@ -169,7 +169,7 @@ def test_tiny_training_memory_by_hand() -> None:
         "experts_bwd": {**common, "expert_recompute": 1_032, "expert_transient": 640},
         "attention_bwd": {**common, "attention_recompute": 640, "attention_transient": 3_840},
     }
-    assert [p.phase for p in mem.phases] == list(PHASES)
+    assert [p.phase for p in mem.phases] == [p for p in PHASES if not p.startswith("ffn")]  # no dense layers
     assert {p.phase: p.components for p in mem.phases} == expected
     assert [p.total for p in mem.phases] == [18_573, 18_197, 18_701, 18_837, 21_645]
     assert (mem.pes, mem.capacity_bytes_per_pe, mem.batch_per_tile, mem.tiles) == (64, 49_152, 1, 1)

@@ -30,6 +30,7 @@ TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},
         "simulation": {"granularity": "pe"}}
 BIG_SRAM = {"hardware.pe.sram": "1 MiB"}  # so that tiny staging buffers and odd expert counts stay feasible
+DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
 
 TINY_CASES = [
     {},  # recompute, uniform, top_k 2, G=2
@@ -62,6 +63,11 @@ TINY_CASES = [
     # attention recomputed once (its output kept), gradients streamed out in fp32
     {"training.attention_recompute": "once", "training.weight_gradient_dtype": "fp32",
      "hardware.runtime.staging_buffer": "512 B"},
+    # dense layers (issue 11): every layer, or the first of an MoE model; SwiGLU, or a GELU parallel block
+    DENSE,
+    {**DENSE, "training.activations": "store", "hardware.runtime.staging_buffer": "256 B"},
+    {**DENSE, "model.ffn_activation": "gelu", "model.parallel_block": True, "training.tiles": 3},
+    {"model.dense_layers": 1, "model.ffn_intermediate": 96, "training.routing": "zipf:1.5"},
 ]
 
 # a reduced WSE-2 (40 x 48 PEs, block:4) with two layers of Qwen3-30B-A3B; 2 MiB per PE so that the full

@@ -19,7 +19,7 @@ from ..config.specs import ExperimentSpec
 from ..model.shapes import LayerShapes
 from ..sim.plan import Trace
 
-STEP_PHASES = ("attention", "router", "dispatch", "expand", "experts", "weighted_sum", "combine", "lm_head",
+STEP_PHASES = ("attention", "ffn", "router", "dispatch", "expand", "experts", "weighted_sum", "combine", "lm_head",
                "weight_stall", "gradient_stall", "gradient_drain")
 """The step's own timeline, partitioned: these sum to ``step_cycles``."""
 
@@ -100,9 +100,13 @@ def phase_cycles(trace: Trace) -> dict[str, float]:
 
 
 def expert_imbalance(tokens: np.ndarray) -> float:
-    """The busiest expert's tokens over the mean, averaged over layers (1 = perfectly balanced)."""
-    mean = tokens.mean(axis=1)
-    return float(np.mean(tokens.max(axis=1) / np.where(mean > 0, mean, 1.0)))
+    """The busiest expert's tokens over the mean, averaged over the MoE layers (1 = perfectly balanced;
+    0 for a dense model)."""
+    routed = tokens[tokens.sum(axis=1) > 0] if tokens.size else tokens[:0]
+    if not len(routed):
+        return 0.0
+    mean = routed.mean(axis=1)
+    return float(np.mean(routed.max(axis=1) / np.where(mean > 0, mean, 1.0)))
 
 
 def base_fields(spec: ExperimentSpec, batch_per_tile: int) -> dict[str, Any]:

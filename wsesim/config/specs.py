@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, ValidationInfo, field_validator
 
+from . import model_rules
+from .base import Spec
+from .base import fail as _fail
 from .errors import ConfigError, shown
 from .fields import Description, Name, count, quantity
 
@@ -26,16 +28,6 @@ PositiveInt = Annotated[int, Field(gt=0)]
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DType = Literal["fp32", "bf16", "fp16"]
-
-
-def _fail(message: str) -> PydanticCustomError:
-    return PydanticCustomError("cross_field", "{msg}", {"msg": message})
-
-
-class Spec(BaseModel):
-    """Base of every spec: frozen, strict, unknown keys refused, YAML keys by alias."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=False)
 
 
 # ---------------------------------------------------------------------------------------------- hardware
@@ -189,9 +181,10 @@ class HardwareSpec(Spec):
 Width = count(1_048_576)  # hidden_size, expert_intermediate
 WidthOrNone = count(1_048_576, low=0)  # shared_expert_intermediate (0: no shared expert)
 Layers = count(16_384)
+LayersOrNone = count(16_384, low=0)  # dense_layers
 Heads = count(16_384)  # heads, kv_heads
 HeadDim = count(65_536)
-Experts = count(65_536)
+ExpertsOrNone = count(65_536, low=0)  # experts, top_k (0: a dense model)
 Vocabulary = count(16_777_216)
 
 
@@ -211,10 +204,16 @@ class ModelSpec(Spec):
     q_lora_rank: Annotated[int, Field(ge=0)] = 0  # q through a down/up projection of this rank (0: one q_proj)
     qk_rope_head_dim: Annotated[int, Field(ge=0)] = 0  # rotary part of each head's q and k, beside head_dim
     v_head_dim: Annotated[int, Field(ge=0)] = 0  # each head's v width (0: head_dim)
-    experts: Experts
-    top_k: Experts  # and at most experts
-    expert_intermediate: Width
+    experts: ExpertsOrNone = Field(0, validate_default=True)  # 0: a dense model (every layer a dense FFN)
+    top_k: ExpertsOrNone = Field(0, validate_default=True)  # 1 to experts (0 with no experts)
+    expert_intermediate: WidthOrNone = Field(0, validate_default=True)
     shared_expert_intermediate: WidthOrNone = 0
+    # dense FFN layers (docs/model.md §3.6): the first dense_layers (all with experts 0), of width
+    # ffn_intermediate (config.json intermediate_size); parallel_block: attention and FFN share the input
+    dense_layers: LayersOrNone = Field(0, validate_default=True)
+    ffn_intermediate: WidthOrNone = Field(0, validate_default=True)
+    ffn_activation: Literal["swiglu", "gelu"] = "swiglu"
+    parallel_block: bool = False
     vocab_size: Vocabulary
     tie_word_embeddings: bool = False
     dtype: DType = "bf16"
@@ -227,13 +226,12 @@ class ModelSpec(Spec):
             raise _fail(f"expected a divisor of heads ({heads}), got {kv_heads}")
         return kv_heads
 
-    @field_validator("top_k")
+    @field_validator("top_k", "expert_intermediate", "dense_layers", "ffn_intermediate")
     @classmethod
-    def _top_k_le_experts(cls, top_k: int, info: ValidationInfo) -> int:
-        experts = info.data.get("experts")
-        if experts is not None and top_k > experts:
-            raise _fail(f"expected at most experts ({experts}), got {top_k}")
-        return top_k
+    def _layer_kinds(cls, value: int, info: ValidationInfo) -> int:  # MoE and dense keys agree
+        if problem := model_rules.problem(info.field_name or "", value, info.data):
+            raise _fail(problem)
+        return value
 
     @field_validator("kv_lora_rank")
     @classmethod
@@ -254,6 +252,13 @@ class ModelSpec(Spec):
     @property
     def bytes_per_value(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def dense_layer_count(self) -> int:  # the first dense_layers; all of them without experts
+        return self.layers if self.experts == 0 else self.dense_layers
+
+    def is_dense(self, layer: int) -> bool:
+        return layer < self.dense_layer_count
 
 
 # ---------------------------------------------------------------------------------------------- training

@@ -18,7 +18,7 @@ from ..analysis.results import RunResult, infeasible, measure
 from ..config.specs import ExperimentSpec, HardwareSpec
 from ..fabric.dispatch import DispatchModel, dispatch_traffic
 from ..fabric.fidelity import make_fabric
-from ..fabric.mesh import Mesh
+from ..fabric.mesh import Mesh, Region
 from ..fabric.placement import Placement, place
 from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_costs
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
@@ -60,19 +60,26 @@ def _dispatch_fn(spec: ExperimentSpec, mesh: Mesh, placement: Placement) -> Call
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
               place_rng: np.random.Generator) -> tuple[StepPlan, Mesh, Placement]:
     """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing,
-    and the cost of every expert op under the MoE mapping."""
+    and the cost of every expert op under the MoE mapping. A dense model has no experts: no regions, and
+    no fabric phase to time."""
     hw, m, t = spec.hardware, spec.model, spec.training
     mesh = _mesh(hw, spec.simulation.granularity)
     placement = expert_placement(spec, place_rng)
+    moe = m.experts > 0
     plan = StepPlan(
         hw=hw, model=m, training=t, batch_per_tile=batch_per_tile, tiles=t.tiles,
         attention_shape=(hw.mesh.rows, hw.mesh.cols),
-        expert_regions=tuple((r.rows, r.cols) for r in placement.regions),
+        expert_regions=tuple((r.rows, r.cols) for r in placement.regions) if moe else (),
         expert_region_of=tuple(placement.expert_region_index), tokens=tokens,
-        dispatch=_dispatch_fn(spec, mesh, placement), moe_mapping=spec.simulation.moe_mapping,
-        expert_costs=expert_costs(spec, tokens, placement),
+        dispatch=_dispatch_fn(spec, mesh, placement) if moe else _no_dispatch,
+        moe_mapping=spec.simulation.moe_mapping,
+        expert_costs=expert_costs(spec, tokens, placement) if moe else ExpertCosts({}, {}),
     )
     return plan, mesh, placement
+
+
+def _no_dispatch(nbytes: np.ndarray, reverse: bool) -> tuple[float, float]:
+    raise AssertionError("a dense model dispatches nothing")
 
 
 def expert_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
@@ -91,7 +98,11 @@ def expert_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement)
 def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
     """Expert regions tiled in whole PEs (not whole mesh nodes, which would make regions up to a block
     larger or smaller than their neighbours): the fabric maps each region onto the nodes it covers.
-    In place, every expert runs on the whole wafer: one region, shared by all."""
+    In place, every expert runs on the whole wafer: one region, shared by all. A dense model: the whole
+    wafer, and no experts on it."""
+    if spec.model.experts == 0:
+        return Placement("grid", Region(0, 0, spec.hardware.mesh.rows, spec.hardware.mesh.cols),
+                         (Region(0, 0, spec.hardware.mesh.rows, spec.hardware.mesh.cols),), ())
     if spec.simulation.moe_mapping == "in_place":
         return place(spec.hardware, spec.model.experts, "grid", rng, tiles=1)
     return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)

@@ -3,9 +3,12 @@
 Candidates are (G, B) pairs the memory model admits: for every B from 1 to the largest that fits at
 G=1, the largest G that still fits (more tokens per step amortise the weight stream best), plus the
 powers of two of G with ``batch_per_tile: auto`` (fewer, larger tiles cost less per-tile overhead).
-With a fixed ``batch_per_tile`` only G varies. Every candidate is a re-validated experiment; the
-best is the highest throughput among the feasible ones, ties going to the smaller G. The G=1
-candidate is always among them.
+With a fixed ``batch_per_tile`` only G varies. Every candidate is a re-validated experiment; the best is the highest throughput among the feasible ones, ties going to the
+smaller G. The G=1 candidate is always among them.
+
+A dense model's FFN sees G·B, as experts do, so G matters there only as a way past attention's per-tile
+memory to a larger batch, and a larger batch only while the step is I/O-bound: the tuner runs the same
+search, and on a compute-bound dense model its best is within a few per cent of G=1 (docs/model.md §5.4).
 """
 
 from __future__ import annotations

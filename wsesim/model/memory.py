@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 from ..config.specs import DTYPE_BYTES, HardwareSpec, ModelSpec, TrainingSpec
 from .attention_tiling import AttentionTiling
-from .shapes import LayerShapes
+from .shapes import FFN_MATRICES, LayerShapes
 
-PHASES = ("attention_fwd", "experts_fwd", "lm_head", "experts_bwd", "attention_bwd")
+PHASES = ("attention_fwd", "experts_fwd", "ffn_fwd", "lm_head", "experts_bwd", "ffn_bwd", "attention_bwd")
+"""Every phase a step may have, in step order (a model without experts has no experts phases, one
+without dense layers no FFN phases)."""
 EXPERT_PARTS = ("expert_transient", "expert_recompute")
 """Components held only on the expert regions (scaled by a region's load); the rest is on every PE."""
 
@@ -145,12 +147,29 @@ class TokenFootprint:
         return (m.top_k * (2 * m.expert_intermediate + m.hidden_size) + m.hidden_size
                 + 2 * m.shared_expert_intermediate) * self.b
 
-    def layer_saved_per_token(self) -> float:
-        """Stored for the backward pass per token per layer under the activation policy."""
+    def ffn_saved_per_token(self) -> float:
+        """What a dense FFN keeps (per token): its input and norm output (none in a parallel block: they are
+        attention's), and gate and up outputs (SwiGLU) or the pre-activation (GELU); the activation is
+        recomputed from them for the down projection's weight gradient."""
+        m = self.model
+        inputs = 0 if m.parallel_block else 2 * m.hidden_size
+        return (inputs + (FFN_MATRICES[m.ffn_activation] - 1) * m.ffn_intermediate) * self.b
+
+    def ffn_grad_per_token(self) -> float:
+        """Backward working set of a dense FFN per token: the gradients of what it kept, of its input, and
+        of the residual stream."""
+        m = self.model
+        return ((FFN_MATRICES[m.ffn_activation] - 1) * m.ffn_intermediate + 2 * m.hidden_size) * self.b
+
+    def layer_saved_per_token(self, dense: bool = False) -> float:
+        """Stored for the backward pass per token per layer (MoE, or ``dense``) under the activation policy."""
         if self.training.activations == "recompute":
-            kept = 2 if self.training.attention_recompute == "once" else 1  # (once: attention's output too)
+            # once: attention's output too, to rebuild the MoE or FFN input without attention (a parallel
+            # block's FFN reads the layer's input: it never needs attention's output)
+            kept = 2 if self.training.attention_recompute == "once" and not self.model.parallel_block else 1
             return kept * self.model.hidden_size * self.b  # the layer's input
-        return self.attention_saved_per_token() + self.experts_saved_per_token()
+        return self.attention_saved_per_token() + (self.ffn_saved_per_token() if dense
+                                                   else self.experts_saved_per_token())
 
     def layer_saved_per_seq(self) -> float:
         if self.training.activations == "recompute":
@@ -182,32 +201,51 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     # the LM head's weights stay resident across the tiles of the loss (tied: the embedding's)
     lm_head_weights = model.vocab_size * model.hidden_size * b
 
+    dense_layers = model.dense_layer_count
+    moe_layers = L - dense_layers
+    if dense_layers:  # stored per layer, by kind
+        saved = step_tokens * (moe_layers * f.layer_saved_per_token() + dense_layers * f.layer_saved_per_token(True))
+        stored = saved + L * G * B * f.layer_saved_per_seq()
+    else:
+        stored = L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq())
     common = {
         "reserved": math.ceil(hw.pe.sram_bytes * hw.pe.reserved_fraction),
         "staging": math.ceil(hw.runtime.staging_bytes),
-        # attention, router and shared-expert weights stay resident through their layer's tiles
-        "resident_weights": _spread((shapes.attention_params + shapes.router_stage_params)
-                                    * b, P),
-        "stored_activations": _spread(L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq()), P),
+        # attention with the router and shared expert (MoE) or with the FFN (dense) stay resident through
+        # their layer's tiles: the larger of the two kinds the model has
+        "resident_weights": _spread(max(shapes.resident_params(dense) for dense, n in ((False, moe_layers),
+                                                                                      (True, dense_layers)) if n) * b, P),
+        "stored_activations": _spread(stored, P),
         "concat_buffer": _spread(step_tokens * model.hidden_size * b, P),
     }
     recompute = training.activations == "recompute"
-    phases = (
-        PhaseMemory("attention_fwd", {**common, "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
+    moe = [
         PhaseMemory("experts_fwd", {**common, "expert_transient": _spread(hot * f.experts_saved_per_token(), P)}),
-        PhaseMemory("lm_head", {**common, "lm_head_weights": _spread(lm_head_weights, P),
-                                "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
         PhaseMemory("experts_bwd", {
             **common,
             **({"expert_recompute": _spread(hot * f.experts_saved_per_token(), P)} if recompute else {}),
             "expert_transient": _spread(hot * f.experts_grad_per_token(), P)}),
+    ] if moe_layers else [None, None]
+    dense = [
+        PhaseMemory("ffn_fwd", {**common, "ffn_transient": _spread(step_tokens * f.ffn_saved_per_token(), P)}),
+        PhaseMemory("ffn_bwd", {
+            **common,
+            **({"ffn_recompute": _spread(step_tokens * f.ffn_saved_per_token(), P)} if recompute else {}),
+            "ffn_transient": _spread(step_tokens * f.ffn_grad_per_token(), P)}),
+    ] if dense_layers else [None, None]
+    phases = (
+        PhaseMemory("attention_fwd", {**common, "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
+        moe[0], dense[0],
+        PhaseMemory("lm_head", {**common, "lm_head_weights": _spread(lm_head_weights, P),
+                                "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
+        moe[1], dense[1],
         PhaseMemory("attention_bwd", {
             **common,
             **({"attention_recompute": _spread(tile_tokens * f.attention_saved_per_token(), P)} if recompute else {}),
             "attention_transient": _spread(B * f.attention_bwd_per_seq(), P)}),
     )
     capacity = math.floor(hw.pe.sram_bytes)
-    return TrainingMemory(B, G, P, capacity, phases)
+    return TrainingMemory(B, G, P, capacity, tuple(p for p in phases if p is not None))
 
 
 def _largest(fits: Callable[[int], bool], limit: int) -> int:

@@ -17,13 +17,15 @@ def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.
     ranks permuted per layer. Top-k routing picks k *distinct* experts per token, so no expert gets more
     than ``tokens`` slots: popularity is capped at 1/k (the excess spread over the others), and slots a
     draw puts above the cap are drawn again among the experts with room. With top_k = experts every
-    expert gets every token.
+    expert gets every token. A dense layer (``model.is_dense``) routes nothing: its row is zeros.
     """
     E, L, k = model.experts, model.layers, model.top_k
     alpha = training.zipf_alpha
-    out = np.empty((L, E), dtype=np.int64)
+    out = np.zeros((L, E), dtype=np.int64)
+    if E == 0:
+        return out
     p = _capped(np.full(E, 1.0 / E), k)
-    for layer in range(L):
+    for layer in range(model.dense_layer_count, L):
         if alpha is not None:
             with np.errstate(over="ignore"):  # rank^alpha past a double's range: that expert's weight is 0
                 p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)

@@ -1,4 +1,5 @@
-"""The one place that counts an MoE transformer's parameters, FLOPs and weight bytes per layer.
+"""The one place that counts a transformer's parameters, FLOPs and weight bytes per layer: MoE layers
+and dense feed-forward layers (SwiGLU or GELU), which a model may mix (its first ``dense_layers``).
 
 Everything else — the memory model, the weight-chunk plan, the engines, the trace and the results —
 imports these counts rather than writing them again (docs/model.md §3, §4).
@@ -17,6 +18,8 @@ EXPERT_SHARE = {"gate_up": 2 / 3, "down": 1 / 3}
 as one op, down (I→H) as the other. Their FLOPs per routed token split the same way."""
 FORWARD_OPS, BACKWARD_OPS = ("gate_up", "down"), ("down", "gate_up")
 """Expert ops in the order a pass runs them (backward runs the chain in reverse)."""
+FFN_MATRICES = {"swiglu": 3, "gelu": 2}
+"""H×F matrices of a dense FFN: SwiGLU gate, up and down; GELU up and down (biases not counted)."""
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,35 @@ class LayerShapes:
         return self.router_params + self.shared_expert_params
 
     @property
-    def layer_params(self) -> int:
+    def ffn_params(self) -> int:
+        """One dense FFN of width ``ffn_intermediate``: SwiGLU gate, up (H→F) and down (F→H); GELU up and down."""
+        m = self.model
+        return FFN_MATRICES[m.ffn_activation] * m.hidden_size * m.ffn_intermediate
+
+    @property
+    def moe_layer_params(self) -> int:
         m = self.model
         return self.attention_params + self.router_params + m.experts * self.expert_params + self.shared_expert_params
+
+    @property
+    def dense_layer_params(self) -> int:
+        return self.attention_params + self.ffn_params
+
+    @property
+    def moe_layers(self) -> int:
+        return self.model.layers - self.model.dense_layer_count
+
+    @property
+    def layer_params(self) -> int:
+        """The largest layer's parameters (MoE or dense, whichever the model has and is larger)."""
+        sizes = ([self.moe_layer_params] if self.moe_layers else []) + (
+            [self.dense_layer_params] if self.model.dense_layer_count else [])
+        return max(sizes)
+
+    def resident_params(self, dense: bool) -> int:
+        """What a whole-wafer layer keeps resident while it runs: attention and the router stage (MoE) or
+        attention and the FFN (dense)."""
+        return self.attention_params + (self.ffn_params if dense else self.router_stage_params)
 
     @property
     def embedding_params(self) -> int:
@@ -103,13 +132,15 @@ class LayerShapes:
 
     @property
     def total_params(self) -> int:
-        return self.model.layers * self.layer_params + self.embedding_params + self.lm_head_params
+        return (self.moe_layers * self.moe_layer_params + self.model.dense_layer_count * self.dense_layer_params
+                + self.embedding_params + self.lm_head_params)
 
     @property
     def active_params(self) -> int:
         m = self.model
         per_layer = self.attention_params + self.router_params + m.top_k * self.expert_params + self.shared_expert_params
-        return m.layers * per_layer + self.embedding_params + self.lm_head_params
+        return (self.moe_layers * per_layer + m.dense_layer_count * self.dense_layer_params + self.embedding_params
+                + self.lm_head_params)
 
     # forward FLOPs per token ---------------------------------------------------------------------
     def attention_proj_flops(self) -> float:
@@ -137,13 +168,20 @@ class LayerShapes:
     def lm_head_flops(self) -> float:
         return 2.0 * self.model.vocab_size * self.model.hidden_size
 
+    def ffn_flops(self) -> float:
+        """Forward FLOPs per token of a dense FFN: 2·(3 or 2)·H·F."""
+        return 2.0 * self.ffn_params
+
     def model_flops_per_token(self, seq_len: int) -> float:
         """Training FLOPs per token (forward + backward = 3 × forward), excluding recomputation: the
-        numerator of MFU."""
+        numerator of MFU. MoE layers count the top_k experts a token visits, dense layers their FFN."""
         m = self.model
-        per_layer = (self.attention_proj_flops() + self.attention_core_flops(seq_len) + self.router_flops()
-                     + m.top_k * self.expert_slot_flops() + 2.0 * self.shared_expert_params)
-        return 3 * (m.layers * per_layer + self.lm_head_flops())
+        attention = self.attention_proj_flops() + self.attention_core_flops(seq_len)
+        moe = self.router_flops() + m.top_k * self.expert_slot_flops() + 2.0 * self.shared_expert_params
+        if not m.dense_layer_count:  # (summed as before: the same float for an all-MoE model)
+            return 3 * (m.layers * (attention + moe) + self.lm_head_flops())
+        layers = self.moe_layers * (attention + moe) + m.dense_layer_count * (attention + self.ffn_flops())
+        return 3 * (layers + self.lm_head_flops())
 
     # expert ops --------------------------------------------------------------------------------
     def expert_op_bytes(self, op: str, bytes_per_value: int | None = None) -> float:

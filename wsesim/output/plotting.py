@@ -157,7 +157,7 @@ def _gantt_figure(maps: Any) -> Any:
     """One layer's spans in two panels, each on its own time range: the forward pass, and the backward
     pass with its recompute (they are the whole step apart)."""
     lanes = sorted({lane for lane, *_ in maps.gantt}, key=lambda x: (x != "step", x))
-    colours = {"attention": "#2471a3", "router": "#7fb3d5", "dispatch": "#f5b041", "experts": "#27ae60",
+    colours = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041", "experts": "#27ae60",
                "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4", "weight_stall": "#c0392b",
                "gradient_stall": "#e6b0aa",
                "gate_up": "#1e8449", "down": "#82e0aa"}

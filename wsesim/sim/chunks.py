@@ -2,11 +2,12 @@
 split into chunks, in the order of first use. Both engines run from the same plan.
 
 Order: the embedding, the forward pass layer by layer (attention, router with the shared expert, then
-each expert's ``gate_up`` and ``down``), the LM head, then the backward pass from the last layer down
-(router, each expert's ``down`` and ``gate_up``, attention). With recompute the backward copy of a
-layer comes in forward order and serves the recompute first; a layer whose weights do not fit in half
-the staging buffer cannot be held from recompute to backward and is streamed once more (pass ``rec``).
-A tensor larger than a quarter of the buffer is cut into equal pieces, so that two always fit.
+each expert's ``gate_up`` and ``down``; a dense layer: attention, then its FFN), the LM head, then the
+backward pass from the last layer down (router, each expert's ``down`` and ``gate_up``, attention; a dense
+layer: FFN, attention). With recompute the backward copy of a layer comes in forward order and serves the
+recompute first; a model whose largest layer does not fit in half the staging buffer cannot hold a layer
+from recompute to backward and streams every layer once more (pass ``rec``). A tensor larger than a
+quarter of the buffer is cut into equal pieces, so that two always fit.
 
 Chunk keys are ``(pass, layer, tensor[, expert])`` or ``(tensor,)``; sizes are bytes.
 """
@@ -68,6 +69,11 @@ class _Builder:
     def add_layer(self, s: LayerShapes, pass_: str, layer: int, backward_first: bool) -> None:
         """A layer's chunks in the order of their first use."""
         b, E = s.model.bytes_per_value, s.model.experts
+        if s.model.is_dense(layer):  # attention and the FFN, each a whole-wafer tensor
+            order = ("ffn", "attention") if backward_first else ("attention", "ffn")
+            for tensor in order:
+                self.add((pass_, layer, tensor), (s.ffn_params if tensor == "ffn" else s.attention_params) * b)
+            return
         ops = BACKWARD_OPS if backward_first else FORWARD_OPS
         if not backward_first:
             self.add((pass_, layer, "attention"), s.attention_params * b)

@@ -5,9 +5,10 @@ processes and resources (docs/model.md §2, §3). Simulated time is in clock cyc
   chunks in order of first use, forward and again for backward, and waits while the buffer is full;
 * the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
 * ``_step`` (a process) runs the step: per layer the attention sub-block in G tiles on the whole wafer
-  (its weights resident across the tiles), the router, the dispatch over the fabric, the experts, the
-  combine; the LM head and loss per tile; then the backward pass in reverse, recomputing forward where
-  the activation policy says so; it ends when the last gradient has left.
+  (its weights resident across the tiles), then an MoE layer's router, dispatch over the fabric, experts
+  and combine, or a dense layer's FFN on the whole wafer; the LM head and loss per tile; then the backward
+  pass in reverse, recomputing forward where the activation policy says so; it ends when the last gradient
+  has left.
 * the experts: each expert region runs its experts one after another, each op as soon as its weights
   have arrived and its region is free, and frees the weights after their last use. A region whose next
   chunk is already scheduled is laid out without events (the timeline is the same); a region that must
@@ -24,12 +25,12 @@ from collections.abc import Generator
 from typing import Any
 
 import numpy as np
-import simpy
 
 from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
 from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
+from .counting import CountingEnvironment
 from .experts import in_place_phase, regions_phase
 from .links import GradientLink, WeightStream
 from .plan import StepPlan, Trace
@@ -37,22 +38,10 @@ from .plan import StepPlan, Trace
 __all__ = ["simulate"]
 
 
-class _CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
-
-
 class _Engine:
     def __init__(self, plan: StepPlan) -> None:
         self.plan, hw, m = plan, plan.hw, plan.model
-        self.env = _CountingEnvironment()
+        self.env = CountingEnvironment()
         self.trace = Trace()
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
@@ -70,7 +59,7 @@ class _Engine:
         members: list[list[int]] = [[] for _ in range(R)]
         for e, r in enumerate(plan.expert_region_of):
             members[r].append(e)
-        K = max(len(x) for x in members)
+        K = max((len(x) for x in members), default=0)
         self.slots = np.full((K, R), -1, dtype=np.int64)  # slots[j, r]: the j-th expert run on region r
         for r, experts in enumerate(members):
             self.slots[: len(experts), r] = experts
@@ -186,17 +175,36 @@ class _Engine:
         yield from regions_phase(self, layer, pass_, chunk_pass, backward)
         yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
 
+    def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
+        """A dense layer's FFN on the whole wafer, on the G·B sequences at once (like the experts, it sees
+        the concatenated tiles), its weights streamed per layer like attention's."""
+        s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
+        args = {"layer": layer, "pass": pass_, "tokens": tokens}
+        yield from self._wait((chunk_pass, layer, "ffn"), args)
+        factor = 2.0 if backward else 1.0
+        yield from self._op("ffn", factor * tokens * s.ffn_flops(), factor * s.ffn_params * self.b, args)
+
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
+        m = self.plan.model
         yield from self._wait((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
-        if pass_ != "recompute" or self.plan.training.attention_recompute == "twice":
-            yield from self._attention(layer, pass_, backward=False)  # (once: its output was kept)
-        yield from self._moe(layer, pass_, chunk_pass, backward=False)
+        # a recompute rebuilds the MoE/FFN input with attention unless its output was kept (once) or the
+        # block is parallel (the FFN reads the layer's input)
+        if pass_ != "recompute" or (self.plan.training.attention_recompute == "twice" and not m.parallel_block):
+            yield from self._attention(layer, pass_, backward=False)
+        if m.is_dense(layer):
+            yield from self._ffn(layer, pass_, chunk_pass, backward=False)
+        else:
+            yield from self._moe(layer, pass_, chunk_pass, backward=False)
 
     def _backward(self, layer: int) -> Generator[Any, Any, None]:
         s, b = self.s, self.g
         args = {"layer": layer, "pass": "bwd"}
-        yield from self._moe(layer, "bwd", "bwd", backward=True)
-        yield from self._gradient("router grad", s.router_stage_params * b, args)
+        if self.plan.model.is_dense(layer):
+            yield from self._ffn(layer, "bwd", "bwd", backward=True)
+            yield from self._gradient("ffn grad", s.ffn_params * b, args)
+        else:
+            yield from self._moe(layer, "bwd", "bwd", backward=True)
+            yield from self._gradient("router grad", s.router_stage_params * b, args)
         yield from self._wait(("bwd", layer, "attention"), args)
         if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
             yield from self._attention(layer, "recompute", backward=False)
@@ -225,7 +233,8 @@ class _Engine:
             if self.recompute:
                 yield from self._forward(layer, "recompute", self.rec_pass)
             else:
-                yield from self._wait(("bwd", layer, "router"), {"layer": layer, "pass": "bwd"})
+                first = "ffn" if m.is_dense(layer) else "router"
+                yield from self._wait(("bwd", layer, first), {"layer": layer, "pass": "bwd"})
             yield from self._backward(layer)
         yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
         if self.grads.link_free_at > env.now:  # the step ends when the last gradient has left

@@ -1,8 +1,8 @@
 """The reference engine: the fast engine's model of one training step (``engine.py``), written in plain
 SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in clock cycles,
-sizes in bytes. The step runs its phases in the model's order: per layer attention in G tiles, router,
-dispatch, experts, combine; the LM head per tile; the backward pass in reverse, recomputing forward where
-the activation policy says so; it ends when the last gradient has left.
+sizes in bytes. The step runs per layer attention in G tiles, router, dispatch, experts, combine (or a
+dense layer's FFN); the LM head per tile; the backward pass in reverse, recomputing where the policy says
+so; it ends when the last gradient has left.
 
 It shares with the fast engine only plan and cost data — the chunk plan (``chunks.plan_chunks``), the
 op costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte
@@ -66,24 +66,13 @@ from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
+from .counting import CountingEnvironment
 from .plan import ExpertOps, LinkSchedule, StepPlan, Trace
 
 __all__ = ["simulate"]
 
 SLACK = 1 + 1e-12
 """Relative slack on both staging buffers' capacity, as in the fast engine (``links``)."""
-
-
-class _CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
 
 
 @dataclass
@@ -101,7 +90,7 @@ class _Gradient:
 class _Reference:
     def __init__(self, plan: StepPlan) -> None:
         self.plan, hw, m = plan, plan.hw, plan.model
-        self.env = env = _CountingEnvironment()
+        self.env = env = CountingEnvironment()
         self.trace = Trace()
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
@@ -318,16 +307,32 @@ class _Reference:
         yield from self._on_wafer(name, flops, 0.0, {"layer": layer, "pass": pass_, "copies": self.plan.model.top_k},
                                   useful)
 
+    def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
+        """A dense layer's FFN: one op on the whole wafer over the G·B sequences."""
+        s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
+        yield from self._weights((chunk_pass, layer, "ffn"), args := {"layer": layer, "pass": pass_, "tokens": tokens})
+        f = 2.0 if backward else 1.0
+        yield from self._on_wafer("ffn", f * tokens * s.ffn_flops(), f * s.ffn_params * self.b, args)
+
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
+        m = self.plan.model
         yield from self._weights((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
-        if pass_ != "recompute" or self.plan.training.attention_recompute == "twice":
-            yield from self._attention(layer, pass_, backward=False)  # (once: its output was kept)
-        yield from self._moe(layer, pass_, chunk_pass, backward=False)
+        # (once: attention's output was kept; a parallel block's FFN reads the layer's input)
+        if pass_ != "recompute" or (self.plan.training.attention_recompute == "twice" and not m.parallel_block):
+            yield from self._attention(layer, pass_, backward=False)
+        if m.is_dense(layer):
+            yield from self._ffn(layer, pass_, chunk_pass, backward=False)
+        else:
+            yield from self._moe(layer, pass_, chunk_pass, backward=False)
 
     def _backward(self, layer: int) -> Generator[Any, Any, None]:
         s, b, args = self.s, self.g, {"layer": layer, "pass": "bwd"}
-        yield from self._moe(layer, "bwd", "bwd", backward=True)
-        yield from self._gradient("router grad", s.router_stage_params * b, args)
+        if self.plan.model.is_dense(layer):
+            yield from self._ffn(layer, "bwd", "bwd", backward=True)
+            yield from self._gradient("ffn grad", s.ffn_params * b, args)
+        else:
+            yield from self._moe(layer, "bwd", "bwd", backward=True)
+            yield from self._gradient("router grad", s.router_stage_params * b, args)
         yield from self._weights(("bwd", layer, "attention"), args)
         if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
             yield from self._attention(layer, "recompute", backward=False)
@@ -347,16 +352,16 @@ class _Reference:
             yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
 
     def _step(self) -> Generator[Any, Any, None]:
-        env, layers = self.env, self.plan.model.layers
+        env, m = self.env, self.plan.model
         yield from self._weights(("embedding",), {"pass": "fwd"})
-        for layer in range(layers):
+        for layer in range(m.layers):
             yield from self._forward(layer, "fwd", "fwd")
         yield from self._lm_head()
-        for layer in reversed(range(layers)):
+        for layer in reversed(range(m.layers)):
             if self.recompute:
                 yield from self._forward(layer, "recompute", self.chunks.rec_pass)
-            else:
-                yield from self._weights(("bwd", layer, "router"), {"layer": layer, "pass": "bwd"})
+            else:  # (a dense layer's backward starts with its FFN)
+                yield from self._weights(("bwd", layer, "ffn" if m.is_dense(layer) else "router"), {"layer": layer, "pass": "bwd"})
             yield from self._backward(layer)
         yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
         start = env.now  # the step ends when the last gradient has left

@@ -1,0 +1,60 @@
+"""The keys of dense models (issue 11): what they accept, and a one-line error naming the key for nonsense
+(an MoE key on a dense model, a dense key on a model without dense layers, a negative count)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from wsesim.config.errors import ConfigError
+from wsesim.config.loader import load_experiment, load_experiment_data, load_model
+
+DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
+TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe", "training": {"seq_len": 32}}
+
+
+def _error(overrides: dict[str, Any]) -> ConfigError:
+    with pytest.raises(ConfigError) as e:
+        load_experiment_data(TINY, overrides=overrides)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300
+    return e.value
+
+
+def test_dense_presets_load_with_their_published_shapes() -> None:
+    llama, gptj, gpt3 = load_model("llama-7b"), load_model("gpt-j-6b"), load_model("gpt3-xl")
+    assert (llama.experts, llama.dense_layer_count, llama.ffn_intermediate, llama.ffn_activation) == (0, 32, 11008, "swiglu")
+    assert (gptj.parallel_block, gptj.ffn_activation, gptj.heads, gptj.head_dim) == (True, "gelu", 16, 256)
+    assert (gpt3.tie_word_embeddings, gpt3.layers, gpt3.hidden_size) == (True, 24, 2048)
+    assert load_model("llama2-7b").model_dump(exclude={"name", "description"}) == llama.model_dump(
+        exclude={"name", "description"})  # the same shape; only the context (seq_len) differs
+
+
+def test_a_mixed_model_has_its_first_layers_dense() -> None:
+    spec = load_experiment_data(TINY, overrides={"model.dense_layers": 1, "model.ffn_intermediate": 96}).spec
+    assert [spec.model.is_dense(i) for i in range(2)] == [True, False]
+    assert load_experiment_data(TINY, overrides=DENSE).spec.model.dense_layer_count == 2
+
+
+@pytest.mark.parametrize(("overrides", "path", "words"), [
+    ({**DENSE, "model.top_k": 2}, "model.top_k", "expected at most experts (0), got 2"),
+    ({**DENSE, "model.expert_intermediate": 32}, "model.expert_intermediate", "expected 0 without experts"),
+    ({**DENSE, "model.ffn_intermediate": 0}, "model.ffn_intermediate", "expected a positive width"),
+    ({**DENSE, "model.dense_layers": 1}, "model.dense_layers", "expected 0 or layers (2) in a dense model"),
+    ({"model.dense_layers": 2, "model.ffn_intermediate": 96}, "model.dense_layers", "expected fewer than layers (2)"),
+    ({"model.dense_layers": 1}, "model.ffn_intermediate", "expected a positive width"),
+    ({"model.ffn_intermediate": 96}, "model.ffn_intermediate", "expected 0 in a model without dense layers"),
+    ({"model.top_k": 0}, "model.top_k", "expected 1 to experts (4)"),
+    ({"model.ffn_activation": "relu"}, "model.ffn_activation", "expected 'swiglu' or 'gelu'"),
+    ({"model.dense_layers": -1}, "model.dense_layers", "expected a value ≥ 0"),
+])
+def test_nonsense_is_one_line_naming_the_key(overrides: dict[str, Any], path: str, words: str) -> None:
+    e = _error(overrides)
+    assert e.path == path, str(e)
+    assert words in e.message, str(e)
+
+
+def test_defaults_are_todays_moe_model() -> None:
+    spec = load_experiment().spec
+    assert (spec.model.dense_layers, spec.model.ffn_intermediate, spec.model.dense_layer_count) == (0, 0, 0)
+
