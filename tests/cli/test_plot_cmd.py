@@ -63,7 +63,8 @@ def test_json_prints_the_paths_written(capsys: pytest.CaptureFixture[str], tmp_p
     code, out, err = _plot(capsys, str(path), "--out", str(tmp_path / "p"), "--json")
     assert (code, err) == (0, "")
     paths = json.loads(out)
-    assert paths == [str(tmp_path / "p" / name) for name in ("phases.png", "phases.svg", "phases.pdf", "figures.json")]
+    assert paths == [str(tmp_path / "p" / name) for name in ("phases.png", "phases.svg", "phases.pdf", "figures.json",
+                                                                  "manifest.json")]
     assert all(Path(p).stat().st_size > 0 for p in paths)
 
 

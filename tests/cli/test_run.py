@@ -6,7 +6,9 @@ A bad input is one line on stderr, exit code 2, no traceback, and nothing writte
 
 from __future__ import annotations
 
+import gzip
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import wsesim
 from wsesim import cli
 from wsesim.analysis.wafer import WaferMaps
 
@@ -58,7 +61,7 @@ def test_run_out_and_trace(cwd: Path) -> None:
     r = _wsesim("run", *TINY_ARGS, "--json", "--out", "res", "--trace", "traces/step.json", cwd=cwd)
     assert (r.returncode, r.stderr) == (0, "")
     saved = json.loads((cwd / "res" / "result.json").read_text(encoding="utf-8"))
-    assert saved == json.loads(r.stdout)
+    assert saved == {k: v for k, v in json.loads(r.stdout).items() if k != "wall_s"}  # the host's time: in the manifest
     maps = WaferMaps.from_dict(json.loads((cwd / "res" / "wafer.json").read_text(encoding="utf-8")))
     assert maps.step_cycles == saved["step_cycles"]
     trace = json.loads((cwd / "traces" / "step.json").read_text(encoding="utf-8"))
@@ -66,13 +69,14 @@ def test_run_out_and_trace(cwd: Path) -> None:
     assert spans and all({"name", "ts", "dur", "pid", "tid", "args"} <= set(e) for e in spans)
     step_us = sum(e["dur"] for e in spans if e["pid"] == 2)
     assert step_us * trace["otherData"]["clock_hz"] / 1e6 == pytest.approx(saved["step_cycles"], rel=1e-9)
-    assert sorted(p.name for p in cwd.rglob("*")) == ["res", "result.json", "step.json", "traces", "wafer.json"]
+    assert sorted(p.name for p in cwd.rglob("*")) == ["manifest.json", "res", "result.json", "step.json", "traces",
+                                                      "wafer.json"]
 
 
 @pytest.mark.parametrize(("args", "start"), [
     (["--set", "training.bogus=1"], "wsesim: --set: training.bogus: unknown key"),
     (["missing.yaml"], "wsesim: missing.yaml: no such file"),
-    (["--trace", "trace.txt", "--out", "o"], "wsesim: --trace: expected a .json file name"),
+    (["--trace", "trace.txt", "--out", "o"], "wsesim: --trace: expected a .json or .json.gz file name"),
     (["--out", "o", "--png", "afile"], "wsesim: afile: expected a folder for the output"),
     (["--out", "o", "--trace", "afile/sub/t.json"], "wsesim: afile/sub: expected a folder for the output"),
 ], ids=["unknown-key", "missing-file", "trace-name", "png-is-a-file", "trace-under-a-file"])
@@ -98,7 +102,7 @@ def test_human_output_lists_what_was_written(tmp_path: Path, monkeypatch: pytest
     lines = out.splitlines()
     assert lines[0].startswith("tiny-moe on tiny8: E=4 top_k=2 seq_len=32 B=")
     assert any(line.startswith("throughput ") and line.endswith(" tokens/s") for line in lines)
-    assert lines[-2:] == [f"wrote {Path('o') / 'result.json'}", f"wrote {Path('o') / 'wafer.json'}"]
+    assert lines[-3:] == [f"wrote {Path('o') / name}" for name in ("result.json", "wafer.json", "manifest.json")]
 
 
 def test_png_draws_the_wafer_pictures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -131,7 +135,7 @@ def test_infeasible_run_is_a_result_not_an_error(tmp_path: Path, capsys: pytest.
     assert data["tokens_per_step"] == 5000 * 32
     assert stderr == "wsesim: no trace: the configuration is infeasible\n"
     assert not trace.parent.exists()  # not even its folder
-    assert [p.name for p in out.iterdir()] == ["result.json"]  # no wafer maps without a simulated step
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "result.json"]  # no wafer maps: no step ran
 
 
 # ---------------------------------------------------------------------- outputs refused before the run
@@ -165,5 +169,38 @@ def test_a_trace_path_that_is_a_directory(cwd: Path) -> None:
     (cwd / "t.json").mkdir()
     r = _wsesim("run", *TINY_ARGS, "--trace", "t.json", "--out", "o", cwd=cwd)
     assert (r.returncode, r.stdout) == (2, "")
-    assert r.stderr == "wsesim: --trace: expected a .json file name for the trace, got the directory 't.json'\n"
+    assert r.stderr == "wsesim: --trace: expected a .json or .json.gz file name for the trace, got the directory 't.json'\n"
     assert [p.name for p in cwd.iterdir()] == ["t.json"] and list((cwd / "t.json").iterdir()) == []
+
+
+# ------------------------------------------------------------------- issue 12 items 15, 16: what is written
+
+
+def test_the_same_run_twice_writes_the_same_result_files_and_a_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """result.json, wafer.json and a .json.gz trace are the same bytes twice (the wall clock and the time of
+    day are only in manifest.json); the manifest holds the resolved specs after presets and --set, the
+    overrides as given, the command line and the versions."""
+    monkeypatch.chdir(tmp_path)
+    args = ["run", *TINY_ARGS, "--set", "hardware.pe.sram=96 KiB", "--set", "training.tiles=2"]
+    for name in ("a", "b"):
+        assert cli.main([*args, "--out", name, "--trace", f"{name}/step.json.gz"]) == 0
+    capsys.readouterr()
+    for name in ("result.json", "wafer.json", "step.json.gz"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    trace = json.loads(gzip.decompress((tmp_path / "a" / "step.json.gz").read_bytes()))
+    assert any(e["ph"] == "X" for e in trace["traceEvents"])
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["kind"] == "run" and manifest["wsesim_version"] == wsesim.__version__
+    assert manifest["command"] == "wsesim " + " ".join([*args[:-4], "--set", "'hardware.pe.sram=96 KiB'",
+                                                       *args[-2:], "--out", "a", "--trace", "a/step.json.gz"])
+    assert manifest["overrides"]["set"] == [*TINY_ARGS[5::2], "hardware.pe.sram=96 KiB", "training.tiles=2"]
+    assert (manifest["overrides"]["hardware_ref"], manifest["overrides"]["model_ref"]) == ("tiny8", "tiny-moe")
+    assert manifest["hardware"]["pe"]["sram_bytes"] == 96 * 1024 and manifest["hardware"]["name"] == "tiny8"
+    assert manifest["model"]["experts"] == 4 and manifest["experiment"]["training"]["tiles"] == 2
+    assert manifest["experiment"]["training"]["seq_len"] == 32
+    assert manifest["sources"] == {"hardware": "hardware/tiny8.yaml", "model": "workloads/tiny-moe.yaml"}
+    assert manifest["files"] == ["result.json", "wafer.json", "step.json.gz"]
+    assert manifest["wall_s"] > 0 and manifest["created"].endswith("+00:00")
+    assert manifest["python"] == platform.python_version() and "numpy" in manifest["packages"]
+    assert "wall_s" not in json.loads((tmp_path / "a" / "result.json").read_text(encoding="utf-8"))

@@ -82,8 +82,15 @@ def test_sweep_end_to_end_with_plots(tmp_path: Path, cwd: Path) -> None:
     assert len(r.stderr.splitlines()) == 5  # the header and one line per finished point
     stems = {"throughput_vs_top_k", "phases"}
     # no lock left behind; sweep.json records whose results these are (another sweep's --out is refused)
-    assert {p.name for p in folder.iterdir()} == {"results.csv", "sweep.json",
-                                                  *(f"{s}.{x}" for s in stems for x in ("png", "svg"))}
+    assert {p.name for p in folder.iterdir()} == {"results.csv", "sweep.json", "figures.json", "manifest.json",
+                                                  *(f"{s}.{x}" for s in stems for x in ("png", "svg", "pdf"))}
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["kind"], manifest["name"], manifest["sweep_file"]) == ("sweep", "tiny", str(path.resolve()))
+    assert manifest["overrides"] == [{"point": i, "model.top_k": k, "training.tiles": g}
+                                     for i, (k, g) in enumerate([(1, 1), (1, "tuned"), (2, 1), (2, "tuned")])]
+    assert manifest["hardware"]["name"] == "tiny8" and manifest["experiment"]["training"]["seq_len"] == 16
+    assert manifest["command"] == f"wsesim sweep {path} --workers 1 --plot"
+    assert set(manifest["files"]) == {p.name for p in folder.iterdir()} - {"sweep.json", "manifest.json"}
     assert json.loads((folder / "sweep.json").read_text(encoding="utf-8")) == {
         "kind": "sweep results", "name": "tiny", "sweep": str(path.resolve())}
     assert all((folder / f"{s}.png").stat().st_size > 0 for s in stems)

@@ -8,6 +8,7 @@ run --out`` folder.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import subprocess
 import sys
@@ -138,9 +139,14 @@ def test_wsesim_plot_wafer_on_a_run_folder(tmp_path: Path, capsys: pytest.Captur
     assert cli.main(["plot", "--wafer", str(folder)]) == 0
     printed = capsys.readouterr().out.splitlines()
     paths = [folder / f"{s}.png" for s in WAFER_STEMS]
-    assert printed == [f"wrote {p}" for p in paths]
+    assert printed == [f"wrote {p}" for p in [*paths, folder / "manifest.json"]]
     _assert_files(paths, folder, {f"{s}.png" for s in WAFER_STEMS})
-    assert {p.name for p in folder.iterdir()} == {"result.json", "wafer.json", *(p.name for p in paths)}
+    assert {p.name for p in folder.iterdir()} == {"result.json", "wafer.json", "manifest.json",
+                                                  *(p.name for p in paths)}
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["kind"] == "run"  # the run's, kept; the plot's added beside it
+    assert manifest["also"]["plot"]["files"] == [p.name for p in paths]
+    assert manifest["also"]["plot"]["source"] == str((folder / "wafer.json").resolve())
     assert plt.get_fignums() == []
 
 
@@ -149,8 +155,14 @@ def test_wsesim_plot_results_csv(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = tmp_path / "figures"
     assert cli.main(["plot", str(csv_path), "--out", str(out)]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed == [f"wrote {out / f'phases.{x}'}" for x in FORMATS] + [f"wrote {out / 'figures.json'}"]
-    assert sorted(p.name for p in out.iterdir()) == ["figures.json", "phases.pdf", "phases.png", "phases.svg"]
+    assert printed == [f"wrote {out / f'phases.{x}'}" for x in FORMATS] + [
+        f"wrote {out / name}" for name in ("figures.json", "manifest.json")]
+    assert sorted(p.name for p in out.iterdir()) == ["figures.json", "manifest.json", "phases.pdf", "phases.png",
+                                                     "phases.svg"]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert (manifest["kind"], manifest["source"]) == ("plot", str(csv_path.resolve()))
+    assert manifest["source_sha256"] == hashlib.sha256(csv_path.read_bytes()).hexdigest()
+    assert manifest["command"] == f"wsesim plot {csv_path} --out {out}"
 
 
 @pytest.mark.parametrize(("args", "line"), [

@@ -44,6 +44,7 @@ _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
     try:
         return _COMMANDS[args.command](args)
     except ConfigError as e:

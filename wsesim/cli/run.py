@@ -43,18 +43,22 @@ def format_result(r: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    import gzip
     import json
 
+    from ..analysis.results import WALL_CLOCK_FIELDS
     from ..config.errors import ConfigError, shown_repr
     from ..experiments.runner import simulate_experiment
-    from ..output.files import atomic_write_text, prepare_dir
+    from ..output.files import atomic_write_bytes, atomic_write_text, prepare_dir
+    from ..output.manifest import write_manifest
 
     loaded = load_from_args(args)
-    if args.trace and not args.trace.endswith(".json"):
-        raise ConfigError(f"expected a .json file name for the trace, got {shown_repr(args.trace)}", source="--trace")
-    if args.trace and Path(args.trace).is_dir():
-        raise ConfigError(f"expected a .json file name for the trace, got the directory {shown_repr(args.trace)}",
+    if args.trace and not args.trace.endswith((".json", ".json.gz")):
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(args.trace)}",
                           source="--trace")
+    if args.trace and Path(args.trace).is_dir():
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
+                          f"{shown_repr(args.trace)}", source="--trace")
     # every output folder is checked before any is made, so that bad input writes nothing
     trace_dir = str(Path(args.trace).parent) if args.trace else None
     for folder in (args.out, args.png, trace_dir):
@@ -64,8 +68,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     png = prepare_dir(args.png) if args.png else None
     run = simulate_experiment(loaded.spec)
     result, written = run.result, []
-    if out is not None:
-        atomic_write_text(out / "result.json", result.to_json())
+    if out is not None:  # without the host's wall-clock time: the same inputs, the same bytes
+        atomic_write_text(out / "result.json", json.dumps({k: v for k, v in result.to_dict().items()
+                                                           if k not in WALL_CLOCK_FIELDS}, indent=2) + "\n")
         written.append(out / "result.json")
     if result.feasible and (out is not None or png is not None):
         from ..analysis.wafer import wafer_maps
@@ -82,10 +87,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from ..analysis.chrome_trace import chrome_trace
 
         prepare_dir(trace_dir)  # made only now: an infeasible run leaves no empty folder
-        atomic_write_text(args.trace, json.dumps(chrome_trace(run.trace, run.plan)))
+        data = json.dumps(chrome_trace(run.trace, run.plan)).encode()
+        if args.trace.endswith(".gz"):  # no timestamp in the header: the same trace, the same bytes
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        atomic_write_bytes(args.trace, data)
         written.append(args.trace)
     elif args.trace:
         sys.stderr.write("wsesim: no trace: the configuration is infeasible\n")
+    for folder in dict.fromkeys(f for f in (out, png) if f is not None):
+        mine = [Path(p) for p in written if Path(p).parent == folder]
+        written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))
     if args.json:
         sys.stdout.write(result.to_json())
     else:
@@ -95,11 +106,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def given(args: argparse.Namespace) -> dict[str, Any]:
+    """The experiment and overrides as the command line gave them (for a manifest)."""
+    return {"experiment_file": args.experiment, "hardware_ref": args.hardware, "model_ref": args.model,
+            "set": list(args.set or [])}
+
+
+def run_manifest(args: argparse.Namespace, loaded: Any, result: Any, written: list[Path]) -> dict[str, Any]:
+    from ..output.manifest import manifest, resolved
+
+    return manifest("run", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
+                    **resolved(loaded.spec), files=[Path(p).name for p in written], wall_s=result.wall_s)
+
+
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("run", help="simulate one training step")
     add_experiment_arguments(p)
     add_json_argument(p)
-    p.add_argument("--out", metavar="DIR", help="write DIR/result.json and DIR/wafer.json (for wsesim plot --wafer)")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of the simulated step")
+    p.add_argument("--out", metavar="DIR", help="write DIR/result.json, DIR/wafer.json (for wsesim plot --wafer) and "
+                                                "DIR/manifest.json")
+    p.add_argument("--trace", metavar="FILE.json[.gz]",
+                   help="write a Chrome/Perfetto trace of the simulated step (gzip-compressed if it ends in .gz)")
     p.add_argument("--png", metavar="DIR", help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")
     commands["run"] = _cmd_run

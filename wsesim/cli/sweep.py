@@ -119,6 +119,7 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
         run_sweep,
     )
     from ..output.files import LineAppender, atomic_write_text, folder_lock, prepare_dir
+    from ..output.manifest import write_manifest
 
     out = prepare_dir(args.out or Path("out") / name)
     csv_path = out / RESULTS
@@ -152,11 +153,24 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
             from ..output.plotting import plot_results
 
             plots = plot_results(csv_path, out)
+        plots.append(write_manifest(out, _manifest(args, sweep, name, [csv_path, *plots])))
     table, summary_header = summary_rows(rows, keys)  # printed once every file is written
     print(format_table(table, summary_header))
     for path in [csv_path, *plots]:
         print(f"wrote {path}")
     return EXIT_OK
+
+
+def _manifest(args: argparse.Namespace, sweep: Any, name: str, files: list[Path]) -> dict[str, Any]:
+    """The sweep folder's manifest.json: the base experiment resolved, each point's overrides as given."""
+    from ..output.manifest import manifest, resolved
+
+    spec = sweep.spec
+    return manifest("sweep", getattr(args, "argv", None), name=name, sweep_file=str(Path(args.sweep).resolve()),
+                    sweep={"base": spec.base, "grid": spec.grid, "points": spec.points}, sources=sweep.base.sources,
+                    overrides=[{"point": p.index, **p.overrides} for p in sweep.points], **resolved(sweep.base.spec),
+                    files=[p.name for p in files], resumed=bool(args.resume),
+                    workers=None if args.scheduler else args.workers, scheduler=args.scheduler)
 
 
 def _check_owner(out: Path, name: str) -> None:
@@ -261,6 +275,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("no such file", source=str(csv_path))
         check_output_folder(str(args.out or csv_path.parent))
         paths = plot_results(csv_path, args.out or csv_path.parent)  # makes the folder once the CSV reads
+        source = csv_path
+    if paths:
+        import hashlib
+
+        from ..output.manifest import manifest, write_manifest
+
+        folder = paths[0].parent
+        paths.append(write_manifest(folder, manifest(
+            "plot", getattr(args, "argv", None), source=str(Path(source).resolve()),
+            source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(), files=[p.name for p in paths])))
     if args.json:
         print_json([str(path) for path in paths])
         return EXIT_OK

@@ -1,0 +1,74 @@
+"""``manifest.json``: what made an output folder, so that a result can be traced back and re-made.
+
+Every command that writes a folder (``wsesim run --out/--png``, ``wsesim sweep``, ``wsesim plot``) leaves one:
+the wsesim version, the command line, the overrides as given, the fully resolved hardware, model and
+experiment (after presets and overrides, every default filled in, in the specs' unit-named fields:
+``sram_bytes``, ``clock_hz``), the Python and package versions, and when it was made. The timestamp and
+the host's wall-clock time live here only: the result files beside it are a function of the inputs and
+the seed, the same bytes every time.
+
+A folder that already holds another command's manifest (``wsesim plot`` into a sweep's folder) keeps it:
+the new one is added under ``also.<kind>``.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shlex
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .files import atomic_write_text
+
+MANIFEST = "manifest.json"
+PACKAGES = ("numpy", "simpy", "pydantic", "networkx", "pint", "pyyaml", "matplotlib", "dask", "distributed", "pandas")
+
+
+def command_line(argv: list[str] | None) -> str:
+    """The command as typed (``wsesim sweep s.yaml --out o``), quoted where a shell would need it."""
+    return shlex.join(["wsesim", *(argv if argv is not None else sys.argv[1:])])
+
+
+def environment() -> dict[str, Any]:
+    """The Python, the platform and the version of each package wsesim uses (installed ones only)."""
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {"python": platform.python_version(), "implementation": platform.python_implementation(),
+            "platform": platform.platform(), "packages": packages}
+
+
+def resolved(spec: Any) -> dict[str, Any]:
+    """An experiment spec as plain data: hardware, model, and the rest of the experiment."""
+    data = spec.model_dump(mode="json")
+    return {"hardware": data.pop("hardware"), "model": data.pop("model"), "experiment": data}
+
+
+def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any]:
+    """A manifest of ``kind`` (run, sweep, plot) with ``content`` (resolved specs, overrides, files...)."""
+    from .. import __version__
+
+    return {"kind": kind, "wsesim_version": __version__, "command": command_line(argv),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **content, **environment()}
+
+
+def write_manifest(folder: str | Path, data: dict[str, Any]) -> Path:
+    """Write ``folder/manifest.json`` (atomically); one of another kind already there is kept, with this
+    one added under ``also``. Returns its path."""
+    path = Path(folder) / MANIFEST
+    try:
+        existing = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        existing = None
+    if isinstance(existing, dict) and existing.get("kind") not in (None, data["kind"]):
+        existing.setdefault("also", {})[data["kind"]] = data
+        data = existing
+    atomic_write_text(path, json.dumps(data, indent=1, default=str) + "\n")
+    return path
