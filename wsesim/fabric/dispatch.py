@@ -11,13 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import ConfigError
-from .flow import flow_cycles, link_loads
+from .flow import flow_cycles, grouped_links
+from .latency import NONE, W, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
-from .traffic import (
-    GOLDEN,
-    Traffic,
-)
+from .traffic import GOLDEN, Traffic, busy_cycles
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
@@ -94,8 +92,11 @@ class DispatchModel:
     """Flow timing of MoE dispatch (or, with ``reverse=True``, combine) for any per-expert byte vector.
 
     Built once per (mesh, placement): a basis with one column per region, the busy cycles each directed
-    link gets per byte sent to that region. ``cycles(expert_bytes)`` sums experts into regions and takes
-    one matrix–vector product; it equals ``FlowFabric(mesh).simulate(dispatch_traffic(...)).cycles``.
+    link gets per byte sent to that region, and per link and region the two numbers the path latency
+    comes from (``wsesim.fabric.latency``: the fewest hops behind of the region's routes over the link,
+    and the key of the last of them). ``cycles(expert_bytes)`` sums experts into regions, takes one
+    matrix–vector product and combines the latencies of the regions that send bytes; it equals
+    ``FlowFabric(mesh).simulate(dispatch_traffic(...)).cycles``.
     """
 
     def __init__(self, mesh: Mesh, placement: Placement, *, routing: str = "xy", reverse: bool = False,
@@ -107,24 +108,41 @@ class DispatchModel:
             src, dst = dst, src
         tiles = len(placement.regions)
         bw = mesh.link_bytes_per_cycle
-        # each region's messages, in issue order: one stable sort instead of a mask per region
-        by_region = np.argsort(region, kind="stable")
-        bounds = np.searchsorted(region[by_region], np.arange(tiles + 1))
-        parts = [by_region[bounds[r]:bounds[r + 1]] for r in range(tiles)]
-        loads = np.stack([link_loads(mesh, src[i], dst[i], share[i], routing) for i in parts], axis=1)
+        # every region's messages at once, each region summed apart
+        loads, u_min, key = grouped_links(mesh, src, dst, share, region, tiles, routing)
+        loads = loads.T
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
         self._bytes_basis = loads[self._links]                                   # bytes per byte of region traffic
         cycle_basis = self._bytes_basis / bw[self._links, None]                 # cycles per byte
-        # rows by their sum, largest first: cycles() bounds row i by rowsum_i · max(y) and multiplies only
-        # the rows that could still be the busiest (exact, and a few % of the rows for balanced traffic)
+        # rows by their sum, largest first: cycles() bounds row i by rowsum_i · max(y) (+ its latency) and
+        # multiplies only the rows that could still win (exact, and a few % of the rows for balanced traffic)
         order = np.argsort(-cycle_basis.sum(axis=1), kind="stable")
         self._cycle_basis = np.ascontiguousarray(cycle_basis[order])
         self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
-        hops = np.abs(src // mesh.cols - dst // mesh.cols) + np.abs(src % mesh.cols - dst % mesh.cols)
-        hops[src == dst] = -1  # a message to its own node crosses no link
-        self._region_hops = np.full(tiles, -1, dtype=hops.dtype)
-        np.maximum.at(self._region_hops, region, hops)
+        # per row and region: u_min (inf: the region does not use the link) and the key (−1: likewise)
+        rows = self._links[order]
+        u_min, key = u_min[:, rows].T, key[:, rows].T
+        self._u_min = np.where(key > NONE, u_min, np.inf).astype(np.float32)
+        self._key = np.where(key > NONE, key, -1).astype(np.int32)
+        self._path_all = self._path(slice(None), None)
+        # per row, a bound for any subset of regions: u_min + t* ≤ u + t of the last route = its hops
+        w = int(W)
+        self._path_bound = np.where(self._key >= 0, self._key // w + self._key % w, 0).max(axis=1, initial=0)
+        self._path_bound = self._path_bound.astype(np.float64)
+        self._path_bound_max = float(self._path_bound.max(initial=0.0))
+        self._path_all_max = float(self._path_all.max(initial=0.0))
+
+    def _path(self, rows: slice | np.ndarray, active: np.ndarray | None) -> np.ndarray:
+        """Path latency (hops) of ``rows`` with only the ``active`` regions sending (None: all)."""
+        u, k = self._u_min[rows], self._key[rows]
+        if active is not None:
+            u, k = u[:, active], k[:, active]
+        if not u.shape[1]:
+            return np.full(u.shape[0], NONE)
+        key = k.max(axis=1).astype(np.float64)
+        key[key < 0] = NONE
+        return decode(u.min(axis=1).astype(np.float64), key)
 
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
@@ -150,29 +168,37 @@ class DispatchModel:
 
     def cycles(self, expert_bytes: np.ndarray) -> tuple[float, float]:
         """(cycles, bytes over the busiest PE link) to move ``expert_bytes[e]`` bytes to (or, reversed, from)
-        each expert ``e``'s region, by the flow model's rule (busiest link's busy cycles − 1 + longest
-        route's latency, over the regions that receive bytes)."""
-        y = _region_bytes(self.placement, expert_bytes)
-        busiest = self._busiest(y)
-        used = (y > 0) & (self._region_hops >= 0)
-        if not used.any():
-            return 0.0, 0.0
-        return flow_cycles(self.mesh, busiest, float(self._region_hops[used].max()))
+        each expert ``e``'s region, by the flow model's rule (``flow_cycles``: each link's busy cycles − 1
+        plus the path latency charged to it, over the links the regions that receive bytes use).
 
-    def _busiest(self, y: np.ndarray, head: int = 256) -> float:
-        """max over links of ``cycle_basis @ y`` (y ≥ 0), multiplying only rows whose bound can win."""
+        Exact, without the whole product: rows come by load per byte, largest first; past the first few,
+        a row can only win if its bound (load ≤ rowsum · max(y); latency ≤ the largest any row can have)
+        beats the best so far, and those rows are a prefix."""
+        y = _region_bytes(self.placement, expert_bytes)
         basis = self._cycle_basis
-        if not len(basis):
-            return 0.0
-        best = float((basis[:head] @ y).max())
-        ymax = float(y.max())
-        if ymax <= 0:
-            return best
-        # rows beyond the head with rowsum · ymax > best could still exceed it: a prefix, by the ordering
-        cut = int(np.searchsorted(self._neg_rowsum, -best / ymax, side="left"))
+        if not len(basis) or not (y > 0).any():
+            return 0.0, 0.0
+        active = None if (y > 0).all() else y > 0
+        hop, ymax, head = self.mesh.hop_cycles, float(y.max()), 256
+        t = basis[:head] @ y
+        busy = busy_cycles(t)
+        path = self._path_all[:head] if active is None else self._path(slice(0, head), active)
+        charge = np.where(busy > 0, busy + path * hop, -np.inf)
+        best_c = float(charge.max())
+        longest = self._path_all_max if active is None else self._path_bound_max
+        need = min(float(t.max()), best_c - 1.0 - longest * hop) / ymax
+        cut = max(int(np.searchsorted(self._neg_rowsum, -need, side="left")), min(head, len(basis)))
         if cut > head:
-            best = max(best, float((basis[head:cut] @ y).max()))
-        return best
+            t = np.concatenate([t, basis[head:cut] @ y])
+            busy = busy_cycles(t)
+        if active is None:
+            path = self._path_all[:cut]
+        else:  # the latency of the rows that could still win (their busy cycles + bound beat the best)
+            path = np.full(cut, NONE)
+            some = np.flatnonzero((busy > 0) & ((busy + self._path_bound[:cut] * hop > best_c)
+                                                | (np.arange(cut) < head)))
+            path[some] = self._path(some, active)
+        return flow_cycles(self.mesh, busy, path), float(t.max()) * self.mesh.wavelet_bytes
 
 
 __all__ = ["DispatchModel", "dispatch_traffic"]

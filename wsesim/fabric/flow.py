@@ -1,24 +1,36 @@
 """The flow fidelity (docs/model.md §6): per-link byte loads of dimension-ordered routes, vectorised in numpy.
 
-Phase time = the busiest link's busy cycles + the longest route's latency, in the form that makes a
-lone message exact (the convention both fidelities keep): a message of L wavelets over h hops takes
-``injection + h·hop + (L − 1)`` cycles. So
+Phase time: every link is charged its busy time plus a path latency, and the phase takes the largest
+charge, in the form that makes a lone message exact (the convention both fidelities keep: a message of
+L wavelets over h hops takes ``injection + h·hop + (L − 1)`` cycles):
 
-    cycles = max(ceil(max over links of load_bytes / link_bytes_per_cycle) − 1, 0)
-             + injection + (longest route in hops) × hop.
+    cycles = max over links ℓ that carry load of  busy_ℓ − 1 + injection + (u_min + t*)_ℓ × hop
+    busy_ℓ = ceil(load_ℓ / link_bytes_per_cycle_ℓ)
+
+u_min is the fewest hops any route over ℓ has behind it when it gets there, t* the most hops still to go
+among the routes with the most hops behind (``wsesim.fabric.latency``). Why: ℓ cannot start before the
+nearest head reaches it; it is then busy for busy_ℓ cycles; the heads that reach it last, from farthest
+upstream, are served last by a FIFO link, and the slowest of them still has t*·hop to go. For a lone
+message u_min + t* = h: exact. It never exceeds the former rule, busiest link plus longest route anywhere
+(``max busy − 1 + injection + max h × hop``), which charged the busiest link with the latency of a whole
+route through it, as if that route were both the first and the last on it: with short messages that
+overcharge dominated (an 8 × 8 transpose of 64 B: 146 cycles against 134 in the packet model; now 134).
 
 Loads are computed without a Python loop over messages or hops: a route's row (or column) segment adds
 its bytes at its first link and removes them after its last, and a cumulative sum along each row (or
 column) gives every link's load. Product traffic (``OuterTraffic``) needs no message list at all: the load
 on a link is (bytes from the sources on one side) × (share of destinations on the other), both prefix sums.
-Units: bytes, cycles.
+The path latencies come the same two ways: range maxima over the route segments, or prefix scans of
+where the sources and destinations lie. Units: bytes, cycles.
 
-What flow does not see, against the packet fidelity (measured by tests/fabric/test_fabric.py): it charges the
-busiest link alone, as if every link could be busy from the start. When several links in series are
-nearly as busy, FIFO queues feeding one another leave the downstream ones idle at first (tandem loss),
-and with a message or two per link a message can wait at several links in turn. Packet is then slower:
-within 5 % for all-to-all, transpose, hotspot and skewed MoE dispatch on 8 × 8 and 16 × 16 meshes, but
-up to ~20–30 % for equal-sized dispatch to a few regions and for sparse random permutations.
+Against the packet fidelity (measured by tests/fabric/test_fabric.py): equal on transpose and hotspot,
+short messages and long; within 0.6 % on skewed MoE dispatch and combine, −1 % to +2.3 % on all-to-all.
+What flow does not see: it charges each link as if nothing upstream delayed the heads that feed it.
+When several links in series are nearly as busy, FIFO queues feeding one another leave the downstream
+ones idle at first (tandem loss: equal-sized dispatch to a few regions, packet 18 % slower), and with
+a message or two per link a head can wait at several links in turn (some random permutations, up to
+25 %); where the heads that reach a link last are not the ones its FIFO serves last, flow can be a few
+% high instead.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import ConfigError
+from .latency import EMPTY, NONE, W, decode, outer_latency, range_max
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh, check_routing
 from .traffic import AnyTraffic, FabricResult, OuterTraffic, busy_cycles, summarise
 
@@ -45,6 +58,8 @@ class _Segments:
         row_of, col_of = np.divmod(np.arange(mesh.nodes), C)
         rs, cs, rd, cd = row_of[src], col_of[src], row_of[dst], col_of[dst]
         self.hops = np.abs(rd - rs) + np.abs(cd - cs)
+        self.rc = rs, cs, rd, cd
+        self.routing = routing
         hr, vc = (rs, cd) if routing == "xy" else (rd, cs)  # row of the horizontal leg, column of the vertical
         east, south = cd > cs, rd > rs
         # east links (c -> c+1) at columns cs..cd-1 of row block 0; west links (c -> c-1) at columns
@@ -66,35 +81,94 @@ class _Segments:
             key = np.where(row, m_rs, R + m_cs) * width
             self.m = (key + lo, key + hi, width)
 
-    def loads(self, weight: np.ndarray) -> np.ndarray:
-        """Sum of ``weight`` (one per message of the traffic) over each directed link, shape (nodes * 6,)."""
+    def loads(self, weight: np.ndarray, group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
+        """Sum of ``weight`` (one per message of the traffic) over each directed link, shape (nodes * 6,),
+        or (groups, nodes * 6) with each message's ``group`` (0 .. groups − 1) summed apart."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         w = np.asarray(weight, dtype=np.float64)[self.remote]
-        load = np.zeros((R, C, LINKS_PER_NODE))
-        if not len(w):
-            return load.reshape(-1)
-        h = _running(self.h, w, 2 * R, C + 1)[:, :C]
-        load[:, :, EAST], load[:, :, WEST] = h[:R], h[R:]
-        v = _running(self.v, w, 2 * C, R + 1)[:, :R]
-        load[:, :, SOUTH], load[:, :, NORTH] = v[:C].T, v[C:].T
-        load[:, :, INJECT] = np.bincount(self.src, w, minlength=R * C).reshape(R, C)
-        if self.mc is None:
-            load[:, :, EJECT] = np.bincount(self.dst, w, minlength=R * C).reshape(R, C)
-        else:
-            uni = ~self.mc
-            load[:, :, EJECT] = np.bincount(self.dst[uni], w[uni], minlength=R * C).reshape(R, C)
-            lo, hi, width = self.m
-            e = _running((lo, hi), w[self.mc], R + C, width)
-            load[:, :, EJECT] += e[:R, :C] + e[R:, :R].T
-        return _clean(mesh, load)
+        g = np.zeros(len(w), dtype=np.int64) if group is None else np.asarray(group)[self.remote]
+        load = np.zeros((groups, R, C, LINKS_PER_NODE))
+        if len(w):
+            h = _running(self.h, w, 2 * R, C + 1, g, groups).reshape(groups, 2 * R, C + 1)[:, :, :C]
+            load[..., EAST], load[..., WEST] = h[:, :R], h[:, R:]
+            v = _running(self.v, w, 2 * C, R + 1, g, groups).reshape(groups, 2 * C, R + 1)[:, :, :R]
+            load[..., SOUTH], load[..., NORTH] = v[:, :C].transpose(0, 2, 1), v[:, C:].transpose(0, 2, 1)
+            node = g * R * C
+            load[..., INJECT] = np.bincount(node + self.src, w, minlength=groups * R * C).reshape(groups, R, C)
+            uni = np.ones(len(w), dtype=bool) if self.mc is None else ~self.mc
+            load[..., EJECT] = np.bincount((node + self.dst)[uni], w[uni], minlength=groups * R * C).reshape(groups, R, C)
+            if self.mc is not None:
+                lo, hi, width = self.m
+                e = _running((lo, hi), w[self.mc], R + C, width, g[self.mc], groups).reshape(groups, R + C, width)
+                load[..., EJECT] += e[:, :R, :C] + e[:, R:, :R].transpose(0, 2, 1)
+        flat = _clean(mesh, load.reshape(groups, -1))
+        return flat[0] if group is None else flat
+
+    def path(self, live: np.ndarray, group: np.ndarray | None = None, groups: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(u_min, key) over each directed link from the ``live`` messages' routes (``wsesim.fabric.latency``):
+        the fewest hops behind of any route over the link, and the largest ``u·W + t``; ``decode`` gives
+        the hops the flow rule charges the link. Shape (nodes * 6,) each, or (groups, nodes * 6) with each
+        message's ``group`` (0 .. groups − 1) kept apart; ``NONE`` keys where no route."""
+        mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
+        sel = np.asarray(live, dtype=bool)[self.remote]
+        rs, cs, rd, cd = (x[sel] for x in self.rc)
+        h = self.hops[sel]
+        g = np.zeros(len(h), dtype=np.int64) if group is None else np.asarray(group)[self.remote][sel]
+        # kept as int32 (keys < 2^31), EMPTY where no route: half the memory of floats, for many groups
+        key, u_min = (np.full((groups, R, C, LINKS_PER_NODE), EMPTY, dtype=np.int32) for _ in range(2))
+        if len(h):
+            # a leg starting at position p0 with u0 hops behind it has u = u0 + σ(p − p0) at position p
+            xy, w = self.routing == "xy", int(W)
+            legs = ((self.h, 2 * R, C + 1, np.where(cd > cs, 1, -1), cs, 0 if xy else np.abs(rd - rs), (EAST, WEST)),
+                    (self.v, 2 * C, R + 1, np.where(rd > rs, 1, -1), rs, np.abs(cd - cs) if xy else 0, (SOUTH, NORTH)))
+            for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
+                shift = g * rows * width
+                base = u0 - sign * p0
+                both = np.stack([base * (w - 1) + h, -base], axis=1).astype(np.int32)
+                x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), both, groups * rows, width)
+                x = x.reshape(groups, rows, width, 2)[:, :, :width - 1]
+                p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
+                some = x[..., 0] > EMPTY
+                x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
+                x[..., 1] -= np.where(some, p, 0).astype(np.int32)
+                for c, out in ((0, key), (1, u_min)):
+                    half = x[:, :rows // 2, :, c], x[:, rows // 2:, :, c]
+                    if fwd == EAST:
+                        out[..., fwd], out[..., back] = half
+                    else:
+                        out[..., fwd], out[..., back] = half[0].transpose(0, 2, 1), half[1].transpose(0, 2, 1)
+            ramps = np.full((4, groups * R * C), EMPTY, dtype=np.int32)
+            at_src, at_dst, h32 = g * R * C + self.src[sel], g * R * C + self.dst[sel], h.astype(np.int32)
+            np.maximum.at(ramps[0], at_src, h32)          # inject: u = 0, t = h
+            np.maximum.at(ramps[1], at_dst, h32 * w)      # eject: u = h, t = 0
+            ramps[2, at_src] = 0
+            np.maximum.at(ramps[3], at_dst, -h32)
+            if self.mc is not None:  # a multicast's k-th receiver: u = k, t = h − k (few: one at a time)
+                for gi, r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (g, rs, cs, rd, cd)), strict=True):
+                    n = abs(r1 - r0) + abs(c1 - c0)
+                    k = np.arange(1, n + 1)
+                    nodes = gi * R * C + (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
+                    np.maximum.at(ramps[1], nodes, k * w + (n - k))
+                    np.maximum.at(ramps[3], nodes, -k)
+            key[..., INJECT], key[..., EJECT], u_min[..., INJECT], u_min[..., EJECT] = ramps.reshape(4, groups, R, C)
+        key, u_min = key.reshape(groups, -1), u_min.reshape(groups, -1)
+        key[:, mesh.link_parallel == 0] = EMPTY
+        none = key <= EMPTY
+        key_f, u_f = key.astype(np.float64), -u_min.astype(np.float64)
+        key_f[none], u_f[none] = NONE, np.inf
+        return (u_f[0], key_f[0]) if group is None else (u_f, key_f)
 
 
-def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int) -> np.ndarray:
+def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
+             group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
     """Add ``w`` from flat index ``start`` up to (not including) ``stop`` within each row of a
-    ``rows × width`` array: a difference array and a running sum along the rows."""
-    acc = np.bincount(bounds[0], w, minlength=rows * width)
-    acc -= np.bincount(bounds[1], w, minlength=rows * width)
-    return np.cumsum(acc.reshape(rows, width), axis=1)
+    ``rows × width`` array (one such array per ``group``, stacked): a difference array and a running sum
+    along the rows."""
+    size = rows * width
+    shift = 0 if group is None else group * size
+    acc = np.bincount(bounds[0] + shift, w, minlength=groups * size)
+    acc -= np.bincount(bounds[1] + shift, w, minlength=groups * size)
+    return np.cumsum(acc.reshape(groups * rows, width), axis=1)
 
 
 def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, routing: str = "xy",
@@ -107,11 +181,23 @@ def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
     return _Segments(mesh, np.asarray(src), np.asarray(dst), routing, multicast).loads(weight)
 
 
+def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
+                  routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per ``group`` of unicast messages (shape ``(groups, nodes * 6)`` each): the link loads of ``weight``,
+    and the (u_min, key) the path latency comes from (``_Segments.path``; ``decode`` gives the hops the
+    flow rule charges). Groups combine afterwards: loads by the sum (weighted), u_min by the minimum, the
+    key by the maximum."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    segments = _Segments(mesh, src, dst, routing, None)
+    return (segments.loads(weight, group, groups),
+            *segments.path(np.ones(len(src), dtype=bool), group, groups))
+
+
 def _clean(mesh: Mesh, load: np.ndarray) -> np.ndarray:
-    """Flat loads with the rounding residue of the running sums removed: zero on links that do not
-    exist, and nothing below zero."""
-    flat = np.maximum(load.reshape(-1), 0.0)
-    flat[mesh.link_parallel == 0] = 0.0
+    """Flat loads (or a stack of them) with the rounding residue of the running sums removed: zero on
+    links that do not exist, and nothing below zero."""
+    flat = np.maximum(load if load.ndim == 2 else load.reshape(-1), 0.0)
+    flat[..., mesh.link_parallel == 0] = 0.0
     return flat
 
 
@@ -174,36 +260,33 @@ def routes_per_node(mesh: Mesh, route_counts: np.ndarray) -> np.ndarray:
     return np.rint(n).astype(np.int64).reshape(-1)
 
 
-def _max_manhattan(mesh: Mesh, s_nodes: np.ndarray, d_nodes: np.ndarray) -> int:
-    """Longest |Δr| + |Δc| between any node of ``s_nodes`` and any of ``d_nodes`` (O(n))."""
-    if not len(s_nodes) or not len(d_nodes):
-        return 0
-    rs, cs = np.divmod(s_nodes, mesh.cols)
-    rd, cd = np.divmod(d_nodes, mesh.cols)
-    return int(max((sr * rs + sc * cs).max() - (sr * rd + sc * cd).min()
-                   for sr in (1, -1) for sc in (1, -1)))
+def flow_cycles(mesh: Mesh, busy: np.ndarray, path_hops: np.ndarray) -> float:
+    """The flow timing rule (docs/model.md §6), written once, over any set of links: ``busy[ℓ]`` the
+    cycles link ℓ is busy (whole wavelets, as ``busy_cycles``), ``path_hops[ℓ]`` its u_min + t*
+    (``wsesim.fabric.latency``; ``NONE`` where no route crosses it). The phase takes max over loaded
+    links of ``busy − 1 + injection + path_hops · hop`` (0 with no load)."""
+    loaded = busy > 0
+    if not loaded.any():
+        return 0.0
+    return float((busy[loaded] + path_hops[loaded] * mesh.hop_cycles).max()) - 1.0 + mesh.injection_cycles
 
 
-def flow_cycles(mesh: Mesh, busiest: float, longest_hops: float) -> tuple[float, float]:
-    """The flow timing rule (docs/model.md §6), written once: a phase whose busiest link is busy for
-    ``busiest`` cycles and whose longest route has ``longest_hops`` hops takes ``busy − 1 + injection +
-    hops · hop`` cycles (the last wavelet leaves the busiest link, then crosses the longest route).
-    Returns (cycles, bytes over the busiest PE link)."""
-    if busiest <= 0:
-        return 0.0, 0.0
-    latency = mesh.injection_cycles + longest_hops * mesh.hop_cycles
-    return max(busy_cycles(busiest) - 1.0, 0.0) + latency, busiest * mesh.wavelet_bytes
-
-
-def phase_cycles(mesh: Mesh, link_load: np.ndarray, longest_hops: float) -> tuple[float, float]:
-    """(cycles, bytes over the busiest PE link) for a phase with these loads and this longest route."""
+def link_busy(mesh: Mesh, link_load: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(busy cycles, unrounded wavelet cycles) of each link with these loads (``busy_cycles`` link by link)."""
     bw = mesh.link_bytes_per_cycle
     t = np.divide(link_load, bw, out=np.zeros_like(link_load), where=bw > 0)
-    return flow_cycles(mesh, float(t.max()) if len(t) else 0.0, longest_hops)
+    return busy_cycles(t), t
+
+
+def phase_cycles(mesh: Mesh, link_load: np.ndarray, path_hops: np.ndarray) -> tuple[float, float]:
+    """(cycles, bytes over the busiest PE link) for a phase with these loads and path latencies per link."""
+    busy, t = link_busy(mesh, link_load)
+    return flow_cycles(mesh, busy, path_hops), (float(t.max()) if len(t) else 0.0) * mesh.wavelet_bytes
 
 
 class FlowFabric:
-    """Flow fidelity: link loads of all messages at once; time from the busiest link and the longest route.
+    """Flow fidelity: link loads of all messages at once; time from each link's busy cycles and the path
+    latency charged to it.
 
     ``simulate`` takes a ``Traffic`` (explicit messages) or an ``OuterTraffic`` (product form, O(nodes)
     for any number of messages). ``routing`` is ``"xy"`` (default) or ``"yx"``.
@@ -222,10 +305,7 @@ class FlowFabric:
             _check_len(mesh, len(a))
             load = outer_link_loads(mesh, a, b, self.routing)
             counts = outer_link_loads(mesh, (a > 0).astype(float), (b > 0).astype(float), self.routing)
-            hops = _max_manhattan(mesh, np.flatnonzero(a > 0), np.flatnonzero(b > 0))
-            if traffic.messages == 0:
-                hops = 0
-            cycles, _ = phase_cycles(mesh, load, hops)
+            cycles, _ = phase_cycles(mesh, load, outer_latency(mesh, a, b, self.routing))
             total = traffic.bytes_total
             return summarise(mesh, self.mode, cycles=cycles, link_load=load, routes_per_node=routes_per_node(mesh, counts),
                              messages=traffic.messages, events=0, injected=total, delivered=total)
@@ -236,9 +316,7 @@ class FlowFabric:
         load = segments.loads(nbytes)
         counts = segments.loads(live.astype(np.float64))  # a message with no bytes sets up no route
         remote = live & (src != dst)
-        hops = segments.hops[live[segments.remote]]
-        longest = int(hops.max()) if len(hops) else 0
-        cycles, _ = phase_cycles(mesh, load, longest)
+        cycles, _ = phase_cycles(mesh, load, decode(*segments.path(live)))
         arrivals = {}
         if mc is not None:
             for i in np.flatnonzero(mc & remote):  # few: arrival of each receiver, uncontended

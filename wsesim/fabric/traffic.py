@@ -9,7 +9,6 @@ between two PEs of the same node stays local (it never enters the fabric).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,10 +170,13 @@ class FabricResult:
         }
 
 
-def busy_cycles(wavelet_cycles: float) -> float:
+def busy_cycles(wavelet_cycles: float | np.ndarray) -> float | np.ndarray:
     """Cycles a link is busy with ``wavelet_cycles`` of load: whole wavelets, so rounded up (with a
-    tolerance for summation error, so the same load gives the same answer however it was summed)."""
-    return float(math.ceil(wavelet_cycles - 1e-9 * max(1.0, wavelet_cycles)))
+    tolerance for summation error, so the same load gives the same answer however it was summed). Takes
+    one load (returns a float) or an array of them (returns an array)."""
+    x = np.asarray(wavelet_cycles, dtype=np.float64)
+    busy = np.ceil(x - 1e-9 * np.maximum(x, 1.0))
+    return float(busy) if busy.ndim == 0 else busy
 
 
 def summarise(mesh: Mesh, mode: str, *, cycles: float, link_load: np.ndarray, routes_per_node: np.ndarray,

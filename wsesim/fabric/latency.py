@@ -1,0 +1,153 @@
+"""The latency half of the flow timing rule (docs/model.md §6): the path latency charged to each link.
+
+A route's stages are its inject ramp, its h mesh links and its eject ramp. At the j-th mesh link a
+route has u = j − 1 hops behind it and t = h − u hops to go (inject: u = 0, t = h; eject: u = h, t = 0),
+so a head that reaches the link uncontended got there ``injection + u·hop`` cycles after issue, and a
+head granted it at cycle g is delivered at g + ``t·hop`` + (L − 1) at the earliest (inject: the
+injection latency is part of t). Over a link ℓ the flow rule charges
+
+    latency_ℓ = injection + (u_min + t*) · hop
+
+u_min: the fewest hops behind of any route over ℓ (the earliest the link can start); t*: the most hops
+to go among the routes with the most hops behind (the heads that reach ℓ last, which a FIFO link serves
+last). For a lone message this is its whole route, injection + h·hop; it is never more than the longest
+route over the link (u_min + t* ≤ u* + t* = h of that route).
+
+Each route is summarised per link by two numbers whose maxima over routes give u_min and (u*, t*):
+−u, and the key u·W + t (largest u first, then largest t). Along a row or column leg u moves by one
+hop per link, so the key is a per-route constant plus a per-link term, and the maxima over ranges of
+links come from a segment tree (``range_max``). Product traffic (``OuterTraffic``) gets the same
+numbers in closed form from prefix scans of where the active sources and destinations lie
+(``outer_latency``), in O(nodes). Units: hops (the callers multiply by ``hop_cycles``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
+
+NONE = -np.inf  # no route crosses the link
+W = 65536.0     # key = u·W + t; routes have fewer hops than W
+
+
+def decode(u_min: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``u_min + t*`` per link from the maxima of −u (``u_min`` negated back by the caller) and of the key."""
+    out = np.full(len(key), NONE)
+    some = key > NONE
+    u = np.floor(key[some] / W)
+    out[some] = u_min[some] + key[some] - u * W
+    return out
+
+
+EMPTY = np.iinfo(np.int32).min // 2  # ``range_max`` of int32 values where no range covers a cell
+
+
+def range_max(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int) -> np.ndarray:
+    """Largest ``w`` over the ranges [start, stop) (flat indices into a ``rows × width`` array, each range
+    within one row) that cover each cell. ``w`` is one value per range, or a column of values per range
+    (shape ``(n, c)``: c maxima at once); float values give ``NONE``, int32 ``EMPTY`` where no range
+    covers a cell. Shape ``(rows, width)`` or ``(rows, width, c)``.
+
+    A range of length n is the union of two blocks of 2^k cells, k = ⌊log2 n⌋, one at each end (they may
+    overlap: harmless for a maximum), so each range marks two cells of level k; then each level passes its
+    blocks' values down to the two halves of each block, level by level, to single cells."""
+    w = np.asarray(w)
+    one = w.ndim == 1
+    w = w.reshape(len(w), -1)
+    cols, fill = w.shape[1], NONE if w.dtype.kind == "f" else EMPTY
+    keep = bounds[0] < bounds[1]
+    lo, hi, w = bounds[0][keep], bounds[1][keep], w[keep]
+    size = rows * width
+    k = np.floor(np.log2(hi - lo)).astype(np.int64)
+    table = np.full((cols, int(k.max(initial=0)) + 1, size), fill, dtype=w.dtype)
+    cell = np.r_[lo, hi - (1 << k)] + np.r_[k, k] * size
+    for c in range(cols):
+        np.maximum.at(table[c].reshape(-1), cell, np.r_[w[:, c], w[:, c]])
+    for j in range(table.shape[1] - 1, 0, -1):  # a block of 2^j at p holds the blocks of 2^(j−1) at p and p + 2^(j−1)
+        half, up, down = 1 << (j - 1), table[:, j], table[:, j - 1]
+        np.maximum(down, up, out=down)
+        np.maximum(down[:, half:], up[:, :-half], out=down[:, half:])
+    out = np.moveaxis(table[:, 0], 0, -1)
+    return out.reshape(rows, width) if one else out.reshape(rows, width, cols)
+
+
+# ------------------------------------------------------------------------------------------ product traffic
+
+
+def _scan(x: np.ndarray, op: str, axis: int, reverse: bool = False, shift: bool = False) -> np.ndarray:
+    """Running max or min of ``x`` along ``axis`` (from the far end if ``reverse``); ``shift`` makes it
+    exclusive of the cell itself (the identity, ∓inf, at the first cell)."""
+    ufunc = np.maximum if op == "max" else np.minimum
+    y = np.flip(x, axis) if reverse else x
+    y = ufunc.accumulate(y, axis=axis)
+    if shift:
+        y = np.roll(y, 1, axis=axis)
+        np.moveaxis(y, axis, 0)[0] = -np.inf if op == "max" else np.inf
+    return np.flip(y, axis) if reverse else y
+
+
+def _xy(a: np.ndarray, b: np.ndarray) -> dict[int, np.ndarray]:
+    """``u_min + t*`` over each link (by direction, each ``rows × cols``; ``NONE`` where no route) of the
+    XY routes of all pairs (s, d), s ≠ d, with ``a[s]`` and ``b[d]`` true. A route runs along the
+    source's row to the destination's column, then along that column: it crosses east link
+    (r, c)→(r, c+1) iff it starts in row r at a column ≤ c and ends at a column > c, and south link
+    (r, c)→(r+1, c) iff it starts at a row ≤ r and ends in column c at a row > r. On a mesh link t
+    depends only on the destination, so t* is the largest t over all destinations past the link."""
+    R, C = a.shape
+    r, c = np.arange(R)[:, None], np.arange(C)[None, :]
+    inf = np.inf
+    # the farthest destination row from row r in column c' (b), the nearest source column to c in row r' (a)
+    col_has = b.any(axis=0)
+    top, bottom = np.argmax(b, axis=0), R - 1 - np.argmax(b[::-1], axis=0)
+    far_row = np.where(col_has, np.maximum(r - top, bottom - r), NONE)
+    src_le = _scan(np.where(a, c, -inf), "max", 1)                 # nearest source column ≤ c in row r
+    src_ge = _scan(np.where(a, c, inf), "min", 1, reverse=True)    # nearest source column ≥ c
+    near_col = np.minimum(c - src_le, src_ge - c)                   # inf where row r has no source
+    out = {}
+    with np.errstate(invalid="ignore"):  # inf − inf where a side is empty: no route (NaN → NONE below)
+        east, west, south, north = (np.full((R, C), NONE) for _ in range(4))
+        # east: t* + c = max over columns c' > c of (c' + far_row); u_min = c − nearest source ≤ c
+        east[:, :-1] = _scan(c + far_row, "max", 1, reverse=True)[:, 1:] - src_le[:, :-1]
+        # west: t* − c = max over c' < c of (far_row − c'); u_min = nearest source ≥ c − c
+        west[:, 1:] = _scan(far_row - c, "max", 1)[:, :-1] + src_ge[:, 1:]
+        # south: u_min − r = min over source rows r' ≤ r of (near_col − r'); t* + r = lowest destination below r
+        lowest = _scan(np.where(b, r, NONE), "max", 0, reverse=True)
+        south[:-1, :] = _scan(near_col - r, "min", 0)[:-1, :] + lowest[1:, :]
+        # north: u_min + r = min over r' ≥ r of (near_col + r'); t* − r = −(highest destination above r)
+        highest = _scan(np.where(b, r, inf), "min", 0)
+        north[1:, :] = _scan(near_col + r, "min", 0, reverse=True)[1:, :] - highest[:-1, :]
+        for d, v in ((EAST, east), (WEST, west), (SOUTH, south), (NORTH, north)):
+            v[~np.isfinite(v)] = NONE
+            out[d] = v
+        # inject: u = 0, t* = the farthest destination; eject: u_min = the nearest other source, t = 0
+        dr, dc = np.nonzero(b)
+        far = np.max([sr * r + sc * c - (sr * dr + sc * dc).min() for sr in (1, -1) for sc in (1, -1)], axis=0) \
+            if len(dr) else np.full((R, C), NONE)
+        out[INJECT] = np.where(a & ~(b & (b.sum() == 1)), far, NONE)  # not a source whose only destination is itself
+        above = _scan(near_col - r, "min", 0, shift=True) + r           # sources in rows above
+        below = _scan(near_col + r, "min", 0, reverse=True, shift=True) - r
+        left = c - _scan(np.where(a, c, -inf), "max", 1, shift=True)    # same row, strictly left
+        right = _scan(np.where(a, c, inf), "min", 1, reverse=True, shift=True) - c
+        near = np.minimum(np.minimum(above, below), np.minimum(left, right))
+        out[EJECT] = np.where(b & np.isfinite(near), near, NONE)
+    return out
+
+
+def outer_latency(mesh: Mesh, a: np.ndarray, b: np.ndarray, routing: str = "xy") -> np.ndarray:
+    """``u_min + t*`` (hops) over each directed link of product traffic ``T[s, d] = a[s]·b[d]`` (the pairs
+    ``s != d`` with bytes): shape ``(nodes * 6,)``, ``NONE`` where no route crosses. YX is XY on the
+    transposed mesh, with east and south (west and north) swapped."""
+    R, C = mesh.rows, mesh.cols
+    A, B = a.reshape(R, C) > 0, b.reshape(R, C) > 0
+    out = np.full((R, C, LINKS_PER_NODE), NONE)
+    if routing == "xy":
+        for d, v in _xy(A, B).items():
+            out[:, :, d] = v
+    else:
+        swap = {EAST: SOUTH, WEST: NORTH, SOUTH: EAST, NORTH: WEST, INJECT: INJECT, EJECT: EJECT}
+        for d, v in _xy(A.T, B.T).items():
+            out[:, :, swap[d]] = v.T
+    flat = out.reshape(-1)
+    flat[mesh.link_parallel == 0] = NONE
+    return flat
