@@ -67,7 +67,7 @@ def test_structure(run: Run) -> None:
         assert e["dur"] >= 0 and e["ts"] >= 0
         assert isinstance(e["args"], dict)
     assert {e["pid"] for e in spans} == {1, 2, 3}
-    assert {e["ph"] for e in trace["traceEvents"]} == {"X", "M"}
+    assert {e["ph"] for e in trace["traceEvents"]} == {"X", "M", "C"}
 
 
 def test_metadata_names_every_thread_used(run: Run) -> None:
@@ -154,3 +154,47 @@ def test_grouping_keeps_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
     assert max(e["ts"] + e["dur"] for e in grouped) == pytest.approx(max(e["ts"] + e["dur"] for e in one))
     for (pid, tid), thread in _by_thread(grouped).items():
         _assert_serial(thread, f"pid {pid} tid {tid}")
+
+
+# -------------------------------------------------------------------------- issue 12 item 15: counters
+
+
+def _counters(trace: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return sorted((e for e in trace["traceEvents"] if e["ph"] == "C" and e["name"] == name), key=lambda e: e["ts"])
+
+
+def test_link_utilisation_counters_average_to_the_result(run: Run) -> None:
+    """The inbound link's busy share, averaged over the step's equal slices, is the result's utilisation;
+    the outbound one's is the gradient bytes over the link's capacity for the step."""
+    trace = chrome_trace(run.trace, run.plan)
+    inbound = _counters(trace, "inbound link utilisation (%)")
+    outbound = _counters(trace, "outbound link utilisation (%)")
+    assert len(inbound) == len(outbound) == chrome_trace_module.COUNTER_BINS
+    assert all(0 <= e["args"]["busy"] <= 100 for e in inbound + outbound)
+    mean = sum(e["args"]["busy"] for e in inbound) / len(inbound) / 100
+    assert mean == pytest.approx(run.result.io_in_utilisation, rel=1e-9)
+    out_share = run.result.io_bytes_out / run.plan.hw.io_bytes_per_cycle / run.result.step_cycles
+    assert sum(e["args"]["busy"] for e in outbound) / len(outbound) / 100 == pytest.approx(out_share, rel=1e-9)
+
+
+def test_staging_buffer_counter_stays_within_the_buffer_and_empties(run: Run) -> None:
+    trace = chrome_trace(run.trace, run.plan)
+    staged = [e["args"]["weights staged"] for e in _counters(trace, "staging buffer (bytes per PE)")]
+    assert staged and max(staged) > 0
+    assert max(staged) <= run.plan.hw.runtime.staging_bytes  # the stream's room is within the staging SRAM
+    assert staged[-1] == pytest.approx(0.0, abs=1e-9)  # every weight freed by the end of the step
+    times = [e["ts"] for e in _counters(trace, "staging buffer (bytes per PE)")]
+    assert times == sorted(set(times))  # one value per instant: the level once all at that cycle happened
+
+
+def test_sram_counter_is_the_memory_model_per_phase(run: Run) -> None:
+    """Resident part plus the running phase's working set never exceeds the peak the result reports (the
+    counter is at the mean expert load; the peak at the hottest region's)."""
+    trace = chrome_trace(run.trace, run.plan)
+    sram = _counters(trace, "SRAM in use (bytes per PE)")
+    assert len(sram) == sum(1 for track, *_ in run.trace.spans if track == "step")
+    totals = [e["args"]["resident"] + e["args"]["phase working set"] for e in sram]
+    staging = run.plan.hw.runtime.staging_bytes
+    assert max(totals) + staging <= run.result.peak_sram_bytes_per_pe + 1
+    assert len({e["args"]["phase working set"] for e in sram}) > 1  # it changes with the phase
+    assert min(e["args"]["resident"] for e in sram) > 0

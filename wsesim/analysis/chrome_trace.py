@@ -15,6 +15,12 @@ pid    process                    threads (tid)
 
 Spans on the step timeline carry the engine's phase names, so their durations add up to the
 result's ``phases``; every span's ``args`` has layer, pass, tile or expert, bytes and FLOPs.
+
+Counter tracks (``ph: C``): on off-wafer I/O, the inbound and the outbound link's utilisation (% of each
+of ``COUNTER_BINS`` slices of the step) and the weights held in the staging buffer (bytes per PE, from
+the stream's reservations and frees); on the step timeline, the SRAM in use per PE (the memory model's
+resident part and the working set of the phase running, at the mean expert load, with the staged weights
+as they are at that moment).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..model.shapes import LayerShapes
 from ..sim.plan import StepPlan, Trace
 
 MAX_REGION_TRACKS = 16
+COUNTER_BINS = 400
 _STEP_TIDS = {"attention": 1, "ffn": 1, "router": 1, "lm_head": 1, "expand": 1, "weighted_sum": 1, "dispatch": 2,
               "combine": 2, "weight_stall": 3, "gradient_stall": 3, "gradient_drain": 3, "experts": 4}
 _THREADS = {1: {1: "weights in", 2: "gradients out"},
@@ -71,6 +78,7 @@ def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
     for (name, args), (start, left, nbytes) in zip(trace.gradients, trace.gradient_batches, strict=True):
         for a, b, n in zip(start.tolist(), left.tolist(), nbytes.tolist(), strict=True):
             span(1, 2, name, a, b, {**args, "bytes": n}, "io")
+    events += counter_events(trace, plan)
     threads = {**_THREADS, 3: _expert_events(trace, plan, span)}
     meta = []
     for pid, pname in _PROCESSES.items():
@@ -118,3 +126,84 @@ def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
              {"layer": layer, "pass": pass_, "ops": count, "flops": flops, "bytes": nbytes}, "expert")
     return names
 
+
+
+# ---------------------------------------------------------------------------------------------- counters
+
+
+def _busy(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Fraction of each slice between ``edges`` a serial link is busy, its transfers [start, end) in order."""
+    order = np.argsort(start, kind="stable")
+    a, b = start[order], end[order]
+    done = np.r_[0.0, np.cumsum(b - a)]  # busy time before transfer k
+    k = np.searchsorted(a, edges, side="right") - 1  # the transfer that started last by each edge
+    inside = np.where(k >= 0, np.clip(edges - a[np.maximum(k, 0)], 0, (b - a)[np.maximum(k, 0)]), 0.0)
+    busy = done[np.maximum(k, 0)] * (k >= 0) + inside
+    return np.clip(np.diff(busy) / np.diff(edges), 0.0, 1.0)
+
+
+def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
+    """The counter tracks (see the module docstring) as trace events."""
+    from ..model.memory import training_memory
+
+    us, step, rate, pes = 1e6 / plan.hw.clock_hz, trace.step_cycles, plan.hw.io_bytes_per_cycle, plan.hw.pes
+    events: list[dict[str, Any]] = []
+
+    def counter(pid: int, name: str, cycles: np.ndarray, series: dict[str, np.ndarray]) -> None:
+        for i, t in enumerate(cycles.tolist()):
+            events.append({"name": name, "ph": "C", "pid": pid, "ts": t * us,
+                           "args": {k: float(v[i]) for k, v in series.items()}})
+
+    if step <= 0:
+        return events
+    edges = np.linspace(0.0, step, COUNTER_BINS + 1)
+    staged: tuple[np.ndarray, np.ndarray] | None = None
+    if trace.io_in is not None:
+        io = trace.io_in
+        ran = ~np.isnan(io.start)
+        start, sizes = io.start[ran], io.sizes[ran]
+        counter(1, "inbound link utilisation (%)", edges[:-1], {"busy": 100 * _busy(start, start + sizes / rate, edges)})
+        if io.freed is not None:
+            times, deltas = np.r_[start, io.freed[0]], np.r_[sizes, -io.freed[1]]
+            order = np.argsort(times, kind="stable")
+            t, level = times[order], np.cumsum(deltas[order]) / pes
+            last = np.r_[t[1:] != t[:-1], True]  # the level once everything at that cycle has happened
+            staged = (t[last], np.maximum(level[last], 0.0))
+            counter(1, "staging buffer (bytes per PE)", staged[0], {"weights staged": staged[1]})
+    if trace.gradient_batches:
+        left = np.concatenate([b[1] for b in trace.gradient_batches])
+        nbytes = np.concatenate([b[2] for b in trace.gradient_batches])
+        counter(1, "outbound link utilisation (%)", edges[:-1],
+                {"busy": 100 * _busy(left - nbytes / rate, left, edges)})
+    memory = {p.phase: p for p in training_memory(plan.hw, plan.model, plan.training,
+                                                  batch_per_tile=plan.batch_per_tile).phases}
+    common = set.intersection(*(set(p.components) for p in memory.values()))  # held in every phase
+    resident = sum(v for k, v in next(iter(memory.values())).components.items() if k in common and k != "staging")
+    starts, working = [], []
+    for track, name, start_cycle, _end, args in trace.spans:
+        if track != "step":
+            continue
+        starts.append(start_cycle)
+        phase = memory.get(_memory_phase(name, str(args.get("pass", ""))))
+        working.append(0.0 if phase is None else sum(v for k, v in phase.components.items() if k not in common))
+    if starts:
+        t = np.asarray(starts, dtype=float)
+        now = np.zeros(len(t))
+        if staged is not None and len(staged[0]):  # the level set last at or before each span's start
+            k = np.searchsorted(staged[0], t, side="right") - 1
+            now = np.where(k >= 0, staged[1][np.maximum(k, 0)], 0.0)
+        counter(2, "SRAM in use (bytes per PE)", t, {"resident": np.full(len(t), float(resident)),
+                                                     "phase working set": np.asarray(working), "weights staged": now})
+    return events
+
+
+def _memory_phase(name: str, pass_: str) -> str:
+    """The memory model's phase (``model.memory``) a step span runs in."""
+    forward = pass_.startswith("fwd")
+    if name == "attention":
+        return "attention_fwd" if forward else "attention_bwd"
+    if name == "ffn":
+        return "ffn_fwd" if forward else "ffn_bwd"
+    if name in ("router", "dispatch", "expand", "experts", "weighted_sum", "combine"):
+        return "experts_fwd" if forward else "experts_bwd"
+    return name  # lm_head; a stall holds only the resident part

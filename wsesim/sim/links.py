@@ -47,6 +47,7 @@ class WeightStream:
         # heap of free batches: (next cycle, batch id, sorted cycles, running byte sums, position)
         self._frees: list[tuple[float, int, list[float], list[float], int]] = []
         self._batch = 0
+        self._freed: list[tuple[np.ndarray, np.ndarray]] = []  # every free as registered, for the trace
         self._waiters: dict[int, list[simpy.Event]] = {}
         self._wake: simpy.Event | None = None
         self._wake_at = float("inf")
@@ -132,6 +133,7 @@ class WeightStream:
         order = np.argsort(times, kind="stable")
         sorted_times = np.asarray(times, dtype=float)[order].tolist()
         cumulative = np.r_[0.0, np.cumsum(np.asarray(nbytes, dtype=float)[order])].tolist()
+        self._freed.append((np.asarray(times, dtype=float), np.asarray(nbytes, dtype=float)))
         heapq.heappush(self._frees, (sorted_times[0], self._batch, sorted_times, cumulative, 0))
         self._batch += 1
         self._arm(sorted_times[0])
@@ -152,7 +154,9 @@ class WeightStream:
 
     def schedule(self) -> LinkSchedule:
         """The link's schedule so far, as plain data (copies: the trace outlives the stream)."""
-        return LinkSchedule(tuple(self.names), self.sizes.copy(), self.start.copy(), self.arrival.copy())
+        freed = (np.concatenate([t for t, _ in self._freed] or [np.zeros(0)]),
+                 np.concatenate([b for _, b in self._freed] or [np.zeros(0)]))
+        return LinkSchedule(tuple(self.names), self.sizes.copy(), self.start.copy(), self.arrival.copy(), freed)
 
 
 class GradientLink:

@@ -71,6 +71,7 @@ class LinkSchedule:
     sizes: np.ndarray
     start: np.ndarray
     arrival: np.ndarray
+    freed: tuple[np.ndarray, np.ndarray] | None = None  # (cycle, bytes) of every free of staging room, if recorded
 
 
 @dataclass

@@ -104,6 +104,7 @@ class _Reference:
         self.arrived = [env.event() for _ in range(n)]
         self.start, self.arrival = np.full(n, np.nan), np.full(n, np.nan)
         self.copied: set[int] = set()  # whole-wafer chunks already copied out (and freed)
+        self.freed: list[tuple[float, float]] = []  # (cycle, bytes) of every free, for the trace's counters
         self.bytes_in = 0.0
         self.wafer = simpy.Resource(env, capacity=1)
         self.regions = [simpy.Resource(env, capacity=1) for _ in plan.expert_regions]
@@ -130,6 +131,7 @@ class _Reference:
             self.arrived[i].succeed()
 
     def _free(self, i: int) -> None:
+        self.freed.append((float(self.env.now), float(self.chunks.sizes[i])))
         if not self.weights.get(Fraction(float(self.chunks.sizes[i]))).triggered:
             raise RuntimeError(f"chunk {self.chunks.names[i]} freed but its bytes are not in the buffer")
 
@@ -381,7 +383,8 @@ class _Reference:
         tr.restreamed_for_recompute = c.restreamed_for_recompute
         tr.io_bytes_in = self.bytes_in
         tr.io_bytes_out = fsum(g.nbytes for g in self.sent if g.left <= env.now)
-        tr.io_in = LinkSchedule(tuple(c.names), c.sizes.copy(), self.start, self.arrival)
+        freed = np.array(self.freed, dtype=float).reshape(-1, 2)
+        tr.io_in = LinkSchedule(tuple(c.names), c.sizes.copy(), self.start, self.arrival, (freed[:, 0], freed[:, 1]))
         tr.staging_held_at_end = float(self.weights.level)
         for batch in range(len(tr.gradients)):  # (start, left, bytes) arrays per hand-over, in link order
             out = sorted((g for g in self.sent if g.batch == batch), key=lambda g: g.start)
