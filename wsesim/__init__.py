@@ -1,10 +1,14 @@
 """wsesim: a discrete-event simulator of wafer-scale processors training Mixture-of-Experts models.
 
-The public API, for use from Python (the ``wsesim`` command wraps the same functions)::
+The public API, for use from Python (the ``wsesim`` command wraps the same functions; the README's
+"Python API" shows more)::
 
-    from wsesim import load_experiment, run_experiment, tune
+    from wsesim import load_experiment, load_sweep, results_frame, run_experiment, run_sweep, tune
     loaded = load_experiment(overrides={"model.top_k": 1})
     print(run_experiment(loaded.spec).throughput_tokens_per_s, tune(loaded).best.tiles)
+    frame = results_frame(run_sweep(load_sweep("workloads/qwen3-30b-a3b/bta-paper.yaml")))  # needs pandas
+
+An error in ``overrides`` names the key (``overrides: model.top_k: ...``), not the command line's ``--set``.
 
 The names below are imported on first use, so that ``import wsesim.sim.engine`` loads only the layers the
 engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does.
@@ -19,8 +23,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",
-    "load_experiment": "config.loader", "load_experiment_data": "config.loader", "load_hardware": "config.loader",
-    "load_model": "config.loader", "validate_file": "config.loader",
+    "load_experiment": "experiments.api", "load_experiment_data": "experiments.api", "load_hardware": "experiments.api",
+    "load_model": "experiments.api", "results_frame": "experiments.api", "validate_file": "config.loader",
     "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",
     "training_memory": "model.memory",
     "RunResult": "analysis.results",

@@ -1,0 +1,79 @@
+"""The Python API (wsesim/__init__.py, wsesim.experiments.api): errors that speak to a Python caller,
+and results as a pandas DataFrame (issue 12 item 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wsesim
+from wsesim import cli
+from wsesim.config.errors import ConfigError
+from wsesim.experiments.sweep import sweep_from_data
+from wsesim.experiments.table import csv_text
+
+BASE: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+                        "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
+                        "simulation": {"granularity": "pe"}}
+
+
+@pytest.mark.parametrize(("call", "expected"), [
+    (lambda: wsesim.load_experiment(overrides={"model.top_k": 999}), "overrides: model.top_k: expected "),
+    (lambda: wsesim.load_experiment(overrides={"model.expert": 64}),
+     'overrides: model.expert: unknown key; did you mean "experts"?'),
+    (lambda: wsesim.load_experiment_data(BASE, overrides={"hardware.pe.sram": 96}),
+     'overrides: hardware.pe.sram: expected a size like "48 KiB", got 96 (a bare number)'),
+    (lambda: wsesim.load_experiment_data(BASE, overrides={"model.experts": 1, "model.top_k": 2}),
+     "overrides: model.top_k: expected at most experts (1), got 2"),
+    (lambda: wsesim.load_hardware("tiny8", {"pe.sram": "1 B"}), "overrides: pe.sram: expected a size from"),
+    (lambda: wsesim.load_model("tiny-moe", {"experts": 100_000}), "overrides: experts: expected a value ≤ 65536"),
+], ids=["bound", "misspelt", "bare-number", "cross-field", "hardware", "model"])
+def test_an_override_error_names_the_key_not_the_command_line(call: Any, expected: str) -> None:
+    """A Python caller never typed --set: the error says overrides and the key."""
+    with pytest.raises(ConfigError) as info:
+        call()
+    assert str(info.value).startswith(expected)
+    assert "--set" not in str(info.value)
+
+
+def test_the_command_line_still_says_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "model.expert=1"]) == 2
+    assert capsys.readouterr().err.startswith("wsesim: --set: model.expert: unknown key")
+
+
+@pytest.fixture(scope="module")
+def sweep_rows() -> list[dict[str, Any]]:
+    sweep = sweep_from_data(
+        {"kind": "sweep", "name": "api", "base": BASE,
+         "points": [{"model.top_k": 1}, {"model.top_k": 2}, {"training.batch_per_tile": 5000}]},
+        source="<test>", base_dir=None)
+    return wsesim.run_sweep(sweep)
+
+
+def test_results_frame_of_sweep_rows_and_of_its_csv(sweep_rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    rows = wsesim.results_frame(sweep_rows)
+    assert len(rows) == 3 and "phase_attention_cycles" in rows.columns and "phases" not in rows.columns
+    path = tmp_path / "results.csv"
+    path.write_text(csv_text(sweep_rows, ["model.top_k", "training.batch_per_tile"]), encoding="utf-8")
+    frame = wsesim.results_frame(path)
+    assert list(frame["status"]) == ["ok", "ok", "infeasible"]
+    assert pd.api.types.is_float_dtype(frame["throughput_tokens_per_s"])
+    assert frame["throughput_tokens_per_s"].isna().tolist() == [False, False, True]  # not run: NaN, not 0
+    assert pd.api.types.is_integer_dtype(frame["experts"]) and frame["tuned"].tolist() == [False] * 3
+    assert frame.loc[0, "phase_experts_cycles"] == pytest.approx(float(sweep_rows[0]["phase_experts_cycles"]))
+
+
+def test_results_frame_of_runs_and_of_a_tuning() -> None:
+    pytest.importorskip("pandas")
+    loaded = wsesim.load_experiment_data(BASE)
+    one = wsesim.results_frame(wsesim.run_experiment(loaded.spec))
+    assert len(one) == 1 and one.loc[0, "phase_attention_cycles"] > 0
+    tuned = wsesim.tune(loaded)
+    frame = wsesim.results_frame(tuned)
+    assert len(frame) == len(tuned.candidates) and frame["best"].sum() == 1
+    assert frame.loc[frame["best"], "tiles"].item() == tuned.best.tiles
+    with pytest.raises(TypeError, match="expected a results.csv path"):
+        wsesim.results_frame(3)
