@@ -32,13 +32,15 @@ def test_all_to_all_json_by_hand() -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     for key in ("cycles", "max_link_load_bytes", "messages", "events", "bytes_injected", "bytes_delivered",
-                "mode", "mesh", "hottest", "feasible", "reason"):
+                "mode", "mesh", "hottest", "feasible", "reason", "colours_per_node", "routes_per_node"):
         assert key in out
     assert (out["cycles"], out["max_link_load_bytes"], out["messages"], out["events"]) == (8220, 32768, 4032, 0)
     assert out["bytes_injected"] == out["bytes_delivered"] == 4032 * 256
     assert out["mode"] == "flow" and out["mesh"]["rows"] == 8 and out["mesh"]["granularity"] == "pe"
     assert out["hottest"][0] == {"from": [0, 3], "to": [0, 4], "bytes": 32768.0}
-    assert out["feasible"] is False and "colour budget of 24" in out["reason"]
+    # one colour per direction of travel (4 at most), not one per route through the busiest node
+    assert out["feasible"] is True and out["reason"] == ""
+    assert (out["colours_per_node"], out["colour_budget"]) == (4, 24) and out["routes_per_node"] > 24
     assert out["seconds"] == pytest.approx(8220e-9)
 
 
@@ -67,6 +69,17 @@ def test_dispatch_at_block_granularity(capsys: pytest.CaptureFixture[str]) -> No
     assert out["mesh"]["rows"] == out["mesh"]["cols"] == 8
     assert out["bytes_injected"] == out["bytes_delivered"] == 64 * 4096 * 16  # 64 B per PE per expert
     assert out["cycles"] > 0
+
+
+@pytest.mark.parametrize("args", [["--pattern", "all-to-all", "--bytes", "4"],
+                                  ["--pattern", "dispatch", "--granularity", "block:16", "--experts", "128"]])
+def test_whole_wafer_patterns_fit_the_colour_budget(capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
+    """wsesim fabric wse2 --pattern all-to-all (and dispatch to 128 regions): one colour per direction of
+    travel, so within the 24 colours, though the busiest node carries far more routes than that."""
+    assert cli.main(["fabric", "wse2", *args]) == 0
+    text = capsys.readouterr().out
+    assert "colours: at most 4 per node (one per direction of travel), budget" in text
+    assert "infeasible" not in text
 
 
 def test_bad_mesh_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:

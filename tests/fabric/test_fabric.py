@@ -264,29 +264,46 @@ def test_outer_traffic_and_its_listing_time_the_same(wse2: HardwareSpec) -> None
     outer = hotspot(m, 48)
     listed = outer.to_traffic()
     a, b = FlowFabric(m).simulate(outer), FlowFabric(m).simulate(listed)
-    assert (a.cycles, a.messages, a.bytes_injected, a.routes_per_node) == (
-        b.cycles, b.messages, b.bytes_injected, b.routes_per_node)
+    assert (a.cycles, a.messages, a.bytes_injected, a.routes_per_node, a.colours_per_node) == (
+        b.cycles, b.messages, b.bytes_injected, b.routes_per_node, b.colours_per_node)
     assert isinstance(outer, OuterTraffic) and len(listed) == 39
 
 
 # ------------------------------------------------------------------------------------------------ colours
 
 
-def test_colour_budget(wse2: HardwareSpec) -> None:
-    """24 copies of one route along row 4 put 24 routes on each of its nodes: feasible. A 25th is over."""
-    m = mesh(wse2, 8)
+def test_colour_budget() -> None:
+    """A pattern takes one colour per direction of travel through a node, however many routes share it.
+    25 copies of one route along row 4 need 1 colour at each node (east). With routes east and west along
+    row 4 and one south down column 3, node (4, 3) sees three directions: over a budget of 2 colours
+    per router, infeasible; the other nodes of row 4 see two."""
+    m = mesh(load_hardware("wse2"), 8)
     src, dst = m.node_id(4, 0), m.node_id(4, 7)
-    ok = FlowFabric(m).simulate(Traffic([src] * 24, [dst] * 24, [4.0] * 24))
-    assert ok.feasible and ok.reason == "" and ok.routes_per_node == 24
-    over = PacketFabric(m).simulate(Traffic([src] * 25, [dst] * 25, [4.0] * 25))
-    assert not over.feasible and over.routes_per_node == 25
-    assert "(4, 0)" in over.reason and "25 routes" in over.reason and "24" in over.reason
-    assert over.cycles > 0  # infeasible is reported, not raised: the timing is still there
+    ok = FlowFabric(m).simulate(Traffic([src] * 25, [dst] * 25, [4.0] * 25))
+    assert ok.feasible and ok.reason == "" and (ok.colours_per_node, ok.routes_per_node) == (1, 25)
+    few = mesh(load_hardware("wse2", {"fabric.colours": 2}), 8)
+    traffic = Traffic([src, dst, few.node_id(0, 3)], [dst, src, few.node_id(7, 3)], [4.0] * 3)
+    for fabric in (FlowFabric(few), PacketFabric(few)):
+        over = fabric.simulate(traffic)
+        assert not over.feasible and over.colours_per_node == 3 and over.colour_budget == 2
+        assert "(4, 3)" in over.reason and "3 colours" in over.reason and "budget of 2" in over.reason
+        assert over.cycles > 0  # infeasible is reported, not raised: the timing is still there
 
 
-def test_hotspot_centre_carries_every_route(wse2: HardwareSpec) -> None:
+def test_hotspot_centre_sees_four_directions(wse2: HardwareSpec) -> None:
+    """Every PE to the centre: 63 routes through it, arriving from all four sides: 4 colours, within 24."""
     r = FlowFabric(mesh(wse2, 8)).simulate(hotspot(mesh(wse2, 8), 4))
-    assert not r.feasible and r.routes_per_node == 63 and "(4, 4)" in r.reason
+    assert r.feasible and r.routes_per_node == 63 and r.colours_per_node == 4
+
+
+@pytest.mark.parametrize(("pattern", "granularity"), [("all-to-all", "pe"), ("dispatch", "block:16")])
+def test_whole_wafer_patterns_fit_the_colour_budget(wse2: HardwareSpec, pattern: str, granularity: str) -> None:
+    """All-to-all over the whole WSE-2 (745,500 PEs) and MoE dispatch to 128 expert regions: hundreds of
+    millions (thousands) of routes through the busiest node, but four directions of travel: feasible."""
+    m = Mesh.from_hardware(wse2, granularity)
+    traffic = all_to_all(m, 4) if pattern == "all-to-all" else dispatch_traffic(m, place(m, 128), np.full(128, 1e6))
+    r = FlowFabric(m).simulate(traffic)
+    assert r.feasible and r.colours_per_node == 4 and r.routes_per_node > 1000
 
 
 # ----------------------------------------------------------------------------------------------- dispatch

@@ -62,7 +62,8 @@ def same(reference, fast) -> None:
     assert fast.multicast_arrivals == reference.multicast_arrivals
     assert fast.bytes_delivered == pytest.approx(reference.bytes_delivered, rel=1e-12)
     np.testing.assert_array_equal(fast.link_load, reference.link_load)
-    assert fast.routes_per_node == reference.routes_per_node and fast.feasible == reference.feasible
+    assert (fast.routes_per_node, fast.colours_per_node, fast.feasible) == (
+        reference.routes_per_node, reference.colours_per_node, reference.feasible)
 
 
 @pytest.mark.parametrize("mesh_name", sorted(MESHES))

@@ -91,7 +91,8 @@ def _human(out: dict[str, Any]) -> str:
         f"{out['bytes_delivered']:,.0f} B delivered",
         f"{out['cycles']:,.0f} cycles ({out['seconds'] * 1e6:,.3f} us); busiest PE link {out['bottleneck'] or '-'} "
         f"carries {out['max_link_load_bytes']:,.0f} B; {out['events']:,} events",
-        f"colours: at most {out['routes_per_node']:,} routes through a node, budget {out['colour_budget']}"
+        f"colours: at most {out['colours_per_node']} per node (one per direction of travel), budget "
+        f"{out['colour_budget']}; at most {out['routes_per_node']:,} routes through a node"
         + ("" if out["feasible"] else f" -> infeasible: {out['reason']}"),
     ]
     if out["multicast_arrivals"]:

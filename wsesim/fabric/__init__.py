@@ -12,13 +12,14 @@ from typing import Any
 
 _EXPORTS = {
     "Fabric": "fidelity", "FABRICS": "fidelity", "make_fabric": "fidelity",
-    "FlowFabric": "flow", "link_loads": "flow", "outer_link_loads": "flow", "routes_per_node": "flow",
+    "FlowFabric": "flow", "link_loads": "flow", "outer_link_loads": "flow",
     "PacketFabric": "packet", "SimPyPacketFabric": "packet_simpy",
     "DispatchModel": "dispatch", "dispatch_traffic": "dispatch",
     "Mesh": "mesh", "Region": "mesh",
     "Placement": "placement", "place": "placement",
     **{name: "traffic" for name in ("AnyTraffic", "FabricResult", "OuterTraffic", "Traffic", "all_to_all",
-                                    "hotspot", "row_multicast", "single_message", "transpose", "uniform_random")},
+                                    "colours_per_node", "hotspot", "routes_per_node", "row_multicast",
+                                    "single_message", "transpose", "uniform_random")},
 }
 __all__ = sorted(_EXPORTS)
 

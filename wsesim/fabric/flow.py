@@ -248,18 +248,6 @@ def outer_link_loads(mesh: Mesh, a: np.ndarray, b: np.ndarray, routing: str = "x
     return _clean(mesh, load)
 
 
-def routes_per_node(mesh: Mesh, route_counts: np.ndarray) -> np.ndarray:
-    """Routes through each node, from per-link route counts: every route enters each node of its path
-    once, over a link, except at its source, where it enters over the inject ramp."""
-    u = route_counts.reshape(mesh.rows, mesh.cols, LINKS_PER_NODE)
-    n = u[:, :, INJECT].copy()
-    n[:, 1:] += u[:, :-1, EAST]
-    n[:, :-1] += u[:, 1:, WEST]
-    n[1:, :] += u[:-1, :, SOUTH]
-    n[:-1, :] += u[1:, :, NORTH]
-    return np.rint(n).astype(np.int64).reshape(-1)
-
-
 def flow_cycles(mesh: Mesh, busy: np.ndarray, path_hops: np.ndarray) -> float:
     """The flow timing rule (docs/model.md §6), written once, over any set of links: ``busy[ℓ]`` the
     cycles link ℓ is busy (whole wavelets, as ``busy_cycles``), ``path_hops[ℓ]`` its u_min + t*
@@ -307,7 +295,7 @@ class FlowFabric:
             counts = outer_link_loads(mesh, (a > 0).astype(float), (b > 0).astype(float), self.routing)
             cycles, _ = phase_cycles(mesh, load, outer_latency(mesh, a, b, self.routing))
             total = traffic.bytes_total
-            return summarise(mesh, self.mode, cycles=cycles, link_load=load, routes_per_node=routes_per_node(mesh, counts),
+            return summarise(mesh, self.mode, cycles=cycles, link_load=load, route_counts=counts,
                              messages=traffic.messages, events=0, injected=total, delivered=total)
         traffic.check(mesh)
         src, dst, nbytes, mc = traffic.src, traffic.dst, traffic.nbytes, traffic.multicast
@@ -326,7 +314,7 @@ class FlowFabric:
                 arrivals[int(i)] = tuple(mesh.injection_cycles + k * mesh.hop_cycles + tail
                                          for k in range(1, route.hops + 1))
         total = float(nbytes.sum())
-        return summarise(mesh, self.mode, cycles=cycles, link_load=load, routes_per_node=routes_per_node(mesh, counts),
+        return summarise(mesh, self.mode, cycles=cycles, link_load=load, route_counts=counts,
                          messages=len(traffic), events=0, injected=total, delivered=total, arrivals=arrivals)
 
 

@@ -38,7 +38,7 @@ import heapq
 import numpy as np
 
 from ..config.errors import ConfigError
-from .flow import link_loads, routes_per_node
+from .flow import link_loads
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh, check_routing
 from .traffic import AnyTraffic, FabricResult, OuterTraffic, Traffic, summarise
 
@@ -335,6 +335,6 @@ def packet_result(mesh: Mesh, mode: str, traffic: Traffic, routing: str, cycles:
     load = link_loads(mesh, src, dst, nbytes, routing, traffic.multicast)
     counts = link_loads(mesh, src[live], dst[live], np.ones(int(live.sum())), routing,
                         traffic.multicast[live] if traffic.multicast is not None else None)
-    return summarise(mesh, mode, cycles=cycles, link_load=load, routes_per_node=routes_per_node(mesh, counts),
+    return summarise(mesh, mode, cycles=cycles, link_load=load, route_counts=counts,
                      messages=len(src), events=events, injected=float(nbytes.sum()),
                      delivered=float(nbytes[delivered].sum()), arrivals=arrivals)

@@ -43,7 +43,7 @@ import numpy as np
 import simpy
 
 from ..config.errors import ConfigError
-from .flow import link_loads, routes_per_node
+from .flow import link_loads
 from .mesh import EJECT, INJECT, LINKS_PER_NODE, Mesh, check_routing
 from .traffic import AnyTraffic, FabricResult, OuterTraffic, summarise
 
@@ -158,6 +158,6 @@ class SimPyPacketFabric:
         counts = link_loads(mesh, src[live], dst[live], np.ones(int(live.sum())), self.routing,
                             traffic.multicast[live] if traffic.multicast is not None else None)
         return summarise(mesh, self.mode, cycles=state["finish"], link_load=load,
-                         routes_per_node=routes_per_node(mesh, counts), messages=len(src), events=events,
+                         route_counts=counts, messages=len(src), events=events,
                          injected=float(nbytes.sum()), delivered=state["delivered"],
                          arrivals={i: tuple(v) for i, v in arrivals.items()})

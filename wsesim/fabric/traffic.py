@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config.errors import ConfigError
-from .mesh import INJECT, LINKS_PER_NODE, Mesh
+from .mesh import EAST, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
 
 GOLDEN = (np.sqrt(5.0) - 1) / 2  # 0.618…: multiples of it mod 1 spread as evenly as any sequence can
 
@@ -136,9 +136,17 @@ class FabricResult:
     directed link (by link number, ramps included). ``max_link_load_bytes``: bytes over the busiest PE
     link (a node-level link's load divided by its parallel PE links). ``hottest``: the busiest mesh links
     as ((r, c), (r2, c2), bytes). ``bottleneck``: the busiest link by time, ramps included.
-    ``events``: SimPy events processed (0 for flow). ``routes_per_node``: the most routes through one
-    node; over ``colour_budget`` the result is infeasible (``feasible=False`` and ``reason``).
+    ``events``: events processed (stages granted in packet, SimPy events in packet-simpy, 0 in flow).
     ``multicast_arrivals``: message index → cycle each receiver got the whole message.
+
+    Colours (``colours_per_node``, ``colour_budget``): a runtime gives a traffic pattern one colour per
+    direction of travel, not one per message route: every route of the pattern heading east through a
+    router shares the pattern's east colour (as a phase relays its data), and likewise west, south and
+    north. ``colours_per_node`` is the most directions of travel any node sees, a route counting at each
+    node it leaves or enters by a mesh link (at most 4 for one pattern). Over ``colour_budget``
+    (``fabric.colours`` per PE router; a block's K rows of routers each carry their own, so × K) the
+    result is infeasible (``feasible=False`` and ``reason``). ``routes_per_node``, the most routes
+    through one node, is reported beside it: what one colour per route would need.
     """
 
     mode: str
@@ -152,6 +160,7 @@ class FabricResult:
     hottest: tuple[tuple[tuple[int, int], tuple[int, int], float], ...]
     bottleneck: str
     routes_per_node: int
+    colours_per_node: int
     colour_budget: int
     feasible: bool
     reason: str
@@ -164,7 +173,8 @@ class FabricResult:
             "messages": self.messages, "events": self.events, "bytes_injected": self.bytes_injected,
             "bytes_delivered": self.bytes_delivered, "bottleneck": self.bottleneck,
             "hottest": [{"from": list(a), "to": list(b), "bytes": v} for a, b, v in self.hottest],
-            "routes_per_node": self.routes_per_node, "colour_budget": self.colour_budget,
+            "routes_per_node": self.routes_per_node, "colours_per_node": self.colours_per_node,
+            "colour_budget": self.colour_budget,
             "feasible": self.feasible, "reason": self.reason,
             "multicast_arrivals": {str(k): list(v) for k, v in self.multicast_arrivals.items()},
         }
@@ -179,29 +189,56 @@ def busy_cycles(wavelet_cycles: float | np.ndarray) -> float | np.ndarray:
     return float(busy) if busy.ndim == 0 else busy
 
 
-def summarise(mesh: Mesh, mode: str, *, cycles: float, link_load: np.ndarray, routes_per_node: np.ndarray,
+def routes_per_node(mesh: Mesh, route_counts: np.ndarray) -> np.ndarray:
+    """Routes through each node, from per-link route counts: every route enters each node of its path
+    once, over a link, except at its source, where it enters over the inject ramp."""
+    u = route_counts.reshape(mesh.rows, mesh.cols, LINKS_PER_NODE)
+    n = u[:, :, INJECT].copy()
+    n[:, 1:] += u[:, :-1, EAST]
+    n[:, :-1] += u[:, 1:, WEST]
+    n[1:, :] += u[:-1, :, SOUTH]
+    n[:-1, :] += u[1:, :, NORTH]
+    return np.rint(n).astype(np.int64).reshape(-1)
+
+
+def colours_per_node(mesh: Mesh, route_counts: np.ndarray) -> np.ndarray:
+    """Directions of travel (east, west, south, north) of the routes through each node, from per-link
+    route counts: a direction counts at a node if a route leaves it, or enters it, by a link that way
+    (one colour each, shared by all the pattern's routes: see ``FabricResult``)."""
+    u = route_counts.reshape(mesh.rows, mesh.cols, LINKS_PER_NODE) > 0.5
+    way = u[:, :, [EAST, WEST, SOUTH, NORTH]].copy()  # leaving each node
+    way[:, 1:, 0] |= u[:, :-1, EAST]                  # entering it from the west, heading east
+    way[:, :-1, 1] |= u[:, 1:, WEST]
+    way[1:, :, 2] |= u[:-1, :, SOUTH]
+    way[:-1, :, 3] |= u[1:, :, NORTH]
+    return way.sum(axis=2).reshape(-1)
+
+
+def summarise(mesh: Mesh, mode: str, *, cycles: float, link_load: np.ndarray, route_counts: np.ndarray,
               messages: int, events: int, injected: float, delivered: float,
               arrivals: dict[int, tuple[float, ...]] | None = None, top: int = 5) -> FabricResult:
-    """Build a ``FabricResult`` from per-link loads and per-node route counts (shared by both modes)."""
+    """Build a ``FabricResult`` from per-link loads and per-link route counts (shared by every fidelity)."""
     par = mesh.link_parallel
     per_pe_link = np.divide(link_load, par, out=np.zeros_like(link_load), where=par > 0)
     busiest = int(np.argmax(per_pe_link)) if len(per_pe_link) else 0
     mesh_links = np.flatnonzero((np.arange(len(link_load)) % LINKS_PER_NODE < INJECT) & (link_load > 0))
     order = mesh_links[np.argsort(-link_load[mesh_links], kind="stable")[:top]]
     hottest = tuple((*mesh.link_ends(i), float(link_load[i])) for i in order)
-    worst = int(np.argmax(routes_per_node)) if len(routes_per_node) else 0
-    worst_routes = int(routes_per_node[worst]) if len(routes_per_node) else 0
+    routes, colours = routes_per_node(mesh, route_counts), colours_per_node(mesh, route_counts)
+    worst = int(np.argmax(colours)) if len(colours) else 0
+    need = int(colours[worst]) if len(colours) else 0
     budget = mesh.colour_budget
-    feasible = worst_routes <= budget
-    reason = "" if feasible else (f"node {mesh.node_rc(worst)} carries {worst_routes} routes, over its colour "
-                                  f"budget of {budget} ({mesh.hw.fabric.colours} colours per PE router)")
+    feasible = need <= budget
+    reason = "" if feasible else (f"node {mesh.node_rc(worst)} needs {need} colours (one per direction of travel of "
+                                  f"the pattern's routes through it), over its budget of {budget} "
+                                  f"({mesh.hw.fabric.colours} colours per PE router)")
     return FabricResult(
         mode=mode, cycles=float(cycles), max_link_load_bytes=float(per_pe_link[busiest]) if len(per_pe_link) else 0.0,
         messages=int(messages), events=int(events), bytes_injected=float(injected), bytes_delivered=float(delivered),
         link_load=link_load, hottest=hottest,
         bottleneck=mesh.link_name(busiest) if link_load.any() else "",
-        routes_per_node=worst_routes, colour_budget=budget, feasible=feasible, reason=reason,
-        multicast_arrivals=dict(arrivals or {}))
+        routes_per_node=int(routes.max(initial=0)), colours_per_node=need, colour_budget=budget,
+        feasible=feasible, reason=reason, multicast_arrivals=dict(arrivals or {}))
 
 
 # ------------------------------------------------------------------------------------------------- patterns
@@ -264,4 +301,5 @@ def row_multicast(mesh: Mesh, hops: int, wavelets: int) -> Traffic:
 
 
 __all__ = ["GOLDEN", "AnyTraffic", "FabricResult", "OuterTraffic", "Traffic", "all_to_all", "busy_cycles",
+           "colours_per_node", "routes_per_node",
            "hotspot", "row_multicast", "single_message", "summarise", "transpose", "uniform_random"]
