@@ -1,5 +1,6 @@
-"""The keys of dense models (issue 11): what they accept, and a one-line error naming the key for nonsense
-(an MoE key on a dense model, a dense key on a model without dense layers, a negative count)."""
+"""The keys of dense models and gradient accumulation (issue 11): what they accept, and a one-line error
+naming the key for nonsense (0, negative, a micro-batch that does not divide the batch, an MoE key on a
+dense model)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def test_a_mixed_model_has_its_first_layers_dense() -> None:
     ({"model.top_k": 0}, "model.top_k", "expected 1 to experts (4)"),
     ({"model.ffn_activation": "relu"}, "model.ffn_activation", "expected 'swiglu' or 'gelu'"),
     ({"model.dense_layers": -1}, "model.dense_layers", "expected a value ≥ 0"),
+    ({"training.micro_batches": 0}, "training.micro_batches", "expected a value > 0 or 'auto', got 0"),
+    ({"training.micro_batches": -3}, "training.micro_batches", "expected a value > 0 or 'auto', got -3"),
+    ({"training.micro_batches": 1.5}, "training.micro_batches", "expected an integer or 'auto'"),
+    ({"training.global_batch": 0}, "training.global_batch", "expected a value > 0"),
+    ({"training.global_batch": -8}, "training.global_batch", "expected a value > 0"),
+    ({"training.global_batch": 10, "training.tiles": 4}, "training.global_batch",
+     "expected a multiple of tiles (4) = 4, got 10"),
+    ({"training.global_batch": 12, "training.micro_batches": 5}, "training.global_batch",
+     "expected a multiple of tiles (1) × micro_batches (5) = 5, got 12"),
+    ({"training.global_batch": 12, "training.micro_batches": 2, "training.batch_per_tile": 2}, "training.global_batch",
+     "expected exactly tiles (1) × micro_batches (2) × batch_per_tile (2) = 4, got 12"),
 ])
 def test_nonsense_is_one_line_naming_the_key(overrides: dict[str, Any], path: str, words: str) -> None:
     e = _error(overrides)
@@ -54,7 +66,14 @@ def test_nonsense_is_one_line_naming_the_key(overrides: dict[str, Any], path: st
     assert words in e.message, str(e)
 
 
-def test_defaults_are_todays_moe_model() -> None:
+def test_accepted_splits() -> None:
+    t = load_experiment_data(TINY, overrides={"training.global_batch": 12, "training.tiles": 2,
+                                              "training.micro_batches": 3}).spec.training
+    assert (t.global_batch, t.tiles, t.micro_batches, t.batch_per_tile) == (12, 2, 3, "auto")
+
+
+def test_defaults_are_todays_single_wafer() -> None:
     spec = load_experiment().spec
+    assert (spec.training.micro_batches, spec.training.global_batch) == ("auto", None)
     assert (spec.model.dense_layers, spec.model.ffn_intermediate, spec.model.dense_layer_count) == (0, 0, 0)
 

@@ -7,7 +7,7 @@ import pytest
 
 from wsesim.config.loader import load_experiment
 from wsesim.experiments.runner import run_experiment
-from wsesim.experiments.tune import tune
+from wsesim.experiments.tune import candidates, tune
 
 
 @pytest.mark.parametrize(("model", "seq_len"), [("llama-7b", 2048), ("llama2-7b", 4096), ("gpt-j-6b", 2048),
@@ -40,4 +40,9 @@ def test_tune_on_a_dense_model() -> None:
     g1 = next(r for r in result.candidates if r.tiles == 1)
     assert result.best.global_batch > g1.global_batch
     assert 1.0 <= result.best.throughput_tokens_per_s / g1.throughput_tokens_per_s < 1.05
+
+
+def test_tune_at_a_fixed_global_batch_varies_g_only() -> None:
+    loaded = load_experiment(overrides={"training.global_batch": 60})
+    assert candidates(loaded.spec) == [(G, "auto") for G in (1, 2, 3, 4, 5, 6, 10, 12, 15)]
 

@@ -98,3 +98,10 @@ def test_chunk_plan_of_dense_layers() -> None:
                           ("bwd", 0, "ffn"), ("bwd", 0, "attention"))
     assert plan.sizes[2] == 18_432 * 2 and plan.expert_chunks == {}
 
+
+def test_micro_batches_repeat_the_plan() -> None:
+    spec = _spec()
+    one, three = plan_chunks(spec.hardware, spec.model, True), plan_chunks(spec.hardware, spec.model, True, 3)
+    assert (three.micro_batches, three.per_micro_batch, len(three)) == (3, len(one), 3 * len(one))
+    assert three.names == one.names * 3 and list(three.sizes) == list(one.sizes) * 3
+    assert three.keys == one.keys  # the first micro-batch's; the engines add i · per_micro_batch

@@ -68,6 +68,9 @@ TINY_CASES = [
     {**DENSE, "training.activations": "store", "hardware.runtime.staging_buffer": "256 B"},
     {**DENSE, "model.ffn_activation": "gelu", "model.parallel_block": True, "training.tiles": 3},
     {"model.dense_layers": 1, "model.ffn_intermediate": 96, "training.routing": "zipf:1.5"},
+    # gradient accumulation: micro-batches back to back, each streaming every weight again
+    {"training.micro_batches": 3, "hardware.runtime.staging_buffer": "512 B"},
+    {**DENSE, "training.global_batch": 12, "training.activations": "store"},
 ]
 
 # a reduced WSE-2 (40 x 48 PEs, block:4) with two layers of Qwen3-30B-A3B; 2 MiB per PE so that the full

@@ -66,6 +66,7 @@ class RunResult:
     expert_region_load: float = 0.0  # busiest region's tokens per PE over the wafer mean (sizes its SRAM)
     expert_weight_wait_fraction: float = 0.0  # of the regions' time in expert phases, spent waiting for weights
     restreamed_for_recompute: bool = False
+    micro_batches: int = 1  # micro-batches of G·B per step (docs/model.md §2.4): global_batch = micro_batches · G · B
     events: int = 0
     wall_s: float = 0.0
 
@@ -109,30 +110,31 @@ def expert_imbalance(tokens: np.ndarray) -> float:
     return float(np.mean(routed.max(axis=1) / np.where(mean > 0, mean, 1.0)))
 
 
-def base_fields(spec: ExperimentSpec, batch_per_tile: int) -> dict[str, Any]:
+def base_fields(spec: ExperimentSpec, batch_per_tile: int, micro_batches: int = 1) -> dict[str, Any]:
     """The fields that describe the configuration (known before simulating)."""
     m, t = spec.model, spec.training
     return {
         "hardware": spec.hardware.name, "model": m.name, "experts": m.experts, "top_k": m.top_k,
         "seq_len": t.seq_len, "batch_per_tile": batch_per_tile, "tiles": t.tiles,
-        "global_batch": batch_per_tile * t.tiles, "activations": t.activations,
+        "global_batch": micro_batches * batch_per_tile * t.tiles, "activations": t.activations,
         "attention_kernel": t.attention_kernel, "routing": t.routing, "fabric": spec.simulation.fabric,
-        "seed": t.seed,
+        "seed": t.seed, "micro_batches": micro_batches,
     }
 
 
 def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: np.ndarray,
-            peak_sram: int, capacity: int, binding: str, expert_load: float, wall_s: float) -> RunResult:
+            peak_sram: int, capacity: int, binding: str, expert_load: float, wall_s: float,
+            micro_batches: int = 1) -> RunResult:
     """The result of a finished run, from its trace."""
     hw, m, t = spec.hardware, spec.model, spec.training
     step_s = trace.step_cycles / hw.clock_hz
-    n_tokens = batch_per_tile * t.tiles * t.seq_len
+    n_tokens = micro_batches * batch_per_tile * t.tiles * t.seq_len
     model_flops = n_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
     # exactly rounded sums: the same whatever order an engine recorded its expert ops in
     wait = math.fsum(float(w) for ops in trace.expert_ops for w in ops.weight_wait)
     busy = math.fsum(float(b - a) for ops in trace.expert_ops for a, b in zip(ops.start, ops.end, strict=True))
     return RunResult(
-        **base_fields(spec, batch_per_tile), feasible=True, infeasible_reason="",
+        **base_fields(spec, batch_per_tile, micro_batches), feasible=True, infeasible_reason="",
         step_cycles=float(trace.step_cycles), step_time_s=float(step_s), tokens_per_step=n_tokens,
         throughput_tokens_per_s=n_tokens / step_s, model_flops_per_step=model_flops,
         mfu=model_flops / (step_s * hw.totals()["peak_flops_per_s"]), phases=phase_cycles(trace),
@@ -148,9 +150,9 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
 
 
 def infeasible(spec: ExperimentSpec, batch_per_tile: int, reason: str, *, peak_sram: int = 0, capacity: int = 0,
-               binding: str = "", expert_load: float = 0.0, wall_s: float = 0.0) -> RunResult:
+               binding: str = "", expert_load: float = 0.0, wall_s: float = 0.0, micro_batches: int = 1) -> RunResult:
     """A configuration that cannot run, with the reason (phase, bytes needed, capacity)."""
-    return RunResult(**base_fields(spec, batch_per_tile), feasible=False, infeasible_reason=reason,
-                     tokens_per_step=batch_per_tile * spec.training.tiles * spec.training.seq_len,
+    return RunResult(**base_fields(spec, batch_per_tile, micro_batches), feasible=False, infeasible_reason=reason,
+                     tokens_per_step=micro_batches * batch_per_tile * spec.training.tiles * spec.training.seq_len,
                      peak_sram_bytes_per_pe=peak_sram, sram_capacity_bytes_per_pe=capacity,
                      binding_memory_phase=binding, expert_region_load=expert_load, wall_s=wall_s)

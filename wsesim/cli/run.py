@@ -22,6 +22,8 @@ def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
     head = (f"{r.model} on {r.hardware}: E={r.experts} top_k={r.top_k} seq_len={r.seq_len} "
             f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
+    if r.micro_batches > 1:  # gradient accumulation (docs/model.md §2.4)
+        head += f"\n{r.micro_batches} micro-batches of G·B per step"
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows: list[tuple[str, str]] = [

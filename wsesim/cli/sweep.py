@@ -38,7 +38,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     rows = []
     for r in result.candidates:
         mark = "*" if r is result.best else ""
-        rows.append((f"{r.tiles}{mark}", r.batch_per_tile, r.global_batch,
+        rows.append((f"{r.tiles}{mark}", r.batch_per_tile, r.batch_per_tile * r.tiles,
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-", f"{100 * r.mfu:.1f}" if r.feasible else "-",
                      r.binding_memory_phase, "" if r.feasible else r.infeasible_reason[:90]))
     print(format_table(rows, ("G", "B", "G·B", "tokens/s", "MFU %", "binding SRAM phase", "note")))

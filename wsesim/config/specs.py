@@ -21,6 +21,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from . import model_rules
 from .base import Spec
 from .base import fail as _fail
+from .cluster import split_problem
 from .errors import ConfigError, shown
 from .fields import Description, Name, count, quantity
 
@@ -293,6 +294,10 @@ class TrainingSpec(Spec):
     weight_gradient_dtype: DType = "bf16"
     routing: str = "uniform"
     seed: Seed = 0
+    # gradient accumulation (docs/model.md §2.4): micro_batches of G tiles of B, one after another;
+    # global_batch (all systems) instead of B: "auto" picks the fewest micro-batches that fit
+    micro_batches: Tokens | Literal["auto"] = "auto"
+    global_batch: Tokens | None = Field(None, validate_default=True)
 
     @field_validator("routing")
     @classmethod
@@ -302,6 +307,14 @@ class TrainingSpec(Spec):
             raise _fail(f'expected "uniform" or "zipf:<alpha>" with alpha from 0 to {ZIPF_MAX} (e.g. "zipf:1.2"), '
                         f'got "{shown(routing)}"')
         return routing
+
+    @field_validator("global_batch")
+    @classmethod
+    def _global_batch_splits(cls, global_batch: int | None, info: ValidationInfo) -> int | None:
+        G, B, N = info.data.get("tiles"), info.data.get("batch_per_tile"), info.data.get("micro_batches")
+        if global_batch is not None and None not in (G, B, N) and (problem := split_problem(global_batch, G, B, N)):
+            raise _fail(problem)
+        return global_batch
 
     @property
     def zipf_alpha(self) -> float | None:

@@ -58,10 +58,10 @@ def _dispatch_fn(spec: ExperimentSpec, mesh: Mesh, placement: Placement) -> Call
 
 
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
-              place_rng: np.random.Generator) -> tuple[StepPlan, Mesh, Placement]:
+              place_rng: np.random.Generator, micro_batches: int = 1) -> tuple[StepPlan, Mesh, Placement]:
     """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing,
-    and the cost of every expert op under the MoE mapping. A dense model has no experts: no regions, and
-    no fabric phase to time."""
+    the cost of every expert op under the MoE mapping, and the micro-batches. A dense model has no
+    experts: no regions, and no fabric phase to time."""
     hw, m, t = spec.hardware, spec.model, spec.training
     mesh = _mesh(hw, spec.simulation.granularity)
     placement = expert_placement(spec, place_rng)
@@ -74,6 +74,7 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         dispatch=_dispatch_fn(spec, mesh, placement) if moe else _no_dispatch,
         moe_mapping=spec.simulation.moe_mapping,
         expert_costs=expert_costs(spec, tokens, placement) if moe else ExpertCosts({}, {}),
+        micro_batches=micro_batches,
     )
     return plan, mesh, placement
 
@@ -162,6 +163,7 @@ class Sizing:
     expert_load: float
     memory: TrainingMemory
     reason: str  # why it does not fit ('' when it does)
+    micro_batches: int = 1  # micro-batches of G·B per step (gradient accumulation)
 
     @property
     def feasible(self) -> bool:
@@ -169,13 +171,20 @@ class Sizing:
 
 
 def size_step(spec: ExperimentSpec) -> Sizing:
-    """Resolve ``batch_per_tile`` and check memory under the load the routing actually gives.
+    """Resolve ``batch_per_tile`` (and ``micro_batches``) and check memory under the load the routing
+    actually gives.
 
     With ``auto``, B is first sized for balanced routing, then for the load the routing gives at that B
-    (a hot region holds more per PE), until it fits: auto is the largest B that fits its own routing."""
+    (a hot region holds more per PE), until it fits: auto is the largest B that fits its own routing.
+    With ``training.global_batch``, the batch splits into micro-batches of G tiles: B follows
+    from ``micro_batches`` (or the reverse), and with both ``auto`` the fewest micro-batches whose B fits
+    (docs/model.md §2.4)."""
     hw, m, t = spec.hardware, spec.model, spec.training
     placement = expert_placement(spec, random_streams(t.seed)[0])
     region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
+    if t.global_batch is not None:
+        return _size_for_global_batch(spec, region_of, region_pes)
+    micro_batches = 1 if t.micro_batches == "auto" else int(t.micro_batches)
     auto = t.batch_per_tile == "auto"
     load, B = 1.0, 0 if auto else int(t.batch_per_tile)
     for _ in range(8 if auto else 1):
@@ -189,23 +198,55 @@ def size_step(spec: ExperimentSpec) -> Sizing:
         mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
         if mem.feasible:
             break
-    return Sizing(B, tokens, load, mem, mem.reason)
+    return Sizing(B, tokens, load, mem, mem.reason, micro_batches)
+
+
+def _size_for_global_batch(spec: ExperimentSpec, region_of: tuple[int, ...], region_pes: list[int]) -> Sizing:
+    """``size_step`` with ``training.global_batch`` (validated to split evenly): each micro-batch routes
+    as one draw at its own size, and the memory is checked at that B under that draw's load."""
+    hw, m, t = spec.hardware, spec.model, spec.training
+    assert t.global_batch is not None
+    per_tile = t.global_batch // t.tiles  # sequences per tile over the micro-batches
+
+    def fit(B: int) -> Sizing:
+        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, random_streams(t.seed)[1])
+        load = expert_load(tokens, region_of, region_pes, hw.pes)
+        mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
+        return Sizing(B, tokens, load, mem, mem.reason, per_tile // B)
+
+    if t.batch_per_tile != "auto":
+        return fit(int(t.batch_per_tile))
+    if t.micro_batches != "auto":
+        return fit(per_tile // int(t.micro_batches))
+    bound = max_batch_per_tile(hw, m, t)  # with balanced routing: no larger B can fit
+    for B in sorted((d for d in _divisors(per_tile) if d <= bound), reverse=True):
+        size = fit(B)
+        if size.feasible:
+            return size
+    mem = training_memory(hw, m, t, batch_per_tile=1)
+    why = mem.reason or "the routed load does not fit at any B that divides it"
+    return Sizing(0, None, 1.0, mem, f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})")
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 def simulate_experiment(spec: ExperimentSpec) -> Run:
     """``run_experiment``, keeping the trace and the plan."""
     wall = time.perf_counter()
     size = size_step(spec)
-    B, mem, load = size.batch_per_tile, size.memory, size.expert_load
+    B, mem, load, N = size.batch_per_tile, size.memory, size.expert_load, size.micro_batches
     if not size.feasible:
         return Run(infeasible(spec, B, size.reason, peak_sram=mem.peak_bytes_per_pe,
                               capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
-                              wall_s=time.perf_counter() - wall))
+                              wall_s=time.perf_counter() - wall, micro_batches=N))
     assert size.tokens is not None
     check_work(spec)  # work that cannot finish on this machine is refused before anything is built
-    plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0])
+    plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0], N)
     trace = engine_for(spec)(plan)
     result = measure(spec, B, trace, tokens=size.tokens, peak_sram=mem.peak_bytes_per_pe,
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
-                     wall_s=time.perf_counter() - wall)
+                     wall_s=time.perf_counter() - wall, micro_batches=N)
     return Run(result, trace, plan, mesh, placement)

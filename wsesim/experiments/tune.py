@@ -3,7 +3,10 @@
 Candidates are (G, B) pairs the memory model admits: for every B from 1 to the largest that fits at
 G=1, the largest G that still fits (more tokens per step amortise the weight stream best), plus the
 powers of two of G with ``batch_per_tile: auto`` (fewer, larger tiles cost less per-tile overhead).
-With a fixed ``batch_per_tile`` only G varies. Every candidate is a re-validated experiment; the best is the highest throughput among the feasible ones, ties going to the
+With a fixed ``batch_per_tile`` only G varies. With a fixed ``global_batch`` the batch is not the tuner's
+to choose: every G that divides it (up to the most tiles of one sequence that fit) is a
+candidate, each with the fewest micro-batches that fit (docs/model.md §2.4). Every candidate is a
+re-validated experiment; the best is the highest throughput among the feasible ones, ties going to the
 smaller G. The G=1 candidate is always among them.
 
 A dense model's FFN sees G·B, as experts do, so G matters there only as a way past attention's per-tile
@@ -13,6 +16,7 @@ search, and on a compute-bound dense model its best is within a few per cent of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +52,11 @@ def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
     """(G, B) pairs to try, G=1 first. B is an int, or "auto" where the memory model picks it."""
     hw, m, t = spec.hardware, spec.model, spec.training
     out: dict[tuple[int, int], None] = {}
+    if t.global_batch is not None:  # G divides the global batch; B (or the micro-batches) follow
+        share, most = t.global_batch, max(max_tiles(hw, m, t, batch_per_tile=1), 1)
+        split = (1 if t.micro_batches == "auto" else int(t.micro_batches)) * (
+            1 if t.batch_per_tile == "auto" else int(t.batch_per_tile))
+        return [(G, t.batch_per_tile) for G in range(1, min(share, most) + 1) if share % (G * split) == 0]
     if t.batch_per_tile == "auto":
         b1 = max_batch_per_tile(hw, m, t, tiles=1)
         out[(1, max(b1, 1))] = None
@@ -75,19 +84,24 @@ def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
     return sorted(out, key=lambda gb: (gb[0] != 1, gb[0], gb[1]))
 
 
-def tune(loaded: Loaded) -> TuneResult:
+def tune(loaded: Loaded, *, progress: Callable[[RunResult, int], None] | None = None) -> TuneResult:
     """Simulate every candidate of a loaded experiment and pick the best (see the module docstring).
 
     Candidates are sized for balanced routing; one that the routed load makes infeasible (a hot region
-    holds more per PE) is followed by the largest G that fits that load."""
+    holds more per PE) is followed by the largest G that fits that load. ``progress(result, planned)`` is
+    called after each run (``planned``: the candidates, before any such retry). With no feasible candidate,
+    ``best`` is the G=1 one, infeasible: check ``best.feasible``."""
     results: list[RunResult] = []
     tried: set[tuple[int, int | str]] = set()
     hw, m, t = loaded.spec.hardware, loaded.spec.model, loaded.spec.training
-    for G, B in candidates(loaded.spec):
+    planned = candidates(loaded.spec)
+    for G, B in planned:
         while (G, B) not in tried:
             tried.add((G, B))
             result = run_experiment(_with_tiling(loaded, G, B))
             results.append(result)
+            if progress is not None:
+                progress(result, len(planned))
             if result.feasible or result.expert_region_load <= 1.0 or not isinstance(B, int):
                 break
             G = min(G - 1, max_tiles(hw, m, t, batch_per_tile=B, expert_load=result.expert_region_load))

@@ -9,6 +9,10 @@ recompute first; a model whose largest layer does not fit in half the staging bu
 from recompute to backward and streams every layer once more (pass ``rec``). A tensor larger than a
 quarter of the buffer is cut into equal pieces, so that two always fit.
 
+With gradient accumulation (docs/model.md §2.4) the step is ``micro_batches`` such sequences, one after
+another: every weight streams in again for every micro-batch. ``keys`` and ``expert_chunks`` index the
+first; micro-batch i's chunk is the first's index plus ``i · per_micro_batch``.
+
 Chunk keys are ``(pass, layer, tensor[, expert])`` or ``(tensor,)``; sizes are bytes.
 """
 
@@ -42,6 +46,8 @@ class ChunkPlan:
     recompute: bool
     rec_pass: str
     staging_bytes: float  # the whole wafer's staging SRAM: half for weights in, half for gradients out
+    micro_batches: int = 1
+    per_micro_batch: int = 0  # chunks of one micro-batch (the offset between micro-batches)
 
     @property
     def restreamed_for_recompute(self) -> bool:
@@ -91,9 +97,15 @@ class _Builder:
 
 
 @lru_cache(maxsize=16)
-def plan_chunks(hw: HardwareSpec, model: ModelSpec, recompute: bool) -> ChunkPlan:
+def plan_chunks(hw: HardwareSpec, model: ModelSpec, recompute: bool, micro_batches: int = 1) -> ChunkPlan:
     """The step's chunk plan (cached: a tuner or a sweep runs many steps of the same model and wafer).
     The returned plan is shared: treat its arrays as read-only."""
+    if micro_batches > 1:  # the same sequence again for every micro-batch
+        one = plan_chunks(hw, model, recompute)
+        sizes = np.tile(one.sizes, micro_batches)
+        sizes.flags.writeable = False
+        return ChunkPlan(one.names * micro_batches, sizes, one.keys, one.expert_chunks, recompute, one.rec_pass,
+                         one.staging_bytes, micro_batches, len(one))
     s, b = LayerShapes(model), model.bytes_per_value
     staging = hw.runtime.staging_bytes * hw.pes
     rec_pass = "bwd" if s.layer_params * b <= staging / 2 else "rec"
@@ -110,4 +122,5 @@ def plan_chunks(hw: HardwareSpec, model: ModelSpec, recompute: bool) -> ChunkPla
         build.add_layer(s, "bwd", layer, backward_first=not (recompute and rec_pass == "bwd"))
     sizes = np.array(build.sizes)
     sizes.flags.writeable = False
-    return ChunkPlan(tuple(build.names), sizes, build.keys, build.expert_chunks, recompute, rec_pass, staging)
+    return ChunkPlan(tuple(build.names), sizes, build.keys, build.expert_chunks, recompute, rec_pass, staging,
+                     1, len(sizes))

@@ -7,8 +7,9 @@ processes and resources (docs/model.md §2, §3). Simulated time is in clock cyc
 * ``_step`` (a process) runs the step: per layer the attention sub-block in G tiles on the whole wafer
   (its weights resident across the tiles), then an MoE layer's router, dispatch over the fabric, experts
   and combine, or a dense layer's FFN on the whole wafer; the LM head and loss per tile; then the backward
-  pass in reverse, recomputing forward where the activation policy says so; it ends when the last gradient
-  has left.
+  pass in reverse, recomputing forward where the activation policy says so. With gradient accumulation it
+  does that once per micro-batch, back to back (every weight streams in again for each); it ends when the
+  last gradient has left.
 * the experts: each expert region runs its experts one after another, each op as soon as its weights
   have arrived and its region is free, and frees the weights after their last use. A region whose next
   chunk is already scheduled is laid out without events (the timeline is the same); a region that must
@@ -47,7 +48,7 @@ class _Engine:
         self.b = m.bytes_per_value
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.recompute = plan.training.activations == "recompute"
-        self.chunks = chunks = plan_chunks(hw, m, self.recompute)
+        self.chunks = chunks = plan_chunks(hw, m, self.recompute, plan.micro_batches)
         self.rec_pass, self.keys, self.expert_chunks = chunks.rec_pass, chunks.keys, chunks.expert_chunks
         self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
         self.chunk_bytes = self.sizes = chunks.sizes
@@ -67,6 +68,12 @@ class _Engine:
         self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
 
     # --------------------------------------------------------------------------------- weight chunks
+    def _use_micro_batch(self, i: int) -> None:
+        """Index micro-batch i's copy of every chunk: the first micro-batch's, ``i · per_micro_batch`` on."""
+        c, off = self.chunks, i * self.chunks.per_micro_batch
+        self.keys = {k: (a + off, b + off) for k, (a, b) in c.keys.items()} if off else c.keys
+        self.expert_chunks = {k: v + off for k, v in c.expert_chunks.items()} if off else c.expert_chunks
+
     def _wait(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
         """Wait (a stall of the step) for the weights of ``key``: whole-wafer weights (attention, router,
         LM head, embedding) are copied out of the staging buffer into their resident place as each piece
@@ -176,8 +183,8 @@ class _Engine:
         yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
 
     def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        """A dense layer's FFN on the whole wafer, on the G·B sequences at once (like the experts, it sees
-        the concatenated tiles), its weights streamed per layer like attention's."""
+        """A dense layer's FFN on the whole wafer, on the G·B sequences of the micro-batch at once (like the
+        experts, it sees the concatenated tiles), its weights streamed per layer like attention's."""
         s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
         args = {"layer": layer, "pass": pass_, "tokens": tokens}
         yield from self._wait((chunk_pass, layer, "ffn"), args)
@@ -223,8 +230,10 @@ class _Engine:
         if s.lm_head_params:
             yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
 
-    def _step(self) -> Generator[Any, Any, None]:
-        m, env = self.plan.model, self.env
+    def _micro_batch(self) -> Generator[Any, Any, None]:
+        """One forward and backward pass over the micro-batch; its gradients stream out as they come (the
+        next micro-batch does not wait for them: MemoryX accumulates them, docs/model.md §2.4)."""
+        m = self.plan.model
         yield from self._wait(("embedding",), {"pass": "fwd"})
         for layer in range(m.layers):
             yield from self._forward(layer, "fwd", "fwd")
@@ -237,6 +246,12 @@ class _Engine:
                 yield from self._wait(("bwd", layer, first), {"layer": layer, "pass": "bwd"})
             yield from self._backward(layer)
         yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
+
+    def _step(self) -> Generator[Any, Any, None]:
+        env = self.env
+        for i in range(self.plan.micro_batches):
+            self._use_micro_batch(i)
+            yield from self._micro_batch()
         if self.grads.link_free_at > env.now:  # the step ends when the last gradient has left
             start = env.now
             yield env.timeout(self.grads.link_free_at - start)

@@ -40,9 +40,11 @@ class StepPlan:
     dispatch: DispatchFn
     expert_costs: ExpertCosts
     moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
+    micro_batches: int = 1  # gradient accumulation: the step runs this many micro-batches of G·B
 
     @property
     def global_batch(self) -> int:
+        """Sequences of one micro-batch on one system (G·B): what the MoE and FFN layers run on at once."""
         return self.batch_per_tile * self.tiles
 
 

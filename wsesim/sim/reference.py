@@ -1,8 +1,8 @@
 """The reference engine: the fast engine's model of one training step (``engine.py``), written in plain
 SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in clock cycles,
-sizes in bytes. The step runs per layer attention in G tiles, router, dispatch, experts, combine (or a
-dense layer's FFN); the LM head per tile; the backward pass in reverse, recomputing where the policy says
-so; it ends when the last gradient has left.
+sizes in bytes. Per micro-batch, the step runs per layer attention in G tiles, router, dispatch, experts,
+combine (or a dense layer's FFN); the LM head per tile; the backward pass in reverse, recomputing where the
+policy says so; it ends when the last gradient has left.
 
 It shares with the fast engine only plan and cost data — the chunk plan (``chunks.plan_chunks``), the
 op costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte
@@ -97,7 +97,8 @@ class _Reference:
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = hw.io_bytes_per_cycle
         self.recompute = plan.training.activations == "recompute"
-        self.chunks = plan_chunks(hw, m, self.recompute)
+        self.chunks = plan_chunks(hw, m, self.recompute, plan.micro_batches)
+        self.offset = 0  # the current micro-batch's first chunk
         n = len(self.chunks)
         half = self.chunks.staging_bytes / 2  # half for weights in, half for gradients out
         self.weights = simpy.Container(env, capacity=Fraction(half * SLACK))
@@ -138,7 +139,7 @@ class _Reference:
     def _weights(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
         """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
         env, start = self.env, self.env.now
-        first, last = self.chunks.keys[key]
+        first, last = (self.offset + i for i in self.chunks.keys[key])
         for i in range(first, last + 1):
             yield self.arrived[i]
             if i not in self.copied:  # a recompute and its backward share the backward copy
@@ -245,7 +246,7 @@ class _Reference:
                 flops = s.expert_op_flops(op, tokens, backward)
                 cycles = float(p.expert_costs.cycles[op, backward][layer, e])  # the cost model's, via the plan
                 bound = bool(p.expert_costs.compute_bound[op, backward][layer, e])
-                chunks = self.chunks.expert_chunks[chunk_pass, layer, op][:, e].tolist()
+                chunks = (self.chunks.expert_chunks[chunk_pass, layer, op][:, e] + self.offset).tolist()
                 for piece, i in enumerate(chunks):
                     with self.regions[r].request() as request:
                         yield request
@@ -310,7 +311,7 @@ class _Reference:
                                   useful)
 
     def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        """A dense layer's FFN: one op on the whole wafer over the G·B sequences."""
+        """A dense layer's FFN: one op on the whole wafer over the micro-batch's G·B sequences."""
         s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
         yield from self._weights((chunk_pass, layer, "ffn"), args := {"layer": layer, "pass": pass_, "tokens": tokens})
         f = 2.0 if backward else 1.0
@@ -355,17 +356,19 @@ class _Reference:
 
     def _step(self) -> Generator[Any, Any, None]:
         env, m = self.env, self.plan.model
-        yield from self._weights(("embedding",), {"pass": "fwd"})
-        for layer in range(m.layers):
-            yield from self._forward(layer, "fwd", "fwd")
-        yield from self._lm_head()
-        for layer in reversed(range(m.layers)):
-            if self.recompute:
-                yield from self._forward(layer, "recompute", self.chunks.rec_pass)
-            else:  # (a dense layer's backward starts with its FFN)
-                yield from self._weights(("bwd", layer, "ffn" if m.is_dense(layer) else "router"), {"layer": layer, "pass": "bwd"})
-            yield from self._backward(layer)
-        yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
+        for micro_batch in range(self.plan.micro_batches):  # one after another; MemoryX sums their gradients
+            self.offset = micro_batch * self.chunks.per_micro_batch
+            yield from self._weights(("embedding",), {"pass": "fwd"})
+            for layer in range(m.layers):
+                yield from self._forward(layer, "fwd", "fwd")
+            yield from self._lm_head()
+            for layer in reversed(range(m.layers)):
+                if self.recompute:
+                    yield from self._forward(layer, "recompute", self.chunks.rec_pass)
+                else:  # (a dense layer's backward starts with its FFN)
+                    yield from self._weights(("bwd", layer, "ffn" if m.is_dense(layer) else "router"), {"layer": layer, "pass": "bwd"})
+                yield from self._backward(layer)
+            yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
         start = env.now  # the step ends when the last gradient has left
         while self.departed < len(self.sent):
             yield self.departure
