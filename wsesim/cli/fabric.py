@@ -141,7 +141,10 @@ def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
         if getattr(args, name) <= 0:
             raise ConfigError(f"expected a positive integer, got {getattr(args, name)}", path=name)
     traffic = build_traffic(args, mesh)
-    return mesh, make_fabric(args.mode, mesh, args.routing).simulate(traffic)
+    from .progress import Progress
+
+    with Progress(None, f"fabric: {args.pattern}, {args.mode} fidelity, {mesh.rows} x {mesh.cols} nodes"):
+        return mesh, make_fabric(args.mode, mesh, args.routing).simulate(traffic)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

@@ -26,23 +26,37 @@ from .run import format_result
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    from ..experiments.advice import no_fit_advice
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, tune
+    from .progress import Progress
 
     loaded = load_from_args(args)
     check_work(loaded.spec, runs=len(candidates(loaded.spec)))  # every candidate is a run
-    result = tune(loaded)
+    with Progress(len(candidates(loaded.spec)), "tune") as bar:
+        result = tune(loaded, progress=lambda r, planned: bar.advance(
+            f"G={r.tiles} B={r.batch_per_tile}: " + (f"{r.throughput_tokens_per_s:,.0f} tokens/s" if r.feasible
+                                                     else "does not fit")))
+    found = result.best.feasible  # an infeasible candidate is never the best
+    advice = None if found else no_fit_advice(loaded.spec)
     if args.json:
-        print_json(result.to_dict())
+        print_json({"best": result.best.to_dict() if found else None,
+                    "candidates": [c.to_dict() for c in result.candidates],
+                    **({} if found else {"no_fit": {"why": advice[0], "try": [k for k, _ in advice[1]]}})})
         return EXIT_OK
     rows = []
     for r in result.candidates:
-        mark = "*" if r is result.best else ""
+        mark = "*" if found and r is result.best else ""
         rows.append((f"{r.tiles}{mark}", r.batch_per_tile, r.batch_per_tile * r.tiles,
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-", f"{100 * r.mfu:.1f}" if r.feasible else "-",
                      r.binding_memory_phase, "" if r.feasible else r.infeasible_reason[:90]))
     print(format_table(rows, ("G", "B", "G·B", "tokens/s", "MFU %", "binding SRAM phase", "note")))
     print()
+    if advice is not None:
+        print(f"nothing fits: {advice[0]}. To make it fit, try:")
+        for override, why in advice[1]:
+            print(f"  --set {override}   ({why})" if "=" in override else f"  {override}   ({why})")
+        return EXIT_OK
     print(format_result(result.best))
     base = next(r for r in result.candidates if r.tiles == 1)
     if base.feasible and result.best.feasible:

@@ -1,0 +1,75 @@
+"""Progress on long work (issue 12 item 19): a bar on a terminal, nothing when piped; ``tune`` of a
+configuration that does not fit says so, suggests what to change, and marks no candidate as best."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+import time
+
+import pytest
+
+from wsesim import cli
+from wsesim.cli.progress import Progress
+
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_bar_on_a_terminal_and_nothing_when_piped() -> None:
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        with Progress(3, "tune", stream=stream) as bar:
+            for i in range(3):
+                bar.advance(f"step {i}")
+    text = tty.getvalue()
+    assert "tune [" + "-" * 24 + "] 0/3" in text and "tune [" + "#" * 24 + "] 3/3" in text and "step 2" in text
+    assert text.endswith("\r\x1b[2K")  # erased at the end: the result prints on a clean line
+    assert pipe.getvalue() == ""
+
+
+def test_work_of_unknown_size_shows_the_time_it_takes() -> None:
+    tty = Terminal()
+    with Progress(None, "fabric: all-to-all", stream=tty):
+        time.sleep(0.5)
+    assert re.search(r"fabric: all-to-all … 0\.[1-9] s", tty.getvalue())  # redrawn while the work runs
+
+
+def test_tune_and_fabric_draw_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["tune", *TINY, "--set", "training.seq_len=32", "--json"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().err == ""  # captured, not a terminal: quiet
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert cli.main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert f"/{len(out['candidates'])}" in tty.getvalue() and "tokens/s" in tty.getvalue()
+    assert cli.main(["fabric", "tiny8", "--pattern", "all-to-all", "--mode", "packet", "--json"]) == 0
+    assert "fabric: all-to-all, packet fidelity, 8 x 8 nodes" in tty.getvalue()
+    assert json.loads(capsys.readouterr().out)["pattern"] == "all-to-all"
+
+
+def test_tune_of_what_does_not_fit_says_so_and_suggests_what_to_change(capsys: pytest.CaptureFixture[str]) -> None:
+    """It used to mark the infeasible G=1 row as the best (*) and print it as the result."""
+    args = ["tune", *TINY, "--set", "training.seq_len=100000"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "*" not in out
+    assert "nothing fits: even G=1, B=1 needs " in out and "49,152 B are available" in out
+    assert "--set training.attention_kernel=flash" in out
+    assert "--set training.seq_len=" in out and "--set hardware.pe.sram=" in out
+    assert cli.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["best"] is None and not any(c["feasible"] for c in data["candidates"])
+    assert data["no_fit"]["try"][0] == "training.attention_kernel=flash"
+    fits = [s for s in data["no_fit"]["try"] if s.startswith("training.seq_len=")]
+    seq_len = int(fits[0].split("=")[1])  # the suggestion is right: that length fits
+    assert cli.main(["tune", *TINY, "--set", f"training.seq_len={seq_len}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] is not None
