@@ -1,5 +1,6 @@
-"""Benchmark the fabric models: flow on the full WSE-2, the packet fidelity against its SimPy reference, the
-dispatch fast path, and (with --full) packet timing of one full-wafer MoE dispatch.
+"""Benchmark the fabric models: flow on the full WSE-2, the packet fidelity against its SimPy reference, flow
+against packet on short messages, the dispatch fast path, and (with --full) packet timing of one full-wafer
+MoE dispatch.
 
     python scripts/bench_fabric.py [--quick | --full]
 
@@ -26,6 +27,7 @@ from wsesim.fabric import (
     SimPyPacketFabric,
     all_to_all,
     dispatch_traffic,
+    transpose,
     uniform_random,
 )
 from wsesim.fabric.mesh import Mesh
@@ -92,7 +94,21 @@ def main() -> None:
                      f"{fast_s:.2f} s vs {ref_s:.2f} s",
                      f"{ref_s / fast_s:.1f}x; cycles {fast.cycles:,.0f} {agree} {ref.cycles:,.0f}"))
 
-    # 3. the engine's dispatch fast path on the whole wafer ---------------------------------------------
+    # 3. flow against packet on short messages (where the former flow rule was high) ------------------
+    if not args.quick:
+        for granularity, n, label, make in [
+            ("pe", 8, "transpose 64 B", lambda m: transpose(m, 64)),
+            ("pe", 32, "transpose 4 B", lambda m: transpose(m, 4)),
+            ("pe", 16, "dispatch 16 B/PE/expert E=8", lambda m: dispatch_traffic(m, place(m, 8), np.full(8, 16.0 * m.pes))),
+        ]:
+            m = Mesh.from_hardware(hw, granularity, (n, n))
+            traffic = make(m)
+            wall, flow = timed(lambda m=m, traffic=traffic: FlowFabric(m).simulate(traffic))
+            packet = PacketFabric(m).simulate(traffic)
+            rows.append((f"flow vs packet, {label}, {n}x{n} {granularity}", f"{len(traffic):,} messages",
+                         f"{wall * 1e3:.1f} ms", f"{flow.cycles:,.0f} vs {packet.cycles:,.0f} cycles"))
+
+    # 4. the engine's dispatch fast path on the whole wafer ---------------------------------------------
     m = Mesh.from_hardware(hw, "block:16")
     placement = place(m, EXPERTS)
     wall, model = timed(lambda: DispatchModel(m, placement))
@@ -101,14 +117,19 @@ def main() -> None:
     xs = np.random.default_rng(0).random((200, EXPERTS)) * 1e6
     model.cycles(xs[0])
     wall, _ = timed(lambda: [model.cycles(x) for x in xs], repeat=repeat)
-    rows.append((f"DispatchModel.cycles, block:16, E={EXPERTS}", "200 calls", f"{wall:.3f} s",
+    rows.append((f"DispatchModel.cycles, block:16, E={EXPERTS}, 0-1 MB/expert", "200 calls", f"{wall:.3f} s",
                  f"{wall / 200 * 1e3:.2f} ms per call"))
+    if not args.quick:  # the full dispatch's size: the latency term matters less, fewer rows can win
+        big = np.array([qwen3_dispatch_bytes(seed) for seed in range(200)])
+        wall, _ = timed(lambda: [model.cycles(x) for x in big], repeat=repeat)
+        rows.append((f"DispatchModel.cycles, block:16, E={EXPERTS}, Qwen3 dispatch", "200 calls", f"{wall:.3f} s",
+                     f"{wall / 200 * 1e3:.2f} ms per call"))
     traffic = dispatch_traffic(m, placement, xs[0])
     wall, r = timed(lambda: FlowFabric(m).simulate(traffic))
     rows.append(("flow on the listed dispatch, same", f"{len(traffic):,} messages", f"{wall:.3f} s",
                  f"{r.cycles:,.0f} cycles (model: {model.cycles(xs[0])[0]:,.0f})"))
 
-    # 4. packet timing of one full-wafer MoE dispatch (Qwen3-30B-A3B shape) ----------------------------
+    # 5. packet timing of one full-wafer MoE dispatch (Qwen3-30B-A3B shape) ----------------------------
     if args.full:
         x = qwen3_dispatch_bytes()
         traffic = dispatch_traffic(m, placement, x)
