@@ -84,3 +84,40 @@ def test_json_round_trip(run_and_maps: tuple[Run, WaferMaps]) -> None:
     back = WaferMaps.from_dict(json.loads(text))
     assert back == maps
     assert json.dumps(back.to_dict(), allow_nan=False) == text
+
+
+# ------------------------------------------------------------------------ issue 12 item 14: what the Gantt shows
+
+
+def test_gantt_has_the_layers_weights_and_the_regions_that_waited_longest(run_and_maps: tuple[Run, WaferMaps]) -> None:
+    from wsesim.analysis.wafer import GANTT_REGIONS
+
+    run, maps = run_and_maps
+    layer = maps.gantt_layer
+    arrivals = [g for g in maps.gantt if g[0] == "weights in"]
+    chunks = [k for k, a in zip(run.trace.io_in.names, run.trace.io_in.arrival, strict=True)
+              if len(k) > 2 and k[1] == layer and not np.isnan(a)]
+    assert len(arrivals) == len(chunks) > 0
+    waited: dict[int, float] = {}
+    for ops in run.trace.expert_ops:
+        if ops.layer == layer:
+            for e, w in zip(ops.experts.tolist(), ops.weight_wait.tolist(), strict=True):
+                r = run.placement.expert_region_index[e]
+                waited[r] = waited.get(r, 0.0) + w
+    shown = {int(g[0].split()[1]) for g in maps.gantt if g[0].startswith("region")}
+    assert len(shown) == min(GANTT_REGIONS, len(waited))
+    assert min(waited[r] for r in shown) >= max([waited[r] for r in waited if r not in shown], default=0.0)
+    ops = {(g[0], g[2]) for g in maps.gantt if g[0].startswith("region") and not g[1].endswith("weight_wait")}
+    for lane, name, start, end in maps.gantt:
+        if name.endswith("weight_wait"):
+            assert end > start and (lane, end) in ops  # a wait ends where its op starts
+
+
+def test_hottest_region_and_expert_ranges() -> None:
+    from wsesim.analysis.wafer import expert_ranges, hottest_region
+
+    maps = WaferMaps(2, 3, 1, 1e9, 1.0, [[0.0] * 3] * 2, [[1.0] * 3] * 2, 2.0, [[0.0] * 3] * 2,
+                     [[0, 0, 1], [-1, 1, 1]], [[0, 1], [2, 3, 4, 7]], 0, [], "t")
+    assert hottest_region(maps, [[1.0, 1.0, 5.0], [9.0, 5.0, 5.0]]) == (1, (0, 1, 2, 2))
+    assert hottest_region(maps, [[1.0] * 3] * 2) is None  # all equal: nothing to mark
+    assert expert_ranges([7, 0, 1, 2, 4]) == "0-2,4,7" and expert_ranges([3]) == "3"

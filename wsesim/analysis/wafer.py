@@ -8,7 +8,9 @@ Maps are over the mesh's nodes (one per PE at ``pe`` granularity, one per K×K b
   working set scaled by its busiest layer's load;
 * ``link``  — bytes the busiest outgoing link of each node carries over the step's dispatches and combines;
 * ``region`` — the expert region each node belongs to (-1: none), and the experts of each region;
-* ``gantt`` — one layer's forward, recompute and backward spans (the step timeline and the expert regions).
+* ``gantt`` — one layer's forward, recompute and backward spans: the step timeline, the weight chunks of
+  that layer arriving (lane ``weights in``), and the ``GANTT_REGIONS`` expert regions that waited longest
+  for their weights in it (each op, and before it the wait, ``<pass> weight_wait``).
 
 ``WaferMaps.to_dict``/``from_dict`` round-trip through JSON, so ``wsesim plot --wafer DIR`` can draw a
 saved run.
@@ -25,6 +27,8 @@ from ..fabric.dispatch import DispatchModel
 from ..fabric.mesh import INJECT, LINKS_PER_NODE
 from ..model.memory import EXPERT_PARTS, training_memory
 from ..model.routing import region_load
+
+GANTT_REGIONS = 8
 
 
 @dataclass
@@ -95,11 +99,26 @@ def wafer_maps(run: Any) -> WaferMaps:
     layer = m.layers // 2
     gantt = [("step", f"{args.get('pass', '')} {name}", start, end)
              for track, name, start, end, args in trace.spans if track == "step" and args.get("layer") == layer]
-    for ops in trace.expert_ops:
-        if ops.layer == layer:
-            for e, a, b in zip(ops.experts.tolist(), ops.start.tolist(), ops.end.tolist(), strict=True):
-                if region_index[e] < 8:
-                    gantt.append((f"region {region_index[e]}", f"{ops.pass_} {ops.op}", a, b))
+    io = trace.io_in
+    for i in np.flatnonzero(~np.isnan(io.arrival)) if io is not None else ():
+        key = io.names[i]
+        if len(key) > 2 and key[1] == layer:  # (pass, layer, tensor[, expert])
+            gantt.append(("weights in", f"{key[0]} {'expert' if len(key) > 3 else 'layer'}_weights",
+                          float(io.start[i]), float(io.arrival[i])))
+    in_layer = [ops for ops in trace.expert_ops if ops.layer == layer]
+    waited, last = np.zeros(len(placement.regions)), np.zeros(len(placement.regions))
+    for ops in in_layer:
+        np.add.at(waited, region_index[ops.experts], ops.weight_wait)
+        np.maximum.at(last, region_index[ops.experts], ops.end)
+    shown = set(sorted(range(len(waited)), key=lambda r: (-waited[r], -last[r], r))[:GANTT_REGIONS])
+    for ops in in_layer:
+        for e, a, b, w in zip(ops.experts.tolist(), ops.start.tolist(), ops.end.tolist(), ops.weight_wait.tolist(),
+                              strict=True):
+            r = int(region_index[e])
+            if r in shown:
+                if w > 0:
+                    gantt.append((f"region {r}", f"{ops.pass_} weight_wait", a - w, a))
+                gantt.append((f"region {r}", f"{ops.pass_} {ops.op}", a, b))
     experts_of = [[] for _ in placement.regions]
     for e, r in enumerate(region_index):
         experts_of[r].append(e)
@@ -109,3 +128,33 @@ def wafer_maps(run: Any) -> WaferMaps:
                      busy.reshape(nodes_shape).tolist(), sram.reshape(nodes_shape).tolist(),
                      float(result.sram_capacity_bytes_per_pe), link_out.reshape(nodes_shape).tolist(),
                      region_of_node.reshape(nodes_shape).tolist(), experts_of, layer, gantt, title)
+
+
+def hottest_region(maps: WaferMaps, values: list[list[float]]) -> tuple[int, tuple[int, int, int, int]] | None:
+    """The expert region whose nodes hold the highest mean of ``values`` (a map of the mesh), and its
+    bounding box in nodes (row0, col0, rows, cols); None without regions or where all are equal."""
+    region, data = np.asarray(maps.region), np.asarray(values, dtype=float)
+    ids = [r for r in range(len(maps.region_experts)) if (region == r).any()]
+    if not ids:
+        return None
+    means = [float(data[region == r].mean()) for r in ids]
+    if max(means) <= min(means):
+        return None
+    best = ids[int(np.argmax(means))]
+    rows, cols = np.nonzero(region == best)
+    return best, (int(rows.min()), int(cols.min()), int(rows.max() - rows.min() + 1), int(cols.max() - cols.min() + 1))
+
+
+def expert_ranges(experts: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: a region's experts, short enough to print on it."""
+    parts, run = [], []
+    for e in sorted(experts):
+        if run and e == run[-1] + 1:
+            run.append(e)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [e]
+    if run:
+        parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(parts)

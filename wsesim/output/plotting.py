@@ -114,91 +114,13 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
 # ------------------------------------------------------------------------------------------ wafer pictures
 
 
-def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, vmax: float | None = None) -> Any:
-    import numpy as np
-
-    arr = np.asarray(data, dtype=float)
-    fig, ax = plt.subplots(figsize=(7.2, 7.2 * arr.shape[0] / arr.shape[1] + 0.8))
-    k = maps.block
-    im = ax.imshow(arr, origin="upper", cmap=cmap, vmin=0, vmax=vmax, interpolation="nearest",
-                   extent=(0, arr.shape[1] * k, arr.shape[0] * k, 0))
-    ax.set_xlabel("PE column")
-    ax.set_ylabel("PE row")
-    ax.set_title(f"{title}\n{maps.title}", fontsize=9)
-    bar = fig.colorbar(im, ax=ax, shrink=0.8)
-    bar.set_label(unit)
-    return fig
-
-
-def _placement_figure(maps: Any) -> Any:
-    import numpy as np
-
-    region = np.asarray(maps.region, dtype=float)
-    region[region < 0] = np.nan
-    fig, ax = plt.subplots(figsize=(7.2, 7.2 * region.shape[0] / region.shape[1] + 0.8))
-    k = maps.block
-    im = ax.imshow(region, origin="upper", cmap="tab20", interpolation="nearest",
-                   extent=(0, region.shape[1] * k, region.shape[0] * k, 0))
-    n = len(maps.region_experts)
-    if n <= 64:  # label each region with its experts
-        for r, experts in enumerate(maps.region_experts):
-            ys, xs = np.nonzero(np.asarray(maps.region) == r)
-            if len(xs):
-                label = ",".join(map(str, experts[:3])) + ("…" if len(experts) > 3 else "")
-                ax.text((xs.mean() + 0.5) * k, (ys.mean() + 0.5) * k, label, ha="center", va="center", fontsize=6)
-    ax.set_xlabel("PE column")
-    ax.set_ylabel("PE row")
-    ax.set_title(f"Expert placement: {n} regions (numbers: experts)\n{maps.title}", fontsize=9)
-    fig.colorbar(im, ax=ax, shrink=0.8).set_label("region index")
-    return fig
-
-
-def _gantt_figure(maps: Any) -> Any:
-    """One layer's spans in two panels, each on its own time range: the forward pass, and the backward
-    pass with its recompute (they are the whole step apart)."""
-    lanes = sorted({lane for lane, *_ in maps.gantt}, key=lambda x: (x != "step", x))
-    colours = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041", "experts": "#27ae60",
-               "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4", "weight_stall": "#c0392b",
-               "gradient_stall": "#e6b0aa",
-               "gate_up": "#1e8449", "down": "#82e0aa"}
-    us = 1e6 / maps.clock_hz
-    groups = {"forward": [g for g in maps.gantt if g[1].startswith("fwd")],
-              "recompute and backward": [g for g in maps.gantt if not g[1].startswith("fwd")]}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.45 * len(lanes) + 1.8), sharey=True)
-    handles: dict[str, Any] = {}
-    for ax, (title, spans) in zip(axes, groups.items(), strict=True):
-        for lane, name, start, end in spans:
-            key = name.split()[-1]
-            bar = ax.broken_barh([(start * us, (end - start) * us)], (lanes.index(lane) - 0.4, 0.8),
-                                 color=colours.get(key, "#aab7b8"))
-            handles.setdefault(key, bar)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("simulated time (µs)")
-        ax.grid(alpha=0.3, axis="x")
-    axes[0].set_yticks(range(len(lanes)), lanes, fontsize=8)
-    axes[0].invert_yaxis()
-    fig.suptitle(f"Layer {maps.gantt_layer}, its phases and the first expert regions\n{maps.title}", fontsize=9)
-    fig.legend(list(handles.values()), list(handles), fontsize=7, ncol=len(handles), loc="lower center",
-               bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    return fig
-
-
 def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
-    """Wafer pictures of a run (``wsesim.wafer.WaferMaps``): PE busy fraction, SRAM high-water, link load,
-    expert placement, and one layer's Gantt chart. PNG files in ``out``; returns their paths."""
-    out = Path(out)
-    figures = {
-        "wafer_busy": _heatmap(maps, maps.busy, "PE busy fraction", "fraction of the step computing", "viridis", 1.0),
-        "wafer_sram": _heatmap(maps, [[v / 1024 for v in row] for row in maps.sram],
-                               f"SRAM high-water per PE (capacity {maps.sram_capacity / 1024:.0f} KiB)", "KiB",
-                               "magma", maps.sram_capacity / 1024),
-        "wafer_links": _heatmap(maps, [[v / 1e6 for v in row] for row in maps.link],
-                                "Busiest outgoing link per node, dispatch + combine over the step", "MB", "inferno"),
-        "wafer_placement": _placement_figure(maps),
-        "gantt": _gantt_figure(maps),
-    }
-    return [path for stem, fig in figures.items() for path in _save(fig, out, stem, ("png",))]
+    """Wafer pictures of a run (``wsesim.wafer.WaferMaps``; drawn by ``output.wafer_figures``): PE busy
+    fraction, SRAM high-water, link load, expert placement, and one layer's Gantt chart. PNG files in
+    ``out``; returns their paths."""
+    from .wafer_figures import wafer_figures
+
+    return [path for stem, fig in wafer_figures(maps).items() for path in _save(fig, Path(out), stem, ("png",))]
 
 
 def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:

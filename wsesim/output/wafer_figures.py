@@ -1,0 +1,125 @@
+"""A run's wafer pictures, from its ``analysis.wafer.WaferMaps``: heat maps scaled to the data's own range
+(so a variation of a few per cent shows) with the hottest expert region outlined and named, the placement
+with every region numbered by its experts, and one layer's Gantt chart: the step timeline, a lane of the
+layer's weights arriving, and the regions that waited longest for theirs (the waits drawn before each op),
+each pass on a time axis that starts with it.
+
+matplotlib comes through ``output.plotting`` (the one module that imports it); ``plot_wafer`` there saves
+these figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..analysis.wafer import expert_ranges, hottest_region
+from .plotting import plt
+
+GANTT_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
+                 "experts": "#27ae60", "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4",
+                 "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa", "gate_up": "#1e8449", "down": "#82e0aa",
+                 "weight_wait": "#f5b7b1", "layer_weights": "#5d6d7e", "expert_weights": "#aab7b8"}
+
+
+def wafer_figures(maps: Any) -> dict[str, Any]:
+    """The five pictures by file stem."""
+    capacity = maps.sram_capacity / 1024
+    return {
+        "wafer_busy": _heatmap(maps, maps.busy, "PE busy fraction", "fraction of the step computing", "viridis"),
+        "wafer_sram": _heatmap(maps, [[v / 1024 for v in row] for row in maps.sram],
+                               f"SRAM high-water per PE (capacity {capacity:.0f} KiB)", "KiB", "magma",
+                               note=f"capacity {capacity:.0f} KiB"),
+        "wafer_links": _heatmap(maps, [[v / 1e6 for v in row] for row in maps.link],
+                                "Busiest outgoing link per node, dispatch + combine over the step", "MB", "inferno"),
+        "wafer_placement": _placement_figure(maps),
+        "gantt": _gantt_figure(maps),
+    }
+
+
+def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str = "") -> Any:
+    """``data`` over the wafer, the colours spanning its own min to max; the hottest region outlined."""
+    arr = np.asarray(data, dtype=float)
+    low, high = float(arr.min()), float(arr.max())
+    if high - low < 1e-12 * max(abs(high), 1.0):  # flat: say so, do not invent a gradient
+        low, high = low - 0.5 * abs(low or 1.0), high + 0.5 * abs(high or 1.0)
+        title += " (the same everywhere)"
+    fig, ax = plt.subplots(figsize=(7.2, 7.2 * arr.shape[0] / arr.shape[1] + 0.8))
+    k = maps.block
+    im = ax.imshow(arr, origin="upper", cmap=cmap, vmin=low, vmax=high, interpolation="nearest",
+                   extent=(0, arr.shape[1] * k, arr.shape[0] * k, 0))
+    hot = hottest_region(maps, data)
+    if hot is not None:
+        r, (row0, col0, rows, cols) = hot
+        ax.add_patch(plt.Rectangle((col0 * k, row0 * k), cols * k, rows * k, fill=False, edgecolor="#00e5ff", lw=1.8))
+        ax.text(0.01, 0.99, f"outlined: the hottest region, {r} (expert {expert_ranges(maps.region_experts[r])})",
+                transform=ax.transAxes, ha="left", va="top", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#00e5ff", "alpha": 0.9})
+    ax.set_xlabel("PE column")
+    ax.set_ylabel("PE row")
+    ax.set_title(f"{title}\n{maps.title}", fontsize=9)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8)
+    bar.set_label(f"{unit} (scale: {low:.4g} to {high:.4g}{'; ' + note if note else ''})")
+    return fig
+
+
+def _placement_figure(maps: Any) -> Any:
+    region = np.asarray(maps.region, dtype=float)
+    region[region < 0] = np.nan
+    fig, ax = plt.subplots(figsize=(7.2, 7.2 * region.shape[0] / region.shape[1] + 0.8))
+    k = maps.block
+    im = ax.imshow(region, origin="upper", cmap="tab20", interpolation="nearest",
+                   extent=(0, region.shape[1] * k, region.shape[0] * k, 0))
+    n = len(maps.region_experts)
+    ids = np.asarray(maps.region)
+    for r, experts in enumerate(maps.region_experts):  # every region numbered by its experts
+        ys, xs = np.nonzero(ids == r)
+        if len(xs):
+            size = float(np.clip(2.2 * np.sqrt(len(xs) * 64 / ids.size) * 10, 3.5, 9))
+            ax.text((xs.mean() + 0.5) * k, (ys.mean() + 0.5) * k, expert_ranges(experts), ha="center", va="center",
+                    fontsize=size, color="black")
+    ax.set_xlabel("PE column")
+    ax.set_ylabel("PE row")
+    ax.set_title(f"Expert placement: {n} regions (numbers: the experts each holds)\n{maps.title}", fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8).set_label("region index")
+    return fig
+
+
+def _gantt_figure(maps: Any) -> Any:
+    """One layer's spans in two panels, each on its own time axis from its first span: the forward pass,
+    and the recompute with the backward pass (they are the whole step apart)."""
+    lanes = sorted({lane for lane, *_ in maps.gantt},
+                   key=lambda x: (x != "step", x != "weights in", int(x.split()[-1]) if x.startswith("region") else 0))
+    us = 1e6 / maps.clock_hz
+    groups = {"forward": [g for g in maps.gantt if g[1].startswith("fwd")],
+              "recompute and backward": [g for g in maps.gantt if not g[1].startswith("fwd")]}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.42 * len(lanes) + 2.0), sharey=True)
+    seen: dict[str, str] = {}
+    for ax, (title, spans) in zip(axes, groups.items(), strict=True):
+        origin = min((start for lane, _, start, _ in spans if lane == "step"), default=0.0)
+        for lane, name, start, end in spans:
+            key = name.split()[-1]
+            y = lanes.index(lane)
+            ax.broken_barh([((start - origin) * us, max(end - start, 0) * us)], (y - 0.38, 0.76),
+                           color=GANTT_COLOURS.get(key, "#aab7b8"), hatch="///" if key == "weight_wait" else None,
+                           edgecolor="#c0392b" if key == "weight_wait" else "none", lw=0.4)
+            seen.setdefault(key, GANTT_COLOURS.get(key, "#aab7b8"))
+        ax.set_title(f"{title} (time from its first span; weights may arrive before it)", fontsize=9)
+        ax.set_xlabel("µs from the start of the pass")
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.grid(alpha=0.3, axis="x")
+    labels = [f"{lane}: expert {expert_ranges(maps.region_experts[int(lane.split()[-1])])}" if lane.startswith("region")
+              else lane for lane in lanes]
+    axes[0].set_yticks(range(len(lanes)), labels, fontsize=8)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"Layer {maps.gantt_layer}: its phases, its weights arriving, and the expert regions that waited "
+                 f"longest for theirs\n{maps.title}", fontsize=9)
+    names = {"weight_wait": "region waiting for weights", "layer_weights": "layer's weights arriving",
+             "expert_weights": "expert weights arriving"}
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, hatch="///" if k == "weight_wait" else None,
+                     edgecolor="#c0392b" if k == "weight_wait" else c) for k, c in seen.items()]
+    fig.legend(handles, [names.get(k, k.replace("_", " ")) for k in seen], fontsize=7, ncol=min(len(seen), 8),
+               loc="lower center", bbox_to_anchor=(0.5, -0.01), frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
