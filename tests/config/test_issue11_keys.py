@@ -1,15 +1,17 @@
-"""The keys of dense models and gradient accumulation (issue 11): what they accept, and a one-line error
-naming the key for nonsense (0, negative, a micro-batch that does not divide the batch, an MoE key on a
-dense model)."""
+"""The keys of dense models, gradient accumulation and clusters (issue 11): what they accept, and a
+one-line error naming the key for nonsense (0, negative, a micro-batch that does not divide the batch, an
+MoE key on a dense model, a cluster without its interconnect)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from wsesim.config.errors import ConfigError
-from wsesim.config.loader import load_experiment, load_experiment_data, load_model
+from wsesim.config.loader import load_experiment, load_experiment_data, load_model, validate_file
+from wsesim.config.specs import SPEC_KINDS
 
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe", "training": {"seq_len": 32}}
@@ -59,6 +61,22 @@ def test_a_mixed_model_has_its_first_layers_dense() -> None:
      "expected a multiple of tiles (1) × micro_batches (5) = 5, got 12"),
     ({"training.global_batch": 12, "training.micro_batches": 2, "training.batch_per_tile": 2}, "training.global_batch",
      "expected exactly tiles (1) × micro_batches (2) × batch_per_tile (2) = 4, got 12"),
+    ({"training.global_batch": 12, "cluster.systems": 8, "cluster.interconnect": "swarmx"}, "cluster",
+     "expected a multiple of systems (8) × tiles (1) = 8, got 12"),
+    ({"cluster.systems": 0}, "cluster.systems", "expected a value > 0"),
+    ({"cluster.systems": -2}, "cluster.systems", "expected a value > 0"),
+    ({"cluster.systems": 4}, "cluster.interconnect", "required with systems > 1"),
+    ({"cluster.systems": 4, "cluster.interconnect": "infiniband"}, "cluster.interconnect",
+     "expected an interconnect preset (swarmx) or a path"),
+    ({"cluster.systems": 2, "cluster.interconnect": {"name": "t", "fan_out": 1, "link_bandwidth": "1 GB/s",
+                                                     "latency": "1 us"}}, "cluster.interconnect.fan_out",
+     "expected a value ≥ 2"),
+    ({"cluster.systems": 2, "cluster.interconnect": {"name": "t", "fan_out": 4, "link_bandwidth": "0 GB/s",
+                                                     "latency": "1 us"}}, "cluster.interconnect.link_bandwidth",
+     "expected a bandwidth from 1 MB/s"),
+    ({"cluster.systems": 2, "cluster.interconnect": {"name": "t", "fan_out": 4, "link_bandwidth": "1 GB/s",
+                                                     "latency": "-1 us"}}, "cluster.interconnect.latency",
+     "expected a time from 0 s"),
 ])
 def test_nonsense_is_one_line_naming_the_key(overrides: dict[str, Any], path: str, words: str) -> None:
     e = _error(overrides)
@@ -70,10 +88,21 @@ def test_accepted_splits() -> None:
     t = load_experiment_data(TINY, overrides={"training.global_batch": 12, "training.tiles": 2,
                                               "training.micro_batches": 3}).spec.training
     assert (t.global_batch, t.tiles, t.micro_batches, t.batch_per_tile) == (12, 2, 3, "auto")
+    spec = load_experiment_data(TINY, overrides={"training.global_batch": 16, "cluster.systems": 4,
+                                                 "cluster.interconnect": "swarmx", "training.tiles": 2}).spec
+    assert (spec.cluster.systems, spec.cluster.interconnect.fan_out) == (4, 4)
+    assert spec.cluster.interconnect.link_bandwidth_bytes_per_s == 150e9
+    assert spec.cluster.interconnect.latency_s == pytest.approx(2e-6)
 
 
 def test_defaults_are_todays_single_wafer() -> None:
     spec = load_experiment().spec
     assert (spec.training.micro_batches, spec.training.global_batch) == ("auto", None)
+    assert (spec.cluster.systems, spec.cluster.interconnect) == (1, None)
     assert (spec.model.dense_layers, spec.model.ffn_intermediate, spec.model.dense_layer_count) == (0, 0, 0)
 
+
+def test_the_interconnect_preset_is_a_kind_of_its_own() -> None:
+    kind, spec = validate_file(Path(__file__).resolve().parents[2] / "hardware" / "interconnect" / "swarmx.yaml")
+    assert kind == "interconnect" and SPEC_KINDS[kind] is type(spec)
+    assert (spec.name, spec.fan_out) == ("swarmx", 4)

@@ -56,7 +56,7 @@ def test_micro_step_recompute_exact() -> None:
     assert trace.step_cycles == 1220.0
     assert phase_cycles(trace) == {"attention": 286.0, "router": 149.0, "dispatch": 15.0, "expand": 0.0, "experts": 342.0, "weighted_sum": 0.0,
                                    "combine": 15.0, "lm_head": 61.0, "weight_stall": 176.0, "gradient_stall": 0.0,
-                                   "gradient_drain": 176.0, "ffn": 0.0}
+                                   "gradient_drain": 176.0, "ffn": 0.0, "reduce_drain": 0.0}
     assert trace.io_bytes_in == 128 + 2 * (576 + 16 + 256 + 128) + 128
     assert trace.io_bytes_out == 128 + 576 + 16 + 256 + 128 + 128  # every weight's gradient, once
 

@@ -31,6 +31,7 @@ TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "simulation": {"granularity": "pe"}}
 BIG_SRAM = {"hardware.pe.sram": "1 MiB"}  # so that tiny staging buffers and odd expert counts stay feasible
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
+TREE = {"name": "test-tree", "fan_out": 2, "link_bandwidth": "2 GB/s", "latency": "37 ns"}  # 2 of tiny8's 4 B/cycle
 
 TINY_CASES = [
     {},  # recompute, uniform, top_k 2, G=2
@@ -71,6 +72,10 @@ TINY_CASES = [
     # gradient accumulation: micro-batches back to back, each streaming every weight again
     {"training.micro_batches": 3, "hardware.runtime.staging_buffer": "512 B"},
     {**DENSE, "training.global_batch": 12, "training.activations": "store"},
+    # a cluster: chunks down and gradients up a tree (slower ports than the wafer's, a latency per level)
+    {"cluster.systems": 8, "cluster.interconnect": TREE},
+    {**DENSE, "cluster.systems": 5, "cluster.interconnect": TREE, "training.micro_batches": 2,
+     "hardware.runtime.staging_buffer": "256 B"},
 ]
 
 # a reduced WSE-2 (40 x 48 PEs, block:4) with two layers of Qwen3-30B-A3B; 2 MiB per PE so that the full

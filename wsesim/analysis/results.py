@@ -20,7 +20,7 @@ from ..model.shapes import LayerShapes
 from ..sim.plan import Trace
 
 STEP_PHASES = ("attention", "ffn", "router", "dispatch", "expand", "experts", "weighted_sum", "combine", "lm_head",
-               "weight_stall", "gradient_stall", "gradient_drain")
+               "weight_stall", "gradient_stall", "gradient_drain", "reduce_drain")
 """The step's own timeline, partitioned: these sum to ``step_cycles``."""
 
 WALL_CLOCK_FIELDS = ("wall_s",)
@@ -66,7 +66,11 @@ class RunResult:
     expert_region_load: float = 0.0  # busiest region's tokens per PE over the wafer mean (sizes its SRAM)
     expert_weight_wait_fraction: float = 0.0  # of the regions' time in expert phases, spent waiting for weights
     restreamed_for_recompute: bool = False
-    micro_batches: int = 1  # micro-batches of G·B per step (docs/model.md §2.4): global_batch = micro_batches · G · B
+    # gradient accumulation and clusters (docs/model.md §2.4, §9): the fields above are one system's
+    micro_batches: int = 1  # micro-batches of G·B per step; global_batch = systems · micro_batches · G · B
+    systems: int = 1
+    cluster_throughput_tokens_per_s: float = 0.0  # systems × throughput_tokens_per_s
+    scaling_efficiency: float = 0.0  # this system's throughput over its throughput alone on the same share
     events: int = 0
     wall_s: float = 0.0
 
@@ -116,16 +120,17 @@ def base_fields(spec: ExperimentSpec, batch_per_tile: int, micro_batches: int = 
     return {
         "hardware": spec.hardware.name, "model": m.name, "experts": m.experts, "top_k": m.top_k,
         "seq_len": t.seq_len, "batch_per_tile": batch_per_tile, "tiles": t.tiles,
-        "global_batch": micro_batches * batch_per_tile * t.tiles, "activations": t.activations,
+        "global_batch": spec.cluster.systems * micro_batches * batch_per_tile * t.tiles, "activations": t.activations,
         "attention_kernel": t.attention_kernel, "routing": t.routing, "fabric": spec.simulation.fabric,
-        "seed": t.seed, "micro_batches": micro_batches,
+        "seed": t.seed, "micro_batches": micro_batches, "systems": spec.cluster.systems,
     }
 
 
 def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: np.ndarray,
             peak_sram: int, capacity: int, binding: str, expert_load: float, wall_s: float,
-            micro_batches: int = 1) -> RunResult:
-    """The result of a finished run, from its trace."""
+            micro_batches: int = 1, alone_cycles: float | None = None) -> RunResult:
+    """The result of a finished run, from its trace (one system's; ``alone_cycles``: the same system's
+    step with no cluster around it, for the scaling efficiency)."""
     hw, m, t = spec.hardware, spec.model, spec.training
     step_s = trace.step_cycles / hw.clock_hz
     n_tokens = micro_batches * batch_per_tile * t.tiles * t.seq_len
@@ -133,6 +138,7 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
     # exactly rounded sums: the same whatever order an engine recorded its expert ops in
     wait = math.fsum(float(w) for ops in trace.expert_ops for w in ops.weight_wait)
     busy = math.fsum(float(b - a) for ops in trace.expert_ops for a, b in zip(ops.start, ops.end, strict=True))
+    systems = spec.cluster.systems
     return RunResult(
         **base_fields(spec, batch_per_tile, micro_batches), feasible=True, infeasible_reason="",
         step_cycles=float(trace.step_cycles), step_time_s=float(step_s), tokens_per_step=n_tokens,
@@ -146,6 +152,8 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
         expert_load_imbalance=expert_imbalance(tokens), expert_region_load=expert_load,
         expert_weight_wait_fraction=wait / (wait + busy) if wait + busy > 0 else 0.0,
         restreamed_for_recompute=trace.restreamed_for_recompute, events=trace.events, wall_s=wall_s,
+        cluster_throughput_tokens_per_s=systems * n_tokens / step_s,
+        scaling_efficiency=(alone_cycles or trace.step_cycles) / trace.step_cycles,
     )
 
 

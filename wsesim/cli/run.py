@@ -22,8 +22,8 @@ def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
     head = (f"{r.model} on {r.hardware}: E={r.experts} top_k={r.top_k} seq_len={r.seq_len} "
             f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
-    if r.micro_batches > 1:  # gradient accumulation (docs/model.md §2.4)
-        head += f"\n{r.micro_batches} micro-batches of G·B per step"
+    if r.micro_batches > 1 or r.systems > 1:  # gradient accumulation, a cluster (docs/model.md §2.4, §9)
+        head += f"\n{r.micro_batches} micro-batch{'es' if r.micro_batches > 1 else ''} of G·B per step on each of {r.systems} system{'s' if r.systems > 1 else ''}"
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows: list[tuple[str, str]] = [
@@ -37,6 +37,9 @@ def format_result(r: Any) -> str:
                              f"({r.binding_memory_phase})"),
         ("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"),
     ]
+    if r.systems > 1:
+        rows[1:1] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s "
+                                            f"({r.systems} systems, scaling efficiency {100 * r.scaling_efficiency:.2f} %)")]
     phase_rows = [(name, f"{cycles:,.0f}", f"{100 * cycles / r.step_cycles:.1f} %")
                   for name, cycles in r.phases.items() if cycles > 0]
     return "\n".join([head, format_table(rows, ("", "")).split("\n", 2)[2],

@@ -27,8 +27,11 @@ from .yaml_strict import describe_value as _describe
 from .yaml_strict import parse_yaml, read_yaml
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
-_PRESET_PACKAGES = {"hardware": "wsesim.hardware_presets", "model": "wsesim.workload_presets"}
-_PRESET_DIRS = {"hardware": _REPO_ROOT / "hardware", "model": _REPO_ROOT / "workloads"}
+_PRESET_PACKAGES = {"hardware": "wsesim.hardware_presets", "model": "wsesim.workload_presets",
+                    "interconnect": "wsesim.hardware_presets"}
+_PRESET_DIRS = {"hardware": _REPO_ROOT / "hardware", "model": _REPO_ROOT / "workloads",
+                "interconnect": _REPO_ROOT / "hardware" / "interconnect"}
+_PRESET_SUBDIRS = {"hardware": "", "model": "", "interconnect": "interconnect"}  # inside the package
 
 
 # ------------------------------------------------------------------------------------------------ presets
@@ -39,6 +42,8 @@ def _preset_files(kind: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     try:
         root: Any = resources.files(_PRESET_PACKAGES[kind])
+        if _PRESET_SUBDIRS[kind]:
+            root = root.joinpath(_PRESET_SUBDIRS[kind])
     except ModuleNotFoundError:
         root = _PRESET_DIRS[kind]
     if not root.is_dir():
@@ -96,10 +101,10 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
         return _Raw(_strip_kind(read_yaml(p), kind, str(p)), str(p))
     presets = _preset_files(kind)
     if ref not in presets:
-        raise ConfigError(f"expected a {kind} preset ({', '.join(sorted(presets))}) or a path, got {shown_repr(ref)}",
+        raise ConfigError(f"expected {'an' if kind[0] in 'aeiou' else 'a'} {kind} preset ({', '.join(sorted(presets))}) or a path, got {shown_repr(ref)}",
                           source=source, path=path)
     entry = presets[ref]
-    name = f"{'hardware' if kind == 'hardware' else 'workloads'}/{ref}.yaml"
+    name = f"{_PRESET_DIRS[kind].relative_to(_REPO_ROOT).as_posix()}/{ref}.yaml"
     data = parse_yaml(entry.read_text(encoding="utf-8"), name)
     if not isinstance(data, dict):
         raise ConfigError("expected a YAML mapping at the top level", source=name)
@@ -193,9 +198,22 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
     resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
     overrides = dict(overrides or {})
     base, resolved = resolved, apply_overrides(resolved, overrides)
+    # cluster.interconnect may be a reference too, and an override may set it: resolved after them
+    base = _resolve_interconnect(base, base_dir, source)
+    resolved = _resolve_interconnect(resolved, base_dir, "--set" if "cluster.interconnect" in overrides else source)
     spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     return Loaded(spec, resolved, source, sources)
+
+
+def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
+    """``data`` with a ``cluster.interconnect`` preset name or path inlined (a mapping stays as it is)."""
+    cluster = data.get("cluster")
+    if not isinstance(cluster, dict) or isinstance(cluster.get("interconnect", {}), dict):
+        return data
+    raw = _load_ref("interconnect", cluster["interconnect"], base_dir, source, "cluster.interconnect")
+    inlined = {k: v for k, v in raw.data.items() if k != "kind"}
+    return {**data, "cluster": {**cluster, "interconnect": inlined}}
 
 
 def load_experiment(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,

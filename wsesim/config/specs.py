@@ -21,7 +21,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from . import model_rules
 from .base import Spec
 from .base import fail as _fail
-from .cluster import split_problem
+from .cluster import ClusterSpec, InterconnectSpec, split_problem
 from .errors import ConfigError, shown
 from .fields import Description, Name, count, quantity
 
@@ -374,6 +374,16 @@ class ExperimentSpec(Spec):
     model: ModelSpec
     training: TrainingSpec = TrainingSpec()
     simulation: SimulationSpec = SimulationSpec()
+    cluster: ClusterSpec = Field(ClusterSpec(), validate_default=True)
+
+    @field_validator("cluster")
+    @classmethod
+    def _batch_per_system(cls, cluster: ClusterSpec, info: ValidationInfo) -> ClusterSpec:
+        t = info.data.get("training")
+        if t is not None and t.global_batch is not None and cluster.systems > 1 and (problem := split_problem(
+                t.global_batch, t.tiles, t.batch_per_tile, t.micro_batches, cluster.systems)):
+            raise _fail(f"training.global_batch: {problem}")
+        return cluster
 
     @field_validator("simulation")
     @classmethod
@@ -390,4 +400,5 @@ SPEC_KINDS: dict[str, type[Spec]] = {
     "hardware": HardwareSpec,
     "model": ModelSpec,
     "experiment": ExperimentSpec,
+    "interconnect": InterconnectSpec,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -24,6 +24,7 @@ from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_cost
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import busiest_column_copies, expert_load, route_tokens
 from ..model.shapes import LayerShapes
+from ..sim.cluster import tree_for
 from ..sim.engine import simulate
 from ..sim.plan import StepPlan, Trace
 from .estimate import check_work
@@ -47,7 +48,7 @@ def _dispatch_fn(spec: ExperimentSpec, mesh: Mesh, placement: Placement) -> Call
     if spec.simulation.fabric == "flow":
         models = _flow_models(mesh, placement)
         return lambda nbytes, reverse: models[reverse].cycles(nbytes)
-    fabric = make_fabric("packet", mesh)
+    fabric = make_fabric(spec.simulation.fabric, mesh)  # packet, or packet-simpy (the reference)
 
     def packet(nbytes: np.ndarray, reverse: bool) -> tuple[float, float]:
         traffic = dispatch_traffic(mesh, placement, nbytes)
@@ -60,8 +61,8 @@ def _dispatch_fn(spec: ExperimentSpec, mesh: Mesh, placement: Placement) -> Call
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
               place_rng: np.random.Generator, micro_batches: int = 1) -> tuple[StepPlan, Mesh, Placement]:
     """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing,
-    the cost of every expert op under the MoE mapping, and the micro-batches. A dense model has no
-    experts: no regions, and no fabric phase to time."""
+    the cost of every expert op under the MoE mapping, the micro-batches and the cluster's tree. A dense
+    model has no experts: no regions, and no fabric phase to time."""
     hw, m, t = spec.hardware, spec.model, spec.training
     mesh = _mesh(hw, spec.simulation.granularity)
     placement = expert_placement(spec, place_rng)
@@ -74,7 +75,7 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         dispatch=_dispatch_fn(spec, mesh, placement) if moe else _no_dispatch,
         moe_mapping=spec.simulation.moe_mapping,
         expert_costs=expert_costs(spec, tokens, placement) if moe else ExpertCosts({}, {}),
-        micro_batches=micro_batches,
+        micro_batches=micro_batches, tree=tree_for(hw, spec.cluster),
     )
     return plan, mesh, placement
 
@@ -176,7 +177,7 @@ def size_step(spec: ExperimentSpec) -> Sizing:
 
     With ``auto``, B is first sized for balanced routing, then for the load the routing gives at that B
     (a hot region holds more per PE), until it fits: auto is the largest B that fits its own routing.
-    With ``training.global_batch``, the batch splits into micro-batches of G tiles: B follows
+    With ``training.global_batch``, each system's share splits into micro-batches of G tiles: B follows
     from ``micro_batches`` (or the reverse), and with both ``auto`` the fewest micro-batches whose B fits
     (docs/model.md §2.4)."""
     hw, m, t = spec.hardware, spec.model, spec.training
@@ -206,7 +207,7 @@ def _size_for_global_batch(spec: ExperimentSpec, region_of: tuple[int, ...], reg
     as one draw at its own size, and the memory is checked at that B under that draw's load."""
     hw, m, t = spec.hardware, spec.model, spec.training
     assert t.global_batch is not None
-    per_tile = t.global_batch // t.tiles  # sequences per tile over the micro-batches
+    per_tile = t.global_batch // spec.cluster.systems // t.tiles  # sequences per tile over the micro-batches
 
     def fit(B: int) -> Sizing:
         tokens = route_tokens(m, t, B * t.tiles * t.seq_len, random_streams(t.seed)[1])
@@ -245,8 +246,11 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
     assert size.tokens is not None
     check_work(spec)  # work that cannot finish on this machine is refused before anything is built
     plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0], N)
-    trace = engine_for(spec)(plan)
+    simulate_plan = engine_for(spec)
+    trace = simulate_plan(plan)
+    # a cluster's scaling efficiency: against one system alone on the same share (no tree)
+    alone = trace.step_cycles if plan.tree is None else simulate_plan(replace(plan, tree=None)).step_cycles
     result = measure(spec, B, trace, tokens=size.tokens, peak_sram=mem.peak_bytes_per_pe,
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
-                     wall_s=time.perf_counter() - wall, micro_batches=N)
+                     wall_s=time.perf_counter() - wall, micro_batches=N, alone_cycles=alone)
     return Run(result, trace, plan, mesh, placement)

@@ -4,7 +4,7 @@ Candidates are (G, B) pairs the memory model admits: for every B from 1 to the l
 G=1, the largest G that still fits (more tokens per step amortise the weight stream best), plus the
 powers of two of G with ``batch_per_tile: auto`` (fewer, larger tiles cost less per-tile overhead).
 With a fixed ``batch_per_tile`` only G varies. With a fixed ``global_batch`` the batch is not the tuner's
-to choose: every G that divides it (up to the most tiles of one sequence that fit) is a
+to choose: every G that divides each system's share (up to the most tiles of one sequence that fit) is a
 candidate, each with the fewest micro-batches that fit (docs/model.md §2.4). Every candidate is a
 re-validated experiment; the best is the highest throughput among the feasible ones, ties going to the
 smaller G. The G=1 candidate is always among them.
@@ -52,8 +52,8 @@ def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
     """(G, B) pairs to try, G=1 first. B is an int, or "auto" where the memory model picks it."""
     hw, m, t = spec.hardware, spec.model, spec.training
     out: dict[tuple[int, int], None] = {}
-    if t.global_batch is not None:  # G divides the global batch; B (or the micro-batches) follow
-        share, most = t.global_batch, max(max_tiles(hw, m, t, batch_per_tile=1), 1)
+    if t.global_batch is not None:  # G divides each system's share; B (or the micro-batches) follow
+        share, most = t.global_batch // spec.cluster.systems, max(max_tiles(hw, m, t, batch_per_tile=1), 1)
         split = (1 if t.micro_batches == "auto" else int(t.micro_batches)) * (
             1 if t.batch_per_tile == "auto" else int(t.batch_per_tile))
         return [(G, t.batch_per_tile) for G in range(1, min(share, most) + 1) if share % (G * split) == 0]

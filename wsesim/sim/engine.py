@@ -9,7 +9,7 @@ processes and resources (docs/model.md §2, §3). Simulated time is in clock cyc
   and combine, or a dense layer's FFN on the whole wafer; the LM head and loss per tile; then the backward
   pass in reverse, recomputing forward where the activation policy says so. With gradient accumulation it
   does that once per micro-batch, back to back (every weight streams in again for each); it ends when the
-  last gradient has left.
+  last gradient has left (and, in a cluster, when its sum has come through the reduce tree: ``cluster``).
 * the experts: each expert region runs its experts one after another, each op as soon as its weights
   have arrived and its region is free, and frees the weights after their last use. A region whose next
   chunk is already scheduled is laid out without events (the timeline is the same); a region that must
@@ -31,6 +31,7 @@ from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
 from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
+from .cluster import io_rate
 from .counting import CountingEnvironment
 from .experts import in_place_phase, regions_phase
 from .links import GradientLink, WeightStream
@@ -54,8 +55,9 @@ class _Engine:
         self.chunk_bytes = self.sizes = chunks.sizes
         self.copied_out = np.zeros(len(chunks), dtype=bool)  # whole-wafer chunks already freed
         staging = chunks.staging_bytes  # half for weights in, half for gradients out
-        self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, hw.io_bytes_per_cycle)
-        self.grads = GradientLink(staging / 2, hw.io_bytes_per_cycle)
+        rate, latency = io_rate(hw, plan.tree), (plan.tree.latency if plan.tree else 0.0)
+        self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, rate, latency)
+        self.grads = GradientLink(staging / 2, rate)
         R = len(plan.expert_regions)
         members: list[list[int]] = [[] for _ in range(R)]
         for e, r in enumerate(plan.expert_region_of):
@@ -248,7 +250,7 @@ class _Engine:
         yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
 
     def _step(self) -> Generator[Any, Any, None]:
-        env = self.env
+        env, tree = self.env, self.plan.tree
         for i in range(self.plan.micro_batches):
             self._use_micro_batch(i)
             yield from self._micro_batch()
@@ -256,6 +258,10 @@ class _Engine:
             start = env.now
             yield env.timeout(self.grads.link_free_at - start)
             self.trace.spans.append(("step", "gradient_drain", start, env.now, {}))
+        if tree is not None and self.grads.link_free_at + tree.latency > env.now:  # ... and its sum has arrived
+            start = env.now
+            yield env.timeout(self.grads.link_free_at + tree.latency - start)
+            self.trace.spans.append(("step", "reduce_drain", start, env.now, {"levels": tree.depth}))
 
     def run(self) -> Trace:
         env = self.env

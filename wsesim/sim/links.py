@@ -35,8 +35,9 @@ class WeightStream:
     """
 
     def __init__(self, env: simpy.Environment, names: Sequence[Any], sizes: np.ndarray, capacity_bytes: float,
-                 bytes_per_cycle: float) -> None:
+                 bytes_per_cycle: float, latency: float = 0.0) -> None:
         self.env, self.names, self.capacity, self.rate = env, names, capacity_bytes, bytes_per_cycle
+        self.latency = latency  # cycles between a chunk's last byte leaving the source and arriving (a tree)
         self.sizes = np.asarray(sizes, dtype=float)
         self.arrival = np.full(len(self.sizes), np.nan)
         self.start = np.full(len(self.sizes), np.nan)
@@ -80,7 +81,7 @@ class WeightStream:
             while self.next < n and self.level + sizes[self.next] <= limit:
                 if self._schedule(self.next, clock):
                     # a consumer wakes at that arrival and may free room then: decide no further ahead
-                    until = min(until, self.link_free_at)
+                    until = min(until, float(self.arrival[self.next - 1]))
             if self.next >= n or not self._frees or self._frees[0][0] > until:
                 self._clock = clock
                 return
@@ -92,12 +93,13 @@ class WeightStream:
         self.level += nbytes
         start = max(self.link_free_at, clock)
         self.start[i] = start
-        self.arrival[i] = self.link_free_at = start + nbytes / self.rate
+        self.link_free_at = start + nbytes / self.rate
+        self.arrival[i] = arrival = self.link_free_at + self.latency  # (a cluster's tree: docs/model.md §9)
         self.bytes_in += nbytes
         self.next = i + 1
         waiters = self._waiters.pop(i, None)
         for waiter in waiters or ():
-            self.env.timeout(self.link_free_at - self.env.now).callbacks.append(lambda _, w=waiter: w.succeed())
+            self.env.timeout(arrival - self.env.now).callbacks.append(lambda _, w=waiter: w.succeed())
         return bool(waiters)
 
     def _apply_frees(self, now: float) -> None:

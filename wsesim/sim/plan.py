@@ -12,6 +12,7 @@ import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
 from ..model.costs import ExpertCosts
+from .cluster import Tree
 
 # A span: (track, name, start cycle, end cycle, args).
 Span = tuple[str, str, float, float, dict[str, Any]]
@@ -41,6 +42,7 @@ class StepPlan:
     expert_costs: ExpertCosts
     moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
     micro_batches: int = 1  # gradient accumulation: the step runs this many micro-batches of G·B
+    tree: Tree | None = None  # the cluster's broadcast-reduce tree (None: one system)
 
     @property
     def global_batch(self) -> int:

@@ -2,7 +2,7 @@
 SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in clock cycles,
 sizes in bytes. Per micro-batch, the step runs per layer attention in G tiles, router, dispatch, experts,
 combine (or a dense layer's FFN); the LM head per tile; the backward pass in reverse, recomputing where the
-policy says so; it ends when the last gradient has left.
+policy says so; it ends when the last gradient has left (in a cluster: when its sum has reached MemoryX).
 
 It shares with the fast engine only plan and cost data — the chunk plan (``chunks.plan_chunks``), the
 op costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte
@@ -21,6 +21,7 @@ counts (``model.shapes``) and the fabric's timing (``plan.dispatch``) — never 
   process per phase over its experts in slot order (ascending expert index), every op, and every piece
   of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
   region is free;
+* in a cluster, chunks come down and gradients go up the tree at its rate, a process per level (``relay``);
 * the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
   I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
   left; the step stalls until what is held (plus an incoming gradient) fits, checked before each
@@ -66,6 +67,7 @@ from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops
 from .chunks import plan_chunks
+from .cluster import io_rate, relay
 from .counting import CountingEnvironment
 from .plan import ExpertOps, LinkSchedule, StepPlan, Trace
 
@@ -95,7 +97,7 @@ class _Reference:
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
-        self.rate = hw.io_bytes_per_cycle
+        self.rate = io_rate(hw, plan.tree)
         self.recompute = plan.training.activations == "recompute"
         self.chunks = plan_chunks(hw, m, self.recompute, plan.micro_batches)
         self.offset = 0  # the current micro-batch's first chunk
@@ -119,6 +121,10 @@ class _Reference:
         self.same_cycle: list[_Gradient] = []  # handed over this cycle, not yet in the Store
         self.departure = env.event()  # triggered (and replaced) each time a gradient leaves
         self.departed = 0
+        self.at_memoryx = simpy.Store(env)  # gradients' sums that have come up a cluster's tree
+        # a chunk's last byte has left MemoryX, a gradient's the wafer: in a cluster, through the tree
+        self.to_wafer = self._arrive if plan.tree is None else relay(env, plan.tree, self._arrive).put
+        self.to_memoryx = None if plan.tree is None else relay(env, plan.tree, self.at_memoryx.put).put
 
     # ------------------------------------------------------------------------------ the inbound link
     def _inbound(self) -> Generator[Any, Any, None]:
@@ -128,8 +134,11 @@ class _Reference:
             self.start[i] = env.now
             self.bytes_in += size
             yield env.timeout(size / self.rate)
-            self.arrival[i] = env.now
-            self.arrived[i].succeed()
+            self.to_wafer(i)
+
+    def _arrive(self, i: int) -> None:
+        self.arrival[i] = self.env.now
+        self.arrived[i].succeed()
 
     def _free(self, i: int) -> None:
         self.freed.append((float(self.env.now), float(self.chunks.sizes[i])))
@@ -158,6 +167,8 @@ class _Reference:
             self.departed += 1
             self.departure.succeed()
             self.departure = env.event()
+            if self.to_memoryx:  # every wafer's copy leaves in this cycle: summed on the way up
+                self.to_memoryx(g)
 
     def _hand_over(self, nbytes: float, order: tuple[int, ...], batch: int) -> None:
         g = _Gradient(nbytes, self.env.now, order, batch)
@@ -374,6 +385,11 @@ class _Reference:
             yield self.departure
         if env.now > start:
             self.trace.spans.append(("step", "gradient_drain", start, env.now, {}))
+        start = env.now  # ... and, in a cluster, when its sum has reached MemoryX
+        for _ in self.sent if self.to_memoryx else ():
+            yield self.at_memoryx.get()
+        if env.now > start:
+            self.trace.spans.append(("step", "reduce_drain", start, env.now, {"levels": self.plan.tree.depth}))
 
     def run(self) -> Trace:
         env = self.env
