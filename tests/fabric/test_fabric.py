@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from wsesim.config.errors import ConfigError
+from wsesim.config.errors import ConfigError, InternalError
 from wsesim.config.loader import load_hardware
 from wsesim.config.specs import HardwareSpec
 from wsesim.fabric import (
@@ -354,10 +354,11 @@ def test_dispatch_model_is_fast_on_the_full_wafer(wse2: HardwareSpec) -> None:
 
 
 def test_dispatch_needs_one_byte_count_per_expert(wse2: HardwareSpec) -> None:
+    """The engine builds these vectors itself: a wrong one is a defect (InternalError), not bad input."""
     m = mesh(wse2, 8)
-    with pytest.raises(ConfigError, match="4 finite"):
+    with pytest.raises(InternalError, match="4 finite"):
         dispatch_traffic(m, place(m, 4), np.ones(3))
-    with pytest.raises(ConfigError):
+    with pytest.raises(InternalError):
         DispatchModel(m, place(m, 4)).cycles(np.array([1.0, -1.0, 0.0, 0.0]))
 
 
@@ -378,15 +379,17 @@ def test_same_seed_same_result(wse2: HardwareSpec) -> None:
     assert other != runs[0]
 
 
-def test_bad_traffic_is_a_config_error(wse2: HardwareSpec) -> None:
+def test_malformed_traffic_is_a_defect_and_too_much_is_bad_input(wse2: HardwareSpec) -> None:
+    """Traffic is built by wsesim's own patterns: a malformed one is an InternalError; a pattern too large
+    for the fidelity, or a pattern parameter out of range, is the user's (ConfigError)."""
     m = mesh(wse2, 4)
-    with pytest.raises(ConfigError, match="one length"):
+    with pytest.raises(InternalError, match="one length"):
         Traffic([0, 1], [2], [4.0, 4.0])
-    with pytest.raises(ConfigError, match="non-negative"):
+    with pytest.raises(InternalError, match="non-negative"):
         Traffic([0], [2], [-4.0])
-    with pytest.raises(ConfigError, match="node ids"):
+    with pytest.raises(InternalError, match="node ids"):
         FlowFabric(m).simulate(Traffic([0], [16], [4.0]))
-    with pytest.raises(ConfigError, match="one row or column"):
+    with pytest.raises(InternalError, match="one row or column"):
         PacketFabric(m).simulate(Traffic([0], [5], [4.0], [True]))
     with pytest.raises(ConfigError, match="too many"):
         PacketFabric(m, max_messages=100).simulate(all_to_all(m, 4))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config.errors import ConfigError
+from ..config.errors import InternalError
 from .flow import flow_cycles, grouped_links
 from .latency import NONE, W, decode
 from .mesh import Mesh, check_routing
@@ -59,8 +59,7 @@ def _region_bytes(placement: Placement, expert_bytes: np.ndarray) -> np.ndarray:
     x = np.asarray(expert_bytes, dtype=np.float64).reshape(-1)
     experts = len(placement.expert_region_index)
     if len(x) != experts or not np.all(np.isfinite(x)) or (len(x) and x.min() < 0):
-        raise ConfigError(f"expected {experts} finite, non-negative byte counts (one per expert), got {len(x)} values",
-                          path="expert_bytes")
+        raise InternalError(f"expected {experts} finite, non-negative byte counts (one per expert), got {len(x)} values")
     return np.bincount(placement.expert_region_index, x, minlength=len(placement.regions))
 
 

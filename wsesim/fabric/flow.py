@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config.errors import ConfigError
+from ..config.errors import InternalError
 from .latency import EMPTY, NONE, W, decode, outer_latency, range_max
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh, check_routing
 from .traffic import AnyTraffic, FabricResult, OuterTraffic, busy_cycles, summarise
@@ -320,4 +320,4 @@ class FlowFabric:
 
 def _check_len(mesh: Mesh, n: int) -> None:
     if n != mesh.nodes:
-        raise ConfigError(f"expected one weight per node ({mesh.nodes}), got {n}")
+        raise InternalError(f"expected one weight per node ({mesh.nodes}), got {n}")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, InternalError
 from ..config.specs import HardwareSpec, parse_granularity
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class Region:
 
     def __post_init__(self) -> None:
         if self.rows <= 0 or self.cols <= 0 or self.row0 < 0 or self.col0 < 0:
-            raise ConfigError(f"expected a non-empty rectangle at non-negative coordinates, got {self}")
+            raise InternalError(f"expected a non-empty rectangle at non-negative coordinates, got {self}")
 
     @property
     def pes(self) -> int:
@@ -180,7 +180,7 @@ class Mesh:
     def region_nodes(self, region: Region) -> tuple[np.ndarray, np.ndarray]:
         """Node ids that hold PEs of ``region`` (row-major) and how many of its PEs each holds."""
         if region.row0 + region.rows > self.pe_rows or region.col0 + region.cols > self.pe_cols:
-            raise ConfigError(f"{region} lies outside the {self.pe_rows} x {self.pe_cols} mesh")
+            raise InternalError(f"{region} lies outside the {self.pe_rows} x {self.pe_cols} mesh")
 
         def span(start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
             k = self.block
@@ -239,7 +239,7 @@ class Mesh:
         source takes the message off the fabric as the head passes. Raises ``ConfigError`` otherwise."""
         (r0, c0), (r1, c1) = self.node_rc(src), self.node_rc(dst)
         if r0 != r1 and c0 != c1:
-            raise ConfigError(f"a multicast runs along one row or column, got {(r0, c0)} -> {(r1, c1)}")
+            raise InternalError(f"a multicast runs along one row or column, got {(r0, c0)} -> {(r1, c1)}")
         path = _line((r0, c0), (r1, c1))
         return self._route(path, receivers=tuple(path[1:]))
 

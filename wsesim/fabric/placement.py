@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, InternalError
 from ..config.specs import HardwareSpec
 from .mesh import Mesh, Region
 
@@ -50,8 +50,7 @@ def _snake_order(gr: int, gc: int, rng: np.random.Generator | None) -> list[int]
 def _random_order(gr: int, gc: int, rng: np.random.Generator | None) -> list[int]:
     """Tiles in an order drawn from ``rng`` (the run's seeded generator: same seed, same placement)."""
     if rng is None:
-        raise ConfigError("random placement needs a numpy Generator (rng) from the run's seed",
-                          path="placement")
+        raise InternalError("random placement needs a numpy Generator (rng) from the run's seed")
     return [int(t) for t in rng.permutation(gr * gc)]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, InternalError
 from .mesh import EAST, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
 
 GOLDEN = (np.sqrt(5.0) - 1) / 2  # 0.618…: multiples of it mod 1 spread as evenly as any sequence can
@@ -39,16 +39,16 @@ class Traffic:
         dst = np.asarray(self.dst, dtype=np.int64).reshape(-1)
         nbytes = np.asarray(self.nbytes, dtype=np.float64).reshape(-1)
         if not (len(src) == len(dst) == len(nbytes)):
-            raise ConfigError(f"expected src, dst and nbytes of one length, got {len(src)}, {len(dst)}, {len(nbytes)}")
+            raise InternalError(f"expected src, dst and nbytes of one length, got {len(src)}, {len(dst)}, {len(nbytes)}")
         if len(nbytes) and not (np.all(np.isfinite(nbytes)) and nbytes.min() >= 0):
-            raise ConfigError("expected finite, non-negative message sizes (bytes)", path="nbytes")
+            raise InternalError("expected finite, non-negative message sizes (bytes)")
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "dst", dst)
         object.__setattr__(self, "nbytes", nbytes)
         if self.multicast is not None:
             mc = np.asarray(self.multicast, dtype=bool).reshape(-1)
             if len(mc) != len(src):
-                raise ConfigError(f"expected one multicast flag per message ({len(src)}), got {len(mc)}")
+                raise InternalError(f"expected one multicast flag per message ({len(src)}), got {len(mc)}")
             object.__setattr__(self, "multicast", mc if mc.any() else None)
 
     def __len__(self) -> int:
@@ -65,11 +65,11 @@ class Traffic:
     def check(self, mesh: Mesh) -> None:
         """Raise ``ConfigError`` if a node id lies outside ``mesh`` or a multicast is not a straight line."""
         if len(self) and (min(self.src.min(), self.dst.min()) < 0 or max(self.src.max(), self.dst.max()) >= mesh.nodes):
-            raise ConfigError(f"expected node ids in 0..{mesh.nodes - 1} for a {mesh.rows} x {mesh.cols} mesh")
+            raise InternalError(f"expected node ids in 0..{mesh.nodes - 1} for a {mesh.rows} x {mesh.cols} mesh")
         if self.multicast is not None:
             s, d = self.src[self.multicast], self.dst[self.multicast]
             if np.any((s // mesh.cols != d // mesh.cols) & (s % mesh.cols != d % mesh.cols)):
-                raise ConfigError("a multicast runs along one row or column of the mesh")
+                raise InternalError("a multicast runs along one row or column of the mesh")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class OuterTraffic:
         a = np.asarray(self.src_weight, dtype=np.float64).reshape(-1)
         b = np.asarray(self.dst_weight, dtype=np.float64).reshape(-1)
         if len(a) != len(b) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))) or min(a.min(), b.min()) < 0:
-            raise ConfigError("expected two finite, non-negative weight vectors of one length (one per node)")
+            raise InternalError("expected two finite, non-negative weight vectors of one length (one per node)")
         object.__setattr__(self, "src_weight", a)
         object.__setattr__(self, "dst_weight", b)
 
