@@ -77,3 +77,22 @@ def test_results_frame_of_runs_and_of_a_tuning() -> None:
     assert frame.loc[frame["best"], "tiles"].item() == tuned.best.tiles
     with pytest.raises(TypeError, match="expected a results.csv path"):
         wsesim.results_frame(3)
+
+
+def test_the_readme_python_api_uses_what_wsesim_exports() -> None:
+    """The README's Python API block compiles, every wsesim.NAME in it is exported, and its example error
+    is the one the loader gives."""
+    import ast
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Python API", 1)[1].split("\n### ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    tree = ast.parse(block)
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "wsesim"}
+    assert used and used <= set(wsesim.__all__)
+    [quoted] = re.findall(r"`(overrides: model\.top_k: [^`]*)`", section)
+    with pytest.raises(ConfigError) as info:
+        wsesim.load_experiment(overrides={"model.experts": 8, "model.top_k": 9})
+    assert str(info.value) == quoted
