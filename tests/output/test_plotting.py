@@ -185,3 +185,26 @@ def test_wsesim_plot_unreadable_wafer_json(tmp_path: Path, capsys: pytest.Captur
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "expected wafer maps written by wsesim run" in err
     assert [p.name for p in tmp_path.iterdir()] == ["wafer.json"]
+
+
+def test_legends_sit_beside_the_bars_and_labels_read_level(results_csv: Path) -> None:
+    """The phase legend used to sit inside the axes, over the bars, and the run labels were rotated 45°."""
+    from wsesim.analysis.figures import plan_figures, plan_phases
+    from wsesim.experiments.sweep import read_results_table
+    from wsesim.output.sweep_figures import phases_figure, throughput_figure
+
+    header, rows = read_results_table(results_csv)
+    figures = [phases_figure(plan_phases(header, rows)), *(throughput_figure(p) for p in plan_figures(header, rows))]
+    try:
+        for fig in figures:
+            fig.canvas.draw()
+            renderer = fig.canvas.get_renderer()
+            legend = (fig.axes[0].get_legend() or fig.legends[0]).get_window_extent(renderer)
+            for ax in fig.axes:
+                assert not legend.overlaps(ax.get_window_extent(renderer))
+        phases = figures[0].axes[0]
+        assert all(t.get_rotation() == 0 for t in phases.get_yticklabels() + phases.get_xticklabels())
+        assert len(phases.get_yticklabels()) == len(rows)
+    finally:
+        for fig in figures:
+            plt.close(fig)
