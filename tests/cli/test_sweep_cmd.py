@@ -196,6 +196,7 @@ def test_interrupted_sweep_keeps_finished_rows_and_resume_runs_the_rest(
     assert capsys.readouterr().err.splitlines()[-1] == "wsesim: interrupted"
     assert [row["point"] for row in _read(out / "results.csv")] == ["0", "1"]
     assert _tmp_files(out) == []
+    assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["files"] == ["results.csv"]
 
     ran = _watch_points(monkeypatch, lambda point: None)
     assert cli.main([*args, "--resume"]) == 0

@@ -150,6 +150,7 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
                                                    "sweep": str(Path(args.sweep).resolve())}) + "\n")
         moved = kept_rows(sweep, done)
         atomic_write_text(csv_path, csv_text(moved, keys, columns=columns))
+        write_manifest(out, _manifest(args, sweep, name, [csv_path]))  # now: an interrupted sweep has one too
         total = len(sweep.points)
         progress(f"sweep {name}: {total} points, {total - len(moved)} to run, results in {csv_path}\n")
         with LineAppender(csv_path) as results:
