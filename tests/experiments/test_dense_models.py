@@ -1,13 +1,18 @@
-"""Dense models run and tune (issue 11): the presets on WSE-2, the parallel block's recompute, and what the
-tuner does with G on a dense model."""
+"""Dense models run, tune and sweep (issue 11): the presets on WSE-2, the parallel block's recompute, what
+the tuner does with G on a dense model, and the shipped cluster and accumulation sweeps."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from wsesim.config.loader import load_experiment
 from wsesim.experiments.runner import run_experiment
+from wsesim.experiments.sweep import STATUS_OK, load_sweep, run_sweep
 from wsesim.experiments.tune import candidates, tune
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "workloads"
 
 
 @pytest.mark.parametrize(("model", "seq_len"), [("llama-7b", 2048), ("llama2-7b", 4096), ("gpt-j-6b", 2048),
@@ -46,3 +51,25 @@ def test_tune_at_a_fixed_global_batch_varies_g_only() -> None:
     loaded = load_experiment(overrides={"training.global_batch": 60})
     assert candidates(loaded.spec) == [(G, "auto") for G in (1, 2, 3, 4, 5, 6, 10, 12, 15)]
 
+
+def test_the_shipped_sweeps_load() -> None:
+    bva = load_sweep(WORKLOADS / "qwen3-30b-a3b" / "bta-vs-accumulation.yaml")
+    assert [p.overrides["training.tiles"] for p in bva.points] == [1, 2, 3, 4, 5, 6, 10, 12, 15]
+    assert {p.overrides["training.global_batch"] for p in bva.points} == {60}
+    cluster = load_sweep(WORKLOADS / "gpt3-xl" / "cluster-scaling.yaml")
+    assert len(cluster.points) == 14
+
+
+def test_the_cluster_sweep_scales_as_its_invariants_say() -> None:
+    rows = run_sweep(load_sweep(WORKLOADS / "gpt3-xl" / "cluster-scaling.yaml"))
+    assert [r["status"] for r in rows] == [STATUS_OK] * 14
+    for fixed in (False, True):
+        series = sorted((r for r in rows if bool(r.get("set:training.global_batch")) == fixed),
+                        key=lambda r: r["systems"])
+        one = series[0]
+        assert one["systems"] == 1 and one["scaling_efficiency"] == 1.0
+        for r in series:
+            assert r["cluster_throughput_tokens_per_s"] <= r["systems"] * one["throughput_tokens_per_s"] * (1 + 1e-12)
+            assert r["scaling_efficiency"] <= 1.0
+            if fixed:
+                assert r["global_batch"] == 256

@@ -6,7 +6,11 @@ by ``output.sweep_figures`` (which takes matplotlib from here):
 * ``throughput_vs_<key>`` — throughput against each swept key (paper Figs. 2 and 3: experts, top_k), every
   other swept key a colour, a marker, a facet or a figure of its own, infeasible points marked, and the
   tuned/G=1 speedup in a second panel where the sweep pairs them;
-* ``phases`` — where each run's time goes per token, by phase, as stacked bars.
+* ``phases`` — where each run's time goes per token, by phase, as stacked bars;
+* ``bta_vs_accumulation`` — at one global batch, throughput against the tiles G (each with the fewest
+  micro-batches that fit) and the weight bytes each streamed in (``analysis.scaling``);
+* ``cluster_scaling`` — cluster throughput against the number of systems, per series, beside N times one
+  system's, and the scaling efficiency.
 
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
 ``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
@@ -25,7 +29,8 @@ matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.has
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..analysis.figures import check_rows  # noqa: E402
-from ..experiments.sweep import read_results_table  # noqa: E402
+from ..analysis.scaling import accumulation_points, cluster_series  # noqa: E402
+from ..experiments.sweep import read_results, read_results_table  # noqa: E402
 from .files import atomic_write_bytes  # noqa: E402
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
@@ -97,6 +102,7 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     from .files import atomic_write_text, prepare_dir
 
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
+    meta = f"{ran[0]['model']} on {ran[0]['hardware']}, seq_len {ran[0]['seq_len']}"
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
     for plan in plan_figures(header, rows):
@@ -107,8 +113,68 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     files = _save(phases_figure(phases), out, "phases")
     listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
     written += files
+    rows = read_results(csv_path)
+    if points := accumulation_points(rows):
+        written += _save(_accumulation_figure(points), out, "bta_vs_accumulation")
+    if series := cluster_series(rows):
+        written += _save(_cluster_figure(series, meta), out, "cluster_scaling")
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
     return [*written, out / "figures.json"]
+
+
+def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
+    """Throughput (top) and weight bytes streamed in per step (bottom) against G at one global batch."""
+    p0 = points[0]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.4), sharex=True, height_ratios=(2.2, 1))
+    x = range(len(points))
+    top.plot(x, [p["throughput"] / 1e3 for p in points], "o-", color=_COLOURS["tuned"])
+    for i, p in enumerate(points):
+        top.annotate(f"N={p['N']}, B={p['B']}", (i, p["throughput"] / 1e3), textcoords="offset points",
+                     xytext=(0, 7), ha="center", fontsize=7)
+    top.set_ylim(0, 1.2 * max(p["throughput"] for p in points) / 1e3)
+    top.set_ylabel("throughput (thousand tokens/s)")
+    top.set_title(f"BTA and gradient accumulation at a global batch of {p0['global_batch']} sequences\n"
+                  f"{p0['model']} on {p0['hardware']}, seq_len {p0['seq_len']}: G tiles of B, N micro-batches")
+    top.grid(alpha=0.3)
+    bottom.bar(x, [p["io_in"] / 1e9 for p in points], color=_COLOURS["G=1"], alpha=0.8, width=0.5)
+    bottom.set_ylabel("weights streamed in\nper step (GB)")
+    bottom.set_xticks(list(x), [str(p["tiles"]) for p in points])
+    bottom.set_xlabel("tiles G (micro-batch G·B; N = global batch / (G·B))")
+    bottom.grid(alpha=0.3, axis="y")
+    return fig
+
+
+def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
+    """Cluster throughput (top, with N × one system's dashed) and efficiency (bottom) against systems."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.8), sharex=True, height_ratios=(2, 1.2))
+    colours = ["#2471a3", "#c0392b", "#27ae60", "#8e44ad"]
+    for (label, points), colour in zip(series.items(), colours * 4, strict=False):
+        n = [p["systems"] for p in points]
+        top.plot(n, [p["cluster"] / 1e6 for p in points], "o-", color=colour, label=label)
+        if points[0]["systems"] == 1:
+            top.plot(n, [m * points[0]["cluster"] / 1e6 for m in n], "--", color=colour, lw=0.8, alpha=0.6)
+        shares = {p["share"] for p in points}
+        for p in points if len(shares) > 1 else ():  # (one share: it is in the legend)
+            top.annotate(f"{p['share']}", (p["systems"], p["cluster"] / 1e6), textcoords="offset points",
+                         xytext=(6, -10), ha="left", fontsize=6, color=colour)
+        if len(shares) == 1:
+            top.lines[-2 if points[0]["systems"] == 1 else -1].set_label(f"{label}: {shares.pop()} per system")
+        bottom.plot(n, [100 * p["vs_one"] for p in points], "o-", color=colour)
+        bottom.plot(n, [100 * p["tree"] for p in points], ":", color=colour, lw=1)
+    top.set_xscale("log", base=2)
+    top.set_yscale("log")
+    top.set_ylabel("cluster throughput (million tokens/s)")
+    top.set_title(f"Data parallel over a broadcast-reduce tree\n{meta} (numbers: sequences per system; "
+                  "dashed: N × one system)", fontsize=9)
+    top.grid(alpha=0.3, which="both")
+    top.legend(fontsize=7, loc="upper left")
+    bottom.set_ylabel("scaling efficiency (%)\nsolid: vs N × one system\ndotted: the tree's cost", fontsize=7)
+    bottom.set_xlabel("systems N")
+    bottom.set_xticks([p["systems"] for p in next(iter(series.values()))],
+                      [str(p["systems"]) for p in next(iter(series.values()))])
+    bottom.set_ylim(0, 105)
+    bottom.grid(alpha=0.3)
+    return fig
 
 
 # ------------------------------------------------------------------------------------------ wafer pictures
