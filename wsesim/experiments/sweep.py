@@ -30,7 +30,7 @@ import json
 import re
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -108,6 +108,8 @@ class Point:
     overrides: dict[str, Any]
     base_key: str = ""  # a hash of the resolved base experiment
     swept: tuple[str, ...] = ()  # every key the sweep sets (its value columns hold this point's, set or not)
+    cost: float = 0.0  # estimated seconds of work (experiments.estimate): the order points are handed out in
+    plan_key: str = ""  # points with the same key share a plan (wafer, experts, placement): one worker takes them
 
     @property
     def tuned(self) -> bool:
@@ -174,21 +176,26 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         where = "points" if spec.points else "grid"
         try:
             loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
-            if check_work:
-                _check_point_work(loaded, point)
+            cost = _point_work(loaded, point, check=check_work)
+            s = loaded.spec
+            plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts, s.simulation.model_dump(mode="json"),
+                                   s.training.seed], sort_keys=True)
         except ConfigError as e:
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
                               source=source, path=where) from None
-        points.append(point)
+        points.append(replace(point, cost=cost, plan_key=plan_key))
     return Sweep(spec, source, base, tuple(points))
 
 
-def _check_point_work(loaded: Loaded, point: Point) -> None:
-    """Refuse a point that cannot finish on this machine (a tuned point runs every tuning candidate)."""
-    from .estimate import check_work
+def _point_work(loaded: Loaded, point: Point, *, check: bool) -> float:
+    """The point's estimated seconds of work (a tuned point runs every tuning candidate); with ``check``,
+    refuse a point that cannot finish on this machine."""
+    from .estimate import check_work, estimate_work
     from .tune import candidates
 
-    check_work(loaded.spec, runs=len(candidates(loaded.spec)) if point.tuned else 1)
+    runs = len(candidates(loaded.spec)) if point.tuned else 1
+    estimate = check_work(loaded.spec, runs=runs) if check else estimate_work(loaded.spec)
+    return runs * estimate.seconds
 
 
 def _describe(overrides: dict[str, Any]) -> str:
@@ -270,9 +277,10 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
     ``workers.run_dask``); None runs locally. Returns all rows, sorted by point."""
     done = dict(done or {})
     rows = kept_rows(sweep, done)
-    todo = [p for p in sweep.points if p.key not in done]
+    todo = [p for p in sweep.points if p.key not in done]  # (several local workers take them longest first)
     run = partial(run_point, sweep.base.raw, sweep.base.source)  # run_point as it is now (tests wrap it)
-    stream = run_dask(run, todo, scheduler) if scheduler is not None else run_local(run, todo, workers)
+    stream = (run_dask(run, todo, scheduler) if scheduler is not None
+              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost))
     for row in stream:
         rows.append(row)
         if on_row is not None:

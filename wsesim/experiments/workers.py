@@ -17,9 +17,16 @@ from typing import Any
 from ..config.errors import ConfigError
 
 
-def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], workers: int) -> Iterator[dict[str, Any]]:
+def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], workers: int, *,
+              group: Callable[[Any], Any] | None = None,
+              cost: Callable[[Any], float] | None = None) -> Iterator[dict[str, Any]]:
     """``run(point)`` of each point, as they finish, from ``workers`` local processes (1: in this process);
     ``run`` must pickle (a module-level function, or a ``functools.partial`` of one).
+
+    With ``group`` (a point's plan key) each worker is a process of its own and the points are dealt to
+    them in advance (``_deal``): longest first by ``cost``, each to a worker that already builds its plan
+    (the mesh, the dispatch model, the chunk plan: cached per process) when balance allows, so that a plan
+    is built by as few workers as possible rather than by every one. Rows still arrive one by one.
 
     No worker outlives the sweep: if the consumer stops early (an exception, Ctrl-C, a SIGTERM handler
     that raises, or closing this generator) the workers are terminated; if this process dies without a
@@ -33,19 +40,39 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     context = multiprocessing.get_context("spawn")  # no fork: a clean interpreter per worker
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start,
-                               initargs=(os.getpid(),))
+    bins = [list(points)] if group is None else _deal(points, workers, group, cost or (lambda p: 1.0))
+    pools = [ProcessPoolExecutor(max_workers=workers if group is None else 1, mp_context=context,
+                                 initializer=_worker_start, initargs=(os.getpid(),)) for _ in bins]
     finished = False
     try:
-        futures = [pool.submit(run, p) for p in points]
+        futures = [pool.submit(run, p) for pool, share in zip(pools, bins, strict=True) for p in share]
         for f in as_completed(futures):
             yield f.result()
         finished = True
     finally:
-        if finished:
-            pool.shutdown(wait=True)
-        else:
-            _terminate(pool)
+        for pool in pools:
+            if finished:
+                pool.shutdown(wait=True)
+            else:
+                _terminate(pool)
+
+
+def _deal(points: Sequence[Any], workers: int, group: Callable[[Any], Any],
+          cost: Callable[[Any], float]) -> list[list[Any]]:
+    """Points dealt to ``workers`` bins, longest first (longest-processing-time scheduling): each goes to
+    the least loaded bin, unless a bin that already builds its plan is no more than the point's own cost
+    above that — then there, so that a plan is built by as few workers as balance allows."""
+    bins: list[list[Any]] = [[] for _ in range(min(workers, len(points)))]
+    load = [0.0] * len(bins)
+    plans: list[set[Any]] = [set() for _ in bins]
+    for p in sorted(points, key=lambda p: -cost(p)):
+        least = min(load)
+        sharing = [i for i in range(len(bins)) if group(p) in plans[i] and load[i] <= least + cost(p)]
+        i = min(sharing, key=lambda j: load[j]) if sharing else load.index(least)
+        bins[i].append(p)
+        load[i] += cost(p)
+        plans[i].add(group(p))
+    return [b for b in bins if b]
 
 
 PARENT_CHECK_S = 0.5

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Benchmark: how wsesim's cost grows with the number of experts, as a user meets it.
+
+For each case, ``wsesim run`` as a command (a fresh interpreter: imports, planning and simulation, the
+best of ``--repeat``), and the same step in-process split into its stages (imports once, then sizing,
+planning — mesh, placement, the dispatch model, expert costs —, the chunk plan, and the simulation).
+Bare SimPy's event rate is measured in the same run, and the machine's core count printed, so figures
+from different machines can be compared.
+
+    python scripts/bench_scaling.py [--repeat N] [--quick]
+
+Cases: the BTA paper point (Qwen3-30B-A3B on WSE-2, G=19 B=1, 128 experts, top_k 1), the same shape with
+256 and 512 experts, Qwen3-235B-A22B, and DeepSeek-V3's MoE layers (256 experts + 1 shared, flash
+attention). ``--quick`` runs the paper point only, once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import simpy
+
+PAPER = ["--set", "training.tiles=19", "--set", "training.batch_per_tile=1", "--set", "model.top_k=1"]
+CASES = {
+    "paper point (E=128, k=1, G=19)": [*PAPER],
+    "Qwen3 shape, E=256": [*PAPER, "--set", "model.experts=256"],
+    "Qwen3 shape, E=512": [*PAPER, "--set", "model.experts=512"],
+    "qwen3-235b-a22b (E=128, k=8), G=1": ["--model", "qwen3-235b-a22b"],
+    "deepseek-v3 (E=256+1, k=8), flash, G=4": ["--model", "deepseek-v3", "--set", "training.attention_kernel=flash",
+                                               "--set", "training.tiles=4", "--set", "training.batch_per_tile=1"],
+}
+
+
+def bare_simpy_events_per_s(n: int = 200_000) -> float:
+    env = simpy.Environment()
+
+    def proc(env: simpy.Environment):  # type: ignore[no-untyped-def]
+        for _ in range(n):
+            yield env.timeout(1)
+
+    env.process(proc(env))
+    start = time.perf_counter()
+    env.run()
+    return n / (time.perf_counter() - start)
+
+
+def command_seconds(args: list[str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "wsesim", "run", *args, "--json"], check=True, capture_output=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def stages(args: list[str]) -> dict[str, float]:
+    """In a fresh interpreter: seconds per stage of one ``wsesim run``."""
+    code = f"""
+import json, sys, time
+t0 = time.perf_counter()
+from wsesim.cli.common import parse_overrides
+from wsesim.config.loader import load_experiment
+from wsesim.experiments import runner
+from wsesim.sim.chunks import plan_chunks
+t1 = time.perf_counter()
+argv = {args!r}
+model = argv[argv.index("--model") + 1] if "--model" in argv else None
+sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+spec = load_experiment(model=model, overrides=parse_overrides(sets)).spec
+size = runner.size_step(spec)
+t2 = time.perf_counter()
+plan, _, _ = runner.make_plan(spec, size.batch_per_tile, size.tokens, runner.random_streams(spec.training.seed)[0])
+t3 = time.perf_counter()
+plan_chunks(spec.hardware, spec.model, spec.training.activations == "recompute")
+t4 = time.perf_counter()
+trace = runner.engine_for(spec)(plan)
+t5 = time.perf_counter()
+print(json.dumps({{"imports": t1 - t0, "load+size": t2 - t1, "plan": t3 - t2, "chunks": t4 - t3,
+                  "simulate": t5 - t4, "events": trace.events}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    import json
+
+    return json.loads(out.splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3, help="command runs per case (the best is reported)")
+    ap.add_argument("--quick", action="store_true", help="the paper point only, once")
+    args = ap.parse_args()
+    cases = dict(list(CASES.items())[:1]) if args.quick else CASES
+    repeat = 1 if args.quick else args.repeat
+    print(f"{os.cpu_count()} cores; bare SimPy: {bare_simpy_events_per_s():,.0f} timeouts/s in this run")
+    print(f"{'case':42s} {'command':>8s} {'imports':>8s} {'size':>6s} {'plan':>6s} {'chunks':>7s} {'sim':>6s} "
+          f"{'events':>8s}")
+    for name, case in cases.items():
+        wall = command_seconds(case, repeat)
+        s = stages(case)
+        print(f"{name:42s} {wall:7.2f}s {s['imports']:7.2f}s {s['load+size']:5.2f}s {s['plan']:5.2f}s "
+              f"{s['chunks']:6.2f}s {s['simulate']:5.2f}s {s['events']:8,d}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
