@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-import simpy
+from bench_engine import bare_simpy_events_per_s  # (scripts/ is on the path when run as a script)
 
 PAPER = ["--set", "training.tiles=19", "--set", "training.batch_per_tile=1", "--set", "model.top_k=1"]
 CASES = {
@@ -33,19 +33,6 @@ CASES = {
     "deepseek-v3 (E=256+1, k=8), flash, G=4": ["--model", "deepseek-v3", "--set", "training.attention_kernel=flash",
                                                "--set", "training.tiles=4", "--set", "training.batch_per_tile=1"],
 }
-
-
-def bare_simpy_events_per_s(n: int = 200_000) -> float:
-    env = simpy.Environment()
-
-    def proc(env: simpy.Environment):  # type: ignore[no-untyped-def]
-        for _ in range(n):
-            yield env.timeout(1)
-
-    env.process(proc(env))
-    start = time.perf_counter()
-    env.run()
-    return n / (time.perf_counter() - start)
 
 
 def command_seconds(args: list[str], repeat: int) -> float:
