@@ -25,8 +25,6 @@ from .cluster import ClusterSpec, InterconnectSpec, split_problem
 from .errors import ConfigError, shown
 from .fields import Description, Name, count, quantity
 
-PositiveInt = Annotated[int, Field(gt=0)]
-
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DType = Literal["fp32", "bf16", "fp16"]
 

@@ -206,3 +206,23 @@ def copy_op_flops(shapes: LayerShapes, tokens: int, name: str, backward: bool) -
     if name == "expand":
         return 2.0 * elements, backward
     return (4.0 if backward else 2.0) * elements, True
+
+
+def wafer_op(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: str,
+             backward: bool) -> tuple[float, float]:
+    """(FLOPs, weight bytes fed) of a whole-wafer op on ``tokens`` tokens — ``attention`` (one tile),
+    ``router`` (with the shared expert), ``ffn`` (a dense layer) or ``lm_head`` (forward and backward of the
+    loss together) — written once for both engines (docs/model.md §3.3). Backward does 2× the forward's
+    work and feeds the weights twice; the standard attention kernel computes the full S×S scores (masked
+    half included), flash skips it."""
+    f, b = (2.0 if backward else 1.0), shapes.model.bytes_per_value
+    if name == "attention":
+        core = shapes.attention_core_flops(seq_len, skip_masked=kernel == "flash")
+        return f * tokens * (shapes.attention_proj_flops() + core), f * shapes.attention_params * b
+    if name == "router":
+        return f * tokens * shapes.router_stage_flops(), f * shapes.router_stage_params * b
+    if name == "ffn":
+        return f * tokens * shapes.ffn_flops(), f * shapes.ffn_params * b
+    if name == "lm_head":
+        return 3 * tokens * shapes.lm_head_flops(), 3 * ((shapes.lm_head_params or shapes.embedding_params) * b)
+    raise ValueError(f"no whole-wafer op {name!r}")

@@ -181,7 +181,7 @@ def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
 
 
 def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
-    """Wafer pictures of a run (``wsesim.wafer.WaferMaps``; drawn by ``output.wafer_figures``): PE busy
+    """Wafer pictures of a run (``wsesim.analysis.wafer.WaferMaps``; drawn by ``output.wafer_figures``): PE busy
     fraction, SRAM high-water, link load, expert placement, and one layer's Gantt chart. PNG files in
     ``out``; returns their paths."""
     from .wafer_figures import wafer_figures

@@ -12,8 +12,9 @@ processes and resources (docs/model.md §2, §3). Simulated time is in clock cyc
   last gradient has left (and, in a cluster, when its sum has come through the reduce tree: ``cluster``).
 * the experts: each expert region runs its experts one after another, each op as soon as its weights
   have arrived and its region is free, and frees the weights after their last use. A region whose next
-  chunk is already scheduled is laid out without events (the timeline is the same); a region that must
-  wait for a chunk the stream has not yet scheduled becomes its own process and waits for it.
+  chunk is already scheduled is laid out without events (the timeline is the same); the regions that
+  reach a chunk the stream has not scheduled continue together in one loop that waits for the earliest
+  chunk any of them needs (``experts.py``). In place, the whole wafer runs every expert in turn.
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
-from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops
+from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops, wafer_op
 from .chunks import plan_chunks
 from .cluster import io_rate
 from .counting import CountingEnvironment
@@ -118,14 +119,14 @@ class _Engine:
     def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
         """G tiles of B sequences through the attention sub-block on the whole wafer. The weights stay
         resident, but each tile's op must feed them to the PEs again. Backward does 2× the forward work."""
-        t, s = self.plan.training, self.s
-        tokens = self.plan.batch_per_tile * t.seq_len
-        factor = 2.0 if backward else 1.0
-        # the standard kernel computes the full S×S scores, masked half included; flash skips it
-        core = s.attention_core_flops(t.seq_len, skip_masked=t.attention_kernel == "flash")
-        flops = factor * tokens * (s.attention_proj_flops() + core)
-        yield from self._op("attention", flops, factor * s.attention_params * self.b,
-                            {"layer": layer, "pass": pass_, "tokens": tokens}, repeat=self.plan.tiles, per="tile")
+        tokens = self.plan.batch_per_tile * self.plan.training.seq_len
+        flops, weight_bytes = self._wafer_op("attention", tokens, backward)
+        yield from self._op("attention", flops, weight_bytes, {"layer": layer, "pass": pass_, "tokens": tokens},
+                            repeat=self.plan.tiles, per="tile")
+
+    def _wafer_op(self, name: str, tokens: int, backward: bool) -> tuple[float, float]:
+        t = self.plan.training
+        return wafer_op(self.s, name, tokens, t.seq_len, t.attention_kernel, backward)
 
     def _copies(self, name: str, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
         """In place, on the whole wafer: ``expand`` makes each token's k copies, ``weighted_sum`` adds the
@@ -167,14 +168,11 @@ class _Engine:
 
     # ------------------------------------------------------------------------------------ the step
     def _moe(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        s, t = self.s, self.plan.training
-        tokens = self.plan.global_batch * t.seq_len
+        tokens = self.plan.global_batch * self.plan.training.seq_len
         args = {"layer": layer, "pass": pass_, "tokens": tokens}
         yield from self._wait((chunk_pass, layer, "router"), args)
-        factor = 2.0 if backward else 1.0
-        router_flops = factor * tokens * s.router_stage_flops()
         # the shared expert's weights feed the PEs with the router's (they were counted as FLOPs already)
-        yield from self._op("router", router_flops, factor * s.router_stage_params * self.b, args)
+        yield from self._op("router", *self._wafer_op("router", tokens, backward), args)
         if self.plan.moe_mapping == "in_place":
             yield from self._copies("weighted_sum" if backward else "expand", layer, pass_, backward)
             yield from in_place_phase(self, layer, pass_, chunk_pass, backward)
@@ -187,11 +185,10 @@ class _Engine:
     def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
         """A dense layer's FFN on the whole wafer, on the G·B sequences of the micro-batch at once (like the
         experts, it sees the concatenated tiles), its weights streamed per layer like attention's."""
-        s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
+        tokens = self.plan.global_batch * self.plan.training.seq_len
         args = {"layer": layer, "pass": pass_, "tokens": tokens}
         yield from self._wait((chunk_pass, layer, "ffn"), args)
-        factor = 2.0 if backward else 1.0
-        yield from self._op("ffn", factor * tokens * s.ffn_flops(), factor * s.ffn_params * self.b, args)
+        yield from self._op("ffn", *self._wafer_op("ffn", tokens, backward), args)
 
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
         m = self.plan.model
@@ -222,12 +219,11 @@ class _Engine:
 
     def _lm_head(self) -> Generator[Any, Any, None]:
         """LM head and loss per tile, forward and backward together (its weights resident)."""
-        s, t = self.s, self.plan.training
-        weight_bytes = (s.lm_head_params or s.embedding_params) * self.b
+        s = self.s
         if s.lm_head_params:
             yield from self._wait(("lm_head",), {"pass": "fwd"})
-        tokens = self.plan.batch_per_tile * t.seq_len
-        yield from self._op("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
+        tokens = self.plan.batch_per_tile * self.plan.training.seq_len
+        yield from self._op("lm_head", *self._wafer_op("lm_head", tokens, False),
                             {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
         if s.lm_head_params:
             yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})

@@ -65,7 +65,7 @@ import simpy
 
 from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
-from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops
+from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op
 from .chunks import plan_chunks
 from .cluster import io_rate, relay
 from .counting import CountingEnvironment
@@ -222,14 +222,10 @@ class _Reference:
         yield simpy.AllOf(self.env, tiles)
 
     def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
-        t, s = self.plan.training, self.s
+        t = self.plan.training
         tokens = self.plan.batch_per_tile * t.seq_len
-        factor = 2.0 if backward else 1.0
-        # the standard kernel computes the full S×S scores, masked half included; flash skips it
-        core = s.attention_core_flops(t.seq_len, skip_masked=t.attention_kernel == "flash")
-        flops = factor * tokens * (s.attention_proj_flops() + core)
-        yield from self._per_tile("attention", flops, factor * s.attention_params * self.b,
-                                  {"layer": layer, "pass": pass_, "tokens": tokens})
+        flops, weight_bytes = wafer_op(self.s, "attention", tokens, t.seq_len, t.attention_kernel, backward)
+        yield from self._per_tile("attention", flops, weight_bytes, {"layer": layer, "pass": pass_, "tokens": tokens})
 
     def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
         nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
@@ -303,10 +299,8 @@ class _Reference:
         tokens = self.plan.global_batch * t.seq_len
         args = {"layer": layer, "pass": pass_, "tokens": tokens}
         yield from self._weights((chunk_pass, layer, "router"), args)
-        factor = 2.0 if backward else 1.0
         # the router op runs the router and the shared expert, and their weights feed the PEs together
-        yield from self._on_wafer("router", factor * tokens * s.router_stage_flops(),
-                                  factor * s.router_stage_params * self.b, args)
+        yield from self._on_wafer("router", *wafer_op(s, "router", tokens, t.seq_len, "", backward), args)
         if self.plan.moe_mapping == "in_place":  # the plan gives it one region: the whole wafer
             yield from self._copies("weighted_sum" if backward else "expand", layer, pass_, backward)
             yield from self._experts(layer, pass_, chunk_pass, backward)
@@ -325,8 +319,7 @@ class _Reference:
         """A dense layer's FFN: one op on the whole wafer over the micro-batch's G·B sequences."""
         s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
         yield from self._weights((chunk_pass, layer, "ffn"), args := {"layer": layer, "pass": pass_, "tokens": tokens})
-        f = 2.0 if backward else 1.0
-        yield from self._on_wafer("ffn", f * tokens * s.ffn_flops(), f * s.ffn_params * self.b, args)
+        yield from self._on_wafer("ffn", *wafer_op(s, "ffn", tokens, 0, "", backward), args)
 
     def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
         m = self.plan.model
@@ -356,11 +349,10 @@ class _Reference:
     def _lm_head(self) -> Generator[Any, Any, None]:
         """LM head and loss per tile, forward and backward together (its weights resident)."""
         s, t = self.s, self.plan.training
-        weight_bytes = (s.lm_head_params or s.embedding_params) * self.b
         if s.lm_head_params:
             yield from self._weights(("lm_head",), {"pass": "fwd"})
         tokens = self.plan.batch_per_tile * t.seq_len
-        yield from self._per_tile("lm_head", 3 * tokens * s.lm_head_flops(), 3 * weight_bytes,
+        yield from self._per_tile("lm_head", *wafer_op(s, "lm_head", tokens, t.seq_len, "", False),
                                   {"pass": "fwd+bwd", "tokens": tokens})
         if s.lm_head_params:
             yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
