@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",
     "load_experiment": "experiments.api", "load_experiment_data": "experiments.api", "load_hardware": "experiments.api",
-    "load_model": "experiments.api", "results_frame": "experiments.api", "validate_file": "config.loader",
+    "load_model": "experiments.api", "results_frame": "experiments.api", "validate_file": "experiments.api",
     "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",
     "training_memory": "model.memory",
     "RunResult": "analysis.results",

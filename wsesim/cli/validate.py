@@ -10,6 +10,7 @@ from .common import EXIT_OK, add_json_argument, print_json
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from ..config.loader import validate_file
+    from ..experiments import sweep  # noqa: F401 - registers the sweep kind
 
     checked = []
     for path in args.files:

@@ -12,7 +12,6 @@ pydantic's errors into one-line ``ConfigError`` s is ``validation``'s.
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -268,12 +267,9 @@ def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[
 
 def detect_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind")
-    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS, *_KIND_MODULES})
+    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS})
     if kind is not None and not isinstance(kind, str):  # a list, a mapping, a number: never a kind
         raise ConfigError(f"expected one of {', '.join(valid)}, got {_describe(kind)}", source=source, path="kind")
-    if kind in _KIND_MODULES and kind not in _EXTRA_KINDS:
-        importlib.import_module(_KIND_MODULES[kind])  # registers the kind (see register_kind)
-    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS, *_KIND_MODULES})
     if kind is None:
         raise ConfigError(f"required key is missing (expected one of {', '.join(valid)})", source=source, path="kind")
     if kind not in valid:
@@ -282,9 +278,15 @@ def detect_kind(data: dict[str, Any], source: str) -> str:
 
 
 # kinds validated by later layers (a sweep needs the runner's vocabulary): kind -> validator(data, path).
-# They register themselves when imported; _KIND_MODULES names the module to import for each.
+# They register themselves when imported (``wsesim.experiments.sweep`` registers ``sweep``); this layer
+# never imports them: whoever validates files of every kind (the CLI, ``wsesim.validate_file``) imports
+# the layer first.
 _EXTRA_KINDS: dict[str, Any] = {}
-_KIND_MODULES = {"sweep": "wsesim.experiments.sweep"}
+
+
+def kinds() -> list[str]:
+    """Every kind ``validate_file`` knows now: the specs' and those later layers registered."""
+    return sorted({*SPEC_KINDS, *_EXTRA_KINDS})
 
 
 def register_kind(kind: str, validator: Any) -> None:

@@ -39,6 +39,14 @@ load_hardware = _python_errors(loader.load_hardware)
 load_model = _python_errors(loader.load_model)
 
 
+def validate_file(path: str | Path) -> tuple[str, Any]:
+    """``config.loader.validate_file`` with every kind known, the sweep kind included (registered by
+    ``experiments.sweep``, which the config layer may not import); returns (kind, spec)."""
+    from . import sweep  # noqa: F401 - registers the sweep kind
+
+    return _python_errors(loader.validate_file)(path)
+
+
 def results_frame(results: Any) -> Any:
     """A pandas DataFrame, one row per run, phases as flat ``phase_<name>_cycles`` columns, from:
 
