@@ -30,8 +30,8 @@ CASES = {
     "Qwen3 shape, E=256": [*PAPER, "--set", "model.experts=256"],
     "Qwen3 shape, E=512": [*PAPER, "--set", "model.experts=512"],
     "qwen3-235b-a22b (E=128, k=8), G=1": ["--model", "qwen3-235b-a22b"],
-    "deepseek-v3 (E=256+1, k=8), flash, G=4": ["--model", "deepseek-v3", "--set", "training.attention_kernel=flash",
-                                               "--set", "training.tiles=4", "--set", "training.batch_per_tile=1"],
+    "deepseek-v3 (E=256+1, k=8), flash, G=3": ["--model", "deepseek-v3", "--set", "training.attention_kernel=flash",
+                                               "--set", "training.tiles=3", "--set", "training.batch_per_tile=1"],
 }
 
 
