@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,25 @@ def write_yaml(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def watch_points(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Any], None]], list[int]]:
+    """``watch_points(before)`` calls ``before(point)`` ahead of each point a sweep runs (workers=1: in this
+    process) and returns the list of the point indices run, filled as they run."""
+    from wsesim.experiments import sweep as sweep_module
+
+    run_point = sweep_module.run_point
+
+    def watch(before: Callable[[Any], None]) -> list[int]:
+        ran: list[int] = []
+
+        def watched(raw: dict[str, Any], source: str, point: Any) -> dict[str, Any]:
+            before(point)
+            ran.append(point.index)
+            return run_point(raw, source, point)
+
+        monkeypatch.setattr(sweep_module, "run_point", watched)
+        return ran
+
+    return watch

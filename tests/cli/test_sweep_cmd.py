@@ -138,24 +138,8 @@ def test_tune_json(cwd: Path) -> None:
 # ------------------------------------------------------------------------------------------- in-process
 
 
-_RUN_POINT = sweep_module.run_point
-
-
-def _watch_points(monkeypatch: pytest.MonkeyPatch, before: Callable[[Point], None]) -> list[int]:
-    """Call ``before(point)`` ahead of each point the sweep runs (workers=1: in this process)."""
-    ran: list[int] = []
-
-    def watched(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
-        before(point)
-        ran.append(point.index)
-        return _RUN_POINT(raw, source, point)
-
-    monkeypatch.setattr(sweep_module, "run_point", watched)
-    return ran
-
-
 def test_results_stream_to_the_csv_as_points_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+                                                    capsys: pytest.CaptureFixture[str], watch_points: Callable[..., list[int]]) -> None:
     path = _sweep_file(tmp_path / "s.yaml")
     out = tmp_path / "o"
     csv_path = out / "results.csv"
@@ -167,7 +151,7 @@ def test_results_stream_to_the_csv_as_points_finish(tmp_path: Path, monkeypatch:
         on_disk.append([row["point"] for row in rows])
         assert _tmp_files(out) == []
 
-    ran = _watch_points(monkeypatch, before)
+    ran = watch_points(before)
     assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
     assert ran == [0, 1, 2, 3]
     assert on_disk == [[], ["0"], ["0", "1"], ["0", "1", "2"]]
@@ -179,7 +163,7 @@ def test_results_stream_to_the_csv_as_points_finish(tmp_path: Path, monkeypatch:
 
 
 def test_interrupted_sweep_keeps_finished_rows_and_resume_runs_the_rest(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], watch_points: Callable[..., list[int]]) -> None:
     path = _sweep_file(tmp_path / "s.yaml")
     out = tmp_path / "o"
     args = ["sweep", str(path), "--out", str(out), "--workers", "1"]
@@ -190,7 +174,7 @@ def test_interrupted_sweep_keeps_finished_rows_and_resume_runs_the_rest(
         if point.index == 2:
             raise KeyboardInterrupt
 
-    _watch_points(monkeypatch, interrupt_at_2)
+    watch_points(interrupt_at_2)
     capsys.readouterr()
     assert cli.main(args) == 130
     assert capsys.readouterr().err.splitlines()[-1] == "wsesim: interrupted"
@@ -198,7 +182,7 @@ def test_interrupted_sweep_keeps_finished_rows_and_resume_runs_the_rest(
     assert _tmp_files(out) == []
     assert json.loads((out / "manifest.json").read_text(encoding="utf-8"))["files"] == ["results.csv"]
 
-    ran = _watch_points(monkeypatch, lambda point: None)
+    ran = watch_points(lambda point: None)
     assert cli.main([*args, "--resume"]) == 0
     assert ran == [2, 3]
     assert "4 points, 2 to run" in capsys.readouterr().err

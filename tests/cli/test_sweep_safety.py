@@ -26,7 +26,6 @@ import yaml
 
 from wsesim import cli
 from wsesim.analysis.results import WALL_CLOCK_FIELDS
-from wsesim.experiments import sweep as sweep_module
 from wsesim.experiments.sweep import Point
 from wsesim.output import files
 
@@ -54,22 +53,6 @@ def _strip(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{k: v for k, v in r.items() if k not in WALL_CLOCK_FIELDS} for r in rows]
 
 
-_RUN_POINT = sweep_module.run_point
-
-
-def _watch_points(monkeypatch: pytest.MonkeyPatch, before: Callable[[Point], None]) -> list[int]:
-    """Call ``before(point)`` ahead of each point the sweep runs (workers=1: in this process)."""
-    ran: list[int] = []
-
-    def watched(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
-        before(point)
-        ran.append(point.index)
-        return _RUN_POINT(raw, source, point)
-
-    monkeypatch.setattr(sweep_module, "run_point", watched)
-    return ran
-
-
 def _sweep(path: Path, out: Path, *extra: str) -> int:
     return cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", *extra])
 
@@ -78,7 +61,7 @@ def _sweep(path: Path, out: Path, *extra: str) -> int:
 
 
 def test_a_second_sweep_into_a_folder_in_use_is_refused_and_the_first_loses_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], watch_points: Callable[..., list[int]]) -> None:
     """While the first sweep runs (between its points), a second one into the same folder gets exit 2 and
     one line naming the first; the first finishes with all its rows."""
     first, second = _sweep_file(tmp_path / "a.yaml"), _sweep_file(tmp_path / "b.yaml", points=[{"model.top_k": 3}])
@@ -90,7 +73,7 @@ def test_a_second_sweep_into_a_folder_in_use_is_refused_and_the_first_loses_noth
             codes.append(-1)
             codes[0] = _sweep(second, out)
 
-    _watch_points(monkeypatch, start_another)
+    watch_points(start_another)
     assert _sweep(first, out) == 0
     assert codes == [2]
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("wsesim:")]
@@ -184,9 +167,9 @@ def test_a_folder_of_another_sweep_is_refused_with_or_without_resume(
 
 
 def test_without_resume_the_same_sweep_starts_afresh(finished: tuple[Path, Path, bytes],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch, watch_points: Callable[..., list[int]]) -> None:
     path, out, _ = finished
-    ran = _watch_points(monkeypatch, lambda point: None)
+    ran = watch_points(lambda point: None)
     assert _sweep(path, out) == 0
     assert ran == [0, 1, 2, 3]
 
@@ -195,7 +178,7 @@ def test_without_resume_the_same_sweep_starts_afresh(finished: tuple[Path, Path,
 
 
 def test_resume_does_not_count_a_half_written_last_row(finished: tuple[Path, Path, bytes],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                                       monkeypatch: pytest.MonkeyPatch, watch_points: Callable[..., list[int]]) -> None:
     """A crash while row 2 was appended leaves part of it (its point key included) and no newline: it is
     run again, and the file ends up whole."""
     path, out, before = finished
@@ -203,7 +186,7 @@ def test_resume_does_not_count_a_half_written_last_row(finished: tuple[Path, Pat
     assert len(lines) == 5
     (out / "results.csv").write_text("".join(lines[:3]) + lines[3][:60], encoding="utf-8")
     assert lines[3][:60].startswith("2,") and "\n" not in lines[3][:60]
-    ran = _watch_points(monkeypatch, lambda point: None)
+    ran = watch_points(lambda point: None)
     assert _sweep(path, out, "--resume") == 0
     assert ran == [2, 3]
     assert _strip(_read(out / "results.csv")) == _strip(list(csv.DictReader(before.decode().splitlines())))
@@ -242,7 +225,7 @@ def test_stderr_a_closed_pipe_through_the_entry_point(tmp_path: Path) -> None:
 
 
 def test_rows_are_appended_to_one_file_not_the_whole_file_rewritten(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, watch_points: Callable[..., list[int]]) -> None:
     """Per row, the CSV grows by one line in place (same file, old bytes a prefix of the new); the whole
     file is written twice per sweep (its header at the start, sorted at the end), not once per row."""
     path = _sweep_file(tmp_path / "s.yaml", grid={"training.tiles": [1, 2, 4]})  # 6 points
@@ -257,7 +240,7 @@ def test_rows_are_appended_to_one_file_not_the_whole_file_rewritten(
         real(target, data)
 
     monkeypatch.setattr(files, "atomic_write_bytes", counting)
-    _watch_points(monkeypatch, lambda point: snapshots.append(
+    watch_points(lambda point: snapshots.append(
         (csv_path.stat().st_ino, csv_path.read_bytes()) if csv_path.exists() else (-1, b"")))
     assert _sweep(path, out) == 0
     assert whole_writes.count("results.csv") == 2

@@ -40,7 +40,7 @@ import numpy as np
 from ..config.errors import ConfigError
 from .flow import link_loads
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh, check_routing
-from .traffic import AnyTraffic, FabricResult, OuterTraffic, Traffic, summarise
+from .traffic import AnyTraffic, FabricResult, Traffic, listed, summarise
 
 _LOW = (1 << 32) - 1  # a queued head is packed as (route position << 32) | wavelets
 
@@ -297,12 +297,7 @@ class PacketFabric:
 
     def simulate(self, traffic: AnyTraffic) -> FabricResult:
         mesh = self.mesh
-        if isinstance(traffic, OuterTraffic):
-            traffic = traffic.to_traffic(self.max_messages)
-        traffic.check(mesh)
-        if len(traffic) > self.max_messages:
-            raise ConfigError(f"{len(traffic)} messages are too many for the packet fidelity (limit "
-                              f"{self.max_messages}); use the flow fidelity or a smaller mesh")
+        traffic = listed(traffic, mesh, self.max_messages, "packet fidelity", "the flow fidelity or a smaller mesh")
         msg, w = stripes(mesh, traffic)
         arrivals: dict[int, tuple[float, ...]] = {}
         used, stripe_of = np.unique(msg, return_inverse=True)

@@ -42,10 +42,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from ..config.errors import ConfigError
 from .flow import link_loads
 from .mesh import EJECT, INJECT, LINKS_PER_NODE, Mesh, check_routing
-from .traffic import AnyTraffic, FabricResult, OuterTraffic, summarise
+from .traffic import AnyTraffic, FabricResult, listed, summarise
 
 Link = list[float]  # a directed link: a min-heap of the cycles at which each of its lanes is next free
 Stage = tuple[Link, float, int]  # (link, head latency in cycles, receiver index or -1)
@@ -89,12 +88,8 @@ class SimPyPacketFabric:
 
     def simulate(self, traffic: AnyTraffic) -> FabricResult:
         mesh = self.mesh
-        if isinstance(traffic, OuterTraffic):
-            traffic = traffic.to_traffic(self.max_messages)
-        traffic.check(mesh)
-        if len(traffic) > self.max_messages:
-            raise ConfigError(f"{len(traffic)} messages are too many for the SimPy packet fidelity (limit "
-                              f"{self.max_messages}); use the packet or flow fidelity, or a smaller mesh")
+        traffic = listed(traffic, mesh, self.max_messages, "SimPy packet fidelity",
+                         "the packet or flow fidelity, or a smaller mesh")
         src, dst, nbytes, mc = traffic.src, traffic.dst, traffic.nbytes, traffic.is_multicast
         env = simpy.Environment()
         lanes: dict[int, Link] = {}

@@ -180,6 +180,18 @@ class FabricResult:
         }
 
 
+def listed(traffic: AnyTraffic, mesh: Mesh, max_messages: int, fidelity: str, instead: str) -> Traffic:
+    """``traffic`` as a checked message list for a fidelity that simulates every message; ``ConfigError``
+    (naming the ``fidelity`` and what to use ``instead``) past ``max_messages``."""
+    if isinstance(traffic, OuterTraffic):
+        traffic = traffic.to_traffic(max_messages)
+    traffic.check(mesh)
+    if len(traffic) > max_messages:
+        raise ConfigError(f"{len(traffic)} messages are too many for the {fidelity} (limit {max_messages}); "
+                          f"use {instead}")
+    return traffic
+
+
 def busy_cycles(wavelet_cycles: float | np.ndarray) -> float | np.ndarray:
     """Cycles a link is busy with ``wavelet_cycles`` of load: whole wavelets, so rounded up (with a
     tolerance for summation error, so the same load gives the same answer however it was summed). Takes
