@@ -8,8 +8,6 @@ packet fidelity; its SimPy reference is checked against it in tests/fabric/test_
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -230,9 +228,7 @@ def test_full_wafer_pe_all_to_all_by_hand(wse2: HardwareSpec) -> None:
     wavelets. Its path latency: the nearest source, (r, 496), has u_min = 0 hops behind; the farthest
     upstream, (r, 0), has to go at most 993 − 496 columns and, from row 0 or 749, 749 rows: t* = 1,246.
     cycles = 185,256,750 − 1 + 7 + 1,246 · 2 = 185,259,248 (the former rule: + 1,742 · 2, 185,260,240)."""
-    start = time.perf_counter()
     r = FlowFabric(Mesh.from_hardware(wse2)).simulate(all_to_all(Mesh.from_hardware(wse2), 4))
-    assert time.perf_counter() - start < 3.0
     assert r.max_link_load_bytes == 741_027_000
     assert r.cycles == 185_259_248
     assert r.messages == 745_500 * 745_499
@@ -342,15 +338,16 @@ def test_dispatch_model_equals_flow_on_the_listed_traffic(wse2: HardwareSpec, re
     assert model.cycles(np.zeros(12)) == (0.0, 0.0)
 
 
-def test_dispatch_model_is_fast_on_the_full_wafer(wse2: HardwareSpec) -> None:
+def test_dispatch_model_equals_flow_on_the_full_wafer(wse2: HardwareSpec) -> None:
+    """On the whole WSE-2 at block:16 (2,961 nodes, 128 regions): the model multiplies only the rows that
+    could win, and finds per-region latencies only when some regions receive nothing; both shortcuts
+    give the flow fidelity's answer on the listed messages (speed: scripts/bench_fabric.py)."""
     m = Mesh.from_hardware(wse2, "block:16")
-    model = DispatchModel(m, place(m, 128))
-    xs = np.random.default_rng(0).random((50, 128)) * 1e6
-    model.cycles(xs[0])
-    start = time.perf_counter()
-    for x in xs:
-        model.cycles(x)
-    assert (time.perf_counter() - start) / len(xs) < 0.02  # measured ~1.5 ms on 2 cores
+    p = place(m, 128)
+    model = DispatchModel(m, p)
+    rng = np.random.default_rng(0)
+    for x in (rng.random(128) * 1e6, zipf_bytes(128, 4e4), np.where(rng.random(128) < 0.3, 0.0, rng.random(128) * 1e6)):
+        assert model.cycles(x)[0] == FlowFabric(m).simulate(dispatch_traffic(m, p, x)).cycles
 
 
 def test_dispatch_needs_one_byte_count_per_expert(wse2: HardwareSpec) -> None:

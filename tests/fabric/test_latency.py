@@ -10,7 +10,7 @@ import pytest
 from wsesim.config.loader import load_hardware
 from wsesim.fabric import FlowFabric, OuterTraffic, Traffic, link_loads
 from wsesim.fabric.flow import _Segments, link_busy
-from wsesim.fabric.latency import NONE, decode, outer_latency
+from wsesim.fabric.latency import NONE, RouteIndex, decode, outer_latency
 from wsesim.fabric.mesh import EJECT, INJECT, LINKS_PER_NODE, Mesh
 
 
@@ -62,7 +62,7 @@ def test_segments_and_product_form_equal_routes_walked(routing: str, granularity
     for trial in range(12):
         t = random_traffic(m, rng, multicast=trial % 3 == 2)
         live = t.nbytes > 0
-        got = decode(*_Segments(m, t.src, t.dst, routing, t.multicast).path(live))
+        got = decode(*_Segments(m, t.src, t.dst, routing, t.multicast).path(live)[:2])
         mc = None if t.multicast is None else t.multicast[live]
         np.testing.assert_array_equal(got, walked(m, t.src[live], t.dst[live], routing, mc))
         # product traffic: every pair of an active source and an active destination
@@ -71,6 +71,36 @@ def test_segments_and_product_form_equal_routes_walked(routing: str, granularity
         s, d = np.divmod(np.arange(m.nodes ** 2), m.nodes)
         pair = (s != d) & (a[s] * b[d] > 0)
         np.testing.assert_array_equal(outer_latency(m, a, b, routing), walked(m, s[pair], d[pair], routing))
+
+
+@pytest.mark.parametrize("routing", ["xy", "yx"])
+@pytest.mark.parametrize(("granularity", "shape"), MESHES)
+def test_route_index_gives_each_groups_path_and_the_longest_route_bounds_it(routing: str, granularity: str,
+                                                                            shape: tuple[int, int]) -> None:
+    """RouteIndex, asked for every link, equals the segments' (u_min, key) of each group's messages alone
+    (the dispatch model's per-region latencies); the segments' longest route is the most hops of any
+    route walked over the link, and no group's u_min + t* exceeds it."""
+    m = Mesh.from_hardware(load_hardware("wse2"), granularity, shape)
+    rng = np.random.default_rng([7, routing == "xy", *shape])
+    links = np.flatnonzero(m.link_parallel > 0)
+    for _ in range(6):
+        n, groups = int(rng.integers(1, 300)), int(rng.integers(1, 6))
+        src, dst, group = rng.integers(0, m.nodes, n), rng.integers(0, m.nodes, n), rng.integers(0, groups, n)
+        segments = _Segments(m, src, dst, routing, None)
+        u_min, key = RouteIndex(m, src, dst, group, groups, routing).query(links)
+        for g in range(groups):
+            u, k, _ = segments.path(group == g)
+            np.testing.assert_array_equal(u_min[:, g], u[links])
+            np.testing.assert_array_equal(key[:, g], k[links])
+        longest = np.zeros(m.nodes * LINKS_PER_NODE)
+        for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+            if s != d:
+                route = m.route(s, d, routing)
+                on = list(route.links)
+                longest[on] = np.maximum(longest[on], route.hops)
+        np.testing.assert_array_equal(segments.path(np.ones(n, dtype=bool))[2], longest)
+        hops = decode(u_min.min(axis=1), key.max(axis=1))
+        assert np.all(hops[hops > NONE] <= longest[links][hops > NONE])
 
 
 @pytest.mark.parametrize("routing", ["xy", "yx"])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -67,18 +65,15 @@ def test_sub_mesh_keeps_the_links_and_refuses_to_outgrow_the_wafer(wse2: Hardwar
         Mesh.from_hardware(wse2, "pe", (0, 10))
 
 
-def test_full_wafer_at_block_granularity_is_quick(wse2: HardwareSpec) -> None:
+def test_full_wafer_at_block_granularity(wse2: HardwareSpec) -> None:
     """47 × 63 blocks of 16 × 16 PEs (the last row and column partial: 750 = 46·16 + 14, 994 = 62·16 + 2)."""
-    start = time.perf_counter()
     m = Mesh.from_hardware(wse2, "block:16")
     g = m.graph
-    elapsed = time.perf_counter() - start
     assert (m.rows, m.cols) == (47, 63)
     assert m.node_pes.sum() == 745_500
     assert g.number_of_nodes() == 47 * 63
     # directed mesh edges: 2 per neighbouring pair, (cols-1)·rows horizontal + (rows-1)·cols vertical pairs
     assert g.number_of_edges() == 2 * (62 * 47 + 46 * 63)
-    assert elapsed < 1.0
 
 
 def test_graph_attributes(tiny8: HardwareSpec) -> None:
@@ -91,11 +86,9 @@ def test_graph_attributes(tiny8: HardwareSpec) -> None:
     assert edge["links"] == 4 and edge["bytes_per_cycle"] == 16.0 and edge["latency_cycles"] == 8.0
 
 
-def test_pe_graph_of_64x64_is_quick(wse2: HardwareSpec) -> None:
-    start = time.perf_counter()
+def test_pe_graph_of_64x64(wse2: HardwareSpec) -> None:
     g = Mesh.from_hardware(wse2, "pe", (64, 64)).graph
     assert g.number_of_nodes() == 4096 and g.number_of_edges() == 2 * 2 * 63 * 64
-    assert time.perf_counter() - start < 2.0
 
 
 # ------------------------------------------------------------------------------------------------ routes

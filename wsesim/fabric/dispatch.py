@@ -12,12 +12,14 @@ import numpy as np
 
 from ..config.errors import InternalError
 from .flow import flow_cycles, grouped_links
-from .latency import NONE, W, decode
+from .latency import NONE, RouteIndex, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
 from .traffic import GOLDEN, Traffic, busy_cycles
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
+
+_QUERY_ROWS = 128  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
 
 
 def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -91,11 +93,13 @@ class DispatchModel:
     """Flow timing of MoE dispatch (or, with ``reverse=True``, combine) for any per-expert byte vector.
 
     Built once per (mesh, placement): a basis with one column per region, the busy cycles each directed
-    link gets per byte sent to that region, and per link and region the two numbers the path latency
-    comes from (``wsesim.fabric.latency``: the fewest hops behind of the region's routes over the link,
-    and the key of the last of them). ``cycles(expert_bytes)`` sums experts into regions, takes one
-    matrix–vector product and combines the latencies of the regions that send bytes; it equals
-    ``FlowFabric(mesh).simulate(dispatch_traffic(...)).cycles``.
+    link gets per byte sent to that region, and per link the path latency of all regions' routes
+    together (``wsesim.fabric.latency``). ``cycles(expert_bytes)`` sums experts into regions, takes one
+    matrix–vector product and adds the path latencies; it equals
+    ``FlowFabric(mesh).simulate(dispatch_traffic(...)).cycles``. When some regions send nothing, the
+    latency of a link depends on which: the two numbers it comes from (the fewest hops behind of a
+    region's routes over the link, and the key of the last of them) are then found per region, for the
+    few links that could be the slowest, and kept for later calls.
     """
 
     def __init__(self, mesh: Mesh, placement: Placement, *, routing: str = "xy", reverse: bool = False,
@@ -107,8 +111,8 @@ class DispatchModel:
             src, dst = dst, src
         tiles = len(placement.regions)
         bw = mesh.link_bytes_per_cycle
-        # every region's messages at once, each region summed apart
-        loads, u_min, key = grouped_links(mesh, src, dst, share, region, tiles, routing)
+        # every region's loads at once, each region summed apart; the path data of all regions together
+        loads, u_min, key, longest = grouped_links(mesh, src, dst, share, region, tiles, routing)
         loads = loads.T
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
@@ -119,29 +123,38 @@ class DispatchModel:
         order = np.argsort(-cycle_basis.sum(axis=1), kind="stable")
         self._cycle_basis = np.ascontiguousarray(cycle_basis[order])
         self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
-        # per row and region: u_min (inf: the region does not use the link) and the key (−1: likewise)
-        rows = self._links[order]
-        u_min, key = u_min[:, rows].T, key[:, rows].T
-        self._u_min = np.where(key > NONE, u_min, np.inf).astype(np.float32)
-        self._key = np.where(key > NONE, key, -1).astype(np.int32)
-        self._path_all = self._path(slice(None), None)
-        # per row, a bound for any subset of regions: u_min + t* ≤ u + t of the last route = its hops
-        w = int(W)
-        self._path_bound = np.where(self._key >= 0, self._key // w + self._key % w, 0).max(axis=1, initial=0)
-        self._path_bound = self._path_bound.astype(np.float64)
-        self._path_bound_max = float(self._path_bound.max(initial=0.0))
+        self._rows = self._links[order]                     # the link of each row
+        self._path_all = decode(u_min[self._rows], key[self._rows])
         self._path_all_max = float(self._path_all.max(initial=0.0))
+        # per row, a bound for any subset of regions: u_min + t* ≤ the hops of the longest route over it
+        self._path_bound = longest[self._rows].astype(np.float64)
+        self._path_bound_max = float(self._path_bound.max(initial=0.0))
+        # per (row, region) path data, filled row by row the first time a call has regions that send
+        # nothing (most calls have none): from an index of the routes, built then
+        self._messages = (src, dst, region)
+        self._routes: RouteIndex | None = None
+        self._have = np.zeros(len(self._rows), dtype=bool)
+        self._row_u = self._row_key = np.empty((0, tiles))
 
-    def _path(self, rows: slice | np.ndarray, active: np.ndarray | None) -> np.ndarray:
-        """Path latency (hops) of ``rows`` with only the ``active`` regions sending (None: all)."""
-        u, k = self._u_min[rows], self._key[rows]
-        if active is not None:
-            u, k = u[:, active], k[:, active]
-        if not u.shape[1]:
-            return np.full(u.shape[0], NONE)
-        key = k.max(axis=1).astype(np.float64)
-        key[key < 0] = NONE
-        return decode(u.min(axis=1).astype(np.float64), key)
+    def _region_path(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(u_min, key) per region of ``rows``, shape ``(len(rows), regions)``, computed once per row."""
+        missing = rows[~self._have[rows]]
+        if len(missing):
+            if self._routes is None:
+                self._routes = RouteIndex(self.mesh, *self._messages, len(self.placement.regions), self.routing)
+                self._row_u = np.empty((len(self._rows), len(self.placement.regions)))
+                self._row_key = np.empty_like(self._row_u)
+            for part in np.array_split(missing, -(-len(missing) // _QUERY_ROWS)):
+                self._row_u[part], self._row_key[part] = self._routes.query(self._rows[part])
+            self._have[missing] = True
+        return self._row_u[rows], self._row_key[rows]
+
+    def _path(self, rows: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """Path latency (hops) of ``rows`` with only the ``active`` regions sending."""
+        if not active.any():
+            return np.full(len(rows), NONE)
+        u, k = (x[:, active] for x in self._region_path(rows))
+        return decode(u.min(axis=1), k.max(axis=1))
 
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
@@ -187,7 +200,7 @@ class DispatchModel:
         hop, ymax, head = self.mesh.hop_cycles, float(y.max()), 256
         t = basis[:head] @ y
         busy = busy_cycles(t)
-        path = self._path_all[:head] if active is None else self._path(slice(0, head), active)
+        path = self._path_all[:head] if active is None else self._path(np.arange(min(head, len(basis))), active)
         charge = np.where(busy > 0, busy + path * hop, -np.inf)
         best_c = float(charge.max())
         longest = self._path_all_max if active is None else self._path_bound_max

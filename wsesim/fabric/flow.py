@@ -104,59 +104,58 @@ class _Segments:
         flat = _clean(mesh, load.reshape(groups, -1))
         return flat[0] if group is None else flat
 
-    def path(self, live: np.ndarray, group: np.ndarray | None = None, groups: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """(u_min, key) over each directed link from the ``live`` messages' routes (``wsesim.fabric.latency``):
-        the fewest hops behind of any route over the link, and the largest ``u·W + t``; ``decode`` gives
-        the hops the flow rule charges the link. Shape (nodes * 6,) each, or (groups, nodes * 6) with each
-        message's ``group`` (0 .. groups − 1) kept apart; ``NONE`` keys where no route."""
+    def path(self, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(u_min, key, longest) over each directed link from the ``live`` messages' routes
+        (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the largest
+        ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of any
+        route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
+        (nodes * 6,) each; ``NONE`` keys (and +inf, 0) where no route."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         sel = np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
-        g = np.zeros(len(h), dtype=np.int64) if group is None else np.asarray(group)[self.remote][sel]
-        # kept as int32 (keys < 2^31), EMPTY where no route: half the memory of floats, for many groups
-        key, u_min = (np.full((groups, R, C, LINKS_PER_NODE), EMPTY, dtype=np.int32) for _ in range(2))
+        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min
+        out = np.full((R, C, LINKS_PER_NODE, 3), EMPTY, dtype=np.int32)
         if len(h):
             # a leg starting at position p0 with u0 hops behind it has u = u0 + σ(p − p0) at position p
             xy, w = self.routing == "xy", int(W)
             legs = ((self.h, 2 * R, C + 1, np.where(cd > cs, 1, -1), cs, 0 if xy else np.abs(rd - rs), (EAST, WEST)),
                     (self.v, 2 * C, R + 1, np.where(rd > rs, 1, -1), rs, np.abs(cd - cs) if xy else 0, (SOUTH, NORTH)))
             for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
-                shift = g * rows * width
                 base = u0 - sign * p0
-                both = np.stack([base * (w - 1) + h, -base], axis=1).astype(np.int32)
-                x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), both, groups * rows, width)
-                x = x.reshape(groups, rows, width, 2)[:, :, :width - 1]
+                cols = np.stack([base * (w - 1) + h, -base, h], axis=1).astype(np.int32)
+                x = range_max((bounds[0][sel], bounds[1][sel]), cols, rows, width)[:, :width - 1]
                 p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
                 some = x[..., 0] > EMPTY
                 x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
                 x[..., 1] -= np.where(some, p, 0).astype(np.int32)
-                for c, out in ((0, key), (1, u_min)):
-                    half = x[:, :rows // 2, :, c], x[:, rows // 2:, :, c]
-                    if fwd == EAST:
-                        out[..., fwd], out[..., back] = half
-                    else:
-                        out[..., fwd], out[..., back] = half[0].transpose(0, 2, 1), half[1].transpose(0, 2, 1)
-            ramps = np.full((4, groups * R * C), EMPTY, dtype=np.int32)
-            at_src, at_dst, h32 = g * R * C + self.src[sel], g * R * C + self.dst[sel], h.astype(np.int32)
-            np.maximum.at(ramps[0], at_src, h32)          # inject: u = 0, t = h
-            np.maximum.at(ramps[1], at_dst, h32 * w)      # eject: u = h, t = 0
-            ramps[2, at_src] = 0
-            np.maximum.at(ramps[3], at_dst, -h32)
+                half = x[:rows // 2], x[rows // 2:]
+                if fwd == EAST:
+                    out[:, :, fwd], out[:, :, back] = half
+                else:
+                    out[:, :, fwd], out[:, :, back] = half[0].transpose(1, 0, 2), half[1].transpose(1, 0, 2)
+            ramps = out.reshape(R * C, LINKS_PER_NODE, 3)
+            at_src, at_dst, h32 = self.src[sel], self.dst[sel], h.astype(np.int32)
+            np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
+            ramps[at_src, INJECT, 1] = 0
+            np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
+            np.maximum.at(ramps[:, EJECT, 1], at_dst, -h32)
+            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)):
+                np.maximum.at(ramps[:, ramp, 2], at, h32)
             if self.mc is not None:  # a multicast's k-th receiver: u = k, t = h − k (few: one at a time)
-                for gi, r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (g, rs, cs, rd, cd)), strict=True):
+                for r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (rs, cs, rd, cd)), strict=True):
                     n = abs(r1 - r0) + abs(c1 - c0)
                     k = np.arange(1, n + 1)
-                    nodes = gi * R * C + (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
-                    np.maximum.at(ramps[1], nodes, k * w + (n - k))
-                    np.maximum.at(ramps[3], nodes, -k)
-            key[..., INJECT], key[..., EJECT], u_min[..., INJECT], u_min[..., EJECT] = ramps.reshape(4, groups, R, C)
-        key, u_min = key.reshape(groups, -1), u_min.reshape(groups, -1)
-        key[:, mesh.link_parallel == 0] = EMPTY
-        none = key <= EMPTY
-        key_f, u_f = key.astype(np.float64), -u_min.astype(np.float64)
-        key_f[none], u_f[none] = NONE, np.inf
-        return (u_f[0], key_f[0]) if group is None else (u_f, key_f)
+                    nodes = (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
+                    np.maximum.at(ramps[:, EJECT, 0], nodes, k * w + (n - k))
+                    np.maximum.at(ramps[:, EJECT, 1], nodes, -k)
+                    np.maximum.at(ramps[:, EJECT, 2], nodes, n)
+        out = out.reshape(-1, 3)
+        out[mesh.link_parallel.reshape(-1) == 0] = EMPTY
+        none = out[:, 0] <= EMPTY
+        key, u_min, longest = out[:, 0].astype(np.float64), -out[:, 1].astype(np.float64), out[:, 2].astype(np.float64)
+        key[none], u_min[none], longest[none] = NONE, np.inf, 0.0
+        return u_min, key, longest
 
 
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
@@ -182,15 +181,15 @@ def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
 
 
 def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
-                  routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per ``group`` of unicast messages (shape ``(groups, nodes * 6)`` each): the link loads of ``weight``,
-    and the (u_min, key) the path latency comes from (``_Segments.path``; ``decode`` gives the hops the
-    flow rule charges). Groups combine afterwards: loads by the sum (weighted), u_min by the minimum, the
-    key by the maximum."""
+                  routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For unicast messages in ``groups`` groups: the link loads of ``weight`` per group (shape
+    ``(groups, nodes * 6)``) and, over all the messages together, the (u_min, key) the path latency comes
+    from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and the most hops of any
+    route over each link, each of shape ``(nodes * 6,)``. The per-group path data
+    of chosen links comes from ``latency.RouteIndex``."""
     src, dst = np.asarray(src), np.asarray(dst)
     segments = _Segments(mesh, src, dst, routing, None)
-    return (segments.loads(weight, group, groups),
-            *segments.path(np.ones(len(src), dtype=bool), group, groups))
+    return segments.loads(weight, group, groups), *segments.path(np.ones(len(src), dtype=bool))
 
 
 def _clean(mesh: Mesh, load: np.ndarray) -> np.ndarray:
@@ -304,7 +303,7 @@ class FlowFabric:
         load = segments.loads(nbytes)
         counts = segments.loads(live.astype(np.float64))  # a message with no bytes sets up no route
         remote = live & (src != dst)
-        cycles, _ = phase_cycles(mesh, load, decode(*segments.path(live)))
+        cycles, _ = phase_cycles(mesh, load, decode(*segments.path(live)[:2]))
         arrivals = {}
         if mc is not None:
             for i in np.flatnonzero(mc & remote):  # few: arrival of each receiver, uncontended

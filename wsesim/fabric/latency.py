@@ -151,3 +151,87 @@ def outer_latency(mesh: Mesh, a: np.ndarray, b: np.ndarray, routing: str = "xy")
     flat = out.reshape(-1)
     flat[mesh.link_parallel == 0] = NONE
     return flat
+
+
+# ------------------------------------------------------------------------------- chosen links, per group
+
+
+class RouteIndex:
+    """The routes over chosen links, kept apart by group: (u_min, key) per (link, group), as
+    ``flow._Segments.path`` gives them for every link at once, but computed only for the links asked for.
+
+    Built from unicast messages' dimension-ordered routes: each message's row leg and column leg (a line
+    of the mesh and a range of cells on it), its source and its destination. A link's routes are found
+    through an index of the messages by line (by source for an inject ramp, by destination for an eject
+    ramp), so asking for k links costs about k × (messages per line), not the whole traffic. The dispatch
+    model uses it for the rare call in which some regions send nothing."""
+
+    def __init__(self, mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
+                 routing: str) -> None:
+        R, C = mesh.rows, mesh.cols
+        self.mesh, self.groups = mesh, groups
+        remote = src != dst
+        src, dst, self.group = src[remote], dst[remote], np.asarray(group)[remote]
+        rs, cs = np.divmod(src, C)
+        rd, cd = np.divmod(dst, C)
+        self.hops = np.abs(rd - rs) + np.abs(cd - cs)
+        xy = routing == "xy"
+        east, south = cd > cs, rd > rs
+        # row leg: line hr (east) or R + hr (west), cells [lo, hi), u = u0 + σ(p − cs) at cell p;
+        # column leg: line vc (south) or C + vc (north), u = u0 + σ(p − rs)
+        hr, vc = (rs, cd) if xy else (rd, cs)
+        row_leg = (hr + R * ~east, np.where(east, cs, cd + 1), np.where(east, cd, cs + 1),
+                   np.where(east, 1, -1), cs, 0 if xy else np.abs(rd - rs))
+        col_leg = (vc + C * ~south, np.where(south, rs, rd + 1), np.where(south, rd, rs + 1),
+                   np.where(south, 1, -1), rs, np.abs(cd - cs) if xy else 0)
+        self.legs = [self._leg(*leg, lines) for leg, lines in ((row_leg, 2 * R), (col_leg, 2 * C))]
+        self.by_src, self.by_dst = self._index(src, mesh.nodes), self._index(dst, mesh.nodes)
+
+    @staticmethod
+    def _index(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(messages sorted by key, where each key's run starts): a CSR index."""
+        order = np.argsort(key, kind="stable")
+        return order, np.searchsorted(key[order], np.arange(size + 1))
+
+    def _leg(self, line: np.ndarray, lo: np.ndarray, hi: np.ndarray, sign: np.ndarray, p0: np.ndarray,
+             u0: np.ndarray | int, lines: int) -> tuple[np.ndarray, ...]:
+        order, start = self._index(line, lines)
+        return order, start, lo, hi, sign, u0 - sign * p0
+
+    @staticmethod
+    def _gather(index: tuple[np.ndarray, np.ndarray], keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position among ``keys``, message) for every message filed under each key."""
+        order, start = index
+        a, b = start[keys], start[keys + 1]
+        n = b - a
+        owner = np.repeat(np.arange(len(keys)), n)
+        first = np.repeat(a - np.cumsum(n) + n, n)
+        return owner, order[first + np.arange(len(owner))]
+
+    def query(self, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(u_min, key) of shape ``(len(links), groups)``: +inf and ``NONE`` where a group's routes miss the link."""
+        R, C = self.mesh.rows, self.mesh.cols
+        links = np.asarray(links, dtype=np.int64)
+        node, d = np.divmod(links, LINKS_PER_NODE)
+        r, c = np.divmod(node, C)
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (link's position, message, u) per route
+        for leg, dirs, line, cell in ((self.legs[0], (EAST, WEST), np.where(d == EAST, r, R + r), c),
+                                      (self.legs[1], (SOUTH, NORTH), np.where(d == SOUTH, c, C + c), r)):
+            order, start, lo, hi, sign, base = leg
+            pick = np.flatnonzero(np.isin(d, dirs))
+            owner, m = self._gather((order, start), line[pick])
+            p = cell[pick][owner]
+            on = (lo[m] <= p) & (p < hi[m])
+            m, p = m[on], p[on]
+            found.append((pick[owner[on]], m, base[m] + sign[m] * p))
+        for ramp, index in ((INJECT, self.by_src), (EJECT, self.by_dst)):  # inject: u = 0; eject: u = h
+            pick = np.flatnonzero(d == ramp)
+            owner, m = self._gather(index, node[pick])
+            found.append((pick[owner], m, np.zeros_like(m) if ramp == INJECT else self.hops[m]))
+        owner, m, u = (np.concatenate(x) for x in zip(*found, strict=True))
+        cell = owner * self.groups + self.group[m]
+        u_min = np.full(len(links) * self.groups, np.inf)
+        key = np.full(len(links) * self.groups, NONE)
+        np.minimum.at(u_min, cell, u.astype(np.float64))
+        np.maximum.at(key, cell, u * W + (self.hops[m] - u))
+        return u_min.reshape(len(links), -1), key.reshape(len(links), -1)
