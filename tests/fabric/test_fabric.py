@@ -32,8 +32,10 @@ from wsesim.fabric import (
     transpose,
     uniform_random,
 )
+from wsesim.fabric.dispatch import _dispatch_plan
 from wsesim.fabric.mesh import Mesh
 from wsesim.fabric.placement import place
+from wsesim.fabric.traffic import GOLDEN
 
 
 @pytest.fixture(scope="module")
@@ -321,6 +323,39 @@ def test_dispatch_marginals(wse2: HardwareSpec) -> None:
     assert len(t) <= m.nodes * 3 + m.nodes
     back = dispatch_traffic(m, p, x, reverse=True)
     assert sorted(zip(back.src, back.dst, back.nbytes, strict=True)) == sorted(zip(t.dst, t.src, t.nbytes, strict=True))
+
+
+def walked_plan(m: Mesh, p) -> tuple[np.ndarray, ...]:
+    """The dispatch plan region by region, as its docstring says: the north-west corner rule on the
+    union of the sources' and the region nodes' cumulative shares, then the shifted issue order."""
+    n, tiles = m.nodes, len(p.regions)
+    walk = np.argsort(np.modf(np.arange(n) * GOLDEN)[0], kind="stable")
+    parts = []
+    for r, region in enumerate(p.regions):
+        nodes, pes = m.region_nodes(region)
+        c_src, c_dst = np.cumsum((m.node_pes / m.pes)[walk]), np.cumsum(pes) / pes.sum()
+        c_src[-1] = c_dst[-1] = 1.0
+        points = np.union1d(c_src, c_dst)
+        lo = np.r_[0.0, points[:-1]]
+        keep = points - lo > 1e-12
+        mid = (lo + points)[keep] / 2
+        parts.append((walk[np.searchsorted(c_src, mid)], nodes[np.searchsorted(c_dst, mid)],
+                      np.full(int(keep.sum()), r), (points - lo)[keep]))
+    src, dst, region, share = (np.concatenate(x) for x in zip(*parts, strict=True))
+    step = np.argsort(np.argsort(np.modf(np.arange(tiles) * GOLDEN)[0], kind="stable"))
+    issue = np.lexsort((src, step[(region - src) % tiles]))
+    return src[issue], dst[issue], region[issue], share[issue]
+
+
+@pytest.mark.parametrize(("granularity", "shape", "experts", "strategy"),
+                         [("block:16", None, 128, "grid"), ("block:16", None, 512, "random"), ("pe", (30, 41), 12, "random"),
+                          ("block:3", (40, 37), 7, "grid"), ("block:7", (100, 90), 1, "grid")])
+def test_dispatch_plan_of_all_regions_at_once_equals_the_walk_region_by_region(
+        wse2: HardwareSpec, granularity: str, shape: tuple[int, int] | None, experts: int, strategy: str) -> None:
+    m = Mesh.from_hardware(wse2, granularity, shape) if shape else Mesh.from_hardware(wse2, granularity)
+    p = place(m, experts, strategy, np.random.default_rng(experts))
+    for got, want in zip(_dispatch_plan(m, p), walked_plan(m, p), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("reverse", [False, True])

@@ -33,27 +33,67 @@ def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.nda
     draws its bytes from all over it, as tokens do, not from one corner. Messages are issued in the
     shifted order of ``OuterTraffic.to_traffic``: at each step every source ``s`` sends to region
     ``(s + k) mod T``, with the shifts ``k`` taken in golden-ratio order.
+
+    All regions at once: the sources' cumulative shares ``c_src`` are the same for every region, so a
+    region's breakpoints are ``c_src`` with its own few node boundaries ``c_dst`` merged in (a boundary
+    equal to a source's is one breakpoint); each interval between breakpoints is one message, from the
+    source whose share ends at or after it to the region node whose share ends at or after it.
     """
     n, tiles = mesh.nodes, len(placement.regions)
-    p = mesh.node_pes / mesh.pes
     # golden-ratio (Weyl) order: any run of consecutive sources in it is spread over the whole wafer
     walk = np.argsort(np.modf(np.arange(n) * GOLDEN)[0], kind="stable")
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    for r, region in enumerate(placement.regions):
-        nodes, pes = mesh.region_nodes(region)
-        order = walk
-        c_src = np.cumsum(p[order])
-        c_dst = np.cumsum(pes) / pes.sum()
-        c_src[-1] = c_dst[-1] = 1.0  # both walks end exactly at the whole
-        points = np.union1d(c_src, c_dst)
-        lo = np.concatenate([[0.0], points[:-1]])
-        keep = points - lo > 1e-12  # drop slivers where the two walks' boundaries coincide
-        mid = (lo + points)[keep] / 2
-        parts.append((order[np.searchsorted(c_src, mid)], nodes[np.searchsorted(c_dst, mid)],
-                      np.full(int(keep.sum()), r), (points - lo)[keep]))
-    src, dst, region, share = (np.concatenate(x) for x in zip(*parts, strict=True))
+    c_src = np.cumsum((mesh.node_pes / mesh.pes)[walk])
+    c_src[-1] = 1.0
+    per_region = [mesh.region_nodes(r) for r in placement.regions]
+    nodes, pes = (np.concatenate(x) for x in zip(*per_region, strict=True))
+    sizes = np.array([len(x) for x, _ in per_region])
+    reg = np.repeat(np.arange(tiles), sizes)
+    first = np.cumsum(sizes) - sizes                              # each region's first node in ``nodes``
+    total = np.cumsum(pes)
+    before = (total - pes)[first]                                 # PEs of the regions before (exact ints)
+    c_dst = (total - np.repeat(before, sizes)) / np.repeat(total[first + sizes - 1] - before, sizes)
+    c_dst[first + sizes - 1] = 1.0                                # both walks end exactly at the whole
+    if np.any(np.diff(c_src) <= 0):
+        raise InternalError("the sources' cumulative shares must increase")
+    left = np.searchsorted(c_src, c_dst, side="left")            # the first source share ≥ the boundary
+    kept = c_src[np.minimum(left, n - 1)] != c_dst                # a boundary equal to a source's is merged
+    right = left + ~kept                                          # the first source share > the boundary
+    # per region and source i: boundaries merged in before it (kept, left ≤ i), and below it (right ≤ i)
+    grid = np.zeros((tiles, n + 1), dtype=np.int64)
+    np.add.at(grid, (reg[kept], left[kept]), 1)
+    merged_before = np.cumsum(grid, axis=1)[:, :n]
+    grid[:] = 0
+    np.add.at(grid, (reg, right), 1)
+    below = np.cumsum(grid, axis=1)[:, :n]
+    length = n + np.bincount(reg[kept], minlength=tiles)
+    offset = np.cumsum(length) - length
+    point = np.empty(int(length.sum()))
+    src_of = np.empty(len(point), dtype=np.int64)
+    dst_of = np.empty(len(point), dtype=np.int64)
+    at = offset[:, None] + np.arange(n)[None, :] + merged_before  # a source boundary's place among the points
+    point[at] = c_src[None, :]
+    src_of[at] = np.arange(n)[None, :]
+    dst_of[at] = first[:, None] + below
+    rank = np.arange(len(c_dst)) - first[reg]                     # a node boundary's rank in its region
+    kept_rank = np.cumsum(kept) - kept - np.repeat((np.cumsum(kept) - kept)[first], sizes)
+    at = offset[reg[kept]] + left[kept] + kept_rank[kept]
+    point[at] = c_dst[kept]
+    src_of[at] = left[kept]
+    dst_of[at] = first[reg[kept]] + rank[kept]
+    lo = np.r_[0.0, point[:-1]]
+    lo[offset] = 0.0
+    region = np.repeat(np.arange(tiles), length)
+    keep = point - lo > 1e-12  # drop slivers where the two walks' boundaries coincide
+    src, dst, region, share = walk[src_of[keep]], nodes[dst_of[keep]], region[keep], (point - lo)[keep]
+    # issue order: by the rank of the shift (region − src) mod T, then by source; a stable counting sort
+    # (the messages of one (region, source) pair are consecutive and keep their order)
     step = np.argsort(np.argsort(np.modf(np.arange(tiles) * GOLDEN)[0], kind="stable"))  # rank of each shift
-    issue = np.lexsort((src, step[(region - src) % tiles]))
+    key = step[(region - src) % tiles] * n + src
+    counts = np.bincount(key, minlength=tiles * n)
+    run = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    within = np.arange(len(key)) - np.repeat(run, np.diff(np.r_[run, len(key)]))
+    issue = np.empty(len(key), dtype=np.int64)
+    issue[(np.cumsum(counts) - counts)[key] + within] = np.arange(len(key))
     return src[issue], dst[issue], region[issue], share[issue]
 
 
@@ -113,7 +153,6 @@ class DispatchModel:
         bw = mesh.link_bytes_per_cycle
         # every region's loads at once, each region summed apart; the path data of all regions together
         loads, u_min, key, longest = grouped_links(mesh, src, dst, share, region, tiles, routing)
-        loads = loads.T
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
         self._bytes_basis = loads[self._links]                                   # bytes per byte of region traffic

@@ -83,26 +83,27 @@ class _Segments:
 
     def loads(self, weight: np.ndarray, group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
         """Sum of ``weight`` (one per message of the traffic) over each directed link, shape (nodes * 6,),
-        or (groups, nodes * 6) with each message's ``group`` (0 .. groups − 1) summed apart."""
+        or (nodes * 6, groups) with each message's ``group`` (0 .. groups − 1) summed apart (a link's
+        groups side by side: the dispatch model's basis, one row per link)."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         w = np.asarray(weight, dtype=np.float64)[self.remote]
         g = np.zeros(len(w), dtype=np.int64) if group is None else np.asarray(group)[self.remote]
-        load = np.zeros((groups, R, C, LINKS_PER_NODE))
+        load = np.zeros((R, C, LINKS_PER_NODE, groups))
         if len(w):
-            h = _running(self.h, w, 2 * R, C + 1, g, groups).reshape(groups, 2 * R, C + 1)[:, :, :C]
-            load[..., EAST], load[..., WEST] = h[:, :R], h[:, R:]
-            v = _running(self.v, w, 2 * C, R + 1, g, groups).reshape(groups, 2 * C, R + 1)[:, :, :R]
-            load[..., SOUTH], load[..., NORTH] = v[:, :C].transpose(0, 2, 1), v[:, C:].transpose(0, 2, 1)
-            node = g * R * C
-            load[..., INJECT] = np.bincount(node + self.src, w, minlength=groups * R * C).reshape(groups, R, C)
+            h = _running(self.h, w, 2 * R, C + 1, g, groups)[:, :C]
+            load[:, :, EAST], load[:, :, WEST] = h[:R], h[R:]
+            v = _running(self.v, w, 2 * C, R + 1, g, groups)[:, :R]
+            load[:, :, SOUTH], load[:, :, NORTH] = v[:C].transpose(1, 0, 2), v[C:].transpose(1, 0, 2)
+            load[:, :, INJECT] = np.bincount(self.src * groups + g, w, minlength=R * C * groups).reshape(R, C, groups)
             uni = np.ones(len(w), dtype=bool) if self.mc is None else ~self.mc
-            load[..., EJECT] = np.bincount((node + self.dst)[uni], w[uni], minlength=groups * R * C).reshape(groups, R, C)
+            load[:, :, EJECT] = np.bincount((self.dst * groups + g)[uni], w[uni],
+                                            minlength=R * C * groups).reshape(R, C, groups)
             if self.mc is not None:
                 lo, hi, width = self.m
-                e = _running((lo, hi), w[self.mc], R + C, width, g[self.mc], groups).reshape(groups, R + C, width)
-                load[..., EJECT] += e[:, :R, :C] + e[:, R:, :R].transpose(0, 2, 1)
-        flat = _clean(mesh, load.reshape(groups, -1))
-        return flat[0] if group is None else flat
+                e = _running((lo, hi), w[self.mc], R + C, width, g[self.mc], groups)
+                load[:, :, EJECT] += e[:R, :C] + e[R:, :R].transpose(1, 0, 2)
+        flat = _clean(mesh, load.reshape(-1, groups))
+        return flat[:, 0] if group is None else flat
 
     def path(self, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(u_min, key, longest) over each directed link from the ``live`` messages' routes
@@ -161,13 +162,14 @@ class _Segments:
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
              group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
     """Add ``w`` from flat index ``start`` up to (not including) ``stop`` within each row of a
-    ``rows × width`` array (one such array per ``group``, stacked): a difference array and a running sum
-    along the rows."""
+    ``rows × width`` array, each ``group`` apart: a difference array and a running sum along the rows.
+    Shape ``(rows, width, groups)``."""
     size = rows * width
-    shift = 0 if group is None else group * size
-    acc = np.bincount(bounds[0] + shift, w, minlength=groups * size)
-    acc -= np.bincount(bounds[1] + shift, w, minlength=groups * size)
-    return np.cumsum(acc.reshape(groups * rows, width), axis=1)
+    at = (bounds[0] * groups, bounds[1] * groups) if group is None else (bounds[0] * groups + group,
+                                                                         bounds[1] * groups + group)
+    acc = np.bincount(at[0], w, minlength=groups * size)
+    acc -= np.bincount(at[1], w, minlength=groups * size)
+    return np.cumsum(acc.reshape(rows, width, groups), axis=1)
 
 
 def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, routing: str = "xy",
@@ -183,7 +185,7 @@ def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
 def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
                   routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For unicast messages in ``groups`` groups: the link loads of ``weight`` per group (shape
-    ``(groups, nodes * 6)``) and, over all the messages together, the (u_min, key) the path latency comes
+    ``(nodes * 6, groups)``) and, over all the messages together, the (u_min, key) the path latency comes
     from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and the most hops of any
     route over each link, each of shape ``(nodes * 6,)``. The per-group path data
     of chosen links comes from ``latency.RouteIndex``."""
@@ -193,10 +195,10 @@ def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
 
 
 def _clean(mesh: Mesh, load: np.ndarray) -> np.ndarray:
-    """Flat loads (or a stack of them) with the rounding residue of the running sums removed: zero on
-    links that do not exist, and nothing below zero."""
-    flat = np.maximum(load if load.ndim == 2 else load.reshape(-1), 0.0)
-    flat[..., mesh.link_parallel == 0] = 0.0
+    """Flat loads (or a stack of them, one column per group), in place, with the rounding residue of
+    the running sums removed: zero on links that do not exist, and nothing below zero."""
+    flat = np.maximum(load, 0.0, out=load)
+    flat[mesh.link_parallel.reshape(-1) == 0] = 0.0
     return flat
 
 
@@ -244,7 +246,7 @@ def outer_link_loads(mesh: Mesh, a: np.ndarray, b: np.ndarray, routing: str = "x
         load[:, 1:, WEST] = a_right[None, 1:] * b_left[:, :-1]
     load[:, :, INJECT] = A * (b.sum() - B)
     load[:, :, EJECT] = B * (a.sum() - A)
-    return _clean(mesh, load)
+    return _clean(mesh, load.reshape(-1))
 
 
 def flow_cycles(mesh: Mesh, busy: np.ndarray, path_hops: np.ndarray) -> float:
