@@ -155,14 +155,17 @@ class DispatchModel:
         loads, u_min, key, longest = grouped_links(mesh, src, dst, share, region, tiles, routing)
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
-        self._bytes_basis = loads[self._links]                                   # bytes per byte of region traffic
-        cycle_basis = self._bytes_basis / bw[self._links, None]                 # cycles per byte
-        # rows by their sum, largest first: cycles() bounds row i by rowsum_i · max(y) (+ its latency) and
-        # multiplies only the rows that could still win (exact, and a few % of the rows for balanced traffic)
-        order = np.argsort(-cycle_basis.sum(axis=1), kind="stable")
-        self._cycle_basis = np.ascontiguousarray(cycle_basis[order])
+        self._loads = loads                                                      # bytes per byte of region traffic
+        # rows by their sum in cycles per byte, largest first: cycles() bounds row i by rowsum_i · max(y)
+        # (+ its latency) and multiplies only the rows that could still win (exact, and a few % of the
+        # rows for balanced traffic). The sums come a block at a time, then one gather in that order.
+        rowsum = np.concatenate([(loads[part] / bw[part, None]).sum(axis=1)
+                                 for part in np.array_split(self._links, max(1, len(self._links) // 1024))])
+        order = np.argsort(-rowsum, kind="stable")
+        self._rows = self._links[order]                                         # the link of each row
+        self._cycle_basis = loads[self._rows]
+        self._cycle_basis /= bw[self._rows, None]                               # cycles per byte
         self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
-        self._rows = self._links[order]                     # the link of each row
         self._path_all = decode(u_min[self._rows], key[self._rows])
         self._path_all_max = float(self._path_all.max(initial=0.0))
         # per row, a bound for any subset of regions: u_min + t* ≤ the hops of the longest route over it
@@ -220,7 +223,7 @@ class DispatchModel:
     def link_load(self, expert_bytes: np.ndarray) -> np.ndarray:
         """Bytes over each directed link (by link number), as ``FabricResult.link_load``."""
         out = np.zeros(self.mesh.nodes * 6)
-        out[self._links] = self._bytes_basis @ _region_bytes(self.placement, expert_bytes)
+        out[self._links] = self._loads[self._links] @ _region_bytes(self.placement, expert_bytes)
         return out
 
     def cycles(self, expert_bytes: np.ndarray) -> tuple[float, float]:

@@ -90,10 +90,9 @@ class _Segments:
         g = np.zeros(len(w), dtype=np.int64) if group is None else np.asarray(group)[self.remote]
         load = np.zeros((R, C, LINKS_PER_NODE, groups))
         if len(w):
-            h = _running(self.h, w, 2 * R, C + 1, g, groups)[:, :C]
-            load[:, :, EAST], load[:, :, WEST] = h[:R], h[R:]
-            v = _running(self.v, w, 2 * C, R + 1, g, groups)[:, :R]
-            load[:, :, SOUTH], load[:, :, NORTH] = v[:C].transpose(1, 0, 2), v[C:].transpose(1, 0, 2)
+            # the running sums go straight into the link array (a view per direction: no copies)
+            _running(self.h, w, 2 * R, C + 1, g, groups, out=(load[:, :, EAST], load[:, :, WEST]), transpose=False)
+            _running(self.v, w, 2 * C, R + 1, g, groups, out=(load[:, :, SOUTH], load[:, :, NORTH]), transpose=True)
             load[:, :, INJECT] = np.bincount(self.src * groups + g, w, minlength=R * C * groups).reshape(R, C, groups)
             uni = np.ones(len(w), dtype=bool) if self.mc is None else ~self.mc
             load[:, :, EJECT] = np.bincount((self.dst * groups + g)[uni], w[uni],
@@ -160,16 +159,25 @@ class _Segments:
 
 
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
-             group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
+             group: np.ndarray | None = None, groups: int = 1, out: tuple[np.ndarray, np.ndarray] | None = None,
+             transpose: bool = False) -> np.ndarray | None:
     """Add ``w`` from flat index ``start`` up to (not including) ``stop`` within each row of a
     ``rows × width`` array, each ``group`` apart: a difference array and a running sum along the rows.
-    Shape ``(rows, width, groups)``."""
+    Returns shape ``(rows, width, groups)``; or, given ``out`` (two arrays, for the first and second half
+    of the rows, each ``(rows / 2, width − 1, groups)``, or ``(width − 1, rows / 2, groups)`` with
+    ``transpose``), writes the sums there, without the last column (a stop sentinel)."""
     size = rows * width
     at = (bounds[0] * groups, bounds[1] * groups) if group is None else (bounds[0] * groups + group,
                                                                          bounds[1] * groups + group)
     acc = np.bincount(at[0], w, minlength=groups * size)
     acc -= np.bincount(at[1], w, minlength=groups * size)
-    return np.cumsum(acc.reshape(rows, width, groups), axis=1)
+    acc = acc.reshape(rows, width, groups)
+    if out is None:
+        return np.cumsum(acc, axis=1)
+    half = rows // 2
+    for part, target in zip((acc[:half, :-1], acc[half:, :-1]), out, strict=True):
+        np.cumsum(part, axis=1, out=target.transpose(1, 0, 2) if transpose else target)
+    return None
 
 
 def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, routing: str = "xy",
