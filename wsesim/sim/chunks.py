@@ -35,7 +35,8 @@ class ChunkPlan:
     """The chunks of one step, in stream order.
 
     ``names[i]``/``sizes[i]`` are chunk i's key and bytes; ``keys[key]`` the (first, last) chunk of a
-    tensor; ``expert_chunks[pass, layer, op]`` an int array ``[pieces, experts]`` of chunk indices;
+    whole-wafer tensor (embedding, attention, router, dense FFN, LM head); ``expert_chunks[pass, layer,
+    op]`` an int array ``[pieces, experts]`` of the chunk indices of the experts' tensors;
     ``rec_pass`` is ``"bwd"`` when the recompute uses the backward copy, ``"rec"`` when it has its own.
     """
 
@@ -65,12 +66,32 @@ class _Builder:
         self.keys: dict[ChunkKey, tuple[int, int]] = {}
         self.expert_chunks: dict[tuple[str, int, str], np.ndarray] = {}
 
-    def add(self, key: ChunkKey, nbytes: float) -> None:
-        first = len(self.sizes)
+    def split(self, nbytes: float) -> list[float]:
+        """A tensor's chunk sizes: whole, or equal pieces of at most ``max_chunk``."""
         pieces = 1 if nbytes <= self.max_chunk else int(np.ceil(nbytes / self.max_chunk))
-        self.names.extend([key] * pieces)
-        self.sizes.extend([nbytes if pieces == 1 else nbytes / pieces] * pieces)
-        self.keys[key] = (first, first + pieces - 1)
+        return [nbytes if pieces == 1 else nbytes / pieces] * pieces
+
+    def add(self, key: ChunkKey, nbytes: float) -> None:
+        first, sizes = len(self.sizes), self.split(nbytes)
+        self.names.extend([key] * len(sizes))
+        self.sizes.extend(sizes)
+        self.keys[key] = (first, first + len(sizes) - 1)
+
+    def add_experts(self, s: LayerShapes, pass_: str, layer: int, ops: tuple[str, ...]) -> None:
+        """Every expert's ``ops``, expert by expert (all of one expert's before the next's): every expert
+        has the same pieces, so the chunks are one expert's pattern repeated."""
+        E, first = s.model.experts, len(self.sizes)
+        pattern: list[tuple[str, float]] = []  # (op, bytes) of one expert's chunks
+        offset: dict[str, int] = {}
+        for op in ops:
+            offset[op] = len(pattern)
+            pattern += [(op, size) for size in self.split(s.expert_op_bytes(op))]
+        self.names.extend([(pass_, layer, op, e) for e in range(E) for op, _ in pattern])
+        self.sizes.extend([size for _, size in pattern] * E)
+        experts = np.arange(E, dtype=np.int64) * len(pattern)
+        for op in ops:
+            pieces = sum(1 for o, _ in pattern if o == op)
+            self.expert_chunks[pass_, layer, op] = first + offset[op] + np.arange(pieces)[:, None] + experts[None, :]
 
     def add_layer(self, s: LayerShapes, pass_: str, layer: int, backward_first: bool) -> None:
         """A layer's chunks in the order of their first use."""
@@ -84,14 +105,7 @@ class _Builder:
         if not backward_first:
             self.add((pass_, layer, "attention"), s.attention_params * b)
         self.add((pass_, layer, "router"), s.router_stage_params * b)
-        index: dict[str, list[range]] = {op: [] for op in ops}
-        for e in range(E):
-            for op in ops:
-                self.add((pass_, layer, op, e), s.expert_op_bytes(op))
-                first, last = self.keys[pass_, layer, op, e]
-                index[op].append(range(first, last + 1))
-        for op in ops:
-            self.expert_chunks[pass_, layer, op] = np.array(index[op], dtype=np.int64).T
+        self.add_experts(s, pass_, layer, ops)
         if backward_first:
             self.add((pass_, layer, "attention"), s.attention_params * b)
 
