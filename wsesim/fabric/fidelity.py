@@ -10,14 +10,13 @@ the ``simulation.fabric`` key (and ``wsesim fabric --mode``).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..config.errors import ConfigError
-from .flow import FlowFabric
-from .mesh import Mesh
-from .packet import PacketFabric
-from .packet_simpy import SimPyPacketFabric
-from .traffic import AnyTraffic, FabricResult
+
+if TYPE_CHECKING:
+    from .mesh import Mesh
+    from .traffic import AnyTraffic, FabricResult
 
 
 class Fabric(Protocol):
@@ -29,9 +28,12 @@ class Fabric(Protocol):
     def simulate(self, traffic: AnyTraffic) -> FabricResult: ...
 
 
-FABRICS: dict[str, type[FlowFabric] | type[PacketFabric] | type[SimPyPacketFabric]] = {
-    "flow": FlowFabric, "packet": PacketFabric, "packet-simpy": SimPyPacketFabric}
-"""Fabric fidelities by name (the ``simulation.fabric`` key)."""
+FABRICS: dict[str, str] = {
+    "flow": "link loads and path latencies, vectorised (flow.FlowFabric)",
+    "packet": "every message through every stage, a vectorised discrete-event model (packet.PacketFabric)",
+    "packet-simpy": "the same as a SimPy process per message: packet's reference (packet_simpy.SimPyPacketFabric)"}
+"""Fabric fidelities by name (the ``simulation.fabric`` key). A fidelity's module is imported when one is
+first made: a flow run never loads the packet models."""
 
 
 def make_fabric(kind: str, mesh: Mesh, routing: str = "xy") -> Fabric:
@@ -39,4 +41,10 @@ def make_fabric(kind: str, mesh: Mesh, routing: str = "xy") -> Fabric:
     valid kinds for an unknown one, or the valid routings for an unknown ``routing``."""
     if kind not in FABRICS:
         raise ConfigError(f"expected one of {', '.join(FABRICS)}, got {kind!r}", path="fabric")
-    return FABRICS[kind](mesh, routing)
+    if kind == "flow":
+        from .flow import FlowFabric as fidelity
+    elif kind == "packet":
+        from .packet import PacketFabric as fidelity  # type: ignore[assignment]
+    else:
+        from .packet_simpy import SimPyPacketFabric as fidelity  # type: ignore[assignment]
+    return fidelity(mesh, routing)
