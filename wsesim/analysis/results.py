@@ -136,8 +136,10 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
     n_tokens = micro_batches * batch_per_tile * t.tiles * t.seq_len
     model_flops = n_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
     # exactly rounded sums: the same whatever order an engine recorded its expert ops in
-    wait = math.fsum(float(w) for ops in trace.expert_ops for w in ops.weight_wait)
-    busy = math.fsum(float(b - a) for ops in trace.expert_ops for a, b in zip(ops.start, ops.end, strict=True))
+    ops = trace.expert_ops
+    wait = math.fsum(np.concatenate([np.asarray(o.weight_wait, dtype=np.float64) for o in ops] or [[]]).tolist())
+    busy = math.fsum(np.concatenate([np.asarray(o.end, dtype=np.float64) - np.asarray(o.start, dtype=np.float64)
+                                     for o in ops] or [[]]).tolist())
     systems = spec.cluster.systems
     return RunResult(
         **base_fields(spec, batch_per_tile, micro_batches), feasible=True, infeasible_reason="",
