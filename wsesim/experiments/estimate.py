@@ -5,20 +5,24 @@ The estimate counts what the simulation's cost scales with, from the spec alone 
 placement, no routing is built):
 
 * **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``) and **expert regions** ``R`` (at most one per
-  expert and per node): the flow fabric's dispatch and combine bases are ``6·N·R`` numbers each, kept
-  with their working copies: about ``BASIS_BYTES`` bytes and ``BASIS_SECONDS`` seconds per node and region;
+  expert and per node): the flow fabric's dispatch and combine bases are ``6·N·R`` numbers each, built
+  from ``N·R`` messages with their scratch: about ``BASIS_SECONDS`` seconds and, at the peak,
+  ``BASIS_BYTES`` bytes per node and region (both built at once; one after the other above
+  ``PARALLEL_PAIR`` pairs, with less memory). They are built once per process: a tuner's or a sweep
+  worker's further runs on the same wafer reuse them (``WorkEstimate.total_seconds``);
 * **packet messages**: with a packet fabric every dispatch and combine of every layer is simulated
   message by message: about ``N·(R + 1)`` messages, each split into ``K`` stripes that are granted each
   link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT`` seconds
   and bytes per grant for the vectorised ``packet`` fidelity, far more for the SimPy one
   (``packet-simpy``, or ``packet`` where that is still the SimPy one);
-* **expert chunks**: the engine schedules every expert's weights in every layer, on arrays over the
-  regions: about ``ENGINE_SECONDS[engine]`` per (layer × expert × region).
+* **expert chunks**: the engine schedules every expert's weights in every layer: about
+  ``ENGINE_SECONDS[engine]`` per (layer × expert) and run.
 
-The constants were measured on this project's 2-core machine (WSE-2 with Qwen3-30B-A3B: block:2 takes
-42 s and 8.4 GB, 4096 experts 290 s and 4.3 GB; one packet dispatch at block:16 with 128 experts, 236 M
-grants, 25 s and 1.4 GB); the estimate is good to a factor of about two, which is enough to tell minutes
-from days. A dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is refused when its memory
+The constants were measured on this project's 2-core machine (WSE-2 with Qwen3-30B-A3B at block:16:
+1,024 experts take 2.8 s to build the bases and 0.7 s to simulate; 4,096 experts 12 s and 3.4 s, 5.2 GB;
+the reference engine 1.5 s per step at 128 experts; one packet dispatch at block:16 with 128 experts,
+236 M grants, 25 s and 1.4 GB); the estimate is good to a factor of about two, which is enough to tell
+minutes from days. A dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is refused when its memory
 exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its time
 ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
@@ -30,12 +34,13 @@ from dataclasses import dataclass
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
+from ..fabric.dispatch import PARALLEL_PAIR
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
-BASIS_BYTES = 350.0              # per (mesh node × expert region): dispatch + combine bases and copies
-BASIS_SECONDS = 1.8e-6           # per (mesh node × expert region) to build both bases
+BASIS_BYTES = (850.0, 580.0)     # peak per (mesh node × expert region): both bases built at once; one by one
+BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
 PACKET_GRANT = {"vectorised": (0.11e-6, 6.0), "simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
-ENGINE_SECONDS = {"fast": 0.5e-6, "reference": 2e-6}  # per (layer × expert × region)
+ENGINE_SECONDS = {"fast": 15e-6, "reference": 2.5e-4}  # per (layer × expert) and run
 MEMORY_FRACTION = 0.8
 DEFAULT_MAX_RUN_SECONDS = 1800.0
 
@@ -50,9 +55,14 @@ class WorkEstimate:
     experts: int
     packet_messages: int  # per dispatch (0 with the flow fabric)
     packet_events: float  # over the whole step
-    seconds: float
+    seconds: float  # one run, the bases included
     bytes: float
     driver: str  # what dominates: "mesh", "packet" or "experts"
+    setup_seconds: float = 0.0  # of ``seconds``: the bases, built once per process
+
+    def total_seconds(self, runs: int = 1) -> float:
+        """``runs`` runs on the same wafer in one process (a tuner's candidates): the bases once."""
+        return self.setup_seconds + runs * (self.seconds - self.setup_seconds)
 
     def describe(self, runs: int = 1) -> str:
         counts = f"{self.mesh_nodes:,} mesh nodes × {self.regions:,} expert regions"
@@ -61,7 +71,7 @@ class WorkEstimate:
                        f"≈ {self.packet_events:.2g} events")
         counts += f", {self.layers} layers × {self.experts:,} experts of weight chunks"
         runs_text = f" for {runs} runs" if runs > 1 else ""
-        return f"about {_duration(runs * self.seconds)} and {_size(self.bytes)}{runs_text} ({counts})"
+        return f"about {_duration(self.total_seconds(runs))} and {_size(self.bytes)}{runs_text} ({counts})"
 
 
 def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
@@ -72,9 +82,9 @@ def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
     nodes = rows * cols
     regions = min(m.experts, nodes)  # 0 for a dense model
     basis_s = BASIS_SECONDS * nodes * regions
-    engine_s = ENGINE_SECONDS.get(getattr(sim, "engine", "fast"), max(ENGINE_SECONDS.values())) \
-        * m.layers * m.experts * regions
-    nbytes = BASE_BYTES + BASIS_BYTES * nodes * regions
+    engine_s = ENGINE_SECONDS.get(getattr(sim, "engine", "fast"), max(ENGINE_SECONDS.values())) * m.layers * m.experts
+    basis_bytes = BASIS_BYTES[nodes * regions > PARALLEL_PAIR] * nodes * regions
+    nbytes = BASE_BYTES + basis_bytes
     messages, events, packet_s = 0, 0.0, 0.0
     if sim.fabric.startswith("packet") and regions:
         messages = nodes * (regions + 1)  # one per (source, region) and one per region node
@@ -84,10 +94,10 @@ def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
         packet_s = per_s * events
         nbytes += per_bytes * events / (2 * m.layers)  # one dispatch at a time
         basis_s = 0.0  # a packet fabric builds no basis ...
-        nbytes -= BASIS_BYTES * nodes * regions  # ... and keeps none
+        nbytes -= basis_bytes  # ... and keeps none
     seconds = basis_s + engine_s + packet_s
     driver = max((("mesh", basis_s), ("packet", packet_s), ("experts", engine_s)), key=lambda kv: kv[1])[0]
-    return WorkEstimate(nodes, regions, m.layers, m.experts, messages, events, seconds, nbytes, driver)
+    return WorkEstimate(nodes, regions, m.layers, m.experts, messages, events, seconds, nbytes, driver, basis_s)
 
 
 def _packet_kind(fabric: str) -> str:
@@ -104,7 +114,7 @@ def check_work(spec: ExperimentSpec, *, runs: int = 1) -> WorkEstimate:
     estimate = estimate_work(spec)
     memory, limit_s = machine_memory(), max_run_seconds()
     too_big = estimate.bytes > MEMORY_FRACTION * memory
-    too_long = runs * estimate.seconds > limit_s
+    too_long = estimate.total_seconds(runs) > limit_s
     if not (too_big or too_long):
         return estimate
     why = (f"needs more memory than this machine has ({_size(memory)})" if too_big

@@ -195,7 +195,7 @@ def _point_work(loaded: Loaded, point: Point, *, check: bool) -> float:
 
     runs = len(candidates(loaded.spec)) if point.tuned else 1
     estimate = check_work(loaded.spec, runs=runs) if check else estimate_work(loaded.spec)
-    return runs * estimate.seconds
+    return estimate.total_seconds(runs)
 
 
 def _describe(overrides: dict[str, Any]) -> str:

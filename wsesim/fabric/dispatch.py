@@ -19,6 +19,7 @@ from .traffic import GOLDEN, Traffic, busy_cycles
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
+PARALLEL_PAIR = 4_000_000  # (node, region) pairs up to which DispatchModel.pair builds both models at once
 _QUERY_ROWS = 128  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
 
 
@@ -201,10 +202,16 @@ class DispatchModel:
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
         """(dispatch, combine): both directions from one message plan, built side by side in two threads
-        (numpy releases the GIL in the large array operations; each model reads only the shared plan)."""
+        (numpy releases the GIL in the large array operations; each model reads only the shared plan).
+        Building one holds ~350 B of scratch per (node, region); above ``PARALLEL_PAIR`` (node, region)
+        pairs the two are built one after the other instead, which keeps the peak memory ~1.5x lower for
+        a ~1.3x longer build (4,096 experts at block:16: 5.2 GB and 26 s, against 7.5 GB and 19 s)."""
         from concurrent.futures import ThreadPoolExecutor
 
         plan = _dispatch_plan(mesh, placement)
+        if mesh.nodes * len(placement.regions) > PARALLEL_PAIR:
+            return (cls(mesh, placement, routing=routing, plan=plan),
+                    cls(mesh, placement, routing=routing, reverse=True, plan=plan))
         mesh.link_bytes_per_cycle  # noqa: B018 - computed (and cached) once, before the threads read it
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-dispatch") as pool:
             models = [pool.submit(cls, mesh, placement, routing=routing, reverse=reverse, plan=plan)
