@@ -95,7 +95,7 @@ class _Builder:
 
     def add_layer(self, s: LayerShapes, pass_: str, layer: int, backward_first: bool) -> None:
         """A layer's chunks in the order of their first use."""
-        b, E = s.model.bytes_per_value, s.model.experts
+        b = s.model.bytes_per_value
         if s.model.is_dense(layer):  # attention and the FFN, each a whole-wafer tensor
             order = ("ffn", "attention") if backward_first else ("attention", "ffn")
             for tensor in order:
