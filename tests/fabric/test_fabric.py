@@ -358,8 +358,13 @@ def test_dispatch_plan_of_all_regions_at_once_equals_the_walk_region_by_region(
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("eager", [0, 10**9], ids=["row-by-row", "all-rows-at-once"])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_dispatch_model_equals_flow_on_the_listed_traffic(wse2: HardwareSpec, reverse: bool) -> None:
+def test_dispatch_model_equals_flow_on_the_listed_traffic(wse2: HardwareSpec, reverse: bool, eager: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of finding per-region latencies when some experts are idle (RouteIndex row by row, or
+    one grouped pass for every row) give the flow fidelity's cycles."""
+    monkeypatch.setattr("wsesim.fabric.dispatch.EAGER_FRACTION", eager)
     m = mesh(wse2, 40, "block:4", 36)
     p = place(m, 12, "random", np.random.default_rng(5))
     model = DispatchModel(m, p, reverse=reverse)

@@ -9,7 +9,7 @@ import pytest
 
 from wsesim.config.loader import load_hardware
 from wsesim.fabric import FlowFabric, OuterTraffic, Traffic, link_loads
-from wsesim.fabric.flow import _Segments, link_busy
+from wsesim.fabric.flow import _Segments, grouped_path, link_busy
 from wsesim.fabric.latency import NONE, RouteIndex, decode, outer_latency
 from wsesim.fabric.mesh import EJECT, INJECT, LINKS_PER_NODE, Mesh
 
@@ -77,8 +77,8 @@ def test_segments_and_product_form_equal_routes_walked(routing: str, granularity
 @pytest.mark.parametrize(("granularity", "shape"), MESHES)
 def test_route_index_gives_each_groups_path_and_the_longest_route_bounds_it(routing: str, granularity: str,
                                                                             shape: tuple[int, int]) -> None:
-    """RouteIndex, asked for every link, equals the segments' (u_min, key) of each group's messages alone
-    (the dispatch model's per-region latencies); the segments' longest route is the most hops of any
+    """RouteIndex, asked for every link, and the grouped pass over all links equal the segments' (u_min,
+    key) of each group's messages alone (the dispatch model's per-region latencies); the segments' longest route is the most hops of any
     route walked over the link, and no group's u_min + t* exceeds it."""
     m = Mesh.from_hardware(load_hardware("wse2"), granularity, shape)
     rng = np.random.default_rng([7, routing == "xy", *shape])
@@ -88,10 +88,13 @@ def test_route_index_gives_each_groups_path_and_the_longest_route_bounds_it(rout
         src, dst, group = rng.integers(0, m.nodes, n), rng.integers(0, m.nodes, n), rng.integers(0, groups, n)
         segments = _Segments(m, src, dst, routing, None)
         u_min, key = RouteIndex(m, src, dst, group, groups, routing).query(links)
+        all_u, all_key = grouped_path(m, src, dst, group, groups, routing)
         for g in range(groups):
             u, k, _ = segments.path(group == g)
             np.testing.assert_array_equal(u_min[:, g], u[links])
             np.testing.assert_array_equal(key[:, g], k[links])
+            np.testing.assert_array_equal(all_u[g], u)
+            np.testing.assert_array_equal(all_key[g], k)
         longest = np.zeros(m.nodes * LINKS_PER_NODE)
         for s, d in zip(src.tolist(), dst.tolist(), strict=True):
             if s != d:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import InternalError
-from .flow import flow_cycles, grouped_links
+from .flow import flow_cycles, grouped_links, grouped_path
 from .latency import NONE, RouteIndex, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
@@ -20,7 +20,8 @@ from .traffic import GOLDEN, Traffic, busy_cycles
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
 PARALLEL_PAIR = 4_000_000  # (node, region) pairs up to which DispatchModel.pair builds both models at once
-_QUERY_ROWS = 128  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
+_QUERY_ROWS = 128
+EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
 
 
 def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -180,13 +181,25 @@ class DispatchModel:
         self._row_u = self._row_key = np.empty((0, tiles))
 
     def _region_path(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(u_min, key) per region of ``rows``, shape ``(len(rows), regions)``, computed once per row."""
+        """(u_min, key) per region of ``rows``, shape ``(len(rows), regions)``, computed once per row: row
+        by row from an index of the routes (``RouteIndex``: about messages / mesh lines of work a row)
+        while few rows are asked for; once more than ``1 / EAGER_FRACTION`` of the rows would have been,
+        for every row at once (one grouped pass over the messages, about the cost of that many rows), as
+        skewed routing with idle experts asks call after call."""
         missing = rows[~self._have[rows]]
-        if len(missing):
+        if not len(missing):
+            return self._row_u[rows], self._row_key[rows]
+        regions = len(self.placement.regions)
+        if not len(self._row_u):
+            self._row_u = np.empty((len(self._rows), regions))
+            self._row_key = np.empty_like(self._row_u)
+        if (int(self._have.sum()) + len(missing)) * EAGER_FRACTION > len(self._rows):
+            u_min, key = grouped_path(self.mesh, *self._messages, regions, self.routing)
+            self._row_u[:], self._row_key[:] = u_min[:, self._rows].T, key[:, self._rows].T
+            self._have[:] = True
+        else:
             if self._routes is None:
-                self._routes = RouteIndex(self.mesh, *self._messages, len(self.placement.regions), self.routing)
-                self._row_u = np.empty((len(self._rows), len(self.placement.regions)))
-                self._row_key = np.empty_like(self._row_u)
+                self._routes = RouteIndex(self.mesh, *self._messages, regions, self.routing)
             for part in np.array_split(missing, -(-len(missing) // _QUERY_ROWS)):
                 self._row_u[part], self._row_key[part] = self._routes.query(self._rows[part])
             self._have[missing] = True
@@ -245,26 +258,42 @@ class DispatchModel:
         basis = self._cycle_basis
         if not len(basis) or not (y > 0).any():
             return 0.0, 0.0
-        active = None if (y > 0).all() else y > 0
+        if not (y > 0).all():
+            return self._cycles_with_idle_regions(y)
         hop, ymax, head = self.mesh.hop_cycles, float(y.max()), 256
         t = basis[:head] @ y
         busy = busy_cycles(t)
-        path = self._path_all[:head] if active is None else self._path(np.arange(min(head, len(basis))), active)
-        charge = np.where(busy > 0, busy + path * hop, -np.inf)
+        charge = np.where(busy > 0, busy + self._path_all[:head] * hop, -np.inf)
         best_c = float(charge.max())
-        longest = self._path_all_max if active is None else self._path_bound_max
-        need = min(float(t.max()), best_c - 1.0 - longest * hop) / ymax
+        need = min(float(t.max()), best_c - 1.0 - self._path_all_max * hop) / ymax
         cut = max(int(np.searchsorted(self._neg_rowsum, -need, side="left")), min(head, len(basis)))
         if cut > head:
             t = np.concatenate([t, basis[head:cut] @ y])
             busy = busy_cycles(t)
-        if active is None:
-            path = self._path_all[:cut]
-        else:  # the latency of the rows that could still win (their busy cycles + bound beat the best)
-            path = np.full(cut, NONE)
-            some = np.flatnonzero((busy > 0) & ((busy + self._path_bound[:cut] * hop > best_c)
-                                                | (np.arange(cut) < head)))
-            path[some] = self._path(some, active)
+        return flow_cycles(self.mesh, busy, self._path_all[:cut]), float(t.max()) * self.mesh.wavelet_bytes
+
+    def _cycles_with_idle_regions(self, y: np.ndarray) -> tuple[float, float]:
+        """``cycles`` when some regions receive nothing: a link's latency is then that of the active
+        regions' routes alone, found per region (``_path``) only for the rows that could win. The answer
+        is at least the largest busy cycles of any row (a latency is never negative); a row can beat that
+        only if its busy cycles plus the longest route over its link (≥ its latency) do, and rows past
+        the prefix of load per byte that could cannot (as in ``cycles``)."""
+        basis, active = self._cycle_basis, y > 0
+        hop, ymax = self.mesh.hop_cycles, float(y.max())
+        t = basis[:256] @ y
+        busy = busy_cycles(t)
+        if not (busy > 0).any():  # the active regions use none of the first rows: take the whole product
+            t = basis @ y
+            busy = busy_cycles(t)
+        floor = float(busy.max())
+        need = min(float(t.max()), floor - 1.0 - self._path_bound_max * hop) / ymax
+        cut = int(np.searchsorted(self._neg_rowsum, -need, side="left"))
+        if cut > len(t):
+            t = np.concatenate([t, basis[len(t):cut] @ y])
+            busy = busy_cycles(t)
+        some = np.flatnonzero((busy > 0) & (busy + self._path_bound[:len(t)] * hop > floor))
+        path = np.full(len(t), NONE)
+        path[some] = self._path(some, active)
         return flow_cycles(self.mesh, busy, path), float(t.max()) * self.mesh.wavelet_bytes
 
 

@@ -104,18 +104,23 @@ class _Segments:
         flat = _clean(mesh, load.reshape(-1, groups))
         return flat[:, 0] if group is None else flat
 
-    def path(self, live: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def path(self, live: np.ndarray, group: np.ndarray | None = None,
+             groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(u_min, key, longest) over each directed link from the ``live`` messages' routes
         (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the largest
         ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of any
         route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
-        (nodes * 6,) each; ``NONE`` keys (and +inf, 0) where no route."""
+        (nodes * 6,) each, or (groups, nodes * 6) with each message's ``group`` (0 .. groups − 1) kept
+        apart (the longest route then all 0: not computed); ``NONE`` keys (and +inf, 0) where no route."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         sel = np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
-        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min
-        out = np.full((R, C, LINKS_PER_NODE, 3), EMPTY, dtype=np.int32)
+        g = np.zeros(len(h), dtype=np.int64) if group is None else np.asarray(group)[self.remote][sel]
+        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min (the
+        # longest route only over all the messages together: per group it is not asked for)
+        nc = 3 if group is None else 2
+        out = np.full((groups, R, C, LINKS_PER_NODE, nc), EMPTY, dtype=np.int32)
         if len(h):
             # a leg starting at position p0 with u0 hops behind it has u = u0 + σ(p − p0) at position p
             xy, w = self.routing == "xy", int(W)
@@ -123,39 +128,43 @@ class _Segments:
                     (self.v, 2 * C, R + 1, np.where(rd > rs, 1, -1), rs, np.abs(cd - cs) if xy else 0, (SOUTH, NORTH)))
             for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
                 base = u0 - sign * p0
-                cols = np.stack([base * (w - 1) + h, -base, h], axis=1).astype(np.int32)
-                x = range_max((bounds[0][sel], bounds[1][sel]), cols, rows, width)[:, :width - 1]
+                cols = np.stack([base * (w - 1) + h, -base, h][:nc], axis=1).astype(np.int32)
+                shift = g * rows * width  # each group its own copy of the lines
+                x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), cols, groups * rows, width)
+                x = x.reshape(groups, rows, width, nc)[:, :, :width - 1]
                 p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
                 some = x[..., 0] > EMPTY
                 x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
                 x[..., 1] -= np.where(some, p, 0).astype(np.int32)
-                half = x[:rows // 2], x[rows // 2:]
+                half = x[:, :rows // 2], x[:, rows // 2:]
                 if fwd == EAST:
-                    out[:, :, fwd], out[:, :, back] = half
+                    out[:, :, :, fwd], out[:, :, :, back] = half
                 else:
-                    out[:, :, fwd], out[:, :, back] = half[0].transpose(1, 0, 2), half[1].transpose(1, 0, 2)
-            ramps = out.reshape(R * C, LINKS_PER_NODE, 3)
-            at_src, at_dst, h32 = self.src[sel], self.dst[sel], h.astype(np.int32)
+                    out[:, :, :, fwd], out[:, :, :, back] = half[0].transpose(0, 2, 1, 3), half[1].transpose(0, 2, 1, 3)
+            ramps = out.reshape(groups * R * C, LINKS_PER_NODE, nc)
+            at_src, at_dst, h32 = g * R * C + self.src[sel], g * R * C + self.dst[sel], h.astype(np.int32)
             np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
             ramps[at_src, INJECT, 1] = 0
             np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
             np.maximum.at(ramps[:, EJECT, 1], at_dst, -h32)
-            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)):
+            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)) if nc == 3 else ():
                 np.maximum.at(ramps[:, ramp, 2], at, h32)
             if self.mc is not None:  # a multicast's k-th receiver: u = k, t = h − k (few: one at a time)
-                for r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (rs, cs, rd, cd)), strict=True):
+                for gi, r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (g, rs, cs, rd, cd)), strict=True):
                     n = abs(r1 - r0) + abs(c1 - c0)
                     k = np.arange(1, n + 1)
-                    nodes = (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
+                    nodes = gi * R * C + (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
                     np.maximum.at(ramps[:, EJECT, 0], nodes, k * w + (n - k))
                     np.maximum.at(ramps[:, EJECT, 1], nodes, -k)
-                    np.maximum.at(ramps[:, EJECT, 2], nodes, n)
-        out = out.reshape(-1, 3)
-        out[mesh.link_parallel.reshape(-1) == 0] = EMPTY
-        none = out[:, 0] <= EMPTY
-        key, u_min, longest = out[:, 0].astype(np.float64), -out[:, 1].astype(np.float64), out[:, 2].astype(np.float64)
+                    if nc == 3:
+                        np.maximum.at(ramps[:, EJECT, 2], nodes, n)
+        out = out.reshape(groups, -1, nc)
+        out[:, mesh.link_parallel.reshape(-1) == 0] = EMPTY
+        none = out[..., 0] <= EMPTY
+        key, u_min = out[..., 0].astype(np.float64), -out[..., 1].astype(np.float64)
+        longest = out[..., 2].astype(np.float64) if nc == 3 else np.zeros(key.shape)
         key[none], u_min[none], longest[none] = NONE, np.inf, 0.0
-        return u_min, key, longest
+        return (u_min[0], key[0], longest[0]) if group is None else (u_min, key, longest)
 
 
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
@@ -200,6 +209,15 @@ def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     src, dst = np.asarray(src), np.asarray(dst)
     segments = _Segments(mesh, src, dst, routing, None)
     return segments.loads(weight, group, groups), *segments.path(np.ones(len(src), dtype=bool))
+
+
+def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
+                 routing: str = "xy") -> tuple[np.ndarray, np.ndarray]:
+    """(u_min, key) of every directed link per ``group`` of unicast messages, shape ``(groups, nodes * 6)``
+    each (``_Segments.path``): what ``latency.RouteIndex`` gives for chosen links, for all at once."""
+    u_min, key, _ = _Segments(mesh, np.asarray(src), np.asarray(dst), routing, None).path(
+        np.ones(len(src), dtype=bool), group, groups)
+    return u_min, key
 
 
 def _clean(mesh: Mesh, load: np.ndarray) -> np.ndarray:
