@@ -275,9 +275,10 @@ class DispatchModel:
     def _cycles_with_idle_regions(self, y: np.ndarray) -> tuple[float, float]:
         """``cycles`` when some regions receive nothing: a link's latency is then that of the active
         regions' routes alone, found per region (``_path``) only for the rows that could win. The answer
-        is at least the largest busy cycles of any row (a latency is never negative); a row can beat that
-        only if its busy cycles plus the longest route over its link (≥ its latency) do, and rows past
-        the prefix of load per byte that could cannot (as in ``cycles``)."""
+        is at least the busiest row's charge: its busy cycles (a latency is never negative), plus its
+        latency once that is known; a row can beat that only if its busy cycles plus the longest route
+        over its link (≥ its latency) do, and rows past the prefix of load per byte that could cannot
+        (as in ``cycles``)."""
         basis, active = self._cycle_basis, y > 0
         hop, ymax = self.mesh.hop_cycles, float(y.max())
         t = basis[:256] @ y
@@ -285,13 +286,16 @@ class DispatchModel:
         if not (busy > 0).any():  # the active regions use none of the first rows: take the whole product
             t = basis @ y
             busy = busy_cycles(t)
-        floor = float(busy.max())
+        top = int(np.argmax(busy))
+        floor = float(busy[top])
+        if self._have[top]:  # its exact charge, when its latencies are known already: a higher floor
+            floor += float(self._path(np.array([top]), active)[0]) * hop
         need = min(float(t.max()), floor - 1.0 - self._path_bound_max * hop) / ymax
         cut = int(np.searchsorted(self._neg_rowsum, -need, side="left"))
         if cut > len(t):
             t = np.concatenate([t, basis[len(t):cut] @ y])
             busy = busy_cycles(t)
-        some = np.flatnonzero((busy > 0) & (busy + self._path_bound[:len(t)] * hop > floor))
+        some = np.union1d(np.flatnonzero((busy > 0) & (busy + self._path_bound[:len(t)] * hop > floor)), [top])
         path = np.full(len(t), NONE)
         path[some] = self._path(some, active)
         return flow_cycles(self.mesh, busy, path), float(t.max()) * self.mesh.wavelet_bytes
