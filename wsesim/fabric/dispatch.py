@@ -173,8 +173,8 @@ class DispatchModel:
         # per row, a bound for any subset of regions: u_min + t* ≤ the hops of the longest route over it
         self._path_bound = longest[self._rows].astype(np.float64)
         self._path_bound_max = float(self._path_bound.max(initial=0.0))
-        # per (row, region) path data, filled row by row the first time a call has regions that send
-        # nothing (most calls have none): from an index of the routes, built then
+        # per (row, region) path data, found only when a call has regions that send nothing (most calls
+        # have none): by row from an index of the routes, or for all rows at once (``_region_path``)
         self._messages = (src, dst, region)
         self._routes: RouteIndex | None = None
         self._have = np.zeros(len(self._rows), dtype=bool)
