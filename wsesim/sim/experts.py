@@ -111,9 +111,10 @@ def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.nd
     while len(r):
         e = eng.slots[np.minimum(j, K - 1), r]
         live = (j < K) & (e >= 0)
-        r, j, k, p, e = r[live], j[live], k[live], p[live], e[live]
-        if not len(r):
-            break
+        if not live.all():  # regions past their last expert drop out
+            r, j, k, p, e = r[live], j[live], k[live], p[live], e[live]
+            if not len(r):
+                break
         i = np.empty(len(r), dtype=np.int64)
         for op_index, table in enumerate(chunks):
             mine = k == op_index
@@ -129,13 +130,18 @@ def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.nd
                 continue
             pieces = chunks[op_index].shape[0]
             rr, ee, ii = r[go], e[go], i[go]
-            begin = np.maximum(t[rr], stream.arrival[ii])
+            free = t[rr]
+            begin = np.maximum(free, stream.arrival[ii])
             end = begin + eng.cost[op, backward][layer, ee] / pieces
-            for piece in np.unique(p[go]):  # (records keep one piece count per batch)
-                same = p[go] == piece
-                record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same],
-                       (begin - t[rr])[same], pieces)
-            wait[rr] += begin - t[rr]
+            waited = begin - free
+            if pieces == 1:
+                record(eng, op, pass_, layer, backward, ee, begin, end, waited, pieces)
+            else:
+                pg = p[go]
+                for piece in np.unique(pg):  # (records keep one piece count per batch)
+                    same = pg == piece
+                    record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same], waited[same], pieces)
+            wait[rr] += waited
             t[rr] = end
             if last_use:
                 stream.free_at(end, eng.chunk_bytes[ii])
