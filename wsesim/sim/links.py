@@ -137,7 +137,7 @@ class WeightStream:
             return
         order = np.argsort(times, kind="stable")
         sorted_times = np.asarray(times, dtype=float)[order].tolist()
-        cumulative = np.r_[0.0, np.cumsum(np.asarray(nbytes, dtype=float)[order])].tolist()
+        cumulative = [0.0, *np.cumsum(np.asarray(nbytes, dtype=float)[order]).tolist()]
         self._freed.append((np.asarray(times, dtype=float), np.asarray(nbytes, dtype=float)))
         heapq.heappush(self._frees, (sorted_times[0], self._batch, sorted_times, cumulative, 0))
         self._batch += 1
@@ -185,7 +185,9 @@ class GradientLink:
         at, nbytes = np.asarray(at, dtype=float), np.asarray(nbytes, dtype=float)
         d = nbytes / self.rate
         running = np.cumsum(d)
-        ready = np.maximum(at, np.r_[self.link_free_at, np.full(len(at) - 1, -np.inf)] if len(at) else at)
+        floor = np.full(len(at), -np.inf)
+        floor[:1] = self.link_free_at  # the link is free from then on; later gradients wait for those before
+        ready = np.maximum(at, floor)
         left = running + np.maximum.accumulate(ready - (running - d))
         start = left - d
         if len(left):
