@@ -134,10 +134,10 @@ def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.nd
             begin = np.maximum(free, stream.arrival[ii])
             end = begin + eng.cost[op, backward][layer, ee] / pieces
             waited = begin - free
-            if pieces == 1:
+            pg = p[go]
+            if pieces == 1 or (pg == pg[0]).all():  # one piece of the op in this round: one record
                 record(eng, op, pass_, layer, backward, ee, begin, end, waited, pieces)
             else:
-                pg = p[go]
                 for piece in np.unique(pg):  # (records keep one piece count per batch)
                     same = pg == piece
                     record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same], waited[same], pieces)
