@@ -17,6 +17,7 @@ from wsesim.model.costs import region_expert_costs
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.sim.engine import _Engine, simulate
+from wsesim.sim.training import training_program
 from wsesim.sim.plan import StepPlan
 
 MICRO = {"name": "micro", "hidden_size": 8, "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 8, "experts": 1,
@@ -237,7 +238,8 @@ def _audit_stream(overrides: dict) -> tuple[int, int]:
     place_rng, route_rng = random_streams(spec.training.seed)
     B, G = spec.training.batch_per_tile, spec.training.tiles
     tokens = route_tokens(spec.model, spec.training, B * G * spec.training.seq_len, route_rng)
-    engine = _Engine(make_plan(spec, B, tokens, place_rng)[0])
+    plan = make_plan(spec, B, tokens, place_rng)[0]
+    engine = _Engine(plan, training_program(plan))
     frees: list[tuple[np.ndarray, np.ndarray]] = []
     register = engine.stream.free_at
 

@@ -1,20 +1,15 @@
-"""The event engine: one training step of an MoE transformer in weight-streaming execution, as SimPy
-processes and resources (docs/model.md §2, §3). Simulated time is in clock cycles.
+"""The fast engine: executes a program (``program.Program``, for a training step built by
+``training.training_program``) as SimPy processes and resources (docs/model.md §2, §3). Simulated time
+is in clock cycles.
 
 * the inbound link (``links.WeightStream``, a process) fills the bounded staging buffer with weight
-  chunks in order of first use, forward and again for backward, and waits while the buffer is full;
+  chunks in order of first use, and waits while the buffer is full;
 * the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
-* ``_step`` (a process) runs the step: per layer the attention sub-block in G tiles on the whole wafer
-  (its weights resident across the tiles), then an MoE layer's router, dispatch over the fabric, experts
-  and combine, or a dense layer's FFN on the whole wafer; the LM head and loss per tile; then the backward
-  pass in reverse, recomputing forward where the activation policy says so. With gradient accumulation it
-  does that once per micro-batch, back to back (every weight streams in again for each); it ends when the
-  last gradient has left (and, in a cluster, when its sum has come through the reduce tree: ``cluster``).
-* the experts: each expert region runs its experts one after another, each op as soon as its weights
-  have arrived and its region is free, and frees the weights after their last use. A region whose next
-  chunk is already scheduled is laid out without events (the timeline is the same); the regions that
-  reach a chunk the stream has not scheduled continue together in one loop that waits for the earliest
-  chunk any of them needs (``experts.py``). In place, the whole wafer runs every expert in turn.
+* ``_step`` (a process) runs the program's ops in order, once per micro-batch (every weight streams in
+  again for each): a ``WEIGHTS`` op waits for its chunks, a whole-wafer op takes its cost model's cycles,
+  per tile when it is tiled, a fabric op the fabric's, the ``EXPERTS`` op the experts phase
+  (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
+  step when the last gradient has left (in a cluster: when its sum has come through the reduce tree).
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -23,66 +18,62 @@ stalls and contention emerge from these. The engine never prints or writes files
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
 
-from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
-from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops, wafer_op
+from ..model.vocabulary import OpKind, Phase, Track
 from .chunks import plan_chunks
 from .cluster import io_rate
 from .counting import CountingEnvironment
-from .experts import in_place_phase, regions_phase
+from .experts import ExpertsPhase
 from .links import GradientLink, WeightStream
-from .plan import StepPlan, Trace
+from .plan import Span, StepPlan, Trace
+from .program import WAFER_OPS, Op, Program
+from .training import training_program
 
 __all__ = ["simulate"]
 
+Run = Callable[[Op], Generator[Any, Any, None]]
+
 
 class _Engine:
-    def __init__(self, plan: StepPlan) -> None:
-        self.plan, hw, m = plan, plan.hw, plan.model
+    def __init__(self, plan: StepPlan, program: Program) -> None:
+        self.plan, self.program, hw = plan, program, plan.hw
         self.env = CountingEnvironment()
         self.trace = Trace()
-        self.s = LayerShapes(m)
-        self.b = m.bytes_per_value
-        self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
-        self.recompute = plan.training.activations == "recompute"
-        self.chunks = chunks = plan_chunks(hw, m, self.recompute, plan.micro_batches)
-        self.rec_pass, self.keys, self.expert_chunks = chunks.rec_pass, chunks.keys, chunks.expert_chunks
+        self.chunks = chunks = plan_chunks(hw, plan.model, plan.training.activations == "recompute",
+                                           plan.micro_batches)
+        self.keys = chunks.keys
         self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
-        self.chunk_bytes = self.sizes = chunks.sizes
+        self.sizes = chunks.sizes
         self.copied_out = np.zeros(len(chunks), dtype=bool)  # whole-wafer chunks already freed
         staging = chunks.staging_bytes  # half for weights in, half for gradients out
         rate, latency = io_rate(hw, plan.tree), (plan.tree.latency if plan.tree else 0.0)
         self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, rate, latency)
         self.grads = GradientLink(staging / 2, rate)
-        R = len(plan.expert_regions)
-        members: list[list[int]] = [[] for _ in range(R)]
-        for e, r in enumerate(plan.expert_region_of):
-            members[r].append(e)
-        K = max((len(x) for x in members), default=0)
-        self.slots = np.full((K, R), -1, dtype=np.int64)  # slots[j, r]: the j-th expert run on region r
-        for r, experts in enumerate(members):
-            self.slots[: len(experts), r] = experts
-        self._expert_costs()
+        self.experts = ExpertsPhase(plan, chunks, self.env, self.stream, self.grads, self.trace, self._gradient_room)
         self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
+        self._run: dict[OpKind, Run] = {kind: self._wafer for kind in WAFER_OPS}
+        self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
+                          OpKind.EXPERTS: self.experts.run, OpKind.GRADIENT: self._gradient,
+                          OpKind.GRADIENT_DRAIN: self._drain, OpKind.REDUCE_DRAIN: self._reduce_drain})
 
     # --------------------------------------------------------------------------------- weight chunks
     def _use_micro_batch(self, i: int) -> None:
         """Index micro-batch i's copy of every chunk: the first micro-batch's, ``i · per_micro_batch`` on."""
         c, off = self.chunks, i * self.chunks.per_micro_batch
         self.keys = {k: (a + off, b + off) for k, (a, b) in c.keys.items()} if off else c.keys
-        self.expert_chunks = {k: v + off for k, v in c.expert_chunks.items()} if off else c.expert_chunks
+        self.experts.use_micro_batch(i)
 
-    def _wait(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
-        """Wait (a stall of the step) for the weights of ``key``: whole-wafer weights (attention, router,
-        LM head, embedding) are copied out of the staging buffer into their resident place as each piece
-        arrives, so the buffer never has to hold all of them at once."""
+    def _weights(self, op: Op) -> Generator[Any, Any, None]:
+        """Wait (a stall of the step) for the weights of ``op.weights``: whole-wafer weights (attention,
+        router, LM head, embedding) are copied out of the staging buffer into their resident place as
+        each piece arrives, so the buffer never has to hold all of them at once."""
         env, stream, start = self.env, self.stream, self.env.now
-        first, last = self.keys[key]
+        first, last = self.keys[op.weights]
         for i in range(first, last + 1):
             if i >= stream.next:
                 yield stream.wait(i)
@@ -93,64 +84,29 @@ class _Engine:
                 self.copied_out[i] = True
                 stream.free(self.sizes[i])
         if env.now > start:
-            self.trace.spans.append(("step", "weight_stall", start, env.now, dict(args)))
+            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
 
     # ---------------------------------------------------------------------------------- compute ops
-    def _expert_costs(self) -> None:
-        """Cycles of every expert op (the plan's, from the cost model): arrays [layer, expert]."""
-        self.cost = self.plan.expert_costs.cycles
-        self.compute_bound = self.plan.expert_costs.compute_bound  # else bound by the weight feed
-        self.op_bytes = {op: self.s.expert_op_bytes(op, self.g) for op in EXPERT_SHARE}  # their gradients' bytes
+    def _wafer(self, op: Op) -> Generator[Any, Any, None]:
+        """A whole-wafer op, or its ``tiles`` runs back to back (one span each)."""
+        cost = op_cost(self.plan.hw, *self.plan.attention_shape, op.flops, op.weight_bytes)
+        start, cycles, spans = self.env.now, cost.cycles, self.trace.spans
+        for i in range(op.runs):
+            args = {**op.args, **({"tile": i} if op.tiles else {}), "flops": op.flops,
+                    "weight_bytes": op.weight_bytes, "bound": cost.bound}
+            spans.append(Span(Track.STEP, op.kind, start + i * cycles, start + (i + 1) * cycles, args))
+        self.trace.executed_flops += op.executed_flops
+        yield self.env.timeout(op.runs * cycles)
 
-    def _op(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
-            repeat: int = 1, per: str = "", useful: bool = True) -> Generator[Any, Any, None]:
-        """``repeat`` identical ops on the whole wafer, back to back (one span each). ``flops`` not
-        ``useful`` are datapath work that is no arithmetic (copies): timed, not counted as FLOPs."""
-        cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
-        start, cycles = self.env.now, cost.cycles
-        for i in range(repeat):
-            span_args = {**args, **({per: i} if per else {}), "flops": flops, "weight_bytes": weight_bytes,
-                         "bound": cost.bound}
-            self.trace.spans.append(("step", name, start + i * cycles, start + (i + 1) * cycles, span_args))
-        if useful:
-            self.trace.executed_flops += repeat * flops
-        yield self.env.timeout(repeat * cycles)
-
-    def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
-        """G tiles of B sequences through the attention sub-block on the whole wafer. The weights stay
-        resident, but each tile's op must feed them to the PEs again. Backward does 2× the forward work."""
-        tokens = self.plan.batch_per_tile * self.plan.training.seq_len
-        flops, weight_bytes = self._wafer_op("attention", tokens, backward)
-        yield from self._op("attention", flops, weight_bytes, {"layer": layer, "pass": pass_, "tokens": tokens},
-                            repeat=self.plan.tiles, per="tile")
-
-    def _wafer_op(self, name: str, tokens: int, backward: bool) -> tuple[float, float]:
-        t = self.plan.training
-        return wafer_op(self.s, name, tokens, t.seq_len, t.attention_kernel, backward)
-
-    def _copies(self, name: str, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
-        """In place, on the whole wafer: ``expand`` makes each token's k copies, ``weighted_sum`` adds the
-        k expert outputs weighted by their router probabilities (docs/model.md §3)."""
-        flops, useful = copy_op_flops(self.s, self.plan.global_batch * self.plan.training.seq_len, name, backward)
-        yield from self._op(name, flops, 0.0, {"layer": layer, "pass": pass_, "copies": self.plan.model.top_k},
-                            useful=useful)
-
-    def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
-        nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
-        key = (layer, reverse)  # forward, recompute and backward move the same bytes: time them once
+    def _fabric(self, op: Op) -> Generator[Any, Any, None]:
+        nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.plan.model.bytes_per_value
+        key = (op.layer, op.reverse)  # forward, recompute and backward move the same bytes: time them once
         if key not in self._fabric_times:
-            self._fabric_times[key] = self.plan.dispatch(nbytes, reverse)
+            self._fabric_times[key] = self.plan.dispatch(nbytes, op.reverse)
         cycles, max_load = self._fabric_times[key]
-        total = float(nbytes.sum())
-        self.trace.max_link_load_bytes = max(self.trace.max_link_load_bytes, max_load)
-        if reverse:
-            self.trace.combined_bytes += total
-        else:
-            self.trace.dispatched_bytes += total
         start = self.env.now
         yield self.env.timeout(cycles)
-        self.trace.spans.append(("step", name, start, self.env.now,
-                                 {"layer": layer, "pass": pass_, "bytes": total, "max_link_load_bytes": max_load}))
+        self.trace.fabric_span(op, start, self.env.now, float(nbytes.sum()), max_load)
 
     def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
         """Stall while the outbound buffer holds more gradients than fit (with ``incoming`` bytes more)."""
@@ -158,106 +114,38 @@ class _Engine:
         if ready > self.env.now:
             start = self.env.now
             yield self.env.timeout(ready - start)
-            self.trace.spans.append(("step", "gradient_stall", start, self.env.now, dict(args)))
+            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, self.env.now, dict(args)))
 
-    def _gradient(self, name: str, nbytes: float, args: dict[str, Any]) -> Generator[Any, Any, None]:
+    def _gradient(self, op: Op) -> Generator[Any, Any, None]:
         """Hand one gradient to the outbound link, once its buffer has room for it."""
-        yield from self._gradient_room(args, nbytes)
-        self.grads.send(np.array([self.env.now]), np.array([nbytes]))
-        self.trace.gradients.append((name, args))
+        yield from self._gradient_room(op.args, op.nbytes)
+        self.grads.send(np.array([self.env.now]), np.array([op.nbytes]))
+        self.trace.gradients.append((op.gradient, dict(op.args)))
 
-    # ------------------------------------------------------------------------------------ the step
-    def _moe(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        tokens = self.plan.global_batch * self.plan.training.seq_len
-        args = {"layer": layer, "pass": pass_, "tokens": tokens}
-        yield from self._wait((chunk_pass, layer, "router"), args)
-        # the shared expert's weights feed the PEs with the router's (they were counted as FLOPs already)
-        yield from self._op("router", *self._wafer_op("router", tokens, backward), args)
-        if self.plan.moe_mapping == "in_place":
-            yield from self._copies("weighted_sum" if backward else "expand", layer, pass_, backward)
-            yield from in_place_phase(self, layer, pass_, chunk_pass, backward)
-            yield from self._copies("expand" if backward else "weighted_sum", layer, pass_, backward)
-            return
-        yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
-        yield from regions_phase(self, layer, pass_, chunk_pass, backward)
-        yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
+    # ------------------------------------------------------------------------------- the step's end
+    def _drain(self, op: Op) -> Generator[Any, Any, None]:
+        """The step ends when the last gradient has left."""
+        yield from self._until(self.grads.link_free_at, Phase.GRADIENT_DRAIN, op)
 
-    def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        """A dense layer's FFN on the whole wafer, on the G·B sequences of the micro-batch at once (like the
-        experts, it sees the concatenated tiles), its weights streamed per layer like attention's."""
-        tokens = self.plan.global_batch * self.plan.training.seq_len
-        args = {"layer": layer, "pass": pass_, "tokens": tokens}
-        yield from self._wait((chunk_pass, layer, "ffn"), args)
-        yield from self._op("ffn", *self._wafer_op("ffn", tokens, backward), args)
+    def _reduce_drain(self, op: Op) -> Generator[Any, Any, None]:
+        """... and, in a cluster, when its sum has come through the reduce tree."""
+        yield from self._until(self.grads.link_free_at + self.plan.tree.latency, Phase.REDUCE_DRAIN, op)
 
-    def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
-        m = self.plan.model
-        yield from self._wait((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
-        # a recompute rebuilds the MoE/FFN input with attention unless its output was kept (once) or the
-        # block is parallel (the FFN reads the layer's input)
-        if pass_ != "recompute" or (self.plan.training.attention_recompute == "twice" and not m.parallel_block):
-            yield from self._attention(layer, pass_, backward=False)
-        if m.is_dense(layer):
-            yield from self._ffn(layer, pass_, chunk_pass, backward=False)
-        else:
-            yield from self._moe(layer, pass_, chunk_pass, backward=False)
-
-    def _backward(self, layer: int) -> Generator[Any, Any, None]:
-        s, b = self.s, self.g
-        args = {"layer": layer, "pass": "bwd"}
-        if self.plan.model.is_dense(layer):
-            yield from self._ffn(layer, "bwd", "bwd", backward=True)
-            yield from self._gradient("ffn grad", s.ffn_params * b, args)
-        else:
-            yield from self._moe(layer, "bwd", "bwd", backward=True)
-            yield from self._gradient("router grad", s.router_stage_params * b, args)
-        yield from self._wait(("bwd", layer, "attention"), args)
-        if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
-            yield from self._attention(layer, "recompute", backward=False)
-        yield from self._attention(layer, "bwd", backward=True)
-        yield from self._gradient("attention grad", s.attention_params * b, args)
-
-    def _lm_head(self) -> Generator[Any, Any, None]:
-        """LM head and loss per tile, forward and backward together (its weights resident)."""
-        s = self.s
-        if s.lm_head_params:
-            yield from self._wait(("lm_head",), {"pass": "fwd"})
-        tokens = self.plan.batch_per_tile * self.plan.training.seq_len
-        yield from self._op("lm_head", *self._wafer_op("lm_head", tokens, False),
-                            {"pass": "fwd+bwd", "tokens": tokens}, repeat=self.plan.tiles, per="tile")
-        if s.lm_head_params:
-            yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
-
-    def _micro_batch(self) -> Generator[Any, Any, None]:
-        """One forward and backward pass over the micro-batch; its gradients stream out as they come (the
-        next micro-batch does not wait for them: MemoryX accumulates them, docs/model.md §2.4)."""
-        m = self.plan.model
-        yield from self._wait(("embedding",), {"pass": "fwd"})
-        for layer in range(m.layers):
-            yield from self._forward(layer, "fwd", "fwd")
-        yield from self._lm_head()
-        for layer in reversed(range(m.layers)):
-            if self.recompute:
-                yield from self._forward(layer, "recompute", self.rec_pass)
-            else:
-                first = "ffn" if m.is_dense(layer) else "router"
-                yield from self._wait(("bwd", layer, first), {"layer": layer, "pass": "bwd"})
-            yield from self._backward(layer)
-        yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
+    def _until(self, at: float, phase: Phase, op: Op) -> Generator[Any, Any, None]:
+        env = self.env
+        if at > env.now:
+            start = env.now
+            yield env.timeout(at - start)
+            self.trace.spans.append(Span(Track.STEP, phase, start, env.now, dict(op.args)))
 
     def _step(self) -> Generator[Any, Any, None]:
-        env, tree = self.env, self.plan.tree
-        for i in range(self.plan.micro_batches):
+        run, program = self._run, self.program
+        for i in range(program.micro_batches):
             self._use_micro_batch(i)
-            yield from self._micro_batch()
-        if self.grads.link_free_at > env.now:  # the step ends when the last gradient has left
-            start = env.now
-            yield env.timeout(self.grads.link_free_at - start)
-            self.trace.spans.append(("step", "gradient_drain", start, env.now, {}))
-        if tree is not None and self.grads.link_free_at + tree.latency > env.now:  # ... and its sum has arrived
-            start = env.now
-            yield env.timeout(self.grads.link_free_at + tree.latency - start)
-            self.trace.spans.append(("step", "reduce_drain", start, env.now, {"levels": tree.depth}))
+            for op in program.body:
+                yield from run[op.kind](op)
+        for op in program.tail:
+            yield from run[op.kind](op)
 
     def run(self) -> Trace:
         env = self.env
@@ -273,6 +161,7 @@ class _Engine:
         return tr
 
 
-def simulate(plan: StepPlan) -> Trace:
-    """Simulate one training step; returns the trace (spans in cycles) and counters."""
-    return _Engine(plan).run()
+def simulate(plan: StepPlan, program: Program | None = None) -> Trace:
+    """Execute ``program`` (by default the training step of ``plan``); returns the trace (spans in
+    cycles) and counters."""
+    return _Engine(plan, program or training_program(plan)).run()

@@ -19,26 +19,68 @@ critical path, not the order in which it waited: the stall span is put at the ph
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator
+from typing import Any
 
 import numpy as np
+import simpy
 
-from ..model.shapes import BACKWARD_OPS, FORWARD_OPS
-from .plan import ExpertOps
+from ..config.specs import DTYPE_BYTES
+from ..model.shapes import BACKWARD_OPS, EXPERT_SHARE, FORWARD_OPS, LayerShapes
+from ..model.vocabulary import Copy, Gradient, Pass
+from .chunks import ChunkPlan
+from .links import GradientLink, WeightStream
+from .plan import ExpertOps, StepPlan, Trace
+from .program import Op
 
-if TYPE_CHECKING:
-    from .engine import _Engine
+__all__ = ["MAPPINGS", "ExpertsPhase"]
 
 Grad = tuple[np.ndarray, ...]  # arrays of (hand-over cycle, bytes, slot, op index, region), one per gradient
+RoomFn = Callable[[dict[str, Any]], Generator[Any, Any, None]]  # stall until the outbound buffer has room
 
 
 def _last_use(pass_: str, chunk_pass: str) -> bool:
     """A recompute that shares the backward copy of a layer's weights leaves them for the backward."""
-    return pass_ != "recompute" or chunk_pass == "rec"
+    return pass_ != Pass.RECOMPUTE or chunk_pass == Copy.REC
 
 
-def regions_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
+class ExpertsPhase:
+    """The experts phase's own state, given what it needs: the plan (costs, tokens, regions), the chunk
+    plan, the clock, both links, the trace it records into, and how to stall for outbound room.
+
+    ``slots[j, r]`` is the j-th expert region r runs (-1: none); ``run(op)`` executes an ``EXPERTS`` op
+    under the plan's MoE mapping (``MAPPINGS``)."""
+
+    def __init__(self, plan: StepPlan, chunks: ChunkPlan, env: simpy.Environment, stream: WeightStream,
+                 grads: GradientLink, trace: Trace, gradient_room: RoomFn) -> None:
+        self.plan, self.env, self.stream, self.grads, self.trace = plan, env, stream, grads, trace
+        self.gradient_room = gradient_room
+        self.chunks, self.expert_chunks, self.chunk_bytes = chunks, chunks.expert_chunks, chunks.sizes
+        self.s = LayerShapes(plan.model)
+        self.cost = plan.expert_costs.cycles
+        self.compute_bound = plan.expert_costs.compute_bound  # else bound by the weight feed
+        g = DTYPE_BYTES[plan.training.weight_gradient_dtype]
+        self.op_bytes = {op: self.s.expert_op_bytes(op, g) for op in EXPERT_SHARE}  # their gradients' bytes
+        R = len(plan.expert_regions)
+        members: list[list[int]] = [[] for _ in range(R)]
+        for e, r in enumerate(plan.expert_region_of):
+            members[r].append(e)
+        K = max((len(x) for x in members), default=0)
+        self.slots = np.full((K, R), -1, dtype=np.int64)
+        for r, experts in enumerate(members):
+            self.slots[: len(experts), r] = experts
+        self._phase = MAPPINGS[plan.moe_mapping] if plan.model.experts else None
+
+    def use_micro_batch(self, i: int) -> None:
+        """Index micro-batch i's copy of the experts' chunks."""
+        c, off = self.chunks, i * self.chunks.per_micro_batch
+        self.expert_chunks = {k: v + off for k, v in c.expert_chunks.items()} if off else c.expert_chunks
+
+    def run(self, op: Op) -> Generator[Any, Any, None]:
+        yield from self._phase(self, op.layer, op.pass_, op.copy, op.backward)
+
+
+def regions_phase(eng: ExpertsPhase, layer: int, pass_: str, chunk_pass: str,
                   backward: bool) -> Generator[Any, Any, None]:
     """All expert regions in parallel (an op whose weights came in several pieces runs piece by piece)."""
     env, stream, start = eng.env, eng.stream, eng.env.now
@@ -90,7 +132,7 @@ def regions_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
         yield from send_gradients(eng, at[order], nbytes[order], layer, pass_)
 
 
-def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray, layer: int,
+def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray, layer: int,
                 pass_: str, chunk_pass: str, backward: bool, last_use: bool,
                 grads: list[Grad]) -> Generator[Any, Any, None]:
     """The regions ``pending`` (region, slot, op index, piece) stopped at, continued: in rounds, every
@@ -156,7 +198,7 @@ def _stragglers(eng: _Engine, pending: list[tuple[int, int, int, int]], t: np.nd
             k[nxt], j[nxt] = 0, j[nxt] + 1
 
 
-def in_place_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
+def in_place_phase(eng: ExpertsPhase, layer: int, pass_: str, chunk_pass: str,
                    backward: bool) -> Generator[Any, Any, None]:
     """Every expert's ops on the whole wafer, one after another in chunk order (experts ascending; an op
     whose weights came in several pieces runs piece by piece), each when its weights have arrived."""
@@ -190,7 +232,7 @@ def in_place_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
                 ends.append(t)
                 if last_use:
                     frees[0].append(t)
-                    frees[1].append(float(eng.sizes[i]))
+                    frees[1].append(float(eng.chunk_bytes[i]))
                 if backward and piece == pieces - 1:
                     grads[0].append(t)
                     grads[1].append(eng.op_bytes[op])
@@ -205,14 +247,14 @@ def in_place_phase(eng: _Engine, layer: int, pass_: str, chunk_pass: str,
         yield from send_gradients(eng, np.array(grads[0]), np.array(grads[1]), layer, pass_)
 
 
-def _flush(eng: _Engine, frees: tuple[list[float], list[float]]) -> None:
+def _flush(eng: ExpertsPhase, frees: tuple[list[float], list[float]]) -> None:
     if frees[0]:
         eng.stream.free_at(np.array(frees[0]), np.array(frees[1]))
         frees[0].clear()
         frees[1].clear()
 
 
-def record(eng: _Engine, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
+def record(eng: ExpertsPhase, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
            end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
     """Keep a batch of expert ops in the trace, and count their FLOPs."""
     eng.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait,
@@ -221,20 +263,19 @@ def record(eng: _Engine, op: str, pass_: str, layer: int, backward: bool, expert
                                                       backward) / pieces
 
 
-def close_phase(eng: _Engine, start: float, waited: float, layer: int, pass_: str) -> None:
-    """The phase's spans: ``experts`` up to the critical path's waits, then ``weight_stall`` for them."""
-    end = eng.env.now
-    split = min(max(end - waited, start), end)
-    eng.trace.spans.append(("step", "experts", start, split, {"layer": layer, "pass": pass_}))
-    if split < end:
-        eng.trace.spans.append(("step", "weight_stall", split, end,
-                                {"layer": layer, "pass": pass_, "during": "experts"}))
+def close_phase(eng: ExpertsPhase, start: float, waited: float, layer: int, pass_: str) -> None:
+    """The phase's spans (``Trace.experts_spans``), its critical path having waited ``waited`` cycles."""
+    eng.trace.experts_spans(start, eng.env.now, waited, layer, pass_)
 
 
-def send_gradients(eng: _Engine, at: np.ndarray, nbytes: np.ndarray, layer: int,
+def send_gradients(eng: ExpertsPhase, at: np.ndarray, nbytes: np.ndarray, layer: int,
                    pass_: str) -> Generator[Any, Any, None]:
     """Hand the phase's weight gradients (in order of hand-over) to the outbound link, then stall while
     its buffer holds more than fits."""
     eng.grads.send(at, nbytes)
-    eng.trace.gradients.append(("expert grads", {"layer": layer, "count": len(at)}))
-    yield from eng._gradient_room({"layer": layer, "pass": pass_})
+    eng.trace.gradients.append((Gradient.EXPERTS, {"layer": layer, "count": len(at)}))
+    yield from eng.gradient_room({"layer": layer, "pass": pass_})
+
+
+MAPPINGS = {"regions": regions_phase, "in_place": in_place_phase}
+"""The experts phase under each MoE mapping (``simulation.moe_mapping``)."""

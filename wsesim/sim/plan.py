@@ -6,16 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
 from ..model.costs import ExpertCosts
+from ..model.vocabulary import OpKind, Phase, Track
 from .cluster import Tree
 
-# A span: (track, name, start cycle, end cycle, args).
-Span = tuple[str, str, float, float, dict[str, Any]]
+if TYPE_CHECKING:
+    from .program import Op
+
+
+class Span(NamedTuple):
+    """Something that took time on a track: ``name`` from ``start`` to ``end`` (cycles), with ``args``."""
+
+    track: Track
+    name: str
+    start: float
+    end: float
+    args: dict[str, Any]
+
 
 # The fabric as the engine sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
 DispatchFn = Callable[[np.ndarray, bool], tuple[float, float]]
@@ -101,3 +113,24 @@ class Trace:
     max_link_load_bytes: float = 0.0
     restreamed_for_recompute: bool = False
     staging_held_at_end: float = 0.0  # weight bytes still reserved in the staging buffer (0 when all freed)
+
+    def fabric_span(self, op: Op, start: float, end: float, total_bytes: float, max_load: float) -> None:
+        """Record a dispatch or combine over the fabric: its span and the bytes it moved."""
+        self.max_link_load_bytes = max(self.max_link_load_bytes, max_load)
+        if op.reverse:
+            self.combined_bytes += total_bytes
+        else:
+            self.dispatched_bytes += total_bytes
+        self.spans.append(Span(Track.STEP, op.kind, start, end, {
+            **op.args, "bytes": total_bytes, "max_link_load_bytes": max_load}))
+
+    def experts_spans(self, start: float, end: float, waited: float, layer: int, pass_: str) -> None:
+        """An experts phase from ``start`` to ``end`` whose critical path (the region that finished last,
+        or the wafer) waited ``waited`` cycles for weights: ``experts`` up to those waits, then
+        ``weight_stall`` (``during: experts``) for them — an accounting of the critical path, not the
+        order in which it waited."""
+        split = min(max(end - waited, start), end)
+        self.spans.append(Span(Track.STEP, Phase.EXPERTS, start, split, {"layer": layer, "pass": pass_}))
+        if split < end:
+            self.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, split, end,
+                                   {"layer": layer, "pass": pass_, "during": OpKind.EXPERTS}))

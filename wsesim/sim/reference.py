@@ -1,12 +1,12 @@
-"""The reference engine: the fast engine's model of one training step (``engine.py``), written in plain
-SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in clock cycles,
-sizes in bytes. Per micro-batch, the step runs per layer attention in G tiles, router, dispatch, experts,
-combine (or a dense layer's FFN); the LM head per tile; the backward pass in reverse, recomputing where the
-policy says so; it ends when the last gradient has left (in a cluster: when its sum has reached MemoryX).
+"""The reference engine: a second executor of the same programs as the fast engine (``engine.py``),
+written in plain SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in
+clock cycles, sizes in bytes. The order of work is the program's (``training.training_program`` for a
+training step), run op by op, once per micro-batch.
 
-It shares with the fast engine only plan and cost data — the chunk plan (``chunks.plan_chunks``), the
-op costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte
-counts (``model.shapes``) and the fabric's timing (``plan.dispatch``) — never scheduling code:
+It shares with the fast engine only data — the program, the chunk plan (``chunks.plan_chunks``), the op
+costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte counts
+(``model.shapes``), the fabric's timing (``plan.dispatch``) and the trace's records — never scheduling
+code:
 
 * the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
   ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
@@ -54,7 +54,7 @@ SimPy's ``RuntimeError`` if the event queue runs dry before the step has ended (
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from fractions import Fraction
 from math import fsum
@@ -65,11 +65,14 @@ import simpy
 
 from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
-from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op
+from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
+from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .chunks import plan_chunks
 from .cluster import io_rate, relay
 from .counting import CountingEnvironment
-from .plan import ExpertOps, LinkSchedule, StepPlan, Trace
+from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
+from .program import WAFER_OPS, Op, Program
+from .training import training_program
 
 __all__ = ["simulate"]
 
@@ -90,8 +93,8 @@ class _Gradient:
 
 
 class _Reference:
-    def __init__(self, plan: StepPlan) -> None:
-        self.plan, hw, m = plan, plan.hw, plan.model
+    def __init__(self, plan: StepPlan, program: Program) -> None:
+        self.plan, self.program, hw, m = plan, program, plan.hw, plan.model
         self.env = env = CountingEnvironment()
         self.trace = Trace()
         self.s = LayerShapes(m)
@@ -145,17 +148,17 @@ class _Reference:
         if not self.weights.get(Fraction(float(self.chunks.sizes[i]))).triggered:
             raise RuntimeError(f"chunk {self.chunks.names[i]} freed but its bytes are not in the buffer")
 
-    def _weights(self, key: tuple[Any, ...], args: dict[str, Any]) -> Generator[Any, Any, None]:
+    def _weights(self, op: Op) -> Generator[Any, Any, None]:
         """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
         env, start = self.env, self.env.now
-        first, last = (self.offset + i for i in self.chunks.keys[key])
+        first, last = (self.offset + i for i in self.chunks.keys[op.weights])
         for i in range(first, last + 1):
             yield self.arrived[i]
             if i not in self.copied:  # a recompute and its backward share the backward copy
                 self.copied.add(i)
                 self._free(i)
         if env.now > start:
-            self.trace.spans.append(("step", "weight_stall", start, env.now, dict(args)))
+            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -193,60 +196,46 @@ class _Reference:
                 break
             yield self.departure
         if env.now > start:
-            self.trace.spans.append(("step", "gradient_stall", start, env.now, dict(args)))
+            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, env.now, dict(args)))
 
-    def _gradient(self, name: str, nbytes: float, args: dict[str, Any]) -> Generator[Any, Any, None]:
-        yield from self._gradient_room(args, nbytes)
-        self._hand_over(nbytes, (), len(self.trace.gradients))
-        self.trace.gradients.append((name, args))
+    def _gradient(self, op: Op) -> Generator[Any, Any, None]:
+        yield from self._gradient_room(op.args, op.nbytes)
+        self._hand_over(op.nbytes, (), len(self.trace.gradients))
+        self.trace.gradients.append((op.gradient, dict(op.args)))
 
     # ------------------------------------------------------------------------------------ compute ops
-    def _on_wafer(self, name: str, flops: float, weight_bytes: float, args: dict[str, Any],
-                  useful: bool = True) -> Generator[Any, Any, None]:
-        """One op on the whole wafer, once the wafer is free (``useful``: its FLOPs are arithmetic)."""
-        cost = op_cost(self.plan.hw, *self.plan.attention_shape, flops, weight_bytes)
+    def _on_wafer(self, op: Op, args: dict[str, Any]) -> Generator[Any, Any, None]:
+        """One run of a whole-wafer op, once the wafer is free."""
+        cost = op_cost(self.plan.hw, *self.plan.attention_shape, op.flops, op.weight_bytes)
         with self.wafer.request() as request:
             yield request
             start = self.env.now
             yield self.env.timeout(cost.cycles)
-        self.trace.spans.append(("step", name, start, self.env.now, {
-            **args, "flops": flops, "weight_bytes": weight_bytes, "bound": cost.bound}))
-        if useful:
-            self.trace.executed_flops += flops
+        self.trace.spans.append(Span(Track.STEP, op.kind, start, self.env.now, {
+            **args, "flops": op.flops, "weight_bytes": op.weight_bytes, "bound": cost.bound}))
+        if op.useful:
+            self.trace.executed_flops += op.flops
 
-    def _per_tile(self, name: str, flops: float, weight_bytes: float,
-                  args: dict[str, Any]) -> Generator[Any, Any, None]:
-        """One process per tile, each one op on the wafer: they queue for it in tile order."""
-        tiles = [self.env.process(self._on_wafer(name, flops, weight_bytes, {**args, "tile": i}))
-                 for i in range(self.plan.tiles)]
+    def _wafer_op(self, op: Op) -> Generator[Any, Any, None]:
+        """A whole-wafer op; a tiled one is one process per tile, queued on the wafer in tile order."""
+        if not op.tiles:
+            yield from self._on_wafer(op, dict(op.args))
+            return
+        tiles = [self.env.process(self._on_wafer(op, {**op.args, "tile": i})) for i in range(op.tiles)]
         yield simpy.AllOf(self.env, tiles)
 
-    def _attention(self, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
-        t = self.plan.training
-        tokens = self.plan.batch_per_tile * t.seq_len
-        flops, weight_bytes = wafer_op(self.s, "attention", tokens, t.seq_len, t.attention_kernel, backward)
-        yield from self._per_tile("attention", flops, weight_bytes, {"layer": layer, "pass": pass_, "tokens": tokens})
-
-    def _fabric(self, name: str, layer: int, pass_: str, reverse: bool) -> Generator[Any, Any, None]:
-        nbytes = self.plan.tokens[layer].astype(float) * self.plan.model.hidden_size * self.b
-        cycles, max_load = self.plan.dispatch(nbytes, reverse)
-        total = float(nbytes.sum())
-        tr = self.trace
-        tr.max_link_load_bytes = max(tr.max_link_load_bytes, max_load)
-        if reverse:
-            tr.combined_bytes += total
-        else:
-            tr.dispatched_bytes += total
+    def _fabric(self, op: Op) -> Generator[Any, Any, None]:
+        nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.b
+        cycles, max_load = self.plan.dispatch(nbytes, op.reverse)
         start = self.env.now
         yield self.env.timeout(cycles)
-        tr.spans.append(("step", name, start, self.env.now,
-                         {"layer": layer, "pass": pass_, "bytes": total, "max_link_load_bytes": max_load}))
+        self.trace.fabric_span(op, start, self.env.now, float(nbytes.sum()), max_load)
 
     def _region(self, r: int, layer: int, pass_: str, chunk_pass: str, backward: bool,
                 batch: int) -> Generator[Any, Any, None]:
         """Region r's experts in slot order, each op (piece) when its chunk has arrived and r is free."""
         env, p, s = self.env, self.plan, self.s
-        frees = pass_ != "recompute" or chunk_pass == "rec"  # backward copies serve recompute, then backward
+        frees = pass_ != Pass.RECOMPUTE or chunk_pass == Copy.REC  # backward copies serve recompute, then backward
         for slot, e in enumerate(self.members[r]):
             tokens = float(p.tokens[layer, e])
             for k, op in enumerate(BACKWARD_OPS if backward else FORWARD_OPS):
@@ -272,116 +261,49 @@ class _Reference:
                     if backward and piece == len(chunks) - 1:
                         self._hand_over(s.expert_op_bytes(op, self.g), (slot, k, r), batch)
 
-    def _experts(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        env, start = self.env, self.env.now
+    def _experts(self, op: Op) -> Generator[Any, Any, None]:
+        """Every region with experts runs them as a process of its own (in place the plan gives one
+        region: the whole wafer); the phase is the critical region's, the first of those that ended last,
+        and its waits for weights are the phase's weight stall."""
+        env, start, layer, pass_ = self.env, self.env.now, op.layer, op.pass_
         batch = len(self.trace.gradients)
         self.waited = [0.0] * len(self.regions)  # per region, cycles its ops waited for their weights
         self.ended = [start] * len(self.regions)
-        regions = [env.process(self._region(r, layer, pass_, chunk_pass, backward, batch))
+        regions = [env.process(self._region(r, layer, pass_, op.copy, op.backward, batch))
                    for r in range(len(self.regions)) if self.members[r]]
         yield simpy.AllOf(env, regions)
-        # the phase is the critical region's (the first of those that ended last): its waits for weights
-        # are the phase's weight stall, accounted at the phase's end
         critical = max(range(len(self.regions)), key=lambda r: (self.ended[r], -r))
-        split = min(max(env.now - self.waited[critical], start), env.now)
-        self.trace.spans.append(("step", "experts", start, split, {"layer": layer, "pass": pass_}))
-        if split < env.now:
-            self.trace.spans.append(("step", "weight_stall", split, env.now,
-                                     {"layer": layer, "pass": pass_, "during": "experts"}))
-        if backward:
+        self.trace.experts_spans(start, env.now, self.waited[critical], layer, pass_)
+        if op.backward:
             count = sum(g.batch == batch for g in self.sent)
-            self.trace.gradients.append(("expert grads", {"layer": layer, "count": count}))
+            self.trace.gradients.append((Gradient.EXPERTS, {"layer": layer, "count": count}))
             yield from self._gradient_room({"layer": layer, "pass": pass_})
 
     # --------------------------------------------------------------------------------------- the step
-    def _moe(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        s, t = self.s, self.plan.training
-        tokens = self.plan.global_batch * t.seq_len
-        args = {"layer": layer, "pass": pass_, "tokens": tokens}
-        yield from self._weights((chunk_pass, layer, "router"), args)
-        # the router op runs the router and the shared expert, and their weights feed the PEs together
-        yield from self._on_wafer("router", *wafer_op(s, "router", tokens, t.seq_len, "", backward), args)
-        if self.plan.moe_mapping == "in_place":  # the plan gives it one region: the whole wafer
-            yield from self._copies("weighted_sum" if backward else "expand", layer, pass_, backward)
-            yield from self._experts(layer, pass_, chunk_pass, backward)
-            yield from self._copies("expand" if backward else "weighted_sum", layer, pass_, backward)
-            return
-        yield from self._fabric("combine" if backward else "dispatch", layer, pass_, reverse=False)
-        yield from self._experts(layer, pass_, chunk_pass, backward)
-        yield from self._fabric("dispatch" if backward else "combine", layer, pass_, reverse=True)
-
-    def _copies(self, name: str, layer: int, pass_: str, backward: bool) -> Generator[Any, Any, None]:
-        flops, useful = copy_op_flops(self.s, self.plan.global_batch * self.plan.training.seq_len, name, backward)
-        yield from self._on_wafer(name, flops, 0.0, {"layer": layer, "pass": pass_, "copies": self.plan.model.top_k},
-                                  useful)
-
-    def _ffn(self, layer: int, pass_: str, chunk_pass: str, backward: bool) -> Generator[Any, Any, None]:
-        """A dense layer's FFN: one op on the whole wafer over the micro-batch's G·B sequences."""
-        s, tokens = self.s, self.plan.global_batch * self.plan.training.seq_len
-        yield from self._weights((chunk_pass, layer, "ffn"), args := {"layer": layer, "pass": pass_, "tokens": tokens})
-        yield from self._on_wafer("ffn", *wafer_op(s, "ffn", tokens, 0, "", backward), args)
-
-    def _forward(self, layer: int, pass_: str, chunk_pass: str) -> Generator[Any, Any, None]:
-        m = self.plan.model
-        yield from self._weights((chunk_pass, layer, "attention"), {"layer": layer, "pass": pass_})
-        # (once: attention's output was kept; a parallel block's FFN reads the layer's input)
-        if pass_ != "recompute" or (self.plan.training.attention_recompute == "twice" and not m.parallel_block):
-            yield from self._attention(layer, pass_, backward=False)
-        if m.is_dense(layer):
-            yield from self._ffn(layer, pass_, chunk_pass, backward=False)
-        else:
-            yield from self._moe(layer, pass_, chunk_pass, backward=False)
-
-    def _backward(self, layer: int) -> Generator[Any, Any, None]:
-        s, b, args = self.s, self.g, {"layer": layer, "pass": "bwd"}
-        if self.plan.model.is_dense(layer):
-            yield from self._ffn(layer, "bwd", "bwd", backward=True)
-            yield from self._gradient("ffn grad", s.ffn_params * b, args)
-        else:
-            yield from self._moe(layer, "bwd", "bwd", backward=True)
-            yield from self._gradient("router grad", s.router_stage_params * b, args)
-        yield from self._weights(("bwd", layer, "attention"), args)
-        if self.recompute:  # one tile's attention internals fit at a time: recompute them per tile
-            yield from self._attention(layer, "recompute", backward=False)
-        yield from self._attention(layer, "bwd", backward=True)
-        yield from self._gradient("attention grad", s.attention_params * b, args)
-
-    def _lm_head(self) -> Generator[Any, Any, None]:
-        """LM head and loss per tile, forward and backward together (its weights resident)."""
-        s, t = self.s, self.plan.training
-        if s.lm_head_params:
-            yield from self._weights(("lm_head",), {"pass": "fwd"})
-        tokens = self.plan.batch_per_tile * t.seq_len
-        yield from self._per_tile("lm_head", *wafer_op(s, "lm_head", tokens, t.seq_len, "", False),
-                                  {"pass": "fwd+bwd", "tokens": tokens})
-        if s.lm_head_params:
-            yield from self._gradient("lm_head grad", s.lm_head_params * self.g, {})
-
-    def _step(self) -> Generator[Any, Any, None]:
-        env, m = self.env, self.plan.model
-        for micro_batch in range(self.plan.micro_batches):  # one after another; MemoryX sums their gradients
-            self.offset = micro_batch * self.chunks.per_micro_batch
-            yield from self._weights(("embedding",), {"pass": "fwd"})
-            for layer in range(m.layers):
-                yield from self._forward(layer, "fwd", "fwd")
-            yield from self._lm_head()
-            for layer in reversed(range(m.layers)):
-                if self.recompute:
-                    yield from self._forward(layer, "recompute", self.chunks.rec_pass)
-                else:  # (a dense layer's backward starts with its FFN)
-                    yield from self._weights(("bwd", layer, "ffn" if m.is_dense(layer) else "router"), {"layer": layer, "pass": "bwd"})
-                yield from self._backward(layer)
-            yield from self._gradient("embedding grad", self.s.embedding_params * self.g, {})
-        start = env.now  # the step ends when the last gradient has left
+    def _gradient_drain(self, op: Op) -> Generator[Any, Any, None]:
+        """The step ends when the last gradient has left ..."""
+        env, start = self.env, self.env.now
         while self.departed < len(self.sent):
             yield self.departure
         if env.now > start:
-            self.trace.spans.append(("step", "gradient_drain", start, env.now, {}))
-        start = env.now  # ... and, in a cluster, when its sum has reached MemoryX
-        for _ in self.sent if self.to_memoryx else ():
+            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_DRAIN, start, env.now, dict(op.args)))
+
+    def _reduce_drain(self, op: Op) -> Generator[Any, Any, None]:
+        """... and, in a cluster, when its sum has reached MemoryX."""
+        env, start = self.env, self.env.now
+        for _ in self.sent:
             yield self.at_memoryx.get()
         if env.now > start:
-            self.trace.spans.append(("step", "reduce_drain", start, env.now, {"levels": self.plan.tree.depth}))
+            self.trace.spans.append(Span(Track.STEP, Phase.REDUCE_DRAIN, start, env.now, dict(op.args)))
+
+    def _step(self) -> Generator[Any, Any, None]:
+        run: dict[OpKind, Callable[[Op], Generator[Any, Any, None]]] = {kind: self._wafer_op for kind in WAFER_OPS}
+        run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
+                    OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
+                    OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain})
+        for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
+            self.offset = micro_batch * self.chunks.per_micro_batch
+            yield from run[op.kind](op)
 
     def run(self) -> Trace:
         env = self.env
@@ -404,7 +326,8 @@ class _Reference:
         return tr
 
 
-def simulate(plan: StepPlan) -> Trace:
-    """Simulate one training step with the reference engine; returns the trace (spans in cycles) and
-    counters, as ``engine.simulate`` does. Raises ``RuntimeError`` on a bookkeeping error or a deadlock."""
-    return _Reference(plan).run()
+def simulate(plan: StepPlan, program: Program | None = None) -> Trace:
+    """Execute ``program`` (by default the training step of ``plan``) with the reference engine; returns
+    the trace (spans in cycles) and counters, as ``engine.simulate`` does. Raises ``RuntimeError`` on a
+    bookkeeping error or a deadlock."""
+    return _Reference(plan, program or training_program(plan)).run()
