@@ -198,3 +198,11 @@ def test_sram_counter_is_the_memory_model_per_phase(run: Run) -> None:
     assert max(totals) + staging <= run.result.peak_sram_bytes_per_pe + 1
     assert len({e["args"]["phase working set"] for e in sram}) > 1  # it changes with the phase
     assert min(e["args"]["resident"] for e in sram) > 0
+
+
+def test_every_phase_of_the_vocabulary_has_a_thread() -> None:
+    """A phase added to ``Phase`` without a thread would fail at export; this fails first."""
+    from wsesim.analysis.chrome_trace import _STEP_TIDS
+    from wsesim.model.vocabulary import Phase
+
+    assert set(_STEP_TIDS) == set(Phase)

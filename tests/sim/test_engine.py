@@ -17,8 +17,8 @@ from wsesim.model.costs import region_expert_costs
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.sim.engine import _Engine, simulate
-from wsesim.sim.training import training_program
 from wsesim.sim.plan import StepPlan
+from wsesim.sim.training import training_program
 
 MICRO = {"name": "micro", "hidden_size": 8, "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 8, "experts": 1,
          "top_k": 1, "expert_intermediate": 8, "vocab_size": 8}

@@ -31,12 +31,15 @@ from typing import Any
 import numpy as np
 
 from ..model.shapes import LayerShapes
+from ..model.vocabulary import Phase, Track
 from ..sim.plan import StepPlan, Trace
 
 MAX_REGION_TRACKS = 16
 COUNTER_BINS = 400
-_STEP_TIDS = {"attention": 1, "ffn": 1, "router": 1, "lm_head": 1, "expand": 1, "weighted_sum": 1, "dispatch": 2,
-              "combine": 2, "weight_stall": 3, "gradient_stall": 3, "gradient_drain": 3, "reduce_drain": 3, "experts": 4}
+_STEP_TIDS = {Phase.ATTENTION: 1, Phase.FFN: 1, Phase.ROUTER: 1, Phase.LM_HEAD: 1, Phase.EXPAND: 1,
+              Phase.WEIGHTED_SUM: 1, Phase.DISPATCH: 2, Phase.COMBINE: 2, Phase.WEIGHT_STALL: 3,
+              Phase.GRADIENT_STALL: 3, Phase.GRADIENT_DRAIN: 3, Phase.REDUCE_DRAIN: 3, Phase.EXPERTS: 4}
+"""The thread of each phase on the step timeline; every phase has one (a test checks)."""
 _THREADS = {1: {1: "weights in", 2: "gradients out"},
             2: {1: "whole wafer: attention, FFN, router, LM head", 2: "fabric: dispatch, combine",
                 3: "stalls", 4: "experts phase (all regions)"}}
@@ -67,7 +70,7 @@ def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
                        "dur": (end - start) * us, "args": _clean(args)})
 
     for track, name, start, end, args in trace.spans:
-        if track == "step":
+        if track == Track.STEP:
             span(2, _STEP_TIDS[name], name, start, end, args, "phase")
     if trace.io_in is not None:
         io = trace.io_in
@@ -181,7 +184,7 @@ def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
     resident = sum(v for k, v in next(iter(memory.values())).components.items() if k in common and k != "staging")
     starts, working = [], []
     for track, name, start_cycle, _end, args in trace.spans:
-        if track != "step":
+        if track != Track.STEP:
             continue
         starts.append(start_cycle)
         phase = memory.get(_memory_phase(name, str(args.get("pass", ""))))
@@ -197,13 +200,18 @@ def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
     return events
 
 
+_EXPERTS_MEMORY = frozenset({Phase.ROUTER, Phase.DISPATCH, Phase.EXPAND, Phase.EXPERTS, Phase.WEIGHTED_SUM,
+                             Phase.COMBINE})
+"""Phases that run in the memory model's experts phase (an MoE layer's sub-block)."""
+
+
 def _memory_phase(name: str, pass_: str) -> str:
     """The memory model's phase (``model.memory``) a step span runs in."""
     forward = pass_.startswith("fwd")
-    if name == "attention":
+    if name == Phase.ATTENTION:
         return "attention_fwd" if forward else "attention_bwd"
-    if name == "ffn":
+    if name == Phase.FFN:
         return "ffn_fwd" if forward else "ffn_bwd"
-    if name in ("router", "dispatch", "expand", "experts", "weighted_sum", "combine"):
+    if name in _EXPERTS_MEMORY:
         return "experts_fwd" if forward else "experts_bwd"
     return name  # lm_head; a stall holds only the resident part

@@ -17,10 +17,10 @@ import numpy as np
 
 from ..config.specs import ExperimentSpec
 from ..model.shapes import LayerShapes
+from ..model.vocabulary import Phase, Track
 from ..sim.plan import Trace
 
-STEP_PHASES = ("attention", "ffn", "router", "dispatch", "expand", "experts", "weighted_sum", "combine", "lm_head",
-               "weight_stall", "gradient_stall", "gradient_drain", "reduce_drain")
+STEP_PHASES: tuple[Phase, ...] = tuple(Phase)
 """The step's own timeline, partitioned: these sum to ``step_cycles``."""
 
 WALL_CLOCK_FIELDS = ("wall_s",)
@@ -99,7 +99,7 @@ def phase_cycles(trace: Trace) -> dict[str, float]:
     """Cycles of each phase of the step's own timeline (``STEP_PHASES``); they sum to the step."""
     totals: dict[str, float] = defaultdict(float)
     for track, name, start, end, _ in trace.spans:
-        if track == "step":
+        if track == Track.STEP:
             totals[name] += end - start
     return {name: float(totals.get(name, 0.0)) for name in STEP_PHASES}
 

@@ -27,6 +27,7 @@ from ..fabric.dispatch import DispatchModel
 from ..fabric.mesh import INJECT, LINKS_PER_NODE
 from ..model.memory import EXPERT_PARTS, training_memory
 from ..model.routing import region_load
+from ..model.vocabulary import Phase, Track
 
 GANTT_REGIONS = 8
 
@@ -58,6 +59,11 @@ class WaferMaps:
         return cls(**fields)
 
 
+_WAFER_BUSY = frozenset({Phase.ATTENTION, Phase.ROUTER, Phase.LM_HEAD})
+"""Whole-wafer phases counted as every node's busy time. (A dense FFN and the in-place copy ops are not
+counted here yet: the busy map of a dense or in-place run understates the wafer's work.)"""
+
+
 def wafer_maps(run: Any) -> WaferMaps:
     """The maps of a finished, feasible ``runner.Run``."""
     result, trace, plan, mesh, placement = run.result, run.trace, run.plan, run.mesh, run.placement
@@ -69,7 +75,7 @@ def wafer_maps(run: Any) -> WaferMaps:
 
     # busy: whole-wafer ops everywhere, expert ops on their region
     wafer_ops = sum(end - start for track, name, start, end, _ in trace.spans
-                    if track == "step" and name in ("attention", "router", "lm_head"))
+                    if track == Track.STEP and name in _WAFER_BUSY)
     region_busy = np.zeros(len(placement.regions))
     region_index = np.asarray(placement.expert_region_index)
     for ops in trace.expert_ops:
@@ -97,8 +103,8 @@ def wafer_maps(run: Any) -> WaferMaps:
     link_out = link.reshape(mesh.nodes, LINKS_PER_NODE)[:, :INJECT].max(axis=1)  # the four mesh links
 
     layer = m.layers // 2
-    gantt = [("step", f"{args.get('pass', '')} {name}", start, end)
-             for track, name, start, end, args in trace.spans if track == "step" and args.get("layer") == layer]
+    gantt = [(Track.STEP, f"{args.get('pass', '')} {name}", start, end)
+             for track, name, start, end, args in trace.spans if track == Track.STEP and args.get("layer") == layer]
     io = trace.io_in
     for i in np.flatnonzero(~np.isnan(io.arrival)) if io is not None else ():
         key = io.names[i]

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.specs import ModelSpec
+from .vocabulary import OpKind, Tensor
 
-EXPERT_SHARE = {"gate_up": 2 / 3, "down": 1 / 3}
+EXPERT_SHARE = {Tensor.GATE_UP: 2 / 3, Tensor.DOWN: 1 / 3}
 """Each expert op's share of one SwiGLU expert's 3·H·I weights: gate and up (H→I, two matrices) run
 as one op, down (I→H) as the other. Their FLOPs per routed token split the same way."""
-FORWARD_OPS, BACKWARD_OPS = ("gate_up", "down"), ("down", "gate_up")
+FORWARD_OPS, BACKWARD_OPS = (Tensor.GATE_UP, Tensor.DOWN), (Tensor.DOWN, Tensor.GATE_UP)
 """Expert ops in the order a pass runs them (backward runs the chain in reverse)."""
 FFN_MATRICES = {"swiglu": 3, "gelu": 2}
 """H×F matrices of a dense FFN: SwiGLU gate, up and down; GELU up and down (biases not counted)."""
@@ -203,7 +204,7 @@ def copy_op_flops(shapes: LayerShapes, tokens: int, name: str, backward: bool) -
     in backward does that twice (gradients for the copies and for the probabilities)."""
     m = shapes.model
     elements = float(tokens) * m.top_k * m.hidden_size
-    if name == "expand":
+    if name == OpKind.EXPAND:
         return 2.0 * elements, backward
     return (4.0 if backward else 2.0) * elements, True
 
@@ -216,13 +217,13 @@ def wafer_op(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: 
     work and feeds the weights twice; the standard attention kernel computes the full S×S scores (masked
     half included), flash skips it."""
     f, b = (2.0 if backward else 1.0), shapes.model.bytes_per_value
-    if name == "attention":
+    if name == OpKind.ATTENTION:
         core = shapes.attention_core_flops(seq_len, skip_masked=kernel == "flash")
         return f * tokens * (shapes.attention_proj_flops() + core), f * shapes.attention_params * b
-    if name == "router":
+    if name == OpKind.ROUTER:
         return f * tokens * shapes.router_stage_flops(), f * shapes.router_stage_params * b
-    if name == "ffn":
+    if name == OpKind.FFN:
         return f * tokens * shapes.ffn_flops(), f * shapes.ffn_params * b
-    if name == "lm_head":
+    if name == OpKind.LM_HEAD:
         return 3 * tokens * shapes.lm_head_flops(), 3 * ((shapes.lm_head_params or shapes.embedding_params) * b)
     raise ValueError(f"no whole-wafer op {name!r}")

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
+from ..model.vocabulary import Copy, Tensor
 
 ChunkKey = tuple[Any, ...]
 
@@ -45,14 +46,14 @@ class ChunkPlan:
     keys: dict[ChunkKey, tuple[int, int]]
     expert_chunks: dict[tuple[str, int, str], np.ndarray]
     recompute: bool
-    rec_pass: str
+    rec_pass: Copy
     staging_bytes: float  # the whole wafer's staging SRAM: half for weights in, half for gradients out
     micro_batches: int = 1
     per_micro_batch: int = 0  # chunks of one micro-batch (the offset between micro-batches)
 
     @property
     def restreamed_for_recompute(self) -> bool:
-        return self.recompute and self.rec_pass == "rec"
+        return self.recompute and self.rec_pass == Copy.REC
 
     def __len__(self) -> int:
         return len(self.names)
@@ -97,17 +98,17 @@ class _Builder:
         """A layer's chunks in the order of their first use."""
         b = s.model.bytes_per_value
         if s.model.is_dense(layer):  # attention and the FFN, each a whole-wafer tensor
-            order = ("ffn", "attention") if backward_first else ("attention", "ffn")
+            order = (Tensor.FFN, Tensor.ATTENTION) if backward_first else (Tensor.ATTENTION, Tensor.FFN)
             for tensor in order:
-                self.add((pass_, layer, tensor), (s.ffn_params if tensor == "ffn" else s.attention_params) * b)
+                self.add((pass_, layer, tensor), (s.ffn_params if tensor == Tensor.FFN else s.attention_params) * b)
             return
         ops = BACKWARD_OPS if backward_first else FORWARD_OPS
         if not backward_first:
-            self.add((pass_, layer, "attention"), s.attention_params * b)
-        self.add((pass_, layer, "router"), s.router_stage_params * b)
+            self.add((pass_, layer, Tensor.ATTENTION), s.attention_params * b)
+        self.add((pass_, layer, Tensor.ROUTER), s.router_stage_params * b)
         self.add_experts(s, pass_, layer, ops)
         if backward_first:
-            self.add((pass_, layer, "attention"), s.attention_params * b)
+            self.add((pass_, layer, Tensor.ATTENTION), s.attention_params * b)
 
 
 @lru_cache(maxsize=16)
@@ -122,18 +123,18 @@ def plan_chunks(hw: HardwareSpec, model: ModelSpec, recompute: bool, micro_batch
                          one.staging_bytes, micro_batches, len(one))
     s, b = LayerShapes(model), model.bytes_per_value
     staging = hw.runtime.staging_bytes * hw.pes
-    rec_pass = "bwd" if s.layer_params * b <= staging / 2 else "rec"
-    restream = recompute and rec_pass == "rec"
+    rec_pass = Copy.BWD if s.layer_params * b <= staging / 2 else Copy.REC
+    restream = recompute and rec_pass == Copy.REC
     build = _Builder(max_chunk=staging / 4)  # a chunk at most half its buffer: two always fit
-    build.add(("embedding",), s.embedding_params * b)
+    build.add((Tensor.EMBEDDING,), s.embedding_params * b)
     for layer in range(model.layers):
-        build.add_layer(s, "fwd", layer, backward_first=False)
+        build.add_layer(s, Copy.FWD, layer, backward_first=False)
     if s.lm_head_params:
-        build.add(("lm_head",), s.lm_head_params * b)
+        build.add((Tensor.LM_HEAD,), s.lm_head_params * b)
     for layer in reversed(range(model.layers)):
         if restream:
-            build.add_layer(s, "rec", layer, backward_first=False)
-        build.add_layer(s, "bwd", layer, backward_first=not (recompute and rec_pass == "bwd"))
+            build.add_layer(s, Copy.REC, layer, backward_first=False)
+        build.add_layer(s, Copy.BWD, layer, backward_first=not (recompute and rec_pass == Copy.BWD))
     sizes = np.array(build.sizes)
     sizes.flags.writeable = False
     return ChunkPlan(tuple(build.names), sizes, build.keys, build.expert_chunks, recompute, rec_pass, staging,
