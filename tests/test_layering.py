@@ -24,14 +24,15 @@ LAYERS = {
     "config": 1,       # units, errors, frozen specs, strict YAML, the loader: the only code that sees raw YAML
     "model": 2,        # pure models without SimPy: counts, op costs, SRAM, routing
     "fabric": 3,       # mesh, placement, traffic, the flow and packet fidelities
-    "sim": 4,          # the step plan, trace records, the I/O links, the engines
-    "analysis": 5,     # pure functions over a finished trace
-    "experiments": 6,  # composition: runner, tune, sweep
-    "output": 7,       # files and pictures (the only matplotlib importer)
-    "cli": 8,          # the command line: chooses paths and prints
+    "kernels": 4,      # GEMM, GEMV and collectives as schedules on the mesh; the training step's kernel cost
+    "sim": 5,          # the step plan, trace records, the I/O links, the engines
+    "analysis": 6,     # pure functions over a finished trace
+    "experiments": 7,  # composition: runner, tune, sweep
+    "output": 8,       # files and pictures (the only matplotlib importer)
+    "cli": 9,          # the command line: chooses paths and prints
 }
 TOP_LEVEL = {"__init__", "__main__"}  # the lazy public API and ``python -m wsesim``
-PURE = ("config", "model", "fabric", "sim", "analysis", "experiments")
+PURE = ("config", "model", "fabric", "kernels", "sim", "analysis", "experiments")
 """Folders whose modules never print and never write files (the CLI and ``output`` choose paths)."""
 MAX_LINES = 420
 

@@ -63,6 +63,10 @@ class PESpec(Spec):
     simd_width: SimdWidth  # fp16 FMACs per cycle: 2·simd_width FLOP per cycle
     sram_bytes_per_cycle: SramPort = Field(alias="sram_bandwidth")  # bytes read + written per cycle
     reserved_fraction: ReservedShare = Field(alias="reserved_sram")  # code, runtime buffers, routing tables
+    # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
+    simd_width_fp32: SimdWidth = 1  # fp32 FMACs per cycle: 2·simd_width_fp32 FLOP per cycle
+    sram_read_bytes_per_cycle: SramPort = Field(16.0, alias="sram_read")  # SRAM bytes read per cycle (both ports)
+    sram_write_bytes_per_cycle: SramPort = Field(8.0, alias="sram_write")  # SRAM bytes written per cycle
 
 
 # one 32-bit wavelet per cycle on WSE-2; a serial link carries 1 bit, the widest on-chip NoC links ~2 kbit;
@@ -73,6 +77,8 @@ LinkWidth = quantity("size", "1 bit", "64 KiB", "32 bit")
 Latency = quantity("cycles", "0 cycles", "100000 cycles", "2 cycles")
 # 24 routable colours on WSE-2; routers have tens of virtual channels; 65,536 is a 16-bit colour field.
 Colours = count(65_536)
+# 32 paths per PE router on WSE-2 (a 5-bit route code); 65,536 is a 16-bit code.
+RoutePaths = count(65_536)
 
 
 class FabricSpec(Spec):
@@ -82,6 +88,10 @@ class FabricSpec(Spec):
     hop_latency_cycles: Latency = Field(alias="hop_latency")
     injection_latency_cycles: Latency = Field(alias="injection_latency")  # dispatch to first wavelet on the wire
     colours: Colours  # routable colours (virtual channels) per PE
+    # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
+    ramp_latency_cycles: Latency = Field(2.0, alias="ramp_latency")  # PE <-> its own router, each way
+    router_hop_latency_cycles: Latency = Field(1.0, alias="router_hop_latency")  # per hop of a pipelined stream
+    route_paths: RoutePaths = 32  # routing paths one PE's router can hold (its route-code width)
 
 
 # 1.2 Tbit/s (150 GB/s) per direction on WSE-2/3, ~1.2 TB/s an HBM3e stack; 1 PB/s is 800x WSE-3's I/O,

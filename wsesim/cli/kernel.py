@@ -1,0 +1,129 @@
+"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §9).
+
+Several values per flag, separated by commas (``--grid 420x420,720x720 --algorithm chain,tree``), make a
+sweep: one row per combination, as a table (or ``{"runs": [...]}`` with ``--json``). Bad input is a
+``ConfigError``: one line naming the flag, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import sys
+from typing import Any
+
+from ..config.errors import ConfigError, shown
+from .common import EXIT_OK, format_table, parse_overrides, print_json
+
+_SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
+KINDS = ("gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall")
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    m = _SHAPE.match(text)
+    if not m or min(int(g) for g in m.groups()) <= 0:
+        raise ConfigError(f'expected MxKxN of positive integers like "1x16384x16384", got "{shown(text)}"',
+                          path="--shape")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    from .fabric import parse_mesh
+
+    try:
+        grid = parse_mesh(text)
+    except ConfigError as e:
+        raise ConfigError(e.message.replace('"64x64"', '"420x420"'), path="--grid") from None
+    assert grid is not None
+    return grid
+
+
+def _runs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ..config.loader import load_hardware
+    from ..kernels import DEFAULT_ALGORITHM, run_kernel
+
+    hw = load_hardware(args.hardware, parse_overrides(args.set))
+    grids = [parse_grid(g) for g in _split(args.grid)] or [(hw.mesh.rows, hw.mesh.cols)]
+    shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in _split(args.shape)] or [None]
+    if args.kind in ("gemm", "gemv") and shapes == [None]:
+        raise ConfigError(f"{args.kind} needs a shape, e.g. --shape {'1x' if args.kind == 'gemv' else '4096x'}4096x4096",
+                          path="--shape")
+    dtypes = _split(args.dtype) or ["fp16"]
+    algorithms = _split(args.algorithm) or [DEFAULT_ALGORITHM[args.kind]]
+    wavelets = []
+    for w in _split(args.wavelets) or ["1"]:
+        if not w.isdigit() or int(w) <= 0:
+            raise ConfigError(f'expected a positive integer, got "{shown(w)}"', path="--wavelets")
+        wavelets.append(int(w))
+    out = []
+    for (rows, cols), shape, dtype, algorithm, b in itertools.product(grids, shapes, dtypes, algorithms, wavelets):
+        try:
+            r = run_kernel(hw, args.kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=b)
+        except ConfigError as e:
+            if e.source is None and e.path in ("grid", "shape", "dtype", "algorithm", "wavelets"):
+                raise ConfigError(e.message, path=f"--{e.path}") from None
+            raise
+        out.append(r.to_dict())
+    return out
+
+
+def _human(r: dict[str, Any]) -> str:
+    g, s, cp, ln = r["grid"], r["shape"], r["critical_path"], r["links"]
+    what = (f"{s['m']} x {s['k']} x {s['n']} {r['dtype']}" if r["kind"] in ("gemm", "gemv")
+            else f"{s['k']:,} {r['dtype']} values per PE")
+    lines = [
+        f"{r['hardware']} {r['kind']} ({r['algorithm']}) on {g['rows']} x {g['cols']} PEs, {what}",
+        f"{r['cycles']:,.0f} cycles = {r['seconds'] * 1e6:,.3f} us"
+        + (f"; {r['flops_per_s'] / 1e12:,.2f} TFLOP/s, {100 * r['efficiency']:.1f} % of the grid's peak "
+           f"({r['flops_per_cycle_per_pe']:.3f} FLOP/cycle/PE)" if r["flops"] else ""),
+        f"critical path: compute {cp['compute']:,.0f}, communication {cp['communication']:,.0f}, "
+        f"waiting {cp['waiting']:,.0f} cycles",
+        f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of {r['sram']['usable_bytes_per_pe']:,.0f} B usable",
+        f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "
+        f"{ln['wavelet_hops']:,.0f} wavelet-hops ({ln['mean_wavelets']:,.1f} per link used)",
+    ]
+    lines += [f"note: {n}" for n in r["notes"]]
+    if not r["feasible"]:
+        lines.append(f"INFEASIBLE: {r['reason']} (cycles as if it fitted)")
+    return "\n".join(lines)
+
+
+def _table(runs: list[dict[str, Any]]) -> str:
+    rows = [(f"{r['grid']['rows']}x{r['grid']['cols']}", f"{r['shape']['m']}x{r['shape']['k']}x{r['shape']['n']}",
+             r["dtype"], r["algorithm"], f"{r['cycles']:,.0f}", f"{r['seconds'] * 1e6:,.3f}",
+             f"{100 * r['efficiency']:.1f}", f"{r['sram']['peak_bytes_per_pe']:,.0f}",
+             "yes" if r["feasible"] else "no") for r in runs]
+    return format_table(rows, ("grid", "shape", "dtype", "algorithm", "cycles", "us", "eff %", "SRAM B", "fits"))
+
+
+def _cmd_kernel(args: argparse.Namespace) -> int:
+    runs = _runs(args)
+    if args.json:
+        print_json(runs[0] if len(runs) == 1 else {"runs": runs})
+    else:
+        print(_human(runs[0]) if len(runs) == 1 else _table(runs))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    p = sub.add_parser("kernel", help="simulate a GEMM, GEMV or collective on a grid of PEs",
+                       description=__doc__.split("\n\n", 1)[0])
+    p.add_argument("kind", choices=KINDS, help="the kernel")
+    p.add_argument("--hardware", default="wse2", metavar="NAME|FILE", help="a hardware preset or file (default wse2)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware key (repeatable)")
+    p.add_argument("--grid", metavar="PxQ[,...]", help="rows x columns of PEs (default: the whole mesh)")
+    p.add_argument("--shape", metavar="MxKxN[,...]", help="GEMM M x K x N; GEMV 1 x K x N")
+    p.add_argument("--dtype", metavar="fp16|fp32[,...]", help="data type (default fp16)")
+    p.add_argument("--algorithm", metavar="NAME[,...]",
+                   help="gemm: summa (default), cannon, meshgemm; gemv: pipeline, meshgemv (default); "
+                        "reduce: chain (default), star, tree, two-phase; allreduce: those and ring; "
+                        "broadcast: multicast; alltoall: transpose")
+    p.add_argument("--wavelets", metavar="B[,...]", help="collectives: 32-bit wavelets per PE (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (a top-level cycles key)")
+    commands["kernel"] = _cmd_kernel

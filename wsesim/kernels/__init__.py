@@ -1,0 +1,13 @@
+"""Kernels on the mesh (docs/model.md §9): GEMM, GEMV and collectives as schedules of steps over a grid of
+PEs — SIMD work per PE, wavelets over ramps and links, hop and ramp latency, SRAM per PE checked.
+
+The layer between ``fabric`` and ``sim``: it imports config and fabric only, never prints or writes.
+"""
+
+from .cost import gemm_cycles
+from .machine import T_OP, Machine
+from .registry import ALGORITHMS, DEFAULT_ALGORITHM, KINDS, run_kernel
+from .result import KernelResult, LinkSummary
+
+__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "KINDS", "T_OP", "KernelResult", "LinkSummary", "Machine",
+           "gemm_cycles", "run_kernel"]

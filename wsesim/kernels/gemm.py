@@ -1,0 +1,148 @@
+"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA, Cannon and MeshGEMM (docs/model.md §9.3).
+
+Every PE owns an m × n block of C (m = ⌈M/P⌉, n = ⌈N/Q⌉; the PEs with the largest blocks set the time).
+A schedule is a list of steps, the same at every PE but for how far its data comes (every PE of a step
+is in the same class, so one representative PE per step is timed, vectorised over the steps):
+
+* **SUMMA** — S = ⌈K / k_b⌉ steps; in step s the owner column multicasts an m × k_b panel of A along each
+  row and the owner row a k_b × n panel of B down each column; every PE then does m·k_b·n FMACs. The
+  panel width k_b is ⌈K / max(P, Q)⌉, or less if two panel buffers would not fit SRAM beside the PE's
+  own blocks. Communication of a step: its panels' wavelets through the receiver's ramp plus one step
+  over the farthest receiver's hops (max(o, Q − 1 − o) for owner column o, likewise for rows).
+* **Cannon** (square grids) — a skew (row i's A blocks i places west, column j's B blocks j places
+  north, with wrap-around), then P steps of m·k·n FMACs (k = ⌈K/P⌉) and a one-place shift of A west
+  and B north; on a mesh the wrap-around travels P − 1 hops, so each shift costs its blocks' wavelets
+  plus one step over P − 1 hops.
+* **MeshGEMM** (square grids) — Cannon on the folded ring (0, 2, 4, …, 5, 3, 1) in each row and column,
+  so every shift travels at most 2 hops: a constant critical path per step.
+
+Steps overlap when SRAM holds a second buffer for the next step's operands (double buffering): then a
+step takes max(its compute, the next step's communication), else their sum. The skew (Cannon, MeshGEMM)
+takes the busiest link (or ramp) in wavelets plus one step over its longest path, as the flow fidelity
+charges a phase. Compute is ``Machine.compute`` (SIMD lanes, or the SRAM ports if slower).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..config.errors import ConfigError
+from .lines import ring_order
+from .machine import Machine
+from .result import KernelResult, LinkSummary
+
+
+def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
+    mm, kk, nn = shape
+    if min(shape) < 1:
+        raise ConfigError(f"expected positive M, K and N, got {mm} x {kk} x {nn}", path="shape")
+    m.check_grid(rows, cols)
+    return -(-mm // rows), -(-nn // cols), -(-kk // cols), -(-kk // rows)
+
+
+def _schedule(compute: np.ndarray, comm: np.ndarray, overlap: bool, lead: float = 0.0) -> tuple[float, float, float]:
+    """(cycles, compute, exposed communication) of steps whose operands arrive in ``comm[s]`` cycles
+    before ``compute[s]`` can run, after ``lead`` cycles of set-up communication."""
+    total_compute = float(compute.sum())
+    if overlap and len(comm):
+        nxt = np.append(comm[1:], 0.0)
+        exposed = float(comm[0] + np.maximum(nxt - compute, 0).sum())
+    else:
+        exposed = float(comm.sum())
+    return lead + total_compute + exposed, total_compute, lead + exposed
+
+
+def _result(algorithm: str, m: Machine, rows: int, cols: int, shape: tuple[int, int, int], timing: tuple,
+            sram: float, links: LinkSummary, reason: str, notes: tuple[str, ...]) -> KernelResult:
+    cycles, compute, comm = timing
+    flops = 2.0 * shape[0] * shape[1] * shape[2]
+    return KernelResult("gemm", algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops, sram, links, m,
+                        not reason, reason, notes)
+
+
+def _sram_reason(m: Machine, need: float) -> str:
+    if need <= m.sram_bytes:
+        return ""
+    return (f"the blocks need {need:,.0f} B per PE, more than the {m.sram_bytes:,.0f} B usable "
+            f"({m.name}: pe.sram less pe.reserved_sram)")
+
+
+def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
+    bm, bn, ka, kb_own = _blocks(m, rows, cols, shape)
+    k = shape[1]
+    own = m.elem_bytes * (bm * ka + kb_own * bn + bm * bn)
+    per_k = 2 * m.elem_bytes * (bm + bn)  # two buffers of an m × 1 and a 1 × n panel slice
+    kb = min(-(-k // max(rows, cols)), max(1, int((m.sram_bytes - own) // per_k)))
+    steps = -(-k // kb)
+    need = own + kb * per_k
+    s = np.arange(steps)
+    # the owner of panel s: column (s·k_b) // ⌈K/Q⌉ for A, row (s·k_b) // ⌈K/P⌉ for B
+    oc, orow = np.minimum(s * kb // ka, cols - 1), np.minimum(s * kb // kb_own, rows - 1)
+    d = np.maximum(np.maximum(oc, cols - 1 - oc), np.maximum(orow, rows - 1 - orow))
+    width = np.minimum(kb, k - s * kb)
+    wav = np.array([m.wavelets(bm * w) + m.wavelets(w * bn) for w in (kb, int(width[-1]))])
+    comm = np.where(width == kb, wav[0], wav[1]) + m.step(d)
+    compute = np.array([m.compute(bm * kb * bn), m.compute(bm * int(width[-1]) * bn)])
+    compute = np.where(width == kb, compute[0], compute[1]).astype(np.float64)
+    timing = _schedule(compute, comm.astype(np.float64), overlap=True)
+    per_step = m.wavelets(bm * kb) * (cols - 1) * rows + m.wavelets(kb * bn) * (rows - 1) * cols
+    links = LinkSummary(float(steps * (m.wavelets(bm * kb) + m.wavelets(kb * bn))), rows * 2 * (cols - 1)
+                        + cols * 2 * (rows - 1), float(steps * per_step))
+    notes = (f"{steps} steps of panel width {kb}, double-buffered",)
+    return _result("summa", m, rows, cols, shape, timing, need, links, _sram_reason(m, need), notes)
+
+
+def skew_cycles(m: Machine, n: int, wa: int, wb: int, phys: np.ndarray) -> tuple[float, float, int]:
+    """(cycles, busiest link or ramp in wavelets, longest path) of the skew on an n × n grid: line i's
+    block at logical position j goes to (j − i) mod n, physical positions ``phys``; A along rows and B
+    along columns at once (every line of both is the same problem, so one line class per shift i)."""
+    i, j = np.divmod(np.arange(n * n), n)
+    src, dst = phys[j], phys[(j - i) % n]
+    size = n * (n + 1)
+
+    def line_loads(a: np.ndarray, b: np.ndarray, keep: np.ndarray) -> np.ndarray:  # +1 at a, −1 at b, per line
+        diff = (np.bincount(i[keep] * (n + 1) + a[keep], minlength=size)
+                - np.bincount(i[keep] * (n + 1) + b[keep], minlength=size))
+        return np.cumsum(diff.reshape(n, n + 1), axis=1)
+
+    east, west = line_loads(src, dst, dst > src), line_loads(dst, src, dst < src)
+    busiest_line = max(east.max(), west.max())
+    busiest = float(max(busiest_line * max(wa, wb), wa + wb))
+    hops = int(np.abs(dst - src).max(initial=0))
+    return (busiest + m.step(hops) if hops else 0.0), busiest, hops
+
+
+def _shifted(name: str, phys: Callable[[int], np.ndarray]) -> Callable[[Machine, int, int, tuple[int, int, int]],
+                                                                     KernelResult]:
+    def run(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
+        bm, bn, ka, kb = _blocks(m, rows, cols, shape)
+        n = rows
+        if rows != cols:
+            reason = f"{name} needs a square grid, got {rows} x {cols}"
+            return _result(name, m, rows, cols, shape, (0.0, 0.0, 0.0), 0.0, LinkSummary(), reason, ())
+        wa, wb = m.wavelets(bm * ka), m.wavelets(kb * bn)
+        order = phys(n)
+        lead, _, _ = skew_cycles(m, n, wa, wb, order)
+        d = int(np.abs(np.diff(np.append(order, order[0]))).max()) if n > 1 else 0
+        shift = float(wa + wb + m.step(d)) if n > 1 else 0.0
+        compute = np.full(n, float(m.compute(bm * ka * bn)))
+        comm = np.full(n, shift)
+        comm[0] = 0.0  # the skew delivers step 0's operands
+        block = m.elem_bytes * (bm * ka + kb * bn)
+        base = m.elem_bytes * bm * bn + 2 * block  # C, the blocks, and a buffer for the next ones
+        timing = _schedule(compute, comm, overlap=True, lead=lead)
+        links = LinkSummary(float(n * max(wa, wb)), 2 * n * 2 * (n - 1) if n > 1 else 0,
+                            float(n * n * 2 * (n - 1) * (wa + wb)))
+        notes = (f"skew {lead:,.0f} cycles; {n} shifts of at most {d} hops",)
+        return _result(name, m, rows, cols, shape, timing, base, links, _sram_reason(m, base), notes)
+
+    return run
+
+
+cannon = _shifted("cannon", np.arange)
+meshgemm = _shifted("meshgemm", ring_order)
+
+GEMM_ALGORITHMS: dict[str, Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]] = {
+    "summa": summa, "cannon": cannon, "meshgemm": meshgemm}

@@ -1,0 +1,60 @@
+"""GEMV y[1×N] = x[1×K] · W[K×N] on a P × Q grid of PEs (docs/model.md §9.4).
+
+PE (r, c) holds W's block of rows c·k … (c + 1)·k − 1 and columns r·n … (r + 1)·n − 1 (k = ⌈K/Q⌉,
+n = ⌈N/P⌉), and x's slice c, which the previous op's allreduce left on every PE of column c (the decode
+loop of WaferLLM and the vendor's example keep x there). Each PE does k·n FMACs, then every row
+allreduces its n partial sums (⌈n / elements per wavelet⌉ wavelets) so that y ends on every PE of the
+row, ready for the next GEMV. Every row does the same, so one row is simulated:
+
+* ``pipeline`` — the vendor's: a chain reduce along the row to its first PE, pipelined per wavelet, and
+  a multicast of the result back along the row;
+* ``meshgemv`` — WaferLLM's two-level tree: chains inside groups of ⌈√Q⌉ PEs, a chain over the group
+  roots, the same multicast back.
+
+cycles = compute(k·n) + the allreduce of one row (``collectives.allreduce_line``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config.errors import ConfigError
+from .lines import reduce_line, topology
+from .machine import T_OP, Machine
+from .result import KernelResult, LinkSummary, sram_check
+
+
+def allreduce_line(m: Machine, n: int, wavelets: int, algorithm: str) -> tuple[float, int, int]:
+    """(cycles, steps, hops of the slowest path) of a reduce along a line of n PEs to PE 0 and the
+    multicast of its result back to the far end (n − 1 hops)."""
+    if n < 2:
+        return 0.0, 0, 0
+    ready, depth = reduce_line(m, topology(algorithm, n), wavelets)
+    return float(ready[0][-1] + m.step(n - 1)), int(depth[0]) + 1, int(depth[1]) + n - 1
+
+
+def _gemv(algorithm: str, tree: str) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
+    def run(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
+        one, kk, nn = shape
+        if one != 1 or kk < 1 or nn < 1:
+            raise ConfigError(f"expected a GEMV shape 1 x K x N, got {one} x {kk} x {nn}", path="shape")
+        m.check_grid(rows, cols)
+        k, n = -(-kk // cols), -(-nn // rows)
+        compute = float(m.compute(k * n))
+        wav = m.wavelets(n)
+        reduce, steps, hops = allreduce_line(m, cols, wav, tree)
+        cycles = compute + reduce
+        comm = min(reduce, wav + steps * 2 * m.ramp + hops * m.hop) if reduce else 0.0
+        need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
+        per_row = (cols - 1) * wav
+        links = LinkSummary(float(2 * wav), rows * 2 * (cols - 1), float(rows * 2 * per_row))
+        return KernelResult("gemv", algorithm, rows, cols, shape, m.dtype, cycles, compute + steps * T_OP, comm,
+                            2.0 * kk * nn, need, links, m, not sram_check(m, need, "the GEMV"),
+                            sram_check(m, need, "the GEMV"),
+                            (f"{k} x {n} block per PE; {tree} allreduce of {wav} wavelets per row",))
+
+    return run
+
+
+GEMV_ALGORITHMS: dict[str, Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]] = {
+    "pipeline": _gemv("pipeline", "chain"), "meshgemv": _gemv("meshgemv", "two-phase")}

@@ -1,0 +1,51 @@
+"""Every kernel by kind and algorithm name: ``run_kernel`` is the one entry point (the CLI's and the
+validation table's). An unknown kind or algorithm is a ``ConfigError`` that lists the valid names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from ..config.errors import ConfigError
+from ..config.specs import HardwareSpec
+from . import collectives as coll
+from .gemm import GEMM_ALGORITHMS
+from .gemv import GEMV_ALGORITHMS
+from .machine import Machine
+from .result import KernelResult
+
+KINDS = ("gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall")
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "gemm": tuple(GEMM_ALGORITHMS), "gemv": tuple(GEMV_ALGORITHMS), "reduce": coll.REDUCE_ALGORITHMS,
+    "allreduce": coll.ALLREDUCE_ALGORITHMS, "broadcast": ("multicast",), "alltoall": ("transpose",)}
+"""Algorithm names per kind, the first the default."""
+DEFAULT_ALGORITHM = {"gemm": "summa", "gemv": "meshgemv", "reduce": "chain", "allreduce": "chain",
+                     "broadcast": "multicast", "alltoall": "transpose"}
+
+_COLLECTIVES: dict[str, Callable[..., KernelResult]] = {
+    "reduce": coll.run_reduce, "allreduce": coll.run_allreduce, "broadcast": coll.run_broadcast,
+    "alltoall": coll.run_alltoall}
+
+
+def check_choice(kind: str, algorithm: str) -> None:
+    if kind not in KINDS:
+        raise ConfigError(f"expected one of {', '.join(KINDS)}, got \"{kind}\"", path="kind")
+    if algorithm not in ALGORITHMS[kind]:
+        raise ConfigError(f"expected one of {', '.join(ALGORITHMS[kind])} for {kind}, got \"{algorithm}\"",
+                          path="algorithm")
+
+
+def run_kernel(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str = "fp16",
+               algorithm: str | None = None, shape: tuple[int, int, int] | None = None,
+               wavelets: int = 1) -> KernelResult:
+    """Simulate one kernel on a rows × cols grid of ``hw``'s PEs. GEMM and GEMV take ``shape``
+    (M, K, N; a GEMV's M is 1); the collectives take ``wavelets`` per PE."""
+    algorithm = algorithm or DEFAULT_ALGORITHM.get(kind, "")
+    check_choice(kind, algorithm)
+    m = Machine.of(hw, dtype)
+    if kind in ("gemm", "gemv"):
+        if shape is None:
+            raise ConfigError(f"{kind} needs a shape M x K x N", path="shape")
+        table = GEMM_ALGORITHMS if kind == "gemm" else GEMV_ALGORITHMS
+        return table[algorithm](m, rows, cols, shape)
+    return partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)

@@ -1,0 +1,91 @@
+"""What a simulated kernel reports: cycles, the critical path's split, SRAM and link loads, feasibility."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .machine import Machine
+
+
+@dataclass(frozen=True)
+class LinkSummary:
+    """Wavelets over the kernel's links, summed over the whole kernel: the busiest directed link, how
+    many links carry anything (N), the wavelet-hops (E), and E / N."""
+
+    max_wavelets: float = 0.0
+    links_used: int = 0
+    wavelet_hops: float = 0.0
+
+    @property
+    def mean_wavelets(self) -> float:
+        return self.wavelet_hops / self.links_used if self.links_used else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_wavelets": self.max_wavelets, "links_used": self.links_used,
+                "wavelet_hops": self.wavelet_hops, "mean_wavelets": self.mean_wavelets}
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """One kernel on a rows × cols grid. ``compute + communication + waiting == cycles`` along the
+    critical path: arithmetic on the critical PE, wavelets on ramps and links that nothing hides, and the
+    rest (queues at a busy ramp, a PE waiting for a slower neighbour). Infeasible: ``feasible`` False,
+    ``reason`` says why, and the cycles are those of the schedule as if it fitted."""
+
+    kind: str
+    algorithm: str
+    rows: int
+    cols: int
+    shape: tuple[int, int, int]  # M, K, N (a collective: 1, elements, 1)
+    dtype: str
+    cycles: float
+    compute: float
+    communication: float
+    flops: float
+    sram_bytes: float  # peak per PE
+    links: LinkSummary
+    machine: Machine
+    feasible: bool = True
+    reason: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def waiting(self) -> float:
+        return max(0.0, self.cycles - self.compute - self.communication)
+
+    @property
+    def seconds(self) -> float:
+        return self.machine.seconds(self.cycles)
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.seconds if self.cycles > 0 else 0.0
+
+    @property
+    def efficiency(self) -> float:
+        """Useful FLOPs over the grid's peak for the time taken (0 for a collective)."""
+        peak = self.rows * self.cols * self.machine.peak_flops_per_cycle * self.cycles
+        return self.flops / peak if peak > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.machine
+        return {
+            "cycles": self.cycles, "seconds": self.seconds, "kind": self.kind, "algorithm": self.algorithm,
+            "hardware": m.name, "grid": {"rows": self.rows, "cols": self.cols},
+            "shape": {"m": self.shape[0], "k": self.shape[1], "n": self.shape[2]}, "dtype": self.dtype,
+            "flops": self.flops, "flops_per_s": self.flops_per_s, "efficiency": self.efficiency,
+            "flops_per_cycle_per_pe": self.flops / (self.cycles * self.rows * self.cols) if self.cycles else 0.0,
+            "critical_path": {"compute": self.compute, "communication": self.communication, "waiting": self.waiting},
+            "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
+            "links": self.links.to_dict(), "feasible": self.feasible, "reason": self.reason,
+            "notes": list(self.notes),
+        }
+
+
+def sram_check(machine: Machine, need: float, what: str) -> str:
+    """'' when ``need`` bytes fit a PE's usable SRAM, else the reason."""
+    if need <= machine.sram_bytes:
+        return ""
+    return (f"{what} needs {need:,.0f} B per PE, more than the {machine.sram_bytes:,.0f} B usable "
+            f"({machine.name}: pe.sram less pe.reserved_sram)")
