@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "Tensor", "Track", "Where"]
+__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "ServePhase", "Tensor", "Track", "Where"]
 
 
 class Name(str, Enum):
@@ -71,6 +71,12 @@ class OpKind(Name):
     GRADIENT = "gradient"  # hand a weight gradient to the outbound link
     GRADIENT_DRAIN = "gradient_drain"  # wait for the last gradient to leave
     REDUCE_DRAIN = "reduce_drain"  # wait for its sum to come through a cluster's reduce tree
+    # kernels on a grid of PEs (serving, docs/model.md §10): each a simulated kernel of wsesim.kernels
+    GEMV = "gemv"
+    GEMM = "gemm"
+    ALLREDUCE = "allreduce"
+    ELEMENTWISE = "elementwise"  # norms' squares, RoPE, softmax's exponentials, activations, residuals
+    HANDOFF = "handoff"  # activations to the next pipeline stage (or the next token back to the first)
 
 
 class Phase(Name):
@@ -103,9 +109,17 @@ class Gradient(Name):
 
 
 class Track(Name):
-    """Timelines of a trace: the step's own (phases that partition it)."""
+    """Timelines of a trace: the step's own (phases that partition it); a serving run's stages."""
 
     STEP = "step"
+    STAGE = "stage"
+
+
+class ServePhase(Name):
+    """What a pipeline stage does for a request's token: the prompt's prefill, or one decode step."""
+
+    PREFILL = "prefill"
+    DECODE = "decode"
 
 
 class Where(Name):
@@ -117,3 +131,5 @@ class Where(Name):
     FABRIC = "fabric"
     LINK_IN = "link in"
     LINK_OUT = "link out"
+    STAGE = "stage"  # a pipeline stage's grid of PEs (serving)
+    BETWEEN_WAFERS = "between wafers"

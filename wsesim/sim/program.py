@@ -41,7 +41,9 @@ class Op:
     * ``EXPERTS``: the layer's experts under the MoE mapping, on weight copy ``copy``; ``flops`` is the
       phase's arithmetic, summed over its experts;
     * ``GRADIENT``: hand ``nbytes`` of ``gradient`` to the outbound link;
-    * ``GRADIENT_DRAIN``/``REDUCE_DRAIN``: the end of the step.
+    * ``GRADIENT_DRAIN``/``REDUCE_DRAIN``: the end of the step;
+    * the serving kinds (``GEMV``, ``GEMM``, ``ALLREDUCE``, ``ELEMENTWISE``, ``HANDOFF``): a kernel
+      ``name`` of ``layer`` on ``stage``'s grid, whose ``cycles`` the kernel model has simulated.
 
     ``args`` are the span arguments the trace records beside the engine's own (cycles, bound, bytes).
     """
@@ -61,6 +63,12 @@ class Op:
     gradient: Gradient | None = None
     nbytes: float = 0.0
     args: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    # a kernel on a grid (serving): its name in the layer, its stage, and its simulated cycles with the
+    # part of them that is wavelets on the fabric (the rest is arithmetic, or waiting inside the kernel)
+    name: str = ""
+    stage: int | None = None
+    cycles: float = 0.0
+    communication: float = 0.0
 
     @property
     def runs(self) -> int:

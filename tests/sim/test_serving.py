@@ -1,0 +1,121 @@
+"""Serving (docs/model.md §10): one decode layer's kernels derived by hand on a one-PE grid, the
+pipeline's timeline by hand, the two executors against each other, and the mapping's SRAM verdicts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wsesim.config.inference import load_inference_data
+from wsesim.model.serving import kv_bytes_per_token, stage_memory
+from wsesim.model.vocabulary import OpKind
+from wsesim.sim.inference import ServingProgram, StageWork, _Grid, _Layers, serving_program
+from wsesim.sim.mapping import map_stages
+from wsesim.sim.serving import serve, serve_reference
+
+TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
+        "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
+         "hardware.pe.sram": "1 MiB"}
+
+
+def _spec(overrides: dict | None = None):
+    return load_inference_data(TINY, overrides={**DENSE, **(overrides or {})}).spec
+
+
+def test_one_decode_layer_on_one_pe_by_hand() -> None:
+    """tiny8 in fp16: 4 FMAC lanes, 16 B read and 8 B written per cycle, so x FMACs (or SIMD ops) take
+    ceil(x / 4) cycles; on one PE nothing is communicated (a row of one PE reduces nothing). The dense
+    tiny model: H = 64, q 64, k 32, v 32 wide, o 64, F = 96 (SwiGLU), 4 heads. At context T:
+
+    attn_norm 64·2/4 = 32; qkv 64·128/4 = 2,048; rope 96·4/4 = 96; scores 64·T/4 = 16T; softmax
+    4·T·3/4 = 3T; context 16T; o_proj 64·64/4 = 1,024; residual 16; ffn_norm 32; gate_up 64·192/4 = 3,072;
+    activation 96·4/4 = 96; down 96·64/4 = 1,536; residual 16: 7,968 + 35T cycles.
+    """
+    spec = _spec()
+    layers = _Layers(spec, _Grid(spec, 1, 1), 0)
+    for T in (9, 10, 100):
+        ops = layers.decode(0, T)
+        assert sum(op.cycles for op in ops) == 7968 + 35 * T
+        assert sum(op.communication for op in ops) == 0
+    names = [op.name for op in layers.decode(0, 9)]
+    assert names == ["attn_norm", "attn_norm_sum", "qkv", "rope", "scores", "softmax", "softmax_sums", "context",
+                     "o_proj", "residual", "ffn_norm", "ffn_norm_sum", "gate_up", "activation", "down", "residual"]
+    assert [op.cycles for op in layers.lm_head(layers.decode(0, 9)[0].args["phase"])] == [64 * 256 / 4, 0.0]
+
+
+def test_the_program_of_a_one_stage_run_by_hand() -> None:
+    """Prompt 8, output 3: the decode steps run at contexts 9 and 10; the one stage holds both layers
+    and the LM head (64·256/4 = 4,096 cycles), so a decode step is 2·(7,988 + 35T) + 4,096."""
+    spec = _spec()
+    mapping = map_stages(spec)
+    assert mapping.feasible and len(mapping.stages) == 1 and mapping.stages[0].layers == (0, 1)
+    work = serving_program(spec, mapping).stages[0]
+    assert work.decode_cycles == (2 * (7968 + 35 * 9) + 4096, 2 * (7968 + 35 * 10) + 4096)
+    assert sum(op.cycles for op in work.decode_ops) == work.decode_cycles[-1]
+    assert work.handoff_decode == 0.0  # the token comes back to the same grid
+
+
+def _program(prefill: tuple[float, float], decode: tuple[float, float], handoff: tuple[float, float],
+             batch: int, output: int) -> ServingProgram:
+    """Two stages whose work is given in cycles (no kernels): prefill p_s, decode d_s, hand-off h_s (the
+    last stage's hand-off is the new token back to the first)."""
+    from wsesim.model.vocabulary import ServePhase
+    from wsesim.sim.program import Op
+
+    works = []
+    for s in range(2):
+        op = Op(OpKind.GEMM, name="work", stage=s, cycles=prefill[s], args={"phase": ServePhase.PREFILL})
+        works.append(StageWork(None, (op,), (), (decode[s],) * (output - 1), handoff[s], handoff[s]))  # type: ignore[arg-type]
+    return ServingProgram(tuple(works), batch, 8, output)
+
+
+def test_the_pipeline_timeline_by_hand() -> None:
+    """One request, prefill 100 then 50 cycles, decode 10 and 20, hand-offs 3 (stage 0 to 1) and 7 (the
+    token back): token 0 leaves at 100 + 3 + 50 = 153; each further token 7 + 10 + 3 + 20 = 40 later."""
+    trace = serve(_program((100, 50), (10, 20), (3, 7), batch=1, output=3))
+    assert trace.done.tolist() == [[153, 193, 233]]
+    assert trace.waited.tolist() == [0, 0]
+    # Two requests: request 1 queues behind request 0 at stage 0 (100 cycles), then reaches stage 1 at
+    # 203, free since 153: its token 0 leaves at 253.
+    two = serve(_program((100, 50), (10, 20), (3, 7), batch=2, output=3))
+    assert two.done[0, 0] == 153 and two.done[1, 0] == 253
+    assert two.waited[0] >= 100
+
+
+@pytest.mark.parametrize("batch,output", [(1, 4), (3, 5), (5, 2)])
+@pytest.mark.parametrize("times", [((100, 50), (10, 20), (3, 7)), ((37.5, 80.25), (13.0, 9.5), (1.5, 0.25))])
+def test_the_reference_executor_agrees(batch: int, output: int, times) -> None:
+    program = _program(*times, batch=batch, output=output)
+    fast, ref = serve(program), serve_reference(program)
+    assert np.array_equal(fast.done, ref.done)
+    assert np.allclose(fast.waited, ref.waited) and np.allclose(fast.busy, ref.busy)
+    assert sorted((s.start, s.end, s.args["stage"]) for s in fast.spans) == \
+        sorted((s.start, s.end, s.args["stage"]) for s in ref.spans)
+
+
+def test_the_reference_executor_agrees_on_a_simulated_tiny_program() -> None:
+    spec = _spec({"inference.batch": 3, "inference.grid": "2x2", "inference.layers_per_stage": 1})
+    mapping = map_stages(spec)
+    assert len(mapping.stages) == 2
+    program = serving_program(spec, mapping)
+    assert np.array_equal(serve(program).done, serve_reference(program).done)
+
+
+def test_kv_layouts_and_the_longest_output() -> None:
+    """A concatenating layout fills the grid's last row with every decoded token, so it holds fewer."""
+    spec = _spec({"inference.grid": "4x4"})
+    m = spec.model
+    per = kv_bytes_per_token(m)
+    assert per == (32 + 32) * 2  # k and v: 2 kv heads x 16 wide, 2 bytes
+    shift = stage_memory(m, 0.0, 2, 4, 4, 36864.0, 8, 3, 1, "shift")
+    concat = stage_memory(m, 0.0, 2, 4, 4, 36864.0, 8, 3, 1, "concat")
+    assert shift.kv_cache == pytest.approx(2 * per * 11 / 16)
+    assert concat.kv_cache == pytest.approx(2 * per * (8 / 4 + 3) / 4)
+    assert shift.max_output > concat.max_output > 0
+
+
+def test_a_model_that_does_not_fit_says_why() -> None:
+    spec = load_inference_data(TINY, overrides={**DENSE, "hardware.pe.sram": "48 KiB"}).spec
+    mapping = map_stages(spec)
+    assert not mapping.feasible and "usable" in mapping.reason

@@ -1,0 +1,130 @@
+"""A serving run's result, measured from its trace (docs/model.md §10.5): time to first token, time per
+output token, tokens per second per request and in all, where a decode step's time goes (arithmetic,
+wavelets, waiting), per op kind and per stage, and each stage's SRAM per PE."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..config.inference import InferenceExperimentSpec
+from ..sim.inference import ServingProgram
+from ..sim.mapping import Mapping
+from ..sim.serving import ServeTrace
+
+__all__ = ["ServeResult", "infeasible_serving", "measure_serving"]
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """One serving run. Times in seconds; ``*_cycles`` in clock cycles. Infeasible: ``feasible`` False
+    and ``infeasible_reason`` says why (the figures are then 0)."""
+
+    hardware: str
+    model: str
+    prompt_len: int
+    output_len: int
+    batch: int
+    grid: str
+    stages: int
+    systems: int
+    layers_per_stage: list[int]
+    kv_layout: str
+    feasible: bool
+    infeasible_reason: str = ""
+    ttft_s: float = 0.0
+    tpot_s: float = 0.0
+    tokens_per_s_per_request: float = 0.0
+    tokens_per_s: float = 0.0
+    end_to_end_s: float = 0.0
+    prefill_tokens_per_s: float = 0.0
+    bottleneck: str = ""
+    decode_step_cycles: float = 0.0  # one token through every stage, hand-offs included, at the longest context
+    decode_breakdown: dict[str, float] = field(default_factory=dict)  # compute / communication / handoff / waiting
+    decode_by_op: dict[str, float] = field(default_factory=dict)  # cycles per token by op name, all layers
+    layer_decode_cycles: float = 0.0  # one layer's decode step (the first stage's first layer)
+    layer_by_op: dict[str, float] = field(default_factory=dict)
+    per_stage: list[dict[str, Any]] = field(default_factory=list)
+    max_output_len: int = 0  # the longest output whose KV cache fits every stage at this batch
+    warnings: list[str] = field(default_factory=list)
+    events: int = 0
+    wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
+    inf = spec.inference
+    return {"hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.prompt_len,
+            "output_len": inf.output_len, "batch": inf.batch, "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
+            "stages": len(mapping.stages), "systems": mapping.systems,
+            "layers_per_stage": [len(s.layers) for s in mapping.stages], "kv_layout": inf.kv_layout,
+            "max_output_len": min((s.memory.max_output for s in mapping.stages), default=0)}
+
+
+def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: str) -> ServeResult:
+    return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason)
+
+
+def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: ServingProgram,
+                    trace: ServeTrace, wall_s: float = 0.0) -> ServeResult:
+    inf, clock = spec.inference, spec.hardware.clock_hz
+    first = trace.done[:, 0]
+    ttft = float(first.mean()) / clock
+    if inf.output_len > 1:
+        tpot = float(((trace.done[:, -1] - first) / (inf.output_len - 1)).mean()) / clock
+    else:
+        tpot = 0.0
+    end = trace.end / clock
+    by_op: dict[str, float] = defaultdict(float)
+    compute = comm = 0.0
+    for work in program.stages:
+        for op in work.decode_ops:
+            by_op[op.name] += op.cycles
+            comm += op.communication
+            compute += op.cycles - op.communication
+    handoff = sum(w.handoff_decode for w in program.stages)
+    step = compute + comm + handoff
+    waiting = float(trace.waited.sum()) / max(inf.batch * inf.output_len, 1)
+    breakdown = {"compute": compute, "communication": comm, "handoff": handoff, "waiting": waiting}
+    first_stage = program.stages[0]
+    layer0 = first_stage.stage.layers[0]
+    layer_ops: dict[str, float] = defaultdict(float)
+    for op in first_stage.decode_ops:
+        if op.layer == layer0:
+            layer_ops[op.name] += op.cycles
+    busy = trace.busy / max(trace.end, 1e-30)
+    per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer, "layers": [w.stage.layers[0], w.stage.layers[-1]],
+                  "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
+                  "prefill_cycles": w.prefill_cycles, "decode_cycles": w.decode_cycles[-1] if w.decode_cycles else 0.0,
+                  "handoff_decode_cycles": w.handoff_decode, "busy": float(busy[i]),
+                  "waiting_cycles": float(trace.waited[i]),
+                  "sram_bytes_per_pe": {"weights": w.stage.memory.weights, "kv_cache": w.stage.memory.kv_cache,
+                                        "activations": w.stage.memory.activations, "total": w.stage.memory.total,
+                                        "usable": w.stage.memory.usable}}
+                 for i, w in enumerate(program.stages)]
+    return ServeResult(
+        **_base(spec, mapping), feasible=True, ttft_s=ttft, tpot_s=tpot,
+        tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
+        tokens_per_s=inf.batch * inf.output_len / end if end else 0.0, end_to_end_s=end,
+        prefill_tokens_per_s=inf.prompt_len / ttft if ttft else 0.0,
+        bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
+        decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
+        per_stage=per_stage, warnings=list(program.problems), events=trace.events, wall_s=wall_s)
+
+
+def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any) -> str:
+    """What a decode step's time is mostly made of, and the op that costs most."""
+    total = sum(breakdown.values()) or 1.0
+    part = max(breakdown, key=lambda k: breakdown[k])
+    op = max(by_op, key=lambda k: by_op[k]) if by_op else ""
+    what = {"compute": "arithmetic on the PEs", "communication": "wavelets on the fabric (hop and ramp latency)",
+            "handoff": "hand-offs between stages", "waiting": "requests queueing for a busy stage"}[part]
+    text = f"{what}: {100 * breakdown[part] / total:.0f} % of a decode step"
+    if op:
+        text += f"; costliest op {op} ({100 * by_op[op] / total:.0f} %)"
+    if len(busy) > 1 and part == "waiting":
+        text += f"; busiest stage {int(busy.argmax())} ({100 * float(busy.max()):.0f} % busy)"
+    return text

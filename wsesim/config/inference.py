@@ -1,0 +1,147 @@
+"""Specs of serving a model on wafers (``kind: inference``; docs/model.md §10): the requests (prompt
+length, output length, how many at once) and the mapping (the grid of PEs each pipeline stage runs on,
+how many layers it holds, how many wafers), and the loader of such experiments."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from .base import Spec, fail
+from .cluster import InterconnectSpec
+from .errors import ConfigError, shown, shown_repr
+from .fields import Description, Name, count
+from .loader import (
+    Loaded,
+    _load_ref,
+    apply_overrides,
+    read_yaml,
+    register_kind,
+    resolve_experiment,
+    shipped_file,
+)
+from .specs import HardwareSpec, ModelSpec
+from .validation import validate
+
+__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data", "parse_grid"]
+
+# Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
+Tokens = count(16_777_216)
+Requests = count(65_536)
+Systems = count(65_536)
+StageLayers = count(16_384)
+_GRID = re.compile(r"^([1-9][0-9]{0,4})x([1-9][0-9]{0,4})$")
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    """``"420x420"`` -> (420, 420): rows × cols of PEs. Raises ``ConfigError`` for anything else."""
+    m = _GRID.match(text) if isinstance(text, str) else None
+    if not m:
+        raise ConfigError(f'expected a grid like "420x420" (rows x cols of PEs) or "auto", got {shown_repr(text)}',
+                          path="grid")
+    return int(m.group(1)), int(m.group(2))
+
+
+class InferenceSpec(Spec):
+    """Requests and their mapping onto wafers. ``grid`` is each pipeline stage's rectangle of PEs
+    ("auto": the largest square whose stages hold the model); ``layers_per_stage`` how many consecutive
+    layers a stage holds ("auto": as many as its SRAM allows); ``systems`` how many wafers ("auto": as
+    few as the mapping needs)."""
+
+    prompt_len: Tokens = 4096
+    output_len: Tokens = 128
+    batch: Requests = 1  # concurrent requests, each flowing through the pipeline as a process
+    grid: str = "auto"
+    layers_per_stage: StageLayers | Literal["auto"] = "auto"
+    systems: Systems | Literal["auto"] = "auto"
+    kv_layout: Literal["shift", "concat"] = "shift"  # balanced over the grid, or appended to its last row
+    gemv: Literal["meshgemv", "pipeline"] = "meshgemv"  # the decode GEMVs' algorithm (wsesim kernel gemv)
+    gemm: Literal["summa", "cannon", "meshgemm"] = "summa"  # the prefill GEMMs' (wsesim kernel gemm)
+    allreduce: Literal["chain", "star", "tree", "two-phase", "ring"] = "two-phase"  # norms and softmax
+    interconnect: InterconnectSpec | None = None  # between wafers of the pipeline (None: one wafer only)
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, grid: str) -> str:
+        if grid != "auto":
+            try:
+                parse_grid(grid)
+            except ConfigError as e:
+                raise fail(e.message) from None
+        return grid
+
+    @property
+    def grid_shape(self) -> tuple[int, int] | None:
+        return None if self.grid == "auto" else parse_grid(self.grid)
+
+
+class InferenceExperimentSpec(Spec):
+    """A hardware, a model and requests to serve: one simulated serving run."""
+
+    kind: Literal["inference"] = "inference"
+    name: Name = ""
+    description: Description = ""
+    hardware: HardwareSpec
+    model: ModelSpec
+    inference: InferenceSpec = Field(InferenceSpec(), validate_default=True)
+
+    @field_validator("inference")
+    @classmethod
+    def _grid_fits(cls, inference: InferenceSpec, info: Any) -> InferenceSpec:
+        hw = info.data.get("hardware")
+        shape = inference.grid_shape
+        if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
+            raise fail(f'expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, got "{shown(inference.grid)}"')
+        return inference
+
+
+def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
+                        overrides: dict[str, Any] | None = None) -> Loaded:
+    """Validate a raw ``kind: inference`` mapping (hardware and model by preset name or path) plus
+    ``--set`` overrides; ``inference.interconnect`` may name a preset too."""
+    if data.get("kind") != "inference":
+        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=source,
+                          path="kind")
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
+    overrides = dict(overrides or {})
+    base, resolved = resolved, apply_overrides(resolved, overrides)
+    base = _interconnect(base, base_dir, source)
+    resolved = _interconnect(resolved, base_dir, "--set" if "inference.interconnect" in overrides else source)
+    spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
+                    baseline=base if overrides else None)
+    return Loaded(spec, resolved, source, sources)
+
+
+def _interconnect(data: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
+    inference = data.get("inference")
+    if not isinstance(inference, dict) or isinstance(inference.get("interconnect", {}), dict):
+        return data
+    raw = _load_ref("interconnect", inference["interconnect"], base_dir, source, "inference.interconnect")
+    return {**data, "inference": {**inference, "interconnect": {k: v for k, v in raw.data.items() if k != "kind"}}}
+
+
+def default_inference_path() -> Path:
+    """The shipped LLaMA3-8B on WSE-2 serving example, the default of ``wsesim infer``."""
+    return shipped_file("llama3-8b/serve.yaml")
+
+
+def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
+                   overrides: dict[str, Any] | None = None) -> Loaded:
+    """Load an inference experiment file (the shipped example when ``path`` is None); ``hardware`` and
+    ``model`` replace its references (a preset name, or a path relative to the current directory)."""
+    path = Path(path) if path is not None else default_inference_path()
+    data = read_yaml(path)
+    if data.get("kind") != "inference":
+        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=str(path),
+                          path="kind")
+    for key, ref in (("hardware", hardware), ("model", model)):
+        if ref is not None:
+            data[key] = str(Path(ref).resolve()) if Path(ref).suffix in (".yaml", ".yml") else ref
+    return load_inference_data(data, source=str(path), base_dir=path.parent, overrides=overrides)
+
+
+register_kind("inference", lambda data, path: load_inference_data(data, source=str(path),
+                                                                   base_dir=Path(path).parent).spec)

@@ -1,0 +1,56 @@
+"""Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> each
+stage's kernels simulated on its grid -> requests through the pipeline -> result. And the search for the
+fastest mapping that fits (``wsesim infer --search``), as ``tune`` searches G for training."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
+from ..config.inference import InferenceExperimentSpec
+from ..sim.inference import ServingProgram, serving_program
+from ..sim.mapping import Mapping, grid_candidates, map_stages
+from ..sim.serving import ServeTrace, serve, serve_reference
+
+__all__ = ["ServeRun", "run_inference", "search_mapping"]
+
+SERVE_ENGINES = {"fast": serve, "reference": serve_reference}
+"""The executors of a serving program by name (``--engine``)."""
+
+
+@dataclass
+class ServeRun:
+    """A serving run's result with what produced it (the trace only for feasible runs)."""
+
+    result: ServeResult
+    mapping: Mapping
+    program: ServingProgram | None = None
+    trace: ServeTrace | None = None
+
+
+def run_inference(spec: InferenceExperimentSpec, engine: str = "fast") -> ServeRun:
+    """Map, build and serve ``spec``; an infeasible mapping is a result with its reason."""
+    t0 = time.perf_counter()
+    mapping = map_stages(spec)
+    if not mapping.feasible:
+        return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
+    program = serving_program(spec, mapping)
+    trace = SERVE_ENGINES[engine](program)
+    result = measure_serving(spec, mapping, program, trace, wall_s=time.perf_counter() - t0)
+    return ServeRun(result, mapping, program, trace)
+
+
+def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeResult]]:
+    """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s), over square
+    grids from the largest down; returns it and every candidate's result (infeasible ones with reasons)."""
+    mesh = spec.hardware.mesh
+    candidates: list[ServeRun] = []
+    for grid in grid_candidates(mesh.rows, mesh.cols):
+        inference = spec.inference.model_copy(update={"grid": f"{grid[0]}x{grid[1]}"})
+        candidates.append(run_inference(spec.model_copy(update={"inference": inference})))
+    feasible = [c for c in candidates if c.result.feasible]
+    if not feasible:
+        return candidates[0], [c.result for c in candidates]
+    best = max(feasible, key=lambda c: (c.result.tokens_per_s_per_request, c.result.tokens_per_s))
+    return best, [c.result for c in candidates]

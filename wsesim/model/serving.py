@@ -1,0 +1,84 @@
+"""The SRAM model of serving (docs/model.md §10.3): what a pipeline stage's grid holds per PE — its
+layers' weights, the KV cache of every request it serves, and the activations in flight — and the
+longest output that still fits, under the two KV-cache layouts.
+
+A stage's weights are spread evenly over its grid (each PE holds a block of every matrix, as the
+kernels of ``wsesim.kernels`` assume). The KV cache:
+
+* ``shift`` — balanced over the whole grid: when a new token's K and V rows arrive, the rows are
+  shifted along the grid so every PE holds the same number of tokens (±1);
+* ``concat`` — appended where the cache ends: the prompt's tokens are spread over the grid's P rows of
+  PEs, every decoded token goes to the last row, so that row fills first.
+
+Pure functions, sizes in bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.specs import ModelSpec
+from .shapes import LayerShapes
+
+__all__ = ["StageMemory", "kv_bytes_per_token", "layer_weight_bytes", "stage_memory"]
+
+
+def kv_bytes_per_token(model: ModelSpec) -> float:
+    """K and V of one token in one layer: 2 · kv_heads · head width · bytes (with latent attention, the
+    latent and the rotary key, which is what such a model caches)."""
+    s = LayerShapes(model)
+    if model.kv_lora_rank:
+        return float((model.kv_lora_rank + model.qk_rope_head_dim) * model.bytes_per_value)
+    _, k, v, _ = s.qkvo_widths
+    return float((k + v) * model.bytes_per_value)
+
+
+def layer_weight_bytes(model: ModelSpec, layer: int) -> float:
+    """Weights of one layer held on its stage (every expert of an MoE layer: all of them are resident)."""
+    s = LayerShapes(model)
+    params = s.dense_layer_params if model.is_dense(layer) else s.moe_layer_params
+    return float(params * model.bytes_per_value)
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """Per PE of one stage's grid: weights, the KV cache at the run's longest context, the activations,
+    and what is usable; ``max_output`` is the longest output (tokens) whose cache still fits."""
+
+    weights: float
+    kv_cache: float
+    activations: float
+    usable: float
+    max_output: int
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv_cache + self.activations
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.usable
+
+
+def stage_memory(model: ModelSpec, weight_bytes: float, layers: int, rows: int, cols: int, usable: float,
+                 prompt_len: int, output_len: int, batch: int, layout: str) -> StageMemory:
+    """Per-PE SRAM of a stage holding ``weight_bytes`` of weights and ``layers`` layers' KV cache for
+    ``batch`` requests of ``prompt_len`` + ``output_len`` tokens, on a ``rows`` × ``cols`` grid.
+
+    Activations: one hidden vector per request in flight plus the prompt's activations during prefill
+    (``prompt_len`` × hidden per request, spread over the grid) — the larger of decode and prefill.
+    """
+    pes = rows * cols
+    per_token = kv_bytes_per_token(model) * layers * batch  # one token of every request, every layer here
+    weights = weight_bytes / pes
+    activations = max(batch * model.hidden_size * model.bytes_per_value * 2 / cols,
+                      prompt_len * model.hidden_size * model.bytes_per_value * 4 / pes)
+    free = usable - weights - activations
+    if layout == "shift":
+        kv = per_token * (prompt_len + output_len) / pes
+        room = free * pes / per_token - prompt_len if per_token else float("inf")
+    else:  # concat: the last row of PEs holds its share of the prompt and every decoded token
+        kv = per_token * (prompt_len / rows + output_len) / cols
+        room = free * cols / per_token - prompt_len / rows if per_token else float("inf")
+    max_output = int(max(0.0, min(room, 2**31 - 1)))
+    return StageMemory(weights, kv, activations, usable, max_output)
