@@ -48,8 +48,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..output.files import atomic_write_bytes, atomic_write_text, prepare_dir
     from ..output.manifest import manifest, resolved
 
-    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
-                            overrides=parse_overrides(args.set))
+    overrides = parse_overrides(args.set)
+    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
+    if args.vary:
+        return _sweep(args, overrides)
     for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
         if folder:
             check_output_folder(folder)
@@ -97,6 +99,70 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
+    """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set`` reads it)."""
+    from ..config.errors import ConfigError, shown_repr
+    from ..config.loader import parse_override
+
+    vary: dict[str, list[Any]] = {}
+    for text in texts:
+        key, _, values = text.partition("=")
+        if not key or not values or key in vary:
+            raise ConfigError(f"expected KEY=v1,v2,... once per key, got {shown_repr(text)}", source="--vary")
+        vary[key] = [parse_override(f"{key}={v}")[1] for v in values.split(",")]
+    return vary
+
+
+def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """``--vary``: every combination served, a table (and with ``--out``: results.csv, figures, manifest)."""
+    import csv
+    import io
+
+    from ..config.inference import load_inference
+    from ..experiments.inference import serving_sweep
+    from ..output.files import atomic_write_text, prepare_dir
+
+    vary = _parse_vary(args.vary)
+    if args.out:
+        check_output_folder(args.out)
+
+    def load(point: dict[str, Any]) -> Any:
+        return load_inference(args.experiment, hardware=args.hardware, model=args.model,
+                              overrides={**overrides, **point})
+
+    def progress(done: int, total: int) -> None:
+        if sys.stderr is not None and sys.stderr.isatty():
+            sys.stderr.write(f"\r{done}/{total} points")
+            sys.stderr.flush()
+
+    rows = serving_sweep(load, vary, progress)
+    if sys.stderr is not None and sys.stderr.isatty():
+        sys.stderr.write("\n")
+    written: list[Path] = []
+    if args.out:
+        out = prepare_dir(args.out)
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(out / "results.csv", buf.getvalue())
+        written.append(out / "results.csv")
+        from ..output.plotting import plot_serving
+
+        written += plot_serving(rows, list(vary), out)
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return EXIT_OK
+    table = [(*(str(r[k]) for k in vary), f"{r['tokens_per_s_per_request']:,.1f}" if r["feasible"] else "—",
+              f"{r['tokens_per_s']:,.1f}" if r["feasible"] else "—",
+              f"{r['ttft_s'] * 1e3:,.2f}" if r["feasible"] else str(r["infeasible_reason"])[:70]) for r in rows]
+    print(format_table(table, (*(k.split(".")[-1] for k in vary), "tokens/s per request", "tokens/s",
+                               "TTFT ms (or why not)")))
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("infer", help="serve a model: time to first token, tokens/s per request, the bottleneck")
     p.add_argument("experiment", nargs="?", metavar="INFERENCE.yaml",
@@ -109,8 +175,11 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="try every square grid and keep the fastest mapping that fits (like tune)")
     p.add_argument("--engine", choices=("fast", "reference"), default="fast",
                    help="fast (default) or the plain-SimPy reference executor")
+    p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",
+                   help="serve every combination (repeatable), e.g. --vary inference.batch=1,2,4,8 "
+                        "--vary inference.grid=250x250,375x375; with --out: results.csv and figures")
     add_json_argument(p)
     p.add_argument("--out", metavar="DIR", help="write DIR/result.json (and candidates.json with --search) and "
-                                                "DIR/manifest.json")
+                                                "DIR/manifest.json; with --vary, DIR/results.csv and the figures")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace: each stage's requests")
     commands["infer"] = _cmd_infer

@@ -9,6 +9,7 @@ from .common import EXIT_OK, add_json_argument, print_json
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from ..config import inference  # noqa: F401 - registers the inference kind
     from ..config.loader import validate_file
     from ..experiments import sweep  # noqa: F401 - registers the sweep kind
 

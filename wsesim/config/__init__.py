@@ -2,3 +2,5 @@
 
 The only layer that touches raw YAML dicts; everything downstream receives frozen specs.
 """
+
+from . import inference as _inference  # noqa: E402, F401 - registers ``kind: inference`` with the loader

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from .base import Spec, fail
-from .cluster import InterconnectSpec
+from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count
 from .loader import (
@@ -61,7 +61,8 @@ class InferenceSpec(Spec):
     gemv: Literal["meshgemv", "pipeline"] = "meshgemv"  # the decode GEMVs' algorithm (wsesim kernel gemv)
     gemm: Literal["summa", "cannon", "meshgemm"] = "summa"  # the prefill GEMMs' (wsesim kernel gemm)
     allreduce: Literal["chain", "star", "tree", "two-phase", "ring"] = "two-phase"  # norms and softmax
-    interconnect: InterconnectSpec | None = None  # between wafers of the pipeline (None: one wafer only)
+    # between the wafers of a pipeline (None: one wafer only): a preset name, a path or a mapping
+    interconnect: Annotated[InterconnectSpec | None, WithJsonSchema(_INTERCONNECT_REF)] = None
 
     @field_validator("grid")
     @classmethod

@@ -14,20 +14,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .inference import InferenceExperimentSpec
 from .loader import preset_names
 from .specs import SPEC_KINDS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-KINDS = (*SPEC_KINDS, "sweep")  # every kind ``wsesim validate`` knows (a sweep is validated by a later layer)
+_OWN_KINDS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "inference": InferenceExperimentSpec}
+KINDS = (*_OWN_KINDS, "sweep")  # every kind ``wsesim validate`` knows (a sweep is validated by a later layer)
 
 
 def json_schema(kind: str, spec: type[BaseModel] | None = None) -> dict[str, Any]:
     """The JSON Schema of a ``kind:`` file. ``spec`` is the kind's model; it defaults to the config
     layer's own (hardware, model, experiment) and must be given for a sweep (``SweepSpec`` lives with
     the sweep runner, a later layer)."""
-    spec = spec or SPEC_KINDS[kind]
+    spec = spec or _OWN_KINDS[kind]
     schema = _raw(spec)
-    if kind == "experiment":
+    if kind in ("experiment", "inference"):
         _references(schema)
     if kind == "sweep":  # base: a path to an experiment file, or an inline experiment
         experiment = _raw(SPEC_KINDS["experiment"])

@@ -42,6 +42,7 @@ load_model = _python_errors(loader.load_model)
 def validate_file(path: str | Path) -> tuple[str, Any]:
     """``config.loader.validate_file`` with every kind known, the sweep kind included (registered by
     ``experiments.sweep``, which the config layer may not import); returns (kind, spec)."""
+    from ..config import inference  # noqa: F401 - registers the inference kind
     from . import sweep  # noqa: F401 - registers the sweep kind
 
     return _python_errors(loader.validate_file)(path)

@@ -212,3 +212,16 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
         atomic_write_bytes(path, buf.getvalue())
     except OSError as e:
         raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})", source=str(path)) from None
+
+
+def plot_serving(rows: list[dict[str, Any]], keys: list[str], out: Path) -> list[Path]:
+    """A serving sweep's figures: tokens/s per request and in all, and the time to first token, against
+    each varied key (``output.serving_figures``); every row drawn, infeasible ones as crosses."""
+    from .serving_figures import serving_figure
+
+    written: list[Path] = []
+    for key in keys:
+        stem = f"serving_vs_{key.split('.')[-1]}"
+        written += _save(serving_figure(rows, key, keys), out, stem, ("png", "svg"))
+    return written
+
