@@ -1,4 +1,4 @@
-"""Serving (docs/model.md §10): one decode layer's kernels derived by hand on a one-PE grid, the
+"""Serving (docs/model.md §11): one decode layer's kernels derived by hand on a one-PE grid, the
 pipeline's timeline by hand, the two executors against each other, and the mapping's SRAM verdicts."""
 
 from __future__ import annotations

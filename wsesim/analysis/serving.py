@@ -1,4 +1,4 @@
-"""A serving run's result, measured from its trace (docs/model.md §10.5): time to first token, time per
+"""A serving run's result, measured from its trace (docs/model.md §11.5): time to first token, time per
 output token, tokens per second per request and in all, where a decode step's time goes (arithmetic,
 wavelets, waiting), per op kind and per stage, and each stage's SRAM per PE."""
 

@@ -1,4 +1,4 @@
-"""Specs of serving a model on wafers (``kind: inference``; docs/model.md §10): the requests (prompt
+"""Specs of serving a model on wafers (``kind: inference``; docs/model.md §11): the requests (prompt
 length, output length, how many at once) and the mapping (the grid of PEs each pipeline stage runs on,
 how many layers it holds, how many wafers), and the loader of such experiments."""
 

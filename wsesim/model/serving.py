@@ -1,4 +1,4 @@
-"""The SRAM model of serving (docs/model.md §10.3): what a pipeline stage's grid holds per PE — its
+"""The SRAM model of serving (docs/model.md §11.3): what a pipeline stage's grid holds per PE — its
 layers' weights, the KV cache of every request it serves, and the activations in flight — and the
 longest output that still fits, under the two KV-cache layouts.
 

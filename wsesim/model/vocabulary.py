@@ -71,7 +71,7 @@ class OpKind(Name):
     GRADIENT = "gradient"  # hand a weight gradient to the outbound link
     GRADIENT_DRAIN = "gradient_drain"  # wait for the last gradient to leave
     REDUCE_DRAIN = "reduce_drain"  # wait for its sum to come through a cluster's reduce tree
-    # kernels on a grid of PEs (serving, docs/model.md §10): each a simulated kernel of wsesim.kernels
+    # kernels on a grid of PEs (serving, docs/model.md §11): each a simulated kernel of wsesim.kernels
     GEMV = "gemv"
     GEMM = "gemm"
     ALLREDUCE = "allreduce"

@@ -1,4 +1,4 @@
-"""Serving as a program (docs/model.md §10.2): each pipeline stage's kernels for the prompt's prefill
+"""Serving as a program (docs/model.md §11.2): each pipeline stage's kernels for the prompt's prefill
 and for one decode step, each kernel simulated on the stage's grid by ``wsesim.kernels``.
 
 Per layer, decode runs: RMSNorm (squares, then an allreduce of the sum along each row of PEs), the q/k/v
@@ -129,7 +129,7 @@ def _op(kind: OpKind, name: str, layer: int | None, stage: int, cost: tuple[floa
 
 
 class _Layers:
-    """The op lists of one layer on one grid (docs/model.md §10.2)."""
+    """The op lists of one layer on one grid (docs/model.md §11.2)."""
 
     def __init__(self, spec: InferenceExperimentSpec, grid: _Grid, stage: int) -> None:
         self.m, self.g, self.stage = spec.model, grid, stage

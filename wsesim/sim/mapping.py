@@ -1,4 +1,4 @@
-"""Where a served model lives (docs/model.md §10.1): pipeline stages, each a rectangle of PEs holding
+"""Where a served model lives (docs/model.md §11.1): pipeline stages, each a rectangle of PEs holding
 consecutive layers, laid out on one or more wafers.
 
 A wafer of R × C PEs holds ⌊R/P⌋ · ⌊C/Q⌋ grids of P × Q PEs, filled row by row, then the next wafer.

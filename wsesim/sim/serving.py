@@ -1,4 +1,4 @@
-"""The two executors of a serving program (docs/model.md §10.4). Simulated time is in clock cycles.
+"""The two executors of a serving program (docs/model.md §11.4). Simulated time is in clock cycles.
 
 Every request arrives at cycle 0. Its first token is the prompt's prefill, through every stage in turn;
 each further token is one decode step through every stage, started when the previous token has come
