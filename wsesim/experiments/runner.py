@@ -20,6 +20,7 @@ from ..fabric.dispatch import DispatchModel, dispatch_traffic
 from ..fabric.fidelity import make_fabric
 from ..fabric.mesh import Mesh, Region
 from ..fabric.placement import Placement, place
+from ..kernels.step import kernel_region_expert_costs
 from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_costs
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import busiest_column_copies, expert_load, route_tokens
@@ -75,7 +76,7 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         dispatch=_dispatch_fn(spec, mesh, placement) if moe else _no_dispatch,
         moe_mapping=spec.simulation.moe_mapping,
         expert_costs=expert_costs(spec, tokens, placement) if moe else ExpertCosts({}, {}),
-        micro_batches=micro_batches, tree=tree_for(hw, spec.cluster),
+        micro_batches=micro_batches, tree=tree_for(hw, spec.cluster), compute=spec.simulation.compute,
     )
     return plan, mesh, placement
 
@@ -94,6 +95,8 @@ def expert_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement)
         return in_place_expert_costs(hw, shapes, lanes, hw.mesh.rows, hw.mesh.cols)
     region = np.array([(placement.regions[r].rows, placement.regions[r].cols) for r in placement.expert_region_index],
                       dtype=float)
+    if spec.simulation.compute == "kernel":
+        return kernel_region_expert_costs(hw, shapes, tokens, region[:, 0], region[:, 1])
     return region_expert_costs(hw, shapes, tokens, region[:, 0], region[:, 1])
 
 

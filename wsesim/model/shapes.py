@@ -227,3 +227,52 @@ def wafer_op(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: 
     if name == OpKind.LM_HEAD:
         return 3 * tokens * shapes.lm_head_flops(), 3 * ((shapes.lm_head_params or shapes.embedding_params) * b)
     raise ValueError(f"no whole-wafer op {name!r}")
+
+
+Matmul = tuple[int, int, int]  # M x K x N: C[M x N] = A[M x K] · B[K x N]
+
+
+def _backward(forward: list[Matmul]) -> list[Matmul]:
+    """Backward of each forward matmul M × K × N: the input gradient (M × N × K) and the weight gradient
+    (K × M × N), the same FLOPs each."""
+    return [g for m, k, n in forward for g in ((m, n, k), (k, m, n))]
+
+
+def wafer_op_matmuls(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: str,
+                     backward: bool) -> tuple[Matmul, ...]:
+    """The GEMMs of a whole-wafer op on ``tokens`` tokens (``wafer_op``'s FLOPs, as shapes): attention's
+    projections (q, k and v as one, o) and its core (all heads of a tile's sequences as one wide scores
+    GEMM and one context GEMM, the masked half skipped by ``flash``), the router with the shared expert,
+    a dense FFN, the LM head (forward and both backward GEMMs). Used by ``simulation.compute: kernel``."""
+    m = shapes.model
+    H = m.hidden_size
+    out: list[Matmul] = []
+    if name == OpKind.ATTENTION:
+        q, k, v, o = shapes.qkvo_widths
+        if m.kv_lora_rank:  # latent attention: the projections as one GEMM of their parameters
+            out.append((tokens, H, max(1, shapes.attention_proj_params // H)))
+        else:
+            out += [(tokens, H, q + k + v), (tokens, o, H)]
+        keys = seq_len if kernel != "flash" else max(1, seq_len // 2)
+        out += [(tokens, m.heads * shapes.qk_head_dim, keys), (tokens, keys, m.heads * shapes.v_head_dim)]
+    elif name == OpKind.ROUTER:
+        out.append((tokens, H, m.experts))
+        if m.shared_expert_intermediate:
+            out += [(tokens, H, 2 * m.shared_expert_intermediate), (tokens, m.shared_expert_intermediate, H)]
+    elif name == OpKind.FFN:
+        up = FFN_MATRICES[m.ffn_activation] - 1
+        out += [(tokens, H, up * m.ffn_intermediate), (tokens, m.ffn_intermediate, H)]
+    elif name == OpKind.LM_HEAD:
+        return tuple([(tokens, H, m.vocab_size), *_backward([(tokens, H, m.vocab_size)])])
+    else:
+        raise ValueError(f"no whole-wafer op {name!r}")
+    return tuple(_backward(out) if backward else out)
+
+
+def expert_op_matmuls(shapes: LayerShapes, op: str, tokens: int, backward: bool) -> tuple[Matmul, ...]:
+    """The GEMMs of one expert's ``op`` on ``tokens`` routed slots: gate and up as one (H → 2I), down
+    (I → H); backward, each one's input and weight gradients."""
+    m = shapes.model
+    I, H = m.expert_intermediate, m.hidden_size  # noqa: E741 (the config's name)
+    forward = [(tokens, H, 2 * I)] if op == Tensor.GATE_UP else [(tokens, I, H)]
+    return tuple(_backward(forward) if backward else forward)

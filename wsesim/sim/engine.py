@@ -23,14 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ..model.costs import op_cost
 from ..model.vocabulary import OpKind, Phase, Track
 from .chunks import plan_chunks
 from .cluster import io_rate
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
 from .links import GradientLink, WeightStream
-from .plan import Span, StepPlan, Trace
+from .plan import Span, StepPlan, Trace, wafer_cost
 from .program import WAFER_OPS, Op, Program
 from .training import training_program
 
@@ -89,7 +88,7 @@ class _Engine:
     # ---------------------------------------------------------------------------------- compute ops
     def _wafer(self, op: Op) -> Generator[Any, Any, None]:
         """A whole-wafer op, or its ``tiles`` runs back to back (one span each)."""
-        cost = op_cost(self.plan.hw, *self.plan.attention_shape, op.flops, op.weight_bytes)
+        cost = wafer_cost(self.plan, op)
         start, cycles, spans = self.env.now, cost.cycles, self.trace.spans
         for i in range(op.runs):
             args = {**op.args, **({"tile": i} if op.tiles else {}), "flops": op.flops,

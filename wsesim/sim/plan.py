@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
-from ..model.costs import ExpertCosts
+from ..kernels.step import kernel_op_cost
+from ..model.costs import ExpertCosts, OpCost, op_cost
 from ..model.vocabulary import OpKind, Phase, Track
 from .cluster import Tree
 
@@ -55,11 +56,22 @@ class StepPlan:
     moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
     micro_batches: int = 1  # gradient accumulation: the step runs this many micro-batches of G·B
     tree: Tree | None = None  # the cluster's broadcast-reduce tree (None: one system)
+    compute: str = "constant"  # "kernel": whole-wafer ops cost their GEMMs' simulated cycles (wafer_cost)
 
     @property
     def global_batch(self) -> int:
         """Sequences of one micro-batch on one system (G·B): what the MoE and FFN layers run on at once."""
         return self.batch_per_tile * self.tiles
+
+
+def wafer_cost(plan: StepPlan, op: Op) -> OpCost:
+    """What a whole-wafer op costs under ``plan.compute``: its FLOPs over the global GEMM efficiency
+    (``constant``), or its GEMMs simulated on the wafer (``kernel``); copies have no GEMM and keep the
+    constant model either way. Both engines call this, so they cannot disagree on it."""
+    rows, cols = plan.attention_shape
+    if plan.compute == "kernel" and op.matmuls:
+        return kernel_op_cost(plan.hw, rows, cols, op.matmuls, op.flops, op.weight_bytes, plan.model.bytes_per_value)
+    return op_cost(plan.hw, rows, cols, op.flops, op.weight_bytes)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ class Op:
     args: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     # a kernel on a grid (serving): its name in the layer, its stage, and its simulated cycles with the
     # part of them that is wavelets on the fabric (the rest is arithmetic, or waiting inside the kernel)
+    matmuls: tuple[tuple[int, int, int], ...] = ()  # a whole-wafer op's GEMMs (M, K, N), for compute: kernel
     name: str = ""
     stage: int | None = None
     cycles: float = 0.0

@@ -64,13 +64,12 @@ import numpy as np
 import simpy
 
 from ..config.specs import DTYPE_BYTES
-from ..model.costs import op_cost
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .chunks import plan_chunks
 from .cluster import io_rate, relay
 from .counting import CountingEnvironment
-from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
+from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace, wafer_cost
 from .program import WAFER_OPS, Op, Program
 from .training import training_program
 
@@ -206,7 +205,7 @@ class _Reference:
     # ------------------------------------------------------------------------------------ compute ops
     def _on_wafer(self, op: Op, args: dict[str, Any]) -> Generator[Any, Any, None]:
         """One run of a whole-wafer op, once the wafer is free."""
-        cost = op_cost(self.plan.hw, *self.plan.attention_shape, op.flops, op.weight_bytes)
+        cost = wafer_cost(self.plan, op)
         with self.wafer.request() as request:
             yield request
             start = self.env.now

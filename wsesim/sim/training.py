@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.specs import DTYPE_BYTES
-from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op
+from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op, wafer_op_matmuls
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Tensor, Where
 from .chunks import plan_chunks
 from .plan import StepPlan
@@ -40,8 +40,9 @@ class _Builder:
     def wafer(self, kind: OpKind, tokens: int, backward: bool, args: dict[str, Any], tiles: int = 0) -> None:
         t = self.plan.training
         flops, weight_bytes = wafer_op(self.s, kind, tokens, t.seq_len, t.attention_kernel, backward)
+        matmuls = wafer_op_matmuls(self.s, kind, tokens, t.seq_len, t.attention_kernel, backward)
         self.ops.append(Op(kind, args["pass"], args.get("layer"), tiles=tiles, flops=flops,
-                           weight_bytes=weight_bytes, backward=backward, args=args))
+                           weight_bytes=weight_bytes, backward=backward, args=args, matmuls=matmuls))
 
     def gradient(self, gradient: Gradient, params: float, args: dict[str, Any]) -> None:
         self.ops.append(Op(OpKind.GRADIENT, args.get("pass"), args.get("layer"), Where.LINK_OUT,

@@ -1,0 +1,73 @@
+"""``simulation.compute: kernel`` (docs/model.md §10.5): every whole-wafer and expert op costs its GEMMs
+simulated on the PEs that run it; the GEMMs carry exactly the FLOPs the constant model counts, and both
+engines agree under it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wsesim.config.loader import load_experiment_data, load_hardware, load_model
+from wsesim.experiments.runner import simulate_experiment
+from wsesim.kernels.step import gemm_cycles, kernel_op_cost
+from wsesim.model.shapes import LayerShapes, expert_op_matmuls, wafer_op, wafer_op_matmuls
+
+TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+        "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},
+        "simulation": {"granularity": "pe", "compute": "kernel"}}
+
+
+@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "deepseek-v3", "llama-7b", "gpt-j-6b", "tiny-moe"])
+@pytest.mark.parametrize("kernel", ["standard", "flash"])
+def test_the_gemms_carry_the_ops_flops(model: str, kernel: str) -> None:
+    """Σ 2·M·K·N over an op's GEMMs is the FLOPs ``wafer_op`` counts (attention: to the QK-norm weights,
+    which are not a GEMM; latent attention's projections as one GEMM of their parameters)."""
+    s = LayerShapes(load_model(model))
+    for name in ("attention", "router", "ffn", "lm_head"):
+        if (name == "router" and not s.model.experts) or (name == "ffn" and not s.model.ffn_intermediate):
+            continue
+        for backward in (False, True):
+            flops, _ = wafer_op(s, name, 2 * 1024, 1024, kernel, backward)
+            gemms = sum(2.0 * m * k * n for m, k, n in wafer_op_matmuls(s, name, 2 * 1024, 1024, kernel, backward))
+            assert gemms == pytest.approx(flops, rel=2e-3 if name == "attention" else 1e-12)
+    if s.model.experts:
+        for op in ("gate_up", "down"):
+            for backward in (False, True):
+                gemms = sum(2.0 * m * k * n for m, k, n in expert_op_matmuls(s, op, 100, backward))
+                assert gemms == pytest.approx(s.expert_op_flops(op, 100, backward))
+
+
+def test_a_whole_wafer_op_costs_its_launch_and_its_gemms_or_its_feed() -> None:
+    hw = load_hardware("tiny8")
+    gemms = ((64, 32, 16), (64, 16, 32))
+    cost = kernel_op_cost(hw, 8, 8, gemms, 1.0, 128.0, 2)
+    expected = sum(gemm_cycles(hw, "fp16", 8, 8, m, k, n) for m, k, n in gemms)
+    assert cost.compute == expected > 0 and cost.feed == 128.0 / (8 * 4)
+    assert cost.cycles == hw.runtime.task_overhead_cycles + max(expected, cost.feed)
+    heavy = kernel_op_cost(hw, 8, 8, gemms, 1.0, 1e9, 2)  # weights that take longer to cross than the GEMMs
+    assert heavy.bound == "feed" and heavy.cycles == hw.runtime.task_overhead_cycles + 1e9 / 32
+
+
+def test_a_gemm_costs_by_its_blocks() -> None:
+    """M and N enter only as each PE's block: 57 rows on 8 PE rows is 8 per PE, like 64."""
+    hw = load_hardware("tiny8")
+    assert gemm_cycles(hw, "fp16", 8, 8, 57, 40, 60) == gemm_cycles(hw, "fp16", 8, 8, 64, 40, 64)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0,
+                                            "model.ffn_intermediate": 96}, {"training.routing": "zipf:1.5"}])
+def test_both_engines_agree_under_the_kernel_model(overrides: dict) -> None:
+    fast = simulate_experiment(load_experiment_data(TINY, overrides=overrides).spec)
+    ref = simulate_experiment(load_experiment_data(TINY, overrides={**overrides,
+                                                                   "simulation.engine": "reference"}).spec)
+    assert fast.result.feasible
+    assert fast.result.step_cycles == pytest.approx(ref.result.step_cycles, rel=1e-12)
+    assert np.allclose([fast.result.phases[p] for p in fast.result.phases],
+                       [ref.result.phases[p] for p in fast.result.phases], rtol=1e-9, atol=1e-6)
+
+
+def test_the_kernel_model_moves_the_step_and_constant_stays() -> None:
+    constant = simulate_experiment(load_experiment_data({**TINY, "simulation": {"granularity": "pe"}}).spec)
+    kernel = simulate_experiment(load_experiment_data(TINY).spec)
+    assert kernel.result.step_cycles != constant.result.step_cycles
+    assert kernel.plan.compute == "kernel" and constant.plan.compute == "constant"
