@@ -1,5 +1,5 @@
 """Collectives on tiny8 (ramp T_R = 2, router hop 1, T_OP = 1; fp32: one value per 32-bit wavelet), each
-expected value derived by hand from the rules of docs/model.md §9: a PE's wavelet j of its own data is on
+expected value derived by hand from the rules of docs/model.md §10: a PE's wavelet j of its own data is on
 its ramp at j + 1; it reaches a PE d hops away 2·T_R + d = 4 + d cycles later; the receiver consumes
 arrivals one per cycle in arrival order, each done 1 cycle after it arrives (or after the previous one);
 a PE sends its wavelet j once it has added wavelet j of every child. One dependent step over d hops is

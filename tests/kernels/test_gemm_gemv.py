@@ -1,5 +1,5 @@
 """GEMM and GEMV on tiny8 (fp16: 4 lanes, 2 values a wavelet, T_R = 2, hop 1), each expected value derived
-by hand from docs/model.md §9: compute(F FMACs) = ⌈F / 4⌉ (the SRAM ports allow exactly 4 fp16 FMACs a
+by hand from docs/model.md §10: compute(F FMACs) = ⌈F / 4⌉ (the SRAM ports allow exactly 4 fp16 FMACs a
 cycle), step(d) = 5 + d, double-buffered steps take max(compute, next communication)."""
 
 from __future__ import annotations

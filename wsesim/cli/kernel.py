@@ -1,4 +1,4 @@
-"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §9).
+"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §10).
 
 Several values per flag, separated by commas (``--grid 420x420,720x720 --algorithm chain,tree``), make a
 sweep: one row per combination, as a table (or ``{"runs": [...]}`` with ``--json``). Bad input is a

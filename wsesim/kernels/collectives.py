@@ -1,4 +1,4 @@
-"""Reduce, allreduce, broadcast and all-to-all on a rows × cols grid of PEs (docs/model.md §9.2).
+"""Reduce, allreduce, broadcast and all-to-all on a rows × cols grid of PEs (docs/model.md §10.2).
 
 Every PE holds B wavelets (``wavelets``). 1D when one side is 1; on a 2D grid every row reduces to its
 first column (all rows alike, so one row is simulated) and that column reduces to PE (0, 0), its PEs

@@ -1,4 +1,4 @@
-"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA, Cannon and MeshGEMM (docs/model.md §9.3).
+"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA, Cannon and MeshGEMM (docs/model.md §10.3).
 
 Every PE owns an m × n block of C (m = ⌈M/P⌉, n = ⌈N/Q⌉; the PEs with the largest blocks set the time).
 A schedule is a list of steps, the same at every PE but for how far its data comes (every PE of a step

@@ -1,4 +1,4 @@
-"""Reduce trees over a line of PEs, and the per-wavelet dataflow that times them (docs/model.md §9.2).
+"""Reduce trees over a line of PEs, and the per-wavelet dataflow that times them (docs/model.md §10.2).
 
 A line is P PEs, 0 … P − 1, with the root at 0 (the west end of a row, or the north end of a column).
 A topology gives every PE its parent and the hops to it; a PE sends its partial sum of wavelet j to its
