@@ -77,11 +77,12 @@ def test_two_phase_reduce_by_hand() -> None:
 
 @pytest.mark.parametrize(("algorithm", "grid", "expected"), [
     ("chain", (1, 8), 55), ("chain", (2, 2), 20), ("chain", (4, 4), 48), ("star", (1, 8), 25),
-    ("tree", (1, 8), 35), ("two-phase", (1, 8), 35), ("tree", (4, 4), 38), ("star", (4, 4), 28)])
+    ("tree", (1, 8), 35), ("two-phase", (1, 8), 35), ("tree", (4, 4), 38), ("star", (4, 4), 28),
+    ("two-phase", (4, 4), 38), ("star", (2, 2), 20), ("tree", (2, 2), 20), ("two-phase", (2, 2), 20)])
 def test_allreduce_is_the_reduce_then_a_multicast(algorithm: str, grid: tuple[int, int], expected: int) -> None:
     """The root's last wavelet, multicast to the farthest PE (R − 1 + C − 1 hops): + step(d) = 5 + d.
     1×8: reduce + 12 (chain 43 → 55, star 13 → 25, tree and two-phase 23 → 35); 2×2: 13 + 7 = 20;
-    4×4: + 11 (chain 37 → 48, tree 27 → 38, star 17 → 28)."""
+    4×4: + 11 (chain 37 → 48, tree and two-phase 27 → 38, star 17 → 28)."""
     assert cycles("allreduce", grid, algorithm, 1) == expected
 
 
@@ -124,3 +125,25 @@ def test_the_sram_check_makes_a_result_not_a_crash() -> None:
     """Two copies of 5,000 wavelets (40,000 B) exceed tiny8's 36,864 B usable per PE."""
     r = run_kernel(HW, "reduce", 1, 8, dtype="fp32", algorithm="chain", wavelets=5000)
     assert not r.feasible and "36,864 B usable" in r.reason and r.cycles == 5000 + 42
+
+
+@pytest.mark.parametrize("p", [2, 3, 8, 16, 64, 100])
+@pytest.mark.parametrize("b", [1, 2, 7, 50])
+def test_the_closed_forms(p: int, b: int) -> None:
+    """docs/model.md §10.2 on WSE-2's T_R = 2, t_h = 1: chain reduce B + 6(P − 1); broadcast B + 5 + (P − 1);
+    star (B = 1) P + 5; tree (P a power of 2, B = 1) 1 + 5·log2 P + (P − 1); ring allreduce
+    ⌈B/P⌉ + 2(P − 1)·step(d) while the chunk is at most step(d) (d = 2, or 1 for P = 2)."""
+    wse2 = load_hardware("wse2")
+
+    def sim(kind: str, algorithm: str, wavelets: int = b) -> float:
+        return run_kernel(wse2, kind, 1, p, dtype="fp32", algorithm=algorithm, wavelets=wavelets).cycles
+
+    assert sim("reduce", "chain") == b + 6 * (p - 1)
+    assert sim("broadcast", "multicast") == b + 5 + (p - 1)
+    assert sim("reduce", "star", 1) == p + 5
+    if p & (p - 1) == 0:
+        assert sim("reduce", "tree", 1) == 1 + 5 * (p.bit_length() - 1) + (p - 1)
+    step = 5 + (2 if p > 2 else 1)
+    chunk = -(-b // p)
+    if chunk <= step:
+        assert sim("allreduce", "ring") == chunk + 2 * (p - 1) * step
