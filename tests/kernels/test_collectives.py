@@ -147,3 +147,26 @@ def test_the_closed_forms(p: int, b: int) -> None:
     chunk = -(-b // p)
     if chunk <= step:
         assert sim("allreduce", "ring") == chunk + 2 * (p - 1) * step
+
+
+@pytest.mark.parametrize("algorithm", ["chain", "star", "tree", "two-phase"])
+@pytest.mark.parametrize("grid", [(2, 2), (4, 4), (5, 7), (16, 16)])
+@pytest.mark.parametrize("b", [1, 3, 64])
+def test_the_class_shortcut_equals_the_pe_by_pe_tree(algorithm: str, grid: tuple[int, int], b: int) -> None:
+    """Above 4,096 PEs a 2D reduce simulates one row and then the first column (every first-column PE
+    taking the row children's streams with its column children's); below, every PE. Both give the
+    same per-wavelet times at the root."""
+    from wsesim.kernels.collectives import reduce_2d
+    from wsesim.kernels.machine import Machine
+
+    m = Machine.of(HW, "fp32")
+    exact, classes = reduce_2d(m, *grid, b, algorithm, exact=True), reduce_2d(m, *grid, b, algorithm, exact=False)
+    assert exact[0] == classes[0] and (exact[1] == classes[1]).all()
+
+
+def test_a_first_column_pe_takes_both_streams_through_one_ramp() -> None:
+    """2×2 chain, B = 4: PE (1, 0) gets (1, 1)'s wavelets at 6 … 9 (done 7 … 10); the root gets (0, 1)'s
+    at 6 … 9 and (1, 0)'s at 12 … 15: 16. With B = 8 the two streams meet at the root: (0, 1)'s at 6 … 13
+    (done 7 … 14), (1, 0)'s at 12 … 19 queue behind them: 8 + 8 wavelets from cycle 6 → done 22."""
+    assert cycles("reduce", (2, 2), "chain", 4) == 16
+    assert cycles("reduce", (2, 2), "chain", 8) == 22
