@@ -170,3 +170,15 @@ def test_a_first_column_pe_takes_both_streams_through_one_ramp() -> None:
     (done 7 … 14), (1, 0)'s at 12 … 19 queue behind them: 8 + 8 wavelets from cycle 6 → done 22."""
     assert cycles("reduce", (2, 2), "chain", 4) == 16
     assert cycles("reduce", (2, 2), "chain", 8) == 22
+
+
+def test_colours_are_counted_and_checked() -> None:
+    """A binary tree needs a colour per level: ⌈log2 994⌉ + ⌈log2 750⌉ = 10 + 10, and 1 for the multicast
+    back = 21 of WSE-2's 24; with 16 the schedule cannot be routed (a result, not a crash)."""
+    wse2 = load_hardware("wse2")
+    r = run_kernel(wse2, "allreduce", 750, 994, dtype="fp32", algorithm="tree", wavelets=1)
+    assert (r.colours, r.feasible) == (21, True)
+    few = wse2.model_copy(update={"fabric": wse2.fabric.model_copy(update={"colours": 16})})
+    r = run_kernel(few, "allreduce", 750, 994, dtype="fp32", algorithm="tree", wavelets=1)
+    assert not r.feasible and "needs 21 routable colours" in r.reason
+    assert run_kernel(HW, "reduce", 1, 8, dtype="fp32", algorithm="chain").colours == 2
