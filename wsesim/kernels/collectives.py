@@ -166,8 +166,8 @@ def _ring_streams(rows: int, cols: int, b: int) -> tuple[np.ndarray, ...]:
 def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float, int]:
     """(cycles, busiest ramp or link in wavelets, hops) of an all-to-all over a line of n PEs, each
     sending ⌈B / n⌉ wavelets to each other: the eastward link after PE x carries (x + 1)(n − 1 − x)
-    shares, each ramp n − 1. Busiest + step(n − 1) − 1 + 1: the busiest resource streams its load
-    after the first wavelet could reach it, the last share travelling the longest path."""
+    shares, each ramp n − 1. cycles = busiest + step(n − 1): the busiest resource streams its load one
+    wavelet a cycle, and the last share still has the longest path to go."""
     if n < 2:
         return 0.0, 0.0, 0
     share = -(-wavelets // n)
