@@ -182,3 +182,24 @@ def test_colours_are_counted_and_checked() -> None:
     r = run_kernel(few, "allreduce", 750, 994, dtype="fp32", algorithm="tree", wavelets=1)
     assert not r.feasible and "needs 21 routable colours" in r.reason
     assert run_kernel(HW, "reduce", 1, 8, dtype="fp32", algorithm="chain").colours == 2
+
+
+@pytest.mark.parametrize("p", [3, 4, 8])
+@pytest.mark.parametrize("b", [1, 2, 4, 16])
+def test_star_reduce_agrees_with_the_packet_fidelity(p: int, b: int) -> None:
+    """The star is where links are shared: every stream crosses the links next to the root. The packet
+    fidelity (wsesim.fabric.packet: every wavelet stream through FIFO links) on the same line, with its
+    injection latency set to T_R and its hop to t_h, delivers the last wavelet exactly 1 + T_R + T_OP = 4
+    cycles before the kernel model's root has added it (the kernel's first wavelet leaves at cycle 1, then
+    the ramp up and the add, which the packet model does not count): so the kernel model's per-ramp queue
+    loses nothing to the links."""
+    import numpy as np
+
+    from wsesim.fabric.mesh import Mesh
+    from wsesim.fabric.packet import PacketFabric
+    from wsesim.fabric.traffic import Traffic
+
+    fabric = HW.fabric.model_copy(update={"injection_latency_cycles": 2.0, "hop_latency_cycles": 1.0})
+    mesh = Mesh.from_hardware(HW.model_copy(update={"fabric": fabric}), "pe", (1, p))
+    traffic = Traffic(src=np.arange(1, p), dst=np.zeros(p - 1, dtype=np.int64), nbytes=np.full(p - 1, 4.0 * b))
+    assert cycles("reduce", (1, p), "star", b) == PacketFabric(mesh).simulate(traffic).cycles + 4
