@@ -187,7 +187,7 @@ def test_an_override_error_names_the_key_as_written(overrides: dict[str, object]
     ("modle.experts", '--set: modle: unknown key; did you mean "model"?'),
     ("training.seqlen", '--set: training.seqlen: unknown key; did you mean "seq_len"?'),
     ("hardware.fabric.colors", '--set: hardware.fabric.colors: unknown key; did you mean "colours"?'),
-    ("simulation.zzz", "--set: simulation.zzz: unknown key (valid keys: engine, fabric, granularity, moe_mapping, "
+    ("simulation.zzz", "--set: simulation.zzz: unknown key (valid keys: compute, engine, fabric, granularity, moe_mapping, "
                        "placement)"),
 ])
 def test_a_misspelt_key_suggests_the_closest_valid_one(write_yaml: WriteYaml, key: str, line: str) -> None:

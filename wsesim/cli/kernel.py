@@ -1,4 +1,4 @@
-"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §9).
+"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §10).
 
 Several values per flag, separated by commas (``--grid 420x420,720x720 --algorithm chain,tree``), make a
 sweep: one row per combination, as a table (or ``{"runs": [...]}`` with ``--json``). Bad input is a
@@ -85,7 +85,8 @@ def _human(r: dict[str, Any]) -> str:
         f"waiting {cp['waiting']:,.0f} cycles",
         f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of {r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "
-        f"{ln['wavelet_hops']:,.0f} wavelet-hops ({ln['mean_wavelets']:,.1f} per link used)",
+        f"{ln['wavelet_hops']:,.0f} wavelet-hops ({ln['mean_wavelets']:,.1f} per link used); "
+        f"colours {r['colours']['used']} of {r['colours']['available']} per router",
     ]
     lines += [f"note: {n}" for n in r["notes"]]
     if not r["feasible"]:

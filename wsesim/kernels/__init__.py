@@ -1,4 +1,4 @@
-"""Kernels on the mesh (docs/model.md §9): GEMM, GEMV and collectives as schedules of steps over a grid of
+"""Kernels on the mesh (docs/model.md §10): GEMM, GEMV and collectives as schedules of steps over a grid of
 PEs — SIMD work per PE, wavelets over ramps and links, hop and ramp latency, SRAM per PE checked.
 
 The layer between ``fabric`` and ``sim``: it imports config and fabric only, never prints or writes.

@@ -1,8 +1,8 @@
-"""Reduce, allreduce, broadcast and all-to-all on a rows × cols grid of PEs (docs/model.md §9.2).
+"""Reduce, allreduce, broadcast and all-to-all on a rows × cols grid of PEs (docs/model.md §10.2).
 
 Every PE holds B wavelets (``wavelets``). 1D when one side is 1; on a 2D grid every row reduces to its
-first column (all rows alike, so one row is simulated) and that column reduces to PE (0, 0), its PEs
-starting from the row phase's result times. Allreduce = reduce, then a broadcast of the root's stream
+first column and that column to PE (0, 0), a first-column PE taking its row and column children's
+streams through one ramp (PE by PE up to ``EXACT_PES``, else one row and then the first column). Allreduce = reduce, then a broadcast of the root's stream
 (pipelined: the root's wavelet j leaves once done), except ``ring`` (reduce-scatter + all-gather on a
 folded ring; rows, then columns). Broadcast is one multicast route from PE (0, 0): the routers copy each
 wavelet along row 0 and down every column, so the farthest PE, (R − 1) + (C − 1) hops away, holds
@@ -19,7 +19,7 @@ from ..config.errors import ConfigError
 from ..config.specs import HardwareSpec
 from ..fabric.flow import link_loads
 from ..fabric.mesh import EAST, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
-from .lines import TOPOLOGIES, reduce_line, ring_allreduce, ring_order, topology
+from .lines import TOPOLOGIES, arrivals, grid_topology, reduce_line, ring_allreduce, ring_order, topology
 from .machine import T_OP, Machine
 from .result import KernelResult, LinkSummary
 
@@ -66,13 +66,24 @@ def _sram(m: Machine, wavelets: int, copies: int) -> tuple[float, str]:
                   f"{m.sram_bytes:,.0f} B usable ({m.name}: pe.sram less pe.reserved_sram)")
 
 
-def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: str) -> tuple[float, np.ndarray, tuple]:
-    """(cycles, root's ready times, (steps, hops) of the slowest path) of a reduce to PE (0, 0)."""
+EXACT_PES = 4096
+"""Up to this many PEs a 2D reduce is simulated PE by PE as one tree; above, by classes: one row, then
+the first column, each of its PEs taking the row children's streams (the same in every row) and its
+column children's through one ramp. tests/kernels checks that the two give the same cycles."""
+
+
+def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: str,
+              exact: bool | None = None) -> tuple[float, np.ndarray, tuple]:
+    """(cycles, root's ready times, (row tree, column tree, (steps, hops) of the slowest path)) of a
+    reduce to PE (0, 0); ``exact`` chooses PE by PE (default: up to ``EXACT_PES`` PEs)."""
     row_topo, col_topo = topology(algorithm, cols), topology(algorithm, rows)
+    if rows > 1 and cols > 1 and (rows * cols <= EXACT_PES if exact is None else exact):
+        ready, depth = reduce_line(m, grid_topology(row_topo, col_topo, rows, cols), wavelets)
+        return float(ready[0][-1]), ready[0], (row_topo, col_topo, depth)
     ready, depth = reduce_line(m, row_topo, wavelets)
     root = ready[0]
     if rows > 1:
-        ready, col_depth = reduce_line(m, col_topo, wavelets, own=root)
+        ready, col_depth = reduce_line(m, col_topo, wavelets, own=root, extra=arrivals(m, row_topo, ready))
         root = ready[0]
         depth = depth + col_depth
     return float(root[-1]), root, (row_topo, col_topo, depth)
@@ -155,8 +166,8 @@ def _ring_streams(rows: int, cols: int, b: int) -> tuple[np.ndarray, ...]:
 def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float, int]:
     """(cycles, busiest ramp or link in wavelets, hops) of an all-to-all over a line of n PEs, each
     sending ⌈B / n⌉ wavelets to each other: the eastward link after PE x carries (x + 1)(n − 1 − x)
-    shares, each ramp n − 1. Busiest + step(n − 1) − 1 + 1: the busiest resource streams its load
-    after the first wavelet could reach it, the last share travelling the longest path."""
+    shares, each ramp n − 1. cycles = busiest + step(n − 1): the busiest resource streams its load one
+    wavelet a cycle, and the last share still has the longest path to go."""
     if n < 2:
         return 0.0, 0.0, 0
     share = -(-wavelets // n)

@@ -1,4 +1,4 @@
-"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA, Cannon and MeshGEMM (docs/model.md §9.3).
+"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA, Cannon and MeshGEMM (docs/model.md §10.3).
 
 Every PE owns an m × n block of C (m = ⌈M/P⌉, n = ⌈N/Q⌉; the PEs with the largest blocks set the time).
 A schedule is a list of steps, the same at every PE but for how far its data comes (every PE of a step
@@ -82,7 +82,8 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     oc, orow = np.minimum(s * kb // ka, cols - 1), np.minimum(s * kb // kb_own, rows - 1)
     d = np.maximum(np.maximum(oc, cols - 1 - oc), np.maximum(orow, rows - 1 - orow))
     width = np.minimum(kb, k - s * kb)
-    wav = np.array([m.wavelets(bm * w) + m.wavelets(w * bn) for w in (kb, int(width[-1]))])
+    # a panel crosses the receiver's ramp unless the grid is one PE wide that way (then it is local)
+    wav = np.array([m.wavelets(bm * w) * (cols > 1) + m.wavelets(w * bn) * (rows > 1) for w in (kb, int(width[-1]))])
     comm = np.where(width == kb, wav[0], wav[1]) + m.step(d)
     compute = np.array([m.compute(bm * kb * bn), m.compute(bm * int(width[-1]) * bn)])
     compute = np.where(width == kb, compute[0], compute[1]).astype(np.float64)

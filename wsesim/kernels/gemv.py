@@ -1,4 +1,4 @@
-"""GEMV y[1×N] = x[1×K] · W[K×N] on a P × Q grid of PEs (docs/model.md §9.4).
+"""GEMV y[1×N] = x[1×K] · W[K×N] on a P × Q grid of PEs (docs/model.md §10.4).
 
 PE (r, c) holds W's block of rows c·k … (c + 1)·k − 1 and columns r·n … (r + 1)·n − 1 (k = ⌈K/Q⌉,
 n = ⌈N/P⌉), and x's slice c, which the previous op's allreduce left on every PE of column c (the decode

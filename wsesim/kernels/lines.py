@@ -1,4 +1,4 @@
-"""Reduce trees over a line of PEs, and the per-wavelet dataflow that times them (docs/model.md §9.2).
+"""Reduce trees over a line of PEs, and the per-wavelet dataflow that times them (docs/model.md §10.2).
 
 A line is P PEs, 0 … P − 1, with the root at 0 (the west end of a row, or the north end of a column).
 A topology gives every PE its parent and the hops to it; a PE sends its partial sum of wavelet j to its
@@ -71,6 +71,16 @@ def topology(name: str, p: int) -> Topology:
     return TOPOLOGIES[name](p)
 
 
+def grid_topology(row: Topology, col: Topology, rows: int, cols: int) -> Topology:
+    """A 2D reduce as one tree over the rows × cols PEs (id r·cols + c): every row's tree to column 0,
+    then column 0's tree to PE (0, 0). Every parent has a smaller id than its children."""
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    parent = np.where(c > 0, r * cols + row[0][c], col[0][r] * cols)
+    hops = np.where(c > 0, row[1][c], col[1][r])
+    parent[0] = -1
+    return parent, hops
+
+
 def fifo(arrivals: np.ndarray, start: float = -np.inf) -> np.ndarray:
     """Done times of wavelets served one per T_OP in the order given (already sorted), the first not
     before ``start``: done_i = max(a_i, done_{i−1}) + T_OP."""
@@ -79,12 +89,13 @@ def fifo(arrivals: np.ndarray, start: float = -np.inf) -> np.ndarray:
     return base + idx + T_OP
 
 
-def reduce_line(m: Machine, topo: Topology, wavelets: int,
-                own: np.ndarray | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+def reduce_line(m: Machine, topo: Topology, wavelets: int, own: np.ndarray | None = None,
+                extra: list[np.ndarray] | None = None) -> tuple[list[np.ndarray], np.ndarray]:
     """Per-wavelet ready times (the cycle each PE's wavelet j of its partial sum is on its ramp), and
-    (steps, hops) of the slowest leaf-to-root path. ``own`` is when each PE's own wavelet j is ready
-    (j + 1 by default; a 2D reduce's column phase passes the row phase's result times, the same at
-    every PE because every row does the same)."""
+    (steps, hops) of the slowest leaf-to-root path. A 2D reduce's column phase passes ``extra``, the
+    arrival times of the row children's streams at a first-column PE (the same at every one, because
+    every row does the same): every PE of the column takes them through its ramp with its column
+    children's; ``own`` is then a leaf's ready times (its row's result)."""
     parent, hops = topo
     p = len(parent)
     if own is None:
@@ -96,13 +107,20 @@ def reduce_line(m: Machine, topo: Topology, wavelets: int,
     order = _postorder(parent, children)
     lag = 2 * m.ramp
     for i in order:
-        streams = [ready[c] + lag + int(hops[c]) * m.hop for c in sorted(children[i])]
+        streams = [*(extra or ()), *(ready[c] + lag + int(hops[c]) * m.hop for c in sorted(children[i]))]
         arr = np.concatenate(streams)
         key = np.argsort(arr, kind="stable")
         done = np.empty_like(arr)
         done[key] = fifo(arr[key])
         ready[i] = np.maximum(done.reshape(len(streams), wavelets).max(axis=0), own)
     return ready, _depths(parent, hops, children, m)
+
+
+def arrivals(m: Machine, topo: Topology, ready: list[np.ndarray], node: int = 0) -> list[np.ndarray]:
+    """When the streams of ``node``'s children reach it (the order ``reduce_line`` merges them in)."""
+    parent, hops = topo
+    kids = np.flatnonzero(parent == node)
+    return [ready[int(c)] + 2 * m.ramp + int(hops[c]) * m.hop for c in kids]
 
 
 def _postorder(parent: np.ndarray, children: list[list[int]]) -> list[int]:

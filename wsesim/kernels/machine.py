@@ -1,4 +1,4 @@
-"""The PE and fabric as a kernel sees them: the one home of the per-step cycle formulas (docs/model.md §9).
+"""The PE and fabric as a kernel sees them: the one home of the per-step cycle formulas (docs/model.md §10).
 
 A kernel's schedule is formed from four costs, each from the hardware YAML:
 

@@ -3,7 +3,9 @@ validation table's). An unknown kind or algorithm is a ``ConfigError`` that list
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from ..config.errors import ConfigError
@@ -35,6 +37,31 @@ def check_choice(kind: str, algorithm: str) -> None:
                           path="algorithm")
 
 
+def _line_colours(algorithm: str, n: int) -> int:
+    """Colours a reduce tree over a line of n PEs needs at one router: a chain alternates two (a PE's
+    input and output), a star merges every stream on one, the binary tree one per level, two-phase two
+    chains, the ring one per direction."""
+    if n < 2:
+        return 0
+    return {"chain": 2, "star": 1, "tree": math.ceil(math.log2(n)), "two-phase": 4, "ring": 2}[algorithm]
+
+
+def colours_needed(kind: str, algorithm: str, rows: int, cols: int) -> int:
+    """Routable colours per router: the rows' and the columns' trees each need their own; an allreduce
+    adds one for the multicast back; SUMMA's two multicasts, Cannon's and MeshGEMM's two shifts, each
+    double-buffered, four."""
+    if kind == "gemm":
+        return 4
+    if kind == "gemv":
+        return _line_colours("chain" if algorithm == "pipeline" else "two-phase", cols) + 1
+    if kind in ("broadcast",):
+        return 1
+    if kind == "alltoall":
+        return 2 * ((rows > 1) + (cols > 1))  # east and west, north and south
+    both = _line_colours(algorithm, rows) + _line_colours(algorithm, cols)
+    return both + (kind == "allreduce" and algorithm != "ring")
+
+
 def run_kernel(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str = "fp16",
                algorithm: str | None = None, shape: tuple[int, int, int] | None = None,
                wavelets: int = 1) -> KernelResult:
@@ -47,5 +74,11 @@ def run_kernel(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str 
         if shape is None:
             raise ConfigError(f"{kind} needs a shape M x K x N", path="shape")
         table = GEMM_ALGORITHMS if kind == "gemm" else GEMV_ALGORITHMS
-        return table[algorithm](m, rows, cols, shape)
-    return partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
+        r = table[algorithm](m, rows, cols, shape)
+    else:
+        r = partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
+    colours = colours_needed(kind, algorithm, rows, cols)
+    if colours > m.colours and r.feasible:
+        return replace(r, colours=colours, feasible=False, reason=f"needs {colours} routable colours per router, "
+                       f"more than the {m.colours} of {m.name} (fabric.colours)")
+    return replace(r, colours=colours)

@@ -49,6 +49,7 @@ class KernelResult:
     feasible: bool = True
     reason: str = ""
     notes: tuple[str, ...] = field(default=())
+    colours: int = 0  # routable colours the schedule needs at its busiest router
 
     @property
     def waiting(self) -> float:
@@ -78,7 +79,8 @@ class KernelResult:
             "flops_per_cycle_per_pe": self.flops / (self.cycles * self.rows * self.cols) if self.cycles else 0.0,
             "critical_path": {"compute": self.compute, "communication": self.communication, "waiting": self.waiting},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
-            "links": self.links.to_dict(), "feasible": self.feasible, "reason": self.reason,
+            "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
+            "feasible": self.feasible, "reason": self.reason,
             "notes": list(self.notes),
         }
 

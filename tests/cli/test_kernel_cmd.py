@@ -1,0 +1,64 @@
+"""``wsesim kernel`` (wsesim.cli.kernel): the issue's three commands through ``python -m wsesim``, the
+rest in-process through ``cli.main``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wsesim import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def wsesim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wsesim", "kernel", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+
+
+@pytest.mark.parametrize(("args", "cycles"), [
+    (["reduce", "--grid", "512x1", "--algorithm", "chain", "--wavelets", "1"], 3067),  # 1 + 6 · 511
+    (["gemv", "--grid", "420x420", "--shape", "1x16384x16384", "--dtype", "fp16"], None),
+    (["gemm", "--grid", "750x750", "--shape", "33000x33000x33000", "--dtype", "fp32"], None)])
+def test_the_done_when_commands_print_a_top_level_cycles_key(args: list[str], cycles: int | None) -> None:
+    r = wsesim(*args, "--json")
+    assert (r.returncode, r.stderr) == (0, "")
+    out = json.loads(r.stdout)
+    assert out["cycles"] > 0 and (cycles is None or out["cycles"] == cycles)
+    for key in ("seconds", "flops_per_s", "efficiency", "critical_path", "sram", "links", "feasible"):
+        assert key in out
+    cp = out["critical_path"]
+    assert cp["compute"] + cp["communication"] + cp["waiting"] == pytest.approx(out["cycles"])
+
+
+def test_human_view_and_sweep_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["kernel", "reduce", "--hardware", "tiny8", "--grid", "1x8", "--algorithm", "chain"]) == 0
+    out = capsys.readouterr().out
+    assert "43 cycles" in out and "critical path: compute 7, communication 36, waiting 0" in out
+    assert cli.main(["kernel", "allreduce", "--hardware", "tiny8", "--grid", "1x8,4x4",
+                     "--algorithm", "chain,ring"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 2 + 4 and "algorithm" in table[0]
+    assert cli.main(["kernel", "gemm", "--hardware", "tiny8", "--grid", "4x4", "--shape", "8x8x8",
+                     "--algorithm", "summa,meshgemm", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["cycles"] for r in runs] == [48, 47]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["gemm", "--shape", "3x3"], "wsesim: --shape: expected MxKxN"),
+    (["gemm"], "wsesim: --shape: gemm needs a shape"),
+    (["gemm", "--shape", "8x8x8", "--algorithm", "strassen"], "wsesim: --algorithm: expected one of summa, cannon"),
+    (["reduce", "--grid", "9x9"], "wsesim: --grid: expected a grid of PEs within the tiny8 mesh (8 x 8)"),
+    (["reduce", "--grid", "0x9"], "wsesim: --grid: expected ROWSxCOLS"),
+    (["reduce", "--dtype", "fp8"], "wsesim: --dtype: expected one of fp16, fp32"),
+    (["reduce", "--wavelets", "0"], "wsesim: --wavelets: expected a positive integer"),
+    (["reduce", "--algorithm", "ring"], "wsesim: --algorithm: expected one of chain, star, tree, two-phase")])
+def test_bad_input_is_one_line_naming_the_flag(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["kernel", *args, "--hardware", "tiny8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
