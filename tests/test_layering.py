@@ -16,6 +16,7 @@ import ast
 import functools
 import importlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
@@ -105,18 +106,29 @@ _LAZY_EXPORTS_OF: dict[str, Callable[[], dict[str, str]]] = {
 }
 """Packages whose ``__init__`` exports names lazily: importing such a name imports the module it comes from."""
 
-LAZY_EXPORTS: dict[str, Callable[[], Iterable[str]]] = {
+
+def _references(table: str) -> list[str]:
+    """The modules a plug-in table's ``"module:attribute"`` references name (``config.tables.load``)."""
+    module, _, name = table.rpartition(".")
+    values = getattr(importlib.import_module(module), name).values()
+    return [(v if isinstance(v, str) else v.cls).partition(":")[0] for v in values]
+
+
+TABLE_IMPORTS: dict[str, Callable[[], Iterable[str]]] = {
     **{module: lambda module=module: _LAZY_EXPORTS_OF[module]().values() for module in _LAZY_EXPORTS_OF},
     "cli.main": lambda: importlib.import_module("wsesim.cli.main")._EXTENSION_MODULES,
+    "fabric.fidelity": lambda: _references("wsesim.fabric.fidelity.FABRICS"),
+    "experiments.runner": lambda: _references("wsesim.experiments.runner.ENGINES"),
 }
-"""Modules that import by a computed name, and what they import, read from their tables: the lazy public
-API (a relative name in its own package) and the CLI's command registry (its own modules). Their tables
-count as their imports in the layer and cycle checks."""
+"""Modules that import through a table, and what they import, read from it: the lazy public API (a
+relative name in its own package), the CLI's command table (its own modules), and the plug-in tables
+whose entries name code as ``"module:attribute"`` (``config.tables.load`` imports it; the module holding
+the table counts as importing it). The layer and cycle checks count these imports."""
 
 
 def _computed_imports(module: str) -> set[str]:
-    """The wsesim modules ``module`` imports by a computed name (``LAZY_EXPORTS``)."""
-    return {m for name in LAZY_EXPORTS.get(module, tuple)() if (m := _module_of(name)) is not None}
+    """The wsesim modules ``module`` imports through a table (``TABLE_IMPORTS``)."""
+    return {m for name in TABLE_IMPORTS.get(module, tuple)() if (m := _module_of(name)) is not None}
 
 
 def _imports(module: str) -> set[str]:
@@ -166,6 +178,22 @@ def test_the_import_reader_resolves_modules_and_lazy_exports() -> None:
     assert "sim.experts" in _module_imports("sim.engine")
     assert "cli.run" in _module_imports("cli.main")  # its command table
     assert "wsesim.experiments" in _imports("__init__")  # the lazy API's table
+    assert {"fabric.packet", "fabric.packet_simpy"} <= _module_imports("fabric.fidelity")  # its FABRICS
+    assert "sim.reference" in _module_imports("experiments.runner")  # its ENGINES
+
+
+_REFERENCE = re.compile(r"^wsesim(\.\w+)+:\w+$")
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_every_table_of_references_is_read_by_the_checks(module: str) -> None:
+    """A ``"module:attribute"`` string is an import that ``config.tables.load`` makes: the module holding
+    it must be in ``TABLE_IMPORTS`` so that the layer and cycle checks count it, and each must load."""
+    references = [node.value for node in ast.walk(_tree(module))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and _REFERENCE.match(node.value)]
+    if references:
+        assert module in TABLE_IMPORTS, f"{module} names {references[0]!r}: read its table in TABLE_IMPORTS"
+        assert {_module_of(r.partition(":")[0]) for r in references} <= _computed_imports(module)
 
 
 _CIRCLES_BEING_REMOVED: set[frozenset[str]] = {frozenset({"sim.engine", "sim.experts"})}
@@ -259,7 +287,12 @@ def test_a_package_importing_its_own_submodules_is_no_cycle() -> None:
     assert not any("fabric.__init__" in c for c in _cycles())
 
 
-@pytest.mark.parametrize("module", [m for m in _modules() if m not in LAZY_EXPORTS])
+COMPUTED_IMPORTERS = {"__init__", "fabric.__init__", "cli.main", "config.tables"}
+"""The modules that call ``importlib.import_module`` with a computed name: the lazy public APIs, the CLI's
+command table, and ``config.tables.load``, each importing only what a table in ``TABLE_IMPORTS`` names."""
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if m not in COMPUTED_IMPORTERS])
 def test_no_import_by_a_computed_name(module: str) -> None:
     """``importlib.import_module`` of a name the static check cannot read could hide a later layer (the
     config layer once loaded the sweep module that way)."""
@@ -344,7 +377,8 @@ assert cli.main(["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "
                  "--set", "training.seq_len=16", "--json"]) == 0
 print()
 print(json.dumps({"engine_loads": engine_loads,
-                  "matplotlib": sorted(m for m in sys.modules if m.split(".")[0] == "matplotlib")}))
+                  "matplotlib": sorted(m for m in sys.modules if m.split(".")[0] == "matplotlib"),
+                  "wsesim": sorted(m for m in sys.modules if m.startswith("wsesim."))}))
 """
 
 
@@ -357,3 +391,6 @@ def test_running_the_engine_never_imports_matplotlib(tmp_path: Path) -> None:
     loaded_by_engine = {m.removeprefix("wsesim.") for m in seen["engine_loads"]}
     assert "sim.engine" in loaded_by_engine
     assert {m for m in loaded_by_engine if LAYERS.get(_folder(m) or m, 0) > LAYERS["sim"]} == set()
+    # flow runs on the fast engine: the tables load neither the packet fidelities nor the reference engine
+    assert {"wsesim.fabric.flow", "wsesim.sim.engine"} <= set(seen["wsesim"])
+    assert {"wsesim.fabric.packet", "wsesim.fabric.packet_simpy", "wsesim.sim.reference"} & set(seen["wsesim"]) == set()
