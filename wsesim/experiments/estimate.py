@@ -18,13 +18,11 @@ placement, no routing is built):
 * **expert chunks**: the engine schedules every expert's weights in every layer: about
   ``ENGINE_SECONDS[engine]`` per (layer × expert) and run (an engine not in it at the slowest one's).
 
-The constants were measured on this project's 2-core machine (WSE-2 with Qwen3-30B-A3B: at block:16,
-1,024 experts take 2.8 s to build the bases and 0.7 s to simulate, 4,096 experts 26 s and 5.2 GB in all
-(bases built one after the other); 128 experts at block:4, 10 s and 2.7 GB; the reference engine 1.5 s
-per step at 128 experts; one packet dispatch at block:16 with 128 experts, 236 M grants, 25 s and
-1.4 GB); the estimate is good to a factor of about two, which is enough to tell minutes from days. A dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is refused when its memory
-exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its time
-``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
+The constants are fitted to runs measured on this project's machine (the README's Performance section
+lists them); the estimate is good to a factor of about two, which is enough to tell minutes from days. A
+dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is
+refused when its memory exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its
+time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
 
 from __future__ import annotations
