@@ -165,6 +165,8 @@ def test_no_module_imports_a_later_layer(module: str) -> None:
     later = {name for name in _imports(module)
              if name.startswith("wsesim.") and LAYERS.get(name.removeprefix("wsesim."), 0) > layer}
     assert not later, f"{module} (layer {layer}) imports {sorted(later)}"
+    root = [n for n in _imported_names(module) if _module_of(n) == "__init__" and n != "wsesim.__version__"]
+    assert not root, f"{module} imports the package root ({root}): its lazy API hides what it loads"
 
 
 def test_the_import_reader_resolves_modules_and_lazy_exports() -> None:
