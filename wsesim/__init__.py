@@ -11,7 +11,7 @@ The public API, for use from Python (the ``wsesim`` command wraps the same funct
 An error in ``overrides`` names the key (``overrides: model.top_k: ...``), not the command line's ``--set``.
 
 The names below are imported on first use, so that ``import wsesim.sim.engine`` loads only the layers the
-engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does.
+engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does (through ``wsesim.output.mpl``).
 """
 
 from __future__ import annotations

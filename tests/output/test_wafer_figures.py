@@ -12,7 +12,7 @@ import pytest
 from wsesim.analysis.wafer import WaferMaps, expert_ranges, wafer_maps
 from wsesim.config.loader import load_experiment_data
 from wsesim.experiments.runner import simulate_experiment
-from wsesim.output.plotting import plt
+from wsesim.output.mpl import plt
 from wsesim.output.wafer_figures import wafer_figures
 
 TINY: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ..config.errors import ConfigError, shown
+from ..fabric.fidelity import FABRICS
 from .common import EXIT_OK, format_table, parse_overrides, print_json
 
 PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
@@ -155,9 +156,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="override a hardware key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; repeatable)")
     p.add_argument("--mesh", metavar="RxC", help="a sub-mesh of R x C PEs with the same links (default: the wafer)")
     p.add_argument("--granularity", default="pe", metavar="pe|block:K", help="one node per PE or per K x K PEs")
-    p.add_argument("--mode", choices=("flow", "packet", "packet-simpy"), default="flow",
-                   help="fidelity (default flow): flow (link loads), packet (every message, every link), or "
-                        "packet-simpy (the same as packet, one SimPy process per message: the reference, slow)")
+    p.add_argument("--mode", choices=tuple(FABRICS), default="flow",
+                   help="fidelity (default flow): " + "; ".join(f"{k}: {f.description}" for k, f in FABRICS.items()))
     p.add_argument("--routing", choices=("xy", "yx"), default="xy", help="dimension order (default xy)")
     p.add_argument("--pattern", choices=PATTERNS, required=True,
                    help="all-to-all: every PE to every other; transpose: (r, c) to (c, r); hotspot: every PE to "

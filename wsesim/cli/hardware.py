@@ -1,7 +1,7 @@
 """``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets.
 
-``--set`` takes the key paths an experiment uses (``hardware.pe.sram='96 KiB'``); the older short form
-(``pe.sram='96 KiB'``) still works.
+``--set`` takes the key paths an experiment uses (``hardware.pe.sram='96 KiB'``), or the short form
+without the prefix (``pe.sram='96 KiB'``).
 """
 
 from __future__ import annotations

@@ -237,7 +237,7 @@ def default_experiment_path() -> Path:
 
 def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> HardwareSpec:
     """A hardware spec from a preset name or a file, with overrides keyed as in an experiment
-    (``hardware.pe.sram``) or, the older form, without the prefix (``pe.sram``)."""
+    (``hardware.pe.sram``) or, in the short form, without the prefix (``pe.sram``)."""
     return _load_part(HardwareSpec, "hardware", ref, overrides)
 
 

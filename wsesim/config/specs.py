@@ -349,13 +349,14 @@ class SimulationSpec(Spec):
     """How the simulation is run: fabric fidelity, mesh granularity, expert placement, and which event
     engine runs the step (``fast``, or the plain-SimPy ``reference`` that vouches for it)."""
 
+    # The names of the plug-in tables (config/tables.py); a test checks each Literal equals its table's keys.
     fabric: Literal["flow", "packet", "packet-simpy"] = "flow"  # wsesim.fabric.fidelity.FABRICS
     granularity: str = "block:16"
     placement: Literal["grid", "snake", "random"] = "grid"
-    engine: Literal["fast", "reference"] = "fast"
+    engine: Literal["fast", "reference"] = "fast"  # wsesim.experiments.runner.ENGINES
     # how an MoE layer's experts run (docs/model.md §3): on expert regions that tokens reach over the
     # fabric, or on the whole wafer with each token's k copies kept in place (the Cerebras stack's way)
-    moe_mapping: Literal["regions", "in_place"] = "regions"
+    moe_mapping: Literal["regions", "in_place"] = "regions"  # wsesim.experiments.mappings.MOE_MAPPINGS
     # what an op's arithmetic costs (docs/model.md §4, §10.5): its FLOPs over one global gemm_efficiency,
     # or the simulated cycles of its GEMMs on the PEs that run it (wsesim.kernels)
     compute: Literal["constant", "kernel"] = "constant"

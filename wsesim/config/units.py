@@ -44,14 +44,14 @@ _CYCLES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(cycles?|cyc)
 
 @lru_cache(maxsize=1)
 def _registry() -> Any:
-    import pint  # imported lazily: pint's registry costs ~0.3 s to build
+    import pint  # imported lazily: building pint's registry is slow, and only units outside ``_fast_units`` need it
 
     return pint.UnitRegistry()
 
 
 def _fast_units() -> dict[str, tuple[str, float]]:
     """The unit symbols presets use, with their dimension and factor to our base unit. Parsed without
-    pint (whose registry costs ~1 s to build); a test checks every entry against pint."""
+    pint (whose registry is slow to build); a test checks every entry against pint."""
     table: dict[str, tuple[str, float]] = {"B": ("size", 1.0), "bit": ("size", 1 / 8), "%": ("fraction", 0.01),
                                            "Hz": ("frequency", 1.0), "s": ("time", 1.0)}
     decimal = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}

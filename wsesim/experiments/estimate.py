@@ -12,19 +12,17 @@ placement, no routing is built):
   worker's further runs on the same wafer reuse them (``WorkEstimate.total_seconds``);
 * **packet messages**: with a packet fabric every dispatch and combine of every layer is simulated
   message by message: about ``N·(R + 1)`` messages, each split into ``K`` stripes that are granted each
-  link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT`` seconds
-  and bytes per grant for the vectorised ``packet`` fidelity, far more for the SimPy one
-  (``packet-simpy``, or ``packet`` where that is still the SimPy one);
+  link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT[fabric]``
+  seconds and bytes per grant, far more for the SimPy ``packet-simpy`` than for the vectorised
+  ``packet`` (a fidelity not in ``PACKET_GRANT`` is costed as flow is, by its bases);
 * **expert chunks**: the engine schedules every expert's weights in every layer: about
-  ``ENGINE_SECONDS[engine]`` per (layer × expert) and run.
+  ``ENGINE_SECONDS[engine]`` per (layer × expert) and run (an engine not in it at the slowest one's).
 
-The constants were measured on this project's 2-core machine (WSE-2 with Qwen3-30B-A3B: at block:16,
-1,024 experts take 2.8 s to build the bases and 0.7 s to simulate, 4,096 experts 26 s and 5.2 GB in all
-(bases built one after the other); 128 experts at block:4, 10 s and 2.7 GB; the reference engine 1.5 s
-per step at 128 experts; one packet dispatch at block:16 with 128 experts, 236 M grants, 25 s and
-1.4 GB); the estimate is good to a factor of about two, which is enough to tell minutes from days. A dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is refused when its memory
-exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its time
-``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
+The constants are fitted to runs measured on this project's machine (the README's Performance section
+lists them); the estimate is good to a factor of about two, which is enough to tell minutes from days. A
+dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is
+refused when its memory exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its
+time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from ..fabric.dispatch import PARALLEL_PAIR
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
 BASIS_BYTES = (850.0, 580.0)     # peak per (mesh node × expert region): both bases built at once; one by one
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
-PACKET_GRANT = {"vectorised": (0.11e-6, 6.0), "simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
+PACKET_GRANT = {"packet": (0.11e-6, 6.0), "packet-simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
 ENGINE_SECONDS = {"fast": 15e-6, "reference": 2.5e-4}  # per (layer × expert) and run
 MEMORY_FRACTION = 0.8
 DEFAULT_MAX_RUN_SECONDS = 1800.0
@@ -86,11 +84,11 @@ def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
     basis_bytes = BASIS_BYTES[nodes * regions > PARALLEL_PAIR] * nodes * regions
     nbytes = BASE_BYTES + basis_bytes
     messages, events, packet_s = 0, 0.0, 0.0
-    if sim.fabric.startswith("packet") and regions:
+    if sim.fabric in PACKET_GRANT and regions:
         messages = nodes * (regions + 1)  # one per (source, region) and one per region node
         stripes = k
         events = 2.0 * m.layers * messages * stripes * ((rows + cols) / 3 + 2)
-        per_s, per_bytes = PACKET_GRANT[_packet_kind(sim.fabric)]
+        per_s, per_bytes = PACKET_GRANT[sim.fabric]
         packet_s = per_s * events
         nbytes += per_bytes * events / (2 * m.layers)  # one dispatch at a time
         basis_s = 0.0  # a packet fabric builds no basis ...
@@ -98,14 +96,6 @@ def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
     seconds = basis_s + engine_s + packet_s
     driver = max((("mesh", basis_s), ("packet", packet_s), ("experts", engine_s)), key=lambda kv: kv[1])[0]
     return WorkEstimate(nodes, regions, m.layers, m.experts, messages, events, seconds, nbytes, driver, basis_s)
-
-
-def _packet_kind(fabric: str) -> str:
-    """``vectorised`` or ``simpy``: ``packet-simpy`` is SimPy; ``packet`` is the vectorised fidelity where
-    ``packet-simpy`` exists beside it, and was the SimPy one before."""
-    from ..fabric.fidelity import FABRICS
-
-    return "vectorised" if fabric == "packet" and "packet-simpy" in FABRICS else "simpy"
 
 
 def check_work(spec: ExperimentSpec, *, runs: int = 1) -> WorkEstimate:

@@ -1,6 +1,10 @@
 """Composition: a validated experiment -> memory check -> mesh, placement, routing -> simulated step
 -> result. The only place that turns specs into an engine plan.
 
+What varies is looked up in tables, never special-cased here: the fabric fidelity that times dispatch
+(``fabric.fidelity.FABRICS``), the MoE mapping that places experts and costs their ops
+(``experiments.mappings.MOE_MAPPINGS``) and the event engine that runs the step (``ENGINES``).
+
 Randomness comes from one ``numpy.random.Generator`` seeded by ``training.seed``, split into
 independent streams for placement and routing, so a run is a pure function of its inputs.
 """
@@ -16,47 +20,29 @@ import numpy as np
 
 from ..analysis.results import RunResult, infeasible, measure
 from ..config.specs import ExperimentSpec, HardwareSpec
-from ..fabric.dispatch import DispatchModel, dispatch_traffic
-from ..fabric.fidelity import make_fabric
+from ..config.tables import entry, load
+from ..fabric.fidelity import dispatch_timer
 from ..fabric.mesh import Mesh, Region
-from ..fabric.placement import Placement, place
-from ..kernels.step import kernel_region_expert_costs
-from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_costs
+from ..fabric.placement import Placement
+from ..model.costs import ExpertCosts
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
-from ..model.routing import busiest_column_copies, expert_load, route_tokens
-from ..model.shapes import LayerShapes
+from ..model.routing import expert_load, route_tokens
 from ..sim.cluster import tree_for
-from ..sim.engine import simulate
 from ..sim.plan import StepPlan, Trace
 from .estimate import check_work
+from .mappings import moe_mapping
 
-
-@lru_cache(maxsize=8)
-def _flow_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchModel]:
-    """Dispatch and combine models of a mesh and placement, built once per process (a tuner or a sweep
-    worker runs many steps on the same wafer and placement)."""
-    dispatch, combine = DispatchModel.pair(mesh, placement)
-    return {False: dispatch, True: combine}
+ENGINES: dict[str, str] = {
+    "fast": "wsesim.sim.engine:simulate",  # the default
+    "reference": "wsesim.sim.reference:simulate",  # plain SimPy, to vouch for the fast one: same plan and records
+}
+"""Event engines by name (the ``simulation.engine`` key): ``"module:function"`` taking a ``StepPlan`` to
+its ``Trace``, imported when a run first uses it."""
 
 
 @lru_cache(maxsize=8)
 def _mesh(hw: HardwareSpec, granularity: str) -> Mesh:
     return Mesh.from_hardware(hw, granularity)
-
-
-def _dispatch_fn(spec: ExperimentSpec, mesh: Mesh, placement: Placement) -> Callable[[np.ndarray, bool], tuple[float, float]]:
-    """The fabric as the engine sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes)."""
-    if spec.simulation.fabric == "flow":
-        models = _flow_models(mesh, placement)
-        return lambda nbytes, reverse: models[reverse].cycles(nbytes)
-    fabric = make_fabric(spec.simulation.fabric, mesh)  # packet, or packet-simpy (the reference)
-
-    def packet(nbytes: np.ndarray, reverse: bool) -> tuple[float, float]:
-        traffic = dispatch_traffic(mesh, placement, nbytes)
-        result = fabric.simulate(traffic.reversed() if reverse else traffic)
-        return result.cycles, result.max_link_load_bytes
-
-    return packet
 
 
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
@@ -73,7 +59,7 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         attention_shape=(hw.mesh.rows, hw.mesh.cols),
         expert_regions=tuple((r.rows, r.cols) for r in placement.regions) if moe else (),
         expert_region_of=tuple(placement.expert_region_index), tokens=tokens,
-        dispatch=_dispatch_fn(spec, mesh, placement) if moe else _no_dispatch,
+        dispatch=dispatch_timer(spec.simulation.fabric, mesh, placement) if moe else _no_dispatch,
         moe_mapping=spec.simulation.moe_mapping,
         expert_costs=expert_costs(spec, tokens, placement) if moe else ExpertCosts({}, {}),
         micro_batches=micro_batches, tree=tree_for(hw, spec.cluster), compute=spec.simulation.compute,
@@ -86,54 +72,30 @@ def _no_dispatch(nbytes: np.ndarray, reverse: bool) -> tuple[float, float]:
 
 
 def expert_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
-    """Every expert op's cycles under ``simulation.moe_mapping``: on its region (``regions``), or on the
-    whole wafer paced by the column with the most copies of the expert (``in_place``; the copies' spread
-    over the columns is drawn from the run's seed, a stream of its own)."""
-    hw, shapes = spec.hardware, LayerShapes(spec.model)
-    if spec.simulation.moe_mapping == "in_place":
-        lanes = busiest_column_copies(tokens, hw.mesh.cols, spread_stream(spec.training.seed))
-        return in_place_expert_costs(hw, shapes, lanes, hw.mesh.rows, hw.mesh.cols)
-    region = np.array([(placement.regions[r].rows, placement.regions[r].cols) for r in placement.expert_region_index],
-                      dtype=float)
-    if spec.simulation.compute == "kernel":
-        return kernel_region_expert_costs(hw, shapes, tokens, region[:, 0], region[:, 1])
-    return region_expert_costs(hw, shapes, tokens, region[:, 0], region[:, 1])
+    """Every expert op's cycles under ``simulation.moe_mapping`` (``experiments.mappings``)."""
+    return moe_mapping(spec.simulation.moe_mapping).expert_costs(spec, tokens, placement)
 
 
 def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
     """Expert regions tiled in whole PEs (not whole mesh nodes, which would make regions up to a block
-    larger or smaller than their neighbours): the fabric maps each region onto the nodes it covers.
-    In place, every expert runs on the whole wafer: one region, shared by all. A dense model: the whole
-    wafer, and no experts on it."""
+    larger or smaller than their neighbours), as ``simulation.moe_mapping`` lays them out: the fabric maps
+    each region onto the nodes it covers. A dense model: the whole wafer, and no experts on it."""
     if spec.model.experts == 0:
         return Placement("grid", Region(0, 0, spec.hardware.mesh.rows, spec.hardware.mesh.cols),
                          (Region(0, 0, spec.hardware.mesh.rows, spec.hardware.mesh.cols),), ())
-    if spec.simulation.moe_mapping == "in_place":
-        return place(spec.hardware, spec.model.experts, "grid", rng, tiles=1)
-    return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
+    return moe_mapping(spec.simulation.moe_mapping).placement(spec, rng)
 
 
 def engine_for(spec: ExperimentSpec) -> Callable[[StepPlan], Trace]:
-    """The event engine ``simulation.engine`` names: ``fast`` (default) or ``reference``, the plain-SimPy
-    engine that exists to vouch for the fast one (same plan, same trace records, much slower)."""
-    if spec.simulation.engine == "reference":
-        from ..sim.reference import simulate as simulate_reference
-
-        return simulate_reference
-    return simulate
+    """The event engine ``simulation.engine`` names (``ENGINES``)."""
+    engine: Callable[[StepPlan], Trace] = load(entry(ENGINES, spec.simulation.engine, "simulation.engine"))
+    return engine
 
 
 def random_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
     """Independent generators for (placement, routing) from the run's seed."""
     place_rng, route_rng = np.random.default_rng(seed).spawn(2)
     return place_rng, route_rng
-
-
-def spread_stream(seed: int) -> np.random.Generator:
-    """A third independent generator from the run's seed: how expert copies spread over the wafer's
-    columns in place. (A SeedSequence's i-th child does not depend on how many are spawned, so this one
-    leaves the placement and routing streams as they were.)"""
-    return np.random.default_rng(seed).spawn(3)[2]
 
 
 @dataclass(frozen=True)

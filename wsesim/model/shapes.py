@@ -179,7 +179,7 @@ class LayerShapes:
         m = self.model
         attention = self.attention_proj_flops() + self.attention_core_flops(seq_len)
         moe = self.router_flops() + m.top_k * self.expert_slot_flops() + 2.0 * self.shared_expert_params
-        if not m.dense_layer_count:  # (summed as before: the same float for an all-MoE model)
+        if not m.dense_layer_count:  # every layer MoE: one product (the split below rounds differently)
             return 3 * (m.layers * (attention + moe) + self.lm_head_flops())
         layers = self.moe_layers * (attention + moe) + m.dense_layer_count * (attention + self.ffn_flops())
         return 3 * (layers + self.lm_head_flops())

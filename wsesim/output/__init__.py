@@ -1,1 +1,1 @@
-"""Files and pictures: atomic writes and plotting (the only importer of matplotlib)."""
+"""Files and pictures: atomic writes and pictures (``mpl.py`` is the only importer of matplotlib)."""

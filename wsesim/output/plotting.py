@@ -1,7 +1,7 @@
-"""Pictures of sweep results — the only module that imports matplotlib (Agg backend, files only).
+"""Pictures of sweep results and runs, saved as files (matplotlib comes from ``output.mpl``).
 
 ``plot_results(csv, out)`` draws, from a sweep's results.csv, as planned by ``analysis.figures`` and drawn
-by ``output.sweep_figures`` (which takes matplotlib from here):
+by ``output.sweep_figures``:
 
 * ``throughput_vs_<key>`` — throughput against each swept key (paper Figs. 2 and 3: experts, top_k), every
   other swept key a colour, a marker, a facet or a figure of its own, infeasible points marked, and the
@@ -22,16 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..analysis.figures import check_rows  # noqa: E402
-from ..analysis.scaling import accumulation_points, cluster_series  # noqa: E402
-from ..experiments.sweep import read_results, read_results_table  # noqa: E402
-from .files import atomic_write_bytes  # noqa: E402
+from ..analysis.figures import check_rows
+from ..analysis.scaling import accumulation_points, cluster_series
+from ..experiments.sweep import read_results, read_results_table
+from .files import atomic_write_bytes
+from .mpl import plt
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
 _NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes

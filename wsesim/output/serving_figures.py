@@ -2,7 +2,7 @@
 tokens/s of all requests, and the time to first token, one line per combination of the other varied
 keys; a point that does not fit is a cross at the bottom of its panel, its reason in figures' data.
 
-matplotlib comes through ``output.plotting`` (the one module that imports it); this module only draws.
+matplotlib comes through ``output.mpl`` (the one module that imports it); this module only draws.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.serving import serving_series
-from .plotting import plt
+from .mpl import plt
 
 _PANELS = (("tokens_per_s_per_request", "tokens/s per request"), ("tokens_per_s", "tokens/s, all requests"),
            ("ttft_s", "time to first token (s)"))

@@ -3,8 +3,8 @@
 axis with a cross; the tuned / G=1 speedup below where the sweep pairs them), and the phase breakdown
 (horizontal stacked bars, labels on the left, the legend beside the bars, thin phases grouped).
 
-matplotlib comes through ``output.plotting`` (the one module that imports it, with the Agg backend set
-first); this module only draws on the figures it makes there.
+matplotlib comes through ``output.mpl`` (the one module that imports it, with the Agg backend set
+first); ``plot_results`` in ``output.plotting`` saves these figures.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.figures import FigurePlan, PhasesPlan
-from .plotting import plt
+from .mpl import plt
 
 COLOURS = ["#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
 MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
@@ -30,7 +30,7 @@ def _colour(plan: FigurePlan, index: int) -> str:
 
 def throughput_figure(plan: FigurePlan) -> Any:
     """Throughput (thousand tokens/s) against the view's key, one panel per facet; the speedup below."""
-    Line2D = plt.Line2D  # noqa: N806 (matplotlib's class, through plotting)
+    Line2D = plt.Line2D  # noqa: N806 (matplotlib's class, through mpl)
     n, speed = len(plan.panels), plan.has_speedup
     fig, axes = plt.subplots(2 if speed else 1, n, figsize=(1.6 + 4.6 * n, 6.4 if speed else 4.4), sharex=True,
                              sharey="row", squeeze=False, height_ratios=(2.2, 1) if speed else None)

@@ -4,8 +4,8 @@ with every region numbered by its experts, and one layer's Gantt chart: the step
 layer's weights arriving, and the regions that waited longest for theirs (the waits drawn before each op),
 each pass on a time axis that starts with it.
 
-matplotlib comes through ``output.plotting`` (the one module that imports it); ``plot_wafer`` there saves
-these figures.
+matplotlib comes through ``output.mpl`` (the one module that imports it); ``plot_wafer`` in
+``output.plotting`` saves these figures.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.wafer import expert_ranges, hottest_region
-from .plotting import plt
+from .mpl import plt
 
 GANTT_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
                  "experts": "#27ae60", "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4",

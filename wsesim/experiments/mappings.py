@@ -1,0 +1,86 @@
+"""The MoE mappings, one table (docs/model.md §3.4): how an MoE layer's experts are laid on the wafer
+and what each expert op costs there, by the ``simulation.moe_mapping`` key.
+
+* ``regions``: each expert on a region of its own (placed by ``simulation.placement``), reached by its
+  tokens over the fabric; an op's cycles are its region's (``model.costs.region_expert_costs``).
+* ``in_place``: every expert on the whole wafer, each token's k copies kept where the token is (the
+  Cerebras software stack's way); an op is paced by the PE column holding the most copies of its expert,
+  the copies' spread over the columns drawn from the run's seed (``spread_stream``). It keeps this lane
+  model under ``simulation.compute: kernel`` too: a copy is no GEMM of its own shape.
+
+A new mapping is its entry in ``MOE_MAPPINGS`` (with its functions here or in the model layer) and its
+name in ``SimulationSpec.moe_mapping``; the engines' side of a mapping lives in ``wsesim.sim``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config.specs import ExperimentSpec
+from ..config.tables import entry
+from ..fabric.placement import Placement, place
+from ..kernels.step import kernel_region_expert_costs
+from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_costs
+from ..model.routing import busiest_column_copies
+from ..model.shapes import LayerShapes
+
+
+@dataclass(frozen=True)
+class MoEMapping:
+    """One MoE mapping: ``description`` what it models; ``placement(spec, rng)`` its expert regions (drawn
+    with the placement stream ``rng``); ``expert_costs(spec, tokens, placement)`` every expert op's
+    cycles, for the routed ``tokens[layer, expert]`` on that placement."""
+
+    description: str
+    placement: Callable[[ExperimentSpec, np.random.Generator], Placement]
+    expert_costs: Callable[[ExperimentSpec, np.ndarray, Placement], ExpertCosts]
+
+
+def spread_stream(seed: int) -> np.random.Generator:
+    """A third independent generator from the run's seed: how expert copies spread over the wafer's
+    columns in place. (A SeedSequence's i-th child does not depend on how many are spawned, so this one
+    leaves the placement and routing streams, the first two, as they are.)"""
+    return np.random.default_rng(seed).spawn(3)[2]
+
+
+def _regions_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
+    return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
+
+
+REGION_COSTS = {"constant": region_expert_costs, "kernel": kernel_region_expert_costs}
+"""An expert op's cost on its region under each ``simulation.compute`` model (docs/model.md §4, §4.1)."""
+
+
+def _regions_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
+    region = np.array([(placement.regions[r].rows, placement.regions[r].cols) for r in placement.expert_region_index],
+                      dtype=float)
+    costs = REGION_COSTS[spec.simulation.compute]
+    return costs(spec.hardware, LayerShapes(spec.model), tokens, region[:, 0], region[:, 1])
+
+
+def _whole_wafer(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
+    """One region, the whole wafer, shared by every expert."""
+    return place(spec.hardware, spec.model.experts, "grid", rng, tiles=1)
+
+
+def _in_place_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
+    hw = spec.hardware
+    lanes = busiest_column_copies(tokens, hw.mesh.cols, spread_stream(spec.training.seed))
+    return in_place_expert_costs(hw, LayerShapes(spec.model), lanes, hw.mesh.rows, hw.mesh.cols)
+
+
+MOE_MAPPINGS: dict[str, MoEMapping] = {
+    "regions": MoEMapping("each expert on a region of its own, its tokens dispatched over the fabric",
+                          _regions_placement, _regions_costs),
+    "in_place": MoEMapping("every expert on the whole wafer, each token's copies kept in place",
+                           _whole_wafer, _in_place_costs),
+}
+"""MoE mappings by name (the ``simulation.moe_mapping`` key)."""
+
+
+def moe_mapping(name: str) -> MoEMapping:
+    """The mapping ``name`` (``ConfigError`` naming the valid ones for an unknown name)."""
+    return entry(MOE_MAPPINGS, name, "simulation.moe_mapping")

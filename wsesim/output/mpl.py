@@ -1,0 +1,18 @@
+"""matplotlib for the picture modules: the one module of wsesim that imports it.
+
+The Agg backend is chosen before ``pyplot`` is imported, so that drawing never needs a display (pictures
+are files only), and text stays text in SVG and PDF (``svg.fonttype: none``, ``pdf.fonttype: 42``) with a
+fixed SVG hash salt, so that the same figure is the same bytes. ``plotting``, ``sweep_figures`` and
+``wafer_figures`` take ``plt`` from here; nothing else in wsesim imports matplotlib, so running, tuning
+and sweeping never load it.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+__all__ = ["plt"]
