@@ -101,7 +101,7 @@ def phase_cycles(trace: Trace) -> dict[str, float]:
     for track, name, start, end, _ in trace.spans:
         if track == Track.STEP:
             totals[name] += end - start
-    return {name: float(totals.get(name, 0.0)) for name in STEP_PHASES}
+    return {name.value: float(totals.get(name, 0.0)) for name in STEP_PHASES}
 
 
 def expert_imbalance(tokens: np.ndarray) -> float:

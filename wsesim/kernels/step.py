@@ -61,16 +61,19 @@ def kernel_region_expert_costs(hw: HardwareSpec, shapes: LayerShapes, tokens: np
     ``rows[e] × cols[e]`` region on the ``tokens[layer, e]`` routed there (an expert with no tokens costs
     its launch and its weights' feed)."""
     dtype = _dtype(shapes.model.bytes_per_value)
-    r, c = rows.astype(int), cols.astype(int)
+    region = np.stack([rows.astype(int), cols.astype(int)], axis=1)
     cycles, bound = {}, {}
     for op in EXPERT_SHARE:
         for backward in (False, True):
             weight_bytes = (2.0 if backward else 1.0) * shapes.expert_op_bytes(op)
             compute = np.zeros(tokens.shape)
-            for (layer, e), n in np.ndenumerate(tokens):
-                if n > 0:
-                    compute[layer, e] = sum(gemm_cycles(hw, dtype, int(r[e]), int(c[e]), mm, k, nn)
-                                            for mm, k, nn in expert_op_matmuls(shapes, op, int(n), backward))
+            for r, c in np.unique(region, axis=0):  # experts on regions of one shape: each count once
+                mine = (region[:, 0] == r) & (region[:, 1] == c)
+                counts, where = np.unique(tokens[:, mine], return_inverse=True)
+                per_count = np.array([sum(gemm_cycles(hw, dtype, int(r), int(c), mm, k, nn)
+                                          for mm, k, nn in expert_op_matmuls(shapes, op, int(n), backward))
+                                      if n > 0 else 0.0 for n in counts])
+                compute[:, mine] = per_count[where].reshape(tokens[:, mine].shape)
             feed = weight_bytes / (rows[None, :] * hw.fabric.link_bytes_per_cycle)
             cycles[op, backward] = hw.runtime.task_overhead_cycles + np.maximum(compute, feed)
             bound[op, backward] = compute >= feed
