@@ -34,10 +34,9 @@ from dataclasses import dataclass
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
-from ..fabric.dispatch import PARALLEL_PAIR
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
-BASIS_BYTES = (850.0, 580.0)     # peak per (mesh node × expert region): both bases built at once; one by one
+BASIS_BYTES = 850.0             # peak per (mesh node × expert region), both bases
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
 PACKET_GRANT = {"vectorised": (0.11e-6, 6.0), "simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
 ENGINE_SECONDS = {"fast": 15e-6, "reference": 2.5e-4}  # per (layer × expert) and run
@@ -83,7 +82,7 @@ def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
     regions = min(m.experts, nodes)  # 0 for a dense model
     basis_s = BASIS_SECONDS * nodes * regions
     engine_s = ENGINE_SECONDS.get(getattr(sim, "engine", "fast"), max(ENGINE_SECONDS.values())) * m.layers * m.experts
-    basis_bytes = BASIS_BYTES[nodes * regions > PARALLEL_PAIR] * nodes * regions
+    basis_bytes = BASIS_BYTES * nodes * regions
     nbytes = BASE_BYTES + basis_bytes
     messages, events, packet_s = 0, 0.0, 0.0
     if sim.fabric.startswith("packet") and regions:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import InternalError
-from .flow import flow_cycles, grouped_links, grouped_path
+from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_path
+from .indices import index_dtype
 from .latency import NONE, RouteIndex, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
@@ -19,7 +20,6 @@ from .traffic import GOLDEN, Traffic, busy_cycles
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
-PARALLEL_PAIR = 4_000_000  # (node, region) pairs up to which DispatchModel.pair builds both models at once
 _QUERY_ROWS = 128
 EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
 
@@ -60,42 +60,54 @@ def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.nda
     left = np.searchsorted(c_src, c_dst, side="left")            # the first source share ≥ the boundary
     kept = c_src[np.minimum(left, n - 1)] != c_dst                # a boundary equal to a source's is merged
     right = left + ~kept                                          # the first source share > the boundary
+    # the (region × source) arrays are the plan's bulk: indices as narrow as their largest value allows
+    it = index_dtype(tiles * (n + 1) + len(c_dst))
     # per region and source i: boundaries merged in before it (kept, left ≤ i), and below it (right ≤ i)
-    grid = np.zeros((tiles, n + 1), dtype=np.int64)
+    grid = np.zeros((tiles, n + 1), dtype=it)
     np.add.at(grid, (reg[kept], left[kept]), 1)
-    merged_before = np.cumsum(grid, axis=1)[:, :n]
+    merged_before = np.cumsum(grid, axis=1, dtype=it)[:, :n]
     grid[:] = 0
     np.add.at(grid, (reg, right), 1)
-    below = np.cumsum(grid, axis=1)[:, :n]
+    below = np.cumsum(grid, axis=1, dtype=it, out=grid)[:, :n]
     length = n + np.bincount(reg[kept], minlength=tiles)
     offset = np.cumsum(length) - length
     point = np.empty(int(length.sum()))
-    src_of = np.empty(len(point), dtype=np.int64)
-    dst_of = np.empty(len(point), dtype=np.int64)
-    at = offset[:, None] + np.arange(n)[None, :] + merged_before  # a source boundary's place among the points
+    src_of = np.empty(len(point), dtype=it)
+    dst_of = np.empty(len(point), dtype=it)
+    at = offset.astype(it)[:, None] + np.arange(n, dtype=it)[None, :] + merged_before  # a source boundary's place
     point[at] = c_src[None, :]
-    src_of[at] = np.arange(n)[None, :]
-    dst_of[at] = first[:, None] + below
+    src_of[at] = np.arange(n, dtype=it)[None, :]
+    dst_of[at] = first.astype(it)[:, None] + below
+    del grid, merged_before, below, at
     rank = np.arange(len(c_dst)) - first[reg]                     # a node boundary's rank in its region
     kept_rank = np.cumsum(kept) - kept - np.repeat((np.cumsum(kept) - kept)[first], sizes)
     at = offset[reg[kept]] + left[kept] + kept_rank[kept]
     point[at] = c_dst[kept]
     src_of[at] = left[kept]
     dst_of[at] = first[reg[kept]] + rank[kept]
-    lo = np.r_[0.0, point[:-1]]
-    lo[offset] = 0.0
-    region = np.repeat(np.arange(tiles), length)
-    keep = point - lo > 1e-12  # drop slivers where the two walks' boundaries coincide
-    src, dst, region, share = walk[src_of[keep]], nodes[dst_of[keep]], region[keep], (point - lo)[keep]
+    share = np.r_[0.0, point[:-1]]                                # each interval's lower end, then its width
+    share[offset] = 0.0
+    np.subtract(point, share, out=share)
+    del point
+    keep = share > 1e-12  # drop slivers where the two walks' boundaries coincide
+    src, dst, share = walk.astype(it)[src_of[keep]], nodes.astype(it)[dst_of[keep]], share[keep]
+    region = np.repeat(np.arange(tiles, dtype=it), length)[keep]
+    del src_of, dst_of, keep
     # issue order: by the rank of the shift (region − src) mod T, then by source; a stable counting sort
     # (the messages of one (region, source) pair are consecutive and keep their order)
     step = np.argsort(np.argsort(np.modf(np.arange(tiles) * GOLDEN)[0], kind="stable"))  # rank of each shift
-    key = step[(region - src) % tiles] * n + src
+    key = step.astype(it)[(region - src) % tiles] * n + src
     counts = np.bincount(key, minlength=tiles * n)
-    run = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    within = np.arange(len(key)) - np.repeat(run, np.diff(np.r_[run, len(key)]))
-    issue = np.empty(len(key), dtype=np.int64)
-    issue[(np.cumsum(counts) - counts)[key] + within] = np.arange(len(key))
+    start = np.cumsum(counts, dtype=it)
+    start -= counts.astype(it)
+    del counts
+    run = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]).astype(it)
+    place = np.arange(len(key), dtype=it)
+    place -= np.repeat(run, np.diff(np.r_[run, len(key)]))       # the place within its run
+    place += start[key]
+    del start, key
+    issue = np.empty(len(place), dtype=it)
+    issue[place] = np.arange(len(place), dtype=it)
     return src[issue], dst[issue], region[issue], share[issue]
 
 
@@ -131,6 +143,33 @@ def dispatch_traffic(mesh: Mesh, placement: Placement, expert_bytes: np.ndarray,
     return Traffic(sender[issue], receiver[issue], nbytes[issue])
 
 
+def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256) -> np.ndarray:
+    """``a[rows]`` for distinct ``rows``, built in ``a``'s own memory (``a`` is overwritten; the answer is
+    a view of its first ``len(rows)`` rows), so a basis is never held twice. Each cycle of the
+    permutation moves a block of rows at a time (scratch: ``block`` rows)."""
+    k = len(rows)
+    source = np.empty(len(a), dtype=np.int64)  # row i takes the row source[i]: ``rows``, then the rest
+    source[:k] = rows
+    unused = np.ones(len(a), dtype=bool)
+    unused[rows] = False
+    source[k:] = np.flatnonzero(unused)
+    follow, seen = source.tolist(), bytearray(len(a))
+    for start in range(len(a)):
+        if seen[start] or follow[start] == start:
+            continue
+        cycle, i = [start], follow[start]
+        while i != start:
+            seen[i] = 1
+            cycle.append(i)
+            i = follow[i]
+        c, first = np.array(cycle), a[start].copy()
+        for lo in range(0, len(c) - 1, block):  # a[c[j]] takes a[c[j + 1]], which is still unchanged
+            at = c[lo:lo + block + 1]
+            a[at[:-1]] = a[at[1:]]
+        a[c[-1]] = first
+    return a[:k]
+
+
 class DispatchModel:
     """Flow timing of MoE dispatch (or, with ``reverse=True``, combine) for any per-expert byte vector.
 
@@ -156,17 +195,19 @@ class DispatchModel:
         # every region's loads at once, each region summed apart; the path data of all regions together
         loads, u_min, key, longest = grouped_links(mesh, src, dst, share, region, tiles, routing)
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
-        self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
-        self._loads = loads                                                      # bytes per byte of region traffic
+        peak = loads.max(axis=1)
+        self._links = np.flatnonzero(peak > 1e-12 * max(float(peak.max()), 1e-300))
         # rows by their sum in cycles per byte, largest first: cycles() bounds row i by rowsum_i · max(y)
         # (+ its latency) and multiplies only the rows that could still win (exact, and a few % of the
-        # rows for balanced traffic). The sums come a block at a time, then one gather in that order.
-        rowsum = np.concatenate([(loads[part] / bw[part, None]).sum(axis=1)
-                                 for part in np.array_split(self._links, max(1, len(self._links) // 1024))])
-        order = np.argsort(-rowsum, kind="stable")
+        # rows for balanced traffic). The loads become cycles per byte in place, a block of rows at a
+        # time, and are then moved into that order in place: the basis is the one large array built.
+        rowsum = []
+        for part in np.array_split(self._links, max(1, len(self._links) // 1024)):
+            loads[part] = per_byte = loads[part] / bw[part, None]
+            rowsum.append(per_byte.sum(axis=1))
+        order = np.argsort(-np.concatenate(rowsum), kind="stable")
         self._rows = self._links[order]                                         # the link of each row
-        self._cycle_basis = loads[self._rows]
-        self._cycle_basis /= bw[self._rows, None]                               # cycles per byte
+        self._cycle_basis = _take_rows(loads, self._rows)                       # cycles per byte
         self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
         self._path_all = decode(u_min[self._rows], key[self._rows])
         self._path_all_max = float(self._path_all.max(initial=0.0))
@@ -175,7 +216,7 @@ class DispatchModel:
         self._path_bound_max = float(self._path_bound.max(initial=0.0))
         # per (row, region) path data, found only when a call has regions that send nothing (most calls
         # have none): by row from an index of the routes, or for all rows at once (``_region_path``)
-        self._messages = (src, dst, region)
+        self._messages = (src, dst, region, share)
         self._routes: RouteIndex | None = None
         self._have = np.zeros(len(self._rows), dtype=bool)
         self._row_u = self._row_key = np.empty((0, tiles))
@@ -197,19 +238,18 @@ class DispatchModel:
             self._all_region_paths(regions)
         else:
             if self._routes is None:
-                self._routes = RouteIndex(self.mesh, *self._messages, regions, self.routing)
+                self._routes = RouteIndex(self.mesh, *self._messages[:3], regions, self.routing)
             for part in np.array_split(missing, -(-len(missing) // _QUERY_ROWS)):
                 self._row_u[part], self._row_key[part] = self._routes.query(self._rows[part])
             self._have[missing] = True
         return self._row_u[rows], self._row_key[rows]
 
     def _all_region_paths(self, regions: int) -> None:
-        """Every row's per-region latencies: the regions in two halves, each one grouped pass over its
-        own messages, side by side in two threads (a region's numbers come from its messages alone)."""
+        """Every row's per-region latencies: one grouped pass over each block of regions' own messages (a
+        region's numbers come from its messages alone), the blocks shared by two threads."""
         from concurrent.futures import ThreadPoolExecutor
 
-        src, dst, region = self._messages
-        half = (regions + 1) // 2
+        src, dst, region, _ = self._messages
 
         def part(lo: int, hi: int) -> None:
             mine = (region >= lo) & (region < hi)
@@ -217,7 +257,7 @@ class DispatchModel:
             self._row_u[:, lo:hi], self._row_key[:, lo:hi] = u_min[:, self._rows].T, key[:, self._rows].T
 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-latency") as pool:
-            for done in [pool.submit(part, lo, hi) for lo, hi in ((0, half), (half, regions)) if hi > lo]:
+            for done in [pool.submit(part, lo, hi) for lo, hi in group_blocks(regions, len(region))]:
                 done.result()
         self._have[:] = True
 
@@ -231,16 +271,11 @@ class DispatchModel:
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
         """(dispatch, combine): both directions from one message plan, built side by side in two threads
-        (numpy releases the GIL in the large array operations; each model reads only the shared plan).
-        Building one holds ~350 B of scratch per (node, region); above ``PARALLEL_PAIR`` (node, region)
-        pairs the two are built one after the other instead, which keeps the peak memory ~1.5x lower for
-        a ~1.3x longer build (4,096 experts at block:16: 5.2 GB and 26 s, against 7.5 GB and 19 s)."""
+        (numpy releases the GIL in the large array operations; each model reads only the shared plan, and
+        its build holds scratch for one block of regions at a time besides its basis)."""
         from concurrent.futures import ThreadPoolExecutor
 
         plan = _dispatch_plan(mesh, placement)
-        if mesh.nodes * len(placement.regions) > PARALLEL_PAIR:
-            return (cls(mesh, placement, routing=routing, plan=plan),
-                    cls(mesh, placement, routing=routing, reverse=True, plan=plan))
         mesh.link_bytes_per_cycle  # noqa: B018 - computed (and cached) once, before the threads read it
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-dispatch") as pool:
             models = [pool.submit(cls, mesh, placement, routing=routing, reverse=reverse, plan=plan)
@@ -257,9 +292,13 @@ class DispatchModel:
         return len(self.placement.expert_region_index)
 
     def link_load(self, expert_bytes: np.ndarray) -> np.ndarray:
-        """Bytes over each directed link (by link number), as ``FabricResult.link_load``."""
+        """Bytes over each directed link (by link number), as ``FabricResult.link_load``. The loads per
+        region are computed again for each call (the model keeps only cycles per byte, in its own order)."""
+        y = _region_bytes(self.placement, expert_bytes)
+        loads = grouped_loads(self.mesh, *self._messages[:2], self._messages[3], self._messages[2],
+                              len(self.placement.regions), self.routing)  # found again: rarely asked for
         out = np.zeros(self.mesh.nodes * 6)
-        out[self._links] = self._loads[self._links] @ _region_bytes(self.placement, expert_bytes)
+        out[self._links] = _take_rows(loads, self._links) @ y
         return out
 
     def cycles(self, expert_bytes: np.ndarray) -> tuple[float, float]:
