@@ -20,8 +20,8 @@ from .traffic import GOLDEN, Traffic, busy_cycles
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
-_QUERY_ROWS = 128
-EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
+_QUERY_ROWS = 128    # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
+EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for
 
 
 def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -1,36 +1,14 @@
-"""The flow fidelity (docs/model.md §6): per-link byte loads of dimension-ordered routes, vectorised in numpy.
+"""The flow fidelity: per-link byte loads of dimension-ordered routes, vectorised in numpy, and the phase
+time the flow rule takes from them. The model (the rule, why it holds, and how far it is from the packet
+fidelity) is docs/model.md §6.2; this module computes it without a Python loop over messages or hops.
 
-Phase time: every link is charged its busy time plus a path latency, and the phase takes the largest
-charge, in the form that makes a lone message exact (the convention both fidelities keep: a message of
-L wavelets over h hops takes ``injection + h·hop + (L − 1)`` cycles):
-
-    cycles = max over links ℓ that carry load of  busy_ℓ − 1 + injection + (u_min + t*)_ℓ × hop
-    busy_ℓ = ceil(load_ℓ / link_bytes_per_cycle_ℓ)
-
-u_min is the fewest hops any route over ℓ has behind it when it gets there, t* the most hops still to go
-among the routes with the most hops behind (``wsesim.fabric.latency``). Why: ℓ cannot start before the
-nearest head reaches it; it is then busy for busy_ℓ cycles; the heads that reach it last, from farthest
-upstream, are served last by a FIFO link, and the slowest of them still has t*·hop to go. For a lone
-message u_min + t* = h: exact. It never exceeds the former rule, busiest link plus longest route anywhere
-(``max busy − 1 + injection + max h × hop``), which charged the busiest link with the latency of a whole
-route through it, as if that route were both the first and the last on it: with short messages that
-overcharge dominated (an 8 × 8 transpose of 64 B: 146 cycles against 134 in the packet model; now 134).
-
-Loads are computed without a Python loop over messages or hops: a route's row (or column) segment adds
-its bytes at its first link and removes them after its last, and a cumulative sum along each row (or
-column) gives every link's load. Product traffic (``OuterTraffic``) needs no message list at all: the load
-on a link is (bytes from the sources on one side) × (share of destinations on the other), both prefix sums.
-The path latencies come the same two ways: range maxima over the route segments, or prefix scans of
-where the sources and destinations lie. Units: bytes, cycles.
-
-Against the packet fidelity (measured by tests/fabric/test_fabric.py): equal on transpose and hotspot,
-short messages and long; within 0.6 % on skewed MoE dispatch and combine, −1 % to +2.3 % on all-to-all.
-What flow does not see: it charges each link as if nothing upstream delayed the heads that feed it.
-When several links in series are nearly as busy, FIFO queues feeding one another leave the downstream
-ones idle at first (tandem loss: equal-sized dispatch to a few regions, packet 18 % slower), and with
-a message or two per link a head can wait at several links in turn (some random permutations, up to
-25 %); where the heads that reach a link last are not the ones its FIFO serves last, flow can be a few
-% high instead.
+Loads: a route's row (or column) segment adds its bytes at its first link and removes them after its
+last, and a running sum along each row (or column) gives every link's load. Product traffic
+(``OuterTraffic``) needs no message list at all: the load on a link is (bytes from the sources on one
+side) × (share of destinations on the other), both prefix sums. Path latencies: range maxima over the
+route segments, or prefix scans of where the sources and destinations lie (``wsesim.fabric.latency``).
+The dispatch model's grouped passes (one column per region) go a block of regions at a time, so their
+scratch does not grow with the traffic. Units: bytes, cycles.
 """
 
 from __future__ import annotations
