@@ -11,6 +11,7 @@ from wsesim.config.loader import load_hardware
 from wsesim.fabric import DispatchModel, dispatch_traffic
 from wsesim.fabric import flow as flow_module
 from wsesim.fabric.dispatch import _dispatch_plan, _take_rows
+from wsesim.fabric.dispatch_plan import region_plan
 from wsesim.fabric.flow import _Segments, group_blocks, grouped_links, grouped_loads, grouped_path
 from wsesim.fabric.indices import INT32_LIMIT, as_index, index_dtype
 from wsesim.fabric.mesh import Mesh
@@ -90,3 +91,23 @@ def test_dispatch_plan_indices_are_int32_and_the_model_still_equals_flow(monkeyp
         model = DispatchModel(m, p, reverse=reverse)
         assert model.cycles(x)[0] == flow.cycles
         np.testing.assert_allclose(model.link_load(x), flow.link_load, rtol=1e-9, atol=1e-6)
+
+
+@pytest.mark.parametrize(("granularity", "shape", "experts", "per_block"),
+                         [("block:16", None, 512, 1 << 17), ("block:16", None, 128, 20_000), ("pe", (30, 41), 12, 1),
+                          ("block:3", (40, 37), 7, 2_000)])
+def test_region_plan_is_the_issue_order_sorted_by_region(granularity: str, shape: tuple[int, int] | None,
+                                                         experts: int, per_block: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the dispatch model is built from: each region's messages in their issue order, whatever the
+    block of regions planned at once (``per_block`` messages: 1 gives one region a block)."""
+    hw = load_hardware("wse2")
+    m = Mesh.from_hardware(hw, granularity, shape) if shape else Mesh.from_hardware(hw, granularity)
+    p = place(m, experts, "random", np.random.default_rng(experts))
+    monkeypatch.setattr("wsesim.fabric.dispatch_plan.BLOCK_MESSAGES", per_block)
+    issued = _dispatch_plan(m, p)
+    by_region = np.argsort(issued[2], kind="stable")
+    for want, got in zip(issued, region_plan(m, p), strict=True):
+        np.testing.assert_array_equal(got, want[by_region])
+        assert got.dtype == want.dtype
+    assert not np.array_equal(issued[2], issued[2][by_region])  # the two orders differ

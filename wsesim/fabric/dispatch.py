@@ -1,9 +1,9 @@
 """MoE dispatch on the fabric (docs/model.md §6).
 
 MoE dispatch: after attention the tokens sit spread over all PEs; each goes to the region of its
-expert. ``dispatch_traffic`` lists those messages; ``DispatchModel`` times them for any per-expert byte
-vector with one matrix–vector product (the engine calls it many times per step). Combine is the same
-traffic reversed. Units: bytes, cycles.
+expert. ``dispatch_traffic`` lists those messages (planned by ``wsesim.fabric.dispatch_plan``);
+``DispatchModel`` times them for any per-expert byte vector with one matrix–vector product (the engine
+calls it many times per step). Combine is the same traffic reversed. Units: bytes, cycles.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import InternalError
+from .dispatch_plan import Plan, region_plan
+from .dispatch_plan import dispatch_plan as _dispatch_plan
 from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_path
-from .indices import index_dtype
 from .latency import NONE, RouteIndex, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
@@ -22,93 +23,6 @@ from .traffic import GOLDEN, Traffic, busy_cycles
 
 _QUERY_ROWS = 128    # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
 EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for
-
-
-def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The messages of MoE dispatch: (src, dst, region, share of the region's bytes), in issue order.
-
-    Source node ``s`` holds ``node_pes[s] / pes`` of the tokens; region node ``d`` takes its PEs' share
-    of the region's bytes. Both marginals are met exactly, with at most one message per (source, region)
-    plus one per region node, by the north-west corner rule: walk the sources in golden-ratio order
-    (by the fractional part of ``s·0.618…``) and the region's nodes in row-major order, pairing them by
-    cumulative share. Any run of that walk is spread over the whole wafer, so every destination node
-    draws its bytes from all over it, as tokens do, not from one corner. Messages are issued in the
-    shifted order of ``OuterTraffic.to_traffic``: at each step every source ``s`` sends to region
-    ``(s + k) mod T``, with the shifts ``k`` taken in golden-ratio order.
-
-    All regions at once: the sources' cumulative shares ``c_src`` are the same for every region, so a
-    region's breakpoints are ``c_src`` with its own few node boundaries ``c_dst`` merged in (a boundary
-    equal to a source's is one breakpoint); each interval between breakpoints is one message, from the
-    source whose share ends at or after it to the region node whose share ends at or after it.
-    """
-    n, tiles = mesh.nodes, len(placement.regions)
-    # golden-ratio (Weyl) order: any run of consecutive sources in it is spread over the whole wafer
-    walk = np.argsort(np.modf(np.arange(n) * GOLDEN)[0], kind="stable")
-    c_src = np.cumsum((mesh.node_pes / mesh.pes)[walk])
-    c_src[-1] = 1.0
-    per_region = [mesh.region_nodes(r) for r in placement.regions]
-    nodes, pes = (np.concatenate(x) for x in zip(*per_region, strict=True))
-    sizes = np.array([len(x) for x, _ in per_region])
-    reg = np.repeat(np.arange(tiles), sizes)
-    first = np.cumsum(sizes) - sizes                              # each region's first node in ``nodes``
-    total = np.cumsum(pes)
-    before = (total - pes)[first]                                 # PEs of the regions before (exact ints)
-    c_dst = (total - np.repeat(before, sizes)) / np.repeat(total[first + sizes - 1] - before, sizes)
-    c_dst[first + sizes - 1] = 1.0                                # both walks end exactly at the whole
-    if np.any(np.diff(c_src) <= 0):
-        raise InternalError("the sources' cumulative shares must increase")
-    left = np.searchsorted(c_src, c_dst, side="left")            # the first source share ≥ the boundary
-    kept = c_src[np.minimum(left, n - 1)] != c_dst                # a boundary equal to a source's is merged
-    right = left + ~kept                                          # the first source share > the boundary
-    # the (region × source) arrays are the plan's bulk: indices as narrow as their largest value allows
-    it = index_dtype(tiles * (n + 1) + len(c_dst))
-    # per region and source i: boundaries merged in before it (kept, left ≤ i), and below it (right ≤ i)
-    grid = np.zeros((tiles, n + 1), dtype=it)
-    np.add.at(grid, (reg[kept], left[kept]), 1)
-    merged_before = np.cumsum(grid, axis=1, dtype=it)[:, :n]
-    grid[:] = 0
-    np.add.at(grid, (reg, right), 1)
-    below = np.cumsum(grid, axis=1, dtype=it, out=grid)[:, :n]
-    length = n + np.bincount(reg[kept], minlength=tiles)
-    offset = np.cumsum(length) - length
-    point = np.empty(int(length.sum()))
-    src_of = np.empty(len(point), dtype=it)
-    dst_of = np.empty(len(point), dtype=it)
-    at = offset.astype(it)[:, None] + np.arange(n, dtype=it)[None, :] + merged_before  # a source boundary's place
-    point[at] = c_src[None, :]
-    src_of[at] = np.arange(n, dtype=it)[None, :]
-    dst_of[at] = first.astype(it)[:, None] + below
-    del grid, merged_before, below, at
-    rank = np.arange(len(c_dst)) - first[reg]                     # a node boundary's rank in its region
-    kept_rank = np.cumsum(kept) - kept - np.repeat((np.cumsum(kept) - kept)[first], sizes)
-    at = offset[reg[kept]] + left[kept] + kept_rank[kept]
-    point[at] = c_dst[kept]
-    src_of[at] = left[kept]
-    dst_of[at] = first[reg[kept]] + rank[kept]
-    share = np.r_[0.0, point[:-1]]                                # each interval's lower end, then its width
-    share[offset] = 0.0
-    np.subtract(point, share, out=share)
-    del point
-    keep = share > 1e-12  # drop slivers where the two walks' boundaries coincide
-    src, dst, share = walk.astype(it)[src_of[keep]], nodes.astype(it)[dst_of[keep]], share[keep]
-    region = np.repeat(np.arange(tiles, dtype=it), length)[keep]
-    del src_of, dst_of, keep
-    # issue order: by the rank of the shift (region − src) mod T, then by source; a stable counting sort
-    # (the messages of one (region, source) pair are consecutive and keep their order)
-    step = np.argsort(np.argsort(np.modf(np.arange(tiles) * GOLDEN)[0], kind="stable"))  # rank of each shift
-    key = step.astype(it)[(region - src) % tiles] * n + src
-    counts = np.bincount(key, minlength=tiles * n)
-    start = np.cumsum(counts, dtype=it)
-    start -= counts.astype(it)
-    del counts
-    run = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]).astype(it)
-    place = np.arange(len(key), dtype=it)
-    place -= np.repeat(run, np.diff(np.r_[run, len(key)]))       # the place within its run
-    place += start[key]
-    del start, key
-    issue = np.empty(len(place), dtype=it)
-    issue[place] = np.arange(len(place), dtype=it)
-    return src[issue], dst[issue], region[issue], share[issue]
 
 
 def _region_bytes(placement: Placement, expert_bytes: np.ndarray) -> np.ndarray:
@@ -180,14 +94,15 @@ class DispatchModel:
     ``FlowFabric(mesh).simulate(dispatch_traffic(...)).cycles``. When some regions send nothing, the
     latency of a link depends on which: the two numbers it comes from (the fewest hops behind of a
     region's routes over the link, and the key of the last of them) are then found per region, for the
-    few links that could be the slowest, and kept for later calls.
+    few links that could be the slowest, and kept for later calls. ``plan``: the messages, in any order
+    that keeps each region's in issue order (``region_plan``, the default, or ``dispatch_plan``).
     """
 
     def __init__(self, mesh: Mesh, placement: Placement, *, routing: str = "xy", reverse: bool = False,
-                 plan: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+                 plan: Plan | None = None) -> None:
         self.mesh, self.placement = mesh, placement
         self.routing, self.reverse = check_routing(routing), reverse
-        src, dst, region, share = plan if plan is not None else _dispatch_plan(mesh, placement)
+        src, dst, region, share = plan if plan is not None else region_plan(mesh, placement)
         if reverse:
             src, dst = dst, src
         tiles = len(placement.regions)
@@ -275,7 +190,7 @@ class DispatchModel:
         its build holds scratch for one block of regions at a time besides its basis)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        plan = _dispatch_plan(mesh, placement)
+        plan = region_plan(mesh, placement)
         mesh.link_bytes_per_cycle  # noqa: B018 - computed (and cached) once, before the threads read it
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-dispatch") as pool:
             models = [pool.submit(cls, mesh, placement, routing=routing, reverse=reverse, plan=plan)

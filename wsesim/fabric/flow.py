@@ -199,13 +199,19 @@ def group_blocks(groups: int, messages: int, per_block: int | None = None) -> li
 
 
 def _by_block(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
-              routing: str) -> Iterator[tuple[int, int, np.ndarray, _Segments]]:
+              routing: str) -> Iterator[tuple[int, int, np.ndarray | slice, _Segments]]:
     """(lo, hi, which messages, their segments) for each block of groups [lo, hi): each block's messages
-    alone, in their order. A link's sum for a group adds that group's messages in the same order as one
-    pass over all of them, so the blocks give the same numbers, bit for bit, with scratch for one block."""
+    alone, in their order (a slice when the messages come sorted by group). A link's sum for a group adds
+    that group's messages in the same order as one pass over all of them, so the blocks give the same
+    numbers, bit for bit, with scratch for one block."""
     src, dst, group = np.asarray(src), np.asarray(dst), np.asarray(group)
-    for lo, hi in group_blocks(groups, len(src)):
-        mine = (group >= lo) & (group < hi) if (lo, hi) != (0, groups) else np.ones(len(src), dtype=bool)
+    blocks = group_blocks(groups, len(src))
+    ends = np.searchsorted(group, [hi for _, hi in blocks]) if np.all(group[1:] >= group[:-1]) else None
+    for i, (lo, hi) in enumerate(blocks):
+        if ends is not None:
+            mine: np.ndarray | slice = slice(int(ends[i - 1]) if i else 0, int(ends[i]))
+        else:
+            mine = (group >= lo) & (group < hi) if len(blocks) > 1 else np.ones(len(src), dtype=bool)
         yield lo, hi, mine, _Segments(mesh, src[mine], dst[mine], routing, None)
 
 
@@ -232,7 +238,7 @@ def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
         loads[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
-        u, k, h = segments.path(np.ones(int(mine.sum()), dtype=bool))
+        u, k, h = segments.path(np.ones(len(segments.remote), dtype=bool))
         np.minimum(u_min, u, out=u_min)
         np.maximum(key, k, out=key)
         np.maximum(longest, h, out=longest)
@@ -248,7 +254,8 @@ def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray
     u_min, key = np.empty((groups, links)), np.empty((groups, links))
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(int(mine.sum()), dtype=bool), group[mine] - lo, hi - lo)
+        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(len(segments.remote), dtype=bool), group[mine] - lo,
+                                                     hi - lo)
     return u_min, key
 
 
