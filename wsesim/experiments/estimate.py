@@ -6,10 +6,10 @@ placement, no routing is built):
 
 * **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``) and **expert regions** ``R`` (at most one per
   expert and per node): the flow fabric's dispatch and combine bases are ``6·N·R`` numbers each, built
-  from ``N·R`` messages with their scratch: about ``BASIS_SECONDS`` seconds and, at the peak,
-  ``BASIS_BYTES`` bytes per node and region (both built at once; one after the other above
-  ``PARALLEL_PAIR`` pairs, with less memory). They are built once per process: a tuner's or a sweep
-  worker's further runs on the same wafer reuse them (``WorkEstimate.total_seconds``);
+  from ``N·R`` messages a block of regions at a time: about ``BASIS_SECONDS`` seconds and, at the peak,
+  ``BASIS_BYTES`` bytes per node and region (both bases, 96 of those bytes, and the message plan). They
+  are built once per process: a tuner's or a sweep worker's further runs on the same wafer reuse them
+  (``WorkEstimate.total_seconds``);
 * **packet messages**: with a packet fabric every dispatch and combine of every layer is simulated
   message by message: about ``N·(R + 1)`` messages, each split into ``K`` stripes that are granted each
   link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT`` seconds
@@ -19,10 +19,11 @@ placement, no routing is built):
   ``ENGINE_SECONDS[engine]`` per (layer × expert) and run.
 
 The constants were measured on this project's 2-core machine (WSE-2 with Qwen3-30B-A3B: at block:16,
-1,024 experts take 2.8 s to build the bases and 0.7 s to simulate, 4,096 experts 26 s and 5.2 GB in all
-(bases built one after the other); 128 experts at block:4, 10 s and 2.7 GB; the reference engine 1.5 s
-per step at 128 experts; one packet dispatch at block:16 with 128 experts, 236 M grants, 25 s and
-1.4 GB); the estimate is good to a factor of about two, which is enough to tell minutes from days. A dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is refused when its memory
+1,024 experts take 2.8 s to build the bases and 0.7 s to simulate, 4,096 experts 1.8 GB in all; 128
+experts at block:4, 0.9 GB; the reference engine 1.5 s per step at 128 experts; one packet dispatch at
+block:16 with 128 experts, 236 M grants, 25 s and 1.4 GB); the estimate is good to a factor of about
+two, which is enough to tell minutes from days. A dense model (no experts) has no regions, dispatch or
+expert chunks: only its mesh counts. A run is refused when its memory
 exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its time
 ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
@@ -36,7 +37,7 @@ from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
-BASIS_BYTES = 850.0             # peak per (mesh node × expert region), both bases
+BASIS_BYTES = 220.0             # peak per (mesh node × expert region), both bases and the plan
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
 PACKET_GRANT = {"vectorised": (0.11e-6, 6.0), "simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
 ENGINE_SECONDS = {"fast": 15e-6, "reference": 2.5e-4}  # per (layer × expert) and run
