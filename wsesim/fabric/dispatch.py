@@ -14,7 +14,7 @@ from ..config.errors import InternalError
 from .dispatch_plan import Plan, region_plan
 from .dispatch_plan import dispatch_plan as _dispatch_plan
 from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_path
-from .latency import NONE, RouteIndex, decode
+from .latency import EMPTY, NONE, RouteIndex, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
 from .traffic import GOLDEN, Traffic, busy_cycles
@@ -55,6 +55,16 @@ def dispatch_traffic(mesh: Mesh, placement: Placement, expert_bytes: np.ndarray,
     turn[by_sender] = np.arange(len(sender)) - np.searchsorted(ordered, ordered)
     issue = np.lexsort((sender, turn))
     return Traffic(sender[issue], receiver[issue], nbytes[issue])
+
+
+_NO_U = np.iinfo(np.int32).max  # a region's u_min where none of its routes crosses the link (+inf)
+
+
+def _narrow(u_min: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-region (u_min, key) as int32, exact: hops and keys are whole numbers below 2³¹ (as in
+    ``flow._Segments.path``); +inf becomes ``_NO_U`` and ``NONE`` becomes ``EMPTY``."""
+    return (np.where(np.isfinite(u_min), u_min, _NO_U).astype(np.int32),
+            np.where(key > NONE, key, EMPTY).astype(np.int32))
 
 
 def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256) -> np.ndarray:
@@ -134,20 +144,21 @@ class DispatchModel:
         self._messages = (src, dst, region, share)
         self._routes: RouteIndex | None = None
         self._have = np.zeros(len(self._rows), dtype=bool)
-        self._row_u = self._row_key = np.empty((0, tiles))
+        self._row_u = self._row_key = np.empty((0, tiles), dtype=np.int32)
 
     def _region_path(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(u_min, key) per region of ``rows``, shape ``(len(rows), regions)``, computed once per row: row
         by row from an index of the routes (``RouteIndex``: about messages / mesh lines of work a row)
         while few rows are asked for; once more than ``1 / EAGER_FRACTION`` of the rows would have been,
         for every row at once (one grouped pass over the messages, about the cost of that many rows), as
-        skewed routing with idle experts asks call after call."""
+        skewed routing with idle experts asks call after call. Kept as int32 (``_narrow``): the numbers are
+        whole hops, with ``_NO_U`` for +inf and ``EMPTY`` for ``NONE``."""
         missing = rows[~self._have[rows]]
         if not len(missing):
             return self._row_u[rows], self._row_key[rows]
         regions = len(self.placement.regions)
         if not len(self._row_u):
-            self._row_u = np.empty((len(self._rows), regions))
+            self._row_u = np.empty((len(self._rows), regions), dtype=np.int32)
             self._row_key = np.empty_like(self._row_u)
         if (int(self._have.sum()) + len(missing)) * EAGER_FRACTION > len(self._rows):
             self._all_region_paths(regions)
@@ -155,7 +166,7 @@ class DispatchModel:
             if self._routes is None:
                 self._routes = RouteIndex(self.mesh, *self._messages[:3], regions, self.routing)
             for part in np.array_split(missing, -(-len(missing) // _QUERY_ROWS)):
-                self._row_u[part], self._row_key[part] = self._routes.query(self._rows[part])
+                self._row_u[part], self._row_key[part] = _narrow(*self._routes.query(self._rows[part]))
             self._have[missing] = True
         return self._row_u[rows], self._row_key[rows]
 
@@ -169,7 +180,7 @@ class DispatchModel:
         def part(lo: int, hi: int) -> None:
             mine = (region >= lo) & (region < hi)
             u_min, key = grouped_path(self.mesh, src[mine], dst[mine], region[mine] - lo, hi - lo, self.routing)
-            self._row_u[:, lo:hi], self._row_key[:, lo:hi] = u_min[:, self._rows].T, key[:, self._rows].T
+            self._row_u[:, lo:hi], self._row_key[:, lo:hi] = _narrow(u_min[:, self._rows].T, key[:, self._rows].T)
 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-latency") as pool:
             for done in [pool.submit(part, lo, hi) for lo, hi in group_blocks(regions, len(region))]:
@@ -181,7 +192,8 @@ class DispatchModel:
         if not active.any():
             return np.full(len(rows), NONE)
         u, k = (x[:, active] for x in self._region_path(rows))
-        return decode(u.min(axis=1), k.max(axis=1))
+        u, k = u.min(axis=1), k.max(axis=1)
+        return decode(np.where(u == _NO_U, np.inf, u), np.where(k == EMPTY, NONE, k))
 
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
