@@ -62,13 +62,13 @@ def test_a_run_that_cannot_finish_is_refused_before_anything_is_built(overrides:
 
 
 def test_4096_experts_run_once_and_tuned_but_not_past_a_lower_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One step with 4,096 experts takes ~15 s (12 s of them building the dispatch bases) and 5.2 GB on
+    """One step with 4,096 experts takes ~15 s (12 s of them building the dispatch bases) and 1.8 GB on
     the 2-core machine: allowed, and so is tuning it (the bases are built once: 6 candidates ~ 30 s). With
     WSESIM_MAX_RUN_S=20 one run passes but not the six; with 10, not even one."""
     spec = _wse2(**{"model.experts": 4096})
     e = check_work(spec)
     assert (e.mesh_nodes, e.regions, e.driver) == (47 * 63, 47 * 63, "mesh")
-    assert 5 < e.seconds < 60 and 3e9 < e.bytes < 10e9
+    assert 5 < e.seconds < 60 and 1e9 < e.bytes < 4e9
     assert e.total_seconds(6) == pytest.approx(e.setup_seconds + 6 * (e.seconds - e.setup_seconds))
     assert e.seconds < e.total_seconds(6) < 6 * e.seconds
     check_work(spec, runs=6)

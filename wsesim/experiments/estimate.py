@@ -6,10 +6,10 @@ placement, no routing is built):
 
 * **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``) and **expert regions** ``R`` (at most one per
   expert and per node): the flow fabric's dispatch and combine bases are ``6·N·R`` numbers each, built
-  from ``N·R`` messages with their scratch: about ``BASIS_SECONDS`` seconds and, at the peak,
-  ``BASIS_BYTES`` bytes per node and region (both built at once; one after the other above
-  ``PARALLEL_PAIR`` pairs, with less memory). They are built once per process: a tuner's or a sweep
-  worker's further runs on the same wafer reuse them (``WorkEstimate.total_seconds``);
+  from ``N·R`` messages a block of regions at a time: about ``BASIS_SECONDS`` seconds and, at the peak,
+  ``BASIS_BYTES`` bytes per node and region (both bases, 96 of those bytes, and the message plan). They
+  are built once per process: a tuner's or a sweep worker's further runs on the same wafer reuse them
+  (``WorkEstimate.total_seconds``);
 * **packet messages**: with a packet fabric every dispatch and combine of every layer is simulated
   message by message: about ``N·(R + 1)`` messages, each split into ``K`` stripes that are granted each
   link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT[fabric]``
@@ -32,10 +32,9 @@ from dataclasses import dataclass
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
-from ..fabric.dispatch import PARALLEL_PAIR
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
-BASIS_BYTES = (850.0, 580.0)     # peak per (mesh node × expert region): both bases built at once; one by one
+BASIS_BYTES = 220.0             # peak per (mesh node × expert region), both bases and the plan
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
 PACKET_GRANT = {"packet": (0.11e-6, 6.0), "packet-simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
 ENGINE_SECONDS = {"fast": 15e-6, "reference": 2.5e-4}  # per (layer × expert) and run
@@ -81,7 +80,7 @@ def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
     regions = min(m.experts, nodes)  # 0 for a dense model
     basis_s = BASIS_SECONDS * nodes * regions
     engine_s = ENGINE_SECONDS.get(getattr(sim, "engine", "fast"), max(ENGINE_SECONDS.values())) * m.layers * m.experts
-    basis_bytes = BASIS_BYTES[nodes * regions > PARALLEL_PAIR] * nodes * regions
+    basis_bytes = BASIS_BYTES * nodes * regions
     nbytes = BASE_BYTES + basis_bytes
     messages, events, packet_s = 0, 0.0, 0.0
     if sim.fabric in PACKET_GRANT and regions:
