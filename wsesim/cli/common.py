@@ -12,13 +12,27 @@ from typing import Any
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
+def say(text: str) -> bool:
+    """Write ``text`` to stderr, best effort: False (and nothing raised) when stderr is gone: ``None``
+    when the process started with it closed (``2>&-``), a closed pipe, a full disk."""
+    stream = sys.stderr
+    if stream is None:
+        return False
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2 (argparse's default code, kept)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from ..config.errors import shown
 
-        sys.stderr.write(f"{self.prog}: {shown(message, 400)} (see --help)\n")
+        say(f"{self.prog}: {shown(message, 400)} (see --help)\n")
         raise SystemExit(EXIT_USAGE)
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..config.errors import ConfigError, shown
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, say
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -48,17 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except ConfigError as e:
-        sys.stderr.write(f"wsesim: {_one_line(str(e))}\n")
+        say(f"wsesim: {_one_line(str(e))}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("wsesim: interrupted\n")
+        say("wsesim: interrupted\n")
         return 130
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
         if os.environ.get("WSESIM_DEBUG"):
             raise
-        sys.stderr.write(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
+        say(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
                          "for the traceback; please report it)\n")
         return EXIT_FAIL
 

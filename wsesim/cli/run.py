@@ -15,6 +15,7 @@ from .common import (
     check_output_folder,
     format_table,
     load_from_args,
+    say,
 )
 
 
@@ -98,7 +99,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         atomic_write_bytes(args.trace, data)
         written.append(args.trace)
     elif args.trace:
-        sys.stderr.write("wsesim: no trace: the configuration is infeasible\n")
+        say("wsesim: no trace: the configuration is infeasible\n")
     for folder in dict.fromkeys(f for f in (out, png) if f is not None):
         mine = [Path(p) for p in written if Path(p).parent == folder]
         written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))

@@ -19,6 +19,7 @@ from .common import (
     format_table,
     load_from_args,
     print_json,
+    say,
 )
 from .run import format_result
 
@@ -227,11 +228,10 @@ class _Progress:
     def __call__(self, text: str) -> None:
         if not self.on:
             return
-        try:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-        except (OSError, ValueError):
+        if not say(text):  # stderr gone: closed at start (None), a closed pipe, a full disk
             self.on = False
+            if sys.stderr is None:
+                return
             with suppress(OSError):  # nothing more to say there, and nothing left in a buffer to fail at exit
                 sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 

@@ -1,0 +1,119 @@
+"""The red-team corpus: hostile inputs a user tried (issue 22 and after), each the exact command and the one
+line wsesim must answer with. Bad input is exactly one line on stderr, exit code 2, no traceback and no
+file written; work that cannot finish is refused before it starts.
+
+A new finding is one more ``Case`` in ``CASES`` (a folder of files it needs, the arguments, and a regular
+expression the one line must match); what needs more than one command has a test of its own below.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from wsesim import cli
+
+TINY: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+                        "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
+                        "simulation": {"granularity": "pe"}}
+
+
+def _write(folder: Path, name: str, data: Any) -> Path:
+    path = folder / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _sweep(folder: Path, *, points: list[Any] | None = None, grid: dict[str, Any] | None = None,
+           base: Any = None, name: str = "s") -> Path:
+    data: dict[str, Any] = {"kind": "sweep", "name": name, "base": base if base is not None else TINY}
+    if grid is not None:
+        data["grid"] = grid
+    if points is not None:
+        data["points"] = points
+    return _write(folder, f"{name}.yaml", data)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hostile command: ``argv(folder)`` (the folder holds whatever files it wrote) and the pattern its
+    one line of stderr matches (after ``wsesim: ``)."""
+
+    id: str
+    argv: Callable[[Path], list[str]]
+    line: str
+    code: int = 2
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _experiment(overrides: dict[str, Any]) -> Callable[[Path], list[str]]:
+    def argv(folder: Path) -> list[str]:
+        data = {k: v for k, v in TINY.items()}
+        for dotted, value in overrides.items():
+            node = data
+            *parents, last = dotted.split(".")
+            for part in parents:
+                node[part] = dict(node.get(part) or {})
+                node = node[part]
+            node[last] = value
+        return ["validate", str(_write(folder, "e.yaml", data))]
+    return argv
+
+
+CASES: list[Case] = [
+    # 2. a quantity is a number and a unit, never arithmetic; the key path is named
+    Case("unit-power-tower", _experiment({"hardware": {"kind": "hardware", **yaml.safe_load(
+        (Path(__file__).parents[2] / "hardware" / "tiny8.yaml").read_text())} | {"pe": {"sram": "9**9**9 KiB"}}}),
+         r".*e\.yaml: hardware\.pe\.sram: expected a size like \"48 KiB\", got \"9\*\*9\*\*9 KiB\" \(not a number and a unit\)"),
+    Case("unit-set-sum", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.pe.sram=48 KiB + 1 B"],
+         r"--set: hardware\.pe\.sram: expected a size .*got \"48 KiB \+ 1 B\" \(not a number and a unit\)"),
+    Case("unit-percent-twice", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe",
+                                          "--set", "hardware.runtime.gemm_efficiency=25 % %"],
+         r"--set: hardware\.runtime\.gemm_efficiency: expected a fraction .*\(not a number and a unit\)"),
+    Case("unit-fabric-bytes", lambda f: ["fabric", "tiny8", "--pattern", "hotspot", "--bytes", "10**10**10 B"],
+         r"--bytes: expected a size .*\(not a number and a unit\)"),
+    Case("unit-memory-bytes-per-value", lambda f: ["memory", "attention", "--seq-len", "8", "--head-dim", "8", "--tile", "4",
+                                                   "--heads", "1", "--bytes-per-value", "2**2**40 B"],
+         r".*bytes.per.value.*not a number and a unit.*"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input_is_one_line_and_exit_2(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    for k, v in case.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    argv = case.argv(tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert cli.main(argv) == case.code
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert re.fullmatch(r"wsesim: " + case.line, lines[0]), lines[0]
+    assert "internal error" not in lines[0] and "Traceback" not in captured.err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+# ------------------------------------------------------------------ 3. a sweep with stderr closed (2>&-)
+
+
+def test_a_sweep_started_with_stderr_closed_writes_every_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python sets ``sys.stderr`` to None when fd 2 is closed at start; the progress printer once died of it."""
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2]})
+    monkeypatch.setattr("sys.stderr", None)
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"]) == 0
+    with open(tmp_path / "o" / "results.csv", newline="", encoding="utf-8") as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["ok", "ok"]
+
+
+def test_an_error_with_stderr_closed_still_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stderr", None)
+    assert cli.main(["validate", str(tmp_path / "missing.yaml")]) == 2
