@@ -117,3 +117,62 @@ def test_a_sweep_started_with_stderr_closed_writes_every_row(tmp_path: Path, mon
 def test_an_error_with_stderr_closed_still_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stderr", None)
     assert cli.main(["validate", str(tmp_path / "missing.yaml")]) == 2
+
+
+# --------------------------------------------- 4. a point's identity is what it resolves to (--resume)
+
+IC = {"kind": "interconnect", "name": "ic", "fan_out": 4, "link_bandwidth": "1.2 Tbit/s", "latency": "2 us"}
+
+
+def _rows(folder: Path) -> list[dict[str, str]]:
+    with open(folder / "results.csv", newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_resume_reruns_exactly_the_points_whose_named_file_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Editing the interconnect file a point names reruns that point (its row's figures are a fresh run's),
+    and keeps the rows of the points that do not name it."""
+    _write(tmp_path, "ic.yaml", IC)
+    base = {**TINY, "cluster": {"systems": 2, "interconnect": "swarmx"}}
+    path = _sweep(tmp_path, base=base, points=[{"cluster.interconnect": "./ic.yaml"}, {"cluster.interconnect": "swarmx"}])
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    before = _rows(out)
+    _write(tmp_path, "ic.yaml", {**IC, "latency": "900 us"})
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", "--resume"]) == 0
+    after = _rows(out)
+    assert after[1] == before[1]  # swarmx: untouched, kept as it was (wall clock included)
+    assert after[0]["point_key"] != before[0]["point_key"]
+    assert float(after[0]["step_time_s"]) > float(before[0]["step_time_s"])  # 900 us per node each way
+    fresh = tmp_path / "fresh"
+    assert cli.main(["sweep", str(path), "--out", str(fresh), "--workers", "1"]) == 0
+    assert _rows(fresh)[0]["step_time_s"] == after[0]["step_time_s"]
+
+
+# ------------------------------------------------------- 5. a mapping as a point's value; dotted vs nested
+
+
+def test_a_mapping_valued_point_runs_and_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The documented inline ``cluster.interconnect`` as a sweep point once ran every point, then ended in
+    ``internal error: TypeError: unhashable type: 'dict'``."""
+    ic = {k: v for k, v in IC.items() if k != "kind"}
+    path = _sweep(tmp_path, base={**TINY, "cluster": {"systems": 2, "interconnect": "swarmx"}},
+                  points=[{"cluster.interconnect": ic}, {"cluster.interconnect": {**ic, "latency": "9 us"}}],
+                  grid={"training.tiles": [1, "tuned"]})
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"]) == 0
+    rows = _rows(tmp_path / "o")
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1", "--resume"]) == 0
+    assert [r["point_key"] for r in _rows(tmp_path / "o")] == [r["point_key"] for r in rows]
+
+
+@pytest.mark.parametrize(("grid", "points", "where"), [
+    ({"training.seed": [1, 2]}, [{"training": {"seed": 5}}], "points[0].training"),
+    ({"training": [{"seed": 1}]}, [{"training.seed": 5}], "points[0].training.seed"),
+])
+def test_a_key_set_dotted_and_nested_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                grid: dict[str, Any], points: list[Any], where: str) -> None:
+    path = _sweep(tmp_path, grid=grid, points=points)
+    assert cli.main(["validate", str(path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"wsesim: {path}: {where}: ") and "grid" in line, line

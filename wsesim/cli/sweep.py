@@ -72,8 +72,10 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
     """One line per configuration (overrides other than training.tiles): G=1 and tuned side by side."""
     varying = [k for k in keys if k != "training.tiles"]
     groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    values: dict[tuple[str, ...], tuple[Any, ...]] = {}  # grouped by text: a value may be a mapping (an inline interconnect)
     for row in rows:
-        config = tuple(row.get(f"set:{k}", "") for k in varying)
+        config = tuple(str(row.get(f"set:{k}", "")) for k in varying)
+        values.setdefault(config, tuple(row.get(f"set:{k}", "") for k in varying))
         # a failed point has no result columns: its G is the one it asked for
         kind = "tuned" if str(row.get("tuned")) == "True" else f"G={row.get('tiles') or row.get('set:training.tiles', '')}"
         groups.setdefault(config, {})[kind] = row
@@ -85,7 +87,7 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
             speedup = ""
             if kind == "tuned" and base and float(base.get("throughput_tokens_per_s") or 0) > 0 and thr > 0:
                 speedup = f"{thr / float(base['throughput_tokens_per_s']):.2f}x"
-            out.append((*config, kind, row.get("tiles", ""), row.get("batch_per_tile", ""),
+            out.append((*values[config], kind, row.get("tiles", ""), row.get("batch_per_tile", ""),
                         f"{thr:,.0f}" if thr else "-", speedup, row.get("status", ""),
                         (row.get("reason") or "")[:60]))
     return out, [*varying, "run", "G", "B", "tokens/s", "speedup", "status", "reason"]

@@ -51,6 +51,7 @@ from .table import (  # noqa: F401 (re-exported: the sweep's results)
     STATUS_INFEASIBLE,
     STATUS_OK,
     TUNED,
+    _cell,
     add_speedups,
     csv_line,
     csv_text,
@@ -110,6 +111,8 @@ class Point:
     swept: tuple[str, ...] = ()  # every key the sweep sets (its value columns hold this point's, set or not)
     cost: float = 0.0  # estimated seconds of work (experiments.estimate): the order points are handed out in
     plan_key: str = ""  # points with the same key share a plan (wafer, experts, placement): one worker takes them
+    base_dir: str | None = None  # the folder a path the point names is relative to (the base experiment's)
+    resolved_key: str = ""  # a hash of what the point's references (a preset, a file) resolve to, if it names any
 
     @property
     def tuned(self) -> bool:
@@ -117,10 +120,16 @@ class Point:
 
     @property
     def key(self) -> str:
-        """A stable identity of the point (the resolved base and its overrides), for --resume: editing the
-        base experiment or a preset it uses makes every point new."""
-        text = self.base_key + json.dumps(self.overrides, sort_keys=True, default=str)
+        """A stable identity of the point: what it resolves to, for --resume. The resolved base and the
+        overrides; and where an override names a preset or a file (``cluster.interconnect: swarmx``), the
+        contents it resolves to, so that editing that file changes exactly the points that name it (a point
+        that names none keeps the key it always had)."""
+        text = self.base_key + json.dumps(self.overrides, sort_keys=True, default=str) + self.resolved_key
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def base_dir_path(self) -> Path | None:
+        return None if self.base_dir is None else Path(self.base_dir)
 
     def run_overrides(self) -> dict[str, Any]:
         """The overrides to validate and run with (``tuned`` stands for G=1 until the tuner sets G)."""
@@ -166,16 +175,19 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
     if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
         raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
     for i, point in enumerate(spec.points):
-        if both := [k for k in point if k in spec.grid]:
-            raise ConfigError(f"{both[0]} is set both here and in grid (the grid's value would replace this one): "
-                              "set it in one place", source=source, path=f"points[{i}].{both[0]}")
+        if both := [(k, g) for k in point for g in spec.grid if _overlap(k, g)]:
+            k, g = both[0]
+            also = "" if k == g else f" (as {g})"
+            raise ConfigError(f"{k} is set both here and in grid{also} (the grid's value would replace this one): "
+                              "set it in one place", source=source, path=f"points[{i}].{k}")
     points = []
     swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
     for i, ov in enumerate(overrides):
-        point = Point(i, ov, base_key, swept)
+        point = Point(i, ov, base_key, swept, base_dir=None if base_root is None else str(base_root))
         where = "points" if spec.points else "grid"
         try:
-            loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
+            loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides(),
+                                          base_dir=base_root)
             cost = _point_work(loaded, point, check=check_work)
             s = loaded.spec
             plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts, s.simulation.model_dump(mode="json"),
@@ -183,8 +195,20 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         except ConfigError as e:
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
                               source=source, path=where) from None
-        points.append(replace(point, cost=cost, plan_key=plan_key))
+        resolved_key = ""
+        if any(k.split(".")[0] in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
+            resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key))
     return Sweep(spec, source, base, tuple(points))
+
+
+_REFERENCES = ("hardware", "model", "cluster")  # the keys whose values may name a preset or a file
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether dotted keys ``a`` and ``b`` set the same value: equal, or one a mapping holding the other
+    (``training`` and ``training.seed``)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
 def _point_work(loaded: Loaded, point: Point, *, check: bool) -> float:
@@ -220,7 +244,7 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:
-        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides())
+        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides(), base_dir=point.base_dir_path)
         row.update(swept_values(loaded.spec, point.swept or point.overrides))
         result: RunResult = tuned_row(tune(loaded)) if point.tuned else run_experiment(loaded.spec)
         row.update(result.scalars())
@@ -248,18 +272,27 @@ def pairs_g1_with_tuned(points: Iterable[Point]) -> bool:
 
 
 def resumable_rows(sweep: Sweep, rows: list[dict[str, str]], source: str) -> dict[str, dict[str, str]]:
-    """The finished rows --resume keeps, by point key. Every row must be a point of ``sweep``: a row whose
-    point was removed, or whose base changed, would be dropped, so that is a ``ConfigError`` saying how to
+    """The finished rows --resume keeps, by point key. A row of a point still in the sweep (the same
+    settings as written) whose inputs changed since (the base experiment, or a preset or file it or the
+    point names, edited) is stale: left out, so that the point runs again. Any other row must be a point of
+    ``sweep``: a row whose point was removed would be dropped, so that is a ``ConfigError`` saying how to
     start afresh instead."""
     keys = {p.key for p in sweep.points}
-    stale = [r for r in rows if r.get("point_key", "") not in keys]
+    settings = {_settings_text(p.overrides) for p in sweep.points}
+    stale = [r for r in rows if r.get("point_key", "") not in keys
+             and _settings_text({k[4:]: v for k, v in r.items() if k.startswith("set:") and v != ""}) not in settings]
     if stale:
         n = len(stale)
         raise ConfigError(f"--resume would drop {n} finished row{'s' if n > 1 else ''} of points no longer in "
                           "this sweep (points removed or changed, or the base experiment or a preset it uses "
                           "edited); keep them: restore the sweep file, or start afresh with another --out "
                           "(or without --resume, which replaces this file)", source=source)
-    return {r["point_key"]: r for r in rows}
+    return {r["point_key"]: r for r in rows if r.get("point_key", "") in keys}
+
+
+def _settings_text(overrides: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A point's settings as its row's ``set:`` cells hold them (text), to match a row to its point."""
+    return tuple(sorted((k, str(_cell(v))) for k, v in overrides.items()))
 
 
 def override_keys(sweep: Sweep) -> list[str]:
@@ -302,7 +335,8 @@ def kept_rows(sweep: Sweep, done: dict[str, dict[str, Any]]) -> list[dict[str, A
             continue
         row = {k: v for k, v in r.items() if k not in RETIRED_COLUMNS} | {"point": p.index}
         if any(c not in row for c in columns):
-            spec = load_experiment_data(sweep.base.raw, source=sweep.base.source, overrides=p.run_overrides()).spec
+            spec = load_experiment_data(sweep.base.raw, source=sweep.base.source, overrides=p.run_overrides(),
+                                        base_dir=p.base_dir_path).spec
             row.update(swept_values(spec, keys))
         if row.get("status") != STATUS_OK:
             row.update({c: "" for c in MEASURED_COLUMNS if c in row})
