@@ -19,6 +19,9 @@ import pytest
 import yaml
 
 from wsesim import cli
+from wsesim.config.loader import default_experiment_path
+
+SHIPPED = default_experiment_path()
 
 TINY: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
                         "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
@@ -82,6 +85,63 @@ CASES: list[Case] = [
     Case("unit-memory-bytes-per-value", lambda f: ["memory", "attention", "--seq-len", "8", "--head-dim", "8", "--tile", "4",
                                                    "--heads", "1", "--bytes-per-value", "2**2**40 B"],
          r".*bytes.per.value.*not a number and a unit.*"),
+]
+
+
+
+def _grid_sweep(grid: dict[str, Any]) -> Callable[[Path], list[str]]:
+    return lambda f: ["sweep", str(_sweep(f, grid=grid)), "--out", str(f / "o")]
+
+
+CASES += [
+    # 1. the estimate counts micro-batches, tiles, the global batch, every tuning candidate; a refusal names the
+    # dominant term, the predicted time and memory, and the override that would fit
+    Case("global-batch-2^24", lambda f: ["run", "--set", "training.global_batch=16777216"],
+         r"this run cannot finish here: it needs more memory than this machine has \(.*\): about .* and .*, "
+         r"8,388,608 micro-batches × 48 layers × 128 experts\), mostly micro-batches; "
+         r"--set training\.global_batch=\d+ would fit \(now 16,777,216: 8,388,608 micro-batches\)"),
+    Case("micro-batches", lambda f: ["run", "--set", "training.micro_batches=100000"],
+         r"this run cannot finish here: .*100,000 micro-batches × 48 layers × 128 experts\), mostly micro-batches; "
+         r"--set training\.micro_batches=\d+ would fit \(now 100,000\)"),
+    Case("tiles", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+                             "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=16777216"],
+         r"this run cannot finish here: .* × 16,777,216 tiles\), mostly tiles; --set training\.tiles=\d+ would fit "
+         r"\(now 16,777,216\)"),
+    Case("tune-global-batch", lambda f: ["tune", "--set", "training.global_batch=4096"],
+         r"this run cannot finish here: it would run longer than 60 s \(WSESIM_MAX_RUN_S\): about .* for \d+ runs "
+         r".*2,048 micro-batches.*; --set training\.global_batch=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "60"}),
+    Case("reference-micro-batches", lambda f: ["run", "--set", "simulation.engine=reference", "--set", "training.micro_batches=20"],
+         r"this run cannot finish here: it would run longer than 30 s .*20 micro-batches.*; --set training\.micro_batches=\d+ "
+         r"would fit \(now 20\)", env={"WSESIM_MAX_RUN_S": "30"}),
+    # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
+    Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
+         r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
+         r"--set model\.experts=\d+ would fit \(now 65,536\)"),
+    Case("wafer-maps", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.mesh.rows=16384",
+                                  "--set", "hardware.mesh.cols=16384", "--set", "simulation.granularity=block:512",
+                                  "--out", str(f / "out")],
+         r"this run cannot finish here: .*mostly wafer maps; leave out --out and --png \(the maps of 268,435,456 PEs\).*"),
+    Case("fabric-experts-past-the-pes", lambda f: ["fabric", "tiny8", "--pattern", "dispatch", "--experts", "1000000"],
+         r"--experts: expected at most one expert region per PE \(at most 64 here\), got 1,000,000"),
+    Case("fabric-experts-memory", lambda f: ["fabric", "wse2", "--pattern", "dispatch", "--experts", "500000"],
+         r"--experts: expected at most [\d,]+ expert regions on 745,500 mesh nodes here .*got 500,000: use fewer --experts "
+         r"or a coarser --granularity"),
+    Case("workers-memory", lambda f: ["sweep", str(_sweep(f, grid={"training.seed": list(range(300))})), "--workers", "300",
+                                      "--out", str(f / "o")],
+         r"--workers: expected at most --workers \d+ here: 300 workers would hold up to .*"),
+    # 9. a sweep's size is bounded, and its whole time estimated
+    Case("sweep-million-points", _grid_sweep({"training.seed": list(range(1000)), "model.top_k": list(range(1000))}),
+         r".*s\.yaml: grid: expected at most 10,000 points, got 1,000,000 \(1,000 × 1,000\): split the sweep into "
+         r"several files"),
+    Case("sweep-too-long", lambda f: ["sweep", str(_sweep(f, base=str(SHIPPED), grid={"training.seed": list(range(40))})),
+                                      "--out", str(f / "o")],
+         r"this sweep cannot finish here: it would run longer than 2 s \(WSESIM_MAX_SWEEP_S\): about \d+ s for 40 points "
+         r"on 2 workers .*", env={"WSESIM_MAX_SWEEP_S": "2"}),
+    # 16. --workers 0 and -3 are refused
+    Case("workers-0", lambda f: ["sweep", str(_sweep(f, grid={"model.top_k": [1]})), "--workers", "0"],
+         r"--workers: expected a positive number of worker processes, got 0"),
+    Case("workers-negative", lambda f: ["sweep", str(_sweep(f, grid={"model.top_k": [1]})), "--workers", "-3"],
+         r"--workers: expected a positive number of worker processes, got -3"),
 ]
 
 

@@ -65,6 +65,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace and Path(args.trace).is_dir():
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
                           f"{shown_repr(args.trace)}", source="--trace")
+    if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
+        from ..experiments.estimate import check_work
+
+        check_work(loaded.spec, wafer_maps=True)
     # every output folder is checked before any is made, so that bad input writes nothing
     trace_dir = str(Path(args.trace).parent) if args.trace else None
     for folder in (args.out, args.png, trace_dir):

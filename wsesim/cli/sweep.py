@@ -33,8 +33,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from .progress import Progress
 
     loaded = load_from_args(args)
-    check_work(loaded.spec, runs=len(candidates(loaded.spec)))  # every candidate is a run
-    with Progress(len(candidates(loaded.spec)), "tune") as bar:
+    planned = candidates(loaded.spec)
+    check_work(loaded.spec, candidates=planned)  # every candidate is a run, at its own tiles and batch
+    with Progress(len(planned), "tune") as bar:
         result = tune(loaded, progress=lambda r, planned: bar.advance(
             f"G={r.tiles} B={r.batch_per_tile}: " + (f"{r.throughput_tokens_per_s:,.0f} tokens/s" if r.feasible
                                                      else "does not fit")))
@@ -98,11 +99,18 @@ EXIT_TERMINATED = 128 + 15  # as if killed by SIGTERM, after cleaning up
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from ..config.errors import ConfigError
+    from ..experiments.estimate import check_sweep
     from ..experiments.sweep import load_sweep, sweep_name
     from ..experiments.workers import connect_dask
 
+    if args.workers < 1:
+        raise ConfigError(f"expected a positive number of worker processes, got {args.workers}", source="--workers")
     sweep = load_sweep(args.sweep)
     name = sweep_name(sweep, args.sweep)
+    if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
+        check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
+                    args.workers)
     progress = _Progress()
     cpus = os.cpu_count() or 1
     if args.workers > cpus and not args.scheduler:
@@ -124,6 +132,7 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
     """Run the sweep into DIR, holding DIR's lock throughout: the CSV starts as its header and the rows
     --resume keeps (written whole, atomically), each finished row is appended as one line, and the
     finished file is rewritten once, sorted by point."""
+    from ..experiments.estimate import sweep_duration
     from ..experiments.sweep import (
         csv_line,
         csv_text,
@@ -155,7 +164,9 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
         atomic_write_text(csv_path, csv_text(moved, keys, columns=columns))
         write_manifest(out, _manifest(args, sweep, name, [csv_path]))  # now: an interrupted sweep has one too
         total = len(sweep.points)
-        progress(f"sweep {name}: {total} points, {total - len(moved)} to run, results in {csv_path}\n")
+        todo = [p for p in sweep.points if p.key not in done]
+        workers = "" if args.scheduler else f" ({sweep_duration(sum(p.cost for p in todo), len(todo), args.workers)})"
+        progress(f"sweep {name}: {total} points, {total - len(moved)} to run{workers}, results in {csv_path}\n")
         with LineAppender(csv_path) as results:
             def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 results.write(csv_line(row, columns))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 import traceback
 from collections.abc import Callable, Iterable
@@ -42,6 +43,7 @@ from ..analysis.results import RunResult
 from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
 from ..config.specs import Spec
+from .estimate import MAX_SWEEP_POINTS
 from .table import (  # noqa: F401 (re-exported: the sweep's results)
     MEASURED_COLUMNS,
     RESULT_COLUMNS,
@@ -112,6 +114,7 @@ class Point:
     cost: float = 0.0  # estimated seconds of work (experiments.estimate): the order points are handed out in
     plan_key: str = ""  # points with the same key share a plan (wafer, experts, placement): one worker takes them
     base_dir: str | None = None  # the folder a path the point names is relative to (the base experiment's)
+    nbytes: float = 0.0  # estimated peak memory of the process running it
     resolved_key: str = ""  # a hash of what the point's references (a preset, a file) resolve to, if it names any
 
     @property
@@ -171,6 +174,11 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     base = load_experiment_data(base_data, source=base_source, base_dir=base_root)
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
+    if count > MAX_SWEEP_POINTS:
+        shape = " × ".join(f"{len(v):,}" for v in spec.grid.values()) + (f" × {len(spec.points):,} points" if spec.points else "")
+        raise ConfigError(f"expected at most {MAX_SWEEP_POINTS:,} points, got {count:,} ({shape}): split the sweep "
+                          "into several files", source=source, path="grid" if spec.grid else "points")
     overrides = expand(spec.grid, spec.points)
     if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
         raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
@@ -188,7 +196,7 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         try:
             loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides(),
                                           base_dir=base_root)
-            cost = _point_work(loaded, point, check=check_work)
+            cost, nbytes = _point_work(loaded, point, check=check_work)
             s = loaded.spec
             plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts, s.simulation.model_dump(mode="json"),
                                    s.training.seed], sort_keys=True)
@@ -198,7 +206,7 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         resolved_key = ""
         if any(k.split(".")[0] in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key))
+        points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points))
 
 
@@ -211,15 +219,18 @@ def _overlap(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
-def _point_work(loaded: Loaded, point: Point, *, check: bool) -> float:
-    """The point's estimated seconds of work (a tuned point runs every tuning candidate); with ``check``,
-    refuse a point that cannot finish on this machine."""
-    from .estimate import check_work, estimate_work
+def _point_work(loaded: Loaded, point: Point, *, check: bool) -> tuple[float, float]:
+    """The point's estimated seconds of work (a tuned point runs every tuning candidate) and peak bytes;
+    with ``check``, refuse a point that cannot finish on this machine."""
+    from .estimate import check_work, estimate_search, estimate_work
     from .tune import candidates
 
-    runs = len(candidates(loaded.spec)) if point.tuned else 1
-    estimate = check_work(loaded.spec, runs=runs) if check else estimate_work(loaded.spec)
-    return estimate.total_seconds(runs)
+    planned = candidates(loaded.spec) if point.tuned else None
+    if check:
+        estimate = check_work(loaded.spec, candidates=planned)
+    else:
+        estimate = estimate_search(loaded.spec, planned) if planned else estimate_work(loaded.spec)
+    return estimate.total_seconds(len(planned) if planned else 1), estimate.bytes
 
 
 def _describe(overrides: dict[str, Any]) -> str:
