@@ -9,6 +9,7 @@ expression the one line must match); what needs more than one command has a test
 from __future__ import annotations
 
 import csv
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -145,6 +146,51 @@ CASES += [
 ]
 
 
+
+def _fifo(folder: Path, name: str) -> Path:
+    path = folder / name
+    os.mkfifo(path)
+    return path
+
+
+def _sparse(folder: Path, name: str, size: int) -> Path:
+    path = folder / name
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def _resume_into_fifo(folder: Path) -> list[str]:
+    out = folder / "o"
+    out.mkdir()
+    _fifo(out, "results.csv")
+    return ["sweep", str(_sweep(folder, grid={"model.top_k": [1]})), "--out", str(out), "--resume", "--workers", "1"]
+
+
+CASES += [
+    # 6. inputs that are not regular files are refused before anything is read; files have a size limit
+    Case("dev-zero-experiment", lambda f: ["validate", "/dev/zero"], r"/dev/zero: expected a YAML file, got a character device"),
+    Case("dev-urandom-hardware", lambda f: ["run", "--hardware", "/dev/urandom"],
+         r"/dev/urandom: expected a YAML file, got a character device"),
+    Case("dev-zero-model", lambda f: ["memory", "training", "--model", "/dev/zero"],
+         r"/dev/zero: expected a YAML file, got a character device"),
+    Case("dev-zero-interconnect", lambda f: ["run", "--set", "cluster.systems=2", "--set", "cluster.interconnect=/dev/zero"],
+         r"/dev/zero: expected a YAML file, got a character device"),
+    Case("fifo-config", lambda f: ["validate", str(_fifo(f, "e.yaml"))], r".*e\.yaml: expected a YAML file, got a FIFO \(named pipe\)"),
+    Case("fifo-results-on-resume", _resume_into_fifo, r".*results\.csv: expected a results CSV, got a FIFO \(named pipe\)"),
+    Case("fifo-plot", lambda f: ["plot", str(_fifo(f, "results.csv"))],
+         r".*results\.csv: expected a results\.csv written by wsesim sweep, got a FIFO \(named pipe\)"),
+    Case("huge-config", lambda f: ["validate", str(_sparse(f, "e.yaml", 17 * 2**20))],
+         r".*e\.yaml: expected a YAML file of at most 16,777,216 bytes, got 17,825,792 bytes"),
+    # 13. a lone surrogate is not text
+    Case("lone-surrogate", lambda f: ["validate", str(_write(f, "e.yaml", 'kind: hardware\nname: "\\ud800"\n'))],
+         r".*e\.yaml: name: expected text, got a lone surrogate U\+D800 .*line 2\)"),
+    Case("lone-surrogate-in-a-point", lambda f: ["validate", str(_write(f, "s.yaml", "kind: sweep\nbase: e.yaml\n"
+                                                                  'points:\n  - {model.name: "a\\udfff"}\n'))],
+         r".*s\.yaml: points\[0\]\.model\.name: expected text, got a lone surrogate U\+DFFF .*line 4\)"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_input_is_one_line_and_exit_2(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -236,3 +282,22 @@ def test_a_key_set_dotted_and_nested_is_refused(tmp_path: Path, capsys: pytest.C
     assert cli.main(["validate", str(path)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"wsesim: {path}: {where}: ") and "grid" in line, line
+
+
+# ------------------------------------------------------------- 14. a CSV field longer than 128 KiB
+
+
+def test_a_sweep_reads_back_a_field_longer_than_128_kib(tmp_path: Path) -> None:
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    rows = _rows(out)
+    header = list(rows[0])
+    rows[1]["reason"] = "x" * 200_000  # csv's default limit is 131,072
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, header, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", "--resume"]) == 0
+    assert len(_rows(out)[1]["reason"]) == 200_000
+    assert cli.main(["plot", str(out / "results.csv"), "--out", str(tmp_path / "p")]) == 0

@@ -205,13 +205,14 @@ def _manifest(args: argparse.Namespace, sweep: Any, name: str, files: list[Path]
 def _check_owner(out: Path, name: str) -> None:
     """Refuse a folder that holds another sweep's results (its ``sweep.json`` names another sweep)."""
     from ..config.errors import ConfigError
+    from ..config.yaml_strict import read_bounded
 
     path = out / OWNER
     if not path.exists():
         return
     try:
-        owner = json.loads(path.read_text(encoding="utf-8")).get("name")
-    except (OSError, ValueError, AttributeError):
+        owner = json.loads(read_bounded(path, limit=2**20, what=f"a {OWNER}").decode("utf-8")).get("name")
+    except (ConfigError, ValueError, AttributeError):
         owner = None
     if owner != name:
         held = f"the results of sweep {owner!r}" if isinstance(owner, str) else f"an unreadable {OWNER}"
@@ -281,13 +282,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if args.wafer:
         folder = Path(args.wafer)
         source = folder / "wafer.json"
-        if not source.is_file():
+        if not source.exists():
             raise ConfigError("expected a run folder with wafer.json (from wsesim run --out DIR)", source=str(folder))
         from ..analysis.wafer import WaferMaps
+        from ..config.yaml_strict import read_bounded
         from ..output.plotting import plot_wafer
 
+        text = read_bounded(source, limit=2**32, what="wafer maps written by wsesim run")
         try:
-            maps = WaferMaps.from_dict(json.loads(source.read_text(encoding="utf-8")))
+            maps = WaferMaps.from_dict(json.loads(text.decode("utf-8")))
         except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise ConfigError(f"expected wafer maps written by wsesim run, got unreadable JSON ({shown(e, 120)})",
                               source=str(source)) from None
@@ -299,7 +302,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         from ..output.plotting import plot_results
 
         csv_path = Path(args.results)
-        if not csv_path.is_file():
+        if not csv_path.exists():  # a FIFO or a device is refused by name when read
             raise ConfigError("no such file", source=str(csv_path))
         check_output_folder(str(args.out or csv_path.parent))
         paths = plot_results(csv_path, args.out or csv_path.parent)  # makes the folder once the CSV reads
