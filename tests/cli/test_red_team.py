@@ -301,3 +301,26 @@ def test_a_sweep_reads_back_a_field_longer_than_128_kib(tmp_path: Path) -> None:
     assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", "--resume"]) == 0
     assert len(_rows(out)[1]["reason"]) == 200_000
     assert cli.main(["plot", str(out / "results.csv"), "--out", str(tmp_path / "p")]) == 0
+
+
+# --------------------------------------------------- 7. a killed worker costs its point, not the sweep
+
+
+def _dies_at_point_1(point: int) -> dict[str, Any]:
+    """A point's work whose process is killed (as the out-of-memory killer would) at point 1."""
+    if point == 1:
+        os.kill(os.getpid(), 9)
+    return {"point": point, "status": "ok"}
+
+
+def test_a_killed_worker_is_its_point_s_failure_and_the_sweep_goes_on() -> None:
+    """Once ``internal error: BrokenProcessPool`` ended the sweep. Point 1 kills its worker: its row is an
+    error naming that, and every other point (those dealt to the same worker included) still runs."""
+    from wsesim.experiments.workers import run_local
+
+    rows = list(run_local(_dies_at_point_1, list(range(6)), 2, group=lambda p: p < 4, cost=lambda p: 1.0,
+                          died=lambda p, why: {"point": p, "status": "error", "reason": why}))
+    by_point = {r["point"]: r for r in rows}
+    assert sorted(by_point) == list(range(6)) and len(rows) == 6
+    assert by_point[1]["status"] == "error" and "died" in by_point[1]["reason"]
+    assert all(by_point[p]["status"] == "ok" for p in (0, 2, 3, 4, 5))

@@ -273,6 +273,12 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     return row
 
 
+def died_row(point: Point, why: str) -> dict[str, Any]:
+    """The row of a point whose worker process died under it: an error, and the sweep goes on."""
+    return {"point": point.index, "point_key": point.key, **{f"set:{k}": v for k, v in point.overrides.items()},
+            "tuned": point.tuned, "status": STATUS_ERROR, "reason": why}
+
+
 # -------------------------------------------------------------------------------------------- results
 
 
@@ -324,7 +330,7 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
     todo = [p for p in sweep.points if p.key not in done]  # (several local workers take them longest first)
     run = partial(run_point, sweep.base.raw, sweep.base.source)  # run_point as it is now (tests wrap it)
     stream = (run_dask(run, todo, scheduler) if scheduler is not None
-              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost))
+              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost, died=died_row))
     for row in stream:
         rows.append(row)
         if on_row is not None:
