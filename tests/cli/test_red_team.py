@@ -191,6 +191,34 @@ CASES += [
 ]
 
 
+LONG = "n" * 300
+TINY_RUN = ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
+            "--set", "training.batch_per_tile=1", "--set", "simulation.granularity=pe"]
+
+
+def _folder_in_place(name: str, *argv: str) -> Callable[[Path], list[str]]:
+    def make(f: Path) -> list[str]:
+        (f / "o" / name).mkdir(parents=True)
+        return [a.replace("DIR", str(f / "o")).replace("SWEEP", str(f / "s.yaml")) for a in argv]
+    return make
+
+
+CASES += [
+    # 12. what the operating system refuses is the user's to fix: one line, exit 2, never "internal error"
+    Case("name-too-long-out", lambda f: [*TINY_RUN, "--out", str(f / LONG)],
+         r".*: expected file and folder names of at most 255 bytes, got one of 300"),
+    Case("name-too-long-trace", lambda f: [*TINY_RUN, "--trace", str(f / f"{LONG}.json")],
+         r".*: expected file and folder names of at most 255 bytes, got one of 305"),
+    Case("name-too-long-sweep-name", lambda f: ["sweep", str(_write(f, "s.yaml", {
+        "kind": "sweep", "name": LONG, "base": TINY, "grid": {"model.top_k": [1]}}))],
+         r".*s\.yaml: name: expected a name of at most 255 bytes \(it names the output folder; this one has 300\), got 'n+'"),
+    Case("folder-as-wafer-json", _folder_in_place("wafer.json", *TINY_RUN, "--out", "DIR"),
+         r".*/o/wafer\.json: expected to write the file wafer\.json, got a folder in its place"),
+    Case("folder-as-manifest", _folder_in_place("manifest.json", *TINY_RUN, "--png", "DIR"),
+         r".*/o/manifest\.json: expected to write the file manifest\.json, got a folder in its place"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_input_is_one_line_and_exit_2(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -324,3 +352,29 @@ def test_a_killed_worker_is_its_point_s_failure_and_the_sweep_goes_on() -> None:
     assert sorted(by_point) == list(range(6)) and len(rows) == 6
     assert by_point[1]["status"] == "error" and "died" in by_point[1]["reason"]
     assert all(by_point[p]["status"] == "ok" for p in (0, 2, 3, 4, 5))
+
+
+@pytest.mark.parametrize("name", ["results.csv", "manifest.json", "sweep.json", "figures.json"])
+def test_a_folder_where_a_sweep_file_goes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    (tmp_path / "o" / name).mkdir(parents=True)
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1", "--plot"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"wsesim: {tmp_path / 'o' / name}: expected to write the file {name}, got a folder in its place"
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [name]
+
+
+def test_a_full_disk_is_one_line_not_an_internal_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    from wsesim.output import files
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    assert cli.main([*TINY_RUN, "--out", str(tmp_path / "o")]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"wsesim: {tmp_path / 'o' / 'result.json'}: cannot write result.json (No space left on device)"
+    assert list((tmp_path / "o").iterdir()) == []  # no temporary file left behind

@@ -12,11 +12,15 @@ from .common import (
     EXIT_OK,
     add_experiment_arguments,
     add_json_argument,
+    check_names,
+    check_output_files,
     check_output_folder,
     format_table,
     load_from_args,
     say,
 )
+
+WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_placement.png", "gantt.png")
 
 
 def format_result(r: Any) -> str:
@@ -59,6 +63,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..output.manifest import write_manifest
 
     loaded = load_from_args(args)
+    for name in (args.trace, args.out, args.png):
+        if name:
+            check_names(name)
     if args.trace and not args.trace.endswith((".json", ".json.gz")):
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(args.trace)}",
                           source="--trace")
@@ -74,6 +81,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for folder in (args.out, args.png, trace_dir):
         if folder:
             check_output_folder(folder)
+    if args.out:
+        check_output_files(args.out, ["result.json", "wafer.json", "manifest.json"])
+    if args.png:
+        check_output_files(args.png, [*WAFER_PICTURES, "manifest.json"])
     out = prepare_dir(args.out) if args.out else None
     png = prepare_dir(args.png) if args.png else None
     run = simulate_experiment(loaded.spec)

@@ -15,6 +15,8 @@ from typing import Any
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
+    check_names,
+    check_output_files,
     check_output_folder,
     format_table,
     load_from_args,
@@ -147,10 +149,12 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
     from ..output.files import LineAppender, atomic_write_text, folder_lock, prepare_dir
     from ..output.manifest import write_manifest
 
+    check_names(args.out or Path("out") / name)
     out = prepare_dir(args.out or Path("out") / name)
     csv_path = out / RESULTS
     keys = override_keys(sweep)
     with folder_lock(out, _command(args)):
+        check_output_files(out, [RESULTS, OWNER, "manifest.json", "figures.json"])
         _check_owner(out, name)
         done: dict[str, dict[str, Any]] = {}
         header: list[str] = []

@@ -92,6 +92,8 @@ def name_problem(name: str) -> str:
     never a path that leaves ``out/`` (``../..``, ``/abs``) or names it (``.``)."""
     if not name.strip() or name.strip() in (".", "..") or _UNSAFE_NAME.search(name):
         return 'expected a name that is one folder name (no "/", "\\", ":" or control characters; not "." or "..")'
+    if len(name.encode("utf-8", "surrogateescape")) > 255:  # a file system's longest name (NAME_MAX)
+        return f"expected a name of at most 255 bytes (it names the output folder; this one has {len(name.encode('utf-8', 'surrogateescape')):,})"
     return ""
 
 
