@@ -378,3 +378,22 @@ def test_a_full_disk_is_one_line_not_an_internal_error(tmp_path: Path, monkeypat
     [line] = capsys.readouterr().err.splitlines()
     assert line == f"wsesim: {tmp_path / 'o' / 'result.json'}: cannot write result.json (No space left on device)"
     assert list((tmp_path / "o").iterdir()) == []  # no temporary file left behind
+
+
+# ------------------------------------------------ 11. --hardware FILE and --model FILE: the cwd's files
+
+
+def test_hardware_and_model_files_resolve_against_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """They resolved against the experiment file's folder (the install's, for the default experiment),
+    while ``hardware show FILE`` resolved against the cwd."""
+    root = Path(__file__).parents[2]
+    _write(tmp_path, "hw.yaml", (root / "hardware" / "tiny8.yaml").read_text())
+    _write(tmp_path, "m.yaml", (root / "workloads" / "tiny-moe.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["memory", "training", "--hardware", "hw.yaml", "--model", "./m.yaml", "--json",
+                     "--set", "simulation.granularity=pe"]) == 0
+    assert '"hardware": "tiny8"' in capsys.readouterr().out
+    assert cli.main(["run", "--hardware", "missing.yaml"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert f"no such file '{tmp_path / 'missing.yaml'}'" in line
