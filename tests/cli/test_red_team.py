@@ -397,3 +397,26 @@ def test_hardware_and_model_files_resolve_against_the_current_directory(
     assert cli.main(["run", "--hardware", "missing.yaml"]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert f"no such file '{tmp_path / 'missing.yaml'}'" in line
+
+
+# -------------------------------------------------------- 15. plot waits for a running sweep's folder
+
+
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["into-the-sweep-folder", "out-elsewhere"])
+def test_plot_refuses_a_folder_a_sweep_is_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str], elsewhere: bool) -> None:
+    """It drew 174 of 300 points beside the growing CSV; now it names the sweep that holds the folder."""
+    from wsesim.output.files import folder_lock
+
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    extra = ["--out", str(tmp_path / "pics")] if elsewhere else []
+    with folder_lock(out, "wsesim sweep s.yaml"):
+        assert cli.main(["plot", str(out / "results.csv"), *extra]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"wsesim: {re.escape(str(out))}: another wsesim is writing to this folder \(pid \d+: "
+                        r"wsesim sweep s\.yaml\); .*", line), line
+    assert sorted(p.name for p in out.iterdir()) == before and not (tmp_path / "pics").exists()
+    assert cli.main(["plot", str(out / "results.csv"), *extra]) == 0  # free again

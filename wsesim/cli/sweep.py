@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -308,9 +308,26 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         csv_path = Path(args.results)
         if not csv_path.exists():  # a FIFO or a device is refused by name when read
             raise ConfigError("no such file", source=str(csv_path))
-        check_output_folder(str(args.out or csv_path.parent))
-        paths = plot_results(csv_path, args.out or csv_path.parent)  # makes the folder once the CSV reads
-        source = csv_path
+        out = Path(args.out or csv_path.parent)
+        check_output_folder(str(out))
+        check_output_files(out, ["figures.json", "manifest.json"])
+        from ..output.files import folder_lock, holder_of
+
+        if (holder := holder_of(csv_path.parent)) is not None:  # a sweep still writing the CSV: not all there
+            raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has finished",
+                              source=str(csv_path.parent))
+        with folder_lock(out) if out.is_dir() else nullcontext(out):
+            paths = plot_results(csv_path, out)  # makes the folder once the CSV reads
+            source = csv_path
+            paths = _plot_manifest(args, paths, source)
+        _print_paths(args, paths)
+        return EXIT_OK
+    paths = _plot_manifest(args, paths, source)
+    _print_paths(args, paths)
+    return EXIT_OK
+
+
+def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
     if paths:
         import hashlib
 
@@ -320,12 +337,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         paths.append(write_manifest(folder, manifest(
             "plot", getattr(args, "argv", None), source=str(Path(source).resolve()),
             source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(), files=[p.name for p in paths])))
+    return paths
+
+
+def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
     if args.json:
         print_json([str(path) for path in paths])
-        return EXIT_OK
+        return
     for path in paths:
         print(f"wrote {path}")
-    return EXIT_OK
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

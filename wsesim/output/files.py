@@ -181,3 +181,23 @@ def _holder(fd: int) -> str:
     except OSError:
         text = ""
     return text.splitlines()[0] if text else "a process that has not yet written its pid"
+
+
+def holder_of(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s lock now (``pid <pid>: <command>``), or None: checked without taking it or
+    creating anything (a reader's check on a folder it does not write, which may be read-only)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fd = os.open(Path(folder) / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+    return None
