@@ -138,7 +138,10 @@ CASES += [
                                       "--out", str(f / "o")],
          r"this sweep cannot finish here: it would run longer than 2 s \(WSESIM_MAX_SWEEP_S\): about \d+ s for 40 points "
          r"on 2 workers .*", env={"WSESIM_MAX_SWEEP_S": "2"}),
-    # 16. --workers 0 and -3 are refused
+    # 16. a dense model refuses what it would ignore; --workers 0 and -3 are refused
+    Case("dense-shared-expert", lambda f: ["run", "--model", "gpt3-xl", "--set", "model.shared_expert_intermediate=2048"],
+         r"--set: model\.shared_expert_intermediate: expected 0 without experts \(experts 0: a dense model has no shared "
+         r"expert\), got 2048"),
     Case("workers-0", lambda f: ["sweep", str(_sweep(f, grid={"model.top_k": [1]})), "--workers", "0"],
          r"--workers: expected a positive number of worker processes, got 0"),
     Case("workers-negative", lambda f: ["sweep", str(_sweep(f, grid={"model.top_k": [1]})), "--workers", "-3"],
