@@ -144,14 +144,10 @@ def read_bounded(path: str | Path, *, limit: int, what: str) -> bytes:
     if info.st_size > limit:
         raise ConfigError(f"expected {what} of at most {limit:,} bytes, got {info.st_size:,} bytes", source=source)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # replaced by a FIFO since: no wait
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+        with open(path, "rb") as f:  # a regular file a moment ago (stat above): opening it does not wait
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise ConfigError(f"expected {what}, got a file that is not a regular file", source=source)
-            with os.fdopen(os.dup(fd), "rb") as f:
-                data = f.read(limit + 1)
-        finally:
-            os.close(fd)
+            data = f.read(limit + 1)
     except OSError as e:
         raise ConfigError(f"cannot read file ({e.strerror or type(e).__name__})", source=source) from None
     if len(data) > limit:

@@ -27,6 +27,7 @@ import matplotlib
 matplotlib.use("Agg")
 matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402, F401  (sweep_figures: many bars at once)
 
 from ..analysis.figures import check_rows  # noqa: E402
 from ..analysis.scaling import accumulation_points, cluster_series  # noqa: E402

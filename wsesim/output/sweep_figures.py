@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ..analysis.figures import FigurePlan, PhasesPlan
-from .plotting import plt
+from .plotting import PolyCollection, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
@@ -129,8 +129,6 @@ def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float)
 def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, label: str) -> None:
     """Horizontal bars, one per row, as one collection (a rectangle artist each costs ~10 ms a row to draw
     in three formats): for sweeps of more than ``MAX_BARS`` rows."""
-    from matplotlib.collections import PolyCollection
-
     verts = [[(x, i - 0.35), (x + w, i - 0.35), (x + w, i + 0.35), (x, i + 0.35)]
              for i, (x, w) in enumerate(zip(left, widths, strict=True)) if w > 0]
     ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none", label=label))
