@@ -206,13 +206,13 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
                               source=source, path=where) from None
         resolved_key = ""
-        if any(k.split(".")[0] in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
+        if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points))
 
 
-_REFERENCES = ("hardware", "model", "cluster")  # the keys whose values may name a preset or a file
+_REFERENCES = ("hardware", "model", "cluster", "cluster.interconnect")  # keys whose values may name a preset or a file
 
 
 def _overlap(a: str, b: str) -> bool:
