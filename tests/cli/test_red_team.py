@@ -118,6 +118,9 @@ CASES += [
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
          r"--set model\.experts=\d+ would fit \(now 65,536\)"),
+    Case("memory-training-routing", lambda f: ["memory", "training", "--set", "model.layers=16384", "--set", "model.experts=65536"],
+         r"this cannot be sized here: its routing needs more memory than this machine has .*\(16,384 layers × 65,536 "
+         r"experts\); --set model\.experts=\d+ would fit \(now 65,536\)"),
     Case("wafer-maps", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.mesh.rows=16384",
                                   "--set", "hardware.mesh.cols=16384", "--set", "simulation.granularity=block:512",
                                   "--out", str(f / "out")],

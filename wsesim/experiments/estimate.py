@@ -179,6 +179,19 @@ def _packet_kind(fabric: str) -> str:
     return "vectorised" if fabric == "packet" and "packet-simpy" in FABRICS else "simpy"
 
 
+def check_routing(spec: ExperimentSpec) -> None:
+    """Refuse sizing ``spec`` (``wsesim memory training``: it routes, and simulates nothing) when its routing
+    arrays alone cannot be held here."""
+    L, E = spec.model.layers, max(spec.model.experts, 1)
+    nbytes = BASE_BYTES + L * E * ROUTE[1]
+    if nbytes > MEMORY_FRACTION * machine_memory():
+        fit = _largest(lambda n: replace(estimate_work(spec, micro_batches=1), seconds=0.0,
+                                         bytes=BASE_BYTES + L * n * ROUTE[1]), E)
+        raise ConfigError(f"this cannot be sized here: its routing needs more memory than this machine has "
+                          f"({_size(machine_memory())}): about {_size(nbytes)} ({L:,} layers × {E:,} experts); "
+                          f"--set model.experts={fit} would fit (now {E:,})")
+
+
 def estimate_search(spec: ExperimentSpec, candidates: list[tuple[int, Any]]) -> WorkEstimate:
     """The cost of running every (G, B) candidate of ``spec`` in one process (``wsesim tune``, a tuned
     sweep point): the bases once, each candidate's run at its own tiles and micro-batches, the memory of
@@ -381,4 +394,4 @@ def _size(nbytes: float) -> str:
     return ""  # unreachable
 
 
-__all__ = ["WorkEstimate", "check_work", "estimate_search", "estimate_work", "machine_memory", "max_run_seconds", "refuse"]
+__all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work", "machine_memory", "max_run_seconds", "refuse"]
