@@ -86,8 +86,7 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
         names = ", ".join(preset_names(kind))
         raise ConfigError(f"expected a preset name ({names}), a path or a mapping, got {shown_repr(ref)}",
                           source=source, path=path)
-    looks_like_path = ref.endswith((".yaml", ".yml")) or "/" in ref
-    if looks_like_path:
+    if _looks_like_path(ref):
         p = Path(ref)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
@@ -223,11 +222,24 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
     """
     path = Path(path) if path is not None else default_experiment_path()
     data = read_yaml(path)
+    # a file named on the command line is the current directory's, not the experiment file's folder's
     if hardware is not None:
-        data["hardware"] = hardware
+        data["hardware"] = _from_cwd(hardware)
     if model is not None:
-        data["model"] = model
+        data["model"] = _from_cwd(model)
     return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides)
+
+
+def _from_cwd(ref: str) -> str:
+    """A relative path given as ``--hardware``/``--model``, made absolute against the current directory
+    (a preset name stays as it is)."""
+    if _looks_like_path(ref) and not Path(ref).is_absolute():
+        return str(Path.cwd() / ref)
+    return ref
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml")) or "/" in ref
 
 
 def default_experiment_path() -> Path:
