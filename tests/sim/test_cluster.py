@@ -33,11 +33,14 @@ def test_tree_depth(systems: int, fan_out: int, depth: int) -> None:
 
 
 def test_the_tree_from_the_swarmx_preset() -> None:
-    """16 CS-2s behind 1:4 nodes: 2 levels of 2 µs = 3,400 cycles at 850 MHz; ports at a system's 150 GB/s."""
+    """16 CS-2s behind 1:4 nodes: 2 levels of 2 µs = 3,400 cycles at 850 MHz; the path at the slower of a
+    CS-2's 150 GB/s and the port's 195 GB/s (a CS-3's I/O); 16 CS-3s run at the 195 GB/s."""
     spec = load_experiment(overrides={"cluster.systems": 16, "cluster.interconnect": "swarmx"}).spec
     t = tree_for(spec.hardware, spec.cluster)
     assert (t.depth, t.latency, t.rate) == (2, pytest.approx(3400), pytest.approx(150e9 / 850e6))
     assert tree_for(spec.hardware, spec.cluster.model_copy(update={"systems": 1})) is None
+    cs3 = load_experiment(hardware="wse3", overrides={"cluster.systems": 16, "cluster.interconnect": "swarmx"}).spec
+    assert tree_for(cs3.hardware, cs3.cluster).rate == pytest.approx(195e9 / 850e6)
 
 
 @pytest.mark.parametrize("overrides", [{}, DENSE, {**DENSE, "training.micro_batches": 3},
