@@ -136,25 +136,37 @@ def _multicast_gap() -> float:
 # ----------------------------------------------------------------------------------- dense models
 
 
-def _samples_per_s(hardware: str, model: str, seq_len: int, global_batch: int) -> Callable[[], float]:
-    """Sequences per second of ``model`` on one system at the published global batch, with the shipped
-    experiment's defaults otherwise (recompute, standard attention, G = 1, B and the micro-batches sized
-    by the memory model: the fewest micro-batches that fit)."""
+def _samples_per_s(hardware: str, model: str, seq_len: int, global_batch: int,
+                   systems: int = 1) -> Callable[[], float]:
+    """Sequences per second of ``model`` on ``systems`` systems (behind SwarmX if more than one) at the
+    published global batch, with the shipped experiment's defaults otherwise (recompute, standard
+    attention, G = 1, B and the micro-batches sized by the memory model: the fewest micro-batches that fit
+    each system's share)."""
     def value() -> float:
-        spec = load_experiment(hardware=hardware, model=model, overrides={
-            "training.seq_len": seq_len, "training.global_batch": global_batch}).spec
-        r = run_experiment(spec)
-        return r.throughput_tokens_per_s / r.seq_len
+        overrides: dict[str, object] = {"training.seq_len": seq_len, "training.global_batch": global_batch}
+        if systems > 1:
+            overrides.update({"cluster.systems": systems, "cluster.interconnect": "swarmx"})
+        r = run_experiment(load_experiment(hardware=hardware, model=model, overrides=overrides).spec)
+        return r.cluster_throughput_tokens_per_s / r.seq_len
 
     return value
 
 
+# Every run log below is a page in an Argonne (ALCF) GitHub repository, pinned to the commit read: the page
+# changes between releases (commands, systems, logs), so an unpinned link may no longer show the figure.
 _ALCF = "ALCF AI Testbed run log"
-_S2 = f"{_ALCF}: argonne-lcf/AIaccelerators-SC23-tutorial, Cerebras/gpt-j.md (Rate, GlobalRate)"
-_S3 = f"{_ALCF}: argonne-lcf/user-guides, ai-testbed/cerebras/example-programs.md (CS-2 version)"
-_S4 = f"{_ALCF}: argonne-lcf/user-guides, ai-testbed/cerebras/example-programs.md @ 01e8966 (CS-3)"
-_S5 = f"{_ALCF}: argonne-lcf/ai-science-training-series, 07_AITestbeds/Cerebras/llama2-7b.md"
+_UG = f"{_ALCF}: argonne-lcf/user-guides, docs/ai-testbed/cerebras/example-programs.md"
+_SC23 = f"{_ALCF}: argonne-lcf/AIaccelerators-SC23-tutorial, Cerebras/gpt-j.md @ 3d4372c (2023-11-10)"
+_R171 = f"{_UG} @ 80b46ac (2023-04-03; log of 2023-03-16)"
+_R180 = f"{_UG} @ ba54796 (2023-05-17)"
+_R203 = f"{_UG} @ a8a674d (2023-11-29)"
+_R290 = f"{_UG} @ 01e8966 (2026-02; logs of 2025-10)"
+_LLAMA = (f"{_ALCF}: argonne-lcf/ai-science-training-series, 07_AITestbeds/Cerebras/llama2-7b.md @ a2732c1 "
+          "(log of 2024-03-21); Model Zoo params_llama_7b.yaml")
 _DENSE = "dense models on CS-2/CS-3"
+_OLD = "prediction; older software release, shown not fitted"
+_S_GPTJ = "S = 2,048 assumed (Model Zoo default; the log does not state it)"
+_S_LLAMA2 = "S not stated in the log (Model Zoo params_llama2_7b.yaml: 4,096)"
 
 # -------------------------------------------------------------------------------------- anchors
 
@@ -193,23 +205,36 @@ ANCHORS: list[Anchor] = [
     Anchor("fabric", "row multicast, gap between successive PEs", "2 cycles", 2.0, "cycles",
            "Cerebras SDK simprint tutorial (1156, 1158, 1160)", PARAMETER, _multicast_gap),
     *_mlsysim_anchors(),
-    Anchor(_DENSE, "GPT-J 6B, 1 CS-2, global batch 66 (Model Zoo R1.9.2, 2023-11)", "19.80 samples/s", 19.80,
-           "samples/s", _S2, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 66),
-           note="sequence length 2,048 assumed (Model Zoo default); batch 66 = 13,200 samples / 200 steps"),
-    Anchor(_DENSE, "GPT-J 6B, 1 CS-2, global batch 120 (R2.0-era, 2023-11-29)", "43.67 samples/s", 43.67,
-           "samples/s", _S3, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 120),
-           note="sequence length 2,048 assumed; 2.2× the row above on the same CS-2 (a software release)"),
-    Anchor(_DENSE, "GPT-J 6B, 1 CS-3, global batch 120 (R2.9 page, 2025-10)", "44.75 samples/s", 44.75,
-           "samples/s", _S4, PREDICTION, _samples_per_s("wse3", "gpt-j-6b", 2048, 120),
-           note="sequence length 2,048 assumed; published CS-3 figure ≈ the CS-2's (suspect)"),
-    Anchor(_DENSE, "LLaMA-7B, 1 CS-2, global batch 99 (2024-03)", "20.45 samples/s", 20.45, "samples/s",
-           f"{_S5}; Model Zoo params_llama_7b.yaml", PREDICTION, _samples_per_s("wse2", "llama-7b", 2048, 99),
-           note="sequence length 2,048 from the Model Zoo config the page copies; the log runs 99 without "
-                "accumulation, wsesim's SRAM holds 9 (11 micro-batches)"),
-    Anchor(_DENSE, "Llama-2-7B, 1 CS-3, global batch 1,024 (R2.9 page, 2025-10)", "31.98 samples/s", 31.98,
-           "samples/s", f"{_S4}; Model Zoo params_llama2_7b.yaml", PREDICTION,
+    Anchor(_DENSE, "GPT-J 6B, 1 CS-2, global batch 66 (Model Zoo R1.9.2)", "19.80 samples/s", 19.80,
+           "samples/s", _SC23, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 66),
+           note=f"no --num_csx (1 system); batch 66 = 13,200 samples / 200 steps; {_S_GPTJ}"),
+    Anchor(_DENSE, "GPT-J 6B, 2 CS-2 (cluster), global batch 120 (R2.0.3)", "43.67 samples/s", 43.67,
+           "samples/s", _R203, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 120, systems=2),
+           note=f"--num_csx=2, \"uses 2 CS2s\"; batch 120 = 24,000 samples / 200 steps (60 per system); "
+                f"{_S_GPTJ}; the first multi-system anchor"),
+    Anchor(_DENSE, "GPT-J 6B, 2 CS-2 (cluster), global batch 130 (R1.8.0)", "33.98 samples/s", 33.98,
+           "samples/s", _R180, _OLD, _samples_per_s("wse2", "gpt-j-6b", 2048, 130, systems=2),
+           note=f"--num_csx=2; batch 130 = 65,000 samples / 500 steps; {_S_GPTJ}; the same two CS-2s run 1.29× "
+                "faster on R2.0.3: software maturity, which no hardware model sees"),
+    Anchor(_DENSE, "GPT-J 6B, 2 CS-2 (cluster), global batch 130 (R1.7.1)", "27.53 samples/s", 27.53,
+           "samples/s", _R171, _OLD, _samples_per_s("wse2", "gpt-j-6b", 2048, 130, systems=2),
+           note=f"--num_csx=2; batch 130 = 130,000 samples / 1,000 steps; {_S_GPTJ}; software maturity, as above"),
+    Anchor(_DENSE, "GPT-J 6B, 1 CS-3, global batch 120 (R2.9.0)", "44.75 samples/s", 44.75, "samples/s", _R290,
+           PREDICTION, _samples_per_s("wse3", "gpt-j-6b", 2048, 120),
+           note=f"--num_csx=1, \"uses 1 CS3\"; batch 120 = 24,000 samples / 200 steps; {_S_GPTJ}"),
+    Anchor(_DENSE, "LLaMA-7B, 1 CS-2, global batch 99", "20.45 samples/s", 20.45, "samples/s", _LLAMA, PREDICTION,
+           _samples_per_s("wse2", "llama-7b", 2048, 99),
+           note="\"Preparing to execute using 1 CSX\"; batch 99 as compiled (\"per-box batch size 99\"); S = 2,048 "
+                "from the Model Zoo config the page copies; the log runs 99 without accumulation \"with 9 lanes\", "
+                "wsesim's SRAM holds 9 (11 micro-batches): docs/model.md §2.4"),
+    Anchor(_DENSE, "Llama-2-7B, 1 CS-3, global batch 1,024 (R2.9.0), at S = 2,048", "31.99 samples/s", 31.99,
+           "samples/s", f"{_R290}; Model Zoo params_llama2_7b.yaml", PREDICTION,
+           _samples_per_s("wse3", "llama2-7b", 2048, 1024),
+           note=f"--num_csx=1; batch 1,024 = 204,800 samples / 200 steps; {_S_LLAMA2}: one of two readings"),
+    Anchor(_DENSE, "Llama-2-7B, 1 CS-3, global batch 1,024 (R2.9.0), at S = 4,096", "31.99 samples/s", 31.99,
+           "samples/s", f"{_R290}; Model Zoo params_llama2_7b.yaml", PREDICTION,
            _samples_per_s("wse3", "llama2-7b", 4096, 1024),
-           note="sequence length 4,096 assumed (Model Zoo default; the run's config is not public)"),
+           note=f"as above; {_S_LLAMA2}: the other reading"),
 ]
 """Every anchor; ``docs/validation.md`` is rendered from them."""
 
@@ -255,21 +280,45 @@ move with each of those assumptions, and `docs/model.md` derives why the top_k c
 
 ## Reading the dense rows
 
-Published training throughput of dense models on one CS-2 or CS-3, read from Cerebras appliance logs
-that Argonne publishes (`GlobalRate` at the last logged step, in samples per second). wsesim runs each
-with the shipped model preset on `wse2` or `wse3`, the published global batch, and the shipped
-experiment's defaults (recompute, standard attention, G = 1; B and the micro-batches from the memory
-model, docs/model.md §2.4): nothing is fitted to these points. Where the log does not state the sequence
-length, the Model Zoo default is assumed and the note says so. No multi-system throughput was found that
-could be compared (only the claim of "strict linear scaling"), so the cluster model has no anchor here.
+Published training throughput of dense models on one or two CS-2s and one CS-3, read from Cerebras
+appliance logs that Argonne publishes: `GlobalRate` at the last logged step, in samples per second. Each
+source is pinned to the commit of the page that holds the log, because the page is rewritten at every
+software release. How each row's conditions were read:
 
-The two GPT-J rows on the same CS-2 differ by 2.2× between software releases, which no hardware model
-can see; wsesim falls between them. Its largest miss is Llama-2-7B on CS-3: with the standard kernel's
-S × S matrices at 4,096 tokens only 2 sequences fit per micro-batch, so every weight streams in 512 times
-a step and the step is I/O-bound; the published figure implies the real stack keeps far more sequences
-per pass (a tiled attention kernel, or activations off the wafer), which wsesim does not model. With
-`training.attention_kernel: flash` the same run holds 16 sequences per micro-batch and gives 21.2
-samples/s (−34 %): a sensitivity, not a tuning; the table keeps the shipped default.
+- **Systems**: from the command (`--num_csx`; none means 1), the page's own sentence ("uses 2 CS2s") or
+  the log ("Preparing to execute using 1 CSX").
+- **Global batch**: samples processed over steps, both printed at the end of the log (for example
+  24,000 samples in 200 steps: 120), or the compiler's "per-box batch size". In a cluster it is split
+  evenly: 60 sequences per CS-2 for the GPT-J run at 120.
+- **Sequence length**: never printed. GPT-J's Model Zoo default (2,048) is assumed; LLaMA-7B's comes from
+  the Model Zoo config the page copies; Llama-2-7B's is unknown, so that run is shown at both 2,048 and
+  4,096.
+
+wsesim runs each with the shipped model preset on `wse2` or `wse3` (two systems behind the `swarmx`
+interconnect for the cluster rows), the published global batch, and the shipped experiment's defaults
+(recompute, standard attention, G = 1; B and the micro-batches from the memory model, docs/model.md §2.4).
+Nothing is fitted to these points.
+
+**The cluster anchor.** The GPT-J run at a global batch of 120 (R2.0.3) is on two CS-2s: the earliest
+version of the page runs it with `--num_csx=2` and says it uses 2 CS-2s (later versions changed the
+command but kept the same log), so it is the first measured multi-system point wsesim is checked against.
+The same page's older versions run GPT-J on the same two CS-2s at 27.53 (R1.7.1) and 33.98 (R1.8.0)
+samples/s at a batch of 130: a factor of 1.6 from software alone, which no hardware model can see. Those
+rows are shown so that the spread is visible, not to be fitted.
+
+**Llama-2-7B on CS-3.** At S = 2,048 wsesim is high by about as much as for GPT-J on the same CS-3; at
+4,096, the Model Zoo default, it is far low: with the standard kernel's S × S matrices only 2 sequences
+fit per micro-batch, every weight streams in 512 times a step and the step is I/O-bound. If the run was at
+4,096, the real stack keeps far more sequences per pass (a tiled attention kernel, or activations off the
+wafer), which wsesim does not model; with `training.attention_kernel: flash` the same run holds 16
+sequences per micro-batch and gives 21.2 samples/s (−34 %): a sensitivity, not a tuning. Which of the two
+readings is right the log does not say.
+
+**LLaMA-7B at batch 99 on one CS-2.** The compiler tried sub-batches of 33, 9 and 11, then ran 99 "with 9
+lanes" and no gradient accumulation; wsesim fits 9 sequences and runs 11 micro-batches of 9. Its step is
+compute-bound (the weight stream stalls it 0.1 %), so streaming the weights once per batch instead of 11
+times would not change wsesim's figure: the −13 % is in the compute, not in the micro-batching
+(docs/model.md §2.4 says what the "lanes" are known to be, and are not).
 """
 
 
