@@ -168,6 +168,39 @@ _OLD = "prediction; older software release, shown not fitted"
 _S_GPTJ = "S = 2,048 assumed (Model Zoo default; the log does not state it)"
 _S_LLAMA2 = "S not stated in the log (Model Zoo params_llama2_7b.yaml: 4,096)"
 
+# ------------------------------------------------------------------------------------- clusters
+
+# A trillion-parameter model: Sandia's shape is not published. Kimi K2's is (Moonshot AI, model card and
+# config.json): DeepSeek-V3's layer with 384 routed experts, 64 MLA heads, 61 layers of which the first is
+# dense (FFN 18,432), a 163,840-token vocabulary; 1.03 T parameters as wsesim counts them. (A dense shape,
+# Megatron-LM's 1 T of 128 layers of 25,600, does not fit one CS-3 in wsesim's memory model: 62 KB per PE
+# at B = 1.) S = 2,048 assumed; B = 4 is what fits.
+_K2 = {"model.layers": 61, "model.dense_layers": 1, "model.ffn_intermediate": 18432, "model.experts": 384,
+       "model.heads": 64, "model.kv_heads": 64, "model.vocab_size": 163840, "training.seq_len": 2048}
+_SANDIA = ("Cerebras press release \"Cerebras Demonstrates Trillion Parameter Model Training on a Single CS-3 "
+           "System\" (NeurIPS 2024, 2024-12-10) and its press coverage (15.3× on 16 CS-3s)")
+
+
+@cache
+def _k2_tokens_per_s(systems: int, global_batch: int | None) -> float:
+    overrides: dict[str, object] = dict(_K2)
+    if global_batch:
+        overrides["training.global_batch"] = global_batch
+    if systems > 1:
+        overrides.update({"cluster.systems": systems, "cluster.interconnect": "swarmx"})
+    spec = load_experiment(hardware="wse3", model="deepseek-v3", overrides=overrides).spec
+    return run_experiment(spec).cluster_throughput_tokens_per_s
+
+
+def _sandia(fixed_global_batch: bool) -> float:
+    """16 CS-3s over one. At a fixed global batch of 64 sequences (one micro-batch of 4 per system at 16,
+    16 back to back on one system) MemoryX's optimizer step, the same at any N, does not shrink with N;
+    with each system's batch fixed (4 sequences) every step pays it once whatever N."""
+    if fixed_global_batch:
+        return _k2_tokens_per_s(16, 64) / _k2_tokens_per_s(1, 64)
+    return _k2_tokens_per_s(16, None) / _k2_tokens_per_s(1, None)
+
+
 # -------------------------------------------------------------------------------------- anchors
 
 ANCHORS: list[Anchor] = [
@@ -235,6 +268,14 @@ ANCHORS: list[Anchor] = [
            "samples/s", f"{_R290}; Model Zoo params_llama2_7b.yaml", PREDICTION,
            _samples_per_s("wse3", "llama2-7b", 4096, 1024),
            note=f"as above; {_S_LLAMA2}: the other reading"),
+    Anchor("clusters", "trillion-parameter model, 1 → 16 CS-3, global batch fixed at 64 × 2,048", "15.3×", 15.3,
+           "×", _SANDIA, PREDICTION, lambda: _sandia(True),
+           note="model, S and batch assumed (Kimi K2's shape; the smallest batch that fills 16 wafers once): a "
+                "lower bound on the speedup in this reading; see Reading the cluster rows"),
+    Anchor("clusters", "trillion-parameter model, 1 → 16 CS-3, each system's batch fixed at 4 × 2,048", "15.3×", 15.3,
+           "×", _SANDIA, PREDICTION, lambda: _sandia(False),
+           note="as above, the other reading (weak scaling): every step pays the update once whatever N, so "
+                "only the tree costs anything: an upper bound"),
 ]
 """Every anchor; ``docs/validation.md`` is rendered from them."""
 
@@ -278,6 +319,13 @@ The BTA figures run the shipped experiment (`workloads/qwen3-30b-a3b/experiment.
 states neither sequence length, depth, batch nor precision; the README's table shows how the eight points
 move with each of those assumptions, and `docs/model.md` derives why the top_k contrast is bounded.
 
+Since MemoryX's optimizer step is modelled (docs/model.md §2.5) it ends every step: 0.25 s for the 30.5B
+parameters at 128 experts, 0.03 s at 8. The shipped experiment's step is one micro-batch of G·B
+sequences, so a larger G·B spreads the update over more tokens, and the tuned runs gain from that as well
+as from BTA: the speedups moved from 1.03× to 1.12× at 8 experts, 3.03× to 3.34× at 128 (top_k 8) and
+4.22× to 4.58× (top_k 1), the tuned curve's spread from 9 % to 18 %. How much of that the paper's runs
+contain depends on their global batch, which it does not state. `gemm_efficiency` was not retuned.
+
 ## Reading the dense rows
 
 Published training throughput of dense models on one or two CS-2s and one CS-3, read from Cerebras
@@ -311,14 +359,41 @@ rows are shown so that the spread is visible, not to be fitted.
 fit per micro-batch, every weight streams in 512 times a step and the step is I/O-bound. If the run was at
 4,096, the real stack keeps far more sequences per pass (a tiled attention kernel, or activations off the
 wafer), which wsesim does not model; with `training.attention_kernel: flash` the same run holds 16
-sequences per micro-batch and gives 21.2 samples/s (−34 %): a sensitivity, not a tuning. Which of the two
+sequences per micro-batch and gives 21.1 samples/s (−34 %): a sensitivity, not a tuning. Which of the two
 readings is right the log does not say.
 
 **LLaMA-7B at batch 99 on one CS-2.** The compiler tried sub-batches of 33, 9 and 11, then ran 99 "with 9
 lanes" and no gradient accumulation; wsesim fits 9 sequences and runs 11 micro-batches of 9. Its step is
-compute-bound (the weight stream stalls it 0.1 %), so streaming the weights once per batch instead of 11
-times would not change wsesim's figure: the −13 % is in the compute, not in the micro-batching
-(docs/model.md §2.4 says what the "lanes" are known to be, and are not).
+compute-bound (the weight stream stalls it 0.06 %, MemoryX's optimizer step is 1 %), so streaming the
+weights once per batch instead of 11 times would not change wsesim's figure: the −14 % is in the compute,
+not in the micro-batching (docs/model.md §2.4 says what the "lanes" are known to be, and are not).
+
+**MemoryX's optimizer step** (docs/model.md §2.5) ends every step; on these rows it is 1–2 % of the step
+(56 ms for a 6.7B model) and moved them by 0.1 to 2 points when it was introduced.
+
+## Reading the cluster rows
+
+The GPT-J run at a global batch of 120 on two CS-2s is met within 0.4 %: each system runs 5 micro-batches
+of 12, and the tree costs it nothing measurable (scaling efficiency 1.000: its latency is microseconds on a
+2.8 s step, and a CS-2's link is the tree's slowest port either way).
+
+Sandia and Cerebras trained a trillion-parameter model on one CS-3 with 55 TB of MemoryX, and on 16 CS-3s,
+where it ran 15.3× faster (95.6 % of linear). Neither its shape, its sequence length nor its batch is
+published, so the rows state theirs: Kimi K2's published trillion-parameter MoE shape, S = 2,048, and 4
+sequences per micro-batch (what fits). wsesim cannot fit a dense trillion-parameter shape such as
+Megatron-LM's 128 layers of 25,600 on one CS-3 (its memory model keeps a whole layer's weights resident:
+62 KB per PE at one sequence, of 48): the real stack does not, a miss of the memory model in its own right.
+
+On one CS-3 each micro-batch is the weight stream's (2 TB of bf16 weights in for the forward pass and again
+for the backward): 31.6 s. MemoryX's optimizer step over 1.03 T parameters, 30 B each at the assumed
+3.6 TB/s, adds 8.6 s per step whatever the number of systems; the SwarmX tree adds microseconds. What the
+speedup comes to depends on the batch, which is the unknown. With each system's batch fixed (weak scaling)
+every step pays the update once whatever N: 16.0× (+4.6 %). At a fixed global batch (strong scaling) the
+update does not shrink with N while the stream does: 12.8× (−16 %) at 64 sequences, the smallest batch that
+gives each of 16 wafers one micro-batch, rising with the batch towards 16× and through 15.3× at about 6
+micro-batches per system (384 sequences, 0.8 M tokens). The published point lies between the two readings.
+The update's bandwidth was not set against it; at the ends of its assumed range (0.15 and 15 TB/s) the
+fixed-batch row would give about 3× and 15.1×. Before the update was modelled both readings gave 16.0×.
 """
 
 

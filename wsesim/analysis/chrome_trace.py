@@ -36,7 +36,8 @@ from ..sim.plan import StepPlan, Trace
 MAX_REGION_TRACKS = 16
 COUNTER_BINS = 400
 _STEP_TIDS = {"attention": 1, "ffn": 1, "router": 1, "lm_head": 1, "expand": 1, "weighted_sum": 1, "dispatch": 2,
-              "combine": 2, "weight_stall": 3, "gradient_stall": 3, "gradient_drain": 3, "reduce_drain": 3, "experts": 4}
+              "combine": 2, "weight_stall": 3, "gradient_stall": 3, "gradient_drain": 3, "reduce_drain": 3,
+              "optimizer_step": 3, "experts": 4}
 _THREADS = {1: {1: "weights in", 2: "gradients out"},
             2: {1: "whole wafer: attention, FFN, router, LM head", 2: "fabric: dispatch, combine",
                 3: "stalls", 4: "experts phase (all regions)"}}

@@ -20,7 +20,7 @@ from ..model.shapes import LayerShapes
 from ..sim.plan import Trace
 
 STEP_PHASES = ("attention", "ffn", "router", "dispatch", "expand", "experts", "weighted_sum", "combine", "lm_head",
-               "weight_stall", "gradient_stall", "gradient_drain", "reduce_drain")
+               "weight_stall", "gradient_stall", "gradient_drain", "reduce_drain", "optimizer_step")
 """The step's own timeline, partitioned: these sum to ``step_cycles``."""
 
 WALL_CLOCK_FIELDS = ("wall_s",)

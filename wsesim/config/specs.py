@@ -95,6 +95,18 @@ class IOSpec(Spec):
     bandwidth_bytes_per_s: IOBandwidth = Field(alias="bandwidth")  # per direction
 
 
+# MemoryX's aggregate memory throughput in the optimizer step: ~3.6 TB/s assumed for the CS-2/CS-3
+# clusters (12 DDR5 servers), 150 GB/s-15 TB/s plausible; 1 MB/s is slower than any host's memory, and
+# 10 PB/s is ~700x the largest plausible MemoryX.
+UpdateBandwidth = quantity("bandwidth", "1 MB/s", "10 PB/s", "3.6 TB/s")
+
+
+class MemoryXSpec(Spec):
+    """The off-wafer weight store (MemoryX): how fast it steps the optimizer (docs/model.md §2.5)."""
+
+    update_bandwidth_bytes_per_s: UpdateBandwidth = Field(alias="update_bandwidth")  # bytes read + written
+
+
 # 200-2,000 cycles to launch an op on WSE-2 (README, Calibration); 100 million (0.1 s at 1 GHz per op) is
 # past any runtime.
 TaskOverhead = quantity("cycles", "0 cycles", "100000000 cycles", "500 cycles")
@@ -123,6 +135,7 @@ class HardwareSpec(Spec):
     pe: PESpec
     fabric: FabricSpec
     io: IOSpec
+    memoryx: MemoryXSpec
     runtime: RuntimeSpec
 
     @field_validator("runtime")
@@ -167,6 +180,7 @@ class HardwareSpec(Spec):
             "bisection_bandwidth_bytes_per_s": min(self.mesh.rows, self.mesh.cols) * 2
             * self.fabric.link_bytes_per_cycle * self.clock_hz,
             "io_bandwidth_bytes_per_s": self.io.bandwidth_bytes_per_s,
+            "memoryx_update_bandwidth_bytes_per_s": self.memoryx.update_bandwidth_bytes_per_s,
         }
 
 

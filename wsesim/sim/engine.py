@@ -30,6 +30,7 @@ import numpy as np
 
 from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
+from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import EXPERT_SHARE, LayerShapes, copy_op_flops, wafer_op
 from .chunks import plan_chunks
 from .cluster import io_rate
@@ -258,6 +259,9 @@ class _Engine:
             start = env.now
             yield env.timeout(self.grads.link_free_at + tree.latency - start)
             self.trace.spans.append(("step", "reduce_drain", start, env.now, {"levels": tree.depth}))
+        start, cycles = env.now, optimizer_step_cycles(self.plan.hw, self.plan.model)  # MemoryX updates the weights
+        yield env.timeout(cycles)  # before the next step's first chunk can leave (docs/model.md §2.5)
+        self.trace.spans.append(("step", "optimizer_step", start, env.now, {"cycles": cycles}))
 
     def run(self) -> Trace:
         env = self.env

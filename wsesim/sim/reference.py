@@ -65,6 +65,7 @@ import simpy
 
 from ..config.specs import DTYPE_BYTES
 from ..model.costs import op_cost
+from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op
 from .chunks import plan_chunks
 from .cluster import io_rate, relay
@@ -382,6 +383,9 @@ class _Reference:
             yield self.at_memoryx.get()
         if env.now > start:
             self.trace.spans.append(("step", "reduce_drain", start, env.now, {"levels": self.plan.tree.depth}))
+        start, cycles = env.now, optimizer_step_cycles(self.plan.hw, self.plan.model)  # MemoryX updates the weights
+        yield env.timeout(cycles)  # before the next step's first chunk can leave (docs/model.md §2.5)
+        self.trace.spans.append(("step", "optimizer_step", start, env.now, {"cycles": cycles}))
 
     def run(self) -> Trace:
         env = self.env
