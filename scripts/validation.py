@@ -354,8 +354,8 @@ The same page's older versions run GPT-J on the same two CS-2s at 27.53 (R1.7.1)
 samples/s at a batch of 130: a factor of 1.6 from software alone, which no hardware model can see. Those
 rows are shown so that the spread is visible, not to be fitted.
 
-**Llama-2-7B on CS-3.** At S = 2,048 wsesim is high by about as much as for GPT-J on the same CS-3; at
-4,096, the Model Zoo default, it is far low: with the standard kernel's S × S matrices only 2 sequences
+**Llama-2-7B on CS-3.** At S = 2,048 wsesim is high, as for GPT-J on the same CS-3 (+23 % against
++15 %); at 4,096, the Model Zoo default, it is far low: with the standard kernel's S × S matrices only 2 sequences
 fit per micro-batch, every weight streams in 512 times a step and the step is I/O-bound. If the run was at
 4,096, the real stack keeps far more sequences per pass (a tiled attention kernel, or activations off the
 wafer), which wsesim does not model; with `training.attention_kernel: flash` the same run holds 16
