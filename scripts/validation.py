@@ -369,7 +369,7 @@ weights once per batch instead of 11 times would not change wsesim's figure: the
 not in the micro-batching (docs/model.md §2.4 says what the "lanes" are known to be, and are not).
 
 **MemoryX's optimizer step** (docs/model.md §2.5) ends every step; on these rows it is 1–2 % of the step
-(56 ms for a 6.7B model) and moved them by 0.1 to 2 points when it was introduced.
+(56 ms for a 6.7B model) and moved them by 0.1 to 2.5 points when it was introduced.
 
 ## Reading the cluster rows
 
@@ -384,14 +384,15 @@ sequences per micro-batch (what fits). wsesim cannot fit a dense trillion-parame
 Megatron-LM's 128 layers of 25,600 on one CS-3 (its memory model keeps a whole layer's weights resident:
 62 KB per PE at one sequence, of 48): the real stack does not, a miss of the memory model in its own right.
 
-On one CS-3 each micro-batch is the weight stream's (2 TB of bf16 weights in for the forward pass and again
-for the backward): 31.6 s. MemoryX's optimizer step over 1.03 T parameters, 30 B each at the assumed
+On one CS-3 each micro-batch is the weight stream's: 2 TB of bf16 weights in for the forward pass, again
+for the recompute (a layer does not fit the staging buffer) and again for the backward, 6.1 TB: 31.6 s. MemoryX's optimizer step over 1.03 T parameters, 30 B each at the assumed
 3.6 TB/s, adds 8.6 s per step whatever the number of systems; the SwarmX tree adds microseconds. What the
 speedup comes to depends on the batch, which is the unknown. With each system's batch fixed (weak scaling)
 every step pays the update once whatever N: 16.0× (+4.6 %). At a fixed global batch (strong scaling) the
 update does not shrink with N while the stream does: 12.8× (−16 %) at 64 sequences, the smallest batch that
-gives each of 16 wafers one micro-batch, rising with the batch towards 16× and through 15.3× at about 6
-micro-batches per system (384 sequences, 0.8 M tokens). The published point lies between the two readings.
+gives each of 16 wafers one micro-batch, rising with the batch towards 16× and through 15.3× between 5
+and 6 micro-batches per system (320–384 sequences, 0.7–0.8 M tokens). The published point lies between
+the two readings.
 The update's bandwidth was not set against it; at the ends of its assumed range (0.15 and 15 TB/s) the
 fixed-batch row would give about 3× and 15.1×. Before the update was modelled both readings gave 16.0×.
 """
