@@ -5,9 +5,15 @@ experiment, and the mapping with each). Prints one markdown table (the one
 in the README) of tuned / G=1 throughput per point, and the tuned curve's spread over 8–128 experts.
 
     python scripts/bta_conditions.py [--quick] [--out FILE.md]
+    python scripts/bta_conditions.py --top-k [--out FILE.md]
 
 Every cell is a real run of the shipped experiment with the condition's overrides (``wsesim tune`` for
 the tuned G); nothing is fitted. ``--quick`` runs two conditions only (a smoke run).
+
+``--top-k`` runs the two top_k tests already tried against the paper's Fig. 3 (128 experts, top_k 8 → 1;
+README "Where both miss", docs/model.md §3.5), so that no one runs them again unknowingly: the shipped
+expert size, and the active parameters held constant (expert size × 8/k as top_k falls); each with the
+throughput read as tokens/s and as model FLOP/s. The answers are in the README.
 """
 
 from __future__ import annotations
@@ -58,11 +64,47 @@ def row(seq_len: int, layers: int, activations: str, mapping: str) -> str:
     return f"| {seq_len} | {layers} | {activations} | {mapping} | " + " | ".join(speedups) + f" | {spread} |"
 
 
+TOPK = (8, 4, 2, 1)
+EXPERT_INTERMEDIATE = 768  # Qwen3-30B-A3B's moe_intermediate_size
+
+
+def topk_run(overrides: dict) -> tuple[float, float, float, float]:
+    """(G=1, tuned) throughput at one point: tokens/s, then model TFLOP/s (0 where nothing fits)."""
+    loaded = load_experiment(overrides=overrides)
+    runs = (run_experiment(loaded.spec), tune(loaded).best)
+    tokens = [r.throughput_tokens_per_s if r.feasible else 0.0 for r in runs]
+    flops = [r.model_flops_per_step / r.step_time_s / 1e12 if r.feasible else 0.0 for r in runs]
+    return tokens[0], tokens[1], flops[0], flops[1]
+
+
+def topk_table() -> list[str]:
+    """At 128 experts, per top_k: G=1 and tuned throughput in tokens/s and model TFLOP/s, and their ratio
+    (the same in both units: one model, one token count), for the two expert sizes."""
+    lines = ["| expert size | intermediate | top_k | G=1 tokens/s | tuned tokens/s | speedup | G=1 TFLOP/s | tuned TFLOP/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, constant_active in (("shipped", False), ("× 8/k (active constant)", True)):
+        for k in TOPK:
+            size = EXPERT_INTERMEDIATE * 8 // k if constant_active else EXPERT_INTERMEDIATE
+            g1, tuned, f1, ft = topk_run({"model.experts": 128, "model.top_k": k, "model.expert_intermediate": size})
+            speedup = f"{tuned / g1:.2f}×" if g1 and tuned else "—"
+            lines.append(f"| {label} | {size} | {k} | {g1:,.0f} | {tuned:,.0f} | {speedup} | {f1:.0f} | {ft:.0f} |")
+            sys.stderr.write(lines[-1] + "\n")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="two conditions only")
+    ap.add_argument("--top-k", action="store_true",
+                    help="the top_k tests instead: shipped and constant-active expert sizes, tokens/s and FLOP/s")
     ap.add_argument("--out", metavar="FILE.md", help="also write the table to FILE.md")
     args = ap.parse_args(argv)
+    if args.top_k:
+        text = "\n".join(topk_table()) + "\n"
+        print(text, end="")
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+        return 0
     head = ("| seq_len | layers | activations | mapping | " + " | ".join(f"E={e} k={k}" for e, k in POINTS)
             + " | tuned spread (k=8) |")
     lines = [head, "|" + "---:|" * 3 + "---|" + "---:|" * (len(POINTS) + 1)]

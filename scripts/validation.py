@@ -137,25 +137,70 @@ def _multicast_gap() -> float:
 # ----------------------------------------------------------------------------------- dense models
 
 
-def _samples_per_s(hardware: str, model: str, seq_len: int, global_batch: int) -> Callable[[], float]:
-    """Sequences per second of ``model`` on one system at the published global batch, with the shipped
-    experiment's defaults otherwise (recompute, standard attention, G = 1, B and the micro-batches sized
-    by the memory model: the fewest micro-batches that fit)."""
+def _samples_per_s(hardware: str, model: str, seq_len: int, global_batch: int,
+                   systems: int = 1) -> Callable[[], float]:
+    """Sequences per second of ``model`` on ``systems`` systems (behind SwarmX if more than one) at the
+    published global batch, with the shipped experiment's defaults otherwise (recompute, standard
+    attention, G = 1, B and the micro-batches sized by the memory model: the fewest micro-batches that fit
+    each system's share)."""
     def value() -> float:
-        spec = load_experiment(hardware=hardware, model=model, overrides={
-            "training.seq_len": seq_len, "training.global_batch": global_batch}).spec
-        r = run_experiment(spec)
-        return r.throughput_tokens_per_s / r.seq_len
+        overrides: dict[str, object] = {"training.seq_len": seq_len, "training.global_batch": global_batch}
+        if systems > 1:
+            overrides.update({"cluster.systems": systems, "cluster.interconnect": "swarmx"})
+        r = run_experiment(load_experiment(hardware=hardware, model=model, overrides=overrides).spec)
+        return r.cluster_throughput_tokens_per_s / r.seq_len
 
     return value
 
 
+# Every run log below is a page in an Argonne (ALCF) GitHub repository, pinned to the commit read: the page
+# changes between releases (commands, systems, logs), so an unpinned link may no longer show the figure.
 _ALCF = "ALCF AI Testbed run log"
-_S2 = f"{_ALCF}: argonne-lcf/AIaccelerators-SC23-tutorial, Cerebras/gpt-j.md (Rate, GlobalRate)"
-_S3 = f"{_ALCF}: argonne-lcf/user-guides, ai-testbed/cerebras/example-programs.md (CS-2 version)"
-_S4 = f"{_ALCF}: argonne-lcf/user-guides, ai-testbed/cerebras/example-programs.md @ 01e8966 (CS-3)"
-_S5 = f"{_ALCF}: argonne-lcf/ai-science-training-series, 07_AITestbeds/Cerebras/llama2-7b.md"
+_UG = f"{_ALCF}: argonne-lcf/user-guides, docs/ai-testbed/cerebras/example-programs.md"
+_SC23 = f"{_ALCF}: argonne-lcf/AIaccelerators-SC23-tutorial, Cerebras/gpt-j.md @ 3d4372c (2023-11-10)"
+_R171 = f"{_UG} @ 80b46ac (2023-04-03; log of 2023-03-16)"
+_R180 = f"{_UG} @ ba54796 (2023-05-17)"
+_R203 = f"{_UG} @ a8a674d (2023-11-29)"
+_R290 = f"{_UG} @ 01e8966 (2026-02; logs of 2025-10)"
+_LLAMA = (f"{_ALCF}: argonne-lcf/ai-science-training-series, 07_AITestbeds/Cerebras/llama2-7b.md @ a2732c1 "
+          "(log of 2024-03-21); Model Zoo params_llama_7b.yaml")
 _DENSE = "dense models on CS-2/CS-3"
+_OLD = "prediction; older software release, shown not fitted"
+_S_GPTJ = "S = 2,048 assumed (Model Zoo default; the log does not state it)"
+_S_LLAMA2 = "S not stated in the log (Model Zoo params_llama2_7b.yaml: 4,096)"
+
+# ------------------------------------------------------------------------------------- clusters
+
+# A trillion-parameter model: Sandia's shape is not published. Kimi K2's is (Moonshot AI, model card and
+# config.json): DeepSeek-V3's layer with 384 routed experts, 64 MLA heads, 61 layers of which the first is
+# dense (FFN 18,432), a 163,840-token vocabulary; 1.03 T parameters as wsesim counts them. (A dense shape,
+# Megatron-LM's 1 T of 128 layers of 25,600, does not fit one CS-3 in wsesim's memory model: 62 KB per PE
+# at B = 1.) S = 2,048 assumed; B = 4 is what fits.
+_K2 = {"model.layers": 61, "model.dense_layers": 1, "model.ffn_intermediate": 18432, "model.experts": 384,
+       "model.heads": 64, "model.kv_heads": 64, "model.vocab_size": 163840, "training.seq_len": 2048}
+_SANDIA = ("Cerebras press release \"Cerebras Demonstrates Trillion Parameter Model Training on a Single CS-3 "
+           "System\" (NeurIPS 2024, 2024-12-10) and its press coverage (15.3× on 16 CS-3s)")
+
+
+@cache
+def _k2_tokens_per_s(systems: int, global_batch: int | None) -> float:
+    overrides: dict[str, object] = dict(_K2)
+    if global_batch:
+        overrides["training.global_batch"] = global_batch
+    if systems > 1:
+        overrides.update({"cluster.systems": systems, "cluster.interconnect": "swarmx"})
+    spec = load_experiment(hardware="wse3", model="deepseek-v3", overrides=overrides).spec
+    return run_experiment(spec).cluster_throughput_tokens_per_s
+
+
+def _sandia(fixed_global_batch: bool) -> float:
+    """16 CS-3s over one. At a fixed global batch of 64 sequences (one micro-batch of 4 per system at 16,
+    16 back to back on one system) MemoryX's optimizer step, the same at any N, does not shrink with N;
+    with each system's batch fixed (4 sequences) every step pays it once whatever N."""
+    if fixed_global_batch:
+        return _k2_tokens_per_s(16, 64) / _k2_tokens_per_s(1, 64)
+    return _k2_tokens_per_s(16, None) / _k2_tokens_per_s(1, None)
+
 
 # ----------------------------------------------------------------------------------------- kernels
 
@@ -213,6 +258,9 @@ ANCHORS: list[Anchor] = [
            _total("wse3", "sram_bandwidth_bytes_per_s", 1e15), note="clock unpublished: WSE-2's 850 MHz"),
     Anchor("WSE-3 totals", "fabric bandwidth", "214 Pb/s", 214.0, "Pb/s", "Cerebras CS-3 product page", PREDICTION,
            _total("wse3", "fabric_bandwidth_bits_per_s", 1e15)),
+    Anchor("WSE-3 totals", "I/O per direction", "30 % more than the CS-2's 1.2 Tb/s", 195.0, "GB/s",
+           "Cerebras training docs, concepts page \"Cerebras Wafer-Scale Cluster\" (CS-3 section)", PARAMETER,
+           _total("wse3", "io_bandwidth_bytes_per_s", 1e9), note="1.3 × 150 GB/s; spec sheets still list 1.2 Tb/s"),
     Anchor("fabric", "lone message, 10 wavelets over 5 hops (flow)", "26 cycles", 26.0, "cycles",
            "injection 7 + 5 hops · 2 + 9 (SDK; simprint)", CHECK, _lone_message("flow")),
     Anchor("fabric", "lone message, 10 wavelets over 5 hops (packet)", "26 cycles", 26.0, "cycles",
@@ -240,23 +288,44 @@ ANCHORS: list[Anchor] = [
     Anchor(_KERNELS, "GEMM fp32 weak scaling, 75² → 750² PEs at 44 × 44 blocks", "1.00", 1.0, "×", _MIYA, PREDICTION,
            _weak_scaling, digits=4),
     *_mlsysim_anchors(),
-    Anchor(_DENSE, "GPT-J 6B, 1 CS-2, global batch 66 (Model Zoo R1.9.2, 2023-11)", "19.80 samples/s", 19.80,
-           "samples/s", _S2, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 66),
-           note="sequence length 2,048 assumed (Model Zoo default); batch 66 = 13,200 samples / 200 steps"),
-    Anchor(_DENSE, "GPT-J 6B, 1 CS-2, global batch 120 (R2.0-era, 2023-11-29)", "43.67 samples/s", 43.67,
-           "samples/s", _S3, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 120),
-           note="sequence length 2,048 assumed; 2.2× the row above on the same CS-2 (a software release)"),
-    Anchor(_DENSE, "GPT-J 6B, 1 CS-3, global batch 120 (R2.9 page, 2025-10)", "44.75 samples/s", 44.75,
-           "samples/s", _S4, PREDICTION, _samples_per_s("wse3", "gpt-j-6b", 2048, 120),
-           note="sequence length 2,048 assumed; published CS-3 figure ≈ the CS-2's (suspect)"),
-    Anchor(_DENSE, "LLaMA-7B, 1 CS-2, global batch 99 (2024-03)", "20.45 samples/s", 20.45, "samples/s",
-           f"{_S5}; Model Zoo params_llama_7b.yaml", PREDICTION, _samples_per_s("wse2", "llama-7b", 2048, 99),
-           note="sequence length 2,048 from the Model Zoo config the page copies; the log runs 99 without "
-                "accumulation, wsesim's SRAM holds 9 (11 micro-batches)"),
-    Anchor(_DENSE, "Llama-2-7B, 1 CS-3, global batch 1,024 (R2.9 page, 2025-10)", "31.98 samples/s", 31.98,
-           "samples/s", f"{_S4}; Model Zoo params_llama2_7b.yaml", PREDICTION,
+    Anchor(_DENSE, "GPT-J 6B, 1 CS-2, global batch 66 (Model Zoo R1.9.2)", "19.80 samples/s", 19.80,
+           "samples/s", _SC23, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 66),
+           note=f"no --num_csx (1 system); batch 66 = 13,200 samples / 200 steps; {_S_GPTJ}"),
+    Anchor(_DENSE, "GPT-J 6B, 2 CS-2 (cluster), global batch 120 (R2.0.3)", "43.67 samples/s", 43.67,
+           "samples/s", _R203, PREDICTION, _samples_per_s("wse2", "gpt-j-6b", 2048, 120, systems=2),
+           note=f"--num_csx=2, \"uses 2 CS2s\"; batch 120 = 24,000 samples / 200 steps (60 per system); "
+                f"{_S_GPTJ}; the first multi-system anchor"),
+    Anchor(_DENSE, "GPT-J 6B, 2 CS-2 (cluster), global batch 130 (R1.8.0)", "33.98 samples/s", 33.98,
+           "samples/s", _R180, _OLD, _samples_per_s("wse2", "gpt-j-6b", 2048, 130, systems=2),
+           note=f"--num_csx=2; batch 130 = 65,000 samples / 500 steps; {_S_GPTJ}; the same two CS-2s run 1.29× "
+                "faster on R2.0.3: software maturity, which no hardware model sees"),
+    Anchor(_DENSE, "GPT-J 6B, 2 CS-2 (cluster), global batch 130 (R1.7.1)", "27.53 samples/s", 27.53,
+           "samples/s", _R171, _OLD, _samples_per_s("wse2", "gpt-j-6b", 2048, 130, systems=2),
+           note=f"--num_csx=2; batch 130 = 130,000 samples / 1,000 steps; {_S_GPTJ}; software maturity, as above"),
+    Anchor(_DENSE, "GPT-J 6B, 1 CS-3, global batch 120 (R2.9.0)", "44.75 samples/s", 44.75, "samples/s", _R290,
+           PREDICTION, _samples_per_s("wse3", "gpt-j-6b", 2048, 120),
+           note=f"--num_csx=1, \"uses 1 CS3\"; batch 120 = 24,000 samples / 200 steps; {_S_GPTJ}"),
+    Anchor(_DENSE, "LLaMA-7B, 1 CS-2, global batch 99", "20.45 samples/s", 20.45, "samples/s", _LLAMA, PREDICTION,
+           _samples_per_s("wse2", "llama-7b", 2048, 99),
+           note="\"Preparing to execute using 1 CSX\"; batch 99 as compiled (\"per-box batch size 99\"); S = 2,048 "
+                "from the Model Zoo config the page copies; the log runs 99 without accumulation \"with 9 lanes\", "
+                "wsesim's SRAM holds 9 (11 micro-batches): docs/model.md §2.4"),
+    Anchor(_DENSE, "Llama-2-7B, 1 CS-3, global batch 1,024 (R2.9.0), at S = 2,048", "31.99 samples/s", 31.99,
+           "samples/s", f"{_R290}; Model Zoo params_llama2_7b.yaml", PREDICTION,
+           _samples_per_s("wse3", "llama2-7b", 2048, 1024),
+           note=f"--num_csx=1; batch 1,024 = 204,800 samples / 200 steps; {_S_LLAMA2}: one of two readings"),
+    Anchor(_DENSE, "Llama-2-7B, 1 CS-3, global batch 1,024 (R2.9.0), at S = 4,096", "31.99 samples/s", 31.99,
+           "samples/s", f"{_R290}; Model Zoo params_llama2_7b.yaml", PREDICTION,
            _samples_per_s("wse3", "llama2-7b", 4096, 1024),
-           note="sequence length 4,096 assumed (Model Zoo default; the run's config is not public)"),
+           note=f"as above; {_S_LLAMA2}: the other reading"),
+    Anchor("clusters", "trillion-parameter model, 1 → 16 CS-3, global batch fixed at 64 × 2,048", "15.3×", 15.3,
+           "×", _SANDIA, PREDICTION, lambda: _sandia(True),
+           note="model, S and batch assumed (Kimi K2's shape; the smallest batch that fills 16 wafers once): a "
+                "lower bound on the speedup in this reading; see Reading the cluster rows"),
+    Anchor("clusters", "trillion-parameter model, 1 → 16 CS-3, each system's batch fixed at 4 × 2,048", "15.3×", 15.3,
+           "×", _SANDIA, PREDICTION, lambda: _sandia(False),
+           note="as above, the other reading (weak scaling): every step pays the update once whatever N, so "
+                "only the tree costs anything: an upper bound"),
 ]
 """Every anchor; ``docs/validation.md`` is rendered from them."""
 
@@ -319,23 +388,82 @@ The BTA figures run the shipped experiment (`workloads/qwen3-30b-a3b/experiment.
 states neither sequence length, depth, batch nor precision; the README's table shows how the eight points
 move with each of those assumptions, and `docs/model.md` derives why the top_k contrast is bounded.
 
+Since MemoryX's optimizer step is modelled (docs/model.md §2.5) it ends every step: 0.25 s for the 30.5B
+parameters at 128 experts, 0.03 s at 8. The shipped experiment's step is one micro-batch of G·B
+sequences, so a larger G·B spreads the update over more tokens, and the tuned runs gain from that as well
+as from BTA: the speedups moved from 1.03× to 1.12× at 8 experts, 3.03× to 3.34× at 128 (top_k 8) and
+4.22× to 4.58× (top_k 1), the tuned curve's spread from 9 % to 18 %. How much of that the paper's runs
+contain depends on their global batch, which it does not state. `gemm_efficiency` was not retuned.
+
 ## Reading the dense rows
 
-Published training throughput of dense models on one CS-2 or CS-3, read from Cerebras appliance logs
-that Argonne publishes (`GlobalRate` at the last logged step, in samples per second). wsesim runs each
-with the shipped model preset on `wse2` or `wse3`, the published global batch, and the shipped
-experiment's defaults (recompute, standard attention, G = 1; B and the micro-batches from the memory
-model, docs/model.md §2.4): nothing is fitted to these points. Where the log does not state the sequence
-length, the Model Zoo default is assumed and the note says so. No multi-system throughput was found that
-could be compared (only the claim of "strict linear scaling"), so the cluster model has no anchor here.
+Published training throughput of dense models on one or two CS-2s and one CS-3, read from Cerebras
+appliance logs that Argonne publishes: `GlobalRate` at the last logged step, in samples per second. Each
+source is pinned to the commit of the page that holds the log, because the page is rewritten at every
+software release. How each row's conditions were read:
 
-The two GPT-J rows on the same CS-2 differ by 2.2× between software releases, which no hardware model
-can see; wsesim falls between them. Its largest miss is Llama-2-7B on CS-3: with the standard kernel's
-S × S matrices at 4,096 tokens only 2 sequences fit per micro-batch, so every weight streams in 512 times
-a step and the step is I/O-bound; the published figure implies the real stack keeps far more sequences
-per pass (a tiled attention kernel, or activations off the wafer), which wsesim does not model. With
-`training.attention_kernel: flash` the same run holds 16 sequences per micro-batch and gives 21.2
-samples/s (−34 %): a sensitivity, not a tuning; the table keeps the shipped default.
+- **Systems**: from the command (`--num_csx`; none means 1), the page's own sentence ("uses 2 CS2s") or
+  the log ("Preparing to execute using 1 CSX").
+- **Global batch**: samples processed over steps, both printed at the end of the log (for example
+  24,000 samples in 200 steps: 120), or the compiler's "per-box batch size". In a cluster it is split
+  evenly: 60 sequences per CS-2 for the GPT-J run at 120.
+- **Sequence length**: never printed. GPT-J's Model Zoo default (2,048) is assumed; LLaMA-7B's comes from
+  the Model Zoo config the page copies; Llama-2-7B's is unknown, so that run is shown at both 2,048 and
+  4,096.
+
+wsesim runs each with the shipped model preset on `wse2` or `wse3` (two systems behind the `swarmx`
+interconnect for the cluster rows), the published global batch, and the shipped experiment's defaults
+(recompute, standard attention, G = 1; B and the micro-batches from the memory model, docs/model.md §2.4).
+Nothing is fitted to these points.
+
+**The cluster anchor.** The GPT-J run at a global batch of 120 (R2.0.3) is on two CS-2s: the earliest
+version of the page runs it with `--num_csx=2` and says it uses 2 CS-2s (later versions changed the
+command but kept the same log), so it is the first measured multi-system point wsesim is checked against.
+The same page's older versions run GPT-J on the same two CS-2s at 27.53 (R1.7.1) and 33.98 (R1.8.0)
+samples/s at a batch of 130: a factor of 1.6 from software alone, which no hardware model can see. Those
+rows are shown so that the spread is visible, not to be fitted.
+
+**Llama-2-7B on CS-3.** At S = 2,048 wsesim is high, as for GPT-J on the same CS-3 (+23 % against
++15 %); at 4,096, the Model Zoo default, it is far low: with the standard kernel's S × S matrices only 2 sequences
+fit per micro-batch, every weight streams in 512 times a step and the step is I/O-bound. If the run was at
+4,096, the real stack keeps far more sequences per pass (a tiled attention kernel, or activations off the
+wafer), which wsesim does not model; with `training.attention_kernel: flash` the same run holds 16
+sequences per micro-batch and gives 21.1 samples/s (−34 %): a sensitivity, not a tuning. Which of the two
+readings is right the log does not say.
+
+**LLaMA-7B at batch 99 on one CS-2.** The compiler tried sub-batches of 33, 9 and 11, then ran 99 "with 9
+lanes" and no gradient accumulation; wsesim fits 9 sequences and runs 11 micro-batches of 9. Its step is
+compute-bound (the weight stream stalls it 0.06 %, MemoryX's optimizer step is 1 %), so streaming the
+weights once per batch instead of 11 times would not change wsesim's figure: the −14 % is in the compute,
+not in the micro-batching (docs/model.md §2.4 says what the "lanes" are known to be, and are not).
+
+**MemoryX's optimizer step** (docs/model.md §2.5) ends every step; on these rows it is 1–2 % of the step
+(56 ms for a 6.7B model) and moved them by 0.1 to 2.5 points when it was introduced.
+
+## Reading the cluster rows
+
+The GPT-J run at a global batch of 120 on two CS-2s is met within 0.4 %: each system runs 5 micro-batches
+of 12, and the tree costs it nothing measurable (scaling efficiency 1.000: its latency is microseconds on a
+2.8 s step, and a CS-2's link is the tree's slowest port either way).
+
+Sandia and Cerebras trained a trillion-parameter model on one CS-3 with 55 TB of MemoryX, and on 16 CS-3s,
+where it ran 15.3× faster (95.6 % of linear). Neither its shape, its sequence length nor its batch is
+published, so the rows state theirs: Kimi K2's published trillion-parameter MoE shape, S = 2,048, and 4
+sequences per micro-batch (what fits). wsesim cannot fit a dense trillion-parameter shape such as
+Megatron-LM's 128 layers of 25,600 on one CS-3 (its memory model keeps a whole layer's weights resident:
+62 KB per PE at one sequence, of 48): the real stack does not, a miss of the memory model in its own right.
+
+On one CS-3 each micro-batch is the weight stream's: 2 TB of bf16 weights in for the forward pass, again
+for the recompute (a layer does not fit the staging buffer) and again for the backward, 6.1 TB: 31.6 s. MemoryX's optimizer step over 1.03 T parameters, 30 B each at the assumed
+3.6 TB/s, adds 8.6 s per step whatever the number of systems; the SwarmX tree adds microseconds. What the
+speedup comes to depends on the batch, which is the unknown. With each system's batch fixed (weak scaling)
+every step pays the update once whatever N: 16.0× (+4.6 %). At a fixed global batch (strong scaling) the
+update does not shrink with N while the stream does: 12.8× (−16 %) at 64 sequences, the smallest batch that
+gives each of 16 wafers one micro-batch, rising with the batch towards 16× and through 15.3× between 5
+and 6 micro-batches per system (320–384 sequences, 0.7–0.8 M tokens). The published point lies between
+the two readings.
+The update's bandwidth was not set against it; at the ends of its assumed range (0.15 and 15 TB/s) the
+fixed-batch row would give about 3× and 15.1×. Before the update was modelled both readings gave 16.0×.
 """
 
 

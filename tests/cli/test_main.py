@@ -39,6 +39,7 @@ WSE2_TOTALS = {
     "fabric_bandwidth_bits_per_s": 1.622208e17,
     "bisection_bandwidth_bytes_per_s": 5.1e12,
     "io_bandwidth_bytes_per_s": 1.5e11,
+    "memoryx_update_bandwidth_bytes_per_s": 3.6e12,
 }
 
 

@@ -91,7 +91,7 @@ def test_accepted_splits() -> None:
     spec = load_experiment_data(TINY, overrides={"training.global_batch": 16, "cluster.systems": 4,
                                                  "cluster.interconnect": "swarmx", "training.tiles": 2}).spec
     assert (spec.cluster.systems, spec.cluster.interconnect.fan_out) == (4, 4)
-    assert spec.cluster.interconnect.link_bandwidth_bytes_per_s == 150e9
+    assert spec.cluster.interconnect.link_bandwidth_bytes_per_s == 195e9  # a CS-3's 1.56 Tb/s per port
     assert spec.cluster.interconnect.latency_s == pytest.approx(2e-6)
 
 

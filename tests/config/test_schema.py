@@ -31,7 +31,8 @@ def test_every_kind_has_a_schema_in_yaml_key_names() -> None:
     assert (hw["$schema"], hw["title"], hw["type"]) == (DIALECT, "wsesim hardware", "object")
     assert hw["required"][0] == "kind" and hw["properties"]["kind"] == {"const": "hardware"}
     assert hw["additionalProperties"] is False
-    assert set(hw["properties"]) == {"kind", "name", "description", "mesh", "clock", "pe", "fabric", "io", "runtime"}
+    assert set(hw["properties"]) == {"kind", "name", "description", "mesh", "clock", "pe", "fabric", "io", "memoryx",
+                                     "runtime"}
     pe = hw["$defs"]["PESpec"]["properties"]
     assert set(pe) == {"sram", "simd_width", "sram_bandwidth", "reserved_sram",  # aliases, not sram_bytes
                        "simd_width_fp32", "sram_read", "sram_write"}

@@ -91,7 +91,8 @@ def test_tiny8_totals_by_hand(tiny8: HardwareSpec) -> None:
 
     SRAM 64 · 49152 = 3,145,728 B; peak 64 · 2·4 · 1e9 = 5.12e11 FLOP/s; SRAM bandwidth
     64 · 24 · 1e9 = 1.536e12 B/s; fabric 64 · 8 ports · 32 bit · 1e9 = 1.6384e13 bit/s; bisection
-    min(8, 8) = 8 links · 2 directions · 4 B · 1e9 = 6.4e10 B/s; I/O 4e9 B/s = 4 B per cycle.
+    min(8, 8) = 8 links · 2 directions · 4 B · 1e9 = 6.4e10 B/s; I/O 4e9 B/s = 4 B per cycle; MemoryX's
+    optimizer step 32 GB/s.
     """
     assert tiny8.totals() == {
         "pes": 64,
@@ -101,6 +102,7 @@ def test_tiny8_totals_by_hand(tiny8: HardwareSpec) -> None:
         "fabric_bandwidth_bits_per_s": 1.6384e13,
         "bisection_bandwidth_bytes_per_s": 6.4e10,
         "io_bandwidth_bytes_per_s": 4e9,
+        "memoryx_update_bandwidth_bytes_per_s": 32e9,
     }
     assert tiny8.flops_per_cycle_per_pe == 8
     assert tiny8.usable_sram_bytes_per_pe == 36_864  # 48 KiB · 0.75

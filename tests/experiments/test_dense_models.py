@@ -40,11 +40,19 @@ def test_a_parallel_block_skips_attention_in_the_recompute() -> None:
 
 def test_tune_on_a_dense_model() -> None:
     """G reaches a larger batch past attention's per-tile memory, but a compute-bound dense model gains
-    little from it: the tuner runs the same search and its best is within a few per cent of G=1."""
+    little from it: the tuner runs the same search and its best is within a few per cent of G=1 per token
+    on the wafer; a larger batch also spreads MemoryX's optimizer step (5 % of G=1's step) over more
+    tokens, which is most of what it gains in all."""
     result = tune(load_experiment(model="gpt3-xl", overrides={"training.seq_len": 2048}))
     g1 = next(r for r in result.candidates if r.tiles == 1)
-    assert result.best.global_batch > g1.global_batch
-    assert 1.0 <= result.best.throughput_tokens_per_s / g1.throughput_tokens_per_s < 1.05
+    best = result.best
+    assert best.global_batch > g1.global_batch
+
+    def on_wafer(r) -> float:  # tokens per cycle of the step without the update
+        return r.tokens_per_step / (r.step_cycles - r.phases["optimizer_step"])
+
+    assert 1.0 <= on_wafer(best) / on_wafer(g1) < 1.05
+    assert 1.0 <= best.throughput_tokens_per_s / g1.throughput_tokens_per_s < 1.10
 
 
 def test_tune_at_a_fixed_global_batch_varies_g_only() -> None:

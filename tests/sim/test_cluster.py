@@ -33,11 +33,14 @@ def test_tree_depth(systems: int, fan_out: int, depth: int) -> None:
 
 
 def test_the_tree_from_the_swarmx_preset() -> None:
-    """16 CS-2s behind 1:4 nodes: 2 levels of 2 µs = 3,400 cycles at 850 MHz; ports at a system's 150 GB/s."""
+    """16 CS-2s behind 1:4 nodes: 2 levels of 2 µs = 3,400 cycles at 850 MHz; the path at the slower of a
+    CS-2's 150 GB/s and the port's 195 GB/s (a CS-3's I/O); 16 CS-3s run at the 195 GB/s."""
     spec = load_experiment(overrides={"cluster.systems": 16, "cluster.interconnect": "swarmx"}).spec
     t = tree_for(spec.hardware, spec.cluster)
     assert (t.depth, t.latency, t.rate) == (2, pytest.approx(3400), pytest.approx(150e9 / 850e6))
     assert tree_for(spec.hardware, spec.cluster.model_copy(update={"systems": 1})) is None
+    cs3 = load_experiment(hardware="wse3", overrides={"cluster.systems": 16, "cluster.interconnect": "swarmx"}).spec
+    assert tree_for(cs3.hardware, cs3.cluster).rate == pytest.approx(195e9 / 850e6)
 
 
 @pytest.mark.parametrize("overrides", [{}, DENSE, {**DENSE, "training.micro_batches": 3},
@@ -95,12 +98,12 @@ def test_more_latency_or_more_levels_are_never_faster(overrides: dict[str, Any])
 def test_the_tree_adds_its_latency_to_every_chunk_and_to_the_last_gradient() -> None:
     """8 systems, fan-out 2: 3 levels of 100 ns (100 cycles at 1 GHz); ports at 2 GB/s, half the wafer's
     I/O: every chunk takes size / 2 + 300 cycles from leaving MemoryX to arriving, and the step ends 300
-    cycles after its last gradient left the wafer (the reduce_drain phase)."""
+    cycles after its last gradient left the wafer (the reduce_drain phase), plus MemoryX's optimizer step."""
     run = simulate_experiment(load_experiment_data(TINY, overrides={
         **DENSE, "cluster.systems": 8, "cluster.interconnect": tree("2 GB/s")}).spec)
     io = run.trace.io_in
     np.testing.assert_allclose(io.arrival - io.start, io.sizes / 2 + 300)
     last_left = max(float(batch[1][-1]) for batch in run.trace.gradient_batches)
-    assert run.result.step_cycles == pytest.approx(last_left + 300)
+    assert run.result.step_cycles == pytest.approx(last_left + 300 + run.result.phases["optimizer_step"])
     assert run.result.phases["reduce_drain"] == pytest.approx(300)
     assert sum(run.result.phases.values()) == pytest.approx(run.result.step_cycles)

@@ -51,13 +51,15 @@ def test_micro_step_recompute_exact() -> None:
     backward -> 765; down backward 10+39+8 -> 822, gate/up backward 10+39+16 -> 887 (a backward passes its
     weights twice; gradients leave 822-854, 887-951); dispatch backward -> 892; router gradient leaves
     951-955; attention recomputed 67 -> 959, backward 10+39+36 -> 1044; attention gradient leaves
-    1044-1188, embedding gradient 1188-1220. The step ends when the last gradient has left: 1220 cycles.
+    1044-1188, embedding gradient 1188-1220. The last gradient has left at 1220; then MemoryX steps Adam
+    over all 616 parameters (64 + 288 + 8 + 192 + 64), 30 B each at 32 B/cycle: 577.5 -> 1797.5 cycles.
     """
     trace = _micro_trace("recompute")
-    assert trace.step_cycles == 1220.0
+    assert trace.step_cycles == 1797.5
     assert phase_cycles(trace) == {"attention": 286.0, "router": 149.0, "dispatch": 15.0, "expand": 0.0, "experts": 342.0, "weighted_sum": 0.0,
                                    "combine": 15.0, "lm_head": 61.0, "weight_stall": 176.0, "gradient_stall": 0.0,
-                                   "gradient_drain": 176.0, "ffn": 0.0, "reduce_drain": 0.0}
+                                   "gradient_drain": 176.0, "ffn": 0.0, "reduce_drain": 0.0,
+                                   "optimizer_step": 577.5}
     assert trace.io_bytes_in == 128 + 2 * (576 + 16 + 256 + 128) + 128
     assert trace.io_bytes_out == 128 + 576 + 16 + 256 + 128 + 128  # every weight's gradient, once
 
@@ -67,9 +69,10 @@ def test_micro_step_store_exact() -> None:
     down (344), gate/up (408), attention (552), in backward order. After the LM head (473.5): router backward
     -> 523.5; combine backward -> 528.5; down backward 528.5-585.5; gate/up waits nothing, 585.5-650.5;
     dispatch backward -> 655.5; attention backward 655.5-740.5. Gradients: LM head 473.5-505.5, down
-    585.5-617.5, gate/up 650.5-714.5, router 714.5-718.5, attention 740.5-884.5, embedding 884.5-916.5."""
+    585.5-617.5, gate/up 650.5-714.5, router 714.5-718.5, attention 740.5-884.5, embedding 884.5-916.5;
+    the optimizer step 577.5 -> 1494."""
     trace = _micro_trace("store")
-    assert trace.step_cycles == 916.5
+    assert trace.step_cycles == 1494.0
     phases = phase_cycles(trace)
     assert (phases["attention"], phases["experts"], phases["gradient_drain"]) == (152.0, 232.0, 176.0)
 

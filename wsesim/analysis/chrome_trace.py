@@ -38,7 +38,8 @@ MAX_REGION_TRACKS = 16
 COUNTER_BINS = 400
 _STEP_TIDS = {Phase.ATTENTION: 1, Phase.FFN: 1, Phase.ROUTER: 1, Phase.LM_HEAD: 1, Phase.EXPAND: 1,
               Phase.WEIGHTED_SUM: 1, Phase.DISPATCH: 2, Phase.COMBINE: 2, Phase.WEIGHT_STALL: 3,
-              Phase.GRADIENT_STALL: 3, Phase.GRADIENT_DRAIN: 3, Phase.REDUCE_DRAIN: 3, Phase.EXPERTS: 4}
+              Phase.GRADIENT_STALL: 3, Phase.GRADIENT_DRAIN: 3, Phase.REDUCE_DRAIN: 3, Phase.OPTIMIZER_STEP: 3,
+              Phase.EXPERTS: 4}
 """The thread of each phase on the step timeline; every phase has one (a test checks)."""
 _THREADS = {1: {1: "weights in", 2: "gradients out"},
             2: {1: "whole wafer: attention, FFN, router, LM head", 2: "fabric: dispatch, combine",

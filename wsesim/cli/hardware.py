@@ -38,6 +38,7 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
         ("fabric bandwidth", f"{totals['fabric_bandwidth_bits_per_s'] / 1e15:.1f} Pbit/s"),
         ("bisection bandwidth", f"{totals['bisection_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"),
         ("I/O per direction", f"{totals['io_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
+        ("MemoryX optimizer step", f"{totals['memoryx_update_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"),
     ]
     print(format_table(rows, ("quantity", "value")))
     return EXIT_OK

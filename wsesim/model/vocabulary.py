@@ -71,6 +71,7 @@ class OpKind(Name):
     GRADIENT = "gradient"  # hand a weight gradient to the outbound link
     GRADIENT_DRAIN = "gradient_drain"  # wait for the last gradient to leave
     REDUCE_DRAIN = "reduce_drain"  # wait for its sum to come through a cluster's reduce tree
+    OPTIMIZER_STEP = "optimizer_step"  # MemoryX updates every weight before the next step can stream
     # kernels on a grid of PEs (serving, docs/model.md §11): each a simulated kernel of wsesim.kernels
     GEMV = "gemv"
     GEMM = "gemm"
@@ -95,6 +96,7 @@ class Phase(Name):
     GRADIENT_STALL = "gradient_stall"
     GRADIENT_DRAIN = "gradient_drain"
     REDUCE_DRAIN = "reduce_drain"
+    OPTIMIZER_STEP = "optimizer_step"
 
 
 class Gradient(Name):
@@ -131,5 +133,6 @@ class Where(Name):
     FABRIC = "fabric"
     LINK_IN = "link in"
     LINK_OUT = "link out"
+    MEMORYX = "memoryx"  # the off-wafer weight store, where the optimizer runs
     STAGE = "stage"  # a pipeline stage's grid of PEs (serving)
     BETWEEN_WAFERS = "between wafers"

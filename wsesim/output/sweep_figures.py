@@ -23,7 +23,8 @@ MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))),
 PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
                  "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
                  "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
-                 "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e", "other": "#d5d8dc"}
+                 "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e",
+                 "optimizer_step": "#7d3c98", "other": "#d5d8dc"}
 
 
 def _colour(plan: FigurePlan, index: int) -> str:

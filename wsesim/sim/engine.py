@@ -58,7 +58,8 @@ class _Engine:
         self._run: dict[OpKind, Run] = {kind: self._wafer for kind in WAFER_OPS}
         self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
                           OpKind.EXPERTS: self.experts.run, OpKind.GRADIENT: self._gradient,
-                          OpKind.GRADIENT_DRAIN: self._drain, OpKind.REDUCE_DRAIN: self._reduce_drain})
+                          OpKind.GRADIENT_DRAIN: self._drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
+                          OpKind.OPTIMIZER_STEP: self._optimizer})
 
     # --------------------------------------------------------------------------------- weight chunks
     def _use_micro_batch(self, i: int) -> None:
@@ -129,6 +130,12 @@ class _Engine:
     def _reduce_drain(self, op: Op) -> Generator[Any, Any, None]:
         """... and, in a cluster, when its sum has come through the reduce tree."""
         yield from self._until(self.grads.link_free_at + self.plan.tree.latency, Phase.REDUCE_DRAIN, op)
+
+    def _optimizer(self, op: Op) -> Generator[Any, Any, None]:
+        """MemoryX's weight update: nothing streams until it is done."""
+        start = self.env.now
+        yield self.env.timeout(op.cycles)
+        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now, dict(op.args)))
 
     def _until(self, at: float, phase: Phase, op: Op) -> Generator[Any, Any, None]:
         env = self.env

@@ -295,11 +295,18 @@ class _Reference:
         if env.now > start:
             self.trace.spans.append(Span(Track.STEP, Phase.REDUCE_DRAIN, start, env.now, dict(op.args)))
 
+    def _optimizer(self, op: Op) -> Generator[Any, Any, None]:
+        """... and MemoryX has updated the weights with the summed gradients."""
+        start = self.env.now
+        yield self.env.timeout(op.cycles)
+        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now, dict(op.args)))
+
     def _step(self) -> Generator[Any, Any, None]:
         run: dict[OpKind, Callable[[Op], Generator[Any, Any, None]]] = {kind: self._wafer_op for kind in WAFER_OPS}
         run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
                     OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
-                    OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain})
+                    OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
+                    OpKind.OPTIMIZER_STEP: self._optimizer})
         for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
             self.offset = micro_batch * self.chunks.per_micro_batch
             yield from run[op.kind](op)

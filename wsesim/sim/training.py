@@ -4,8 +4,8 @@ Per micro-batch: the embedding's weights; per layer forward, attention in G tile
 router, dispatch, experts and combine (in place: expand, experts, weighted sum) or a dense layer's FFN;
 the LM head and loss per tile; then the backward pass from the last layer down, each layer first
 recomputed forward where the activation policy says so; every weight gradient handed to the outbound
-link as it is made. The step ends when the last gradient has left, and in a cluster when its sum has
-come through the reduce tree.
+link as it is made. The step ends when the last gradient has left (in a cluster: when its sum has come
+through the reduce tree) and MemoryX has updated every weight with it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.specs import DTYPE_BYTES
+from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op, wafer_op_matmuls
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Tensor, Where
 from .chunks import plan_chunks
@@ -152,4 +153,6 @@ def training_program(plan: StepPlan) -> Program:
     tail = [Op(OpKind.GRADIENT_DRAIN, where=Where.LINK_OUT)]
     if plan.tree is not None:
         tail.append(Op(OpKind.REDUCE_DRAIN, where=Where.LINK_OUT, args={"levels": plan.tree.depth}))
+    cycles = optimizer_step_cycles(plan.hw, plan.model)  # MemoryX updates the weights (docs/model.md §2.5)
+    tail.append(Op(OpKind.OPTIMIZER_STEP, where=Where.MEMORYX, cycles=cycles, args={"cycles": cycles}))
     return Program(body, plan.micro_batches, tuple(tail))

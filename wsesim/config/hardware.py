@@ -1,0 +1,177 @@
+"""The hardware specs (``kind: hardware``): mesh, PE, fabric, off-wafer I/O, MemoryX and the runtime's
+calibration parameters, each quantity with its physical bounds and their reasoning. Re-exported by
+``wsesim.config.specs``, the home of every spec."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from .base import Spec
+from .base import fail as _fail
+from .fields import Description, Name, count, quantity
+
+# ---------------------------------------------------------------------------------------------- hardware
+
+
+# WSE-3 has 762 x 1,172 PEs on a 215 mm die; 16,384 a side is 14x that: PEs of 13 um, or a 4 x 4 array
+# of such wafers behind one mesh.
+MeshSide = count(16_384)
+# 850 MHz-1.1 GHz on WSE-2/3, ~6 GHz the fastest CMOS logic; 100 GHz is past any digital clock, and
+# 1 MHz admits FPGA or emulator prototypes (10-100 MHz).
+Clock = quantity("frequency", "1 MHz", "100 GHz", "850 MHz")
+# 48 KiB per PE on WSE-2/3, 624 KiB an IPU tile, 1.5 MiB a Tensix core; up to 1 TiB lets a "PE" stand
+# for a whole package with its HBM (141 GB on an H200); below 1 KiB no PE holds its own code.
+PESram = quantity("size", "1 KiB", "1 TiB", "48 KiB")
+# fp16 FMACs per cycle: 4 on WSE-2, ~1,024 an H100 SM's tensor cores; 65,536 is 64x that.
+SimdWidth = count(65_536)
+# 24 B per cycle on WSE-2, 128 B an SM's shared memory; 1 MiB per cycle is 8,000x that.
+SramPort = quantity("size", "1 B", "1 MiB", "24 B")
+# the runtime's share of SRAM: at least nothing, always less than all of it
+ReservedShare = quantity("fraction", "0 %", "100 %", "25 %", below=True)
+
+
+class MeshSpec(Spec):
+    """The usable rectangle of PEs (rows × cols)."""
+
+    rows: MeshSide
+    cols: MeshSide
+
+
+class PESpec(Spec):
+    """One processing element: SRAM, datapath, and the SRAM the runtime keeps for itself."""
+
+    sram_bytes: PESram = Field(alias="sram")
+    simd_width: SimdWidth  # fp16 FMACs per cycle: 2·simd_width FLOP per cycle
+    sram_bytes_per_cycle: SramPort = Field(alias="sram_bandwidth")  # bytes read + written per cycle
+    reserved_fraction: ReservedShare = Field(alias="reserved_sram")  # code, runtime buffers, routing tables
+    # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
+    simd_width_fp32: SimdWidth = 1  # fp32 FMACs per cycle: 2·simd_width_fp32 FLOP per cycle
+    sram_read_bytes_per_cycle: SramPort = Field(16.0, alias="sram_read")  # SRAM bytes read per cycle (both ports)
+    sram_write_bytes_per_cycle: SramPort = Field(8.0, alias="sram_write")  # SRAM bytes written per cycle
+
+
+# one 32-bit wavelet per cycle on WSE-2; a serial link carries 1 bit, the widest on-chip NoC links ~2 kbit;
+# 64 KiB (512 kbit) per cycle is 256x that.
+LinkWidth = quantity("size", "1 bit", "64 KiB", "32 bit")
+# 1-2 cycles per hop on WSE-2, 7 to inject; a hop through SerDes between packages takes hundreds of
+# cycles; 100,000 (100 us at 1 GHz) is far past any of them.
+Latency = quantity("cycles", "0 cycles", "100000 cycles", "2 cycles")
+# 24 routable colours on WSE-2; routers have tens of virtual channels; 65,536 is a 16-bit colour field.
+Colours = count(65_536)
+# 32 paths per PE router on WSE-2 (a 5-bit route code); 65,536 is a 16-bit code.
+RoutePaths = count(65_536)
+
+
+class FabricSpec(Spec):
+    """The on-wafer network: one link per direction between mesh neighbours."""
+
+    link_bytes_per_cycle: LinkWidth = Field(alias="link_width")  # one wavelet per cycle per direction
+    hop_latency_cycles: Latency = Field(alias="hop_latency")
+    injection_latency_cycles: Latency = Field(alias="injection_latency")  # dispatch to first wavelet on the wire
+    colours: Colours  # routable colours (virtual channels) per PE
+    # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
+    ramp_latency_cycles: Latency = Field(2.0, alias="ramp_latency")  # PE <-> its own router, each way
+    router_hop_latency_cycles: Latency = Field(1.0, alias="router_hop_latency")  # per hop of a pipelined stream
+    route_paths: RoutePaths = 32  # routing paths one PE's router can hold (its route-code width)
+
+
+# 1.2 Tbit/s (150 GB/s) per direction on WSE-2/3, ~1.2 TB/s an HBM3e stack; 1 PB/s is 800x WSE-3's I/O,
+# and 1 MB/s is slower than any host link.
+IOBandwidth = quantity("bandwidth", "1 MB/s", "1 PB/s", "1.2 Tbit/s")
+
+
+class IOSpec(Spec):
+    """The off-wafer link to MemoryX (weights in) and back (weight gradients out)."""
+
+    bandwidth_bytes_per_s: IOBandwidth = Field(alias="bandwidth")  # per direction
+
+
+# MemoryX's aggregate memory throughput in the optimizer step: ~3.6 TB/s assumed for the CS-2/CS-3
+# clusters (12 DDR5 servers), 150 GB/s-15 TB/s plausible; 1 MB/s is slower than any host's memory, and
+# 10 PB/s is ~700x the largest plausible MemoryX.
+UpdateBandwidth = quantity("bandwidth", "1 MB/s", "10 PB/s", "3.6 TB/s")
+
+
+class MemoryXSpec(Spec):
+    """The off-wafer weight store (MemoryX): how fast it steps the optimizer (docs/model.md §2.5)."""
+
+    update_bandwidth_bytes_per_s: UpdateBandwidth = Field(alias="update_bandwidth")  # bytes read + written
+
+
+# 200-2,000 cycles to launch an op on WSE-2 (README, Calibration); 100 million (0.1 s at 1 GHz per op) is
+# past any runtime.
+TaskOverhead = quantity("cycles", "0 cycles", "100000000 cycles", "500 cycles")
+# 40-75 % of peak inside a GEMM (WaferLLM); below 0.1 % nothing is a GEMM any more.
+GemmEfficiency = quantity("fraction", "0.1 %", "100 %", "45 %")
+# a few KiB on WSE-2; at least one byte, and below the unreserved SRAM (checked against pe.sram)
+Staging = quantity("size", "1 B", "1 TiB", "6 KiB")
+
+
+class RuntimeSpec(Spec):
+    """Global calibration parameters of the execution model (see the README's Calibration table)."""
+
+    task_overhead_cycles: TaskOverhead = Field(alias="task_overhead")  # fixed cost of launching one op on a region
+    gemm_efficiency: GemmEfficiency  # of peak FMAC rate, steady state
+    staging_bytes: Staging = Field(alias="staging_buffer")  # per PE, SRAM set aside for streamed weights
+
+
+class HardwareSpec(Spec):
+    """A wafer-scale processor: mesh, PE, fabric, off-wafer I/O and runtime parameters."""
+
+    kind: Literal["hardware"] = "hardware"
+    name: Name
+    description: Description = ""
+    mesh: MeshSpec
+    clock_hz: Clock = Field(alias="clock")
+    pe: PESpec
+    fabric: FabricSpec
+    io: IOSpec
+    memoryx: MemoryXSpec
+    runtime: RuntimeSpec
+
+    @field_validator("runtime")
+    @classmethod
+    def _staging_fits(cls, runtime: RuntimeSpec, info: ValidationInfo) -> RuntimeSpec:
+        pe = info.data.get("pe")
+        if pe is not None:
+            usable = pe.sram_bytes * (1 - pe.reserved_fraction)
+            if runtime.staging_bytes >= usable:
+                raise _fail(f"staging_buffer ({runtime.staging_bytes:g} B) must be smaller than the unreserved "
+                            f"SRAM per PE ({usable:g} B)")
+        return runtime
+
+    # derived totals ------------------------------------------------------------------------------
+    @property
+    def pes(self) -> int:
+        return self.mesh.rows * self.mesh.cols
+
+    @property
+    def flops_per_cycle_per_pe(self) -> int:
+        return 2 * self.pe.simd_width
+
+    @property
+    def usable_sram_bytes_per_pe(self) -> float:
+        return self.pe.sram_bytes * (1 - self.pe.reserved_fraction)
+
+    @property
+    def io_bytes_per_cycle(self) -> float:
+        return self.io.bandwidth_bytes_per_s / self.clock_hz
+
+    def totals(self) -> dict[str, float]:
+        """Whole-wafer figures, for ``wsesim hardware show`` and the physics-bounds tests."""
+        link_bits = self.fabric.link_bytes_per_cycle * 8
+        return {
+            "pes": self.pes,
+            "sram_total_bytes": self.pes * self.pe.sram_bytes,
+            "peak_flops_per_s": self.pes * self.flops_per_cycle_per_pe * self.clock_hz,
+            "sram_bandwidth_bytes_per_s": self.pes * self.pe.sram_bytes_per_cycle * self.clock_hz,
+            # counted as Cerebras counts it: 4 fabric ports per PE, each in and out
+            "fabric_bandwidth_bits_per_s": self.pes * 8 * link_bits * self.clock_hz,
+            # a cut across the longer side crosses min(rows, cols) links, each carrying both directions
+            "bisection_bandwidth_bytes_per_s": min(self.mesh.rows, self.mesh.cols) * 2
+            * self.fabric.link_bytes_per_cycle * self.clock_hz,
+            "io_bandwidth_bytes_per_s": self.io.bandwidth_bytes_per_s,
+            "memoryx_update_bandwidth_bytes_per_s": self.memoryx.update_bandwidth_bytes_per_s,
+        }
