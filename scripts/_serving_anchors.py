@@ -40,3 +40,26 @@ def prefill(gemm: str = "summa") -> float:
         "inference.gemm": gemm}).spec
     result = run_inference(spec).result
     return 4096 * WAFERLLM_HZ / (result.ttft_s * spec.hardware.clock_hz)
+
+
+SOURCE = "WaferLLM (He et al., OSDI '25), §7 and its launch scripts (cycles at 1.1 GHz)"
+GROUP = "serving on WSE-2 (WaferLLM)"
+
+
+def serving_anchors(anchor: type, prediction: str) -> list:
+    """The validation table's serving rows (``anchor`` is ``scripts/validation.py``'s record)."""
+    per_layer = ("one layer on one 420² grid × layers, as WaferLLM's code times it; real LLaMA shapes (WaferLLM "
+                 "pads to the grid and uses one wide head, ~20 % more weights); context 4,097 tokens")
+    return [
+        anchor(GROUP, "LLaMA3-8B decode, tokens/s per request", "2,699.9", 2699.9, "tokens/s", SOURCE, prediction,
+               lambda: decode_per_layer("llama3-8b"), digits=5, note=per_layer),
+        anchor(GROUP, "LLaMA2-13B decode, tokens/s per request", "2,039.2", 2039.2, "tokens/s", SOURCE, prediction,
+               lambda: decode_per_layer("llama2-13b"), digits=5, note=per_layer),
+        anchor(GROUP, "LLaMA3-8B decode, wsesim's whole pipeline on 420² stages", "2,699.9", 2699.9, "tokens/s",
+               SOURCE, prediction, lambda: decode_pipeline("llama3-8b"), digits=5,
+               note="every layer on its stage (3 stages on 2 wafers), the LM head, the hand-offs: not WaferLLM's method"),
+        anchor(GROUP, "LLaMA3-8B prefill, 4,096 tokens on 720² PEs (SUMMA)", "27,686.5", 27686.5, "tokens/s", SOURCE,
+               prediction, prefill, digits=5, note="the whole model on one 720² grid; see Reading the serving rows"),
+        anchor(GROUP, "LLaMA3-8B prefill, 4,096 tokens on 720² PEs (MeshGEMM)", "27,686.5", 27686.5, "tokens/s",
+               SOURCE, prediction, lambda: prefill("meshgemm"), digits=5, note="WaferLLM's own GEMM"),
+    ]
