@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 # parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs.
 _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory", "wsesim.cli.run",
                                  "wsesim.cli.sweep", "wsesim.cli.fabric", "wsesim.cli.kernel",
-                                 "wsesim.cli.schema", "wsesim.cli.infer"]
+                                 "wsesim.cli.schema", "wsesim.cli.infer", "wsesim.cli.compare"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

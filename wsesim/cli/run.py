@@ -77,6 +77,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         atomic_write_text(out / "result.json", json.dumps({k: v for k, v in result.to_dict().items()
                                                            if k not in WALL_CLOCK_FIELDS}, indent=2) + "\n")
         written.append(out / "result.json")
+    if result.feasible and out is not None:  # the step's timeline, op by op (analysis/ops.py)
+        from ..analysis.ops import ops_csv, ops_table
+
+        atomic_write_text(out / "ops.csv", ops_csv(ops_table(run.trace)))
+        written.append(out / "ops.csv")
     if result.feasible and (out is not None or png is not None):
         from ..analysis.wafer import wafer_maps
 
@@ -128,8 +133,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("run", help="simulate one training step")
     add_experiment_arguments(p)
     add_json_argument(p)
-    p.add_argument("--out", metavar="DIR", help="write DIR/result.json, DIR/wafer.json (for wsesim plot --wafer) and "
-                                                "DIR/manifest.json")
+    p.add_argument("--out", metavar="DIR", help="write DIR/result.json, DIR/ops.csv (one row per op of the step), DIR/wafer.json "
+                                                "(for wsesim plot --wafer) and DIR/manifest.json")
     p.add_argument("--trace", metavar="FILE.json[.gz]",
                    help="write a Chrome/Perfetto trace of the simulated step (gzip-compressed if it ends in .gz)")
     p.add_argument("--png", metavar="DIR", help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")
