@@ -104,7 +104,7 @@ def test_human_output_lists_what_was_written(tmp_path: Path, monkeypatch: pytest
     lines = out.splitlines()
     assert lines[0].startswith("tiny-moe on tiny8: E=4 top_k=2 seq_len=32 B=")
     assert any(line.startswith("throughput ") and line.endswith(" tokens/s") for line in lines)
-    assert lines[-3:] == [f"wrote {Path('o') / name}" for name in ("result.json", "wafer.json", "manifest.json")]
+    assert lines[-4:] == [f"wrote {Path('o') / name}" for name in ("result.json", "ops.csv", "wafer.json", "manifest.json")]
 
 
 def test_png_draws_the_wafer_pictures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
