@@ -78,7 +78,7 @@ class _Raw:
     source: str
 
 
-def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str) -> _Raw:
+def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str | None) -> _Raw:
     """Resolve a ``hardware:``/``model:`` value: inline mapping, preset name or path."""
     if isinstance(ref, dict):
         return _Raw(ref, source)
@@ -86,17 +86,24 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
         names = ", ".join(preset_names(kind))
         raise ConfigError(f"expected a preset name ({names}), a path or a mapping, got {shown_repr(ref)}",
                           source=source, path=path)
-    looks_like_path = ref.endswith((".yaml", ".yml")) or "/" in ref
+    looks_like_path = ref.endswith((".yaml", ".yml", ".json")) or "/" in ref
     if looks_like_path:
         p = Path(ref)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
         try:
-            found = p.exists()
+            found = p.is_file()
         except (OSError, ValueError):  # a name too long, or with a NUL byte in it
             found = False
         if not found:
             raise ConfigError(f"no such file {shown_repr(str(p))}", source=source, path=path)
+        if p.suffix == ".json":  # a Hugging Face config.json (config/hf.py): a model only
+            if kind != "model":
+                raise ConfigError(f"expected a {kind} YAML file (a .json file can only be a model's Hugging Face "
+                                  f"config.json), got {shown_repr(str(p))}", source=source, path=path)
+            from .hf import model_from_hf
+
+            return _Raw(model_from_hf(p), str(p))
         return _Raw(_strip_kind(read_yaml(p), kind, str(p)), str(p))
     presets = _preset_files(kind)
     if ref not in presets:
@@ -175,26 +182,35 @@ class Loaded:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None) -> tuple[dict[str, Any], dict[str, str]]:
-    """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping."""
+def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None,
+                       given: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping. ``given`` names the
+    references the command line replaced (kind -> ``--model``): an error in one is blamed on the flag, and
+    a relative path there is the working folder's (else, as before, the experiment file's)."""
     data = dict(data)
     sources: dict[str, str] = {}
     for kind in ("hardware", "model"):
         if kind not in data:
             raise ConfigError("required key is missing", source=source, path=kind)
-        raw = _load_ref(kind, data[kind], base_dir, source, kind)
+        if given and kind in given:
+            ref = data[kind]
+            here = isinstance(ref, str) and Path(ref).is_file()
+            raw = _load_ref(kind, ref, Path.cwd() if here else base_dir, given[kind], None)
+        else:
+            raw = _load_ref(kind, data[kind], base_dir, source, kind)
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
         sources[kind] = raw.source
     return data, sources
 
 
 def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
-                         overrides: Mapping[str, Any] | None = None) -> Loaded:
-    """Validate a raw experiment mapping (with preset references) plus overrides."""
+                         overrides: Mapping[str, Any] | None = None, given: Mapping[str, str] | None = None) -> Loaded:
+    """Validate a raw experiment mapping (with preset references) plus overrides (``given``: see
+    ``resolve_experiment``)."""
     if data.get("kind", "experiment") != "experiment":
         raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
     overrides = dict(overrides or {})
     base, resolved = resolved, apply_overrides(resolved, overrides)
     # cluster.interconnect may be a reference too, and an override may set it: resolved after them
@@ -223,11 +239,12 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
     """
     path = Path(path) if path is not None else default_experiment_path()
     data = read_yaml(path)
+    given = {}
     if hardware is not None:
-        data["hardware"] = hardware
+        data["hardware"], given["hardware"] = hardware, "--hardware"
     if model is not None:
-        data["model"] = model
-    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides)
+        data["model"], given["model"] = model, "--model"
+    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 
 def default_experiment_path() -> Path:
