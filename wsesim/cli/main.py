@@ -23,16 +23,27 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
-
     p = Parser(prog="wsesim", description="Simulate MoE training on wafer-scale processors.")
-    p.add_argument("--version", action="version", version=f"wsesim {__version__}", help="print the version and exit")
+    p.add_argument("--version", action=_Version, help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND",
                            help="what to do (wsesim COMMAND --help for its options)")
 
     for module in _EXTENSION_MODULES:
         importlib.import_module(module).register(sub, _COMMANDS)
     return p
+
+
+class _Version(argparse.Action):
+    """``--version``: asks git for the commit only when given (not on every command)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from ..output.manifest import version_text
+
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
 
 
 # Each command group lives in its own module with ``register(subparsers, commands)``, which adds its

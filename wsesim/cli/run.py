@@ -20,7 +20,8 @@ from .common import (
 
 def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
-    head = (f"{r.model} on {r.hardware}: E={r.experts} top_k={r.top_k} seq_len={r.seq_len} "
+    shape = f"E={r.experts} top_k={r.top_k}" if r.experts else "dense"  # a dense model has no experts to show
+    head = (f"{r.model} on {r.hardware}: {shape} seq_len={r.seq_len} "
             f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
     if r.micro_batches > 1 or r.systems > 1:  # gradient accumulation, a cluster (docs/model.md §2.4, §9)
         head += f"\n{r.micro_batches} micro-batch{'es' if r.micro_batches > 1 else ''} of G·B per step on each of {r.systems} system{'s' if r.systems > 1 else ''}"
@@ -35,8 +36,9 @@ def format_result(r: Any) -> str:
                          f"(inbound link busy {100 * r.io_in_utilisation:.0f} % of the step)"),
         ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
                              f"({r.binding_memory_phase})"),
-        ("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"),
     ]
+    if r.experts:
+        rows.append(("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"))
     if r.systems > 1:
         rows[1:1] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s "
                                             f"({r.systems} systems, scaling efficiency {100 * r.scaling_efficiency:.2f} %)")]
@@ -91,8 +93,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             written.append(out / "wafer.json")
         if png is not None:
             from ..output.plotting import plot_wafer
+            from ..output.wafer_figures import left_out
 
             written += plot_wafer(maps, png)
+            skipped = left_out(maps)  # pictures of experts a dense model does not have: not drawn, and said so
+            if skipped:
+                sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
+                                 f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
     if args.trace and result.feasible:
         from ..analysis.chrome_trace import chrome_trace
 

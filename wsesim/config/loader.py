@@ -216,9 +216,24 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
     # cluster.interconnect may be a reference too, and an override may set it: resolved after them
     base = _resolve_interconnect(base, base_dir, source)
     resolved = _resolve_interconnect(resolved, base_dir, "--set" if "cluster.interconnect" in overrides else source)
-    spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
-                    baseline=base if overrides else None)
+    try:
+        spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
+                        baseline=base if overrides else None)
+    except ConfigError as e:
+        raise _granularity_for_given_hardware(e, source, given, overrides) from None
     return Loaded(spec, resolved, source, sources)
+
+
+def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[str, str] | None,
+                                    overrides: Mapping[str, Any]) -> ConfigError:
+    """A mesh block the experiment file chose for its own hardware that the hardware given on the command line
+    cannot take is the flag's error, with the fix; any other error as it was. (Not silently shrunk: the
+    granularity changes the fabric's timing, so a different one is the user's choice.)"""
+    if not given or "hardware" not in given or "simulation.granularity" in overrides or e.source != source \
+            or e.path != "simulation" or "block of at most" not in e.message:
+        return e
+    return ConfigError(f"{e.message}, which {source} sets for its own hardware: add --set simulation.granularity=pe "
+                       "(or a smaller block:N)", source=given["hardware"], path="simulation.granularity")
 
 
 def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
