@@ -98,3 +98,14 @@ def test_the_cli_refuses_in_one_line_naming_the_key(tmp_path: Path, capsys: pyte
                   "whether it changes the architecture, and does not guess (remove it, or write a model YAML)\n"
     assert cli.main(["run", "--hardware", str(path)]) == 2
     assert "--hardware: expected a hardware YAML file" in capsys.readouterr().err
+
+
+def test_serving_takes_a_config_json_too() -> None:
+    from wsesim.config.inference import load_inference
+
+    from_json = load_inference(model=str(HF / "llama3-8b.json")).spec.model
+    assert from_json.model_dump(exclude={"description"}) == load_inference(model="llama3-8b").spec.model.model_dump(
+        exclude={"description"})
+    with pytest.raises(ConfigError) as e:
+        load_inference(model="nope")
+    assert e.value.source == "--model"
