@@ -84,3 +84,15 @@ def test_a_run_against_a_sweep_is_refused(runs: Path, tmp_path: Path, capsys: py
     capsys.readouterr()
     assert cli.main(["compare", str(runs / "a"), str(tmp_path / "results.csv")]) == 2
     assert "expected two runs or two sweeps" in capsys.readouterr().err
+
+
+def test_two_cluster_sweeps_lead_with_cluster_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = "point,status,tuned,set:cluster.systems,systems,throughput_tokens_per_s,cluster_throughput_tokens_per_s\n"
+    b = a.replace("set:cluster.systems,", "set:cluster.systems,set:training.seq_len,")
+    (tmp_path / "a.csv").write_text(a + "0,ok,False,1,1,100,100\n1,ok,False,4,4,90,360\n")
+    (tmp_path / "b.csv").write_text(b + "0,ok,False,1,1024,1,120,120\n1,ok,False,4,1024,4,100,400\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "swept only in B (not matched on): training.seq_len" in out
+    assert "cluster tokens/s A" in out and "360" in out and "400" in out

@@ -7,7 +7,7 @@ ratio (B / A). Pure functions over data already read (the CLI, ``wsesim compare`
   host's wall-clock seconds are no metrics), and the text fields that differ (``hardware``, ``routing``…);
 * two sweeps: rows matched by the swept columns both CSVs have (``set:KEY``, and ``tuned``), or by
   position when they share none; per matched row the numeric columns, each with its ratio; rows only one
-  side has are listed by their key.
+  side has are listed by their key, and so are swept columns only one side has (not matched on).
 
 A ratio is ``None`` where it has no meaning (a side empty or not a number, A zero).
 """
@@ -128,5 +128,8 @@ def compare_sweeps(columns_a: list[str], rows_a: list[dict[str, Any]], columns_b
         matched.append({"key": dict(zip(keys or ["row"], k, strict=True)), "status": [row.get("status"), other.get("status")],
                         "metrics": metric_rows(row, other)})
     only_b = [dict(zip(keys or ["row"], k, strict=True)) for k in by_b if k not in seen]
+    swept_a, swept_b = ([c for c in cols if c.startswith("set:")] for cols in (columns_a, columns_b))
     return {"kind": "sweeps", "config": config_diff(manifest_a, manifest_b), "match_by": keys or ["row"],
+            "swept_only_in_a": [c for c in swept_a if c not in swept_b],
+            "swept_only_in_b": [c for c in swept_b if c not in swept_a],
             "rows": matched, "only_in_a": only_a, "only_in_b": only_b}

@@ -100,16 +100,25 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
                                  for m in data["metrics"]], ("metric", "A", "B", "B/A")))
         return "\n".join(out)
     keys = data["match_by"]
+    for side in ("a", "b"):
+        if data[f"swept_only_in_{side}"]:
+            out.append(f"swept only in {side.upper()} (not matched on): "
+                       + ", ".join(c.removeprefix("set:") for c in data[f"swept_only_in_{side}"]))
+    # a cluster's throughput is the cluster's: the headline is it wherever a row ran on more than one system
+    cluster = any((m["a"] or 0) > 1 or (m["b"] or 0) > 1 for row in data["rows"] for m in row["metrics"]
+                  if m["metric"] == "systems")
+    headline = HEADLINE[1] if cluster else HEADLINE[0]
     rows = []
     for row in data["rows"]:
         by = {m["metric"]: m for m in row["metrics"]}
         cells: list[str] = [str(row["key"][k]) for k in keys]
         cells.append("/".join(str(s) for s in row["status"]))
-        for metric in HEADLINE[:1] + HEADLINE[2:]:
+        for metric in (headline, *HEADLINE[2:]):
             m = by.get(metric, {"a": None, "b": None, "ratio": None})
-            cells += [_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == HEADLINE[0] else [_ratio(m["ratio"])]
+            cells += [_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == headline else [_ratio(m["ratio"])]
         rows.append(cells)
-    header = [k.removeprefix("set:") for k in keys] + ["status A/B", "tokens/s A", "tokens/s B", "B/A",
+    what = "cluster tokens/s" if cluster else "tokens/s"
+    header = [k.removeprefix("set:") for k in keys] + ["status A/B", f"{what} A", f"{what} B", "B/A",
                                                        "step time B/A", "MFU B/A"]
     out.append(format_table(rows, header) if rows else "no rows match (see only in A / only in B)")
     for side in ("a", "b"):
@@ -117,7 +126,7 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
         if missing:
             out.append(f"only in {side.upper()}: " + "; ".join(", ".join(f"{k.removeprefix('set:')}={v}" for k, v in r.items())
                                                          for r in missing))
-    out.append("(tokens/s: each system's; --json has every metric of every row, cluster throughput included)")
+    out.append("(--json has every metric of every row" + (", each system's throughput too)" if cluster else ")"))
     return "\n".join(out)
 
 
