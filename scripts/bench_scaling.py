@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Benchmark: how wsesim's cost grows with the number of experts, as a user meets it.
 
-For each case, ``wsesim run`` as a command (a fresh interpreter: imports, planning and simulation, the
-best of ``--repeat``), and the same step in-process split into its stages (imports once, then sizing,
-planning — mesh, placement, the dispatch model, expert costs —, the chunk plan, and the simulation).
-Bare SimPy's event rate is measured in the same run, and the machine's core count printed, so figures
-from different machines can be compared. Commands run with Python's bytecode cache, as an installed
-wsesim has it (an environment with ``PYTHONDONTWRITEBYTECODE`` set recompiles every module at each
-start: ~0.04 s more per command).
+For each case, ``wsesim run`` as a command (a fresh interpreter: imports, planning and simulation; the
+best wall time of ``--repeat`` runs and the largest peak resident memory of them), and the same step
+in-process split into its stages (imports once, then sizing, planning — mesh, placement, the dispatch
+model, expert costs —, the chunk plan, and the simulation). Bare SimPy's event rate is measured in the
+same run, and the machine's core count printed, so figures from different machines can be compared.
+Commands run with Python's bytecode cache, as an installed wsesim has it (an environment with
+``PYTHONDONTWRITEBYTECODE`` set recompiles every module at each start: ~0.04 s more per command).
 
     python scripts/bench_scaling.py [--repeat N] [--quick]
 
@@ -40,15 +40,25 @@ CASES = {
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # cache bytecode, as installs do
 
 
-def command_seconds(args: list[str], repeat: int) -> float:
-    best = float("inf")
+def run_command(command: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak resident memory in MB) of one command, from its own resource usage
+    (``os.wait4``: per child, where ``RUSAGE_CHILDREN`` keeps the largest child so far)."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, command)
+    return wall, usage.ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)  # bytes there, KiB on Linux
+
+
+def command_seconds(args: list[str], repeat: int) -> tuple[float, float]:
+    """(the best wall seconds of ``repeat`` runs, the largest peak memory in MB of them) of ``wsesim run``."""
     command = [sys.executable, "-m", "wsesim", "run", *args, "--json"]
-    subprocess.run(command, check=True, capture_output=True, env=ENV)  # warm: bytecode written, files cached
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True, env=ENV)
-        best = min(best, time.perf_counter() - start)
-    return best
+    run_command(command)  # warm: bytecode written, files cached
+    runs = [run_command(command) for _ in range(repeat)]
+    return min(wall for wall, _ in runs), max(peak for _, peak in runs)
 
 
 def stages(args: list[str]) -> dict[str, float]:
@@ -90,12 +100,12 @@ def main() -> int:
     cases = dict(list(CASES.items())[:1]) if args.quick else CASES
     repeat = 1 if args.quick else args.repeat
     print(f"{os.cpu_count()} cores; bare SimPy: {bare_simpy_events_per_s():,.0f} timeouts/s in this run")
-    print(f"{'case':42s} {'command':>8s} {'imports':>8s} {'size':>6s} {'plan':>6s} {'chunks':>7s} {'sim':>6s} "
-          f"{'events':>8s}")
+    print(f"{'case':42s} {'command':>8s} {'peak':>8s} {'imports':>8s} {'size':>6s} {'plan':>6s} {'chunks':>7s} "
+          f"{'sim':>6s} {'events':>8s}")
     for name, case in cases.items():
-        wall = command_seconds(case, repeat)
+        wall, peak = command_seconds(case, repeat)
         s = stages(case)
-        print(f"{name:42s} {wall:7.2f}s {s['imports']:7.2f}s {s['load+size']:5.2f}s {s['plan']:5.2f}s "
+        print(f"{name:42s} {wall:7.2f}s {peak:5.0f} MB {s['imports']:7.2f}s {s['load+size']:5.2f}s {s['plan']:5.2f}s "
               f"{s['chunks']:6.2f}s {s['simulate']:5.2f}s {s['events']:8,d}")
     return 0
 

@@ -158,7 +158,7 @@ def test_results_stream_to_the_csv_as_points_finish(tmp_path: Path, monkeypatch:
     assert [row["point"] for row in _read(csv_path)] == ["0", "1", "2", "3"]
     assert _tmp_files(out) == []
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == f"sweep tiny: 4 points, 4 to run, results in {csv_path}"
+    assert err[0] == f"sweep tiny: 4 points, 4 to run (under 1 s), results in {csv_path}"
     assert err[1].startswith("[1/4] model.top_k=1, training.tiles=1: ok ")
 
 

@@ -139,8 +139,7 @@ def finished(tmp_path: Path) -> tuple[Path, Path, bytes]:
 
 @pytest.mark.parametrize(("change", "dropped"), [
     ({"points": POINTS[:1]}, "2 finished rows"),                                   # a point removed
-    ({"base": {**BASE, "training": {**BASE["training"], "seq_len": 32}}}, "4 finished rows"),  # the base edited
-], ids=["point-removed", "base-edited"])
+], ids=["point-removed"])
 def test_resume_refuses_to_drop_finished_rows(finished: tuple[Path, Path, bytes], capsys: pytest.CaptureFixture[str],
                                               change: dict[str, Any], dropped: str) -> None:
     path, out, before = finished
@@ -152,6 +151,17 @@ def test_resume_refuses_to_drop_finished_rows(finished: tuple[Path, Path, bytes]
                            "in this sweep")
     assert "another --out" in line and "without --resume" in line  # how to start afresh
     assert (out / "results.csv").read_bytes() == before
+
+
+def test_resume_after_the_base_is_edited_reruns_every_point(finished: tuple[Path, Path, bytes]) -> None:
+    """Every point is still in the sweep, but what each resolves to changed: none of the old rows is kept
+    (issue 22 #4: a point's identity is what it resolves to), and the result is a fresh run's."""
+    path, out, before = finished
+    _sweep_file(path, base={**BASE, "training": {**BASE["training"], "seq_len": 32}})
+    assert _sweep(path, out, "--resume") == 0
+    old_keys = {r["point_key"] for r in _read(out / "results.csv") if r["point_key"] in before.decode()}
+    assert old_keys == set()
+    assert [r["seq_len"] for r in _read(out / "results.csv")] == ["32"] * 4
 
 
 def test_a_folder_of_another_sweep_is_refused_with_or_without_resume(

@@ -229,7 +229,26 @@ def test_fast_path_agrees_with_pint(symbol: str) -> None:
     """Every unit the fast path parses without pint gives pint's value, to 1e-12 relative."""
     dimension, _ = units.FAST_UNITS[symbol]
     text = f"3.5 {symbol}"
-    assert units._parse_string(text, dimension) == pytest.approx(units._parse_with_pint(text, dimension), rel=1e-12)
+    pint_symbol = "percent" if symbol == "%" else symbol
+    by_pint = 3.5 * units._unit_factor(pint_symbol, dimension, text)
+    assert units._parse_string(text, dimension) == pytest.approx(by_pint, rel=1e-12)
+
+
+@pytest.mark.parametrize(("text", "dimension"), [("9**9**9 KiB", "size"), ("10**10**10 B", "size"),
+                                                  ("48 KiB + 1 B", "size"), ("25 % %", "fraction"),
+                                                  ("2 * 3 GHz", "frequency"), ("(1) ns", "time"),
+                                                  ("1 B/s/s", "bandwidth"), ("1 KiB**2", "size")])
+def test_a_quantity_is_a_number_and_a_unit_never_an_expression(text: str, dimension: str) -> None:
+    """Issue 22 #2: pint once evaluated the string ("9**9**9 KiB" hung every tool that read it)."""
+    with pytest.raises(UnitError, match="not a number and a unit"):
+        parse_quantity(text, dimension)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("text", "expected"), [("1.2 Tb/s", 1.5e11), ("1.2 Tbit/s", 1.5e11), ("100 Gb/s", 12.5e9),
+                                                ("220 Pb/s", 220e15 / 8), ("100 Gbps", 12.5e9)])
+def test_bit_per_second_spellings(text: str, expected: float) -> None:
+    """README writes "1.2 Tb/s" (a terabit per second; pint alone reads "b" as a barn)."""
+    assert parse_quantity(text, "bandwidth") == pytest.approx(expected, rel=1e-12)
 
 
 # ------------------------------------------------------------------------------- JSON Schema patterns

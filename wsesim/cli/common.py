@@ -12,13 +12,27 @@ from typing import Any
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
+def say(text: str) -> bool:
+    """Write ``text`` to stderr, best effort: False (and nothing raised) when stderr is gone: ``None``
+    when the process started with it closed (``2>&-``), a closed pipe, a full disk."""
+    stream = sys.stderr
+    if stream is None:
+        return False
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2 (argparse's default code, kept)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from ..config.errors import shown
 
-        sys.stderr.write(f"{self.prog}: {shown(message, 400)} (see --help)\n")
+        say(f"{self.prog}: {shown(message, 400)} (see --help)\n")
         raise SystemExit(EXIT_USAGE)
 
 
@@ -76,6 +90,7 @@ def check_output_folder(folder: str) -> None:
 
     from ..config.errors import ConfigError
 
+    check_names(folder)
     existing = Path(folder)
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -88,3 +103,29 @@ def check_output_folder(folder: str) -> None:
         where = "" if existing == Path(folder) else f" (it would be made in {existing})"
         raise ConfigError(f"expected a folder wsesim can write to{where}, got a read-only one "
                           f"({e.strerror or type(e).__name__})", source=folder) from None
+
+
+NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
+
+
+def check_names(path: str | Path) -> None:
+    """Raise ``ConfigError`` if a name in ``path`` is longer than the file system takes (checked before
+    anything runs, so that a long ``--out`` or sweep ``name:`` costs no time and writes nothing)."""
+    from ..config.errors import ConfigError
+
+    for part in Path(path).parts:
+        size = len(part.encode("utf-8", "surrogateescape"))
+        if size > NAME_MAX:
+            raise ConfigError(f"expected file and folder names of at most {NAME_MAX} bytes, got one of {size:,}",
+                              source=str(path)[:120] + "…")
+
+
+def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
+    """Raise ``ConfigError`` if one of the files a command will write in ``folder`` is a folder (checked
+    before anything runs or is written)."""
+    from ..config.errors import ConfigError
+
+    for name in names:
+        if (Path(folder) / name).is_dir():
+            raise ConfigError(f"expected to write the file {name}, got a folder in its place",
+                              source=str(Path(folder) / name))

@@ -141,6 +141,10 @@ def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
     for name in ("experts", "hops", "wavelets"):
         if getattr(args, name) <= 0:
             raise ConfigError(f"expected a positive integer, got {getattr(args, name)}", path=name)
+    if args.pattern == "dispatch":
+        from ..experiments.estimate import check_fabric
+
+        check_fabric(mesh.rows * mesh.cols, mesh.pe_rows * mesh.pe_cols, args.experts)
     traffic = build_traffic(args, mesh)
     from .progress import Progress
 

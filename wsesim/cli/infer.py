@@ -14,9 +14,12 @@ from .common import EXIT_OK, add_json_argument, check_output_folder, format_tabl
 def format_serving(r: Any) -> str:
     """The human view of a ``ServeResult``."""
     head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
-            f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n"
-            f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
-            f"wafer{'s' if r.systems > 1 else ''}, layers per stage {r.layers_per_stage}, KV cache {r.kv_layout}")
+            f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
+    if r.feasible:
+        head += (f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
+                 f"wafer{'s' if r.systems > 1 else ''}, layers per stage {r.layers_per_stage}, KV cache {r.kv_layout}")
+    else:
+        head += f"mapping: none that fits (tried {r.grid} PEs per stage, KV cache {r.kv_layout})"
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows = [("time to first token", f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
@@ -147,9 +150,15 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
         writer.writerows(rows)
         atomic_write_text(out / "results.csv", buf.getvalue())
         written.append(out / "results.csv")
+        from ..output.manifest import manifest, resolved, write_manifest
         from ..output.plotting import plot_serving
 
         written += plot_serving(rows, list(vary), out)
+        base = load({})
+        written.append(write_manifest(out, manifest(
+            "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
+                                                             "set": list(args.set or []), "vary": list(args.vary)},
+            sources=base.sources, **resolved(base.spec), files=[p.name for p in written])))
     if args.json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return EXIT_OK

@@ -8,13 +8,14 @@ error. Anything else — an ``InternalError`` or any other exception — is a bu
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from ..config.errors import ConfigError, shown
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, say
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -60,19 +61,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except ConfigError as e:
-        sys.stderr.write(f"wsesim: {_one_line(str(e))}\n")
+        say(f"wsesim: {_one_line(str(e))}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        sys.stderr.write("wsesim: interrupted\n")
+        say("wsesim: interrupted\n")
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:  # what the system refused (a full disk, a name too long): the user's to fix, not a bug
+        if e.errno not in _REFUSALS:
+            return _internal(e)
+        where = f"{e.filename}: " if e.filename else ""
+        say(f"wsesim: {_one_line(f'{where}the system refused to write or read it ({e.strerror or type(e).__name__})')}\n")
+        return EXIT_USAGE
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
-        if os.environ.get("WSESIM_DEBUG"):
-            raise
-        sys.stderr.write(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
-                         "for the traceback; please report it)\n")
-        return EXIT_FAIL
+        return _internal(e)
+
+
+_REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS, errno.EACCES,
+             errno.EPERM, errno.EFBIG, errno.EMFILE, errno.ENFILE}
+
+
+def _internal(e: BaseException) -> int:
+    if os.environ.get("WSESIM_DEBUG"):
+        raise e
+    say(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
+        "for the traceback; please report it)\n")
+    return EXIT_FAIL
 
 
 def _one_line(text: str, limit: int = 1000) -> str:

@@ -36,9 +36,11 @@ def _memory_attention(args: argparse.Namespace) -> int:
 
 
 def _memory_training(args: argparse.Namespace) -> int:
+    from ..experiments.estimate import check_routing
     from ..experiments.runner import size_step
 
     spec = load_from_args(args).spec
+    check_routing(spec)  # sizing routes every layer's experts: refused before, when that cannot be held
     hw, model, training = spec.hardware, spec.model, spec.training
     size = size_step(spec)  # what ``wsesim run`` runs: B sized for the routed load
     B, mem = size.batch_per_tile, size.memory

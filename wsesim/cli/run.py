@@ -12,10 +12,15 @@ from .common import (
     EXIT_OK,
     add_experiment_arguments,
     add_json_argument,
+    check_names,
+    check_output_files,
     check_output_folder,
     format_table,
     load_from_args,
+    say,
 )
+
+WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_placement.png", "gantt.png")
 
 
 def format_result(r: Any) -> str:
@@ -60,17 +65,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..output.manifest import write_manifest
 
     loaded = load_from_args(args)
+    for name in (args.trace, args.out, args.png):
+        if name:
+            check_names(name)
     if args.trace and not args.trace.endswith((".json", ".json.gz")):
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(args.trace)}",
                           source="--trace")
     if args.trace and Path(args.trace).is_dir():
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
                           f"{shown_repr(args.trace)}", source="--trace")
+    if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
+        from ..experiments.estimate import check_work
+
+        check_work(loaded.spec, wafer_maps=True)
     # every output folder is checked before any is made, so that bad input writes nothing
     trace_dir = str(Path(args.trace).parent) if args.trace else None
     for folder in (args.out, args.png, trace_dir):
         if folder:
             check_output_folder(folder)
+    if args.out:
+        check_output_files(args.out, ["result.json", "wafer.json", "manifest.json"])
+    if args.png:
+        check_output_files(args.png, [*WAFER_PICTURES, "manifest.json"])
     out = prepare_dir(args.out) if args.out else None
     png = prepare_dir(args.png) if args.png else None
     run = simulate_experiment(loaded.spec)
@@ -110,7 +126,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         atomic_write_bytes(args.trace, data)
         written.append(args.trace)
     elif args.trace:
-        sys.stderr.write("wsesim: no trace: the configuration is infeasible\n")
+        say("wsesim: no trace: the configuration is infeasible\n")
     for folder in dict.fromkeys(f for f in (out, png) if f is not None):
         mine = [Path(p) for p in written if Path(p).parent == folder]
         written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))

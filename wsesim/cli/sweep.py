@@ -8,17 +8,20 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
+    check_names,
+    check_output_files,
     check_output_folder,
     format_table,
     load_from_args,
     print_json,
+    say,
 )
 from .run import format_result
 from .tune_out import add_tune_arguments
@@ -38,8 +41,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     loaded = load_from_args(args)
     if args.out:
         check_output_folder(args.out)
-    check_work(loaded.spec, runs=len(candidates(loaded.spec)))  # every candidate is a run
-    with Progress(len(candidates(loaded.spec)), "tune") as bar:
+    planned = candidates(loaded.spec)
+    check_work(loaded.spec, candidates=planned)  # every candidate is a run, at its own tiles and batch
+    with Progress(len(planned), "tune") as bar:
         result = tune(loaded, progress=lambda r, planned: bar.advance(
             f"G={r.tiles} B={r.batch_per_tile}: " + (f"{r.throughput_tokens_per_s:,.0f} tokens/s" if r.feasible
                                                      else "does not fit")))
@@ -83,8 +87,10 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
     """One line per configuration (overrides other than training.tiles): G=1 and tuned side by side."""
     varying = [k for k in keys if k != "training.tiles"]
     groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    values: dict[tuple[str, ...], tuple[Any, ...]] = {}  # grouped by text: a value may be a mapping (an inline interconnect)
     for row in rows:
-        config = tuple(row.get(f"set:{k}", "") for k in varying)
+        config = tuple(str(row.get(f"set:{k}", "")) for k in varying)
+        values.setdefault(config, tuple(row.get(f"set:{k}", "") for k in varying))
         # a failed point has no result columns: its G is the one it asked for
         kind = "tuned" if str(row.get("tuned")) == "True" else f"G={row.get('tiles') or row.get('set:training.tiles', '')}"
         groups.setdefault(config, {})[kind] = row
@@ -96,7 +102,7 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
             speedup = ""
             if kind == "tuned" and base and float(base.get("throughput_tokens_per_s") or 0) > 0 and thr > 0:
                 speedup = f"{thr / float(base['throughput_tokens_per_s']):.2f}x"
-            out.append((*config, kind, row.get("tiles", ""), row.get("batch_per_tile", ""),
+            out.append((*values[config], kind, row.get("tiles", ""), row.get("batch_per_tile", ""),
                         f"{thr:,.0f}" if thr else "-", speedup, row.get("status", ""),
                         (row.get("reason") or "")[:60]))
     return out, [*varying, "run", "G", "B", "tokens/s", "speedup", "status", "reason"]
@@ -107,11 +113,18 @@ EXIT_TERMINATED = 128 + 15  # as if killed by SIGTERM, after cleaning up
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from ..config.errors import ConfigError
+    from ..experiments.estimate import check_sweep
     from ..experiments.sweep import load_sweep, sweep_name
     from ..experiments.workers import connect_dask
 
+    if args.workers < 1:
+        raise ConfigError(f"expected a positive number of worker processes, got {args.workers}", source="--workers")
     sweep = load_sweep(args.sweep)
     name = sweep_name(sweep, args.sweep)
+    if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
+        check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
+                    args.workers)
     progress = _Progress()
     cpus = os.cpu_count() or 1
     if args.workers > cpus and not args.scheduler:
@@ -133,6 +146,7 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
     """Run the sweep into DIR, holding DIR's lock throughout: the CSV starts as its header and the rows
     --resume keeps (written whole, atomically), each finished row is appended as one line, and the
     finished file is rewritten once, sorted by point."""
+    from ..experiments.estimate import sweep_duration
     from ..experiments.sweep import (
         csv_line,
         csv_text,
@@ -147,10 +161,12 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
     from ..output.files import LineAppender, atomic_write_text, folder_lock, prepare_dir
     from ..output.manifest import write_manifest
 
+    check_names(args.out or Path("out") / name)
     out = prepare_dir(args.out or Path("out") / name)
     csv_path = out / RESULTS
     keys = override_keys(sweep)
     with folder_lock(out, _command(args)):
+        check_output_files(out, [RESULTS, OWNER, "manifest.json", "figures.json"])
         _check_owner(out, name)
         done: dict[str, dict[str, Any]] = {}
         header: list[str] = []
@@ -164,7 +180,9 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
         atomic_write_text(csv_path, csv_text(moved, keys, columns=columns))
         write_manifest(out, _manifest(args, sweep, name, [csv_path]))  # now: an interrupted sweep has one too
         total = len(sweep.points)
-        progress(f"sweep {name}: {total} points, {total - len(moved)} to run, results in {csv_path}\n")
+        todo = [p for p in sweep.points if p.key not in done]
+        workers = "" if args.scheduler else f" ({sweep_duration(sum(p.cost for p in todo), len(todo), args.workers)})"
+        progress(f"sweep {name}: {total} points, {total - len(moved)} to run{workers}, results in {csv_path}\n")
         with LineAppender(csv_path) as results:
             def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 results.write(csv_line(row, columns))
@@ -203,13 +221,14 @@ def _manifest(args: argparse.Namespace, sweep: Any, name: str, files: list[Path]
 def _check_owner(out: Path, name: str) -> None:
     """Refuse a folder that holds another sweep's results (its ``sweep.json`` names another sweep)."""
     from ..config.errors import ConfigError
+    from ..config.yaml_strict import read_bounded
 
     path = out / OWNER
     if not path.exists():
         return
     try:
-        owner = json.loads(path.read_text(encoding="utf-8")).get("name")
-    except (OSError, ValueError, AttributeError):
+        owner = json.loads(read_bounded(path, limit=2**20, what=f"a {OWNER}").decode("utf-8")).get("name")
+    except (ConfigError, ValueError, AttributeError):
         owner = None
     if owner != name:
         held = f"the results of sweep {owner!r}" if isinstance(owner, str) else f"an unreadable {OWNER}"
@@ -239,11 +258,10 @@ class _Progress:
     def __call__(self, text: str) -> None:
         if not self.on:
             return
-        try:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-        except (OSError, ValueError):
+        if not say(text):  # stderr gone: closed at start (None), a closed pipe, a full disk
             self.on = False
+            if sys.stderr is None:
+                return
             with suppress(OSError):  # nothing more to say there, and nothing left in a buffer to fail at exit
                 sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
@@ -280,13 +298,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     if args.wafer:
         folder = Path(args.wafer)
         source = folder / "wafer.json"
-        if not source.is_file():
+        if not source.exists():
             raise ConfigError("expected a run folder with wafer.json (from wsesim run --out DIR)", source=str(folder))
         from ..analysis.wafer import WaferMaps
+        from ..config.yaml_strict import read_bounded
         from ..output.plotting import plot_wafer
 
+        text = read_bounded(source, limit=2**32, what="wafer maps written by wsesim run")
         try:
-            maps = WaferMaps.from_dict(json.loads(source.read_text(encoding="utf-8")))
+            maps = WaferMaps.from_dict(json.loads(text.decode("utf-8")))
         except (ValueError, KeyError, TypeError, RecursionError) as e:
             raise ConfigError(f"expected wafer maps written by wsesim run, got unreadable JSON ({shown(e, 120)})",
                               source=str(source)) from None
@@ -298,11 +318,28 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         from ..output.plotting import plot_results
 
         csv_path = Path(args.results)
-        if not csv_path.is_file():
+        if not csv_path.exists():  # a FIFO or a device is refused by name when read
             raise ConfigError("no such file", source=str(csv_path))
-        check_output_folder(str(args.out or csv_path.parent))
-        paths = plot_results(csv_path, args.out or csv_path.parent)  # makes the folder once the CSV reads
-        source = csv_path
+        out = Path(args.out or csv_path.parent)
+        check_output_folder(str(out))
+        check_output_files(out, ["figures.json", "manifest.json"])
+        from ..output.files import folder_lock, holder_of
+
+        if (holder := holder_of(csv_path.parent)) is not None:  # a sweep still writing the CSV: not all there
+            raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has finished",
+                              source=str(csv_path.parent))
+        with folder_lock(out) if out.is_dir() else nullcontext(out):
+            paths = plot_results(csv_path, out)  # makes the folder once the CSV reads
+            source = csv_path
+            paths = _plot_manifest(args, paths, source)
+        _print_paths(args, paths)
+        return EXIT_OK
+    paths = _plot_manifest(args, paths, source)
+    _print_paths(args, paths)
+    return EXIT_OK
+
+
+def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
     if paths:
         import hashlib
 
@@ -312,12 +349,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         paths.append(write_manifest(folder, manifest(
             "plot", getattr(args, "argv", None), source=str(Path(source).resolve()),
             source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(), files=[p.name for p in paths])))
+    return paths
+
+
+def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
     if args.json:
         print_json([str(path) for path in paths])
-        return EXIT_OK
+        return
     for path in paths:
         print(f"wrote {path}")
-    return EXIT_OK
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

@@ -86,8 +86,9 @@ def tune_systems(args: argparse.Namespace) -> int:
             spec = with_systems(loaded, n).spec
         except ConfigError:  # a count the batch does not split over: the search skips it and says why
             continue
-        check_work(spec, runs=len(candidates(spec)))
-        planned += len(candidates(spec))
+        mine = candidates(spec)
+        check_work(spec, candidates=mine)  # every candidate is a run, at its own tiles and batch
+        planned += len(mine)
     with Progress(planned, "tune") as bar:
         search = search_systems(loaded, systems, progress=lambda r, _: bar.advance(
             f"N={r.systems} G={r.tiles}: " + (f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)"

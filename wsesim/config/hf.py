@@ -66,10 +66,13 @@ and what the module docstring says is left out."""
 
 def model_from_hf(path: Path) -> dict[str, Any]:
     """The model mapping (``ModelSpec``'s keys) of a Hugging Face ``config.json`` at ``path``."""
+    from .yaml_strict import MAX_CONFIG_BYTES, read_bounded
+
     source = str(path)
+    raw = read_bounded(path, limit=MAX_CONFIG_BYTES, what="a Hugging Face config.json")  # a regular file, bounded
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
         raise ConfigError(f"expected a Hugging Face config.json, got a file that is not JSON ({e})",
                           source=source) from None
     if not isinstance(data, dict):

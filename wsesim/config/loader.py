@@ -86,13 +86,12 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
         names = ", ".join(preset_names(kind))
         raise ConfigError(f"expected a preset name ({names}), a path or a mapping, got {shown_repr(ref)}",
                           source=source, path=path)
-    looks_like_path = ref.endswith((".yaml", ".yml", ".json")) or "/" in ref
-    if looks_like_path:
+    if _looks_like_path(ref):
         p = Path(ref)
         if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
         try:
-            found = p.is_file()
+            found = p.exists()
         except (OSError, ValueError):  # a name too long, or with a NUL byte in it
             found = False
         if not found:
@@ -186,16 +185,14 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
                        given: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping. ``given`` names the
     references the command line replaced (kind -> ``--model``): an error in one is blamed on the flag, and
-    a relative path there is the working folder's (else, as before, the experiment file's)."""
+    a relative path there is the working folder's."""
     data = dict(data)
     sources: dict[str, str] = {}
     for kind in ("hardware", "model"):
         if kind not in data:
             raise ConfigError("required key is missing", source=source, path=kind)
-        if given and kind in given:
-            ref = data[kind]
-            here = isinstance(ref, str) and Path(ref).is_file()
-            raw = _load_ref(kind, ref, Path.cwd() if here else base_dir, given[kind], None)
+        if given and kind in given:  # a relative path there is the working folder's
+            raw = _load_ref(kind, data[kind], Path.cwd(), given[kind], None)
         else:
             raw = _load_ref(kind, data[kind], base_dir, source, kind)
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
@@ -254,12 +251,25 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
     """
     path = Path(path) if path is not None else default_experiment_path()
     data = read_yaml(path)
+    # a file named on the command line is the current directory's, not the experiment file's folder's
     given = {}
     if hardware is not None:
-        data["hardware"], given["hardware"] = hardware, "--hardware"
+        data["hardware"], given["hardware"] = _from_cwd(hardware), "--hardware"
     if model is not None:
-        data["model"], given["model"] = model, "--model"
+        data["model"], given["model"] = _from_cwd(model), "--model"
     return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
+
+
+def _from_cwd(ref: str) -> str:
+    """A relative path given as ``--hardware``/``--model``, made absolute against the current directory
+    (a preset name stays as it is)."""
+    if _looks_like_path(ref) and not Path(ref).is_absolute():
+        return str(Path.cwd() / ref)
+    return ref
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref
 
 
 def default_experiment_path() -> Path:

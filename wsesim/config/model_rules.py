@@ -20,6 +20,8 @@ def problem(field: str, value: int, fields: dict[str, Any]) -> str:
         if experts and not value:
             return f"expected a positive width in a model with experts ({experts}), got {value}"
         return f"expected 0 without experts (experts 0: a dense model), got {value}" if not experts and value else ""
+    if field == "shared_expert_intermediate" and not experts and value:  # it would be ignored
+        return f"expected 0 without experts (experts 0: a dense model has no shared expert), got {value}"
     if field == "dense_layers" and layers is not None:
         if not experts and value not in (0, layers):
             return f"expected 0 or layers ({layers}) in a dense model (experts 0: every layer is dense), got {value}"

@@ -235,7 +235,7 @@ class ModelSpec(Spec):
             raise _fail(f"expected a divisor of heads ({heads}), got {kv_heads}")
         return kv_heads
 
-    @field_validator("top_k", "expert_intermediate", "dense_layers", "ffn_intermediate")
+    @field_validator("top_k", "expert_intermediate", "shared_expert_intermediate", "dense_layers", "ffn_intermediate")
     @classmethod
     def _layer_kinds(cls, value: int, info: ValidationInfo) -> int:  # MoE and dense keys agree
         if problem := model_rules.problem(info.field_name or "", value, info.data):

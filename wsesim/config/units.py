@@ -89,32 +89,58 @@ def unit_pattern(dimension: Dimension) -> str:
     return rf"^\s*{_NUMBER}\s*(?:{alternatives})\s*$"
 
 
+MAX_TEXT = 10_000
+"""The longest quantity string read (a number and a unit need a few dozen characters; a long number is
+still a number, past a double's range one that is not finite)."""
+_LINEAR_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"  # no backtracking: linear in its length
+# a number and a unit, nothing else: the unit one word, a word per word ("Tbit/s") or "%". Read by this
+# pattern alone, never evaluated: "9**9**9 KiB", "48 KiB + 1 B" and "25 % %" do not match it
+_QUANTITY = re.compile(rf"^([-+]?(?:{_LINEAR_NUMBER}|(?i:nan|inf(?:inity)?)))?\s*([A-Za-z]+(?:\s*/\s*[A-Za-z]+)?|%)?$")
+# "Tb/s" is a terabit per second (README, SwarmX); pint alone would read "b" as a barn
+_BIT_ALIASES = {f"{p}b/s": f"{p}bit/s" for p in ("", "k", "M", "G", "T", "P")}
+
+
 @lru_cache(maxsize=4096)
 def _parse_string(text: str, dimension: str) -> float:
-    fast = _NUMBER_UNIT.match(text)
-    if fast and FAST_UNITS.get(fast.group(2), ("", 0.0))[0] == dimension:
-        return float(fast.group(1)) * FAST_UNITS[fast.group(2)][1]
-    return _parse_with_pint(text, dimension)
-
-
-def _parse_with_pint(text: str, dimension: str) -> float:
     if dimension == "cycles":
         m = _CYCLES.match(text)
         if not m:
             raise UnitError(f'expected a cycle count like "2 cycles", got "{shown(text)}"')
         return float(m.group(1))
+    _, _, example = _DIMENSIONS[dimension]
+    expected = f"expected {_ARTICLE[dimension]} like {example}"
+    if len(text) > MAX_TEXT:
+        raise UnitError(f'{expected}, got "{shown(text, 40)}" (a string of {len(text):,} characters, not a quantity)')
+    m = _QUANTITY.match(text)
+    if not m or m.group(1) is None:
+        raise UnitError(f'{expected}, got "{shown(text)}" (not a number and a unit)')
+    number, unit = m.group(1), re.sub(r"\s+", "", m.group(2) or "")
+    unit = _BIT_ALIASES.get(unit, unit)
+    if not unit:
+        if dimension == "fraction":
+            return float(number)
+        raise UnitError(f'{expected}, got "{shown(text)}" (no unit)')
+    fast = FAST_UNITS.get(unit)
+    if fast is not None and fast[0] == dimension:
+        return float(number) * fast[1]
+    return float(number) * _unit_factor(unit, dimension, text)
+
+
+def _unit_factor(unit: str, dimension: str, text: str) -> float:
+    """The factor from ``unit`` (one unit word, or a word per word: never an expression) to the base unit
+    of ``dimension``, by pint, which reads more spellings ("megahertz", "Gbps")."""
     root, factor, example = _DIMENSIONS[dimension]
     ureg = _registry()
     try:
-        q = ureg.Quantity(text)
+        units = ureg.parse_units(unit)
     except Exception:
-        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (not a quantity)') from None
-    mag, unit = ureg.get_root_units(q.units)
-    if str(unit) != root or (dimension != "fraction" and q.dimensionless and str(q.units) == "dimensionless"):
-        if str(q.units) == "dimensionless":
-            raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (no unit)')
+        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (unknown unit '
+                        f'"{shown(unit)}")') from None
+    mag, root_units = ureg.get_root_units(units)
+    if str(root_units) != root or (dimension != "fraction" and str(units) == "dimensionless"):
+        q = ureg.Quantity(1.0, units)
         raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (a {q.units:~P} quantity)')
-    return float(q.magnitude) * mag * factor
+    return float(mag) * factor
 
 
 def parse_quantity(value: Any, dimension: Dimension) -> float:

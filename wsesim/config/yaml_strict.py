@@ -6,7 +6,9 @@ escaped and clipped (``errors.shown``).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,9 @@ MAX_DEPTH = 64
 value); a much deeper file is not a configuration, and would exhaust Python's recursion limit."""
 # what PyYAML's reader refuses (yaml.reader.Reader.NON_PRINTABLE): found first, to say where
 _NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -74,7 +79,7 @@ def _construct(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
     """A scalar's value; one Python cannot hold (an integer past 4300 digits, a timestamp like
     2024-13-01) is a ``ConfigError`` at its line."""
     try:
-        return loader.construct_object(node, deep=True)
+        value = loader.construct_object(node, deep=True)
     except (ValueError, OverflowError) as e:
         line = node.start_mark.line + 1
         if node.tag == "tag:yaml.org,2002:int":
@@ -83,6 +88,10 @@ def _construct(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
                               path=shown(path) or None) from None
         raise ConfigError(f'expected a value YAML can read, got "{shown(node.value, 60)}" ({shown(e, 80)}, line {line})',
                           path=shown(path) or None) from None
+    if isinstance(value, str) and (bad := _SURROGATE.search(value)):  # "\ud800": not text, cannot be written
+        raise ConfigError(f"expected text, got a lone surrogate U+{ord(bad.group()):04X} (an escape that is half of a "
+                          f"UTF-16 pair, line {node.start_mark.line + 1})", path=shown(path) or None)
+    return value
 
 
 def parse_yaml(text: str, source: str) -> Any:
@@ -112,21 +121,50 @@ def parse_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML file whose top level is a mapping."""
-    path = Path(path)
+MAX_CONFIG_BYTES = 16 * 2**20
+"""The largest configuration file read: wsesim's own are a few KiB; a 10,000-point sweep a few MiB."""
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def read_bounded(path: str | Path, *, limit: int, what: str) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes: a FIFO, a device
+    (``/dev/zero``), a socket or a directory is refused before anything is read (nothing blocks, nothing
+    is read without end). Raises ``ConfigError`` naming the file: "expected ``what``, got ..."."""
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        info = os.stat(path)
     except FileNotFoundError:
         raise ConfigError("no such file", source=source) from None
-    except IsADirectoryError:
-        raise ConfigError("expected a YAML file, got a directory", source=source) from None
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte, no permission
+        raise ConfigError(f"cannot read file ({getattr(e, 'strerror', None) or type(e).__name__})", source=source) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"expected {what}, got {_KINDS.get(stat.S_IFMT(info.st_mode), 'not a regular file')}",
+                          source=source)
+    if info.st_size > limit:
+        raise ConfigError(f"expected {what} of at most {limit:,} bytes, got {info.st_size:,} bytes", source=source)
+    try:
+        with open(path, "rb") as f:  # a regular file a moment ago (stat above): opening it does not wait
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"expected {what}, got a file that is not a regular file", source=source)
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ConfigError(f"cannot read file ({e.strerror or type(e).__name__})", source=source) from None
+    if len(data) > limit:
+        raise ConfigError(f"expected {what} of at most {limit:,} bytes, got more", source=source)
+    return data
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML file whose top level is a mapping: a regular file, UTF-8, at most ``MAX_CONFIG_BYTES``."""
+    path = Path(path)
+    source = str(path)
+    data_bytes = read_bounded(path, limit=MAX_CONFIG_BYTES, what="a YAML file")
+    try:
+        text = data_bytes.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"expected a YAML file (UTF-8 text), got bytes that are not UTF-8 (at byte {e.start})",
                           source=source) from None
-    except OSError as e:
-        raise ConfigError(f"cannot read file ({e.strerror or e.__class__.__name__})", source=source) from None
     data = parse_yaml(text, source)
     if not isinstance(data, dict):
         raise ConfigError(f"expected a YAML mapping at the top level, got {describe_value(data)}", source=source)

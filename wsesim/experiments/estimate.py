@@ -1,46 +1,66 @@
-"""What a run will cost, estimated from its plan before anything is built, so that work that cannot
-finish on this machine is refused up front with a line that says why and what to change.
+"""What a run will cost, estimated from its spec before anything is built (the routing arrays
+included), so that work that cannot finish on this machine is refused up front with a line that names
+the term that dominates, the predicted time and memory, and the override that would fit.
 
-The estimate counts what the simulation's cost scales with, from the spec alone (no mesh, no
-placement, no routing is built):
+The estimate sums terms, each a count the simulation's cost scales with times a constant (seconds, peak
+bytes), from the spec alone (no mesh, no placement, no routing is built):
 
-* **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``) and **expert regions** ``R`` (at most one per
-  expert and per node): the flow fabric's dispatch and combine bases are ``6·N·R`` numbers each, built
-  from ``N·R`` messages with their scratch: about ``BASIS_SECONDS`` seconds and, at the peak,
-  ``BASIS_BYTES`` bytes per node and region (both built at once; one after the other above
-  ``PARALLEL_PAIR`` pairs, with less memory). They are built once per process: a tuner's or a sweep
-  worker's further runs on the same wafer reuse them (``WorkEstimate.total_seconds``);
-* **packet messages**: with a packet fabric every dispatch and combine of every layer is simulated
-  message by message: about ``N·(R + 1)`` messages, each split into ``K`` stripes that are granted each
-  link on their route in turn (``(rows/K + cols/K)/3 + 2`` links on average): ``PACKET_GRANT[fabric]``
-  seconds and bytes per grant, far more for the SimPy ``packet-simpy`` than for the vectorised
-  ``packet`` (a fidelity not in ``PACKET_GRANT`` is costed as flow is, by its bases);
-* **expert chunks**: the engine schedules every expert's weights in every layer: about
-  ``ENGINE_SECONDS[engine]`` per (layer × expert) and run (an engine not in it at the slowest one's).
+* ``mesh``: **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``): the mesh, its links and the wafer's
+  per-node arrays, ``MESH_NODE_SECONDS`` a node, growing with ``N`` (``1 + N/MESH_NODE_KNEE``); and with
+  **expert regions** ``R`` (at most one per expert and per node) the flow fabric's dispatch and combine
+  bases, ``6·N·R`` numbers each, built a block of regions at a time: ``BASIS_SECONDS`` and, at the peak,
+  ``BASIS_BYTES`` per node and region (both bases and the message plan). Built once per process
+  (``setup_seconds``);
+* ``packet``: with a packet fabric every dispatch and combine is simulated message by message: about
+  ``N·(R + 1)`` messages of ``K`` stripes, each granted every link on its route (``(rows/K + cols/K)/3 + 2``
+  on average): ``PACKET_GRANT[fabric]`` seconds and bytes per grant (a fidelity not in it is costed as
+  flow is, by its bases);
+* ``micro-batches``: the engine runs every **micro-batch** ``M`` of every **layer** ``L``, each with its
+  **experts** ``E``: ``M·L·(ENGINE_LAYER_SECONDS + E·ENGINE_SECONDS)``, growing past ``ENGINE_KNEE`` (the
+  trace's lists), and holds ``M·L·(TRACE_BYTES)`` of trace;
+* ``tiles``: attention runs once per **tile** ``G``, a span each: ``4·M·L·G`` spans of ``SPAN``;
+* ``routing``: the routed slots, ``L·E`` numbers per draw (a few arrays): ``ROUTE`` per number;
+* ``systems``: a cluster is simulated twice (with its tree, and one system alone for the scaling
+  efficiency): the engine terms count double;
+* ``wafer maps`` (``wsesim run --out/--png``): ``MAP`` per PE of the whole wafer.
 
-The constants are fitted to runs measured on this project's machine (the README's Performance section
-lists them); the estimate is good to a factor of about two, which is enough to tell minutes from days. A
-dense model (no experts) has no regions, dispatch or expert chunks: only its mesh counts. A run is
-refused when its memory exceeds ``MEMORY_FRACTION`` of this machine's (or its container's) memory, or its
-time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
+``tune`` and a tuned sweep point sum every candidate (``estimate_search``); a sweep sums its points over
+its workers, each holding its own process (``check_sweep``); ``wsesim fabric`` has its own
+(``check_fabric``). The constants, and what they were measured on, are in docs/architecture.md
+("The work estimate"); the estimate is good to a factor of about two, enough to tell minutes from days.
+A run is refused when its memory exceeds ``MEMORY_FRACTION`` of this machine's (or its container's)
+memory, or its time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
-from ..fabric.dispatch import PARALLEL_PAIR
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
-BASIS_BYTES = (850.0, 580.0)     # peak per (mesh node × expert region): both bases built at once; one by one
+WORKER_BYTES = 60e6              # a sweep's worker process before its first point
+MESH_NODE_SECONDS = 1.2e-5       # per mesh node: the mesh, its links, per-node arrays ...
+MESH_NODE_KNEE = 2.5e5           # ... growing with the mesh: × (1 + N / knee)
+BASIS_BYTES = 220.0             # peak per (mesh node × expert region), both bases and the plan
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
 PACKET_GRANT = {"packet": (0.11e-6, 6.0), "packet-simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
-ENGINE_SECONDS = {"fast": 15e-6, "reference": 2.5e-4}  # per (layer × expert) and run
+ENGINE_SECONDS = {"fast": 12e-6, "reference": 4.5e-4}  # per (micro-batch × layer × expert)
+ENGINE_LAYER_SECONDS = {"fast": 0.4e-3, "reference": 1.5e-3}  # per (micro-batch × layer)
+ENGINE_KNEE = 1e7                # micro-batch × layer × expert: beyond, each costs more (× (1 + count / knee))
+TRACE_BYTES = {"fast": (20e3, 0.9e3), "reference": (40e3, 11e3)}  # per (micro-batch × layer): + per expert
+SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per micro-batch, layer and tile
+ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
+MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
 MEMORY_FRACTION = 0.8
 DEFAULT_MAX_RUN_SECONDS = 1800.0
+MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
+DEFAULT_MAX_SWEEP_SECONDS = 86400.0
+FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh node × expert region)
 
 
 @dataclass(frozen=True)
@@ -55,8 +75,12 @@ class WorkEstimate:
     packet_events: float  # over the whole step
     seconds: float  # one run, the bases included
     bytes: float
-    driver: str  # what dominates: "mesh", "packet" or "experts"
+    driver: str  # the term that dominates: "mesh", "packet", "micro-batches", "tiles", "routing", "wafer maps"
     setup_seconds: float = 0.0  # of ``seconds``: the bases, built once per process
+    micro_batches: int = 1
+    tiles: int = 1
+    systems: int = 1
+    terms: dict[str, tuple[float, float]] = field(default_factory=dict)  # term -> (seconds, bytes)
 
     def total_seconds(self, runs: int = 1) -> float:
         """``runs`` runs on the same wafer in one process (a tuner's candidates): the bases once."""
@@ -67,75 +91,263 @@ class WorkEstimate:
         if self.packet_messages:
             counts += (f", {self.packet_messages:,} packet messages per dispatch × {2 * self.layers} dispatches "
                        f"≈ {self.packet_events:.2g} events")
-        counts += f", {self.layers} layers × {self.experts:,} experts of weight chunks"
+        counts += f", {self.micro_batches:,} micro-batch{'es' if self.micro_batches != 1 else ''} × {self.layers} layers"
+        counts += f" × {self.experts:,} experts" + (f" × {self.tiles:,} tiles" if self.tiles > 1 else "")
+        if self.systems > 1:
+            counts += f", {self.systems} systems (simulated twice)"
         runs_text = f" for {runs} runs" if runs > 1 else ""
-        return f"about {_duration(self.total_seconds(runs))} and {_size(self.bytes)}{runs_text} ({counts})"
+        return (f"about {_duration(self.total_seconds(runs))} and {_size(self.bytes)}{runs_text} ({counts}), "
+                f"mostly {self.driver}")
 
 
-def estimate_work(spec: ExperimentSpec) -> WorkEstimate:
-    """The cost of simulating one step of ``spec``, from its counts alone (see the module docstring)."""
-    hw, m, sim = spec.hardware, spec.model, spec.simulation
+def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False, micro_batches: int | None = None) -> WorkEstimate:
+    """The cost of simulating one step of ``spec`` (see the module docstring); ``wafer_maps``: and writing
+    its wafer maps. ``micro_batches``: the count the run resolved, else the fewest it can resolve to."""
+    hw, m, sim, t = spec.hardware, spec.model, spec.simulation, spec.training
     k = sim.block
     rows, cols = -(-hw.mesh.rows // k), -(-hw.mesh.cols // k)
     nodes = rows * cols
     regions = min(m.experts, nodes)  # 0 for a dense model
-    basis_s = BASIS_SECONDS * nodes * regions
-    engine_s = ENGINE_SECONDS.get(getattr(sim, "engine", "fast"), max(ENGINE_SECONDS.values())) * m.layers * m.experts
-    basis_bytes = BASIS_BYTES[nodes * regions > PARALLEL_PAIR] * nodes * regions
-    nbytes = BASE_BYTES + basis_bytes
-    messages, events, packet_s = 0, 0.0, 0.0
+    engine = getattr(sim, "engine", "fast")
+    terms: dict[str, tuple[float, float]] = {}
+    mesh_s = MESH_NODE_SECONDS * nodes * (1 + nodes / MESH_NODE_KNEE)
+    basis_s, basis_bytes = BASIS_SECONDS * nodes * regions, BASIS_BYTES * nodes * regions
+    messages, events = 0, 0.0
     if sim.fabric in PACKET_GRANT and regions:
         messages = nodes * (regions + 1)  # one per (source, region) and one per region node
-        stripes = k
-        events = 2.0 * m.layers * messages * stripes * ((rows + cols) / 3 + 2)
+        events = 2.0 * m.layers * messages * k * ((rows + cols) / 3 + 2)
         per_s, per_bytes = PACKET_GRANT[sim.fabric]
-        packet_s = per_s * events
-        nbytes += per_bytes * events / (2 * m.layers)  # one dispatch at a time
-        basis_s = 0.0  # a packet fabric builds no basis ...
-        nbytes -= basis_bytes  # ... and keeps none
-    seconds = basis_s + engine_s + packet_s
-    driver = max((("mesh", basis_s), ("packet", packet_s), ("experts", engine_s)), key=lambda kv: kv[1])[0]
-    return WorkEstimate(nodes, regions, m.layers, m.experts, messages, events, seconds, nbytes, driver, basis_s)
+        terms["packet"] = (per_s * events, per_bytes * events / (2 * m.layers))  # one dispatch at a time
+        basis_s, basis_bytes = 0.0, 0.0  # a packet fabric builds no basis
+    terms["mesh"] = (mesh_s + basis_s, basis_bytes)
+    M = micro_batches if micro_batches is not None else fewest_micro_batches(spec)
+    sims = 2 if spec.cluster.systems > 1 and spec.cluster.interconnect is not None else 1
+    E, L = m.experts, m.layers
+    per_layer = ENGINE_LAYER_SECONDS.get(engine, max(ENGINE_LAYER_SECONDS.values()))
+    per_expert = ENGINE_SECONDS.get(engine, max(ENGINE_SECONDS.values()))
+    grow = 1 + M * L * E / ENGINE_KNEE
+    trace_layer, trace_expert = TRACE_BYTES.get(engine, TRACE_BYTES["reference"])
+    terms["micro-batches" if M > 1 else "experts"] = (sims * M * L * (per_layer + E * per_expert) * grow, sims * M * L * (trace_layer + E * trace_expert))
+    spans = 4.0 * M * L * t.tiles  # forward, recompute, and backward twice: one span per tile each
+    terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
+    draws = 2 if t.batch_per_tile == "auto" else 1
+    terms["routing"] = (draws * L * max(E, 1) * ROUTE[0], L * max(E, 1) * ROUTE[1])
+    if wafer_maps:
+        terms["wafer maps"] = (hw.pes * MAP[0], hw.pes * MAP[1])
+    seconds = sum(s for s, _ in terms.values())
+    nbytes = BASE_BYTES + sum(b for _, b in terms.values())
+    driver = max(terms, key=lambda name: max(terms[name][0] / max_run_seconds_or_default(),
+                                             terms[name][1] / machine_memory()))
+    return WorkEstimate(nodes, regions, L, E, messages, events, seconds, nbytes, driver, basis_s + mesh_s,
+                        micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms)
 
 
-def check_work(spec: ExperimentSpec, *, runs: int = 1) -> WorkEstimate:
-    """``estimate_work(spec)``, or ``ConfigError`` (one line: the estimate, the limit, what to change) when
-    ``runs`` such runs (the tuner's candidates) cannot finish on this machine."""
-    estimate = estimate_work(spec)
+def fewest_micro_batches(spec: ExperimentSpec) -> int:
+    """The micro-batches a step of ``spec`` runs: as set, or (``global_batch`` with ``auto``) the fewest
+    it can resolve to, from the memory model alone (B no larger than fits with balanced routing)."""
+    t = spec.training
+    if t.micro_batches != "auto":
+        return int(t.micro_batches)
+    if t.global_batch is None:
+        return 1
+    per_tile = max(t.global_batch // spec.cluster.systems // t.tiles, 1)
+    if t.batch_per_tile != "auto":
+        return max(per_tile // int(t.batch_per_tile), 1)
+    from ..model.memory import max_batch_per_tile
+
+    bound = max(max_batch_per_tile(spec.hardware, spec.model, t), 1)
+    largest = max((d for d in _divisors(per_tile) if d <= bound), default=1)
+    return per_tile // largest
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def max_run_seconds_or_default() -> float:
+    try:
+        return max_run_seconds()
+    except ConfigError:
+        return DEFAULT_MAX_RUN_SECONDS
+
+
+def check_routing(spec: ExperimentSpec) -> None:
+    """Refuse sizing ``spec`` (``wsesim memory training``: it routes, and simulates nothing) when its routing
+    arrays alone cannot be held here."""
+    L, E = spec.model.layers, max(spec.model.experts, 1)
+    nbytes = BASE_BYTES + L * E * ROUTE[1]
+    if nbytes > MEMORY_FRACTION * machine_memory():
+        fit = _largest(lambda n: replace(estimate_work(spec, micro_batches=1), seconds=0.0,
+                                         bytes=BASE_BYTES + L * n * ROUTE[1]), E)
+        raise ConfigError(f"this cannot be sized here: its routing needs more memory than this machine has "
+                          f"({_size(machine_memory())}): about {_size(nbytes)} ({L:,} layers × {E:,} experts); "
+                          f"--set model.experts={fit} would fit (now {E:,})")
+
+
+def estimate_search(spec: ExperimentSpec, candidates: list[tuple[int, Any]]) -> WorkEstimate:
+    """The cost of running every (G, B) candidate of ``spec`` in one process (``wsesim tune``, a tuned
+    sweep point): the bases once, each candidate's run at its own tiles and micro-batches, the memory of
+    the largest. Returned as the estimate of one run such that ``total_seconds(len(candidates))`` is the
+    whole search's."""
+    if not candidates:
+        return estimate_work(spec)
+    each = [estimate_work(_tiled(spec, G, B)) for G, B in candidates]
+    setup = max(e.setup_seconds for e in each)
+    total = setup + sum(e.seconds - e.setup_seconds for e in each)
+    worst = max(each, key=lambda e: e.seconds)
+    per_run = setup + (total - setup) / len(each)
+    return replace(worst, seconds=per_run, setup_seconds=setup, bytes=max(e.bytes for e in each))
+
+
+def _tiled(spec: ExperimentSpec, tiles: int, batch_per_tile: Any) -> ExperimentSpec:
+    training = spec.training.model_copy(update={"tiles": tiles, "batch_per_tile": batch_per_tile})
+    return spec.model_copy(update={"training": training})
+
+
+def check_work(spec: ExperimentSpec, *, runs: int = 1, candidates: list[tuple[int, Any]] | None = None,
+               wafer_maps: bool = False, micro_batches: int | None = None) -> WorkEstimate:
+    """``estimate_work(spec)`` (of every candidate, with ``candidates``: ``estimate_search``), or
+    ``ConfigError`` (one line: the estimate, the dominant term, the limit, the override that would fit)
+    when ``runs`` such runs cannot finish on this machine."""
+    if candidates:
+        estimate, runs = estimate_search(spec, candidates), len(candidates)
+    else:
+        estimate = estimate_work(spec, wafer_maps=wafer_maps, micro_batches=micro_batches)
+    refuse(spec, estimate, runs)
+    return estimate
+
+
+def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what: str = "this run",
+           workers: int = 1) -> None:
+    """Raise the one-line ``ConfigError`` when ``runs`` runs of ``estimate`` (over ``workers`` processes,
+    each holding one run's memory) cannot finish on this machine."""
     memory, limit_s = machine_memory(), max_run_seconds()
-    too_big = estimate.bytes > MEMORY_FRACTION * memory
-    too_long = estimate.total_seconds(runs) > limit_s
+    nbytes = estimate.bytes * workers
+    seconds = estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1 else estimate.total_seconds(runs)
+    too_big = nbytes > MEMORY_FRACTION * memory
+    too_long = seconds > limit_s
     if not (too_big or too_long):
-        return estimate
+        return
     why = (f"needs more memory than this machine has ({_size(memory)})" if too_big
            else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
-    raise ConfigError(f"this run cannot finish here: it {why}: {estimate.describe(runs)}; "
-                      f"{_advice(spec, estimate, too_big)}")
+    if workers > 1:
+        why += f" with --workers {workers} ({_size(nbytes)} in all)"
+    fraction = min(limit_s / seconds if too_long else 1.0, MEMORY_FRACTION * memory / nbytes if too_big else 1.0)
+    raise ConfigError(f"{what} cannot finish here: it {why}: {estimate.describe(runs)}; "
+                      f"{_advice(spec, estimate, too_big, fraction, workers, runs)}")
 
 
-def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool) -> str:
+def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: float, workers: int = 1,
+            runs: int = 1) -> str:
+    """The override that would fit: the dominant term's count, the largest that the estimate lets finish
+    (``runs`` times: a tuner's candidates)."""
+    t, m = spec.training, spec.model
+    if workers > 1 and too_big and e.bytes <= MEMORY_FRACTION * machine_memory():
+        return f"use fewer workers (--workers {max(1, int(workers * fraction))})"
     if e.driver == "packet":
         return ("use simulation.fabric: flow (packet timing is for small meshes and single patterns: "
                 "wsesim fabric), or a much smaller wafer")
-    if e.driver == "mesh" or (too_big and e.mesh_nodes > e.experts):
+    if e.driver == "mesh":
         k = spec.simulation.block
         return (f"use a coarser simulation.granularity (block:{max(16, 2 * k)} or more; "
                 f"now {spec.simulation.granularity}) or a smaller mesh")
-    return "use fewer experts, or set WSESIM_MAX_RUN_S to a larger limit in seconds to run it anyway"
+    if e.driver == "wafer maps":
+        return f"leave out --out and --png (the maps of {spec.hardware.pes:,} PEs), or use a smaller mesh"
+    if e.driver == "tiles":
+        fit = _largest(lambda n: estimate_work(_tiled(spec, n, t.batch_per_tile), micro_batches=e.micro_batches), t.tiles, runs)
+        return f"--set training.tiles={fit} would fit (now {t.tiles:,})"
+    if e.driver == "routing" or (e.driver == "experts" and m.experts > 0):
+        key = "experts" if m.experts >= m.layers or e.driver == "experts" else "layers"
+        now = getattr(m, key)
+        fit = _largest(lambda n: estimate_work(spec.model_copy(update={"model": m.model_copy(update={key: n})}),
+                                               micro_batches=e.micro_batches), now, runs)
+        cheapest = min(ENGINE_SECONDS, key=lambda name: ENGINE_SECONDS[name])
+        engine = f" (or simulation.engine: {cheapest})" if spec.simulation.engine != cheapest else ""
+        return f"--set model.{key}={fit} would fit (now {now:,}){engine}"
+    fit = _largest(lambda n: estimate_work(spec, micro_batches=n), e.micro_batches, runs)
+    if t.global_batch is not None:
+        step = spec.cluster.systems * t.tiles * (1 if t.batch_per_tile == "auto" else int(t.batch_per_tile))
+        per_micro_batch = max(t.global_batch // max(e.micro_batches, 1), 1)
+        fit_batch = max(step, fit * per_micro_batch // step * step)
+        return (f"--set training.global_batch={fit_batch} would fit (now {t.global_batch:,}: "
+                f"{e.micro_batches:,} micro-batches)")
+    return f"--set training.micro_batches={fit} would fit (now {e.micro_batches:,})"
+
+
+def _largest(estimate_at: Any, now: int, runs: int = 1) -> int:
+    """The largest count in [1, now) whose ``runs`` runs the estimate lets finish (1 if none): a binary search."""
+    def fits(n: int) -> bool:
+        e = estimate_at(n)
+        return e.bytes <= MEMORY_FRACTION * machine_memory() and e.total_seconds(runs) <= max_run_seconds_or_default()
+
+    lo, hi = 1, max(now - 1, 1)
+    if not fits(lo):
+        return 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
 
 
 def max_run_seconds() -> float:
     """The longest estimated run allowed: ``WSESIM_MAX_RUN_S`` (seconds), else 30 minutes."""
-    text = os.environ.get("WSESIM_MAX_RUN_S", "").strip()
+    return _seconds_from_env("WSESIM_MAX_RUN_S", DEFAULT_MAX_RUN_SECONDS)
+
+
+def max_sweep_seconds() -> float:
+    """The longest estimated sweep allowed (its points over its workers): ``WSESIM_MAX_SWEEP_S``, else a day."""
+    return _seconds_from_env("WSESIM_MAX_SWEEP_S", DEFAULT_MAX_SWEEP_SECONDS)
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    text = os.environ.get(name, "").strip()
     if not text:
-        return DEFAULT_MAX_RUN_SECONDS
+        return default
     try:
         value = float(text)
     except ValueError:
-        raise ConfigError(f"expected a number of seconds, got {text!r}", source="WSESIM_MAX_RUN_S") from None
-    if not value > 0:
-        raise ConfigError(f"expected a positive number of seconds, got {text!r}", source="WSESIM_MAX_RUN_S")
+        raise ConfigError(f"expected a number of seconds, got {text!r}", source=name) from None
+    if not value > 0 or value != value:
+        raise ConfigError(f"expected a positive number of seconds, got {text!r}", source=name)
     return value
+
+
+def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) -> None:
+    """Refuse a sweep of ``points`` points (``seconds`` of work in all, the largest ``peak_bytes``) that
+    cannot finish here on ``workers`` local processes, each holding one point at a time."""
+    memory, limit_s = machine_memory(), max_sweep_seconds()
+    running = max(min(workers, points), 1)
+    wall, nbytes = seconds / running, running * peak_bytes
+    if nbytes > MEMORY_FRACTION * memory and running > 1:
+        fit = max(1, int(MEMORY_FRACTION * memory // max(peak_bytes, 1.0)))
+        raise ConfigError(f"expected at most --workers {fit} here: {running} workers would hold up to {_size(nbytes)} "
+                          f"at once (this machine has {_size(memory)}; the largest point needs {_size(peak_bytes)})",
+                          source="--workers")
+    if wall > limit_s:
+        raise ConfigError(f"this sweep cannot finish here: it would run longer than {_duration(limit_s)} "
+                          f"(WSESIM_MAX_SWEEP_S): about {_duration(wall)} for {points:,} points on {running} "
+                          f"worker{'s' if running > 1 else ''} ({_duration(seconds)} of work); use fewer points, more "
+                          "--workers, or a --scheduler")
+
+
+def sweep_duration(seconds: float, points: int, workers: int) -> str:
+    """The sweep's estimated wall time, as its progress line says it ("about 5 minutes", "under 1 s")."""
+    text = _duration(seconds / max(min(workers, points), 1))
+    return text if text.startswith("under") else f"about {text}"
+
+
+def check_fabric(nodes: int, pes: int, experts: int) -> None:
+    """Refuse ``wsesim fabric --pattern dispatch --experts`` that cannot be laid out or held here."""
+    if experts > pes:
+        raise ConfigError(f"expected at most one expert region per PE (at most {pes:,} here), got {experts:,}",
+                          path="--experts")
+    nbytes = BASE_BYTES + FABRIC_PAIR_BYTES * nodes * experts
+    if nbytes > MEMORY_FRACTION * machine_memory():
+        fit = max(1, int((MEMORY_FRACTION * machine_memory() - BASE_BYTES) / (FABRIC_PAIR_BYTES * nodes)))
+        raise ConfigError(f"expected at most {fit:,} expert regions on {nodes:,} mesh nodes here (about "
+                          f"{_size(nbytes)} of traffic, this machine has {_size(machine_memory())}), got {experts:,}: "
+                          "use fewer --experts or a coarser --granularity", path="--experts")
 
 
 def machine_memory() -> float:
@@ -156,6 +368,8 @@ def machine_memory() -> float:
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -174,4 +388,4 @@ def _size(nbytes: float) -> str:
     return ""  # unreachable
 
 
-__all__ = ["WorkEstimate", "check_work", "estimate_work", "machine_memory", "max_run_seconds"]
+__all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work", "machine_memory", "max_run_seconds", "refuse"]

@@ -202,6 +202,7 @@ def _divisors(n: int) -> list[int]:
 def simulate_experiment(spec: ExperimentSpec) -> Run:
     """``run_experiment``, keeping the trace and the plan."""
     wall = time.perf_counter()
+    planned = check_work(spec)  # work that cannot finish here is refused before anything is built, routing included
     size = size_step(spec)
     B, mem, load, N = size.batch_per_tile, size.memory, size.expert_load, size.micro_batches
     if not size.feasible:
@@ -209,7 +210,8 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
                               capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                               wall_s=time.perf_counter() - wall, micro_batches=N))
     assert size.tokens is not None
-    check_work(spec)  # work that cannot finish on this machine is refused before anything is built
+    if size.micro_batches > planned.micro_batches:  # the routed load asked for more than the fewest
+        check_work(spec, micro_batches=size.micro_batches)
     plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0], N)
     simulate_plan = engine_for(spec)
     trace = simulate_plan(plan)

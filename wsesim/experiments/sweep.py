@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 import traceback
 from collections.abc import Callable, Iterable
@@ -42,6 +43,7 @@ from ..analysis.results import RunResult
 from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
 from ..config.specs import Spec
+from .estimate import MAX_SWEEP_POINTS
 from .table import (  # noqa: F401 (re-exported: the sweep's results)
     MEASURED_COLUMNS,
     RESULT_COLUMNS,
@@ -51,6 +53,7 @@ from .table import (  # noqa: F401 (re-exported: the sweep's results)
     STATUS_INFEASIBLE,
     STATUS_OK,
     TUNED,
+    _cell,
     add_speedups,
     csv_line,
     csv_text,
@@ -89,6 +92,8 @@ def name_problem(name: str) -> str:
     never a path that leaves ``out/`` (``../..``, ``/abs``) or names it (``.``)."""
     if not name.strip() or name.strip() in (".", "..") or _UNSAFE_NAME.search(name):
         return 'expected a name that is one folder name (no "/", "\\", ":" or control characters; not "." or "..")'
+    if len(name.encode("utf-8", "surrogateescape")) > 255:  # a file system's longest name (NAME_MAX)
+        return f"expected a name of at most 255 bytes (it names the output folder; this one has {len(name.encode('utf-8', 'surrogateescape')):,})"
     return ""
 
 
@@ -110,6 +115,9 @@ class Point:
     swept: tuple[str, ...] = ()  # every key the sweep sets (its value columns hold this point's, set or not)
     cost: float = 0.0  # estimated seconds of work (experiments.estimate): the order points are handed out in
     plan_key: str = ""  # points with the same key share a plan (wafer, experts, placement): one worker takes them
+    base_dir: str | None = None  # the folder a path the point names is relative to (the base experiment's)
+    nbytes: float = 0.0  # estimated peak memory of the process running it
+    resolved_key: str = ""  # a hash of what the point's references (a preset, a file) resolve to, if it names any
 
     @property
     def tuned(self) -> bool:
@@ -117,10 +125,16 @@ class Point:
 
     @property
     def key(self) -> str:
-        """A stable identity of the point (the resolved base and its overrides), for --resume: editing the
-        base experiment or a preset it uses makes every point new."""
-        text = self.base_key + json.dumps(self.overrides, sort_keys=True, default=str)
+        """A stable identity of the point: what it resolves to, for --resume. The resolved base and the
+        overrides; and where an override names a preset or a file (``cluster.interconnect: swarmx``), the
+        contents it resolves to, so that editing that file changes exactly the points that name it (a point
+        that names none keeps the key it always had)."""
+        text = self.base_key + json.dumps(self.overrides, sort_keys=True, default=str) + self.resolved_key
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def base_dir_path(self) -> Path | None:
+        return None if self.base_dir is None else Path(self.base_dir)
 
     def run_overrides(self) -> dict[str, Any]:
         """The overrides to validate and run with (``tuned`` stands for G=1 until the tuner sets G)."""
@@ -162,40 +176,63 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     base = load_experiment_data(base_data, source=base_source, base_dir=base_root)
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
+    if count > MAX_SWEEP_POINTS:
+        shape = " × ".join(f"{len(v):,}" for v in spec.grid.values()) + (f" × {len(spec.points):,} points" if spec.points else "")
+        raise ConfigError(f"expected at most {MAX_SWEEP_POINTS:,} points, got {count:,} ({shape}): split the sweep "
+                          "into several files", source=source, path="grid" if spec.grid else "points")
     overrides = expand(spec.grid, spec.points)
     if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
         raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
     for i, point in enumerate(spec.points):
-        if both := [k for k in point if k in spec.grid]:
-            raise ConfigError(f"{both[0]} is set both here and in grid (the grid's value would replace this one): "
-                              "set it in one place", source=source, path=f"points[{i}].{both[0]}")
+        if both := [(k, g) for k in point for g in spec.grid if _overlap(k, g)]:
+            k, g = both[0]
+            also = "" if k == g else f" (as {g})"
+            raise ConfigError(f"{k} is set both here and in grid{also} (the grid's value would replace this one): "
+                              "set it in one place", source=source, path=f"points[{i}].{k}")
     points = []
     swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
     for i, ov in enumerate(overrides):
-        point = Point(i, ov, base_key, swept)
+        point = Point(i, ov, base_key, swept, base_dir=None if base_root is None else str(base_root))
         where = "points" if spec.points else "grid"
         try:
-            loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides())
-            cost = _point_work(loaded, point, check=check_work)
+            loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides(),
+                                          base_dir=base_root)
+            cost, nbytes = _point_work(loaded, point, check=check_work)
             s = loaded.spec
             plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts, s.simulation.model_dump(mode="json"),
                                    s.training.seed], sort_keys=True)
         except ConfigError as e:
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
                               source=source, path=where) from None
-        points.append(replace(point, cost=cost, plan_key=plan_key))
+        resolved_key = ""
+        if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
+            resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points))
 
 
-def _point_work(loaded: Loaded, point: Point, *, check: bool) -> float:
-    """The point's estimated seconds of work (a tuned point runs every tuning candidate); with ``check``,
-    refuse a point that cannot finish on this machine."""
-    from .estimate import check_work, estimate_work
+_REFERENCES = ("hardware", "model", "cluster", "cluster.interconnect")  # keys whose values may name a preset or a file
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether dotted keys ``a`` and ``b`` set the same value: equal, or one a mapping holding the other
+    (``training`` and ``training.seed``)."""
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _point_work(loaded: Loaded, point: Point, *, check: bool) -> tuple[float, float]:
+    """The point's estimated seconds of work (a tuned point runs every tuning candidate) and peak bytes;
+    with ``check``, refuse a point that cannot finish on this machine."""
+    from .estimate import check_work, estimate_search, estimate_work
     from .tune import candidates
 
-    runs = len(candidates(loaded.spec)) if point.tuned else 1
-    estimate = check_work(loaded.spec, runs=runs) if check else estimate_work(loaded.spec)
-    return estimate.total_seconds(runs)
+    planned = candidates(loaded.spec) if point.tuned else None
+    if check:
+        estimate = check_work(loaded.spec, candidates=planned)
+    else:
+        estimate = estimate_search(loaded.spec, planned) if planned else estimate_work(loaded.spec)
+    return estimate.total_seconds(len(planned) if planned else 1), estimate.bytes
 
 
 def _describe(overrides: dict[str, Any]) -> str:
@@ -220,7 +257,7 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:
-        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides())
+        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides(), base_dir=point.base_dir_path)
         row.update(swept_values(loaded.spec, point.swept or point.overrides))
         result: RunResult = tuned_row(tune(loaded)) if point.tuned else run_experiment(loaded.spec)
         row.update(result.scalars())
@@ -238,6 +275,12 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     return row
 
 
+def died_row(point: Point, why: str) -> dict[str, Any]:
+    """The row of a point whose worker process died under it: an error, and the sweep goes on."""
+    return {"point": point.index, "point_key": point.key, **{f"set:{k}": v for k, v in point.overrides.items()},
+            "tuned": point.tuned, "status": STATUS_ERROR, "reason": why}
+
+
 # -------------------------------------------------------------------------------------------- results
 
 
@@ -248,18 +291,27 @@ def pairs_g1_with_tuned(points: Iterable[Point]) -> bool:
 
 
 def resumable_rows(sweep: Sweep, rows: list[dict[str, str]], source: str) -> dict[str, dict[str, str]]:
-    """The finished rows --resume keeps, by point key. Every row must be a point of ``sweep``: a row whose
-    point was removed, or whose base changed, would be dropped, so that is a ``ConfigError`` saying how to
+    """The finished rows --resume keeps, by point key. A row of a point still in the sweep (the same
+    settings as written) whose inputs changed since (the base experiment, or a preset or file it or the
+    point names, edited) is stale: left out, so that the point runs again. Any other row must be a point of
+    ``sweep``: a row whose point was removed would be dropped, so that is a ``ConfigError`` saying how to
     start afresh instead."""
     keys = {p.key for p in sweep.points}
-    stale = [r for r in rows if r.get("point_key", "") not in keys]
+    settings = {_settings_text(p.overrides) for p in sweep.points}
+    stale = [r for r in rows if r.get("point_key", "") not in keys
+             and _settings_text({k[4:]: v for k, v in r.items() if k.startswith("set:") and v != ""}) not in settings]
     if stale:
         n = len(stale)
         raise ConfigError(f"--resume would drop {n} finished row{'s' if n > 1 else ''} of points no longer in "
                           "this sweep (points removed or changed, or the base experiment or a preset it uses "
                           "edited); keep them: restore the sweep file, or start afresh with another --out "
                           "(or without --resume, which replaces this file)", source=source)
-    return {r["point_key"]: r for r in rows}
+    return {r["point_key"]: r for r in rows if r.get("point_key", "") in keys}
+
+
+def _settings_text(overrides: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A point's settings as its row's ``set:`` cells hold them (text), to match a row to its point."""
+    return tuple(sorted((k, str(_cell(v))) for k, v in overrides.items()))
 
 
 def override_keys(sweep: Sweep) -> list[str]:
@@ -280,7 +332,7 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
     todo = [p for p in sweep.points if p.key not in done]  # (several local workers take them longest first)
     run = partial(run_point, sweep.base.raw, sweep.base.source)  # run_point as it is now (tests wrap it)
     stream = (run_dask(run, todo, scheduler) if scheduler is not None
-              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost))
+              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost, died=died_row))
     for row in stream:
         rows.append(row)
         if on_row is not None:
@@ -302,7 +354,8 @@ def kept_rows(sweep: Sweep, done: dict[str, dict[str, Any]]) -> list[dict[str, A
             continue
         row = {k: v for k, v in r.items() if k not in RETIRED_COLUMNS} | {"point": p.index}
         if any(c not in row for c in columns):
-            spec = load_experiment_data(sweep.base.raw, source=sweep.base.source, overrides=p.run_overrides()).spec
+            spec = load_experiment_data(sweep.base.raw, source=sweep.base.source, overrides=p.run_overrides(),
+                                        base_dir=p.base_dir_path).spec
             row.update(swept_values(spec, keys))
         if row.get("status") != STATUS_OK:
             row.update({c: "" for c in MEASURED_COLUMNS if c in row})

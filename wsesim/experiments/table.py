@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, RunResult
+from ..config.yaml_strict import read_bounded
 
 TUNED = "tuned"
 STATUS_OK, STATUS_INFEASIBLE, STATUS_ERROR = "ok", "infeasible", "error"
@@ -136,6 +137,18 @@ def _cell(value: Any) -> Any:
     return value
 
 
+MAX_CSV_BYTES = 2**30
+"""The largest results CSV read (10,000 points of a few KiB each is some 50 MB)."""
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
+def allow_long_fields() -> None:
+    """Let the csv module read a cell of any size wsesim may write (a long reason, a mapping's text): its
+    default limit of 128 KiB once made a sweep unable to read back its own CSV."""
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
+
+
 def read_results(path: str | Path) -> list[dict[str, str]]:
     """The rows of a results CSV (strings, as written): see ``read_results_table``."""
     return read_results_table(path)[1]
@@ -144,9 +157,9 @@ def read_results(path: str | Path) -> list[dict[str, str]]:
 def read_results_table(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     """(header, rows) of a results CSV. Only complete rows count: a last line without its newline (cut
     short by a crash while it was appended) and a row with the wrong number of cells are left out."""
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_bounded(path, limit=MAX_CSV_BYTES, what="a results CSV")  # not a FIFO, not /dev/zero
     text = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace")
+    allow_long_fields()
     lines = list(csv.reader(io.StringIO(text, newline="")))
     if not lines:
         return [], []

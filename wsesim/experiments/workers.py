@@ -19,7 +19,8 @@ from ..config.errors import ConfigError
 
 def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], workers: int, *,
               group: Callable[[Any], Any] | None = None,
-              cost: Callable[[Any], float] | None = None) -> Iterator[dict[str, Any]]:
+              cost: Callable[[Any], float] | None = None,
+              died: Callable[[Any, str], dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
     """``run(point)`` of each point, as they finish, from ``workers`` local processes (1: in this process);
     ``run`` must pickle (a module-level function, or a ``functools.partial`` of one).
 
@@ -27,6 +28,9 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
     them in advance (``_deal``): longest first by ``cost``, each to a worker that already builds its plan
     (the mesh, the dispatch model, the chunk plan: cached per process) when balance allows, so that a plan
     is built by as few workers as possible rather than by every one. Rows still arrive one by one.
+
+    A worker that dies (the out-of-memory killer, a signal) costs the point it was running, never the
+    sweep: ``died(point, why)`` is that point's row, and the worker's other points go to a new process.
 
     No worker outlives the sweep: if the consumer stops early (an exception, Ctrl-C, a SIGTERM handler
     that raises, or closing this generator) the workers are terminated; if this process dies without a
@@ -37,17 +41,48 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
             yield run(p)
         return
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("spawn")  # no fork: a clean interpreter per worker
     bins = [list(points)] if group is None else _deal(points, workers, group, cost or (lambda p: 1.0))
-    pools = [ProcessPoolExecutor(max_workers=workers if group is None else 1, mp_context=context,
-                                 initializer=_worker_start, initargs=(os.getpid(),)) for _ in bins]
+
+    def new_pool() -> Any:
+        return ProcessPoolExecutor(max_workers=workers if group is None else 1, mp_context=context,
+                                   initializer=_worker_start, initargs=(os.getpid(),))
+
+    pools = [new_pool() for _ in bins]
     finished = False
     try:
-        futures = [pool.submit(run, p) for pool, share in zip(pools, bins, strict=True) for p in share]
-        for f in as_completed(futures):
-            yield f.result()
+        pending: dict[Any, tuple[int, int, Any]] = {}  # future -> (bin, order submitted, point)
+        order = 0
+        for i, (pool, share) in enumerate(zip(pools, bins, strict=True)):
+            for p in share:
+                pending[pool.submit(run, p)] = (i, order, p)
+                order += 1
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for f in sorted(done, key=lambda f: pending[f][1]):
+                if f not in pending:
+                    continue  # resubmitted below, with its bin
+                i, mine, p = pending.pop(f)
+                try:
+                    yield f.result()
+                    continue
+                except BrokenProcessPool:
+                    if died is None:
+                        raise
+                # the bin's process died: its earliest unfinished point was running; the others go to a new one
+                unfinished = sorted([(mine, p)] + [(o, pending.pop(g)[2]) for g, (j, o, _) in list(pending.items())
+                                                   if j == i], key=lambda op: op[0])
+                yield died(unfinished[0][1], "the worker process running this point died (killed, e.g. by the "
+                                             "out-of-memory killer)")
+                others = [q for _, q in unfinished[1:]]
+                _terminate(pools[i])
+                pools[i] = new_pool()
+                for q in others:
+                    pending[pools[i].submit(run, q)] = (i, order, q)
+                    order += 1
         finished = True
     finally:
         for pool in pools:

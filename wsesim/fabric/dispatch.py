@@ -1,9 +1,9 @@
 """MoE dispatch on the fabric (docs/model.md §6).
 
 MoE dispatch: after attention the tokens sit spread over all PEs; each goes to the region of its
-expert. ``dispatch_traffic`` lists those messages; ``DispatchModel`` times them for any per-expert byte
-vector with one matrix–vector product (the engine calls it many times per step). Combine is the same
-traffic reversed. Units: bytes, cycles.
+expert. ``dispatch_traffic`` lists those messages (planned by ``wsesim.fabric.dispatch_plan``);
+``DispatchModel`` times them for any per-expert byte vector with one matrix–vector product (the engine
+calls it many times per step). Combine is the same traffic reversed. Units: bytes, cycles.
 """
 
 from __future__ import annotations
@@ -11,92 +11,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import InternalError
-from .flow import flow_cycles, grouped_links, grouped_path
-from .latency import NONE, RouteIndex, decode
+from .dispatch_plan import Plan, region_plan
+from .dispatch_plan import dispatch_plan as _dispatch_plan
+from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_path
+from .latency import EMPTY, NONE, RouteIndex, decode
 from .mesh import Mesh, check_routing
 from .placement import Placement
 from .traffic import GOLDEN, Traffic, busy_cycles
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
-PARALLEL_PAIR = 4_000_000  # (node, region) pairs up to which DispatchModel.pair builds both models at once
-_QUERY_ROWS = 128
-EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for  # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
-
-
-def _dispatch_plan(mesh: Mesh, placement: Placement) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The messages of MoE dispatch: (src, dst, region, share of the region's bytes), in issue order.
-
-    Source node ``s`` holds ``node_pes[s] / pes`` of the tokens; region node ``d`` takes its PEs' share
-    of the region's bytes. Both marginals are met exactly, with at most one message per (source, region)
-    plus one per region node, by the north-west corner rule: walk the sources in golden-ratio order
-    (by the fractional part of ``s·0.618…``) and the region's nodes in row-major order, pairing them by
-    cumulative share. Any run of that walk is spread over the whole wafer, so every destination node
-    draws its bytes from all over it, as tokens do, not from one corner. Messages are issued in the
-    shifted order of ``OuterTraffic.to_traffic``: at each step every source ``s`` sends to region
-    ``(s + k) mod T``, with the shifts ``k`` taken in golden-ratio order.
-
-    All regions at once: the sources' cumulative shares ``c_src`` are the same for every region, so a
-    region's breakpoints are ``c_src`` with its own few node boundaries ``c_dst`` merged in (a boundary
-    equal to a source's is one breakpoint); each interval between breakpoints is one message, from the
-    source whose share ends at or after it to the region node whose share ends at or after it.
-    """
-    n, tiles = mesh.nodes, len(placement.regions)
-    # golden-ratio (Weyl) order: any run of consecutive sources in it is spread over the whole wafer
-    walk = np.argsort(np.modf(np.arange(n) * GOLDEN)[0], kind="stable")
-    c_src = np.cumsum((mesh.node_pes / mesh.pes)[walk])
-    c_src[-1] = 1.0
-    per_region = [mesh.region_nodes(r) for r in placement.regions]
-    nodes, pes = (np.concatenate(x) for x in zip(*per_region, strict=True))
-    sizes = np.array([len(x) for x, _ in per_region])
-    reg = np.repeat(np.arange(tiles), sizes)
-    first = np.cumsum(sizes) - sizes                              # each region's first node in ``nodes``
-    total = np.cumsum(pes)
-    before = (total - pes)[first]                                 # PEs of the regions before (exact ints)
-    c_dst = (total - np.repeat(before, sizes)) / np.repeat(total[first + sizes - 1] - before, sizes)
-    c_dst[first + sizes - 1] = 1.0                                # both walks end exactly at the whole
-    if np.any(np.diff(c_src) <= 0):
-        raise InternalError("the sources' cumulative shares must increase")
-    left = np.searchsorted(c_src, c_dst, side="left")            # the first source share ≥ the boundary
-    kept = c_src[np.minimum(left, n - 1)] != c_dst                # a boundary equal to a source's is merged
-    right = left + ~kept                                          # the first source share > the boundary
-    # per region and source i: boundaries merged in before it (kept, left ≤ i), and below it (right ≤ i)
-    grid = np.zeros((tiles, n + 1), dtype=np.int64)
-    np.add.at(grid, (reg[kept], left[kept]), 1)
-    merged_before = np.cumsum(grid, axis=1)[:, :n]
-    grid[:] = 0
-    np.add.at(grid, (reg, right), 1)
-    below = np.cumsum(grid, axis=1)[:, :n]
-    length = n + np.bincount(reg[kept], minlength=tiles)
-    offset = np.cumsum(length) - length
-    point = np.empty(int(length.sum()))
-    src_of = np.empty(len(point), dtype=np.int64)
-    dst_of = np.empty(len(point), dtype=np.int64)
-    at = offset[:, None] + np.arange(n)[None, :] + merged_before  # a source boundary's place among the points
-    point[at] = c_src[None, :]
-    src_of[at] = np.arange(n)[None, :]
-    dst_of[at] = first[:, None] + below
-    rank = np.arange(len(c_dst)) - first[reg]                     # a node boundary's rank in its region
-    kept_rank = np.cumsum(kept) - kept - np.repeat((np.cumsum(kept) - kept)[first], sizes)
-    at = offset[reg[kept]] + left[kept] + kept_rank[kept]
-    point[at] = c_dst[kept]
-    src_of[at] = left[kept]
-    dst_of[at] = first[reg[kept]] + rank[kept]
-    lo = np.r_[0.0, point[:-1]]
-    lo[offset] = 0.0
-    region = np.repeat(np.arange(tiles), length)
-    keep = point - lo > 1e-12  # drop slivers where the two walks' boundaries coincide
-    src, dst, region, share = walk[src_of[keep]], nodes[dst_of[keep]], region[keep], (point - lo)[keep]
-    # issue order: by the rank of the shift (region − src) mod T, then by source; a stable counting sort
-    # (the messages of one (region, source) pair are consecutive and keep their order)
-    step = np.argsort(np.argsort(np.modf(np.arange(tiles) * GOLDEN)[0], kind="stable"))  # rank of each shift
-    key = step[(region - src) % tiles] * n + src
-    counts = np.bincount(key, minlength=tiles * n)
-    run = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    within = np.arange(len(key)) - np.repeat(run, np.diff(np.r_[run, len(key)]))
-    issue = np.empty(len(key), dtype=np.int64)
-    issue[(np.cumsum(counts) - counts)[key] + within] = np.arange(len(key))
-    return src[issue], dst[issue], region[issue], share[issue]
+_QUERY_ROWS = 128    # links per RouteIndex query: bounds its scratch arrays (links × messages per line)
+EAGER_FRACTION = 32  # per-region latencies of every row at once when more than 1/32 of the rows are asked for
 
 
 def _region_bytes(placement: Placement, expert_bytes: np.ndarray) -> np.ndarray:
@@ -131,6 +57,43 @@ def dispatch_traffic(mesh: Mesh, placement: Placement, expert_bytes: np.ndarray,
     return Traffic(sender[issue], receiver[issue], nbytes[issue])
 
 
+_NO_U = np.iinfo(np.int32).max  # a region's u_min where none of its routes crosses the link (+inf)
+
+
+def _narrow(u_min: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-region (u_min, key) as int32, exact: hops and keys are whole numbers below 2³¹ (as in
+    ``flow._Segments.path``); +inf becomes ``_NO_U`` and ``NONE`` becomes ``EMPTY``."""
+    return (np.where(np.isfinite(u_min), u_min, _NO_U).astype(np.int32),
+            np.where(key > NONE, key, EMPTY).astype(np.int32))
+
+
+def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256) -> np.ndarray:
+    """``a[rows]`` for distinct ``rows``, built in ``a``'s own memory (``a`` is overwritten; the answer is
+    a view of its first ``len(rows)`` rows), so a basis is never held twice. Each cycle of the
+    permutation moves a block of rows at a time (scratch: ``block`` rows)."""
+    k = len(rows)
+    source = np.empty(len(a), dtype=np.int64)  # row i takes the row source[i]: ``rows``, then the rest
+    source[:k] = rows
+    unused = np.ones(len(a), dtype=bool)
+    unused[rows] = False
+    source[k:] = np.flatnonzero(unused)
+    follow, seen = source.tolist(), bytearray(len(a))
+    for start in range(len(a)):
+        if seen[start] or follow[start] == start:
+            continue
+        cycle, i = [start], follow[start]
+        while i != start:
+            seen[i] = 1
+            cycle.append(i)
+            i = follow[i]
+        c, first = np.array(cycle), a[start].copy()
+        for lo in range(0, len(c) - 1, block):  # a[c[j]] takes a[c[j + 1]], which is still unchanged
+            at = c[lo:lo + block + 1]
+            a[at[:-1]] = a[at[1:]]
+        a[c[-1]] = first
+    return a[:k]
+
+
 class DispatchModel:
     """Flow timing of MoE dispatch (or, with ``reverse=True``, combine) for any per-expert byte vector.
 
@@ -141,14 +104,15 @@ class DispatchModel:
     ``FlowFabric(mesh).simulate(dispatch_traffic(...)).cycles``. When some regions send nothing, the
     latency of a link depends on which: the two numbers it comes from (the fewest hops behind of a
     region's routes over the link, and the key of the last of them) are then found per region, for the
-    few links that could be the slowest, and kept for later calls.
+    few links that could be the slowest, and kept for later calls. ``plan``: the messages, in any order
+    that keeps each region's in issue order (``region_plan``, the default, or ``dispatch_plan``).
     """
 
     def __init__(self, mesh: Mesh, placement: Placement, *, routing: str = "xy", reverse: bool = False,
-                 plan: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+                 plan: Plan | None = None) -> None:
         self.mesh, self.placement = mesh, placement
         self.routing, self.reverse = check_routing(routing), reverse
-        src, dst, region, share = plan if plan is not None else _dispatch_plan(mesh, placement)
+        src, dst, region, share = plan if plan is not None else region_plan(mesh, placement)
         if reverse:
             src, dst = dst, src
         tiles = len(placement.regions)
@@ -156,17 +120,19 @@ class DispatchModel:
         # every region's loads at once, each region summed apart; the path data of all regions together
         loads, u_min, key, longest = grouped_links(mesh, src, dst, share, region, tiles, routing)
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
-        self._links = np.flatnonzero(loads.max(axis=1) > 1e-12 * max(float(loads.max()), 1e-300))
-        self._loads = loads                                                      # bytes per byte of region traffic
+        peak = loads.max(axis=1)
+        self._links = np.flatnonzero(peak > 1e-12 * max(float(peak.max()), 1e-300))
         # rows by their sum in cycles per byte, largest first: cycles() bounds row i by rowsum_i · max(y)
         # (+ its latency) and multiplies only the rows that could still win (exact, and a few % of the
-        # rows for balanced traffic). The sums come a block at a time, then one gather in that order.
-        rowsum = np.concatenate([(loads[part] / bw[part, None]).sum(axis=1)
-                                 for part in np.array_split(self._links, max(1, len(self._links) // 1024))])
-        order = np.argsort(-rowsum, kind="stable")
+        # rows for balanced traffic). The loads become cycles per byte in place, a block of rows at a
+        # time, and are then moved into that order in place: the basis is the one large array built.
+        rowsum = []
+        for part in np.array_split(self._links, max(1, len(self._links) // 1024)):
+            loads[part] = per_byte = loads[part] / bw[part, None]
+            rowsum.append(per_byte.sum(axis=1))
+        order = np.argsort(-np.concatenate(rowsum), kind="stable")
         self._rows = self._links[order]                                         # the link of each row
-        self._cycle_basis = loads[self._rows]
-        self._cycle_basis /= bw[self._rows, None]                               # cycles per byte
+        self._cycle_basis = _take_rows(loads, self._rows)                       # cycles per byte
         self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
         self._path_all = decode(u_min[self._rows], key[self._rows])
         self._path_all_max = float(self._path_all.max(initial=0.0))
@@ -175,49 +141,49 @@ class DispatchModel:
         self._path_bound_max = float(self._path_bound.max(initial=0.0))
         # per (row, region) path data, found only when a call has regions that send nothing (most calls
         # have none): by row from an index of the routes, or for all rows at once (``_region_path``)
-        self._messages = (src, dst, region)
+        self._messages = (src, dst, region, share)
         self._routes: RouteIndex | None = None
         self._have = np.zeros(len(self._rows), dtype=bool)
-        self._row_u = self._row_key = np.empty((0, tiles))
+        self._row_u = self._row_key = np.empty((0, tiles), dtype=np.int32)
 
     def _region_path(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(u_min, key) per region of ``rows``, shape ``(len(rows), regions)``, computed once per row: row
         by row from an index of the routes (``RouteIndex``: about messages / mesh lines of work a row)
         while few rows are asked for; once more than ``1 / EAGER_FRACTION`` of the rows would have been,
         for every row at once (one grouped pass over the messages, about the cost of that many rows), as
-        skewed routing with idle experts asks call after call."""
+        skewed routing with idle experts asks call after call. Kept as int32 (``_narrow``): the numbers are
+        whole hops, with ``_NO_U`` for +inf and ``EMPTY`` for ``NONE``."""
         missing = rows[~self._have[rows]]
         if not len(missing):
             return self._row_u[rows], self._row_key[rows]
         regions = len(self.placement.regions)
         if not len(self._row_u):
-            self._row_u = np.empty((len(self._rows), regions))
+            self._row_u = np.empty((len(self._rows), regions), dtype=np.int32)
             self._row_key = np.empty_like(self._row_u)
         if (int(self._have.sum()) + len(missing)) * EAGER_FRACTION > len(self._rows):
             self._all_region_paths(regions)
         else:
             if self._routes is None:
-                self._routes = RouteIndex(self.mesh, *self._messages, regions, self.routing)
+                self._routes = RouteIndex(self.mesh, *self._messages[:3], regions, self.routing)
             for part in np.array_split(missing, -(-len(missing) // _QUERY_ROWS)):
-                self._row_u[part], self._row_key[part] = self._routes.query(self._rows[part])
+                self._row_u[part], self._row_key[part] = _narrow(*self._routes.query(self._rows[part]))
             self._have[missing] = True
         return self._row_u[rows], self._row_key[rows]
 
     def _all_region_paths(self, regions: int) -> None:
-        """Every row's per-region latencies: the regions in two halves, each one grouped pass over its
-        own messages, side by side in two threads (a region's numbers come from its messages alone)."""
+        """Every row's per-region latencies: one grouped pass over each block of regions' own messages (a
+        region's numbers come from its messages alone), the blocks shared by two threads."""
         from concurrent.futures import ThreadPoolExecutor
 
-        src, dst, region = self._messages
-        half = (regions + 1) // 2
+        src, dst, region, _ = self._messages
 
         def part(lo: int, hi: int) -> None:
             mine = (region >= lo) & (region < hi)
             u_min, key = grouped_path(self.mesh, src[mine], dst[mine], region[mine] - lo, hi - lo, self.routing)
-            self._row_u[:, lo:hi], self._row_key[:, lo:hi] = u_min[:, self._rows].T, key[:, self._rows].T
+            self._row_u[:, lo:hi], self._row_key[:, lo:hi] = _narrow(u_min[:, self._rows].T, key[:, self._rows].T)
 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-latency") as pool:
-            for done in [pool.submit(part, lo, hi) for lo, hi in ((0, half), (half, regions)) if hi > lo]:
+            for done in [pool.submit(part, lo, hi) for lo, hi in group_blocks(regions, len(region))]:
                 done.result()
         self._have[:] = True
 
@@ -226,21 +192,17 @@ class DispatchModel:
         if not active.any():
             return np.full(len(rows), NONE)
         u, k = (x[:, active] for x in self._region_path(rows))
-        return decode(u.min(axis=1), k.max(axis=1))
+        u, k = u.min(axis=1), k.max(axis=1)
+        return decode(np.where(u == _NO_U, np.inf, u), np.where(k == EMPTY, NONE, k))
 
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
         """(dispatch, combine): both directions from one message plan, built side by side in two threads
-        (numpy releases the GIL in the large array operations; each model reads only the shared plan).
-        Building one holds ~350 B of scratch per (node, region); above ``PARALLEL_PAIR`` (node, region)
-        pairs the two are built one after the other instead, which keeps the peak memory ~1.5x lower for
-        a ~1.3x longer build (4,096 experts at block:16: 5.2 GB and 26 s, against 7.5 GB and 19 s)."""
+        (numpy releases the GIL in the large array operations; each model reads only the shared plan, and
+        its build holds scratch for one block of regions at a time besides its basis)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        plan = _dispatch_plan(mesh, placement)
-        if mesh.nodes * len(placement.regions) > PARALLEL_PAIR:
-            return (cls(mesh, placement, routing=routing, plan=plan),
-                    cls(mesh, placement, routing=routing, reverse=True, plan=plan))
+        plan = region_plan(mesh, placement)
         mesh.link_bytes_per_cycle  # noqa: B018 - computed (and cached) once, before the threads read it
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-dispatch") as pool:
             models = [pool.submit(cls, mesh, placement, routing=routing, reverse=reverse, plan=plan)
@@ -257,9 +219,13 @@ class DispatchModel:
         return len(self.placement.expert_region_index)
 
     def link_load(self, expert_bytes: np.ndarray) -> np.ndarray:
-        """Bytes over each directed link (by link number), as ``FabricResult.link_load``."""
+        """Bytes over each directed link (by link number), as ``FabricResult.link_load``. The loads per
+        region are computed again for each call (the model keeps only cycles per byte, in its own order)."""
+        y = _region_bytes(self.placement, expert_bytes)
+        loads = grouped_loads(self.mesh, *self._messages[:2], self._messages[3], self._messages[2],
+                              len(self.placement.regions), self.routing)  # found again: rarely asked for
         out = np.zeros(self.mesh.nodes * 6)
-        out[self._links] = self._loads[self._links] @ _region_bytes(self.placement, expert_bytes)
+        out[self._links] = _take_rows(loads, self._links) @ y
         return out
 
     def cycles(self, expert_bytes: np.ndarray) -> tuple[float, float]:

@@ -1,43 +1,24 @@
-"""The flow fidelity (docs/model.md §6): per-link byte loads of dimension-ordered routes, vectorised in numpy.
+"""The flow fidelity: per-link byte loads of dimension-ordered routes, vectorised in numpy, and the phase
+time the flow rule takes from them. The model (the rule, why it holds, and how far it is from the packet
+fidelity) is docs/model.md §6.2; this module computes it without a Python loop over messages or hops.
 
-Phase time: every link is charged its busy time plus a path latency, and the phase takes the largest
-charge, in the form that makes a lone message exact (the convention both fidelities keep: a message of
-L wavelets over h hops takes ``injection + h·hop + (L − 1)`` cycles):
-
-    cycles = max over links ℓ that carry load of  busy_ℓ − 1 + injection + (u_min + t*)_ℓ × hop
-    busy_ℓ = ceil(load_ℓ / link_bytes_per_cycle_ℓ)
-
-u_min is the fewest hops any route over ℓ has behind it when it gets there, t* the most hops still to go
-among the routes with the most hops behind (``wsesim.fabric.latency``). Why: ℓ cannot start before the
-nearest head reaches it; it is then busy for busy_ℓ cycles; the heads that reach it last, from farthest
-upstream, are served last by a FIFO link, and the slowest of them still has t*·hop to go. For a lone
-message u_min + t* = h: exact. It never exceeds the former rule, busiest link plus longest route anywhere
-(``max busy − 1 + injection + max h × hop``), which charged the busiest link with the latency of a whole
-route through it, as if that route were both the first and the last on it: with short messages that
-overcharge dominated (an 8 × 8 transpose of 64 B: 146 cycles against 134 in the packet model; now 134).
-
-Loads are computed without a Python loop over messages or hops: a route's row (or column) segment adds
-its bytes at its first link and removes them after its last, and a cumulative sum along each row (or
-column) gives every link's load. Product traffic (``OuterTraffic``) needs no message list at all: the load
-on a link is (bytes from the sources on one side) × (share of destinations on the other), both prefix sums.
-The path latencies come the same two ways: range maxima over the route segments, or prefix scans of
-where the sources and destinations lie. Units: bytes, cycles.
-
-Against the packet fidelity (measured by tests/fabric/test_fabric.py): equal on transpose and hotspot,
-short messages and long; within 0.6 % on skewed MoE dispatch and combine, −1 % to +2.3 % on all-to-all.
-What flow does not see: it charges each link as if nothing upstream delayed the heads that feed it.
-When several links in series are nearly as busy, FIFO queues feeding one another leave the downstream
-ones idle at first (tandem loss: equal-sized dispatch to a few regions, packet 18 % slower), and with
-a message or two per link a head can wait at several links in turn (some random permutations, up to
-25 %); where the heads that reach a link last are not the ones its FIFO serves last, flow can be a few
-% high instead.
+Loads: a route's row (or column) segment adds its bytes at its first link and removes them after its
+last, and a running sum along each row (or column) gives every link's load. Product traffic
+(``OuterTraffic``) needs no message list at all: the load on a link is (bytes from the sources on one
+side) × (share of destinations on the other), both prefix sums. Path latencies: range maxima over the
+route segments, or prefix scans of where the sources and destinations lie (``wsesim.fabric.latency``).
+The dispatch model's grouped passes (one column per region) go a block of regions at a time, so their
+scratch does not grow with the traffic. Units: bytes, cycles.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..config.errors import InternalError
+from .indices import as_index, index_dtype
 from .latency import EMPTY, NONE, W, decode, outer_latency, range_max
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh, check_routing
 from .traffic import AnyTraffic, FabricResult, OuterTraffic, busy_cycles, summarise
@@ -45,17 +26,19 @@ from .traffic import AnyTraffic, FabricResult, OuterTraffic, busy_cycles, summar
 
 class _Segments:
     """Where each remote message's route starts and stops along rows and columns, as flat indices into
-    difference arrays: computed once per traffic, then summed with any weights (bytes, or ones)."""
+    difference arrays: computed once per traffic, then summed with any weights (bytes, or ones). The
+    indices are int32 wherever the mesh allows (``index_dtype``): half the memory of int64."""
 
     def __init__(self, mesh: Mesh, src: np.ndarray, dst: np.ndarray, routing: str,
                  multicast: np.ndarray | None) -> None:
         R, C = mesh.rows, mesh.cols
         self.mesh = mesh
         self.remote = src != dst
-        src, dst = src[self.remote], dst[self.remote]
+        it = index_dtype(max(mesh.nodes, 2 * R * (C + 1), 2 * C * (R + 1)))  # the largest index kept here
+        src, dst = src[self.remote].astype(it, copy=False), dst[self.remote].astype(it, copy=False)
         self.src, self.dst = src, dst
-        # row and column by table look-up: a gather from a small table beats int64 division
-        row_of, col_of = np.divmod(np.arange(mesh.nodes), C)
+        # row and column by table look-up: a gather from a small table beats integer division
+        row_of, col_of = np.divmod(np.arange(mesh.nodes, dtype=it), C)
         rs, cs, rd, cd = row_of[src], col_of[src], row_of[dst], col_of[dst]
         self.hops = np.abs(rd - rs) + np.abs(cd - cs)
         self.rc = rs, cs, rd, cd
@@ -64,10 +47,10 @@ class _Segments:
         east, south = cd > cs, rd > rs
         # east links (c -> c+1) at columns cs..cd-1 of row block 0; west links (c -> c-1) at columns
         # cd+1..cs of row block 1 (a message with cd == cs gets an empty west range)
-        key = (hr + R * ~east) * (C + 1)
+        key = np.where(east, hr, hr + R) * (C + 1)
         self.h = (key + np.where(east, cs, cd + 1), key + np.where(east, cd, cs + 1))
         # south links (r -> r+1) at rows rs..rd-1 of column block 0; north links at rows rd+1..rs of block 1
-        key = (vc + C * ~south) * (R + 1)
+        key = np.where(south, vc, vc + C) * (R + 1)
         self.v = (key + np.where(south, rs, rd + 1), key + np.where(south, rd, rs + 1))
         self.mc = multicast[self.remote] if multicast is not None and multicast[self.remote].any() else None
         if self.mc is not None:
@@ -87,16 +70,17 @@ class _Segments:
         groups side by side: the dispatch model's basis, one row per link)."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         w = np.asarray(weight, dtype=np.float64)[self.remote]
-        g = np.zeros(len(w), dtype=np.int64) if group is None else np.asarray(group)[self.remote]
+        g = np.zeros(len(w), dtype=np.int32) if group is None else as_index(np.asarray(group)[self.remote], groups)
         load = np.zeros((R, C, LINKS_PER_NODE, groups))
         if len(w):
             # the running sums go straight into the link array (a view per direction: no copies)
             _running(self.h, w, 2 * R, C + 1, g, groups, out=(load[:, :, EAST], load[:, :, WEST]), transpose=False)
             _running(self.v, w, 2 * C, R + 1, g, groups, out=(load[:, :, SOUTH], load[:, :, NORTH]), transpose=True)
-            load[:, :, INJECT] = np.bincount(self.src * groups + g, w, minlength=R * C * groups).reshape(R, C, groups)
+            size = R * C * groups
+            load[:, :, INJECT] = np.bincount(as_index(self.src, size) * groups + g, w, minlength=size).reshape(R, C, groups)
             uni = np.ones(len(w), dtype=bool) if self.mc is None else ~self.mc
-            load[:, :, EJECT] = np.bincount((self.dst * groups + g)[uni], w[uni],
-                                            minlength=R * C * groups).reshape(R, C, groups)
+            load[:, :, EJECT] = np.bincount((as_index(self.dst, size) * groups + g)[uni], w[uni],
+                                            minlength=size).reshape(R, C, groups)
             if self.mc is not None:
                 lo, hi, width = self.m
                 e = _running((lo, hi), w[self.mc], R + C, width, g[self.mc], groups)
@@ -116,7 +100,7 @@ class _Segments:
         sel = np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
-        g = np.zeros(len(h), dtype=np.int64) if group is None else np.asarray(group)[self.remote][sel]
+        g = np.zeros(len(h), dtype=np.int32) if group is None else as_index(np.asarray(group)[self.remote][sel], groups)
         # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min (the
         # longest route only over all the messages together: per group it is not asked for)
         nc = 3 if group is None else 2
@@ -129,7 +113,7 @@ class _Segments:
             for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
                 base = u0 - sign * p0
                 cols = np.stack([base * (w - 1) + h, -base, h][:nc], axis=1).astype(np.int32)
-                shift = g * rows * width  # each group its own copy of the lines
+                shift = as_index(g, groups * rows * width) * (rows * width)  # each group its own copy of the lines
                 x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), cols, groups * rows, width)
                 x = x.reshape(groups, rows, width, nc)[:, :, :width - 1]
                 p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
@@ -142,7 +126,8 @@ class _Segments:
                 else:
                     out[:, :, :, fwd], out[:, :, :, back] = half[0].transpose(0, 2, 1, 3), half[1].transpose(0, 2, 1, 3)
             ramps = out.reshape(groups * R * C, LINKS_PER_NODE, nc)
-            at_src, at_dst, h32 = g * R * C + self.src[sel], g * R * C + self.dst[sel], h.astype(np.int32)
+            at = as_index(g, groups * R * C) * (R * C)
+            at_src, at_dst, h32 = at + self.src[sel], at + self.dst[sel], h.astype(np.int32)
             np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
             ramps[at_src, INJECT, 1] = 0
             np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
@@ -176,8 +161,9 @@ def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, wi
     of the rows, each ``(rows / 2, width − 1, groups)``, or ``(width − 1, rows / 2, groups)`` with
     ``transpose``), writes the sums there, without the last column (a stop sentinel)."""
     size = rows * width
-    at = (bounds[0] * groups, bounds[1] * groups) if group is None else (bounds[0] * groups + group,
-                                                                         bounds[1] * groups + group)
+    at = [as_index(b, groups * size) * groups for b in bounds]
+    if group is not None:
+        at = [a + group for a in at]
     acc = np.bincount(at[0], w, minlength=groups * size)
     acc -= np.bincount(at[1], w, minlength=groups * size)
     acc = acc.reshape(rows, width, groups)
@@ -199,24 +185,77 @@ def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
     return _Segments(mesh, np.asarray(src), np.asarray(dst), routing, multicast).loads(weight)
 
 
+BLOCK_MESSAGES = 1 << 17
+"""Messages per pass of the grouped functions: their scratch is a few hundred bytes a message, so a pass
+over a block of groups holds tens of MB however large the traffic (a full-wafer dispatch to 512 regions
+is 1.5 M messages)."""
+
+
+def group_blocks(groups: int, messages: int, per_block: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive ranges [lo, hi) of ``groups`` groups, each with about ``per_block`` (by default
+    ``BLOCK_MESSAGES``) of the ``messages`` when the groups are about equal (a dispatch's regions are)."""
+    blocks = max(1, min(groups, -(-messages // (per_block or BLOCK_MESSAGES))))
+    return [(groups * i // blocks, groups * (i + 1) // blocks) for i in range(blocks)]
+
+
+def _by_block(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
+              routing: str) -> Iterator[tuple[int, int, np.ndarray | slice, _Segments]]:
+    """(lo, hi, which messages, their segments) for each block of groups [lo, hi): each block's messages
+    alone, in their order (a slice when the messages come sorted by group). A link's sum for a group adds
+    that group's messages in the same order as one pass over all of them, so the blocks give the same
+    numbers, bit for bit, with scratch for one block."""
+    src, dst, group = np.asarray(src), np.asarray(dst), np.asarray(group)
+    blocks = group_blocks(groups, len(src))
+    ends = np.searchsorted(group, [hi for _, hi in blocks]) if np.all(group[1:] >= group[:-1]) else None
+    for i, (lo, hi) in enumerate(blocks):
+        if ends is not None:
+            mine: np.ndarray | slice = slice(int(ends[i - 1]) if i else 0, int(ends[i]))
+        else:
+            mine = (group >= lo) & (group < hi) if len(blocks) > 1 else np.ones(len(src), dtype=bool)
+        yield lo, hi, mine, _Segments(mesh, src[mine], dst[mine], routing, None)
+
+
+def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
+                  routing: str = "xy") -> np.ndarray:
+    """For unicast messages in ``groups`` groups: the link loads of ``weight`` per group, shape
+    ``(nodes * 6, groups)`` (a link's groups side by side), computed a block of groups at a time."""
+    out = np.empty((mesh.nodes * LINKS_PER_NODE, groups))
+    group = np.asarray(group)
+    for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
+        out[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
+    return out
+
+
 def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
                   routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For unicast messages in ``groups`` groups: the link loads of ``weight`` per group (shape
-    ``(nodes * 6, groups)``) and, over all the messages together, the (u_min, key) the path latency comes
+    """``grouped_loads`` and, over all the messages together, the (u_min, key) the path latency comes
     from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and the most hops of any
-    route over each link, each of shape ``(nodes * 6,)``. The per-group path data
-    of chosen links comes from ``latency.RouteIndex``."""
-    src, dst = np.asarray(src), np.asarray(dst)
-    segments = _Segments(mesh, src, dst, routing, None)
-    return segments.loads(weight, group, groups), *segments.path(np.ones(len(src), dtype=bool))
+    route over each link, each of shape ``(nodes * 6,)``: per block, then the minimum (u_min) or maximum
+    of the blocks'. The per-group path data of chosen links comes from ``latency.RouteIndex``."""
+    links = mesh.nodes * LINKS_PER_NODE
+    loads = np.empty((links, groups))
+    u_min, key, longest = np.full(links, np.inf), np.full(links, NONE), np.zeros(links)
+    group = np.asarray(group)
+    for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
+        loads[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
+        u, k, h = segments.path(np.ones(len(segments.remote), dtype=bool))
+        np.minimum(u_min, u, out=u_min)
+        np.maximum(key, k, out=key)
+        np.maximum(longest, h, out=longest)
+    return loads, u_min, key, longest
 
 
 def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
                  routing: str = "xy") -> tuple[np.ndarray, np.ndarray]:
     """(u_min, key) of every directed link per ``group`` of unicast messages, shape ``(groups, nodes * 6)``
-    each (``_Segments.path``): what ``latency.RouteIndex`` gives for chosen links, for all at once."""
-    u_min, key, _ = _Segments(mesh, np.asarray(src), np.asarray(dst), routing, None).path(
-        np.ones(len(src), dtype=bool), group, groups)
+    each (``_Segments.path``), a block of groups at a time: what ``latency.RouteIndex`` gives for chosen
+    links, for all at once."""
+    links = mesh.nodes * LINKS_PER_NODE
+    u_min, key = np.empty((groups, links)), np.empty((groups, links))
+    group = np.asarray(group)
+    for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
+        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(len(segments.remote), dtype=bool), group[mine] - lo,
+                                                     hi - lo)
     return u_min, key
 
 

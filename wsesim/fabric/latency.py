@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .indices import index_dtype
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
 
 NONE = -np.inf  # no route crosses the link
@@ -180,17 +181,17 @@ class RouteIndex:
         # row leg: line hr (east) or R + hr (west), cells [lo, hi), u = u0 + σ(p − cs) at cell p;
         # column leg: line vc (south) or C + vc (north), u = u0 + σ(p − rs)
         hr, vc = (rs, cd) if xy else (rd, cs)
-        row_leg = (hr + R * ~east, np.where(east, cs, cd + 1), np.where(east, cd, cs + 1),
-                   np.where(east, 1, -1), cs, 0 if xy else np.abs(rd - rs))
-        col_leg = (vc + C * ~south, np.where(south, rs, rd + 1), np.where(south, rd, rs + 1),
-                   np.where(south, 1, -1), rs, np.abs(cd - cs) if xy else 0)
+        row_leg = (np.where(east, hr, hr + R), np.where(east, cs, cd + 1), np.where(east, cd, cs + 1),
+                   np.where(east, 1, -1).astype(np.int8), cs, 0 if xy else np.abs(rd - rs))
+        col_leg = (np.where(south, vc, vc + C), np.where(south, rs, rd + 1), np.where(south, rd, rs + 1),
+                   np.where(south, 1, -1).astype(np.int8), rs, np.abs(cd - cs) if xy else 0)
         self.legs = [self._leg(*leg, lines) for leg, lines in ((row_leg, 2 * R), (col_leg, 2 * C))]
         self.by_src, self.by_dst = self._index(src, mesh.nodes), self._index(dst, mesh.nodes)
 
     @staticmethod
     def _index(key: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """(messages sorted by key, where each key's run starts): a CSR index."""
-        order = np.argsort(key, kind="stable")
+        order = np.argsort(key, kind="stable").astype(index_dtype(len(key)))
         return order, np.searchsorted(key[order], np.arange(size + 1))
 
     def _leg(self, line: np.ndarray, lo: np.ndarray, hi: np.ndarray, sign: np.ndarray, p0: np.ndarray,

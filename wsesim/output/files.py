@@ -32,7 +32,10 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder and an atomic rename, with
     the permissions a plain ``open(path, "w")`` would give."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.", suffix=".tmp")
+    except OSError as e:
+        raise refused(e, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -40,9 +43,24 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise refused(e, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def refused(error: OSError, path: str | Path) -> Exception:
+    """What the operating system refused (a full disk, a name too long, a folder where a file should go),
+    as a one-line ``ConfigError`` naming the file: the user's to fix, not a bug."""
+    import errno
+
+    from ..config.errors import ConfigError
+
+    if error.errno == errno.EISDIR or (error.errno in (errno.EEXIST, errno.ENOTEMPTY) and Path(path).is_dir()):
+        return ConfigError(f"expected to write the file {Path(path).name}, got a folder in its place", source=str(path))
+    return ConfigError(f"cannot write {Path(path).name} ({error.strerror or type(error).__name__})", source=str(path))
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -55,9 +73,9 @@ def prepare_dir(path: str | Path) -> Path:
     from ..config.errors import ConfigError
 
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ConfigError("expected a folder for the output, got an existing file", source=str(path))
     try:
+        if path.exists() and not path.is_dir():
+            raise ConfigError("expected a folder for the output, got an existing file", source=str(path))
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"cannot create the output folder ({e.strerror or type(e).__name__})",
@@ -78,15 +96,21 @@ class LineAppender:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            raise refused(e, self.path) from None
 
     def write(self, line: str) -> None:
         if not line.endswith("\n"):
             line += "\n"
-        data = memoryview(line.encode("utf-8"))
-        while data:  # a regular file takes it all at once; a short write is finished, never dropped
-            data = data[os.write(self._fd, data):]
-        (getattr(os, "fdatasync", None) or os.fsync)(self._fd)
+        data = memoryview(line.encode("utf-8", "surrogateescape"))
+        try:
+            while data:  # a regular file takes it all at once; a short write is finished, never dropped
+                data = data[os.write(self._fd, data):]
+            (getattr(os, "fdatasync", None) or os.fsync)(self._fd)
+        except OSError as e:  # a full disk: the rows so far are whole, this one is at most a last partial line
+            raise refused(e, self.path) from None
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -157,3 +181,23 @@ def _holder(fd: int) -> str:
     except OSError:
         text = ""
     return text.splitlines()[0] if text else "a process that has not yet written its pid"
+
+
+def holder_of(folder: str | Path) -> str | None:
+    """Who holds ``folder``'s lock now (``pid <pid>: <command>``), or None: checked without taking it or
+    creating anything (a reader's check on a folder it does not write, which may be read-only)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fd = os.open(Path(folder) / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+    return None

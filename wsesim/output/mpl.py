@@ -14,5 +14,6 @@ import matplotlib
 matplotlib.use("Agg")
 matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib.collections import PolyCollection  # noqa: E402  (sweep_figures: many bars in one artist)
 
-__all__ = ["plt"]
+__all__ = ["PolyCollection", "plt"]

@@ -59,7 +59,11 @@ def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     from ..config.errors import ConfigError, shown
 
     expected, source = "expected a results.csv written by wsesim sweep", str(csv_path)
-    data = Path(csv_path).read_bytes()
+    from ..config.yaml_strict import read_bounded
+    from ..experiments.table import MAX_CSV_BYTES, allow_long_fields
+
+    data = read_bounded(csv_path, limit=MAX_CSV_BYTES, what="a results.csv written by wsesim sweep")
+    allow_long_fields()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

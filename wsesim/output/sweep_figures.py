@@ -9,11 +9,15 @@ first); ``plot_results`` in ``output.plotting`` saves these figures.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from ..analysis.figures import FigurePlan, PhasesPlan
-from .mpl import plt
+from .mpl import PolyCollection, plt
 
+MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
+MAX_TICKS = 40  # x values labelled (beyond, every n-th)
+MAX_BARS = 60   # phase bars drawn one by one, each labelled (beyond, one collection, every n-th labelled)
 COLOURS = ["#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
 MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
 PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
@@ -38,7 +42,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
     failed, beside = False, False
     for col, panel in enumerate(plan.panels):
         top = axes[0][col]
-        tuned_at = [p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned" for p in s.points]
+        tuned_at = Counter(p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned" for p in s.points)
+        labelled = sum(tuned_at.values()) <= MAX_LABELS  # past that many, labels would only cover each other
         side: list[tuple[int, float, str, str]] = []
         for s in panel.series:
             colour, (marker, style) = _colour(plan, s.colour), MARKERS[s.marker % len(MARKERS)]
@@ -49,9 +54,9 @@ def throughput_figure(plan: FigurePlan) -> Any:
                 if p["y"] is None:  # not run: marked where a throughput of 0 would be
                     failed = True
                     top.plot(p["x_index"], 0, marker="x", color=colour, ms=9, mew=2, clip_on=False, zorder=5)
-                elif s.fixed.get("training.tiles") == "tuned":  # beside the point where several share an x
+                elif s.fixed.get("training.tiles") == "tuned" and labelled:  # beside the point where several share an x
                     text = f"G={p['row'].get('tiles')}, B={p['row'].get('batch_per_tile')}"
-                    if tuned_at.count(p["x_index"]) > 1:
+                    if tuned_at[p["x_index"]] > 1:
                         side.append((p["x_index"], p["y"] / 1e3, text, colour))
                     else:
                         top.annotate(text, (p["x_index"], p["y"] / 1e3), textcoords="offset points", xytext=(0, 7),
@@ -64,13 +69,14 @@ def throughput_figure(plan: FigurePlan) -> Any:
             top.set_title(", ".join(f"{k.split('.')[-1]} {v}" for k, v in panel.facet.items()), fontsize=9)
         if speed:
             bottom = axes[1][col]
+            sharing = Counter(o["x_index"] for o in panel.speedup)
             for m in sorted({sp["marker"] for sp in panel.speedup}):
                 pts = [sp for sp in panel.speedup if sp["marker"] == m]
                 marker, style = MARKERS[m % len(MARKERS)]
                 bottom.plot([sp["x_index"] for sp in pts], [sp["value"] for sp in pts], marker=marker,
                             linestyle=style, color=COLOURS[1])
-                for sp in pts:
-                    if sum(o["x_index"] == sp["x_index"] for o in panel.speedup) > 1:
+                for sp in pts if len(panel.speedup) <= MAX_LABELS else ():
+                    if sharing[sp["x_index"]] > 1:
                         side.append((sp["x_index"], sp["value"], sp["label"], "black"))
                     else:
                         bottom.annotate(sp["label"], (sp["x_index"], sp["value"]), textcoords="offset points",
@@ -83,8 +89,9 @@ def throughput_figure(plan: FigurePlan) -> Any:
     axes[0][0].set_ylabel("throughput (thousand tokens/s)")
     if speed:
         axes[1][0].set_ylabel("speedup\n(tuned / G=1)")
+    step = -(-len(plan.x_values) // MAX_TICKS)  # every value up to MAX_TICKS, else every step-th
     for ax in axes[-1]:
-        ax.set_xticks(range(len(plan.x_values)), plan.x_values)
+        ax.set_xticks(range(0, len(plan.x_values), step), plan.x_values[::step])
         ax.set_xlabel(plan.x_label)
         ax.set_xlim(-0.5, len(plan.x_values) - (0.1 if beside else 0.5))
     handles, labels = [], []
@@ -119,6 +126,16 @@ def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float)
     return bool(labels)
 
 
+def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, label: str) -> None:
+    """Horizontal bars, one per row, as one collection (a rectangle artist each costs ~10 ms a row to draw
+    in three formats): for sweeps of more than ``MAX_BARS`` rows."""
+    verts = [[(x, i - 0.35), (x + w, i - 0.35), (x + w, i + 0.35), (x, i + 0.35)]
+             for i, (x, w) in enumerate(zip(left, widths, strict=True)) if w > 0]
+    ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none", label=label))
+    ax.set_ylim(-0.5, len(left) - 0.5)  # inverted by the caller, as barh's are
+    ax.set_xlim(0, max((x + w for x, w in zip(left, widths, strict=True)), default=1.0) * 1.02 or 1.0)
+
+
 def _legend_label(key: str | None, v: str) -> str:
     if key == "training.tiles":
         return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
@@ -128,19 +145,25 @@ def _legend_label(key: str | None, v: str) -> str:
 def phases_figure(plan: PhasesPlan) -> Any:
     """Per-token step time by phase, one horizontal bar per run, labelled with its settings."""
     bars = plan.bars
-    fig, ax = plt.subplots(figsize=(8.8, 1.4 + 0.34 * len(bars)))
+    many = len(bars) > MAX_BARS  # then one collection per phase, a figure of bounded height, some labels
+    fig, ax = plt.subplots(figsize=(8.8, 1.4 + 0.34 * min(len(bars), MAX_BARS)))
     left = [0.0] * len(bars)
     for phase in plan.phases:
         widths = [b["us_per_token"].get(phase, 0.0) for b in bars]
         label = phase.replace("_", " ") if phase != "other" else "other: " + ", ".join(
             p.replace("_", " ") for p in plan.other)
-        ax.barh(range(len(bars)), widths, left=left, color=PHASE_COLOURS.get(phase, "#aab7b8"), label=label,
-                height=0.7, edgecolor="white", linewidth=0.4)
+        colour = PHASE_COLOURS.get(phase, "#aab7b8")
+        if many:
+            _bars_at_once(ax, left, widths, colour, label)
+        else:
+            ax.barh(range(len(bars)), widths, left=left, color=colour, label=label, height=0.7, edgecolor="white",
+                    linewidth=0.4)
         left = [a + w for a, w in zip(left, widths, strict=True)]
     for i, b in enumerate(bars):
-        if not b["us_per_token"]:
+        if not b["us_per_token"] and not many:
             ax.text(0, i, f"  {b['status']}", va="center", fontsize=7, color=COLOURS[0])
-    ax.set_yticks(range(len(bars)), [b["label"] for b in bars], fontsize=8)
+    step = -(-len(bars) // MAX_BARS)
+    ax.set_yticks(range(0, len(bars), step), [b["label"] for b in bars][::step], fontsize=8)
     ax.invert_yaxis()  # the CSV's first row on top
     ax.set_xlabel("step time per token (µs)")
     ax.set_title(plan.title, fontsize=10)

@@ -101,7 +101,8 @@ def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int) ->
             need = memory([layer], first, layer == m.layers - 1)
             return stages, (f"layer {layer} alone needs {need.total:,.0f} B per PE on a {grid[0]}x{grid[1]} grid "
                             f"(weights {need.weights:,.0f}, KV cache {need.kv_cache:,.0f}, activations "
-                            f"{need.activations:,.0f}) but {need.usable:,.0f} B are usable")
+                            f"{need.activations:,.0f}) but {need.usable:,.0f} B are usable: a layer, all its experts included, "
+                            "must fit one stage's grid")
         stages.append(take)
     return stages, ""
 
