@@ -36,7 +36,12 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         cli.main(["--version"])
     assert e.value.code == 0
-    assert capsys.readouterr().out == f"wsesim {__version__}\n"
+    out = capsys.readouterr().out
+    # from a checkout, the commit too (issue 20): the version alone does not say which code made a result
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parents[2],
+                            capture_output=True, text=True, check=False).stdout.strip()
+    assert commit, "the tests run from a checkout"
+    assert out == f"wsesim {__version__} (commit {commit})\n"
 
 
 def _actions(parser: argparse.ArgumentParser, where: str) -> list[tuple[str, argparse.Action]]:

@@ -69,8 +69,10 @@ def test_run_out_and_trace(cwd: Path) -> None:
     assert spans and all({"name", "ts", "dur", "pid", "tid", "args"} <= set(e) for e in spans)
     step_us = sum(e["dur"] for e in spans if e["pid"] == 2)
     assert step_us * trace["otherData"]["clock_hz"] / 1e6 == pytest.approx(saved["step_cycles"], rel=1e-9)
-    assert sorted(p.name for p in cwd.rglob("*")) == ["manifest.json", "res", "result.json", "step.json", "traces",
-                                                      "wafer.json"]
+    assert sorted(p.name for p in cwd.rglob("*")) == ["manifest.json", "ops.csv", "res", "result.json", "step.json",
+                                                      "traces", "wafer.json"]
+    ops = (cwd / "res" / "ops.csv").read_text(encoding="utf-8").splitlines()
+    assert ops[0].startswith("op,pass,layer,tile,where,start,cycles") and len(ops) > 10
 
 
 @pytest.mark.parametrize(("args", "start"), [
@@ -102,7 +104,7 @@ def test_human_output_lists_what_was_written(tmp_path: Path, monkeypatch: pytest
     lines = out.splitlines()
     assert lines[0].startswith("tiny-moe on tiny8: E=4 top_k=2 seq_len=32 B=")
     assert any(line.startswith("throughput ") and line.endswith(" tokens/s") for line in lines)
-    assert lines[-3:] == [f"wrote {Path('o') / name}" for name in ("result.json", "wafer.json", "manifest.json")]
+    assert lines[-4:] == [f"wrote {Path('o') / name}" for name in ("result.json", "ops.csv", "wafer.json", "manifest.json")]
 
 
 def test_png_draws_the_wafer_pictures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -186,7 +188,7 @@ def test_the_same_run_twice_writes_the_same_result_files_and_a_manifest(tmp_path
     for name in ("a", "b"):
         assert cli.main([*args, "--out", name, "--trace", f"{name}/step.json.gz"]) == 0
     capsys.readouterr()
-    for name in ("result.json", "wafer.json", "step.json.gz"):
+    for name in ("result.json", "ops.csv", "wafer.json", "step.json.gz"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     trace = json.loads(gzip.decompress((tmp_path / "a" / "step.json.gz").read_bytes()))
     assert any(e["ph"] == "X" for e in trace["traceEvents"])
@@ -200,7 +202,7 @@ def test_the_same_run_twice_writes_the_same_result_files_and_a_manifest(tmp_path
     assert manifest["model"]["experts"] == 4 and manifest["experiment"]["training"]["tiles"] == 2
     assert manifest["experiment"]["training"]["seq_len"] == 32
     assert manifest["sources"] == {"hardware": "hardware/tiny8.yaml", "model": "workloads/tiny-moe.yaml"}
-    assert manifest["files"] == ["result.json", "wafer.json", "step.json.gz"]
+    assert manifest["files"] == ["result.json", "ops.csv", "wafer.json", "step.json.gz"]
     assert manifest["wall_s"] > 0 and manifest["created"].endswith("+00:00")
     assert manifest["python"] == platform.python_version() and "numpy" in manifest["packages"]
     assert "wall_s" not in json.loads((tmp_path / "a" / "result.json").read_text(encoding="utf-8"))

@@ -141,7 +141,7 @@ def test_wsesim_plot_wafer_on_a_run_folder(tmp_path: Path, capsys: pytest.Captur
     paths = [folder / f"{s}.png" for s in WAFER_STEMS]
     assert printed == [f"wrote {p}" for p in [*paths, folder / "manifest.json"]]
     _assert_files(paths, folder, {f"{s}.png" for s in WAFER_STEMS})
-    assert {p.name for p in folder.iterdir()} == {"result.json", "wafer.json", "manifest.json",
+    assert {p.name for p in folder.iterdir()} == {"result.json", "ops.csv", "wafer.json", "manifest.json",
                                                   *(p.name for p in paths)}
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["kind"] == "run"  # the run's, kept; the plot's added beside it

@@ -129,7 +129,8 @@ def test_same_bytes_flops_and_results(pair) -> None:
     assert rt.restreamed_for_recompute == ft.restreamed_for_recompute
     assert rt.staging_held_at_end == 0.0  # every chunk given back exactly once (a get of bytes never put raises)
     f, r = fast.to_dict(), ref.to_dict()
-    for key in set(f) - {*WALL_CLOCK_FIELDS, "events", "phases"}:  # events: each engine counts its own
+    assert (f["engine"], r["engine"]) == ("fast", "reference")  # a result says which engine made it
+    for key in set(f) - {*WALL_CLOCK_FIELDS, "events", "phases", "engine"}:  # events: each engine counts its own
         assert r[key] == (pytest.approx(f[key], rel=RTOL) if isinstance(f[key], float) else f[key]), key
 
 

@@ -43,6 +43,12 @@ class RunResult:
     attention_kernel: str
     routing: str
     fabric: str
+    # how it was simulated (the rest of simulation.*): in the result, not only in a folder's manifest
+    moe_mapping: str
+    engine: str
+    granularity: str
+    placement: str
+    compute: str
     seed: int
     feasible: bool
     infeasible_reason: str
@@ -122,6 +128,9 @@ def base_fields(spec: ExperimentSpec, batch_per_tile: int, micro_batches: int = 
         "seq_len": t.seq_len, "batch_per_tile": batch_per_tile, "tiles": t.tiles,
         "global_batch": spec.cluster.systems * micro_batches * batch_per_tile * t.tiles, "activations": t.activations,
         "attention_kernel": t.attention_kernel, "routing": t.routing, "fabric": spec.simulation.fabric,
+        "moe_mapping": spec.simulation.moe_mapping, "engine": spec.simulation.engine,
+        "granularity": spec.simulation.granularity, "placement": spec.simulation.placement,
+        "compute": spec.simulation.compute,
         "seed": t.seed, "micro_batches": micro_batches, "systems": spec.cluster.systems,
     }
 

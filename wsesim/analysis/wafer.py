@@ -128,7 +128,8 @@ def wafer_maps(run: Any) -> WaferMaps:
     experts_of = [[] for _ in placement.regions]
     for e, r in enumerate(region_index):
         experts_of[r].append(e)
-    title = (f"{result.model} on {result.hardware}: E={result.experts} top_k={result.top_k} "
+    shape = f"E={result.experts} top_k={result.top_k}" if result.experts else "dense"
+    title = (f"{result.model} on {result.hardware}: {shape} "
              f"seq_len={result.seq_len} B={result.batch_per_tile} G={result.tiles}")
     return WaferMaps(mesh.rows, mesh.cols, mesh.block, hw.clock_hz, step,
                      busy.reshape(nodes_shape).tolist(), sram.reshape(nodes_shape).tolist(),

@@ -24,10 +24,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
-
     p = Parser(prog="wsesim", description="Simulate MoE training on wafer-scale processors.")
-    p.add_argument("--version", action="version", version=f"wsesim {__version__}", help="print the version and exit")
+    p.add_argument("--version", action=_Version, help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND",
                            help="what to do (wsesim COMMAND --help for its options)")
 
@@ -36,11 +34,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Version(argparse.Action):
+    """``--version``: asks git for the commit only when given (not on every command)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from ..output.manifest import version_text
+
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
+
+
 # Each command group lives in its own module with ``register(subparsers, commands)``, which adds its
 # parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs.
 _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory", "wsesim.cli.run",
                                  "wsesim.cli.sweep", "wsesim.cli.fabric", "wsesim.cli.kernel",
-                                 "wsesim.cli.schema", "wsesim.cli.infer"]
+                                 "wsesim.cli.schema", "wsesim.cli.infer", "wsesim.cli.compare"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,7 +25,8 @@ WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_
 
 def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
-    head = (f"{r.model} on {r.hardware}: E={r.experts} top_k={r.top_k} seq_len={r.seq_len} "
+    shape = f"E={r.experts} top_k={r.top_k}" if r.experts else "dense"  # a dense model has no experts to show
+    head = (f"{r.model} on {r.hardware}: {shape} seq_len={r.seq_len} "
             f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
     if r.micro_batches > 1 or r.systems > 1:  # gradient accumulation, a cluster (docs/model.md §2.4, §9)
         head += f"\n{r.micro_batches} micro-batch{'es' if r.micro_batches > 1 else ''} of G·B per step on each of {r.systems} system{'s' if r.systems > 1 else ''}"
@@ -40,8 +41,9 @@ def format_result(r: Any) -> str:
                          f"(inbound link busy {100 * r.io_in_utilisation:.0f} % of the step)"),
         ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
                              f"({r.binding_memory_phase})"),
-        ("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"),
     ]
+    if r.experts:
+        rows.append(("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"))
     if r.systems > 1:
         rows[1:1] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s "
                                             f"({r.systems} systems, scaling efficiency {100 * r.scaling_efficiency:.2f} %)")]
@@ -93,6 +95,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         atomic_write_text(out / "result.json", json.dumps({k: v for k, v in result.to_dict().items()
                                                            if k not in WALL_CLOCK_FIELDS}, indent=2) + "\n")
         written.append(out / "result.json")
+    if result.feasible and out is not None:  # the step's timeline, op by op (analysis/ops.py)
+        from ..analysis.ops import ops_csv, ops_table
+
+        atomic_write_text(out / "ops.csv", ops_csv(ops_table(run.trace)))
+        written.append(out / "ops.csv")
     if result.feasible and (out is not None or png is not None):
         from ..analysis.wafer import wafer_maps
 
@@ -102,8 +109,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             written.append(out / "wafer.json")
         if png is not None:
             from ..output.plotting import plot_wafer
+            from ..output.wafer_figures import left_out
 
             written += plot_wafer(maps, png)
+            skipped = left_out(maps)  # pictures of experts a dense model does not have: not drawn, and said so
+            if skipped:
+                sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
+                                 f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
     if args.trace and result.feasible:
         from ..analysis.chrome_trace import chrome_trace
 
@@ -144,8 +156,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("run", help="simulate one training step")
     add_experiment_arguments(p)
     add_json_argument(p)
-    p.add_argument("--out", metavar="DIR", help="write DIR/result.json, DIR/wafer.json (for wsesim plot --wafer) and "
-                                                "DIR/manifest.json")
+    p.add_argument("--out", metavar="DIR", help="write DIR/result.json, DIR/ops.csv (one row per op of the step), DIR/wafer.json "
+                                                "(for wsesim plot --wafer) and DIR/manifest.json")
     p.add_argument("--trace", metavar="FILE.json[.gz]",
                    help="write a Chrome/Perfetto trace of the simulated step (gzip-compressed if it ends in .gz)")
     p.add_argument("--png", metavar="DIR", help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")

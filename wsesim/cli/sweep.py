@@ -24,6 +24,7 @@ from .common import (
     say,
 )
 from .run import format_result
+from .tune_out import add_tune_arguments
 
 # ------------------------------------------------------------------------------------------------- tune
 
@@ -33,8 +34,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, tune
     from .progress import Progress
+    from .tune_out import tune_systems, write_candidates
 
+    if args.search_systems:  # a global batch over clusters of systems (cli/tune_out.py)
+        return tune_systems(args)
     loaded = load_from_args(args)
+    if args.out:
+        check_output_folder(args.out)
     planned = candidates(loaded.spec)
     check_work(loaded.spec, candidates=planned)  # every candidate is a run, at its own tiles and batch
     with Progress(len(planned), "tune") as bar:
@@ -43,6 +49,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                                                      else "does not fit")))
     found = result.best.feasible  # an infeasible candidate is never the best
     advice = None if found else no_fit_advice(loaded.spec)
+    written = write_candidates(args, loaded, [(c, {"best": found and c is result.best}) for c in result.candidates],
+                               {"best": {"tiles": result.best.tiles, "batch_per_tile": result.best.batch_per_tile}
+                                         if found else None})
     if args.json:
         print_json({"best": result.best.to_dict() if found else None,
                     "candidates": [c.to_dict() for c in result.candidates],
@@ -60,11 +69,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         print(f"nothing fits: {advice[0]}. To make it fit, try:")
         for override, why in advice[1]:
             print(f"  --set {override}   ({why})" if "=" in override else f"  {override}   ({why})")
+        print("\n".join(f"wrote {path}" for path in written))
         return EXIT_OK
     print(format_result(result.best))
     base = next(r for r in result.candidates if r.tiles == 1)
     if base.feasible and result.best.feasible:
         print(f"tuned G={result.best.tiles} is {result.best.throughput_tokens_per_s / base.throughput_tokens_per_s:.2f}x G=1")
+    for path in written:
+        print(f"wrote {path}")
     return EXIT_OK
 
 
@@ -352,6 +364,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     t = sub.add_parser("tune", help="find the tiling factor G (and B) with the highest throughput")
     add_experiment_arguments(t)
     t.add_argument("--json", action="store_true", help='print {"best": run, "candidates": [run, ...]}')
+    add_tune_arguments(t)
     commands["tune"] = _cmd_tune
 
     s = sub.add_parser("sweep", help="run a grid of experiments, streaming results to a CSV")

@@ -100,13 +100,13 @@ class InferenceExperimentSpec(Spec):
 
 
 def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
-                        overrides: dict[str, Any] | None = None) -> Loaded:
+                        overrides: dict[str, Any] | None = None, given: dict[str, str] | None = None) -> Loaded:
     """Validate a raw ``kind: inference`` mapping (hardware and model by preset name or path) plus
     ``--set`` overrides; ``inference.interconnect`` may name a preset too."""
     if data.get("kind") != "inference":
         raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
     overrides = dict(overrides or {})
     base, resolved = resolved, apply_overrides(resolved, overrides)
     base = _interconnect(base, base_dir, source)
@@ -138,10 +138,12 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
     if data.get("kind") != "inference":
         raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=str(path),
                           path="kind")
+    given = {}
     for key, ref in (("hardware", hardware), ("model", model)):
-        if ref is not None:
-            data[key] = str(Path(ref).resolve()) if Path(ref).suffix in (".yaml", ".yml") else ref
-    return load_inference_data(data, source=str(path), base_dir=path.parent, overrides=overrides)
+        if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's
+            data[key] = str(Path(ref).resolve()) if Path(ref).suffix in (".yaml", ".yml", ".json") else ref
+            given[key] = f"--{key}"
+    return load_inference_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 
 register_kind("inference", lambda data, path: load_inference_data(data, source=str(path),

@@ -78,7 +78,7 @@ class _Raw:
     source: str
 
 
-def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str) -> _Raw:
+def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str | None) -> _Raw:
     """Resolve a ``hardware:``/``model:`` value: inline mapping, preset name or path."""
     if isinstance(ref, dict):
         return _Raw(ref, source)
@@ -96,6 +96,13 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
             found = False
         if not found:
             raise ConfigError(f"no such file {shown_repr(str(p))}", source=source, path=path)
+        if p.suffix == ".json":  # a Hugging Face config.json (config/hf.py): a model only
+            if kind != "model":
+                raise ConfigError(f"expected a {kind} YAML file (a .json file can only be a model's Hugging Face "
+                                  f"config.json), got {shown_repr(str(p))}", source=source, path=path)
+            from .hf import model_from_hf
+
+            return _Raw(model_from_hf(p), str(p))
         return _Raw(_strip_kind(read_yaml(p), kind, str(p)), str(p))
     presets = _preset_files(kind)
     if ref not in presets:
@@ -174,34 +181,56 @@ class Loaded:
     sources: dict[str, str] = field(default_factory=dict)
 
 
-def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None) -> tuple[dict[str, Any], dict[str, str]]:
-    """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping."""
+def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None,
+                       given: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping. ``given`` names the
+    references the command line replaced (kind -> ``--model``): an error in one is blamed on the flag, and
+    a relative path there is the working folder's."""
     data = dict(data)
     sources: dict[str, str] = {}
     for kind in ("hardware", "model"):
         if kind not in data:
             raise ConfigError("required key is missing", source=source, path=kind)
-        raw = _load_ref(kind, data[kind], base_dir, source, kind)
+        if given and kind in given:  # a relative path there is the working folder's
+            raw = _load_ref(kind, data[kind], Path.cwd(), given[kind], None)
+        else:
+            raw = _load_ref(kind, data[kind], base_dir, source, kind)
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
         sources[kind] = raw.source
     return data, sources
 
 
 def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
-                         overrides: Mapping[str, Any] | None = None) -> Loaded:
-    """Validate a raw experiment mapping (with preset references) plus overrides."""
+                         overrides: Mapping[str, Any] | None = None, given: Mapping[str, str] | None = None) -> Loaded:
+    """Validate a raw experiment mapping (with preset references) plus overrides (``given``: see
+    ``resolve_experiment``)."""
     if data.get("kind", "experiment") != "experiment":
         raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir)
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
     overrides = dict(overrides or {})
     base, resolved = resolved, apply_overrides(resolved, overrides)
     # cluster.interconnect may be a reference too, and an override may set it: resolved after them
     base = _resolve_interconnect(base, base_dir, source)
     resolved = _resolve_interconnect(resolved, base_dir, "--set" if "cluster.interconnect" in overrides else source)
-    spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
-                    baseline=base if overrides else None)
+    try:
+        spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
+                        baseline=base if overrides else None)
+    except ConfigError as e:
+        raise _granularity_for_given_hardware(e, source, given, overrides) from None
     return Loaded(spec, resolved, source, sources)
+
+
+def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[str, str] | None,
+                                    overrides: Mapping[str, Any]) -> ConfigError:
+    """A mesh block the experiment file chose for its own hardware that the hardware given on the command line
+    cannot take is the flag's error, with the fix; any other error as it was. (Not silently shrunk: the
+    granularity changes the fabric's timing, so a different one is the user's choice.)"""
+    if not given or "hardware" not in given or "simulation.granularity" in overrides or e.source != source \
+            or e.path != "simulation" or "block of at most" not in e.message:
+        return e
+    return ConfigError(f"{e.message}, which {source} sets for its own hardware: add --set simulation.granularity=pe "
+                       "(or a smaller block:N)", source=given["hardware"], path="simulation.granularity")
 
 
 def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
@@ -223,11 +252,12 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
     path = Path(path) if path is not None else default_experiment_path()
     data = read_yaml(path)
     # a file named on the command line is the current directory's, not the experiment file's folder's
+    given = {}
     if hardware is not None:
-        data["hardware"] = _from_cwd(hardware)
+        data["hardware"], given["hardware"] = _from_cwd(hardware), "--hardware"
     if model is not None:
-        data["model"] = _from_cwd(model)
-    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides)
+        data["model"], given["model"] = _from_cwd(model), "--model"
+    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 
 def _from_cwd(ref: str) -> str:
@@ -239,7 +269,7 @@ def _from_cwd(ref: str) -> str:
 
 
 def _looks_like_path(ref: str) -> bool:
-    return ref.endswith((".yaml", ".yml")) or "/" in ref
+    return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref
 
 
 def default_experiment_path() -> Path:

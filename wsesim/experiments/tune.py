@@ -121,3 +121,82 @@ def _with_tiling(loaded: Loaded, G: int, B: int | str) -> ExperimentSpec:
     """The loaded experiment with training.tiles and training.batch_per_tile set, re-validated."""
     return load_experiment_data(loaded.raw, source=loaded.source,
                                 overrides={"training.tiles": G, "training.batch_per_tile": B}).spec
+
+
+# ------------------------------------------------------------------ a global batch over clusters of systems
+
+
+@dataclass(frozen=True)
+class SystemsSearch:
+    """``tune`` of one global batch on each number of systems: ``per_systems`` (N, its TuneResult), and the
+    counts that could not take the batch (``skipped``: N, why). Throughput here is the cluster's."""
+
+    global_batch: int
+    per_systems: tuple[tuple[int, TuneResult], ...]
+    skipped: tuple[tuple[int, str], ...] = ()
+
+    def bests(self) -> list[RunResult]:
+        """The best feasible candidate on each number of systems, fewest systems first."""
+        return [t.best for _, t in self.per_systems if t.best.feasible]
+
+    @property
+    def best(self) -> RunResult | None:
+        """The highest cluster throughput of all, ties going to fewer systems (None: nothing fits)."""
+        bests = self.bests()
+        return max(bests, key=lambda r: (r.cluster_throughput_tokens_per_s, -r.systems)) if bests else None
+
+    def pareto(self) -> list[RunResult]:
+        """The Pareto front of cluster throughput against systems: each best that beats every one on fewer."""
+        front: list[RunResult] = []
+        for r in self.bests():
+            if not front or r.cluster_throughput_tokens_per_s > front[-1].cluster_throughput_tokens_per_s:
+                front.append(r)
+        return front
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {"global_batch": self.global_batch, "best": best.to_dict() if best else None,
+                "pareto": [r.to_dict() for r in self.pareto()],
+                "per_systems": [{"systems": n, "best": t.best.to_dict() if t.best.feasible else None,
+                                 "candidates": [c.to_dict() for c in t.candidates]} for n, t in self.per_systems],
+                "skipped": [{"systems": n, "why": why} for n, why in self.skipped]}
+
+
+def with_systems(loaded: Loaded, systems: int) -> Loaded:
+    """The loaded experiment on ``systems`` systems, re-validated; behind SwarmX (the shipped interconnect)
+    when it names none and ``systems`` > 1."""
+    overrides: dict[str, Any] = {"cluster.systems": systems}
+    cluster = loaded.raw.get("cluster") or {}
+    if systems > 1 and not (isinstance(cluster, dict) and cluster.get("interconnect")):
+        overrides["cluster.interconnect"] = "swarmx"
+    return load_experiment_data(loaded.raw, source=loaded.source, overrides=overrides)
+
+
+def search_systems(loaded: Loaded, systems: list[int], *,
+                   progress: Callable[[RunResult, int], None] | None = None) -> SystemsSearch:
+    """``tune`` a fixed ``training.global_batch`` on each count of ``systems``: G from the tuner, each with
+    the fewest micro-batches that fit (more would only stream every weight in again). A count the batch
+    does not split over (or that fits nothing) is skipped with the reason."""
+    from ..config.errors import ConfigError
+
+    batch = loaded.spec.training.global_batch
+    if batch is None:
+        raise ConfigError("expected training.global_batch to be set for a search over systems (e.g. "
+                          "--set training.global_batch=256)", source="--search-systems")
+    done, skipped = [], []
+    for n in systems:
+        try:
+            on_n = with_systems(loaded, n)
+        except ConfigError as e:
+            skipped.append((n, e.message))
+            continue
+        done.append((n, tune(on_n, progress=progress)))
+    return SystemsSearch(batch, tuple(done), tuple(skipped))
+
+
+def candidates_table(results: list[tuple[RunResult, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per candidate for a CSV: its marks (``best``, ``pareto``…) then its scalar fields (no host
+    wall-clock time)."""
+    from ..analysis.results import WALL_CLOCK_FIELDS
+
+    return [{**marks, **{k: v for k, v in r.scalars().items() if k not in WALL_CLOCK_FIELDS}} for r, marks in results]

@@ -23,19 +23,32 @@ GANTT_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", 
                  "weight_wait": "#f5b7b1", "layer_weights": "#5d6d7e", "expert_weights": "#aab7b8"}
 
 
+def left_out(maps: Any) -> dict[str, str]:
+    """The pictures ``wafer_figures`` does not draw for this run, by file stem, with why: a model without
+    experts has no regions to place and sends no tokens over the fabric (its Gantt chart is still drawn:
+    the layer's phases and its weights arriving)."""
+    if any(maps.region_experts):
+        return {}
+    why = "the model has no experts (a dense model): no expert regions, no dispatch or combine over the fabric"
+    return {"wafer_links": why, "wafer_placement": why}
+
+
 def wafer_figures(maps: Any) -> dict[str, Any]:
-    """The five pictures by file stem."""
+    """The five pictures by file stem (fewer for a dense model: see ``left_out``)."""
     capacity = maps.sram_capacity / 1024
-    return {
+    skipped = left_out(maps)
+    figures = {
         "wafer_busy": _heatmap(maps, maps.busy, "PE busy fraction", "fraction of the step computing", "viridis"),
         "wafer_sram": _heatmap(maps, [[v / 1024 for v in row] for row in maps.sram],
                                f"SRAM high-water per PE (capacity {capacity:.0f} KiB)", "KiB", "magma",
                                note=f"capacity {capacity:.0f} KiB"),
-        "wafer_links": _heatmap(maps, [[v / 1e6 for v in row] for row in maps.link],
-                                "Busiest outgoing link per node, dispatch + combine over the step", "MB", "inferno"),
-        "wafer_placement": _placement_figure(maps),
+        "wafer_links": lambda m: _heatmap(m, [[v / 1e6 for v in row] for row in m.link],
+                                          "Busiest outgoing link per node, dispatch + combine over the step", "MB",
+                                          "inferno"),
+        "wafer_placement": _placement_figure,
         "gantt": _gantt_figure(maps),
     }
+    return {stem: (fig(maps) if callable(fig) else fig) for stem, fig in figures.items() if stem not in skipped}
 
 
 def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str = "") -> Any:
@@ -49,7 +62,7 @@ def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str =
     k = maps.block
     im = ax.imshow(arr, origin="upper", cmap=cmap, vmin=low, vmax=high, interpolation="nearest",
                    extent=(0, arr.shape[1] * k, arr.shape[0] * k, 0))
-    hot = hottest_region(maps, data)
+    hot = hottest_region(maps, data) if any(maps.region_experts) else None
     if hot is not None:
         r, (row0, col0, rows, cols) = hot
         ax.add_patch(plt.Rectangle((col0 * k, row0 * k), cols * k, rows * k, fill=False, edgecolor="#00e5ff", lw=1.8))
@@ -113,8 +126,8 @@ def _gantt_figure(maps: Any) -> Any:
               else lane for lane in lanes]
     axes[0].set_yticks(range(len(lanes)), labels, fontsize=8)
     axes[0].invert_yaxis()
-    fig.suptitle(f"Layer {maps.gantt_layer}: its phases, its weights arriving, and the expert regions that waited "
-                 f"longest for theirs\n{maps.title}", fontsize=9)
+    regions = ", and the expert regions that waited longest for theirs" if any(maps.region_experts) else ""
+    fig.suptitle(f"Layer {maps.gantt_layer}: its phases and its weights arriving{regions}\n{maps.title}", fontsize=9)
     names = {"weight_wait": "region waiting for weights", "layer_weights": "layer's weights arriving",
              "expert_weights": "expert weights arriving"}
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, hatch="///" if k == "weight_wait" else None,

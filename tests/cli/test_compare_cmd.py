@@ -1,0 +1,98 @@
+"""``wsesim compare A B`` (wsesim.cli.compare) in-process: two run folders, a --json file, two sweep
+CSVs, and bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wsesim import cli
+
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+        "--set", "training.seq_len=32"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("runs")
+    assert cli.main(["run", *TINY, "--out", str(root / "a")]) == 0
+    assert cli.main(["run", *TINY, "--set", "model.top_k=1", "--out", str(root / "b")]) == 0
+    return root
+
+
+def test_two_run_folders(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli.main(["compare", str(runs / "a"), str(runs / "b"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "runs" and out["config"] == [{"key": "model.top_k", "a": 2, "b": 1}]
+    a = json.loads((runs / "a" / "result.json").read_text(encoding="utf-8"))
+    b = json.loads((runs / "b" / "result.json").read_text(encoding="utf-8"))
+    thr = next(m for m in out["metrics"] if m["metric"] == "throughput_tokens_per_s")
+    assert thr["ratio"] == pytest.approx(b["throughput_tokens_per_s"] / a["throughput_tokens_per_s"])
+    assert thr["ratio"] != pytest.approx(1.0)
+    assert cli.main(["compare", str(runs / "a"), str(runs / "b")]) == 0
+    text = capsys.readouterr().out
+    assert "model.top_k" in text and "B/A" in text and "throughput_tokens_per_s" in text
+
+
+def test_a_json_output_file_against_a_result_json(runs: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli.main(["run", *TINY, "--json"]) == 0
+    saved = tmp_path / "run.json"
+    saved.write_text(capsys.readouterr().out, encoding="utf-8")
+    assert cli.main(["compare", str(runs / "a" / "result.json"), str(saved), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"] == []  # no manifest beside the --json file: nothing to compare
+    assert all(m["ratio"] == pytest.approx(1.0) for m in out["metrics"] if m["ratio"] is not None)
+
+
+def test_two_sweeps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    header = "point,point_key,status,reason,tuned,set:model.experts,throughput_tokens_per_s\n"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "results.csv").write_text(header + "0,k0,ok,,False,8,100\n1,k1,ok,,False,16,50\n")
+    (tmp_path / "b" / "results.csv").write_text(header + "0,x0,ok,,False,16,75\n1,x1,ok,,False,8,300\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b" / "results.csv"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ratios = {r["key"]["set:model.experts"]: r["metrics"][0]["ratio"] for r in out["rows"]}
+    assert ratios == {"8": 3.0, "16": 1.5}
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "3x" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda d: d / "missing", "no such file or folder"),
+    (lambda d: d, "expected a run's folder"),
+    (lambda d: (d / "x.json").write_text("[1]") and d / "x.json", "expected a run's result"),
+    (lambda d: (d / "x.json").write_text("{not json") and d / "x.json", "not JSON"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, runs: Path, capsys: pytest.CaptureFixture[str],
+                                     make, expected: str) -> None:  # type: ignore[no-untyped-def]
+    bad = make(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["compare", str(runs / "a"), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and str(bad) in err
+
+
+def test_a_run_against_a_sweep_is_refused(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "results.csv").write_text("point,status\n0,ok\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(runs / "a"), str(tmp_path / "results.csv")]) == 2
+    assert "expected two runs or two sweeps" in capsys.readouterr().err
+
+
+def test_two_cluster_sweeps_lead_with_cluster_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = "point,status,tuned,set:cluster.systems,systems,throughput_tokens_per_s,cluster_throughput_tokens_per_s\n"
+    b = a.replace("set:cluster.systems,", "set:cluster.systems,set:training.seq_len,")
+    (tmp_path / "a.csv").write_text(a + "0,ok,False,1,1,100,100\n1,ok,False,4,4,90,360\n")
+    (tmp_path / "b.csv").write_text(b + "0,ok,False,1,1024,1,120,120\n1,ok,False,4,1024,4,100,400\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "swept only in B (not matched on): training.seq_len" in out
+    assert "cluster tokens/s A" in out and "360" in out and "400" in out

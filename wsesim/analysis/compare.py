@@ -1,0 +1,135 @@
+"""Two runs or two sweeps side by side: what differs in their configuration, and each metric with its
+ratio (B / A). Pure functions over data already read (the CLI, ``wsesim compare``, reads the files).
+
+* configuration: the manifests' resolved ``hardware``, ``model`` and ``experiment`` as dotted keys
+  (``hardware.pe.sram_bytes``), only those that differ (a key one side lacks is ``None`` there);
+* a run: every numeric field of the two results (``phases`` as ``phase_<name>_cycles``; booleans and the
+  host's wall-clock seconds are no metrics), and the text fields that differ (``hardware``, ``routing``…);
+* two sweeps: rows matched by the swept columns both CSVs have (``set:KEY``, and ``tuned``), or by
+  position when they share none; per matched row the numeric columns, each with its ratio; rows only one
+  side has are listed by their key, and so are swept columns only one side has (not matched on).
+
+A ratio is ``None`` where it has no meaning (a side empty or not a number, A zero).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .results import WALL_CLOCK_FIELDS
+
+CONFIG_PARTS = ("hardware", "model", "experiment")
+_NOT_METRICS = {"point", "point_key", "seed", *WALL_CLOCK_FIELDS}
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as dotted keys -> leaf values (a list is a leaf)."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key in sorted(data, key=str):
+        out.update(flatten(data[key], f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def config_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The resolved-configuration keys whose values differ between two manifests (``[]`` when either
+    has none: nothing to compare)."""
+    if not a or not b:
+        return []
+    fa = flatten({part: a.get(part) for part in CONFIG_PARTS if part in a})
+    fb = flatten({part: b.get(part) for part in CONFIG_PARTS if part in b})
+    return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def number(value: Any) -> float | None:
+    """A metric's value as a float, or ``None`` (a boolean, text, an empty CSV cell, NaN)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    try:
+        out = float(str(value))
+    except ValueError:
+        return None
+    return out if math.isfinite(out) else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """B / A, or ``None`` when either is missing or A is zero."""
+    if a is None or b is None or a == 0:
+        return None
+    return b / a
+
+
+def result_fields(result: dict[str, Any]) -> dict[str, Any]:
+    """A result's fields with ``phases`` flattened to ``phase_<name>_cycles``."""
+    out = {k: v for k, v in result.items() if k != "phases"}
+    for name, cycles in (result.get("phases") or {}).items():
+        out[f"phase_{name}_cycles"] = cycles
+    return out
+
+
+def metric_rows(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each field numeric on either side, in A's order then B's: ``{metric, a, b, ratio}``."""
+    rows = []
+    for key in dict.fromkeys([*a, *b]):
+        if key in _NOT_METRICS or key.startswith("set:"):
+            continue
+        na, nb = number(a.get(key)), number(b.get(key))
+        if na is None and nb is None:
+            continue
+        rows.append({"metric": key, "a": na, "b": nb, "ratio": ratio(na, nb)})
+    return rows
+
+
+def text_diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Fields that are no number on either side and differ (``hardware``, ``model``, ``routing``…)."""
+    keys = [k for k in dict.fromkeys([*a, *b]) if k not in _NOT_METRICS
+            and number(a.get(k)) is None and number(b.get(k)) is None]
+    return [{"field": k, "a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)]
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any], manifest_a: dict[str, Any] | None = None,
+                 manifest_b: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Two results (``RunResult.to_dict()`` as saved) with their manifests, if any."""
+    fa, fb = result_fields(a), result_fields(b)
+    return {"kind": "runs", "config": config_diff(manifest_a, manifest_b), "fields": text_diff(fa, fb),
+            "metrics": metric_rows(fa, fb)}
+
+
+def sweep_match_keys(columns_a: list[str], columns_b: list[str]) -> list[str]:
+    """The columns that identify a point in both sweeps: the ``set:`` columns they share, and ``tuned``."""
+    shared = [c for c in columns_a if c in columns_b and c.startswith("set:")]
+    return [*shared, "tuned"] if shared and "tuned" in columns_a and "tuned" in columns_b else shared
+
+
+def compare_sweeps(columns_a: list[str], rows_a: list[dict[str, Any]], columns_b: list[str],
+                   rows_b: list[dict[str, Any]], manifest_a: dict[str, Any] | None = None,
+                   manifest_b: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Two sweeps' results.csv rows, matched by ``sweep_match_keys`` (by position when there are none)."""
+    keys = sweep_match_keys(columns_a, columns_b)
+
+    def key(row: dict[str, Any], i: int) -> tuple[str, ...]:
+        return tuple(str(row.get(k, "")) for k in keys) if keys else (str(i),)
+
+    by_b: dict[tuple[str, ...], dict[str, Any]] = {}
+    for i, row in enumerate(rows_b):
+        by_b.setdefault(key(row, i), row)
+    matched, only_a, seen = [], [], set()
+    for i, row in enumerate(rows_a):
+        k = key(row, i)
+        other = by_b.get(k)
+        if other is None or k in seen:
+            only_a.append(dict(zip(keys or ["row"], k, strict=True)))
+            continue
+        seen.add(k)
+        matched.append({"key": dict(zip(keys or ["row"], k, strict=True)), "status": [row.get("status"), other.get("status")],
+                        "metrics": metric_rows(row, other)})
+    only_b = [dict(zip(keys or ["row"], k, strict=True)) for k in by_b if k not in seen]
+    swept_a, swept_b = ([c for c in cols if c.startswith("set:")] for cols in (columns_a, columns_b))
+    return {"kind": "sweeps", "config": config_diff(manifest_a, manifest_b), "match_by": keys or ["row"],
+            "swept_only_in_a": [c for c in swept_a if c not in swept_b],
+            "swept_only_in_b": [c for c in swept_b if c not in swept_a],
+            "rows": matched, "only_in_a": only_a, "only_in_b": only_b}

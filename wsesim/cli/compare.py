@@ -1,0 +1,158 @@
+"""``wsesim compare A B``: two runs or two sweeps side by side (wsesim.analysis.compare).
+
+A and B are each a run's ``result.json`` (from ``run --out``), a file of ``run --json`` output, a run's
+output folder (``result.json`` + ``manifest.json``), a sweep's ``results.csv`` or a sweep's folder
+(``results.csv`` + ``manifest.json``). A file's folder's ``manifest.json`` is read when it is of the same
+kind (run or sweep): it gives the resolved configuration whose differences are listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, add_json_argument, format_table, print_json
+
+HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
+
+
+def _fail(message: str, source: str) -> Any:
+    from ..config.errors import ConfigError
+
+    return ConfigError(message, source=source)
+
+
+def _manifest(folder: Path, kind: str) -> dict[str, Any] | None:
+    path = folder / "manifest.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("kind") == kind else None
+
+
+def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
+    """("run", result dict, manifest) or ("sweep", (columns, rows), manifest) from a path as typed."""
+    path = Path(text)
+    if path.is_dir():
+        if (path / "results.csv").is_file():
+            path = path / "results.csv"
+        elif (path / "result.json").is_file():
+            path = path / "result.json"
+        else:
+            raise _fail("expected a run's folder (result.json) or a sweep's (results.csv), found neither", text)
+    elif not path.is_file():
+        raise _fail("no such file or folder", text)
+    if path.suffix == ".csv":
+        from ..experiments.table import read_results_table
+
+        try:
+            columns, rows = read_results_table(path)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise _fail(f"expected a sweep's results.csv, got an unreadable file ({e})", str(path)) from None
+        if "status" not in columns:
+            raise _fail(f"expected a sweep's results.csv (a status column), got the columns {', '.join(columns[:6])}",
+                        str(path))
+        return "sweep", (columns, rows), _manifest(path.parent, "sweep")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise _fail(f"expected a run's result.json or a results.csv, got a file that is not JSON ({e})",
+                    str(path)) from None
+    if not isinstance(data, dict) or "feasible" not in data or "throughput_tokens_per_s" not in data:
+        got = f"a JSON {type(data).__name__}" + (f" with keys {', '.join(list(data)[:5])}" if isinstance(data, dict) else "")
+        raise _fail(f"expected a run's result (wsesim run --out or --json), got {got}", str(path))
+    return "run", data, _manifest(path.parent, "run")
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1e4 or value.is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}x"
+
+
+def _shown(value: Any) -> str:
+    text = "-" if value is None else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
+    """The human view: configuration differences, then the metrics (a sweep's: per matched row)."""
+    out = [f"A: {a}", f"B: {b}", ""]
+    if data["config"]:
+        out += [format_table([(d["key"], _shown(d["a"]), _shown(d["b"])) for d in data["config"]],
+                             ("configuration", "A", "B")), ""]
+    else:
+        out += ["configuration: the same (or no manifest to compare)", ""]
+    if data["kind"] == "runs":
+        if data["fields"]:
+            out += [format_table([(d["field"], _shown(d["a"]), _shown(d["b"])) for d in data["fields"]],
+                                 ("field", "A", "B")), ""]
+        out.append(format_table([(m["metric"], _num(m["a"]), _num(m["b"]), _ratio(m["ratio"]))
+                                 for m in data["metrics"]], ("metric", "A", "B", "B/A")))
+        return "\n".join(out)
+    keys = data["match_by"]
+    for side in ("a", "b"):
+        if data[f"swept_only_in_{side}"]:
+            out.append(f"swept only in {side.upper()} (not matched on): "
+                       + ", ".join(c.removeprefix("set:") for c in data[f"swept_only_in_{side}"]))
+    # a cluster's throughput is the cluster's: the headline is it wherever a row ran on more than one system
+    cluster = any((m["a"] or 0) > 1 or (m["b"] or 0) > 1 for row in data["rows"] for m in row["metrics"]
+                  if m["metric"] == "systems")
+    headline = HEADLINE[1] if cluster else HEADLINE[0]
+    rows = []
+    for row in data["rows"]:
+        by = {m["metric"]: m for m in row["metrics"]}
+        cells: list[str] = [str(row["key"][k]) for k in keys]
+        cells.append("/".join(str(s) for s in row["status"]))
+        for metric in (headline, *HEADLINE[2:]):
+            m = by.get(metric, {"a": None, "b": None, "ratio": None})
+            cells += [_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == headline else [_ratio(m["ratio"])]
+        rows.append(cells)
+    what = "cluster tokens/s" if cluster else "tokens/s"
+    header = [k.removeprefix("set:") for k in keys] + ["status A/B", f"{what} A", f"{what} B", "B/A",
+                                                       "step time B/A", "MFU B/A"]
+    out.append(format_table(rows, header) if rows else "no rows match (see only in A / only in B)")
+    for side in ("a", "b"):
+        missing = data[f"only_in_{side}"]
+        if missing:
+            out.append(f"only in {side.upper()}: " + "; ".join(", ".join(f"{k.removeprefix('set:')}={v}" for k, v in r.items())
+                                                         for r in missing))
+    out.append("(--json has every metric of every row" + (", each system's throughput too)" if cluster else ")"))
+    return "\n".join(out)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ..analysis.compare import compare_runs, compare_sweeps
+
+    kind_a, a, manifest_a = read_side(args.a)
+    kind_b, b, manifest_b = read_side(args.b)
+    if kind_a != kind_b:
+        raise _fail(f"expected two runs or two sweeps, got a {kind_a} ({args.a}) and a {kind_b}", args.b)
+    if kind_a == "run":
+        data = compare_runs(a, b, manifest_a, manifest_b)
+    else:
+        data = compare_sweeps(a[0], a[1], b[0], b[1], manifest_a, manifest_b)
+    if args.json:
+        print_json({"a": args.a, "b": args.b, **data})
+    else:
+        print(format_comparison(data, args.a, args.b))
+    return EXIT_OK
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    p = sub.add_parser("compare", help="two runs or two sweeps side by side: configuration differences and "
+                                       "each metric with its ratio B/A")
+    p.add_argument("a", metavar="A", help="a run's result.json or folder, a run --json file, or a sweep's "
+                                          "results.csv or folder")
+    p.add_argument("b", metavar="B", help="the same kind as A")
+    add_json_argument(p, 'print {"config": [...], "metrics": [...]} (two sweeps: "rows", each with its metrics)')
+    commands["compare"] = _cmd_compare

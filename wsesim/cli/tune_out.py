@@ -1,0 +1,137 @@
+"""``wsesim tune``'s options beyond the (G, B) search: ``--out DIR`` (every candidate in
+``DIR/candidates.csv`` with ``DIR/manifest.json``) and ``--search-systems N,N,...`` (a fixed global batch
+tuned on each count of systems: the best, and the Pareto front of cluster throughput against systems).
+
+``wsesim tune`` itself is registered in ``cli/sweep.py``, which calls ``add_tune_arguments``,
+``tune_systems`` and ``write_candidates`` from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, check_output_folder, format_table, load_from_args, print_json
+
+CANDIDATES = "candidates.csv"
+
+
+def add_tune_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="DIR", help=f"write every candidate to DIR/{CANDIDATES} (the best marked) and "
+                                                "DIR/manifest.json")
+    p.add_argument("--search-systems", metavar="N,N,...",
+                   help="with training.global_batch set: tune it on each number of systems (behind swarmx unless "
+                        "cluster.interconnect is set); print the best and the Pareto front of cluster throughput "
+                        "against systems")
+
+
+def parse_systems(text: str) -> list[int]:
+    from ..config.errors import ConfigError
+
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise ConfigError(f"expected positive whole numbers of systems, comma-separated (1,2,4,8), got {text!r}",
+                          source="--search-systems")
+    return sorted(set(values))
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[Any, dict[str, Any]]],
+                     summary: dict[str, Any]) -> list[Path]:
+    """``DIR/candidates.csv`` and ``DIR/manifest.json`` when ``--out`` was given; their paths."""
+    if not args.out:
+        return []
+    from ..experiments.tune import candidates_table
+    from ..output.files import atomic_write_text, prepare_dir
+    from ..output.manifest import manifest, resolved, write_manifest
+    from .run import given
+
+    out = prepare_dir(args.out)
+    path = out / CANDIDATES
+    atomic_write_text(path, _csv(candidates_table(marked)))
+    data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
+                    **resolved(loaded.spec), files=[CANDIDATES], **summary)
+    return [path, write_manifest(out, data)]
+
+
+def tune_systems(args: argparse.Namespace) -> int:
+    """``wsesim tune --search-systems``: see the module docstring."""
+    from ..config.errors import ConfigError
+    from ..experiments.estimate import check_work
+    from ..experiments.tune import candidates, search_systems, with_systems
+    from .progress import Progress
+
+    loaded = load_from_args(args)
+    systems = parse_systems(args.search_systems)
+    if args.out:
+        check_output_folder(args.out)
+    planned = 0
+    for n in systems:
+        try:
+            spec = with_systems(loaded, n).spec
+        except ConfigError:  # a count the batch does not split over: the search skips it and says why
+            continue
+        mine = candidates(spec)
+        check_work(spec, candidates=mine)  # every candidate is a run, at its own tiles and batch
+        planned += len(mine)
+    with Progress(planned, "tune") as bar:
+        search = search_systems(loaded, systems, progress=lambda r, _: bar.advance(
+            f"N={r.systems} G={r.tiles}: " + (f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)"
+                                              if r.feasible else "does not fit")))
+    best, front = search.best, search.pareto()
+    marked = [(c, {"best": c is best, "pareto": any(c is f for f in front), "best_of_systems": c is t.best})
+              for _, t in search.per_systems for c in t.candidates]
+    summary = {"global_batch": search.global_batch, "search_systems": systems,
+               "best": None if best is None else {"systems": best.systems, "tiles": best.tiles,
+                                                  "micro_batches": best.micro_batches,
+                                                  "cluster_throughput_tokens_per_s": best.cluster_throughput_tokens_per_s},
+               "skipped": [{"systems": n, "why": why} for n, why in search.skipped]}
+    written = write_candidates(args, loaded, marked, summary)
+    if args.json:
+        print_json(search.to_dict())
+        return EXIT_OK
+    one = next((t.best for n, t in search.per_systems if n == 1 and t.best.feasible), None)
+    rows = []
+    for n, t in search.per_systems:
+        r = t.best
+        linear = (f"{100 * r.cluster_throughput_tokens_per_s / (n * one.throughput_tokens_per_s):.1f}"
+                  if one is not None and r.feasible else "-")
+        mark = ("*" if r is best else "") + ("P" if any(r is f for f in front) else "")
+        rows.append((f"{n}{mark}", r.tiles, r.batch_per_tile, r.micro_batches,
+                     f"{r.cluster_throughput_tokens_per_s:,.0f}" if r.feasible else "-",
+                     f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-",
+                     linear, f"{100 * r.scaling_efficiency:.1f}" if r.feasible else "-",
+                     "" if r.feasible else r.infeasible_reason[:70]))
+    print(f"global batch {search.global_batch} on {', '.join(map(str, systems))} systems: each row the best "
+          f"(G, B, micro-batches) on that many systems (* best, P on the Pareto front of cluster throughput "
+          f"against systems)")
+    print(format_table(rows, ("systems", "G", "B", "micro-batches", "cluster tokens/s", "tokens/s per system",
+                              "of N × 1 system %", "tree efficiency %", "note")))
+    for n, why in search.skipped:
+        print(f"{n} systems skipped: {why}")
+    if best is None:
+        print("nothing fits on any number of systems")
+    else:
+        print(f"best: {best.systems} system{'s' if best.systems > 1 else ''}, G={best.tiles} B={best.batch_per_tile} "
+              f"× {best.micro_batches} micro-batch{'es' if best.micro_batches > 1 else ''}: {best.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)")
+        print("Pareto front (systems: cluster tokens/s): "
+              + ", ".join(f"{r.systems}: {r.cluster_throughput_tokens_per_s:,.0f}" for r in front))
+    for path in written:
+        print(f"wrote {path}")
+    sys.stdout.flush()
+    return EXIT_OK
