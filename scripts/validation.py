@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 import yaml
+from _serving_anchors import serving_anchors  # (beside this script)
 
 from wsesim.config.loader import load_experiment, load_hardware
 from wsesim.experiments.runner import run_experiment
@@ -28,8 +29,6 @@ from wsesim.fabric import FlowFabric, PacketFabric, row_multicast, single_messag
 from wsesim.fabric.mesh import Mesh
 from wsesim.kernels import run_kernel
 from wsesim.model.attention_tiling import AttentionTiling
-
-from _serving_anchors import serving_anchors  # noqa: E402 (beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "validation.md"
