@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .machine import Machine
+
+if TYPE_CHECKING:
+    from .linkmap import LinkMap
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,18 @@ class KernelResult:
     communication: float
     flops: float
     sram_bytes: float  # peak per PE
-    links: LinkSummary
+    link_map: LinkMap  # wavelets per directed mesh link, formed when first asked
     machine: Machine
     feasible: bool = True
     reason: str = ""
     notes: tuple[str, ...] = field(default=())
     colours: int = 0  # routable colours the schedule needs at its busiest router
+    routes: int = 0  # routes (paths) the schedule's busiest router holds at once
+
+    @property
+    def links(self) -> LinkSummary:
+        """The link map's busiest link, links used and wavelet-hops."""
+        return self.link_map.summary
 
     @property
     def waiting(self) -> float:
@@ -80,6 +89,7 @@ class KernelResult:
             "critical_path": {"compute": self.compute, "communication": self.communication, "waiting": self.waiting},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
             "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
+            "routes": {"used": self.routes, "available": m.route_paths},
             "feasible": self.feasible, "reason": self.reason,
             "notes": list(self.notes),
         }
