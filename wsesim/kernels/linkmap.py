@@ -21,14 +21,32 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from ..fabric.mesh import EAST, NORTH, SOUTH, WEST
-from .result import LinkSummary
 
 MESH_DIRECTIONS = ("east", "west", "south", "north")
 """The last axis of ``LinkMap.load``: the mesh link directions of ``fabric.mesh`` (EAST … NORTH = 0 … 3)."""
+
+@dataclass(frozen=True)
+class LinkSummary:
+    """Wavelets over the kernel's links, summed over the whole kernel: the busiest directed link, how
+    many links carry anything (N), the wavelet-hops (E), and E / N."""
+
+    max_wavelets: float = 0.0
+    links_used: int = 0
+    wavelet_hops: float = 0.0
+
+    @property
+    def mean_wavelets(self) -> float:
+        return self.wavelet_hops / self.links_used if self.links_used else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_wavelets": self.max_wavelets, "links_used": self.links_used,
+                "wavelet_hops": self.wavelet_hops, "mean_wavelets": self.mean_wavelets}
+
 
 Term = tuple[int, np.ndarray, np.ndarray | None]
 """(direction, rows_w, cols_w): load rows_w[r] · cols_w[c]; or (direction, a rows × cols array, None)."""

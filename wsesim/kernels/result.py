@@ -3,30 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .linkmap import LinkMap, LinkSummary
 from .machine import Machine
 
-if TYPE_CHECKING:
-    from .linkmap import LinkMap
-
-
-@dataclass(frozen=True)
-class LinkSummary:
-    """Wavelets over the kernel's links, summed over the whole kernel: the busiest directed link, how
-    many links carry anything (N), the wavelet-hops (E), and E / N."""
-
-    max_wavelets: float = 0.0
-    links_used: int = 0
-    wavelet_hops: float = 0.0
-
-    @property
-    def mean_wavelets(self) -> float:
-        return self.wavelet_hops / self.links_used if self.links_used else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"max_wavelets": self.max_wavelets, "links_used": self.links_used,
-                "wavelet_hops": self.wavelet_hops, "mean_wavelets": self.mean_wavelets}
+__all__ = ["KernelResult", "LinkSummary", "sram_check"]
 
 
 @dataclass(frozen=True)
