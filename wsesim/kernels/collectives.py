@@ -182,8 +182,8 @@ def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: i
     _check(m, rows, cols, wavelets)
     if algorithm != "transpose":
         raise ConfigError(f"expected one of transpose, got \"{algorithm}\"", path="algorithm")
-    row, row_busy, row_d = row_alltoall_cycles(m, cols, wavelets)
-    col, col_busy, col_d = row_alltoall_cycles(m, rows, wavelets)
+    row, _, row_d = row_alltoall_cycles(m, cols, wavelets)
+    col, _, col_d = row_alltoall_cycles(m, rows, wavelets)
     steps = (1 if cols > 1 else 0) + (1 if rows > 1 else 0)
     links = LinkMap(rows, cols, lambda: [*row_terms(ones(rows), *alltoall_line_loads(cols, -(-wavelets // cols))),
                                          *col_terms(*alltoall_line_loads(rows, -(-wavelets // rows)), ones(cols))])

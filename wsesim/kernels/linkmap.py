@@ -30,6 +30,7 @@ from ..fabric.mesh import EAST, NORTH, SOUTH, WEST
 MESH_DIRECTIONS = ("east", "west", "south", "north")
 """The last axis of ``LinkMap.load``: the mesh link directions of ``fabric.mesh`` (EAST … NORTH = 0 … 3)."""
 
+
 @dataclass(frozen=True)
 class LinkSummary:
     """Wavelets over the kernel's links, summed over the whole kernel: the busiest directed link, how

@@ -1,4 +1,5 @@
-"""What a simulated kernel reports: cycles, the critical path's split, SRAM and link loads, feasibility."""
+"""What a simulated kernel reports: cycles, the critical path's split, SRAM, the link map and its summary,
+colours and routes, feasibility."""
 
 from __future__ import annotations
 
