@@ -1,6 +1,7 @@
 """Benchmark the kernel model (wsesim.kernels): the issue's two speed targets (a GEMM on the full 750 × 994
 WSE-2 grid, a chain reduce over a 750-PE row at PE granularity, each ≤ 2 s) and the other kernels at
-wafer scale, plus the training-step cost function cold and cached.
+wafer scale, the link map (``--png``'s data) on the two target cases, plus the training-step cost
+function cold and cached.
 
     python scripts/bench_kernels.py [--repeat N]
 
@@ -28,6 +29,12 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return best, out
 
 
+def _mapped(r: Any) -> Any:
+    """The run with its link map expanded (every directed link's wavelets) and summarised."""
+    assert r.link_map.load.size and r.links.links_used >= 0
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per case, the best is shown (default 3)")
@@ -52,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
          lambda: run_kernel(hw, "allreduce", 750, 994, dtype="fp32", algorithm="ring", wavelets=1000)),
         ("gemv meshgemv 1 x 32768 x 32768 fp16, 420 x 420",
          lambda: run_kernel(hw, "gemv", 420, 420, algorithm="meshgemv", shape=(1, 32768, 32768))),
+        ("link map: gemm summa 8192^3, 750 x 994, run + map (target <= 2 s)",
+         lambda: _mapped(run_kernel(hw, "gemm", 750, 994, algorithm="summa", shape=(8192, 8192, 8192)))),
+        ("link map: reduce chain, 750-PE row, run + map (target <= 2 s)",
+         lambda: _mapped(run_kernel(hw, "reduce", 1, 750, dtype="fp32", algorithm="chain", wavelets=1))),
+        ("link map: gemm meshgemm 8192^3, 750 x 750, run + map",
+         lambda: _mapped(run_kernel(hw, "gemm", 750, 750, algorithm="meshgemm", shape=(8192, 8192, 8192)))),
     ]
     rows = []
     for name, fn in cases:

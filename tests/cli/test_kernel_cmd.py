@@ -62,3 +62,26 @@ def test_bad_input_is_one_line_naming_the_flag(args: list[str], message: str, ca
     assert cli.main(["kernel", *args, "--hardware", "tiny8"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_png_draws_each_runs_link_map(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One PNG per run of a sweep, named by kind, algorithm, grid, size and dtype; --json says where."""
+    out = tmp_path / "pictures"
+    assert cli.main(["kernel", "allreduce", "--hardware", "tiny8", "--grid", "1x8,4x4", "--algorithm", "ring",
+                     "--wavelets", "4", "--png", str(out)]) == 0
+    printed = capsys.readouterr().out
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["links_allreduce_ring_1x8_b4_fp16.png", "links_allreduce_ring_4x4_b4_fp16.png"]
+    assert all((out / n).read_bytes().startswith(b"\x89PNG") for n in names) and printed.count("wrote ") == 2
+    assert cli.main(["kernel", "gemm", "--hardware", "tiny8", "--grid", "2x2", "--shape", "8x8x8", "--png", str(out),
+                     "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["png"] == str(out / "links_gemm_summa_2x2_8x8x8_fp16.png")
+
+
+def test_a_bad_png_folder_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert cli.main(["kernel", "reduce", "--hardware", "tiny8", "--png", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert "expected a folder for the output, got an existing file" in err and err.count("\n") == 1
+    assert blocker.read_text() == "x"

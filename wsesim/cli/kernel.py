@@ -1,8 +1,9 @@
 """``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §10).
 
 Several values per flag, separated by commas (``--grid 420x420,720x720 --algorithm chain,tree``), make a
-sweep: one row per combination, as a table (or ``{"runs": [...]}`` with ``--json``). Bad input is a
-``ConfigError``: one line naming the flag, exit code 2.
+sweep: one row per combination, as a table (or ``{"runs": [...]}`` with ``--json``). ``--png DIR`` draws
+each run's link map (the busiest outgoing link per PE, and each direction) as a wafer picture. Bad input
+is a ``ConfigError``: one line naming the flag (or the folder), exit code 2.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from typing import Any
 
 from ..config.errors import ConfigError, shown
-from .common import EXIT_OK, format_table, parse_overrides, print_json
+from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, print_json
 
 _SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
 KINDS = ("gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall")
@@ -43,7 +44,7 @@ def parse_grid(text: str) -> tuple[int, int]:
     return grid
 
 
-def _runs(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _runs(args: argparse.Namespace) -> list[Any]:
     from ..config.loader import load_hardware
     from ..kernels import DEFAULT_ALGORITHM, run_kernel
 
@@ -68,7 +69,7 @@ def _runs(args: argparse.Namespace) -> list[dict[str, Any]]:
             if e.source is None and e.path in ("grid", "shape", "dtype", "algorithm", "wavelets"):
                 raise ConfigError(e.message, path=f"--{e.path}") from None
             raise
-        out.append(r.to_dict())
+        out.append(r)
     return out
 
 
@@ -86,7 +87,8 @@ def _human(r: dict[str, Any]) -> str:
         f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of {r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "
         f"{ln['wavelet_hops']:,.0f} wavelet-hops ({ln['mean_wavelets']:,.1f} per link used); "
-        f"colours {r['colours']['used']} of {r['colours']['available']} per router",
+        f"colours {r['colours']['used']} of {r['colours']['available']}, routes {r['routes']['used']} of "
+        f"{r['routes']['available']} per router",
     ]
     lines += [f"note: {n}" for n in r["notes"]]
     if not r["feasible"]:
@@ -103,11 +105,23 @@ def _table(runs: list[dict[str, Any]]) -> str:
 
 
 def _cmd_kernel(args: argparse.Namespace) -> int:
-    runs = _runs(args)
+    if args.png:
+        check_output_folder(args.png)
+    results = _runs(args)
+    written = []
+    if args.png:
+        from ..output.kernel_figures import write_kernel_figures
+
+        written = write_kernel_figures(results, args.png)
+    runs = [r.to_dict() for r in results]
+    for run, path in zip(runs, written, strict=False):
+        run["png"] = str(path)
     if args.json:
         print_json(runs[0] if len(runs) == 1 else {"runs": runs})
     else:
         print(_human(runs[0]) if len(runs) == 1 else _table(runs))
+        for path in written:
+            print(f"wrote {path}")
     sys.stdout.flush()
     return EXIT_OK
 
@@ -127,4 +141,5 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                         "broadcast: multicast; alltoall: transpose")
     p.add_argument("--wavelets", metavar="B[,...]", help="collectives: 32-bit wavelets per PE (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a top-level cycles key)")
+    p.add_argument("--png", metavar="DIR", help="draw each run's link map (wavelets per link) as a wafer picture in DIR")
     commands["kernel"] = _cmd_kernel

@@ -5,9 +5,10 @@ The layer between ``fabric`` and ``sim``: it imports config and fabric only, nev
 """
 
 from .cost import gemm_cycles
+from .linkmap import LinkMap
 from .machine import T_OP, Machine
 from .registry import ALGORITHMS, DEFAULT_ALGORITHM, KINDS, run_kernel
 from .result import KernelResult, LinkSummary
 
-__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "KINDS", "T_OP", "KernelResult", "LinkSummary", "Machine",
+__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "KINDS", "T_OP", "KernelResult", "LinkMap", "LinkSummary", "Machine",
            "gemm_cycles", "run_kernel"]

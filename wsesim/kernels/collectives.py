@@ -8,7 +8,7 @@ folded ring; rows, then columns). Broadcast is one multicast route from PE (0, 0
 wavelet along row 0 and down every column, so the farthest PE, (R − 1) + (C − 1) hops away, holds
 wavelet j at j + 1 + 2·T_R + d·t_h + T_OP. All-to-all is the row transpose: every PE sends a ⌈B/C⌉
 share to every other PE of its row (then, on a 2D grid, of its column), timed as the busiest of its
-ramps and links plus the longest path (the flow fidelity's rule; link loads from wsesim.fabric.flow).
+ramps and links plus the longest path (the flow fidelity's rule). Every kernel's link map: ``linkmap``.
 """
 
 from __future__ import annotations
@@ -17,39 +17,41 @@ import numpy as np
 
 from ..config.errors import ConfigError
 from ..config.specs import HardwareSpec
-from ..fabric.flow import link_loads
-from ..fabric.mesh import EAST, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
-from .lines import TOPOLOGIES, arrivals, grid_topology, reduce_line, ring_allreduce, ring_order, topology
+from ..fabric.mesh import NORTH, WEST
+from .lines import (
+    TOPOLOGIES,
+    Topology,
+    arrivals,
+    grid_topology,
+    reduce_line,
+    ring_allreduce,
+    ring_order,
+    topology,
+)
+from .linkmap import (
+    LinkMap,
+    Term,
+    col_terms,
+    line_loads,
+    multicast_terms,
+    ones,
+    row_terms,
+    tree_messages,
+    unit,
+)
 from .machine import T_OP, Machine
-from .result import KernelResult, LinkSummary
+from .result import KernelResult
 
 REDUCE_ALGORITHMS = tuple(TOPOLOGIES)
 ALLREDUCE_ALGORITHMS = (*TOPOLOGIES, "ring")
-MESH_LINKS = (EAST, WEST, SOUTH, NORTH)
 
 
-def _links(hw: HardwareSpec, rows: int, cols: int, src: np.ndarray, dst: np.ndarray,
-           wavelets: np.ndarray) -> LinkSummary:
-    """Wavelets summed over the mesh links of these (src → dst) streams, node ids of a rows × cols
-    PE mesh, routed row first: the existing flow fidelity's link loads."""
-    if len(src) == 0:
-        return LinkSummary()
-    mesh = Mesh.from_hardware(hw, "pe", (rows, cols))
-    load = link_loads(mesh, src, dst, wavelets.astype(np.float64)).reshape(-1, LINKS_PER_NODE)[:, MESH_LINKS]
-    return LinkSummary(float(load.max()), int(np.count_nonzero(load > 0.5)), float(load.sum()))
-
-
-def _tree_streams(parent: np.ndarray, rows: int, cols: int, b: int) -> tuple[np.ndarray, ...]:
-    """(src, dst, wavelets) of a 2D reduce: every row's tree to column 0, then column 0's tree."""
-    pc, pr = parent
-    r, c = np.divmod(np.arange(rows * cols), cols)
-    row_msgs = c > 0
-    src = np.flatnonzero(row_msgs)
-    dst = r[row_msgs] * cols + pc[c[row_msgs]]
-    col = np.arange(1, rows)
-    src = np.concatenate([src, col * cols]) if rows > 1 else src
-    dst = np.concatenate([dst, pr[col] * cols]) if rows > 1 else dst
-    return src, dst, np.full(len(src), b)
+def tree_terms(row_topo: Topology, col_topo: Topology, rows: int, cols: int, b: float) -> list[Term]:
+    """A 2D reduce's links: every row's tree to column 0 (west), then column 0's tree (north); parents
+    are nearer the root than their children, so nothing goes east or south."""
+    _, west = line_loads(cols, *tree_messages(row_topo[0]), b)
+    _, north = line_loads(rows, *tree_messages(col_topo[0]), b)
+    return [(WEST, ones(rows), west), (NORTH, north, unit(cols))]
 
 
 def _check(m: Machine, rows: int, cols: int, wavelets: int) -> None:
@@ -90,7 +92,7 @@ def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: str,
 
 
 def _result(kind: str, algorithm: str, m: Machine, rows: int, cols: int, wavelets: int, cycles: float,
-            steps: int, hops: int, links: LinkSummary, copies: int, notes: tuple[str, ...] = ()) -> KernelResult:
+            steps: int, hops: int, links: LinkMap, copies: int, notes: tuple[str, ...] = ()) -> KernelResult:
     """A collective's result: compute = T_OP per dependent step, communication = the stream (B) and
     2·T_R + d·t_h per step along the slowest path, waiting = the rest (queues at busy ramps)."""
     need, reason = _sram(m, wavelets, copies)
@@ -103,9 +105,8 @@ def _result(kind: str, algorithm: str, m: Machine, rows: int, cols: int, wavelet
 def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int, algorithm: str) -> KernelResult:
     _check(m, rows, cols, wavelets)
     cycles, _, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
-    src, dst, w = _tree_streams((row_topo[0], col_topo[0]), rows, cols, wavelets)
-    return _result("reduce", algorithm, m, rows, cols, wavelets, cycles, int(depth[0]), int(depth[1]),
-                   _links(hw, rows, cols, src, dst, w), 2)
+    links = LinkMap(rows, cols, lambda: tree_terms(row_topo, col_topo, rows, cols, wavelets))
+    return _result("reduce", algorithm, m, rows, cols, wavelets, cycles, int(depth[0]), int(depth[1]), links, 2)
 
 
 def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
@@ -116,8 +117,7 @@ def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
     d = rows + cols - 2
     cycles = float(m.transfer(wavelets, d)) if rows * cols > 1 else 0.0
     # one route: row 0 east from the root, and every column south from row 0 (the routers copy)
-    links = LinkSummary(float(wavelets), d and (cols - 1) + cols * (rows - 1),
-                        float(wavelets * ((cols - 1) + cols * (rows - 1))))
+    links = LinkMap(rows, cols, lambda: multicast_terms(rows, cols, wavelets))
     return _result("broadcast", algorithm, m, rows, cols, wavelets, cycles, 1 if d else 0, d, links, 1)
 
 
@@ -128,39 +128,41 @@ def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
         col_cycles, col_stages, col_d = ring_allreduce(m, rows, wavelets)
         stages = row_stages + col_stages
         hops = row_stages * row_d + col_stages * col_d
-        src, dst, w = _ring_streams(rows, cols, wavelets)
+        links = LinkMap(rows, cols, lambda: ring_terms(rows, cols, wavelets))
         return _result("allreduce", algorithm, m, rows, cols, wavelets, row_cycles + col_cycles, stages, hops,
-                       _links(hw, rows, cols, src, dst, w), 3)
+                       links, 3)
     if algorithm not in TOPOLOGIES:
         raise ConfigError(f"expected one of {', '.join(ALLREDUCE_ALGORITHMS)}, got \"{algorithm}\"", path="algorithm")
     cycles, root, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
     d = rows + cols - 2
     if d:
         cycles = float(root[-1] + m.step(d))  # the root's last wavelet, multicast to the farthest PE
-    src, dst, w = _tree_streams((row_topo[0], col_topo[0]), rows, cols, wavelets)
-    reduce_links = _links(hw, rows, cols, src, dst, w)
-    bcast = (cols - 1) + cols * (rows - 1)
-    links = LinkSummary(reduce_links.max_wavelets + wavelets, max(reduce_links.links_used, bcast),
-                        reduce_links.wavelet_hops + wavelets * bcast)
+    links = LinkMap(rows, cols, lambda: [*tree_terms(row_topo, col_topo, rows, cols, wavelets),
+                                         *multicast_terms(rows, cols, wavelets)])
     return _result("allreduce", algorithm, m, rows, cols, wavelets, cycles, int(depth[0]) + (1 if d else 0),
                    int(depth[1]) + d, links, 2)
 
 
-def _ring_streams(rows: int, cols: int, b: int) -> tuple[np.ndarray, ...]:
-    """Every ring edge of every row and column, each carrying 2(P − 1) chunks of ⌈B / P⌉."""
-    src, dst, w = [], [], []
-    for n, line, step in ((cols, lambda k, i: k * cols + i, rows), (rows, lambda k, i: i * cols + k, cols)):
-        if n < 2:
-            continue
-        order = ring_order(n)
-        nxt = np.roll(order, -1)
-        for k in range(step):
-            src.append(line(k, order))
-            dst.append(line(k, nxt))
-            w.append(np.full(n, 2 * (n - 1) * -(-b // n)))
-    if not src:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
-    return np.concatenate(src), np.concatenate(dst), np.concatenate(w)
+def ring_line_loads(n: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) loads of a ring allreduce over a line of n PEs: every edge of the folded
+    ring carries 2(n − 1) chunks of ⌈B / n⌉."""
+    if n < 2:
+        return np.zeros(n), np.zeros(n)
+    order = ring_order(n)
+    return line_loads(n, order, np.roll(order, -1), 2 * (n - 1) * -(-b // n))
+
+
+def ring_terms(rows: int, cols: int, b: int) -> list[Term]:
+    """The ring allreduce's links: every row's ring (east, west), then every column's (south, north)."""
+    return [*row_terms(ones(rows), *ring_line_loads(cols, b)), *col_terms(*ring_line_loads(rows, b), ones(cols))]
+
+
+def alltoall_line_loads(n: int, share: int) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) loads of an all-to-all over a line of n PEs, ``share`` wavelets from every PE
+    to every other: the link x → x + 1 carries the (x + 1)(n − 1 − x) shares from PEs 0 … x to PEs
+    x + 1 … n − 1, the link x → x − 1 the x(n − x) from x … n − 1 to 0 … x − 1."""
+    x = np.arange(n, dtype=np.float64)
+    return (x + 1) * (n - 1 - x) * share, x * (n - x) * share
 
 
 def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float, int]:
@@ -171,8 +173,7 @@ def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float
     if n < 2:
         return 0.0, 0.0, 0
     share = -(-wavelets // n)
-    x = np.arange(n - 1)
-    busiest = float(max(((x + 1) * (n - 1 - x)).max(), n - 1) * share)
+    busiest = float(max(alltoall_line_loads(n, share)[0].max(), (n - 1) * share))
     return busiest + m.step(n - 1), busiest, n - 1
 
 
@@ -181,13 +182,10 @@ def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: i
     _check(m, rows, cols, wavelets)
     if algorithm != "transpose":
         raise ConfigError(f"expected one of transpose, got \"{algorithm}\"", path="algorithm")
-    row, row_busy, row_d = row_alltoall_cycles(m, cols, wavelets)
-    col, col_busy, col_d = row_alltoall_cycles(m, rows, wavelets)
+    row, _, row_d = row_alltoall_cycles(m, cols, wavelets)
+    col, _, col_d = row_alltoall_cycles(m, rows, wavelets)
     steps = (1 if cols > 1 else 0) + (1 if rows > 1 else 0)
-    x = np.arange(max(rows, cols))
-    e_row = rows * 2 * float(((x[: cols - 1] + 1) * (cols - 1 - x[: cols - 1])).sum()) * -(-wavelets // cols)
-    e_col = cols * 2 * float(((x[: rows - 1] + 1) * (rows - 1 - x[: rows - 1])).sum()) * -(-wavelets // rows)
-    used = rows * 2 * (cols - 1) + cols * 2 * (rows - 1)
-    links = LinkSummary(max(row_busy, col_busy), used, e_row + e_col)
+    links = LinkMap(rows, cols, lambda: [*row_terms(ones(rows), *alltoall_line_loads(cols, -(-wavelets // cols))),
+                                         *col_terms(*alltoall_line_loads(rows, -(-wavelets // rows)), ones(cols))])
     return _result("alltoall", algorithm, m, rows, cols, wavelets, row + col, steps, row_d + col_d, links, 2,
                    ("time: the busiest ramp or link plus the longest path, per phase (flow rule)",))

@@ -29,9 +29,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..config.errors import ConfigError
+from ..fabric.mesh import EAST, NORTH, SOUTH, WEST
 from .lines import ring_order
+from .linkmap import LinkMap, Term, col_terms, line_loads, ones, row_terms
 from .machine import Machine
-from .result import KernelResult, LinkSummary
+from .result import KernelResult
 
 
 def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
@@ -55,7 +57,7 @@ def _schedule(compute: np.ndarray, comm: np.ndarray, overlap: bool, lead: float 
 
 
 def _result(algorithm: str, m: Machine, rows: int, cols: int, shape: tuple[int, int, int], timing: tuple,
-            sram: float, links: LinkSummary, reason: str, notes: tuple[str, ...]) -> KernelResult:
+            sram: float, links: LinkMap, reason: str, notes: tuple[str, ...]) -> KernelResult:
     cycles, compute, comm = timing
     flops = 2.0 * shape[0] * shape[1] * shape[2]
     return KernelResult("gemm", algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops, sram, links, m,
@@ -88,31 +90,76 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     compute = np.array([m.compute(bm * kb * bn), m.compute(bm * int(width[-1]) * bn)])
     compute = np.where(width == kb, compute[0], compute[1]).astype(np.float64)
     timing = _schedule(compute, comm.astype(np.float64), overlap=True)
-    per_step = m.wavelets(bm * kb) * (cols - 1) * rows + m.wavelets(kb * bn) * (rows - 1) * cols
-    links = LinkSummary(float(steps * (m.wavelets(bm * kb) + m.wavelets(kb * bn))), rows * 2 * (cols - 1)
-                        + cols * 2 * (rows - 1), float(steps * per_step))
+    wa = np.where(width == kb, m.wavelets(bm * kb), m.wavelets(bm * int(width[-1]))) * (cols > 1)
+    wb = np.where(width == kb, m.wavelets(kb * bn), m.wavelets(int(width[-1]) * bn)) * (rows > 1)
+    links = LinkMap(rows, cols, lambda: summa_terms(rows, cols, oc, orow, wa, wb))
     notes = (f"{steps} steps of panel width {kb}, double-buffered",)
     return _result("summa", m, rows, cols, shape, timing, need, links, _sram_reason(m, need), notes)
+
+
+def multicast_loads(n: int, owner: np.ndarray, wavelets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) loads over a line of n PEs of one multicast per step from ``owner[s]`` to
+    both ends, ``wavelets[s]`` each: step s loads the forward links out of owner … n − 2 and the backward
+    links out of 1 … owner (a message to n − 1 and one to 0)."""
+    forward, _ = line_loads(n, owner, np.full(len(owner), n - 1), wavelets)
+    _, backward = line_loads(n, owner, np.zeros(len(owner), dtype=np.int64), wavelets)
+    return forward, backward
+
+
+def summa_terms(rows: int, cols: int, oc: np.ndarray, orow: np.ndarray, wa: np.ndarray, wb: np.ndarray) -> list[Term]:
+    """SUMMA's links: step s's A panel (``wa[s]`` wavelets) from column ``oc[s]`` along every row, its B
+    panel (``wb[s]``) from row ``orow[s]`` down every column."""
+    return [*row_terms(ones(rows), *multicast_loads(cols, oc, wa)),
+            *col_terms(*multicast_loads(rows, orow, wb), ones(cols))]
+
+
+def skew_loads(n: int, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Blocks over each link of the skew, per line: (forward, backward), n × n, [i, x] the blocks over
+    the link out of physical position x of line i (line i's block at logical j goes to (j − i) mod n)."""
+    i, j = np.divmod(np.arange(n * n), n)
+    src, dst = phys[j], phys[(j - i) % n]
+    size = n * (n + 1)
+
+    def line(a: np.ndarray, b: np.ndarray, keep: np.ndarray) -> np.ndarray:  # +1 at a, −1 at b, per line
+        diff = (np.bincount(i[keep] * (n + 1) + a[keep], minlength=size)
+                - np.bincount(i[keep] * (n + 1) + b[keep], minlength=size))
+        return np.cumsum(diff.reshape(n, n + 1), axis=1)[:, :n]
+
+    return line(src, dst, dst > src), line(dst + 1, src + 1, dst < src)
+
+
+def skew_routes(n: int, phys: np.ndarray) -> np.ndarray:
+    """n × n: the skew's paths that touch the router at physical position x of line i (ends included)."""
+    i, j = np.divmod(np.arange(n * n), n)
+    src, dst = phys[j], phys[(j - i) % n]
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    size = n * (n + 1)
+    diff = np.bincount(i * (n + 1) + lo, minlength=size) - np.bincount(i * (n + 1) + hi + 1, minlength=size)
+    return np.cumsum(diff.reshape(n, n + 1), axis=1)[:, :n]
 
 
 def skew_cycles(m: Machine, n: int, wa: int, wb: int, phys: np.ndarray) -> tuple[float, float, int]:
     """(cycles, busiest link or ramp in wavelets, longest path) of the skew on an n × n grid: line i's
     block at logical position j goes to (j − i) mod n, physical positions ``phys``; A along rows and B
     along columns at once (every line of both is the same problem, so one line class per shift i)."""
+    east, west = skew_loads(n, phys)
+    busiest_line = max(east.max(), west.max())
     i, j = np.divmod(np.arange(n * n), n)
     src, dst = phys[j], phys[(j - i) % n]
-    size = n * (n + 1)
-
-    def line_loads(a: np.ndarray, b: np.ndarray, keep: np.ndarray) -> np.ndarray:  # +1 at a, −1 at b, per line
-        diff = (np.bincount(i[keep] * (n + 1) + a[keep], minlength=size)
-                - np.bincount(i[keep] * (n + 1) + b[keep], minlength=size))
-        return np.cumsum(diff.reshape(n, n + 1), axis=1)
-
-    east, west = line_loads(src, dst, dst > src), line_loads(dst, src, dst < src)
-    busiest_line = max(east.max(), west.max())
     busiest = float(max(busiest_line * max(wa, wb), wa + wb))
     hops = int(np.abs(dst - src).max(initial=0))
     return (busiest + m.step(hops) if hops else 0.0), busiest, hops
+
+
+def shifted_terms(n: int, wa: int, wb: int, phys: np.ndarray) -> list[Term]:
+    """Cannon's and MeshGEMM's links: the skew (A along rows, B down columns: line i's loads are row i's
+    and column i's), then n − 1 shifts in which every PE sends its blocks to its ring predecessor."""
+    if n < 2:
+        return []
+    east, west = skew_loads(n, phys)
+    fwd, bwd = line_loads(n, phys, np.roll(phys, 1), n - 1)
+    return [(EAST, wa * east, None), (WEST, wa * west, None), (SOUTH, wb * east.T, None), (NORTH, wb * west.T, None),
+            *row_terms(ones(n), wa * fwd, wa * bwd), *col_terms(wb * fwd, wb * bwd, ones(n))]
 
 
 def _shifted(name: str, phys: Callable[[int], np.ndarray]) -> Callable[[Machine, int, int, tuple[int, int, int]],
@@ -122,7 +169,7 @@ def _shifted(name: str, phys: Callable[[int], np.ndarray]) -> Callable[[Machine,
         n = rows
         if rows != cols:
             reason = f"{name} needs a square grid, got {rows} x {cols}"
-            return _result(name, m, rows, cols, shape, (0.0, 0.0, 0.0), 0.0, LinkSummary(), reason, ())
+            return _result(name, m, rows, cols, shape, (0.0, 0.0, 0.0), 0.0, LinkMap(rows, cols), reason, ())
         wa, wb = m.wavelets(bm * ka), m.wavelets(kb * bn)
         order = phys(n)
         lead, _, _ = skew_cycles(m, n, wa, wb, order)
@@ -134,8 +181,7 @@ def _shifted(name: str, phys: Callable[[int], np.ndarray]) -> Callable[[Machine,
         block = m.elem_bytes * (bm * ka + kb * bn)
         base = m.elem_bytes * bm * bn + 2 * block  # C, the blocks, and a buffer for the next ones
         timing = _schedule(compute, comm, overlap=True, lead=lead)
-        links = LinkSummary(float(n * max(wa, wb)), 2 * n * 2 * (n - 1) if n > 1 else 0,
-                            float(n * n * 2 * (n - 1) * (wa + wb)))
+        links = LinkMap(n, n, lambda: shifted_terms(n, wa, wb, order))
         notes = (f"skew {lead:,.0f} cycles; {n} shifts of at most {d} hops",)
         return _result(name, m, rows, cols, shape, timing, base, links, _sram_reason(m, base), notes)
 

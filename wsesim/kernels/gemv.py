@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ..config.errors import ConfigError
+from ..fabric.mesh import EAST, WEST
 from .lines import reduce_line, topology
+from .linkmap import LinkMap, Term, line_loads, ones, tree_messages
 from .machine import T_OP, Machine
-from .result import KernelResult, LinkSummary, sram_check
+from .result import KernelResult, sram_check
 
 
 def allreduce_line(m: Machine, n: int, wavelets: int, algorithm: str) -> tuple[float, int, int]:
@@ -31,6 +35,14 @@ def allreduce_line(m: Machine, n: int, wavelets: int, algorithm: str) -> tuple[f
         return 0.0, 0, 0
     ready, depth = reduce_line(m, topology(algorithm, n), wavelets)
     return float(ready[0][-1] + m.step(n - 1)), int(depth[0]) + 1, int(depth[1]) + n - 1
+
+
+def gemv_terms(rows: int, cols: int, wavelets: int, tree: str) -> list[Term]:
+    """Every row's allreduce: its ``tree`` to column 0 (west), then the multicast back (east)."""
+    if cols < 2:
+        return []
+    _, west = line_loads(cols, *tree_messages(topology(tree, cols)[0]), wavelets)
+    return [(WEST, ones(rows), west), (EAST, ones(rows), wavelets * (np.arange(cols) < cols - 1))]
 
 
 def _gemv(algorithm: str, tree: str) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
@@ -46,8 +58,7 @@ def _gemv(algorithm: str, tree: str) -> Callable[[Machine, int, int, tuple[int, 
         cycles = compute + reduce
         comm = min(reduce, wav + steps * 2 * m.ramp + hops * m.hop) if reduce else 0.0
         need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
-        per_row = (cols - 1) * wav
-        links = LinkSummary(float(2 * wav), rows * 2 * (cols - 1), float(rows * 2 * per_row))
+        links = LinkMap(rows, cols, lambda: gemv_terms(rows, cols, wav, tree))
         return KernelResult("gemv", algorithm, rows, cols, shape, m.dtype, cycles, compute + steps * T_OP, comm,
                             2.0 * kk * nn, need, links, m, not sram_check(m, need, "the GEMV"),
                             sram_check(m, need, "the GEMV"),

@@ -8,13 +8,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+import numpy as np
+
 from ..config.errors import ConfigError
 from ..config.specs import HardwareSpec
 from . import collectives as coll
 from .gemm import GEMM_ALGORITHMS
 from .gemv import GEMV_ALGORITHMS
+from .lines import ring_order
 from .machine import Machine
 from .result import KernelResult
+from .routes import routes_needed, skew_routes_needed
 
 KINDS = ("gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall")
 ALGORITHMS: dict[str, tuple[str, ...]] = {
@@ -78,7 +82,18 @@ def run_kernel(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str 
     else:
         r = partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
     colours = colours_needed(kind, algorithm, rows, cols)
+    routes = routes_needed(kind, algorithm, rows, cols)
+    r = replace(r, colours=colours, routes=routes)
+    if kind == "gemm" and algorithm != "summa" and rows == cols:
+        skew = skew_routes_needed(rows, np.arange(rows) if algorithm == "cannon" else ring_order(rows))
+        if skew > m.route_paths:
+            r = replace(r, notes=(*r.notes, f"the skew as direct paths would need {skew} routes at its busiest "
+                                  f"router, more than the {m.route_paths} of fabric.route_paths: not counted "
+                                  "(laid out skewed as the operands load, or relayed)"))
     if colours > m.colours and r.feasible:
-        return replace(r, colours=colours, feasible=False, reason=f"needs {colours} routable colours per router, "
+        return replace(r, feasible=False, reason=f"needs {colours} routable colours per router, "
                        f"more than the {m.colours} of {m.name} (fabric.colours)")
-    return replace(r, colours=colours)
+    if routes > m.route_paths and r.feasible:
+        return replace(r, feasible=False, reason=f"needs {routes} routes at its busiest router, more than the "
+                       f"{m.route_paths} of {m.name} (fabric.route_paths)")
+    return r

@@ -1,29 +1,15 @@
-"""What a simulated kernel reports: cycles, the critical path's split, SRAM and link loads, feasibility."""
+"""What a simulated kernel reports: cycles, the critical path's split, SRAM, the link map and its summary,
+colours and routes, feasibility."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from .linkmap import LinkMap, LinkSummary
 from .machine import Machine
 
-
-@dataclass(frozen=True)
-class LinkSummary:
-    """Wavelets over the kernel's links, summed over the whole kernel: the busiest directed link, how
-    many links carry anything (N), the wavelet-hops (E), and E / N."""
-
-    max_wavelets: float = 0.0
-    links_used: int = 0
-    wavelet_hops: float = 0.0
-
-    @property
-    def mean_wavelets(self) -> float:
-        return self.wavelet_hops / self.links_used if self.links_used else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"max_wavelets": self.max_wavelets, "links_used": self.links_used,
-                "wavelet_hops": self.wavelet_hops, "mean_wavelets": self.mean_wavelets}
+__all__ = ["KernelResult", "LinkSummary", "sram_check"]
 
 
 @dataclass(frozen=True)
@@ -44,12 +30,18 @@ class KernelResult:
     communication: float
     flops: float
     sram_bytes: float  # peak per PE
-    links: LinkSummary
+    link_map: LinkMap  # wavelets per directed mesh link, formed when first asked
     machine: Machine
     feasible: bool = True
     reason: str = ""
     notes: tuple[str, ...] = field(default=())
     colours: int = 0  # routable colours the schedule needs at its busiest router
+    routes: int = 0  # routes (paths) the schedule's busiest router holds at once
+
+    @property
+    def links(self) -> LinkSummary:
+        """The link map's busiest link, links used and wavelet-hops."""
+        return self.link_map.summary
 
     @property
     def waiting(self) -> float:
@@ -80,6 +72,7 @@ class KernelResult:
             "critical_path": {"compute": self.compute, "communication": self.communication, "waiting": self.waiting},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
             "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
+            "routes": {"used": self.routes, "available": m.route_paths},
             "feasible": self.feasible, "reason": self.reason,
             "notes": list(self.notes),
         }
