@@ -20,6 +20,8 @@ from .common import (
     check_output_folder,
     format_table,
     load_from_args,
+    parse_grid,
+    parse_overrides,
     print_json,
     say,
 )
@@ -120,7 +122,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}", source="--workers")
-    sweep = load_sweep(args.sweep)
+    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid(args.grid))
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
         check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
@@ -213,7 +215,8 @@ def _manifest(args: argparse.Namespace, sweep: Any, name: str, files: list[Path]
     spec = sweep.spec
     return manifest("sweep", getattr(args, "argv", None), name=name, sweep_file=str(Path(args.sweep).resolve()),
                     sweep={"base": spec.base, "grid": spec.grid, "points": spec.points}, sources=sweep.base.sources,
-                    overrides=[{"point": p.index, **p.overrides} for p in sweep.points], **resolved(sweep.base.spec),
+                    overrides=[{"point": p.index, **p.overrides} for p in sweep.points],
+                    base_overrides=parse_overrides(getattr(args, "set", None)), **resolved(sweep.base.spec),
                     files=[p.name for p in files], resumed=bool(args.resume),
                     workers=None if args.scheduler else args.workers, scheduler=args.scheduler)
 
@@ -374,6 +377,12 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     s.add_argument("--out", metavar="DIR", help="output folder (default out/<sweep name>)")
     s.add_argument("--resume", action="store_true", help="run only the points missing from DIR/results.csv")
     s.add_argument("--plot", action="store_true", help="write the plots when done")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a key of the base experiment, so of every point, e.g. --set "
+                        "simulation.moe_mapping=in_place or --set hardware=wse3 (repeatable)")
+    s.add_argument("--grid", action="append", metavar="KEY=v1,v2",
+                   help="sweep a key over these values too (replaces the file's grid for that key), e.g. "
+                        "--grid hardware=wse2,wse3 (repeatable)")
     commands["sweep"] = _cmd_sweep
 
     p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG and SVG), or a run's wafer pictures")
