@@ -65,6 +65,8 @@ class FigurePlan:
     colour_values: list[str]
     marker_values: list[str]
     panels: list[Panel]
+    metric: str = "throughput_tokens_per_s"  # the column drawn (the cluster's when a row ran on several systems)
+    y_label: str = "throughput (thousand tokens/s)"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,9 +85,27 @@ def short(key: str) -> str:
     return key.split(".", 1)[1] if "." in key else key
 
 
+NOT_SET = "not set"
+_RESOLVED = ("training.global_batch", "training.batch_per_tile", "training.micro_batches")
+"""Swept keys whose result column is what a run resolved (``global_batch`` = systems · N · G · B when
+unset), not what the point set: a point that leaves one unset has the value ``NOT_SET``, never the number
+it resolved to, so the points that leave it to each run stay one series."""
+
+
 def value(row: dict[str, str], key: str) -> str:
-    """A row's value of a swept key: as the sweep set it, else the result column of that name (the base's)."""
+    """A row's value of a swept key: as the sweep set it, else the result column of that name (the base's),
+    or ``NOT_SET`` for a key whose result column a run resolves (``_RESOLVED``)."""
+    if key in _RESOLVED:
+        return row.get(f"set:{key}") or NOT_SET
     return row.get(f"set:{key}") or row.get(key.rsplit(".", 1)[-1], "") or ""
+
+
+def metric(rows: list[dict[str, str]]) -> tuple[str, str]:
+    """The column a throughput figure draws and its axis label: the cluster's throughput when any row ran
+    on more than one system (each system's share would hide what N systems give), else the one system's."""
+    if any((r.get("systems") or "1").isdigit() and int(r.get("systems") or 1) > 1 for r in rows):
+        return "cluster_throughput_tokens_per_s", "cluster throughput (thousand tokens/s)"
+    return "throughput_tokens_per_s", "throughput (thousand tokens/s)"
 
 
 def number(text: str) -> float | None:
@@ -119,6 +139,8 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
 
 
 def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
+    if v == NOT_SET and key == "training.global_batch":
+        return "global_batch not set (each system its own batch)"
     if key == TILES:
         if row is not None:  # a run: the G and B it ran with
             return f"{'tuned: ' if v == TUNED else ''}G={row.get('tiles', '?')}, B={row.get('batch_per_tile', '?')}"
@@ -191,6 +213,7 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     markers = _values(all_rows, marker) if marker else [""]  # the value with the most rows gets the plain line
     markers.sort(key=lambda v: -sum(value(r, marker) == v for r in all_rows) if marker else 0)
     facets = _values(rows, facet) if facet else [""]
+    column, y_label = metric(all_rows)
     panels = []
     for f in facets:
         in_panel = [r for r in rows if not facet or value(r, facet) == f]
@@ -205,7 +228,7 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
             ok = row.get("status") == "ok"
             series[(c, m)].points.append({
                 "x": value(row, x), "x_index": x_values.index(value(row, x)),
-                "y": float(row["throughput_tokens_per_s"]) if ok else None, "status": row.get("status", ""),
+                "y": float(row[column]) if ok else None, "status": row.get("status", ""),
                 "point": int(row["point"]) if str(row.get("point", "")).isdigit() else row.get("point"), "row": row})
         for s in series.values():
             s.points.sort(key=lambda p: p["x_index"])
@@ -217,8 +240,9 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     stem = "throughput_vs_" + _slug(short(x))
     if fixed:
         stem += "-" + "-".join(f"{_slug(short(k))}={_slug(v)}" for k, v in fixed.items())
-    return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"Throughput vs {short(x)}", constant),
-                      constant, roles, colours, markers, panels)
+    what = "Cluster throughput" if column.startswith("cluster") else "Throughput"
+    return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"{what} vs {short(x)}", constant),
+                      constant, roles, colours, markers, panels, column, y_label)
 
 
 def _speedups(panel: Panel, g1: int, tuned: int) -> list[dict[str, Any]]:

@@ -44,9 +44,15 @@ def format_result(r: Any) -> str:
     ]
     if r.experts:
         rows.append(("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"))
-    if r.systems > 1:
-        rows[1:1] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s "
-                                            f"({r.systems} systems, scaling efficiency {100 * r.scaling_efficiency:.2f} %)")]
+    if r.systems > 1:  # which figures are the cluster's and which each system's, said on each line
+        rows[0] = ("throughput per system", rows[0][1])
+        rows[2] = ("tokens per step per system", rows[2][1])
+        rows[3] = ("MFU per system", rows[3][1])
+        rows[4] = ("I/O in / out per system", rows[4][1])
+        rows[0:0] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s ({r.systems} systems)"),
+                     ("cluster tokens per step", f"{r.systems * r.tokens_per_step:,}"),
+                     ("scaling efficiency", f"{100 * r.scaling_efficiency:.1f} % of {r.systems} × one system alone "
+                                            f"(the reduce tree alone: {100 * r.tree_efficiency:.2f} %)")]
     phase_rows = [(name, f"{cycles:,.0f}", f"{100 * cycles / r.step_cycles:.1f} %")
                   for name, cycles in r.phases.items() if cycles > 0]
     return "\n".join([head, format_table(rows, ("", "")).split("\n", 2)[2],

@@ -88,6 +88,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
     """One line per configuration (overrides other than training.tiles): G=1 and tuned side by side."""
     varying = [k for k in keys if k != "training.tiles"]
+    clusters = any(int(r.get("systems") or 1) > 1 for r in rows)  # then both, labelled
     groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
     values: dict[tuple[str, ...], tuple[Any, ...]] = {}  # grouped by text: a value may be a mapping (an inline interconnect)
     for row in rows:
@@ -104,10 +105,13 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
             speedup = ""
             if kind == "tuned" and base and float(base.get("throughput_tokens_per_s") or 0) > 0 and thr > 0:
                 speedup = f"{thr / float(base['throughput_tokens_per_s']):.2f}x"
+            cluster = float(row.get("cluster_throughput_tokens_per_s") or 0)
             out.append((*values[config], kind, row.get("tiles", ""), row.get("batch_per_tile", ""),
+                        *([f"{cluster:,.0f}" if cluster else "-"] if clusters else []),
                         f"{thr:,.0f}" if thr else "-", speedup, row.get("status", ""),
                         (row.get("reason") or "")[:60]))
-    return out, [*varying, "run", "G", "B", "tokens/s", "speedup", "status", "reason"]
+    tokens = ["cluster tokens/s", "tokens/s per system"] if clusters else ["tokens/s"]
+    return out, [*varying, "run", "G", "B", *tokens, "speedup", "status", "reason"]
 
 
 RESULTS, OWNER = "results.csv", "sweep.json"
@@ -189,8 +193,12 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
             def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 results.write(csv_line(row, columns))
                 settings = ", ".join(f"{k}={row.get(f'set:{k}')}" for k in keys)
+                cluster = int(row.get("systems") or 1) > 1
                 figure = (f"{float(row['throughput_tokens_per_s']):,.0f} tokens/s (G={row.get('tiles')}, "
                           f"B={row.get('batch_per_tile')})" if row["status"] == "ok" else row["reason"][:80])
+                if cluster and row["status"] == "ok":  # a cluster's own figure first, each system's labelled
+                    figure = (f"cluster {float(row['cluster_throughput_tokens_per_s']):,.0f} tokens/s on "
+                              f"{row['systems']} systems, per system " + figure)
                 progress(f"[{len(rows):>{len(str(total))}}/{total}] {settings}: {row['status']} {figure}\n")
 
             rows = run_sweep(sweep, done=done, workers=args.workers, scheduler=client, on_row=on_row)

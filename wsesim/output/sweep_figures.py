@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..analysis.figures import FigurePlan, PhasesPlan
+from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan
 from .mpl import PolyCollection, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
@@ -87,7 +87,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
             bottom.set_ylim(0, top_s)
             _side_labels(bottom, side, 0.09 * top_s)
             bottom.grid(alpha=0.3, axis="y")
-    axes[0][0].set_ylabel("throughput (thousand tokens/s)")
+    axes[0][0].set_ylabel(plan.y_label)
     if speed:
         axes[1][0].set_ylabel("speedup\n(tuned / G=1)")
     step = -(-len(plan.x_values) // MAX_TICKS)  # every value up to MAX_TICKS, else every step-th
@@ -138,6 +138,8 @@ def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, 
 
 
 def _legend_label(key: str | None, v: str) -> str:
+    if key == "training.global_batch" and v == NOT_SET:
+        return "global_batch not set (each system its own batch)"
     if key == "training.tiles":
         return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
     return f"{(key or '').split('.')[-1]} {v}"
