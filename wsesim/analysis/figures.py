@@ -93,11 +93,42 @@ it resolved to, so the points that leave it to each run stay one series."""
 
 
 def value(row: dict[str, str], key: str) -> str:
-    """A row's value of a swept key: as the sweep set it, else the result column of that name (the base's),
-    or ``NOT_SET`` for a key whose result column a run resolves (``_RESOLVED``)."""
+    """A row's value of a swept key: as the sweep set it, else the base's (``with_base_values``, else the
+    result column of that name), or ``NOT_SET`` for a key whose result column a run resolves (``_RESOLVED``)."""
     if key in _RESOLVED:
         return row.get(f"set:{key}") or NOT_SET
-    return row.get(f"set:{key}") or row.get(key.rsplit(".", 1)[-1], "") or ""
+    return row.get(f"set:{key}") or row.get(f"base:{key}") or row.get(key.rsplit(".", 1)[-1], "") or ""
+
+
+_UNIT_COLUMNS = (("_bits_per_s", 1 / 8, "B/s"), ("_bytes_per_s", 1.0, "B/s"), ("_bytes", 1.0, "B"), ("_hz", 1.0, "Hz"))
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def with_base_values(header: list[str], rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows, each that leaves a swept quantity to the base experiment (a sweep of ``points``, one key
+    each) given ``base:KEY``: the value its unit-named column holds (``io_bandwidth_bits_per_s``), written
+    as a point that set the same value wrote it (``1.2 Tbit/s``), else in the key's unit. So the base's
+    value is one more point on the key's axis, not a series of its own with an empty label."""
+    out = []
+    for row in rows:
+        extra = {}
+        for key in swept_keys(header):
+            if row.get(f"set:{key}") or key in _RESOLVED or key.rsplit(".", 1)[-1] in row:
+                continue
+            stem = "_".join(key.split(".")[1:]) or key
+            found = next(((n * f, u) for s, f, u in _UNIT_COLUMNS if (n := _float(row.get(stem + s))) is not None), None)
+            if found is None:
+                continue
+            same = [r[f"set:{key}"] for r in rows if r.get(f"set:{key}") and number(r[f"set:{key}"]) == found[0]]
+            extra[f"base:{key}"] = same[0] if same else f"{found[0]:g} {found[1]}"
+        out.append({**row, **extra} if extra else row)
+    return out
 
 
 def metric(rows: list[dict[str, str]]) -> tuple[str, str]:
@@ -187,6 +218,7 @@ def _roles(x: str, varying: list[str], counts: dict[str, int], keys: list[str]) 
 def plan_figures(header: list[str], rows: list[dict[str, str]]) -> list[FigurePlan]:
     """Every throughput figure of a results CSV (see the module docstring); [] when no key but G varies."""
     keys = swept_keys(header)
+    rows = with_base_values(header, rows)
     counts = {k: len(_values(rows, k)) for k in keys}
     varying = [k for k in keys if counts[k] > 1]
     views = [k for k in varying if k != TILES and all(number(v) is not None for v in _values(rows, k))]
@@ -281,6 +313,7 @@ def plan_phases(header: list[str], rows: list[dict[str, str]]) -> PhasesPlan:
     """Where each run's step goes per token (µs), one bar per row in CSV order; each bar is labelled with
     the swept keys that vary (the title holds the rest)."""
     keys = swept_keys(header)
+    rows = with_base_values(header, rows)
     varying = [k for k in keys if len(_values(rows, k)) > 1]
     bars, shares = [], []
     for row in rows:
