@@ -95,7 +95,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_files(args.png, [*WAFER_PICTURES, "manifest.json"])
     out = prepare_dir(args.out) if args.out else None
     png = prepare_dir(args.png) if args.png else None
-    run = simulate_experiment(loaded.spec)
+    from .progress import Progress
+
+    s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
+    with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
+                        + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
+        run = simulate_experiment(s)
     result, written = run.result, []
     if out is not None:  # without the host's wall-clock time: the same inputs, the same bytes
         atomic_write_text(out / "result.json", json.dumps({k: v for k, v in result.to_dict().items()

@@ -70,7 +70,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if advice is not None:
         print(f"nothing fits: {advice[0]}. To make it fit, try:")
         for override, why in advice[1]:
-            print(f"  --set {override}   ({why})" if "=" in override else f"  {override}   ({why})")
+            print(f"  --set {shell_word(override)}   ({why})" if "=" in override else f"  {override}   ({why})")
         print("\n".join(f"wrote {path}" for path in written))
         return EXIT_OK
     print(format_result(result.best))
@@ -80,6 +80,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK
+
+
+def shell_word(override: str) -> str:
+    """``KEY=VALUE`` as it pastes into a shell: the value quoted when it needs it (``hardware.pe.sram='64 KiB'``)."""
+    import shlex
+
+    key, _, value = override.partition("=")
+    return f"{key}={shlex.quote(value)}"
 
 
 # ------------------------------------------------------------------------------------------------ sweep
