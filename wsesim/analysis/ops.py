@@ -27,7 +27,7 @@ OP_WHERE: dict[str, Where] = {
     Phase.WEIGHTED_SUM: Where.WAFER, Phase.LM_HEAD: Where.WAFER, Phase.DISPATCH: Where.FABRIC,
     Phase.COMBINE: Where.FABRIC, Phase.EXPERTS: Where.REGIONS, Phase.WEIGHT_STALL: Where.LINK_IN,
     Phase.GRADIENT_STALL: Where.LINK_OUT, Phase.GRADIENT_DRAIN: Where.LINK_OUT,
-    Phase.REDUCE_DRAIN: Where.BETWEEN_WAFERS,
+    Phase.REDUCE_DRAIN: Where.BETWEEN_WAFERS, Phase.OPTIMIZER_STEP: Where.MEMORYX,
 }
 """Where each span of the step's timeline ran (an expert op runs on the regions); a test checks that
 every ``Phase`` has a place."""

@@ -84,14 +84,15 @@ def add_json_argument(p: argparse.ArgumentParser, what: str = "print the result 
     p.add_argument("--json", action="store_true", help=what)
 
 
-def add_experiment_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments every command that takes one experiment shares."""
-    p.add_argument("experiment", nargs="?", metavar="EXPERIMENT.yaml",
-                   help="an experiment file (default: the shipped Qwen3-30B-A3B on WSE-2 example)")
+def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIMENT.yaml",
+                             what: str = "an experiment file (default: the shipped Qwen3-30B-A3B on WSE-2 example)",
+                             example: str = "--set model.experts=64 --set hardware.pe.sram='96 KiB'") -> None:
+    """The arguments every command that takes one experiment shares (training's, or ``metavar`` and
+    ``what`` of another kind of experiment, with an ``example`` of ``--set``)."""
+    p.add_argument("experiment", nargs="?", metavar=metavar, help=what)
     p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
     p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any key, e.g. --set model.experts=64 --set hardware.pe.sram='96 KiB' (repeatable)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help=f"override any key, e.g. {example} (repeatable)")
 
 
 def load_from_args(args: argparse.Namespace) -> Any:

@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, add_json_argument, check_output_folder, format_table, parse_overrides
+from .common import (
+    EXIT_OK,
+    add_experiment_arguments,
+    add_json_argument,
+    check_output_folder,
+    format_table,
+    parse_overrides,
+)
 
 
 def format_serving(r: Any) -> str:
@@ -174,12 +181,9 @@ def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("infer", help="serve a model: time to first token, tokens/s per request, the bottleneck")
-    p.add_argument("experiment", nargs="?", metavar="INFERENCE.yaml",
-                   help="a kind: inference file (default: the shipped LLaMA3-8B on WSE-2 example)")
-    p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
-    p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any key, e.g. --set inference.grid=420x420 --set inference.batch=8 (repeatable)")
+    add_experiment_arguments(p, "INFERENCE.yaml",
+                             "a kind: inference file (default: the shipped LLaMA3-8B on WSE-2 example)",
+                             "--set inference.grid=420x420 --set inference.batch=8")
     p.add_argument("--search", action="store_true",
                    help="try every square grid and keep the fastest mapping that fits (like tune)")
     p.add_argument("--engine", choices=("fast", "reference"), default="fast",

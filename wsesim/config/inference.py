@@ -14,15 +14,7 @@ from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count
-from .loader import (
-    Loaded,
-    _load_ref,
-    apply_overrides,
-    read_yaml,
-    register_kind,
-    resolve_experiment,
-    shipped_file,
-)
+from .loader import Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
 from .specs import HardwareSpec, ModelSpec
 from .validation import validate
 
@@ -106,22 +98,12 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
     if data.get("kind") != "inference":
         raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
     overrides = dict(overrides or {})
-    base, resolved = resolved, apply_overrides(resolved, overrides)
-    base = _interconnect(base, base_dir, source)
-    resolved = _interconnect(resolved, base_dir, "--set" if "inference.interconnect" in overrides else source)
+    base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
+                                                     overrides=overrides, given=given)
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     return Loaded(spec, resolved, source, sources)
-
-
-def _interconnect(data: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
-    inference = data.get("inference")
-    if not isinstance(inference, dict) or isinstance(inference.get("interconnect", {}), dict):
-        return data
-    raw = _load_ref("interconnect", inference["interconnect"], base_dir, source, "inference.interconnect")
-    return {**data, "inference": {**inference, "interconnect": {k: v for k, v in raw.data.items() if k != "kind"}}}
 
 
 def default_inference_path() -> Path:

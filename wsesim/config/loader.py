@@ -217,11 +217,8 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
     named = {k: overrides.pop(k) for k in REFERENCE_KEYS if k in overrides and not isinstance(overrides[k], dict)}
     if named:
         data = {**data, **named}
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
-    base, resolved = resolved, apply_overrides(resolved, overrides)
-    # cluster.interconnect may be a reference too, and an override may set it: resolved after them
-    base = _resolve_interconnect(base, base_dir, source)
-    resolved = _resolve_interconnect(resolved, base_dir, "--set" if "cluster.interconnect" in overrides else source)
+    base, resolved, sources = resolve_with_overrides(data, "cluster", source=source, base_dir=base_dir,
+                                                     overrides=overrides, given=given)
     try:
         spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                         baseline=base if overrides else None)
@@ -242,14 +239,29 @@ def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[
                        "(or a smaller block:N)", source=given["hardware"], path="simulation.granularity")
 
 
-def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
-    """``data`` with a ``cluster.interconnect`` preset name or path inlined (a mapping stays as it is)."""
-    cluster = data.get("cluster")
-    if not isinstance(cluster, dict) or isinstance(cluster.get("interconnect", {}), dict):
+def resolve_with_overrides(data: dict[str, Any], section: str, *, source: str, base_dir: Path | None,
+                           overrides: dict[str, Any], given: Mapping[str, str] | None = None
+                           ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(base, resolved, sources) of a raw experiment-like mapping: its hardware and model inlined, the
+    overrides applied, and ``<section>.interconnect`` (``cluster`` for training, ``inference`` for
+    serving) inlined after them, since it may be a reference and an override may set it."""
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
+    base, resolved = resolved, apply_overrides(resolved, overrides)
+    key = f"{section}.interconnect"
+    base = _resolve_interconnect(base, base_dir, source, section)
+    resolved = _resolve_interconnect(resolved, base_dir, "--set" if key in overrides else source, section)
+    return base, resolved, sources
+
+
+def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: str,
+                          section: str = "cluster") -> dict[str, Any]:
+    """``data`` with a ``<section>.interconnect`` preset name or path inlined (a mapping stays as it is)."""
+    part = data.get(section)
+    if not isinstance(part, dict) or isinstance(part.get("interconnect", {}), dict):
         return data
-    raw = _load_ref("interconnect", cluster["interconnect"], base_dir, source, "cluster.interconnect")
+    raw = _load_ref("interconnect", part["interconnect"], base_dir, source, f"{section}.interconnect")
     inlined = {k: v for k, v in raw.data.items() if k != "kind"}
-    return {**data, "cluster": {**cluster, "interconnect": inlined}}
+    return {**data, section: {**part, "interconnect": inlined}}
 
 
 def load_experiment(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
