@@ -200,7 +200,8 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
         with LineAppender(csv_path) as results:
             def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 results.write(csv_line(row, columns))
-                settings = ", ".join(f"{k}={row.get(f'set:{k}')}" for k in keys)
+                settings = ", ".join(f"{k}={row.get(f'set:{k}')}" if row.get(f"set:{k}") not in (None, "")
+                                     else f"{k} not set" for k in keys)
                 cluster = int(row.get("systems") or 1) > 1
                 figure = (f"{float(row['throughput_tokens_per_s']):,.0f} tokens/s (G={row.get('tiles')}, "
                           f"B={row.get('batch_per_tile')})" if row["status"] == "ok" else row["reason"][:80])
