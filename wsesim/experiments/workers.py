@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from typing import Any
 
 from ..config.errors import ConfigError
@@ -133,16 +134,19 @@ def _worker_start(parent: int) -> None:
 
 
 def _terminate(pool: Any) -> None:
-    """Stop a loky ProcessPoolExecutor now: cancel what has not started, terminate its workers, reap them."""
+    """Stop a loky ProcessPoolExecutor now: terminate its workers, let the pool go (what had not started is
+    never run), reap them. Signals are sent here by pid: loky's own kill path calls a ``Popen.kill`` its
+    process class lacks when it cannot list a worker's children, and that once failed a SIGTERM'd sweep."""
     procs = list((getattr(pool, "_processes", None) or {}).values())  # no public API for them
     for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    pool.shutdown(wait=False, kill_workers=True)
+        with suppress(OSError):
+            os.kill(proc.pid, signal.SIGTERM)
+    pool.shutdown(wait=False)
     for proc in procs:
         proc.join(timeout=5)
         if proc.is_alive():
-            proc.kill()
+            with suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
             proc.join(timeout=5)
 
 
