@@ -487,7 +487,7 @@ not in the micro-batching (docs/model.md §2.4 says what the "lanes" are known t
 ## Reading the cluster rows
 
 The GPT-J run at a global batch of 120 on two CS-2s is met within 0.4 %: each system runs 5 micro-batches
-of 12, and the tree costs it nothing measurable (scaling efficiency 1.000: its latency is microseconds on a
+of 12, and the tree costs it nothing measurable (tree efficiency 1.000: its latency is microseconds on a
 2.8 s step, and a CS-2's link is the tree's slowest port either way).
 
 Sandia and Cerebras trained a trillion-parameter model on one CS-3 with 55 TB of MemoryX, and on 16 CS-3s,

@@ -73,3 +73,30 @@ def test_tune_of_what_does_not_fit_says_so_and_suggests_what_to_change(capsys: p
     seq_len = int(fits[0].split("=")[1])  # the suggestion is right: that length fits
     assert cli.main(["tune", *TINY, "--set", f"training.seq_len={seq_len}", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] is not None
+
+
+def test_tune_advice_pastes_into_a_shell(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set hardware.pe.sram=64 KiB`` was printed bare: pasted, the shell split it at the space."""
+    import shlex
+
+    assert cli.main(["tune", *TINY, "--set", "training.seq_len=100000"]) == 0
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("--set ")]
+    sram = [line for line in lines if "hardware.pe.sram=" in line]
+    assert sram and all(" " in line.split("   (")[0].split("=", 1)[1] for line in sram)  # the value has a space
+    for line in lines:
+        words = shlex.split(line.split("   (")[0])
+        assert len(words) == 2 and words[0] == "--set" and "=" in words[1]  # one word each, as the shell reads it
+
+
+def test_run_shows_the_time_so_far_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", *TINY, "--set", "training.seq_len=32"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().err == ""  # captured, not a terminal: quiet
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert cli.main(args) == 0
+    assert "run: tiny-moe on tiny8, one training step" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[2K")
+    monkeypatch.setattr(sys, "stderr", None)  # started with stderr closed: no progress, no crash
+    assert cli.main(args) == 0
+    assert "tokens/s" in capsys.readouterr().out

@@ -96,3 +96,49 @@ def test_the_readme_python_api_uses_what_wsesim_exports() -> None:
     with pytest.raises(ConfigError) as info:
         wsesim.load_experiment(overrides={"model.experts": 8, "model.top_k": 9})
     assert str(info.value) == quoted
+
+
+TINY_BTA = """kind: sweep
+name: bta-paper
+base: experiment.yaml
+points:
+  - {model.experts: 8, model.top_k: 8}
+  - {model.experts: 16, model.top_k: 8}
+grid:
+  training.tiles: [1]
+"""
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_the_readme_python_api_runs_as_written(tmp_path: Path, how: str) -> None:
+    """Issue 20: the README's block, pasted into a script (no ``if __name__`` guard) or into ``python -``,
+    once crashed in run_sweep(..., workers=2): spawned workers re-ran the caller's top level (or looked for
+    a file named "<stdin>") and the pool broke. The block runs unchanged here, in a folder where the
+    BTA sweep is a two-point one (the real one takes a minute) and the Quickstart's sweep has been run."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Python API", 1)[1].split("\n### ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert "workers=2" in block
+    folder = tmp_path / "workloads" / "qwen3-30b-a3b"
+    folder.mkdir(parents=True)
+    shutil.copy(root / "workloads" / "qwen3-30b-a3b" / "experiment.yaml", folder)
+    (folder / "bta-paper.yaml").write_text(TINY_BTA, encoding="utf-8")
+    sweep = subprocess.run([sys.executable, "-m", "wsesim", "sweep", "workloads/qwen3-30b-a3b/bta-paper.yaml",
+                            "--workers", "1"], cwd=tmp_path, capture_output=True, text=True)
+    assert sweep.returncode == 0, sweep.stderr
+    assert (tmp_path / "out" / "bta-paper" / "results.csv").is_file()
+    if how == "file":
+        (tmp_path / "snippet.py").write_text(block, encoding="utf-8")
+        r = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True, text=True)
+    else:
+        r = subprocess.run([sys.executable, "-"], input=block, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "BrokenProcessPool" not in r.stderr and "Traceback" not in r.stderr
+    [g1] = [line.split() for line in r.stdout.splitlines() if line.startswith("False")]  # the groupby's row
+    assert float(g1[1]) > 0  # the best G=1 throughput of the two points

@@ -65,6 +65,8 @@ class FigurePlan:
     colour_values: list[str]
     marker_values: list[str]
     panels: list[Panel]
+    metric: str = "throughput_tokens_per_s"  # the column drawn (the cluster's when a row ran on several systems)
+    y_label: str = "throughput (thousand tokens/s)"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,9 +85,58 @@ def short(key: str) -> str:
     return key.split(".", 1)[1] if "." in key else key
 
 
+NOT_SET = "not set"
+_RESOLVED = ("training.global_batch", "training.batch_per_tile", "training.micro_batches")
+"""Swept keys whose result column is what a run resolved (``global_batch`` = systems · N · G · B when
+unset), not what the point set: a point that leaves one unset has the value ``NOT_SET``, never the number
+it resolved to, so the points that leave it to each run stay one series."""
+
+
 def value(row: dict[str, str], key: str) -> str:
-    """A row's value of a swept key: as the sweep set it, else the result column of that name (the base's)."""
-    return row.get(f"set:{key}") or row.get(key.rsplit(".", 1)[-1], "") or ""
+    """A row's value of a swept key: as the sweep set it, else the base's (``with_base_values``, else the
+    result column of that name), or ``NOT_SET`` for a key whose result column a run resolves (``_RESOLVED``)."""
+    if key in _RESOLVED:
+        return row.get(f"set:{key}") or NOT_SET
+    return row.get(f"set:{key}") or row.get(f"base:{key}") or row.get(key.rsplit(".", 1)[-1], "") or ""
+
+
+_UNIT_COLUMNS = (("_bits_per_s", 1 / 8, "B/s"), ("_bytes_per_s", 1.0, "B/s"), ("_bytes", 1.0, "B"), ("_hz", 1.0, "Hz"))
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def with_base_values(header: list[str], rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows, each that leaves a swept quantity to the base experiment (a sweep of ``points``, one key
+    each) given ``base:KEY``: the value its unit-named column holds (``io_bandwidth_bits_per_s``), written
+    as a point that set the same value wrote it (``1.2 Tbit/s``), else in the key's unit. So the base's
+    value is one more point on the key's axis, not a series of its own with an empty label."""
+    out = []
+    for row in rows:
+        extra = {}
+        for key in swept_keys(header):
+            if row.get(f"set:{key}") or key in _RESOLVED or key.rsplit(".", 1)[-1] in row:
+                continue
+            stem = "_".join(key.split(".")[1:]) or key
+            found = next(((n * f, u) for s, f, u in _UNIT_COLUMNS if (n := _float(row.get(stem + s))) is not None), None)
+            if found is None:
+                continue
+            same = [r[f"set:{key}"] for r in rows if r.get(f"set:{key}") and number(r[f"set:{key}"]) == found[0]]
+            extra[f"base:{key}"] = same[0] if same else f"{found[0]:g} {found[1]}"
+        out.append({**row, **extra} if extra else row)
+    return out
+
+
+def metric(rows: list[dict[str, str]]) -> tuple[str, str]:
+    """The column a throughput figure draws and its axis label: the cluster's throughput when any row ran
+    on more than one system (each system's share would hide what N systems give), else the one system's."""
+    if any((r.get("systems") or "1").isdigit() and int(r.get("systems") or 1) > 1 for r in rows):
+        return "cluster_throughput_tokens_per_s", "cluster throughput (thousand tokens/s)"
+    return "throughput_tokens_per_s", "throughput (thousand tokens/s)"
 
 
 def number(text: str) -> float | None:
@@ -119,6 +170,8 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
 
 
 def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
+    if v == NOT_SET and key == "training.global_batch":
+        return "global_batch not set (each system its own batch)"
     if key == TILES:
         if row is not None:  # a run: the G and B it ran with
             return f"{'tuned: ' if v == TUNED else ''}G={row.get('tiles', '?')}, B={row.get('batch_per_tile', '?')}"
@@ -165,6 +218,7 @@ def _roles(x: str, varying: list[str], counts: dict[str, int], keys: list[str]) 
 def plan_figures(header: list[str], rows: list[dict[str, str]]) -> list[FigurePlan]:
     """Every throughput figure of a results CSV (see the module docstring); [] when no key but G varies."""
     keys = swept_keys(header)
+    rows = with_base_values(header, rows)
     counts = {k: len(_values(rows, k)) for k in keys}
     varying = [k for k in keys if counts[k] > 1]
     views = [k for k in varying if k != TILES and all(number(v) is not None for v in _values(rows, k))]
@@ -191,6 +245,7 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     markers = _values(all_rows, marker) if marker else [""]  # the value with the most rows gets the plain line
     markers.sort(key=lambda v: -sum(value(r, marker) == v for r in all_rows) if marker else 0)
     facets = _values(rows, facet) if facet else [""]
+    column, y_label = metric(all_rows)
     panels = []
     for f in facets:
         in_panel = [r for r in rows if not facet or value(r, facet) == f]
@@ -205,7 +260,7 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
             ok = row.get("status") == "ok"
             series[(c, m)].points.append({
                 "x": value(row, x), "x_index": x_values.index(value(row, x)),
-                "y": float(row["throughput_tokens_per_s"]) if ok else None, "status": row.get("status", ""),
+                "y": float(row[column]) if ok else None, "status": row.get("status", ""),
                 "point": int(row["point"]) if str(row.get("point", "")).isdigit() else row.get("point"), "row": row})
         for s in series.values():
             s.points.sort(key=lambda p: p["x_index"])
@@ -217,8 +272,9 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     stem = "throughput_vs_" + _slug(short(x))
     if fixed:
         stem += "-" + "-".join(f"{_slug(short(k))}={_slug(v)}" for k, v in fixed.items())
-    return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"Throughput vs {short(x)}", constant),
-                      constant, roles, colours, markers, panels)
+    what = "Cluster throughput" if column.startswith("cluster") else "Throughput"
+    return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"{what} vs {short(x)}", constant),
+                      constant, roles, colours, markers, panels, column, y_label)
 
 
 def _speedups(panel: Panel, g1: int, tuned: int) -> list[dict[str, Any]]:
@@ -257,6 +313,7 @@ def plan_phases(header: list[str], rows: list[dict[str, str]]) -> PhasesPlan:
     """Where each run's step goes per token (µs), one bar per row in CSV order; each bar is labelled with
     the swept keys that vary (the title holds the rest)."""
     keys = swept_keys(header)
+    rows = with_base_values(header, rows)
     varying = [k for k in keys if len(_values(rows, k)) > 1]
     bars, shares = [], []
     for row in rows:

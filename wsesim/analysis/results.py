@@ -76,7 +76,10 @@ class RunResult:
     micro_batches: int = 1  # micro-batches of G·B per step; global_batch = systems · micro_batches · G · B
     systems: int = 1
     cluster_throughput_tokens_per_s: float = 0.0  # systems × throughput_tokens_per_s
-    scaling_efficiency: float = 0.0  # this system's throughput over its throughput alone on the same share
+    # cluster throughput over N × one system's alone (the same experiment on one system: the same global batch
+    # when it is set, else the same per-system batch; its own B, G and micro-batches), as the README reads it
+    scaling_efficiency: float = 0.0
+    tree_efficiency: float = 0.0  # what the reduce tree alone costs: this system alone on the same share / in the cluster
     events: int = 0
     wall_s: float = 0.0
 
@@ -137,9 +140,11 @@ def base_fields(spec: ExperimentSpec, batch_per_tile: int, micro_batches: int = 
 
 def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: np.ndarray,
             peak_sram: int, capacity: int, binding: str, expert_load: float, wall_s: float,
-            micro_batches: int = 1, alone_cycles: float | None = None) -> RunResult:
+            micro_batches: int = 1, alone_cycles: float | None = None,
+            one_system_throughput: float | None = None) -> RunResult:
     """The result of a finished run, from its trace (one system's; ``alone_cycles``: the same system's
-    step with no cluster around it, for the scaling efficiency)."""
+    step with no cluster around it, for the tree's efficiency; ``one_system_throughput``: the experiment on
+    one system, for the scaling efficiency; 0 when it cannot run there)."""
     hw, m, t = spec.hardware, spec.model, spec.training
     step_s = trace.step_cycles / hw.clock_hz
     n_tokens = micro_batches * batch_per_tile * t.tiles * t.seq_len
@@ -164,7 +169,9 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
         expert_weight_wait_fraction=wait / (wait + busy) if wait + busy > 0 else 0.0,
         restreamed_for_recompute=trace.restreamed_for_recompute, events=trace.events, wall_s=wall_s,
         cluster_throughput_tokens_per_s=systems * n_tokens / step_s,
-        scaling_efficiency=(alone_cycles or trace.step_cycles) / trace.step_cycles,
+        scaling_efficiency=1.0 if systems == 1 else (
+            systems * n_tokens / step_s / (systems * one_system_throughput) if one_system_throughput else 0.0),
+        tree_efficiency=(alone_cycles or trace.step_cycles) / trace.step_cycles,
     )
 
 

@@ -19,12 +19,33 @@ def _ok(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("status") == "ok"]
 
 
+_ONE_EXPERIMENT_APART = ("set:training.tiles", "set:training.batch_per_tile", "set:training.micro_batches")
+
+
+def _experiment(row: dict[str, Any]) -> tuple[str, ...]:
+    """What makes a row's experiment, apart from how its batch is split: every other swept setting, and
+    the model, hardware and sequence length it ran (a sweep over any of them is several experiments)."""
+    return (*(f"{k}={row[k]}" for k in sorted(row) if k.startswith("set:") and k not in _ONE_EXPERIMENT_APART),
+            str(row.get("model")), str(row.get("hardware")), str(row.get("seq_len")), str(row.get("systems")))
+
+
+def constant_settings(rows: list[dict[str, Any]]) -> str:
+    """``"gpt3-xl on wse2, seq_len 2048"``, saying only what one value holds for every row that ran (a
+    swept model, hardware or sequence length is left out, not taken from the first row)."""
+    ok = _ok(rows)
+    one = {c: next(iter(v)) for c in ("model", "hardware", "seq_len") if len(v := {str(r.get(c)) for r in ok}) == 1}
+    head = " on ".join(one[c] for c in ("model", "hardware") if c in one)
+    return ", ".join(filter(None, [head, f"seq_len {one['seq_len']}" if "seq_len" in one else ""]))
+
+
 def accumulation_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs at the most common global batch, by tiles (empty unless G and the micro-batches both vary)."""
+    """Runs of one experiment at one global batch, by tiles: the largest such group (empty unless G and the
+    micro-batches both vary in it). Runs of other experiments (another model, hardware, sequence length,
+    any other swept setting) are never joined to them."""
     ok = [r for r in _ok(rows) if "micro_batches" in r]
-    by_batch: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_batch: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in ok:
-        by_batch[str(r["global_batch"])].append(r)
+        by_batch[(str(r["global_batch"]), *_experiment(r))].append(r)
     if not by_batch:
         return []
     runs = max(by_batch.values(), key=len)
@@ -54,7 +75,9 @@ def cluster_series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
                           "per_system": float(r["throughput_tokens_per_s"]),
                           "share": int(r["global_batch"]) // int(r["systems"]), "B": int(r["batch_per_tile"]),
                           "G": int(r["tiles"]), "N": int(r["micro_batches"]),
-                          "tree": float(r["scaling_efficiency"])} for r in runs), key=lambda p: p["systems"])
+                          # (a file older than tree_efficiency: its scaling_efficiency was the tree's alone)
+                          "tree": float(r.get("tree_efficiency") or r["scaling_efficiency"])} for r in runs),
+                        key=lambda p: p["systems"])
         one = next((p for p in points if p["systems"] == 1), None)
         for p in points:
             p["vs_one"] = p["cluster"] / (p["systems"] * one["cluster"]) if one else float("nan")

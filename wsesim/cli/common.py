@@ -37,12 +37,32 @@ class Parser(argparse.ArgumentParser):
 
 
 def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
-    from ..config.loader import parse_override
+    """``--set KEY=VALUE`` pairs as overrides; a hardware or model named by a relative path
+    (``--set model=my/model.yaml``) is the working folder's, as with ``--model``."""
+    from ..config.loader import REFERENCE_KEYS, from_cwd, parse_override
 
     out: dict[str, Any] = {}
     for text in pairs or ():
         key, value = parse_override(text)
-        out[key] = value
+        out[key] = from_cwd(value) if key in REFERENCE_KEYS and isinstance(value, str) else value
+    return out
+
+
+def parse_grid(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
+    """``--grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set`` reads one."""
+    from ..config.errors import ConfigError
+
+    out: dict[str, list[Any]] = {}
+    for text in pairs or ():
+        key, sep, values = text.partition("=")
+        parts = values.split(",") if sep else []
+        if not parts or any(not v.strip() for v in parts):
+            raise ConfigError(f"expected KEY=v1,v2,... (comma-separated values, none empty), got {text!r}",
+                              source="--grid")
+        try:
+            out[key.strip()] = [parse_overrides([f"{key}={v}"])[key.strip()] for v in parts]
+        except ConfigError as e:
+            raise ConfigError(e.message, source="--grid", path=e.path) from None
     return out
 
 

@@ -44,9 +44,15 @@ def format_result(r: Any) -> str:
     ]
     if r.experts:
         rows.append(("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"))
-    if r.systems > 1:
-        rows[1:1] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s "
-                                            f"({r.systems} systems, scaling efficiency {100 * r.scaling_efficiency:.2f} %)")]
+    if r.systems > 1:  # which figures are the cluster's and which each system's, said on each line
+        rows[0] = ("throughput per system", rows[0][1])
+        rows[2] = ("tokens per step per system", rows[2][1])
+        rows[3] = ("MFU per system", rows[3][1])
+        rows[4] = ("I/O in / out per system", rows[4][1])
+        rows[0:0] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s ({r.systems} systems)"),
+                     ("cluster tokens per step", f"{r.systems * r.tokens_per_step:,}"),
+                     ("scaling efficiency", f"{100 * r.scaling_efficiency:.1f} % of {r.systems} × one system alone "
+                                            f"(the reduce tree alone: {100 * r.tree_efficiency:.2f} %)")]
     phase_rows = [(name, f"{cycles:,.0f}", f"{100 * cycles / r.step_cycles:.1f} %")
                   for name, cycles in r.phases.items() if cycles > 0]
     return "\n".join([head, format_table(rows, ("", "")).split("\n", 2)[2],
@@ -89,7 +95,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_files(args.png, [*WAFER_PICTURES, "manifest.json"])
     out = prepare_dir(args.out) if args.out else None
     png = prepare_dir(args.png) if args.png else None
-    run = simulate_experiment(loaded.spec)
+    from .progress import Progress
+
+    s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
+    with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
+                        + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
+        run = simulate_experiment(s)
     result, written = run.result, []
     if out is not None:  # without the host's wall-clock time: the same inputs, the same bytes
         atomic_write_text(out / "result.json", json.dumps({k: v for k, v in result.to_dict().items()

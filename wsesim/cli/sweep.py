@@ -20,6 +20,8 @@ from .common import (
     check_output_folder,
     format_table,
     load_from_args,
+    parse_grid,
+    parse_overrides,
     print_json,
     say,
 )
@@ -68,7 +70,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if advice is not None:
         print(f"nothing fits: {advice[0]}. To make it fit, try:")
         for override, why in advice[1]:
-            print(f"  --set {override}   ({why})" if "=" in override else f"  {override}   ({why})")
+            print(f"  --set {shell_word(override)}   ({why})" if "=" in override else f"  {override}   ({why})")
         print("\n".join(f"wrote {path}" for path in written))
         return EXIT_OK
     print(format_result(result.best))
@@ -80,12 +82,21 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def shell_word(override: str) -> str:
+    """``KEY=VALUE`` as it pastes into a shell: the value quoted when it needs it (``hardware.pe.sram='64 KiB'``)."""
+    import shlex
+
+    key, _, value = override.partition("=")
+    return f"{key}={shlex.quote(value)}"
+
+
 # ------------------------------------------------------------------------------------------------ sweep
 
 
 def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
     """One line per configuration (overrides other than training.tiles): G=1 and tuned side by side."""
     varying = [k for k in keys if k != "training.tiles"]
+    clusters = any(int(r.get("systems") or 1) > 1 for r in rows)  # then both, labelled
     groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
     values: dict[tuple[str, ...], tuple[Any, ...]] = {}  # grouped by text: a value may be a mapping (an inline interconnect)
     for row in rows:
@@ -102,10 +113,13 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
             speedup = ""
             if kind == "tuned" and base and float(base.get("throughput_tokens_per_s") or 0) > 0 and thr > 0:
                 speedup = f"{thr / float(base['throughput_tokens_per_s']):.2f}x"
+            cluster = float(row.get("cluster_throughput_tokens_per_s") or 0)
             out.append((*values[config], kind, row.get("tiles", ""), row.get("batch_per_tile", ""),
+                        *([f"{cluster:,.0f}" if cluster else "-"] if clusters else []),
                         f"{thr:,.0f}" if thr else "-", speedup, row.get("status", ""),
                         (row.get("reason") or "")[:60]))
-    return out, [*varying, "run", "G", "B", "tokens/s", "speedup", "status", "reason"]
+    tokens = ["cluster tokens/s", "tokens/s per system"] if clusters else ["tokens/s"]
+    return out, [*varying, "run", "G", "B", *tokens, "speedup", "status", "reason"]
 
 
 RESULTS, OWNER = "results.csv", "sweep.json"
@@ -120,7 +134,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}", source="--workers")
-    sweep = load_sweep(args.sweep)
+    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid(args.grid))
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
         check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
@@ -186,9 +200,14 @@ def _sweep(args: argparse.Namespace, sweep: Any, name: str, client: Any, progres
         with LineAppender(csv_path) as results:
             def on_row(row: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                 results.write(csv_line(row, columns))
-                settings = ", ".join(f"{k}={row.get(f'set:{k}')}" for k in keys)
+                settings = ", ".join(f"{k}={row.get(f'set:{k}')}" if row.get(f"set:{k}") not in (None, "")
+                                     else f"{k} not set" for k in keys)
+                cluster = int(row.get("systems") or 1) > 1
                 figure = (f"{float(row['throughput_tokens_per_s']):,.0f} tokens/s (G={row.get('tiles')}, "
                           f"B={row.get('batch_per_tile')})" if row["status"] == "ok" else row["reason"][:80])
+                if cluster and row["status"] == "ok":  # a cluster's own figure first, each system's labelled
+                    figure = (f"cluster {float(row['cluster_throughput_tokens_per_s']):,.0f} tokens/s on "
+                              f"{row['systems']} systems, per system " + figure)
                 progress(f"[{len(rows):>{len(str(total))}}/{total}] {settings}: {row['status']} {figure}\n")
 
             rows = run_sweep(sweep, done=done, workers=args.workers, scheduler=client, on_row=on_row)
@@ -213,7 +232,8 @@ def _manifest(args: argparse.Namespace, sweep: Any, name: str, files: list[Path]
     spec = sweep.spec
     return manifest("sweep", getattr(args, "argv", None), name=name, sweep_file=str(Path(args.sweep).resolve()),
                     sweep={"base": spec.base, "grid": spec.grid, "points": spec.points}, sources=sweep.base.sources,
-                    overrides=[{"point": p.index, **p.overrides} for p in sweep.points], **resolved(sweep.base.spec),
+                    overrides=[{"point": p.index, **p.overrides} for p in sweep.points],
+                    base_overrides=parse_overrides(getattr(args, "set", None)), **resolved(sweep.base.spec),
                     files=[p.name for p in files], resumed=bool(args.resume),
                     workers=None if args.scheduler else args.workers, scheduler=args.scheduler)
 
@@ -374,6 +394,12 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     s.add_argument("--out", metavar="DIR", help="output folder (default out/<sweep name>)")
     s.add_argument("--resume", action="store_true", help="run only the points missing from DIR/results.csv")
     s.add_argument("--plot", action="store_true", help="write the plots when done")
+    s.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a key of the base experiment, so of every point, e.g. --set "
+                        "simulation.moe_mapping=in_place or --set hardware=wse3 (repeatable)")
+    s.add_argument("--grid", action="append", metavar="KEY=v1,v2",
+                   help="sweep a key over these values too (replaces the file's grid for that key), e.g. "
+                        "--grid hardware=wse2,wse3 (repeatable)")
     commands["sweep"] = _cmd_sweep
 
     p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG and SVG), or a run's wafer pictures")

@@ -115,7 +115,7 @@ def tune_systems(args: argparse.Namespace) -> int:
         rows.append((f"{n}{mark}", r.tiles, r.batch_per_tile, r.micro_batches,
                      f"{r.cluster_throughput_tokens_per_s:,.0f}" if r.feasible else "-",
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-",
-                     linear, f"{100 * r.scaling_efficiency:.1f}" if r.feasible else "-",
+                     linear, f"{100 * r.tree_efficiency:.1f}" if r.feasible else "-",
                      "" if r.feasible else r.infeasible_reason[:70]))
     print(f"global batch {search.global_batch} on {', '.join(map(str, systems))} systems: each row the best "
           f"(G, B, micro-batches) on that many systems (* best, P on the Pareto front of cluster throughput "

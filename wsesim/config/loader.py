@@ -200,6 +200,10 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
     return data, sources
 
 
+REFERENCE_KEYS = ("hardware", "model")
+"""Override keys whose value may be a preset name or a file, as an experiment's own ``hardware:``/``model:``."""
+
+
 def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
                          overrides: Mapping[str, Any] | None = None, given: Mapping[str, str] | None = None) -> Loaded:
     """Validate a raw experiment mapping (with preset references) plus overrides (``given``: see
@@ -208,6 +212,11 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
         raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
     overrides = dict(overrides or {})
+    # a whole hardware or model named by an override (a sweep's ``hardware: [wse2, wse3]``, ``--set
+    # model=gpt-j-6b``): it replaces the reference before anything is resolved, then the dotted keys apply
+    named = {k: overrides.pop(k) for k in REFERENCE_KEYS if k in overrides and not isinstance(overrides[k], dict)}
+    if named:
+        data = {**data, **named}
     base, resolved, sources = resolve_with_overrides(data, "cluster", source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
     try:
@@ -266,13 +275,13 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
     # a file named on the command line is the current directory's, not the experiment file's folder's
     given = {}
     if hardware is not None:
-        data["hardware"], given["hardware"] = _from_cwd(hardware), "--hardware"
+        data["hardware"], given["hardware"] = from_cwd(hardware), "--hardware"
     if model is not None:
-        data["model"], given["model"] = _from_cwd(model), "--model"
+        data["model"], given["model"] = from_cwd(model), "--model"
     return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 
-def _from_cwd(ref: str) -> str:
+def from_cwd(ref: str) -> str:
     """A relative path given as ``--hardware``/``--model``, made absolute against the current directory
     (a preset name stays as it is)."""
     if _looks_like_path(ref) and not Path(ref).is_absolute():

@@ -115,6 +115,21 @@ def run_experiment(spec: ExperimentSpec) -> RunResult:
     return simulate_experiment(spec).result
 
 
+def one_system_throughput(spec: ExperimentSpec) -> float:
+    """Tokens/s of ``spec`` on one system alone (no tree): the same global batch when it is set (its own
+    micro-batches), else the same per-system batch; 0 if it cannot run there. The reference of a cluster's
+    ``scaling_efficiency``; kept per process, as a sweep's cluster points share it."""
+    one = spec.model_copy(update={"cluster": type(spec.cluster)(systems=1)})
+    key = one.model_dump_json()
+    if key not in _ONE_SYSTEM:
+        result = run_experiment(one)
+        _ONE_SYSTEM[key] = result.throughput_tokens_per_s if result.feasible else 0.0
+    return _ONE_SYSTEM[key]
+
+
+_ONE_SYSTEM: dict[str, float] = {}
+
+
 @dataclass(frozen=True)
 class Sizing:
     """B resolved and the step's memory checked against the routed load: what ``wsesim run`` runs and
@@ -217,7 +232,9 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
     trace = simulate_plan(plan)
     # a cluster's scaling efficiency: against one system alone on the same share (no tree)
     alone = trace.step_cycles if plan.tree is None else simulate_plan(replace(plan, tree=None)).step_cycles
+    one = None if plan.tree is None else one_system_throughput(spec)
     result = measure(spec, B, trace, tokens=size.tokens, peak_sram=mem.peak_bytes_per_pe,
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
-                     wall_s=time.perf_counter() - wall, micro_batches=N, alone_cycles=alone)
+                     wall_s=time.perf_counter() - wall, micro_batches=N, alone_cycles=alone,
+                     one_system_throughput=one)
     return Run(result, trace, plan, mesh, placement)

@@ -158,23 +158,34 @@ def expand(grid: dict[str, list[Any]], points: list[dict[str, Any]]) -> list[dic
     return [{**p, **g} for p in (points or [{}]) for g in (combos or [{}])]
 
 
-def load_sweep(path: str | Path) -> Sweep:
-    """Read and validate a sweep file and every one of its points. Raises ``ConfigError`` (one line)."""
+def load_sweep(path: str | Path, *, overrides: dict[str, Any] | None = None,
+               grid: dict[str, list[Any]] | None = None) -> Sweep:
+    """Read and validate a sweep file and every one of its points. Raises ``ConfigError`` (one line).
+    ``overrides`` (``--set``) apply to the base experiment, so to every point; ``grid`` (``--grid``) keys
+    are added to the file's grid, replacing a key it already sweeps."""
     path = Path(path)
     data = read_yaml(path)
-    return sweep_from_data(data, source=str(path), base_dir=path.parent)
+    return sweep_from_data(data, source=str(path), base_dir=path.parent, overrides=overrides, grid=grid)
 
 
-def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None, check_work: bool = True) -> Sweep:
+def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None, check_work: bool = True,
+                    overrides: dict[str, Any] | None = None, grid: dict[str, list[Any]] | None = None) -> Sweep:
     """``load_sweep`` of a mapping. ``check_work``: refuse a point whose work cannot finish on this machine
     (``wsesim validate`` checks the file alone and skips that)."""
+    if grid:
+        data = {**data, "grid": {**(data.get("grid") or {}), **grid}}
     spec = validate(SweepSpec, data, source=source)
+    swept = [*spec.grid, *(k for p in spec.points for k in p)]
+    # a key the points set (or a mapping holding it) would replace the --set value; one below them applies
+    if both := [(k, s) for k in overrides or {} for s in swept if k == s or k.startswith(s + ".")]:
+        raise ConfigError(f"{both[0][0]} is set here and swept by the sweep (as {both[0][1]}): set it in one place",
+                          source="--set", path=both[0][0])
     if isinstance(spec.base, str):
         base_path = Path(spec.base) if Path(spec.base).is_absolute() or base_dir is None else base_dir / spec.base
         base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
-    base = load_experiment_data(base_data, source=base_source, base_dir=base_root)
+    base = load_experiment_data(base_data, source=base_source, base_dir=base_root, overrides=overrides)
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
     if count > MAX_SWEEP_POINTS:
@@ -202,9 +213,10 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
             s = loaded.spec
             plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts, s.simulation.model_dump(mode="json"),
                                    s.training.seed], sort_keys=True)
-        except ConfigError as e:
+        except ConfigError as e:  # a value --grid gave is the flag's error
+            flag = bool(grid) and bool(e.path) and any(_overlap(e.path, k) for k in grid or {})
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
-                              source=source, path=where) from None
+                              source="--grid" if flag else source, path=None if flag else where) from None
         resolved_key = ""
         if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]

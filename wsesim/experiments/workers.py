@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from typing import Any
 
 from ..config.errors import ConfigError
@@ -40,15 +41,21 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
         for p in points:
             yield run(p)
         return
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from concurrent.futures.process import BrokenProcessPool
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool  # loky's (a worker died) is a subclass
 
-    context = multiprocessing.get_context("spawn")  # no fork: a clean interpreter per worker
+    from loky import ProcessPoolExecutor
+    from loky.backend.context import get_context
+
+    # loky's start method: a clean interpreter per worker (no fork) that, unlike multiprocessing's spawn,
+    # never re-runs the caller's __main__, so run_sweep(..., workers=2) works from a script without an
+    # ``if __name__ == "__main__"`` guard and from ``python -`` (a spawned worker re-ran the script, or
+    # tried to open "<stdin>", and the pool broke)
+    context = get_context("loky")
     bins = [list(points)] if group is None else _deal(points, workers, group, cost or (lambda p: 1.0))
 
     def new_pool() -> Any:
-        return ProcessPoolExecutor(max_workers=workers if group is None else 1, mp_context=context,
+        return ProcessPoolExecutor(max_workers=workers if group is None else 1, context=context,
                                    initializer=_worker_start, initargs=(os.getpid(),))
 
     pools = [new_pool() for _ in bins]
@@ -127,16 +134,19 @@ def _worker_start(parent: int) -> None:
 
 
 def _terminate(pool: Any) -> None:
-    """Stop a ProcessPoolExecutor now: cancel what has not started, terminate its workers, reap them."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public API before Python 3.14
+    """Stop a loky ProcessPoolExecutor now: terminate its workers, let the pool go (what had not started is
+    never run), reap them. Signals are sent here by pid: loky's own kill path calls a ``Popen.kill`` its
+    process class lacks when it cannot list a worker's children, and that once failed a SIGTERM'd sweep."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public API for them
     for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
+        with suppress(OSError):
+            os.kill(proc.pid, signal.SIGTERM)
+    pool.shutdown(wait=False)
     for proc in procs:
         proc.join(timeout=5)
         if proc.is_alive():
-            proc.kill()
+            with suppress(OSError):
+                os.kill(proc.pid, signal.SIGKILL)
             proc.join(timeout=5)
 
 

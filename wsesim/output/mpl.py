@@ -9,11 +9,21 @@ and sweeping never load it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib
 
 matplotlib.use("Agg")
 matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.collections import PolyCollection  # noqa: E402  (sweep_figures: many bars in one artist)
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402  (log axes as plain numbers)
 
-__all__ = ["PolyCollection", "plt"]
+
+def plain_log_axis(axis: Any) -> None:
+    """A log axis labelled with plain numbers (``0.6``, ``3``, ``200``), never ``3×10⁰`` or ``6×10⁻¹``."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+__all__ = ["PolyCollection", "plain_log_axis", "plt"]

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.figures import check_rows
-from ..analysis.scaling import accumulation_points, cluster_series
+from ..analysis.scaling import accumulation_points, cluster_series, constant_settings
 from ..experiments.sweep import read_results, read_results_table
 from .files import atomic_write_bytes
-from .mpl import plt
+from .mpl import plain_log_axis, plt
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
 _NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes
@@ -101,7 +101,7 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     from .files import atomic_write_text, prepare_dir
 
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
-    meta = f"{ran[0]['model']} on {ran[0]['hardware']}, seq_len {ran[0]['seq_len']}"
+    meta = constant_settings(rows)  # only what holds for every row: a swept seq_len is not in a title
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
     for plan in plan_figures(header, rows):
@@ -116,7 +116,14 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     if points := accumulation_points(rows):
         written += _save(_accumulation_figure(points), out, "bta_vs_accumulation")
     if series := cluster_series(rows):
-        written += _save(_cluster_figure(series, meta), out, "cluster_scaling")
+        files = _save(_cluster_figure(series, meta), out, "cluster_scaling")
+        listing["cluster_scaling"] = {"series": [
+            {"label": label, "points": [{"systems": p["systems"], "cluster_throughput_tokens_per_s": p["cluster"],
+                                         "throughput_per_system_tokens_per_s": p["per_system"],
+                                         "sequences_per_system": p["share"], "efficiency_vs_n_times_one": p["vs_one"],
+                                         "tree_efficiency": p["tree"]} for p in points]}
+            for label, points in series.items()], "files": [p.name for p in files]}
+        written += files
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
     return [*written, out / "figures.json"]
 
@@ -162,6 +169,7 @@ def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
         bottom.plot(n, [100 * p["tree"] for p in points], ":", color=colour, lw=1)
     top.set_xscale("log", base=2)
     top.set_yscale("log")
+    plain_log_axis(top.yaxis)
     top.set_ylabel("cluster throughput (million tokens/s)")
     top.set_title(f"Data parallel over a broadcast-reduce tree\n{meta} (numbers: sequences per system; "
                   "dashed: N × one system)", fontsize=9)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..analysis.figures import FigurePlan, PhasesPlan
+from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan
 from .mpl import PolyCollection, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
-MAX_BARS = 60   # phase bars drawn one by one, each labelled (beyond, one collection, every n-th labelled)
+MAX_BARS = 48   # phase bars drawn one by one, each labelled (beyond, one collection, every n-th labelled)
 COLOURS = ["#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
 MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
 PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
@@ -37,8 +37,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
     """Throughput (thousand tokens/s) against the view's key, one panel per facet; the speedup below."""
     Line2D = plt.Line2D  # noqa: N806 (matplotlib's class, through mpl)
     n, speed = len(plan.panels), plan.has_speedup
-    fig, axes = plt.subplots(2 if speed else 1, n, figsize=(1.6 + 4.6 * n, 6.4 if speed else 4.4), sharex=True,
-                             sharey="row", squeeze=False, height_ratios=(2.2, 1) if speed else None)
+    axes = _panel_axes(n, speed)
+    fig = axes[0][0].figure
     top_y = max((p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]), default=1.0)
     failed, beside = False, False
     for col, panel in enumerate(plan.panels):
@@ -52,9 +52,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
             top.plot([p["x_index"] for p in ran], [p["y"] / 1e3 for p in ran], marker=marker, linestyle=style,
                      color=colour, ms=6)
             for p in s.points:
-                if p["y"] is None:  # not run: marked where a throughput of 0 would be
+                if p["y"] is None:  # not run: marked where a throughput of 0 would be (_crosses)
                     failed = True
-                    top.plot(p["x_index"], 0, marker="x", color=colour, ms=9, mew=2, clip_on=False, zorder=5)
                 elif s.fixed.get("training.tiles") == "tuned" and labelled:  # beside the point where several share an x
                     text = f"G={p['row'].get('tiles')}, B={p['row'].get('batch_per_tile')}"
                     if tuned_at[p["x_index"]] > 1:
@@ -62,6 +61,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
                     else:
                         top.annotate(text, (p["x_index"], p["y"] / 1e3), textcoords="offset points", xytext=(0, 7),
                                      ha="center", fontsize=6.5, color=colour)
+        _crosses(top, panel, plan)
         top.set_ylim(0, 1.18 * top_y / 1e3)
         beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / 1e3)
         side = []
@@ -87,12 +87,17 @@ def throughput_figure(plan: FigurePlan) -> Any:
             bottom.set_ylim(0, top_s)
             _side_labels(bottom, side, 0.09 * top_s)
             bottom.grid(alpha=0.3, axis="y")
-    axes[0][0].set_ylabel("throughput (thousand tokens/s)")
-    if speed:
-        axes[1][0].set_ylabel("speedup\n(tuned / G=1)")
+    for col in range(0, n, MAX_FACET_COLUMNS):  # the first panel of each row of panels
+        axes[0][col].set_ylabel(plan.y_label)
+        if speed:
+            axes[1][col].set_ylabel("speedup\n(tuned / G=1)")
     step = -(-len(plan.x_values) // MAX_TICKS)  # every value up to MAX_TICKS, else every step-th
+    shown = plan.x_values[::step]
+    slanted = sum(len(v) + 2 for v in shown) > 60 or max((len(v) for v in shown), default=0) > 12  # else they collide
     for ax in axes[-1]:
-        ax.set_xticks(range(0, len(plan.x_values), step), plan.x_values[::step])
+        ax.set_xticks(range(0, len(plan.x_values), step), shown, rotation=30 if slanted else 0,
+                      ha="right" if slanted else "center")
+        ax.tick_params(labelbottom=True)
         ax.set_xlabel(plan.x_label)
         ax.set_xlim(-0.5, len(plan.x_values) - (0.1 if beside else 0.5))
     handles, labels = [], []
@@ -115,6 +120,47 @@ def throughput_figure(plan: FigurePlan) -> Any:
     return fig
 
 
+MAX_FACET_COLUMNS = 2  # panels side by side; more facets wrap onto further rows (the width stays ~1,600 px)
+CROSS_SPREAD = 0.5  # of the distance between two x values: several infeasible points at one x spread over it
+
+
+def _panel_axes(n: int, speed: bool) -> list[list[Any]]:
+    """``[tops, bottoms]`` (bottoms only with a speedup panel): one throughput axis per facet, at most
+    ``MAX_FACET_COLUMNS`` side by side and further facets on further rows, each with its speedup below;
+    every axis shares the x axis and the throughputs (and speedups) share their y axis."""
+    columns = min(n, MAX_FACET_COLUMNS)
+    rows = -(-n // columns)
+    per = 2 if speed else 1
+    fig = plt.figure(figsize=(1.6 + 4.6 * columns, (6.4 if speed else 4.4) * rows))
+    grid = fig.add_gridspec(per * rows, columns, height_ratios=(2.2, 1) * rows if speed else None)
+    tops: list[Any] = []
+    bottoms: list[Any] = []
+    for i in range(n):
+        r, c = divmod(i, columns)
+        top = fig.add_subplot(grid[per * r, c], sharex=tops[0] if tops else None, sharey=tops[0] if tops else None)
+        tops.append(top)
+        if speed:
+            bottoms.append(fig.add_subplot(grid[per * r + 1, c], sharex=top,
+                                           sharey=bottoms[0] if bottoms else None))
+            top.tick_params(labelbottom=False)
+    return [tops, bottoms] if speed else [tops]
+
+
+def _crosses(ax: Any, panel: Any, plan: FigurePlan) -> None:
+    """Each infeasible or failed point a cross at the bottom of the axis in its series' colour; several at
+    one x spread side by side (never one on top of another), so that each is seen and can be counted."""
+    at: dict[int, list[str]] = {}
+    for s in panel.series:
+        for p in s.points:
+            if p["y"] is None:
+                at.setdefault(p["x_index"], []).append(_colour(plan, s.colour))
+    for x, colours in at.items():
+        k = len(colours)
+        for j, colour in enumerate(colours):
+            dx = 0.0 if k == 1 else CROSS_SPREAD * (j / (k - 1) - 0.5)
+            ax.plot(x + dx, 0, marker="x", color=colour, ms=9 if k < 5 else 6, mew=2, clip_on=False, zorder=5)
+
+
 def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float) -> bool:
     """Labels to the right of points that share an x, pushed apart to ``gap`` (data units) so none
     covers another; True if there were any."""
@@ -125,6 +171,10 @@ def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float)
             ax.annotate(text, (x, y), xytext=(x + 0.1, last), fontsize=6.5, color=colour, va="center",
                         arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.4, "alpha": 0.6})
     return bool(labels)
+
+
+def _ordinal(n: int) -> str:
+    return "row" if n == 1 else f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, label: str) -> None:
@@ -138,6 +188,8 @@ def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, 
 
 
 def _legend_label(key: str | None, v: str) -> str:
+    if key == "training.global_batch" and v == NOT_SET:
+        return "global_batch not set (each system its own batch)"
     if key == "training.tiles":
         return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
     return f"{(key or '').split('.')[-1]} {v}"
@@ -167,7 +219,12 @@ def phases_figure(plan: PhasesPlan) -> Any:
     ax.set_yticks(range(0, len(bars), step), [b["label"] for b in bars][::step], fontsize=8)
     ax.invert_yaxis()  # the CSV's first row on top
     ax.set_xlabel("step time per token (µs)")
-    ax.set_title(plan.title, fontsize=10)
+    title = plan.title
+    if many:  # what the picture cannot show row by row, said on it
+        unrun = sum(1 for b in bars if not b["us_per_token"])
+        title += (f"\n{len(bars)} runs, every {_ordinal(step)} labelled" + (f", {unrun} not run (blank rows)" if unrun else "")
+                  + "; each run's bar and label in figures.json")
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
