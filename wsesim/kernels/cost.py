@@ -16,7 +16,7 @@ from .gemm import GEMM_ALGORITHMS
 from .machine import Machine
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=65536)
 def gemm_cycles(hw: HardwareSpec, m: int, k: int, n: int, rows: int, cols: int, dtype: str = "fp16",
                 algorithm: str = "summa") -> tuple[float, str]:
     """Cycles of C[m×n] = A[m×k] · B[k×n] on a ``rows`` × ``cols`` grid of ``hw``'s PEs, and what bounds it.

@@ -14,15 +14,13 @@ a step asks for a few dozen distinct simulations.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 
 from ..config.specs import HardwareSpec
 from ..model.costs import ExpertCosts, OpCost
 from ..model.shapes import EXPERT_SHARE, LayerShapes, expert_op_matmuls
-from .gemm import GEMM_ALGORITHMS
-from .machine import Machine
+from . import cost
 
 __all__ = ["STEP_GEMM", "kernel_op_cost", "kernel_region_expert_costs"]
 
@@ -30,15 +28,11 @@ STEP_GEMM = "summa"
 """The training step's GEMM algorithm: SUMMA runs on any rectangle (regions are rarely square)."""
 
 
-@lru_cache(maxsize=65536)
-def _gemm(hw: HardwareSpec, dtype: str, rows: int, cols: int, mb: int, k: int, nb: int) -> float:
-    machine = Machine.of(hw, dtype)
-    return GEMM_ALGORITHMS[STEP_GEMM](machine, rows, cols, (mb * rows, k, nb * cols)).cycles
-
-
 def gemm_cycles(hw: HardwareSpec, dtype: str, rows: int, cols: int, m: int, k: int, n: int) -> float:
-    """One GEMM's cycles on ``rows`` × ``cols`` PEs (cached by each PE's block)."""
-    return _gemm(hw, dtype, rows, cols, -(-max(m, 1) // rows), k, -(-max(n, 1) // cols))
+    """One GEMM's cycles on ``rows`` × ``cols`` PEs: ``cost.gemm_cycles`` (cached) asked for the shape
+    rounded up to whole blocks, since M and N enter its schedule only through ⌈M/P⌉ and ⌈N/Q⌉."""
+    mb, nb = -(-max(m, 1) // rows), -(-max(n, 1) // cols)
+    return cost.gemm_cycles(hw, mb * rows, k, nb * cols, rows, cols, dtype, STEP_GEMM)[0]
 
 
 def _dtype(bytes_per_value: int) -> str:
