@@ -136,7 +136,8 @@ class _Layers:
         self.s = LayerShapes(self.m)
         self.q, self.k, self.v, self.o = self.s.qkvo_widths
 
-    def _ffn_width(self, layer: int) -> tuple[int, int]:
+    def _ffn_width(self) -> tuple[int, int]:
+        """A dense FFN's (up, intermediate) widths: SwiGLU's gate and up as one GEMM, GELU's up alone."""
         m = self.m
         up = (2 if m.ffn_activation == "swiglu" else 1) * m.ffn_intermediate
         return up, m.ffn_intermediate
@@ -164,7 +165,7 @@ class _Layers:
 
     def ffn(self, layer: int) -> list[Op]:
         g, st, hid = self.g, self.stage, self.m.hidden_size
-        up, f = self._ffn_width(layer)
+        up, f = self._ffn_width()
         return [_op(V, "gate_up", layer, st, g.gemv(hid, up), 2.0 * hid * up),
                 _op(E, "activation", layer, st, g.elementwise(f * g.cols, 4)),
                 _op(V, "down", layer, st, g.gemv(f, hid), 2.0 * f * hid)]
@@ -192,7 +193,7 @@ class _Layers:
 
     def prefill(self, layer: int, tokens: int) -> list[Op]:
         m, g, st, hid, P = self.m, self.g, self.stage, self.m.hidden_size, ServePhase.PREFILL
-        qkv, up_f = self.q + self.k + self.v, self._ffn_width(layer)
+        qkv, up_f = self.q + self.k + self.v, self._ffn_width()
         up, f = up_f if m.is_dense(layer) else (2 * m.expert_intermediate * m.top_k, m.expert_intermediate * m.top_k)
         return [_op(E, "attn_norm", layer, st, g.elementwise(tokens * hid, 2), phase=P),
                 _op(A, "attn_norm_sum", layer, st, g.allreduce(ceil(tokens / g.rows)), phase=P),
