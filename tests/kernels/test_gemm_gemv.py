@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from wsesim.config.loader import load_hardware
-from wsesim.kernels import gemm_cycles, run_kernel
+from wsesim.kernels import kernel_cost, run_kernel
 
 HW = load_hardware("tiny8")
 
@@ -69,23 +69,28 @@ def test_gemv_by_hand() -> None:
     assert gemv("meshgemv", (1, 8), (1, 16, 2)) == 36
 
 
-def test_the_cost_function_contract() -> None:
-    """Cached per argument tuple; (cycles, bound); infeasible says why; bad input is a ConfigError."""
+def test_the_cost_front_door_contract() -> None:
+    """``kernel_cost``: cached per argument tuple (the shape rounded to whole blocks first); cycles and
+    their split; infeasible says why; bad input is a ConfigError."""
     from wsesim.config.errors import ConfigError
 
-    assert gemm_cycles(HW, 8, 8, 8, 4, 4, "fp16") == (48.0, "communication")
-    assert gemm_cycles(HW, 8, 8, 8, 4, 4, "bf16") == (48.0, "communication")
-    hits = gemm_cycles.cache_info().hits
-    gemm_cycles(HW, 8, 8, 8, 4, 4, "fp16")
-    assert gemm_cycles.cache_info().hits == hits + 1
-    cycles, bound = gemm_cycles(HW, 8, 8, 8, 1, 8, "fp16", "meshgemm")
-    assert bound.startswith("infeasible: meshgemm needs a square grid")
-    cycles, bound = gemm_cycles(HW, 256, 256, 256, 8, 8, "fp16")  # 32×32 blocks: 8 steps of 8,192 cycles
-    assert bound == "compute" and cycles >= 256**3 / 64 / 4
+    def gemm(m: int, k: int, n: int, rows: int, cols: int, dtype: str, algorithm: str = "summa"):
+        return kernel_cost(HW, "gemm", rows, cols, dtype=dtype, algorithm=algorithm, shape=(m, k, n))
+
+    first = gemm(8, 8, 8, 4, 4, "fp16")
+    assert (first.cycles, first.bound) == (48.0, "communication") and first.feasible
+    assert gemm(8, 8, 8, 4, 4, "bf16") == first  # bf16 runs on the fp16 lanes: the same entry
+    hits = kernel_cost.cache_info().hits
+    assert gemm(7, 8, 5, 4, 4, "fp16") == first  # 7 x 5 is 2 x 2 blocks per PE on 4 x 4, like 8 x 8
+    assert kernel_cost.cache_info().hits == hits + 1
+    square = gemm(8, 8, 8, 1, 8, "fp16", "meshgemm")
+    assert not square.feasible and square.reason.startswith("meshgemm needs a square grid")
+    big = gemm(256, 256, 256, 8, 8, "fp16")  # 32×32 blocks: 8 steps of 8,192 cycles
+    assert big.bound == "compute" and big.cycles >= 256**3 / 64 / 4
     with pytest.raises(ConfigError, match="summa, cannon, meshgemm"):
-        gemm_cycles(HW, 8, 8, 8, 4, 4, "fp16", "strassen")
+        gemm(8, 8, 8, 4, 4, "fp16", "strassen")
     with pytest.raises(ConfigError, match="within the tiny8 mesh"):
-        gemm_cycles(HW, 8, 8, 8, 9, 4, "fp16")
+        gemm(8, 8, 8, 9, 4, "fp16")
 
 
 def test_waferllm_contrast_at_720() -> None:

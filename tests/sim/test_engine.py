@@ -16,9 +16,10 @@ from wsesim.experiments.runner import make_plan, random_streams, run_experiment,
 from wsesim.model.costs import region_expert_costs
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
+from wsesim.sim.builders.training import training_program
+from wsesim.sim.costing import cost_program
 from wsesim.sim.engine import _Engine, simulate
 from wsesim.sim.plan import StepPlan
-from wsesim.sim.training import training_program
 
 MICRO = {"name": "micro", "hidden_size": 8, "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 8, "experts": 1,
          "top_k": 1, "expert_intermediate": 8, "vocab_size": 8}
@@ -242,7 +243,8 @@ def _audit_stream(overrides: dict) -> tuple[int, int]:
     B, G = spec.training.batch_per_tile, spec.training.tiles
     tokens = route_tokens(spec.model, spec.training, B * G * spec.training.seq_len, route_rng)
     plan = make_plan(spec, B, tokens, place_rng)[0]
-    engine = _Engine(plan, training_program(plan))
+    program = training_program(plan)
+    engine = _Engine(plan, program, cost_program(program, plan))
     frees: list[tuple[np.ndarray, np.ndarray]] = []
     register = engine.stream.free_at
 

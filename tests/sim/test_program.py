@@ -1,4 +1,4 @@
-"""The training step as a program (``sim/training.py``): its order of work read directly as data, its
+"""The training step as a program (``sim/builders/training.py``): its order of work read directly as data, its
 FLOPs against the model's, and both engines executing a program that no builder wrote."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from wsesim.config.loader import load_experiment_data
 from wsesim.experiments.runner import make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
-from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor, Where
+from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor
 from wsesim.sim import engine, reference
-from wsesim.sim.program import Op, Program
-from wsesim.sim.training import training_program
+from wsesim.sim.builders.training import training_program
+from wsesim.sim.chunks import plan_chunks
+from wsesim.sim.program import Drain, GradientOut, Program, WaferOp, Weights
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},
@@ -51,14 +52,13 @@ def test_the_moe_step_in_the_order_docs_model_3_3_gives() -> None:
     assert list(program.kinds()) == [W, *fwd, *fwd, W, OpKind.LM_HEAD, G, *bwd, *bwd, G]
     assert [op.kind for op in program.tail] == [OpKind.GRADIENT_DRAIN, OpKind.OPTIMIZER_STEP]
     body = program.body
-    assert body[0].weights == (Tensor.EMBEDDING,)
+    assert body[0].key == (Tensor.EMBEDDING,)
     recompute = body[18:25]
-    assert {op.pass_ for op in recompute} == {Pass.RECOMPUTE}
-    assert recompute[0].weights == (Copy.BWD, 1, Tensor.ATTENTION)  # the recompute reads the backward copy
+    assert {op.args["pass"] for op in recompute} == {Pass.RECOMPUTE}
+    assert recompute[0].key == (Copy.BWD, 1, Tensor.ATTENTION)  # the recompute reads the backward copy
     assert [op.gradient for op in body if op.kind == G] == [Gradient.LM_HEAD, Gradient.ROUTER, Gradient.ATTENTION,
                                                             Gradient.ROUTER, Gradient.ATTENTION, Gradient.EMBEDDING]
     assert {op.tiles for op in body if op.kind in (A, OpKind.LM_HEAD)} == {2}  # G = 2 tiles
-    assert {op.where for op in body if op.kind == X} == {Where.REGIONS}
     assert [op.reverse for op in body[:9] if op.kind in (D, C)] == [False, True]
 
 
@@ -70,11 +70,11 @@ def test_a_dense_layer_store_and_attention_once() -> None:
     F = OpKind.FFN
     fwd, bwd = [W, A, W, F], [W, W, F, G, W, A, G]
     assert list(program.kinds()) == [W, *fwd, *fwd, W, OpKind.LM_HEAD, G, *bwd, *bwd, G]
-    assert program.body[-8].weights == program.body[-7].weights == (Copy.BWD, 0, Tensor.FFN)  # layer 0: backward runs last to first
+    assert program.body[-8].key == program.body[-7].key == (Copy.BWD, 0, Tensor.FFN)  # layer 0: backward runs last to first
     # with recompute and attention kept once, the layer's recompute skips attention (backward still
     # recomputes each tile's internals)
     once = training_program(_plan({**DENSE, "training.attention_recompute": "once"}))
-    assert [op.kind for op in once.body if op.pass_ == Pass.RECOMPUTE] == [W, W, F, A] * 2
+    assert [op.kind for op in once.body if op.args.get("pass") == Pass.RECOMPUTE] == [W, W, F, A] * 2
 
 
 def test_in_place_the_copy_ops_replace_the_fabric() -> None:
@@ -82,7 +82,6 @@ def test_in_place_the_copy_ops_replace_the_fabric() -> None:
     kinds = program.kinds()
     assert OpKind.DISPATCH not in kinds and OpKind.COMBINE not in kinds
     assert list(kinds[:9]) == [W, W, A, W, R, OpKind.EXPAND, X, OpKind.WEIGHTED_SUM, W]
-    assert {op.where for op in program.body if op.kind == X} == {Where.WAFER}
     expand = [op for op in program.body if op.kind == OpKind.EXPAND]
     assert [op.useful for op in expand[:2]] == [False, False]  # forward copies are datapath work, no arithmetic
 
@@ -113,10 +112,10 @@ def test_both_engines_execute_a_program_no_builder_wrote() -> None:
     plan = _plan()
     s = LayerShapes(plan.model)
     program = Program((
-        Op(W, Pass.FWD, where=Where.LINK_IN, weights=(Tensor.EMBEDDING,), args={"pass": Pass.FWD}),
-        Op(A, Pass.FWD, 0, tiles=2, flops=1e6, weight_bytes=4096.0, args={"layer": 0, "pass": Pass.FWD}),
-        Op(G, Pass.BWD, 0, Where.LINK_OUT, gradient=Gradient.ATTENTION, nbytes=float(s.attention_params * 2)),
-    ), tail=(Op(OpKind.GRADIENT_DRAIN, where=Where.LINK_OUT),))
+        Weights((Tensor.EMBEDDING,), {"pass": Pass.FWD}),
+        WaferOp(A, Pass.FWD, 0, flops=1e6, weight_bytes=4096.0, tiles=2, args={"layer": 0, "pass": Pass.FWD}),
+        GradientOut(Gradient.ATTENTION, float(s.attention_params * 2)),
+    ), tail=(Drain(OpKind.GRADIENT_DRAIN),), chunks=plan_chunks(plan.hw, plan.model, True))
     fast, ref = engine.simulate(plan, program), reference.simulate(plan, program)
     names = [(span.name, span.args.get("tile")) for span in fast.spans]
     assert names[-3:-1] == [(Phase.ATTENTION, 0), (Phase.ATTENTION, 1)]

@@ -1,5 +1,6 @@
 """Serving (docs/model.md §11): one decode layer's kernels derived by hand on a one-PE grid, the
-pipeline's timeline by hand, the two executors against each other, and the mapping's SRAM verdicts."""
+pipeline's timeline by hand on both executors (the fast engine's heap, the reference's SimPy resources),
+the two against each other, and the mapping's SRAM verdicts."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import numpy as np
 import pytest
 
 from wsesim.config.inference import load_inference_data
+from wsesim.kernels.cost import KernelCost
 from wsesim.model.serving import kv_bytes_per_token, stage_memory
-from wsesim.model.vocabulary import OpKind
-from wsesim.sim.inference import ServingProgram, StageWork, _Grid, _Layers, serving_program
+from wsesim.sim import engine, reference
+from wsesim.sim.builders.serving import serving_program
+from wsesim.sim.costing import Costs, StageCosts, cost_serving
 from wsesim.sim.mapping import map_stages
-from wsesim.sim.serving import serve, serve_reference
+from wsesim.sim.program import Program, Serve, StageWork
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
@@ -32,16 +35,23 @@ def test_one_decode_layer_on_one_pe_by_hand() -> None:
     4·T·3/4 = 3T; context 16T; o_proj 64·64/4 = 1,024; residual 16; ffn_norm 32; gate_up 64·192/4 = 3,072;
     activation 96·4/4 = 96; down 96·64/4 = 1,536; residual 16: 7,968 + 35T cycles.
     """
-    spec = _spec()
-    layers = _Layers(spec, _Grid(spec, 1, 1), 0)
-    for T in (9, 10, 100):
-        ops = layers.decode(0, T)
-        assert sum(op.cycles for op in ops) == 7968 + 35 * T
-        assert sum(op.communication for op in ops) == 0
-    names = [op.name for op in layers.decode(0, 9)]
+    for T in (9, 10, 100):  # the last decode step's context is prompt + output − 1
+        spec = _spec({"inference.output_len": T - 7})
+        work, = _serve(serving_program(spec, map_stages(spec))).stages
+        cost, = cost_serving(serving_program(spec, map_stages(spec)), spec).stages
+        layer = [c for op, c in zip(work.decode, cost.decode, strict=True) if op.layer == 0]
+        assert sum(c.cycles for c in layer) == 7968 + 35 * T
+        assert sum(c.communication for c in cost.decode) == 0
+    names = [op.name for op in work.decode if op.layer == 0]
     assert names == ["attn_norm", "attn_norm_sum", "qkv", "rope", "scores", "softmax", "softmax_sums", "context",
                      "o_proj", "residual", "ffn_norm", "ffn_norm_sum", "gate_up", "activation", "down", "residual"]
-    assert [op.cycles for op in layers.lm_head(layers.decode(0, 9)[0].args["phase"])] == [64 * 256 / 4, 0.0]
+    assert [c.cycles for c in cost.decode[-2:]] == [64 * 256 / 4, 0.0]  # the LM head's GEMV and its argmax
+
+
+def _serve(program: Program) -> Serve:
+    op, = program.body
+    assert isinstance(op, Serve)
+    return op
 
 
 def test_the_program_of_a_one_stage_run_by_hand() -> None:
@@ -50,46 +60,52 @@ def test_the_program_of_a_one_stage_run_by_hand() -> None:
     spec = _spec()
     mapping = map_stages(spec)
     assert mapping.feasible and len(mapping.stages) == 1 and mapping.stages[0].layers == (0, 1)
-    work = serving_program(spec, mapping).stages[0]
+    work, = cost_serving(serving_program(spec, mapping), spec).stages
     assert work.decode_cycles == (2 * (7968 + 35 * 9) + 4096, 2 * (7968 + 35 * 10) + 4096)
-    assert sum(op.cycles for op in work.decode_ops) == work.decode_cycles[-1]
+    assert sum(c.cycles for c in work.decode) == work.decode_cycles[-1]
     assert work.handoff_decode == 0.0  # the token comes back to the same grid
 
 
 def _program(prefill: tuple[float, float], decode: tuple[float, float], handoff: tuple[float, float],
-             batch: int, output: int) -> ServingProgram:
+             batch: int, output: int) -> tuple[Program, Costs]:
     """Two stages whose work is given in cycles (no kernels): prefill p_s, decode d_s, hand-off h_s (the
-    last stage's hand-off is the new token back to the first)."""
-    from wsesim.model.vocabulary import ServePhase
-    from wsesim.sim.program import Op
-
-    works = []
-    for s in range(2):
-        op = Op(OpKind.GEMM, name="work", stage=s, cycles=prefill[s], args={"phase": ServePhase.PREFILL})
-        works.append(StageWork(None, (op,), (), (decode[s],) * (output - 1), handoff[s], handoff[s]))  # type: ignore[arg-type]
-    return ServingProgram(tuple(works), batch, 8, output)
+    last stage's hand-off is the new token back to the first). The executors read only the costs."""
+    works = tuple(StageWork(None, (), (), None, None) for _ in range(2))  # type: ignore[arg-type]
+    stages = tuple(StageCosts((KernelCost(prefill[s], prefill[s], 0.0),), (), (decode[s],) * (output - 1),
+                              handoff[s], handoff[s]) for s in range(2))
+    return Program((Serve(works, batch, 8, output),)), Costs(stages=stages)
 
 
-def test_the_pipeline_timeline_by_hand() -> None:
+EXECUTORS = {"fast": engine.simulate, "reference": reference.simulate}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_the_pipeline_timeline_by_hand(executor: str) -> None:
     """One request, prefill 100 then 50 cycles, decode 10 and 20, hand-offs 3 (stage 0 to 1) and 7 (the
     token back): token 0 leaves at 100 + 3 + 50 = 153; each further token 7 + 10 + 3 + 20 = 40 later."""
-    trace = serve(_program((100, 50), (10, 20), (3, 7), batch=1, output=3))
-    assert trace.done.tolist() == [[153, 193, 233]]
-    assert trace.waited.tolist() == [0, 0]
-    # Two requests: request 1 queues behind request 0 at stage 0 (100 cycles), then reaches stage 1 at
-    # 203, free since 153: its token 0 leaves at 253.
-    two = serve(_program((100, 50), (10, 20), (3, 7), batch=2, output=3))
+    simulate = EXECUTORS[executor]
+    trace = simulate(None, *_program((100, 50), (10, 20), (3, 7), batch=1, output=3))
+    assert trace.stages.done.tolist() == [[153, 193, 233]]
+    assert trace.stages.waited.tolist() == [0, 0]
+    assert trace.stages.busy.tolist() == [100 + 2 * 10, 50 + 2 * 20]
+    assert trace.step_cycles == 233
+    # Two requests: request 1 queues behind request 0 at stage 0 (its prefill runs 100 to 200), reaches
+    # stage 1 at 203, free since 153: its token 0 leaves at 253. Request 0's token 1 reaches stage 0 at
+    # 160 (153 + 7) and waits 40 cycles for request 1's prefill; it leaves stage 0 at 210, reaches stage
+    # 1 at 213, waits there for request 1's prefill until 253 and leaves at 273.
+    two = simulate(None, *_program((100, 50), (10, 20), (3, 7), batch=2, output=3)).stages
     assert two.done[0, 0] == 153 and two.done[1, 0] == 253
-    assert two.waited[0] >= 100
+    assert two.done[0, 1] == 273
+    assert two.waited[0] >= 100 + 40
 
 
 @pytest.mark.parametrize("batch,output", [(1, 4), (3, 5), (5, 2)])
 @pytest.mark.parametrize("times", [((100, 50), (10, 20), (3, 7)), ((37.5, 80.25), (13.0, 9.5), (1.5, 0.25))])
 def test_the_reference_executor_agrees(batch: int, output: int, times) -> None:
-    program = _program(*times, batch=batch, output=output)
-    fast, ref = serve(program), serve_reference(program)
-    assert np.array_equal(fast.done, ref.done)
-    assert np.allclose(fast.waited, ref.waited) and np.allclose(fast.busy, ref.busy)
+    program, costs = _program(*times, batch=batch, output=output)
+    fast, ref = engine.simulate(None, program, costs), reference.simulate(None, program, costs)
+    assert np.array_equal(fast.stages.done, ref.stages.done)
+    assert np.allclose(fast.stages.waited, ref.stages.waited) and np.allclose(fast.stages.busy, ref.stages.busy)
     assert sorted((s.start, s.end, s.args["stage"]) for s in fast.spans) == \
         sorted((s.start, s.end, s.args["stage"]) for s in ref.spans)
 
@@ -99,7 +115,9 @@ def test_the_reference_executor_agrees_on_a_simulated_tiny_program() -> None:
     mapping = map_stages(spec)
     assert len(mapping.stages) == 2
     program = serving_program(spec, mapping)
-    assert np.array_equal(serve(program).done, serve_reference(program).done)
+    costs = cost_serving(program, spec)
+    assert np.array_equal(engine.simulate(None, program, costs).stages.done,
+                          reference.simulate(None, program, costs).stages.done)
 
 
 def test_kv_layouts_and_the_longest_output() -> None:

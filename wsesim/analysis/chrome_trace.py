@@ -1,6 +1,9 @@
-"""A simulated step as a Chrome / Perfetto trace-event file (pure: builds a dict; the CLI writes it).
+"""A simulated run as a Chrome / Perfetto trace-event file (pure: builds a dict; the CLI writes it):
+the one writer of traces, for a training step and for serving alike.
 
-Timestamps are simulated microseconds (cycles / clock). Tracks, named with metadata events:
+Timestamps are simulated microseconds (cycles / clock). A serving run is one process, "pipeline
+stages", with a thread per stage and a span per request's token the stage served (prefill or decode).
+A training step's tracks, named with metadata events:
 
 =====  =========================  ==========================================================
 pid    process                    threads (tid)
@@ -61,15 +64,19 @@ def _key_args(key: tuple[Any, ...]) -> dict[str, Any]:
     return args
 
 
-def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
-    """The trace-event JSON object (``{"traceEvents": [...], ...}``) of a finished run."""
-    us = 1e6 / plan.hw.clock_hz
+def chrome_trace(trace: Trace, plan: StepPlan | None = None, *, clock_hz: float | None = None) -> dict[str, Any]:
+    """The trace-event JSON object (``{"traceEvents": [...], ...}``) of a finished run: a training step
+    (its ``plan``), or a serving run (its trace's stage log, at ``clock_hz``)."""
+    us = 1e6 / (plan.hw.clock_hz if plan is not None else clock_hz)  # type: ignore[operator]
     events: list[dict[str, Any]] = []
 
     def span(pid: int, tid: int, name: str, start: float, end: float, args: dict[str, Any], cat: str) -> None:
         events.append({"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": start * us,
                        "dur": (end - start) * us, "args": _clean(args)})
 
+    if trace.stages is not None:
+        return _stage_trace(trace, span, events)
+    assert plan is not None, "a training step's trace is drawn with its plan"
     for track, name, start, end, args in trace.spans:
         if track == Track.STEP:
             span(2, _STEP_TIDS[name], name, start, end, args, "phase")
@@ -94,6 +101,19 @@ def chrome_trace(trace: Trace, plan: StepPlan) -> dict[str, Any]:
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"clock_hz": plan.hw.clock_hz, "hardware": plan.hw.name, "model": plan.model.name,
                           "tiles": plan.tiles, "batch_per_tile": plan.batch_per_tile}}
+
+
+def _stage_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A serving run: a thread per stage, a span per request's token the stage served."""
+    assert trace.stages is not None
+    meta: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "pipeline stages"}},
+        *({"name": "thread_name", "ph": "M", "pid": 1, "tid": s + 1, "args": {"name": f"stage {s}"}}
+          for s in range(len(trace.stages.busy)))]
+    for track, name, start, end, args in trace.spans:
+        if track == Track.STAGE:
+            span(1, args["stage"] + 1, f"{name} r{args['request']} t{args['token']}", start, end, args, str(name))
+    return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
 
 
 def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:

@@ -9,9 +9,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
-from ..sim.inference import ServingProgram
+from ..sim.costing import Costs
 from ..sim.mapping import Mapping
-from ..sim.serving import ServeTrace
+from ..sim.plan import Trace
+from ..sim.program import Program, Serve
 
 __all__ = ["ServeResult", "infeasible_serving", "measure_serving"]
 
@@ -68,43 +69,45 @@ def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: 
     return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason)
 
 
-def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: ServingProgram,
-                    trace: ServeTrace, wall_s: float = 0.0) -> ServeResult:
-    inf, clock = spec.inference, spec.hardware.clock_hz
-    first = trace.done[:, 0]
+def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
+                    trace: Trace, wall_s: float = 0.0) -> ServeResult:
+    inf, clock, log = spec.inference, spec.hardware.clock_hz, trace.stages
+    assert log is not None, "a serving run's trace has its stage log"
+    serve = next(op for op in program.body if isinstance(op, Serve))
+    first = log.done[:, 0]
     ttft = float(first.mean()) / clock
     if inf.output_len > 1:
-        tpot = float(((trace.done[:, -1] - first) / (inf.output_len - 1)).mean()) / clock
+        tpot = float(((log.done[:, -1] - first) / (inf.output_len - 1)).mean()) / clock
     else:
         tpot = 0.0
-    end = trace.end / clock
+    end = log.end / clock
     by_op: dict[str, float] = defaultdict(float)
     compute = comm = 0.0
-    for work in program.stages:
-        for op in work.decode_ops:
-            by_op[op.name] += op.cycles
-            comm += op.communication
-            compute += op.cycles - op.communication
-    handoff = sum(w.handoff_decode for w in program.stages)
+    for work, cost in zip(serve.stages, costs.stages, strict=True):
+        for op, c in zip(work.decode, cost.decode, strict=True):
+            by_op[op.name] += c.cycles
+            comm += c.communication
+            compute += c.cycles - c.communication
+    handoff = sum(c.handoff_decode for c in costs.stages)
     step = compute + comm + handoff
-    waiting = float(trace.waited.sum()) / max(inf.batch * inf.output_len, 1)
+    waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
     breakdown = {"compute": compute, "communication": comm, "handoff": handoff, "waiting": waiting}
-    first_stage = program.stages[0]
+    first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
-    for op in first_stage.decode_ops:
+    for op, c in zip(first_stage.decode, costs.stages[0].decode, strict=True):
         if op.layer == layer0:
-            layer_ops[op.name] += op.cycles
-    busy = trace.busy / max(trace.end, 1e-30)
+            layer_ops[op.name] += c.cycles
+    busy = log.busy / max(log.end, 1e-30)
     per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer, "layers": [w.stage.layers[0], w.stage.layers[-1]],
                   "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
-                  "prefill_cycles": w.prefill_cycles, "decode_cycles": w.decode_cycles[-1] if w.decode_cycles else 0.0,
-                  "handoff_decode_cycles": w.handoff_decode, "busy": float(busy[i]),
-                  "waiting_cycles": float(trace.waited[i]),
+                  "prefill_cycles": c.prefill_cycles, "decode_cycles": c.decode_cycles[-1] if c.decode_cycles else 0.0,
+                  "handoff_decode_cycles": c.handoff_decode, "busy": float(busy[i]),
+                  "waiting_cycles": float(log.waited[i]),
                   "sram_bytes_per_pe": {"weights": w.stage.memory.weights, "kv_cache": w.stage.memory.kv_cache,
                                         "activations": w.stage.memory.activations, "total": w.stage.memory.total,
                                         "usable": w.stage.memory.usable}}
-                 for i, w in enumerate(program.stages)]
+                 for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     return ServeResult(
         **_base(spec, mapping), feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
@@ -112,7 +115,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Se
         prefill_tokens_per_s=inf.prompt_len / ttft if ttft else 0.0,
         bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
-        per_stage=per_stage, warnings=list(program.problems), events=trace.events, wall_s=wall_s)
+        per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s)
 
 
 def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any) -> str:

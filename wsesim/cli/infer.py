@@ -89,10 +89,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                                                              "set": list(args.set or [])},
             sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written], wall_s=result.wall_s)))
     if args.trace and run.trace is not None:
-        from ..analysis.serving_trace import serving_chrome_trace
+        from ..analysis.chrome_trace import chrome_trace
 
         prepare_dir(str(Path(args.trace).parent))
-        trace = serving_chrome_trace(run.trace, loaded.spec.hardware.clock_hz, len(run.mapping.stages))
+        trace = chrome_trace(run.trace, clock_hz=loaded.spec.hardware.clock_hz)
         atomic_write_bytes(args.trace, json.dumps(trace).encode())
         written.append(Path(args.trace))
     if args.json:

@@ -1,6 +1,8 @@
-"""Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> each
-stage's kernels simulated on its grid -> requests through the pipeline -> result. And the search for the
-fastest mapping that fits (``wsesim infer --search``), as ``tune`` searches G for training."""
+"""Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> the
+serving program (``sim.builders.serving``) -> its costs, each stage's kernels simulated on its grid
+(``sim.costing``) -> requests through the pipeline by the engine the run names (``runner.ENGINES``, the
+same executors as training's) -> result. And the search for the fastest mapping that fits (``wsesim infer
+--search``), as ``tune`` searches G for training."""
 
 from __future__ import annotations
 
@@ -10,15 +12,15 @@ from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
-from ..sim.inference import ServingProgram, serving_program
+from ..config.tables import entry, load
+from ..sim.builders.serving import serving_program
+from ..sim.costing import Costs, cost_serving
 from ..sim.mapping import Mapping, grid_candidates, map_stages
-from ..sim.serving import ServeTrace, serve, serve_reference
+from ..sim.plan import Trace
+from ..sim.program import Program
+from .runner import ENGINES
 
 __all__ = ["ServeRun", "run_inference", "search_mapping", "serving_sweep"]
-
-SERVE_ENGINES = {"fast": serve, "reference": serve_reference}
-"""The executors of a serving program by name (``--engine``)."""
-
 
 @dataclass
 class ServeRun:
@@ -26,8 +28,9 @@ class ServeRun:
 
     result: ServeResult
     mapping: Mapping
-    program: ServingProgram | None = None
-    trace: ServeTrace | None = None
+    program: Program | None = None
+    costs: Costs | None = None
+    trace: Trace | None = None
 
 
 def run_inference(spec: InferenceExperimentSpec, engine: str = "fast") -> ServeRun:
@@ -37,9 +40,10 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast") -> ServeR
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     program = serving_program(spec, mapping)
-    trace = SERVE_ENGINES[engine](program)
-    result = measure_serving(spec, mapping, program, trace, wall_s=time.perf_counter() - t0)
-    return ServeRun(result, mapping, program, trace)
+    costs = cost_serving(program, spec)
+    trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
+    return ServeRun(result, mapping, program, costs, trace)
 
 
 def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeResult]]:

@@ -2,7 +2,8 @@
 and what each expert op costs there, by the ``simulation.moe_mapping`` key.
 
 * ``regions``: each expert on a region of its own (placed by ``simulation.placement``), reached by its
-  tokens over the fabric; an op's cycles are its region's (``model.costs.region_expert_costs``).
+  tokens over the fabric; an op's cycles are its region's, under the compute model
+  (``sim.costing.COMPUTE_MODELS``, the ``simulation.compute`` key).
 * ``in_place``: every expert on the whole wafer, each token's k copies kept where the token is (the
   Cerebras software stack's way); an op is paced by the PE column holding the most copies of its expert,
   the copies' spread over the columns drawn from the run's seed (``spread_stream``). It keeps this lane
@@ -22,10 +23,10 @@ import numpy as np
 from ..config.specs import ExperimentSpec
 from ..config.tables import entry
 from ..fabric.placement import Placement, place
-from ..kernels.step import kernel_region_expert_costs
-from ..model.costs import ExpertCosts, in_place_expert_costs, region_expert_costs
+from ..model.costs import ExpertCosts, in_place_expert_costs
 from ..model.routing import busiest_column_copies
 from ..model.shapes import LayerShapes
+from ..sim.costing import COMPUTE_MODELS
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,10 @@ def _regions_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placem
     return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
 
 
-REGION_COSTS = {"constant": region_expert_costs, "kernel": kernel_region_expert_costs}
-"""An expert op's cost on its region under each ``simulation.compute`` model (docs/model.md §4, §4.1)."""
-
-
 def _regions_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
     region = np.array([(placement.regions[r].rows, placement.regions[r].cols) for r in placement.expert_region_index],
                       dtype=float)
-    costs = REGION_COSTS[spec.simulation.compute]
+    costs = COMPUTE_MODELS[spec.simulation.compute].region_experts
     return costs(spec.hardware, LayerShapes(spec.model), tokens, region[:, 0], region[:, 1])
 
 

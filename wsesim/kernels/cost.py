@@ -1,46 +1,79 @@
-"""The kernel model as a cost function for the training step (issue 18, ``simulation.compute: kernel``).
+"""The one cached front door to the kernel layer for the cost pass: what a kernel of a kind, shape,
+grid, dtype and algorithm costs, with its split (``kernel_cost``). Training's ``compute: kernel`` and
+every serving kernel ask it; ``run_kernel`` (the CLI's entry) is what it runs on a miss.
 
-``gemm_cycles(hw, m, k, n, rows, cols, dtype)`` is what an op of shape M × K × N costs on a region of
-rows × cols PEs; it is cached per argument tuple (a step repeats a handful of shapes), and a new shape
-takes well under a millisecond for SUMMA, ~0.1 s for Cannon and MeshGEMM on a ~750-PE side (their skew's
-link loads), so the default algorithm is SUMMA (it runs on any rectangle and its step count does not
-depend on the region's shape being square).
+A GEMV's cycles depend on K and N only through each PE's block (⌈K/Q⌉ values of x along a row of Q PEs,
+⌈N/P⌉ outputs down a column of P), and a SUMMA GEMM's on M and N only through ⌈M/P⌉ and ⌈N/Q⌉, so those
+shapes are rounded up to whole blocks before the lookup (``whole_blocks``): a step or a decode run asks
+for a few dozen distinct simulations, not one per token count. Cannon and MeshGEMM are looked up as
+given (their skew depends on the whole shape).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from ..config.specs import HardwareSpec
-from .gemm import GEMM_ALGORITHMS
-from .machine import Machine
+from .registry import run_kernel
+
+__all__ = ["KernelCost", "kernel_cost", "lanes_dtype", "whole_blocks"]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCost:
+    """A kernel's cycles and their split along the critical path (``compute`` arithmetic,
+    ``communication`` wavelets; the rest waiting), and whether it fits (``reason`` if not: the cycles
+    are then the schedule's as if it fitted, for a caller that says so)."""
+
+    cycles: float
+    compute: float
+    communication: float
+    feasible: bool = True
+    reason: str = ""
+
+    @property
+    def bound(self) -> str:
+        """``"compute"`` when arithmetic is at least half the critical path, else ``"communication"``."""
+        return "compute" if self.compute >= self.cycles / 2 else "communication"
+
+
+def lanes_dtype(bytes_per_value: int) -> str:
+    """The kernel dtype a model's values run as: fp32 on its own lanes, 16-bit (bf16 or fp16) as fp16."""
+    return "fp32" if bytes_per_value == 4 else "fp16"
+
+
+def whole_blocks(kind: str, algorithm: str, rows: int, cols: int,
+                 shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``shape`` rounded up to whole blocks per PE where the kernel's cycles depend only on the blocks:
+    a GEMV's K over the columns and N over the rows; a SUMMA GEMM's M over the rows and N over the
+    columns. Any other kernel's shape as it is."""
+    m, k, n = shape
+    if kind == "gemv":
+        return m, -(-k // cols) * cols, -(-n // rows) * rows
+    if kind == "gemm" and algorithm == "summa":
+        return -(-max(m, 1) // rows) * rows, k, -(-max(n, 1) // cols) * cols
+    return shape
 
 
 @lru_cache(maxsize=65536)
-def gemm_cycles(hw: HardwareSpec, m: int, k: int, n: int, rows: int, cols: int, dtype: str = "fp16",
-                algorithm: str = "summa") -> tuple[float, str]:
-    """Cycles of C[m×n] = A[m×k] · B[k×n] on a ``rows`` × ``cols`` grid of ``hw``'s PEs, and what bounds it.
+def _cached(hw: HardwareSpec, kind: str, rows: int, cols: int, dtype: str, algorithm: str,
+            shape: tuple[int, int, int] | None, wavelets: int) -> KernelCost:
+    r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets)
+    return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason)
 
-    Contract:
 
-    * ``hw`` is a ``HardwareSpec`` (frozen, hashable: the cache key includes it, so overrides are
-      separate entries); ``m``, ``k``, ``n``, ``rows``, ``cols`` positive ints with ``rows`` ≤
-      ``hw.mesh.rows`` and ``cols`` ≤ ``hw.mesh.cols``; ``dtype`` "fp16" (bf16: pass "fp16", the same
-      lanes) or "fp32"; ``algorithm`` one of ``GEMM_ALGORITHMS`` (summa, cannon, meshgemm).
-    * Returns ``(cycles, bound)``: ``cycles`` a float ≥ 0, the kernel alone (no task launch overhead:
-      the caller adds ``runtime.task_overhead`` if it wants it); ``bound`` is ``"compute"`` when the
-      critical path is mostly arithmetic, ``"communication"`` when mostly wavelets, or
-      ``"infeasible: <reason>"`` when the blocks do not fit a PE's SRAM (or Cannon/MeshGEMM on a
-      non-square grid): the cycles are then those of the schedule as if it fitted, so a caller may
-      still use them, but should say so.
-    * Deterministic, pure, never prints; raises ``ConfigError`` for a grid larger than the mesh, a
-      non-positive size, an unknown dtype or algorithm (the message lists the valid names).
-    """
-    from ..config.errors import ConfigError
+def kernel_cost(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str, algorithm: str,
+                shape: tuple[int, int, int] | None = None, wavelets: int = 1) -> KernelCost:
+    """The cost of one kernel on a ``rows`` × ``cols`` grid of ``hw``'s PEs (cached; ``hw`` is frozen
+    and hashable, so overrides are entries of their own). GEMM and GEMV take ``shape`` (M, K, N; a
+    GEMV's M is 1), rounded by ``whole_blocks``; the collectives ``wavelets`` per PE. ``dtype`` "fp16"
+    (bf16 runs on the same lanes) or "fp32". Raises ``ConfigError`` for an unknown kind or algorithm,
+    a grid larger than the mesh or a non-positive size."""
+    if shape is not None:
+        shape = whole_blocks(kind, algorithm, rows, cols, shape)
+    return _cached(hw, kind, rows, cols, "fp16" if dtype == "bf16" else dtype, algorithm, shape, wavelets)
 
-    if algorithm not in GEMM_ALGORITHMS:
-        raise ConfigError(f"expected one of {', '.join(GEMM_ALGORITHMS)}, got \"{algorithm}\"", path="algorithm")
-    r = GEMM_ALGORITHMS[algorithm](Machine.of(hw, "fp16" if dtype == "bf16" else dtype), rows, cols, (m, k, n))
-    if not r.feasible:
-        return r.cycles, f"infeasible: {r.reason}"
-    return r.cycles, "compute" if r.compute >= r.cycles / 2 else "communication"
+
+kernel_cost.cache_info = _cached.cache_info  # type: ignore[attr-defined]
+kernel_cost.cache_clear = _cached.cache_clear  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ imports these counts rather than writing them again (docs/model.md §3, §4).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -238,32 +239,55 @@ def _backward(forward: list[Matmul]) -> list[Matmul]:
     return [g for m, k, n in forward for g in ((m, n, k), (k, m, n))]
 
 
-def wafer_op_matmuls(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: str,
-                     backward: bool) -> tuple[Matmul, ...]:
-    """The GEMMs of a whole-wafer op on ``tokens`` tokens (``wafer_op``'s FLOPs, as shapes): attention's
-    projections (q, k and v as one, o) and its core (all heads of a tile's sequences as one wide scores
-    GEMM and one context GEMM, the masked half skipped by ``flash``), the router with the shared expert,
-    a dense FFN, the LM head (forward and both backward GEMMs). Used by ``simulation.compute: kernel``."""
+def layer_matmuls(shapes: LayerShapes, tokens: int, keys: Any, dense: bool = True) -> dict[str, Matmul]:
+    """A transformer layer's GEMMs (M, K, N) on ``tokens`` tokens attending to ``keys`` keys, by name —
+    the one description of a layer as matmuls, which the training step and serving both read:
+
+    ``qkv`` (q, k and v as one), ``o_proj``, ``scores`` (all heads' q·Kᵀ as one wide GEMM) and
+    ``context`` (P·V); the FFN's ``gate_up`` (SwiGLU's gate and up as one, GELU's up) and ``down`` — a
+    dense layer's, or for an MoE layer a token's ``top_k`` experts side by side; ``router``,
+    ``shared_gate_up`` and ``shared_down`` (where the model has a shared expert); ``lm_head``.
+    ``keys`` may be any size the caller resolves later (serving's decode context)."""
     m = shapes.model
     H = m.hidden_size
+    q, k, v, o = shapes.qkvo_widths
+    if dense:
+        up, inner = (FFN_MATRICES[m.ffn_activation] - 1) * m.ffn_intermediate, m.ffn_intermediate
+    else:
+        up, inner = 2 * m.expert_intermediate * m.top_k, m.expert_intermediate * m.top_k
+    out = {"qkv": (tokens, H, q + k + v), "o_proj": (tokens, o, H),
+           "scores": (tokens, m.heads * shapes.qk_head_dim, keys), "context": (tokens, keys, m.heads * shapes.v_head_dim),
+           "gate_up": (tokens, H, up), "down": (tokens, inner, H), "router": (tokens, H, m.experts),
+           "lm_head": (tokens, H, m.vocab_size)}
+    if m.shared_expert_intermediate:
+        sh = m.shared_expert_intermediate
+        out |= {"shared_gate_up": (tokens, H, 2 * sh), "shared_down": (tokens, sh, H)}
+    return out
+
+
+def wafer_op_matmuls(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: str,
+                     backward: bool) -> tuple[Matmul, ...]:
+    """The GEMMs of a whole-wafer op on ``tokens`` tokens (``wafer_op``'s FLOPs, as shapes, from
+    ``layer_matmuls``): attention's projections (q, k and v as one, o) and its core (all heads of a
+    tile's sequences as one wide scores GEMM and one context GEMM, the masked half skipped by
+    ``flash``), the router with the shared expert, a dense FFN, the LM head (forward and both backward
+    GEMMs). Used by ``simulation.compute: kernel``."""
+    m = shapes.model
+    keys = seq_len if kernel != "flash" else max(1, seq_len // 2)
+    mm = layer_matmuls(shapes, tokens, keys)
     out: list[Matmul] = []
     if name == OpKind.ATTENTION:
-        q, k, v, o = shapes.qkvo_widths
         if m.kv_lora_rank:  # latent attention: the projections as one GEMM of their parameters
-            out.append((tokens, H, max(1, shapes.attention_proj_params // H)))
+            out.append((tokens, m.hidden_size, max(1, shapes.attention_proj_params // m.hidden_size)))
         else:
-            out += [(tokens, H, q + k + v), (tokens, o, H)]
-        keys = seq_len if kernel != "flash" else max(1, seq_len // 2)
-        out += [(tokens, m.heads * shapes.qk_head_dim, keys), (tokens, keys, m.heads * shapes.v_head_dim)]
+            out += [mm["qkv"], mm["o_proj"]]
+        out += [mm["scores"], mm["context"]]
     elif name == OpKind.ROUTER:
-        out.append((tokens, H, m.experts))
-        if m.shared_expert_intermediate:
-            out += [(tokens, H, 2 * m.shared_expert_intermediate), (tokens, m.shared_expert_intermediate, H)]
+        out += [mm["router"]] + ([mm["shared_gate_up"], mm["shared_down"]] if m.shared_expert_intermediate else [])
     elif name == OpKind.FFN:
-        up = FFN_MATRICES[m.ffn_activation] - 1
-        out += [(tokens, H, up * m.ffn_intermediate), (tokens, m.ffn_intermediate, H)]
+        out += [mm["gate_up"], mm["down"]]
     elif name == OpKind.LM_HEAD:
-        return tuple([(tokens, H, m.vocab_size), *_backward([(tokens, H, m.vocab_size)])])
+        return tuple([mm["lm_head"], *_backward([mm["lm_head"]])])
     else:
         raise ValueError(f"no whole-wafer op {name!r}")
     return tuple(_backward(out) if backward else out)

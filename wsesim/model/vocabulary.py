@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "ServePhase", "Tensor", "Track", "Where"]
+__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "ServePhase", "StageOpKind", "Tensor", "Track",
+           "Where"]
 
 
 class Name(str, Enum):
@@ -54,7 +55,7 @@ class Tensor(Name):
 
 
 class OpKind(Name):
-    """What an op of a program does (``program.Op.kind``)."""
+    """What an op of a program does (the ``kind`` of a ``sim.program`` record)."""
 
     WEIGHTS = "weights"  # wait for a tensor's weights to arrive
     ATTENTION = "attention"
@@ -66,18 +67,25 @@ class OpKind(Name):
     DISPATCH = "dispatch"  # tokens to their experts over the fabric
     COMBINE = "combine"  # expert outputs back over the fabric
     EXPERTS = "experts"  # a layer's experts, under the MoE mapping
-    GATE_UP = "gate_up"  # an expert's gate and up projections
-    DOWN = "down"  # an expert's down projection
     GRADIENT = "gradient"  # hand a weight gradient to the outbound link
     GRADIENT_DRAIN = "gradient_drain"  # wait for the last gradient to leave
     REDUCE_DRAIN = "reduce_drain"  # wait for its sum to come through a cluster's reduce tree
     OPTIMIZER_STEP = "optimizer_step"  # MemoryX updates every weight before the next step can stream
-    # kernels on a grid of PEs (serving, docs/model.md §11): each a simulated kernel of wsesim.kernels
-    GEMV = "gemv"
+    SERVE = "serve"  # requests through a pipeline of stages, each stage a queue
+
+
+class StageOpKind(Name):
+    """What one op of a serving stage's work is (``sim.program.Kernel.kind``, docs/model.md §11.2): a
+    kernel the kernel layer simulates on the stage's grid (``GEMM``, ``GEMV``, ``ALLREDUCE``, each the
+    ``wsesim.kernels`` kind of the same name), SIMD work on every PE's own values (``ELEMENTWISE``:
+    norms' squares, RoPE, softmax's exponentials, activations, residuals), or values moved across the
+    grid (``TRANSFER``: an MoE token to its experts' regions and back)."""
+
     GEMM = "gemm"
+    GEMV = "gemv"
     ALLREDUCE = "allreduce"
-    ELEMENTWISE = "elementwise"  # norms' squares, RoPE, softmax's exponentials, activations, residuals
-    HANDOFF = "handoff"  # activations to the next pipeline stage (or the next token back to the first)
+    ELEMENTWISE = "elementwise"
+    TRANSFER = "transfer"
 
 
 class Phase(Name):
@@ -134,5 +142,4 @@ class Where(Name):
     LINK_IN = "link in"
     LINK_OUT = "link out"
     MEMORYX = "memoryx"  # the off-wafer weight store, where the optimizer runs
-    STAGE = "stage"  # a pipeline stage's grid of PEs (serving)
     BETWEEN_WAFERS = "between wafers"

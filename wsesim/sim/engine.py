@@ -1,6 +1,7 @@
-"""The fast engine: executes a program (``program.Program``, for a training step built by
-``training.training_program``) as SimPy processes and resources (docs/model.md §2, §3). Simulated time
-is in clock cycles.
+"""The fast engine: executes a program (``program.Program``: a training step built by
+``builders.training``, serving requests by ``builders.serving``) at the costs of the cost pass
+(``costing``), as SimPy processes and resources (docs/model.md §2, §3, §11.4). Simulated time is in
+clock cycles.
 
 * the inbound link (``links.WeightStream``, a process) fills the bounded staging buffer with weight
   chunks in order of first use, and waits while the buffer is full;
@@ -9,7 +10,10 @@ is in clock cycles.
   again for each): a ``WEIGHTS`` op waits for its chunks, a whole-wafer op takes its cost model's cycles,
   per tile when it is tiled, a fabric op the fabric's, the ``EXPERTS`` op the experts phase
   (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
-  step when the last gradient has left (in a cluster: when its sum has come through the reduce tree).
+  step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
+* a ``SERVE`` op is a queue per stage, run as one loop over arrivals in time order (a heap): each
+  stage's next start is the later of the arrival and the stage's last finish; on ties of equal cycles
+  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle.
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -18,20 +22,32 @@ stalls and contention emerge from these. The engine never prints or writes files
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
-from .chunks import plan_chunks
+from .builders.training import training_program
 from .cluster import io_rate
+from .costing import Costs, cost_program
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
 from .links import GradientLink, WeightStream
-from .plan import Span, StepPlan, Trace, wafer_cost
-from .program import WAFER_OPS, Op, Program
-from .training import training_program
+from .plan import Span, StageLog, StepPlan, Trace
+from .program import (
+    WAFER_OPS,
+    Drain,
+    GradientOut,
+    Op,
+    OptimizerStep,
+    Program,
+    Serve,
+    Transfer,
+    WaferOp,
+    Weights,
+)
 
 __all__ = ["simulate"]
 
@@ -39,12 +55,21 @@ Run = Callable[[Op], Generator[Any, Any, None]]
 
 
 class _Engine:
-    def __init__(self, plan: StepPlan, program: Program) -> None:
-        self.plan, self.program, hw = plan, program, plan.hw
+    def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
+        self.plan, self.program, self.costs = plan, program, costs
         self.env = CountingEnvironment()
         self.trace = Trace()
-        self.chunks = chunks = plan_chunks(hw, plan.model, plan.training.activations == "recompute",
-                                           plan.micro_batches)
+        self.events: int | None = None  # a serving run's stage visits (the heap's events)
+        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve}
+        if program.chunks is not None:
+            assert plan is not None, "a program that streams weights needs the step's plan"
+            self._links(plan, program)
+
+    def _links(self, plan: StepPlan, program: Program) -> None:
+        """The training step's resources: the weight stream, the gradient link, the experts phase."""
+        hw, chunks = plan.hw, program.chunks
+        assert chunks is not None
+        self.chunks = chunks
         self.keys = chunks.keys
         self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
         self.sizes = chunks.sizes
@@ -55,7 +80,7 @@ class _Engine:
         self.grads = GradientLink(staging / 2, rate)
         self.experts = ExpertsPhase(plan, chunks, self.env, self.stream, self.grads, self.trace, self._gradient_room)
         self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
-        self._run: dict[OpKind, Run] = {kind: self._wafer for kind in WAFER_OPS}
+        self._run.update({kind: self._wafer for kind in WAFER_OPS})
         self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
                           OpKind.EXPERTS: self.experts.run, OpKind.GRADIENT: self._gradient,
                           OpKind.GRADIENT_DRAIN: self._drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
@@ -68,12 +93,12 @@ class _Engine:
         self.keys = {k: (a + off, b + off) for k, (a, b) in c.keys.items()} if off else c.keys
         self.experts.use_micro_batch(i)
 
-    def _weights(self, op: Op) -> Generator[Any, Any, None]:
+    def _weights(self, op: Weights) -> Generator[Any, Any, None]:
         """Wait (a stall of the step) for the weights of ``op.weights``: whole-wafer weights (attention,
         router, LM head, embedding) are copied out of the staging buffer into their resident place as
         each piece arrives, so the buffer never has to hold all of them at once."""
         env, stream, start = self.env, self.stream, self.env.now
-        first, last = self.keys[op.weights]
+        first, last = self.keys[op.key]
         for i in range(first, last + 1):
             if i >= stream.next:
                 yield stream.wait(i)
@@ -87,9 +112,9 @@ class _Engine:
             self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
 
     # ---------------------------------------------------------------------------------- compute ops
-    def _wafer(self, op: Op) -> Generator[Any, Any, None]:
+    def _wafer(self, op: WaferOp) -> Generator[Any, Any, None]:
         """A whole-wafer op, or its ``tiles`` runs back to back (one span each)."""
-        cost = wafer_cost(self.plan, op)
+        cost = self.costs.wafer[op]
         start, cycles, spans = self.env.now, cost.cycles, self.trace.spans
         for i in range(op.runs):
             args = {**op.args, **({"tile": i} if op.tiles else {}), "flops": op.flops,
@@ -98,7 +123,7 @@ class _Engine:
         self.trace.executed_flops += op.executed_flops
         yield self.env.timeout(op.runs * cycles)
 
-    def _fabric(self, op: Op) -> Generator[Any, Any, None]:
+    def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
         nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.plan.model.bytes_per_value
         key = (op.layer, op.reverse)  # forward, recompute and backward move the same bytes: time them once
         if key not in self._fabric_times:
@@ -116,38 +141,63 @@ class _Engine:
             yield self.env.timeout(ready - start)
             self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, self.env.now, dict(args)))
 
-    def _gradient(self, op: Op) -> Generator[Any, Any, None]:
+    def _gradient(self, op: GradientOut) -> Generator[Any, Any, None]:
         """Hand one gradient to the outbound link, once its buffer has room for it."""
         yield from self._gradient_room(op.args, op.nbytes)
         self.grads.send(np.array([self.env.now]), np.array([op.nbytes]))
         self.trace.gradients.append((op.gradient, dict(op.args)))
 
     # ------------------------------------------------------------------------------- the step's end
-    def _drain(self, op: Op) -> Generator[Any, Any, None]:
+    def _drain(self, op: Drain) -> Generator[Any, Any, None]:
         """The step ends when the last gradient has left."""
         yield from self._until(self.grads.link_free_at, Phase.GRADIENT_DRAIN, op)
 
-    def _reduce_drain(self, op: Op) -> Generator[Any, Any, None]:
+    def _reduce_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """... and, in a cluster, when its sum has come through the reduce tree."""
         yield from self._until(self.grads.link_free_at + self.plan.tree.latency, Phase.REDUCE_DRAIN, op)
 
-    def _optimizer(self, op: Op) -> Generator[Any, Any, None]:
+    def _optimizer(self, op: OptimizerStep) -> Generator[Any, Any, None]:
         """MemoryX's weight update: nothing streams until it is done."""
-        start = self.env.now
-        yield self.env.timeout(op.cycles)
-        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now, dict(op.args)))
+        start, cycles = self.env.now, self.costs.optimizer_cycles
+        yield self.env.timeout(cycles)
+        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now,
+                                     {**op.args, "cycles": cycles}))
 
-    def _until(self, at: float, phase: Phase, op: Op) -> Generator[Any, Any, None]:
+    def _until(self, at: float, phase: Phase, op: Drain) -> Generator[Any, Any, None]:
         env = self.env
         if at > env.now:
             start = env.now
             yield env.timeout(at - start)
             self.trace.spans.append(Span(Track.STEP, phase, start, env.now, dict(op.args)))
 
+    # ------------------------------------------------------------------------------------- serving
+    def _serve(self, op: Serve) -> Generator[Any, Any, None]:
+        """Requests through the stages, FIFO at each: arrivals in time order from a heap."""
+        stages, S, T = self.costs.stages, len(op.stages), op.output_len
+        free = np.zeros(S)
+        trace = self.trace
+        trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
+        heap = [(0.0, r, r, 0, 0) for r in range(op.requests)]  # (arrival, order, request, token, stage)
+        order, visits = op.requests, 0
+        while heap:
+            at, _, r, t, s = heapq.heappop(heap)
+            start = max(at, free[s])
+            end = free[s] = start + stages[s].service(t)
+            trace.stage_visit(s, t, r, at, start, end, last=s == S - 1)
+            visits += 1
+            if s == S - 1 and t + 1 == T:
+                continue
+            heapq.heappush(heap, (end + stages[s].handoff(t), order, r, t + 1 if s == S - 1 else t, (s + 1) % S))
+            order += 1
+        self.events = visits
+        yield self.env.timeout(trace.stages.end)
+
+    # ----------------------------------------------------------------------------------------- run
     def _step(self) -> Generator[Any, Any, None]:
         run, program = self._run, self.program
         for i in range(program.micro_batches):
-            self._use_micro_batch(i)
+            if program.chunks is not None:
+                self._use_micro_batch(i)
             for op in program.body:
                 yield from run[op.kind](op)
         for op in program.tail:
@@ -155,19 +205,28 @@ class _Engine:
 
     def run(self) -> Trace:
         env = self.env
-        env.process(self.stream.process())
+        if self.program.chunks is not None:
+            env.process(self.stream.process())
         done = env.process(self._step())
         env.run(until=done)
         tr = self.trace
-        tr.step_cycles, tr.events = float(env.now), env.processed
-        tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
-        tr.io_in = self.stream.schedule()
-        tr.staging_held_at_end = self.stream.held_after_all_frees()
-        tr.gradient_batches = self.grads.batches
+        tr.step_cycles = float(env.now)
+        tr.events = env.processed if self.events is None else self.events
+        if self.program.chunks is not None:
+            tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
+            tr.io_in = self.stream.schedule()
+            tr.staging_held_at_end = self.stream.held_after_all_frees()
+            tr.gradient_batches = self.grads.batches
         return tr
 
 
-def simulate(plan: StepPlan, program: Program | None = None) -> Trace:
-    """Execute ``program`` (by default the training step of ``plan``); returns the trace (spans in
-    cycles) and counters."""
-    return _Engine(plan, program or training_program(plan)).run()
+def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs | None = None) -> Trace:
+    """Execute ``program`` at ``costs`` (by default the training step of ``plan``, costed by the cost
+    pass); returns the trace (spans in cycles) and counters. A serving program needs no plan (None)."""
+    if program is None:
+        assert plan is not None
+        program = training_program(plan)
+    if costs is None:
+        assert plan is not None
+        costs = cost_program(program, plan)
+    return _Engine(plan, program, costs).run()

@@ -31,7 +31,7 @@ from ..model.vocabulary import Copy, Gradient, Pass
 from .chunks import ChunkPlan
 from .links import GradientLink, WeightStream
 from .plan import ExpertOps, StepPlan, Trace
-from .program import Op
+from .program import Experts
 
 __all__ = ["MAPPINGS", "ExpertsPhase"]
 
@@ -76,7 +76,7 @@ class ExpertsPhase:
         c, off = self.chunks, i * self.chunks.per_micro_batch
         self.expert_chunks = {k: v + off for k, v in c.expert_chunks.items()} if off else c.expert_chunks
 
-    def run(self, op: Op) -> Generator[Any, Any, None]:
+    def run(self, op: Experts) -> Generator[Any, Any, None]:
         yield from self._phase(self, op.layer, op.pass_, op.copy, op.backward)
 
 

@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
-from ..kernels.step import kernel_op_cost
-from ..model.costs import ExpertCosts, OpCost, op_cost
-from ..model.vocabulary import OpKind, Phase, Track
+from ..model.costs import ExpertCosts
+from ..model.vocabulary import OpKind, Phase, ServePhase, Track
 from .cluster import Tree
 
 if TYPE_CHECKING:
-    from .program import Op
+    from .program import Transfer
 
 
 class Span(NamedTuple):
@@ -56,22 +55,12 @@ class StepPlan:
     moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
     micro_batches: int = 1  # gradient accumulation: the step runs this many micro-batches of G·B
     tree: Tree | None = None  # the cluster's broadcast-reduce tree (None: one system)
-    compute: str = "constant"  # "kernel": whole-wafer ops cost their GEMMs' simulated cycles (wafer_cost)
+    compute: str = "constant"  # the compute model (costing.COMPUTE_MODELS) that costs the step's ops
 
     @property
     def global_batch(self) -> int:
         """Sequences of one micro-batch on one system (G·B): what the MoE and FFN layers run on at once."""
         return self.batch_per_tile * self.tiles
-
-
-def wafer_cost(plan: StepPlan, op: Op) -> OpCost:
-    """What a whole-wafer op costs under ``plan.compute``: its FLOPs over the global GEMM efficiency
-    (``constant``), or its GEMMs simulated on the wafer (``kernel``); copies have no GEMM and keep the
-    constant model either way. Both engines call this, so they cannot disagree on it."""
-    rows, cols = plan.attention_shape
-    if plan.compute == "kernel" and op.matmuls:
-        return kernel_op_cost(plan.hw, rows, cols, op.matmuls, op.flops, op.weight_bytes, plan.model.bytes_per_value)
-    return op_cost(plan.hw, rows, cols, op.flops, op.weight_bytes)
 
 
 @dataclass(frozen=True)
@@ -103,11 +92,26 @@ class LinkSchedule:
 
 
 @dataclass
+class StageLog:
+    """A serving run's stages: ``done[r, t]`` the cycle request r's token t left the last stage (its LM
+    head); ``waited[s]`` cycles requests queued at stage s in all; ``busy[s]`` cycles stage s worked."""
+
+    done: np.ndarray
+    waited: np.ndarray
+    busy: np.ndarray
+
+    @property
+    def end(self) -> float:
+        return float(self.done.max()) if self.done.size else 0.0
+
+
+@dataclass
 class Trace:
     """What happened, recorded during the run; metrics are computed from it afterwards.
 
-    ``spans`` are (track, name, start, end, args) in cycles on the step's own timeline and the links;
-    ``expert_ops`` hold the expert regions' ops as arrays; ``io_in`` is the inbound link's schedule.
+    ``spans`` are (track, name, start, end, args) in cycles on the step's own timeline and the links
+    (a serving run's: one per stage visit, on the stage track); ``expert_ops`` hold the expert regions'
+    ops as arrays; ``io_in`` is the inbound link's schedule; ``stages`` a serving run's stage log.
     """
 
     spans: list[Span] = field(default_factory=list)
@@ -125,8 +129,9 @@ class Trace:
     max_link_load_bytes: float = 0.0
     restreamed_for_recompute: bool = False
     staging_held_at_end: float = 0.0  # weight bytes still reserved in the staging buffer (0 when all freed)
+    stages: StageLog | None = None
 
-    def fabric_span(self, op: Op, start: float, end: float, total_bytes: float, max_load: float) -> None:
+    def fabric_span(self, op: Transfer, start: float, end: float, total_bytes: float, max_load: float) -> None:
         """Record a dispatch or combine over the fabric: its span and the bytes it moved."""
         self.max_link_load_bytes = max(self.max_link_load_bytes, max_load)
         if op.reverse:
@@ -135,6 +140,19 @@ class Trace:
             self.dispatched_bytes += total_bytes
         self.spans.append(Span(Track.STEP, op.kind, start, end, {
             **op.args, "bytes": total_bytes, "max_link_load_bytes": max_load}))
+
+    def stage_visit(self, stage: int, token: int, request: int, arrived: float, start: float, end: float,
+                    last: bool) -> None:
+        """Record stage ``stage`` serving ``request``'s ``token`` (0: its prefill) from ``start`` to ``end``
+        after it arrived at ``arrived``; at the ``last`` stage the token is done."""
+        log = self.stages
+        assert log is not None
+        log.waited[stage] += start - arrived
+        log.busy[stage] += end - start
+        phase = ServePhase.PREFILL if token == 0 else ServePhase.DECODE
+        self.spans.append(Span(Track.STAGE, phase, start, end, {"stage": stage, "request": request, "token": token}))
+        if last:
+            log.done[request, token] = end
 
     def experts_spans(self, start: float, end: float, waited: float, layer: int, pass_: str) -> None:
         """An experts phase from ``start`` to ``end`` whose critical path (the region that finished last,

@@ -1,11 +1,24 @@
-"""A workload as data: the ordered ops of a program, which both engines execute (docs/architecture.md).
+"""A workload as data: the ordered ops of a program, which both executors run (docs/architecture.md).
 
-A builder (``training.training_program`` for a training step) writes the order of work once; the fast
-engine (``engine.py``) and the plain-SimPy reference (``reference.py``) each execute the same
-``Program`` with their own mechanism, so the order lives in one place and tests can read it directly.
-An op says what it is (``kind``, ``pass_``, ``layer``), where it runs, what it computes (FLOPs and the
-weight bytes it feeds, from ``model.shapes``), which weights it waits for and which gradient it hands
-on; the engines decide when.
+A builder (``builders.training`` for a training step, ``builders.serving`` for serving requests) writes
+the order of work once, as shapes: what each op computes, moves or waits for, never what it costs. The
+cost pass (``costing.cost_program``) turns shapes into cycles under the run's compute model; the fast
+engine (``engine.py``) and the plain-SimPy reference (``reference.py``) then execute the same program
+with their own mechanism.
+
+An op is one of a small tagged union of records, each carrying what its handler needs and no more; its
+``kind`` (an ``OpKind``) picks the handler in each executor's table:
+
+* ``Weights`` — wait for the streamed weights of one chunk key;
+* ``WaferOp`` — arithmetic on the whole wafer (attention per tile, router, a dense FFN, the LM head, the
+  in-place copies), as FLOPs, weight bytes and GEMM shapes;
+* ``Transfer`` — a layer's routed tokens over the fabric to the experts or back;
+* ``Experts`` — a layer's experts under the MoE mapping;
+* ``GradientOut`` — a weight gradient handed to the outbound link;
+* ``Drain`` — the end of the step: the last gradient out, or its sum through a cluster's tree;
+* ``OptimizerStep`` — MemoryX's update of every weight;
+* ``Serve`` — requests through a pipeline of stages (``StageWork``: each stage's ``Kernel`` ops for a
+  prefill and for one decode step, and its ``Handoff`` to the next stage).
 """
 
 from __future__ import annotations
@@ -13,63 +26,56 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Where
+from ..model.shapes import Matmul
+from ..model.vocabulary import Copy, Gradient, OpKind, Pass, StageOpKind
 
-__all__ = ["WAFER_OPS", "Op", "Program"]
+if TYPE_CHECKING:
+    from .chunks import ChunkPlan
+    from .mapping import Stage
+
+__all__ = ["WAFER_OPS", "Drain", "Experts", "GradientOut", "Handoff", "Kernel", "Op", "OptimizerStep",
+           "PerToken", "Program", "Serve", "StageWork", "Transfer", "WaferOp", "Weights"]
 
 ChunkKey = tuple[Any, ...]  # (copy, layer, tensor) or (tensor,): a key of the chunk plan
 
 WAFER_OPS = frozenset({OpKind.ATTENTION, OpKind.ROUTER, OpKind.FFN, OpKind.LM_HEAD, OpKind.EXPAND,
                        OpKind.WEIGHTED_SUM})
-"""Op kinds that run on the whole wafer as one timed op (per tile when ``Op.tiles``)."""
+"""Op kinds that run on the whole wafer as one timed op (per tile when ``WaferOp.tiles``)."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One op of a program.
+def _args() -> Mapping[str, Any]:
+    return _EMPTY
 
-    * ``WEIGHTS``: wait for the weights of chunk key ``weights`` (a stall of the step while they come);
-    * the whole-wafer kinds (``WAFER_OPS``): ``flops`` of arithmetic feeding ``weight_bytes`` of weights,
-      once, or ``tiles`` times back to back (one span each, with its ``tile``); ``useful`` is False for
-      datapath work that is no arithmetic (copies: timed, not counted as FLOPs);
-    * ``DISPATCH``/``COMBINE``: the layer's routed tokens over the fabric (``reverse``: experts to
-      tokens), ``nbytes`` in all;
-    * ``EXPERTS``: the layer's experts under the MoE mapping, on weight copy ``copy``; ``flops`` is the
-      phase's arithmetic, summed over its experts;
-    * ``GRADIENT``: hand ``nbytes`` of ``gradient`` to the outbound link;
-    * ``GRADIENT_DRAIN``/``REDUCE_DRAIN``: the end of the step;
-    * the serving kinds (``GEMV``, ``GEMM``, ``ALLREDUCE``, ``ELEMENTWISE``, ``HANDOFF``): a kernel
-      ``name`` of ``layer`` on ``stage``'s grid, whose ``cycles`` the kernel model has simulated.
 
-    ``args`` are the span arguments the trace records beside the engine's own (cycles, bound, bytes).
-    """
+# Ops compare by identity (eq=False): the cost pass keys each op's cost by the op itself.
+@dataclass(frozen=True, slots=True, eq=False)
+class Weights:
+    """Wait for the weights of chunk key ``key`` (a stall of the step while they come)."""
+
+    kind: ClassVar[OpKind] = OpKind.WEIGHTS
+    key: ChunkKey
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WaferOp:
+    """``flops`` of arithmetic on the whole wafer feeding ``weight_bytes`` of weights, once, or ``tiles``
+    times back to back (one span each). ``matmuls`` are its GEMMs (M, K, N), the same FLOPs as shapes;
+    ``useful`` is False for datapath work that is no arithmetic (copies: timed, not counted as FLOPs)."""
 
     kind: OpKind
-    pass_: Pass | None = None
-    layer: int | None = None
-    where: Where = Where.WAFER
-    tiles: int = 0
-    flops: float = 0.0
+    pass_: Pass
+    layer: int | None
+    flops: float
     weight_bytes: float = 0.0
+    matmuls: tuple[Matmul, ...] = ()
+    tiles: int = 0
     useful: bool = True
-    backward: bool = False
-    weights: ChunkKey | None = None
-    copy: Copy | None = None
-    reverse: bool = False
-    gradient: Gradient | None = None
-    nbytes: float = 0.0
-    args: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
-    # a kernel on a grid (serving): its name in the layer, its stage, and its simulated cycles with the
-    # part of them that is wavelets on the fabric (the rest is arithmetic, or waiting inside the kernel)
-    matmuls: tuple[tuple[int, int, int], ...] = ()  # a whole-wafer op's GEMMs (M, K, N), for compute: kernel
-    name: str = ""
-    stage: int | None = None
-    cycles: float = 0.0
-    communication: float = 0.0
+    args: Mapping[str, Any] = field(default_factory=_args)
 
     @property
     def runs(self) -> int:
@@ -78,17 +84,148 @@ class Op:
 
     @property
     def executed_flops(self) -> float:
-        """Arithmetic the op executes in all (0 for waits, transfers and copies)."""
+        """Arithmetic the op executes in all (0 for copies)."""
         return self.runs * self.flops if self.useful else 0.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Transfer:
+    """A layer's routed tokens over the fabric (``kind`` DISPATCH or COMBINE), ``nbytes`` in all;
+    ``reverse``: from the experts back to the tokens."""
+
+    kind: OpKind
+    layer: int
+    reverse: bool
+    nbytes: float
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Experts:
+    """A layer's experts under the MoE mapping, reading weight copy ``copy``; ``flops`` is the phase's
+    arithmetic, summed over its experts."""
+
+    kind: ClassVar[OpKind] = OpKind.EXPERTS
+    pass_: Pass
+    layer: int
+    copy: Copy
+    backward: bool
+    flops: float
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+    @property
+    def executed_flops(self) -> float:
+        return self.flops
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GradientOut:
+    """Hand ``nbytes`` of ``gradient`` to the outbound link."""
+
+    kind: ClassVar[OpKind] = OpKind.GRADIENT
+    gradient: Gradient
+    nbytes: float
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Drain:
+    """The step's end (``kind`` GRADIENT_DRAIN: the last gradient has left; REDUCE_DRAIN: its sum has
+    come through a cluster's reduce tree)."""
+
+    kind: OpKind
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OptimizerStep:
+    """MemoryX updates every weight of the model before the next step's weights can stream."""
+
+    kind: ClassVar[OpKind] = OpKind.OPTIMIZER_STEP
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+
+@dataclass(frozen=True, slots=True)
+class PerToken:
+    """A size that grows with a decode step's context: ``scale`` values per token of context."""
+
+    scale: int
+
+    def at(self, context: int) -> int:
+        return self.scale * context
+
+
+Size = int | PerToken
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Kernel:
+    """One kernel of a stage's work, as shapes on the stage's grid (or on ``region``, an expert's
+    rectangle of it). ``dims`` by kind: GEMM (M, K, N); GEMV (K, N); ALLREDUCE (values per row of PEs,);
+    ELEMENTWISE (values, SIMD ops per value); DISPATCH/COMBINE (values, hops). A ``PerToken`` dim is
+    the decode step's context; ``attention`` marks the ops re-costed at every token's context."""
+
+    kind: StageOpKind
+    name: str
+    layer: int | None
+    dims: tuple[Size, ...]
+    region: tuple[int, int] | None = None
+    attention: bool = False
+
+    def at(self, context: int) -> tuple[int, ...]:
+        """The dims at a decode context (a prefill's have no ``PerToken``)."""
+        return tuple(d.at(context) if isinstance(d, PerToken) else d for d in self.dims)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Handoff:
+    """A stage's activations (``values``) to the stage ``target`` (from the last: the new token back to
+    the first): over the fabric on one wafer, over the I/O links between wafers."""
+
+    source: Stage
+    target: Stage
+    values: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StageWork:
+    """What one pipeline stage does for a request: its prompt's prefill, one decode step (its ops at
+    a decode context; ``attention`` ops re-costed per token), and the hand-off after each."""
+
+    stage: Stage
+    prefill: tuple[Kernel, ...]
+    decode: tuple[Kernel, ...]
+    handoff_prefill: Handoff
+    handoff_decode: Handoff
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Serve:
+    """``requests`` requests, all arriving at cycle 0, each a prefill of ``prompt_len`` tokens then
+    ``output_len − 1`` decode steps through every stage in turn; each stage serves one request's token
+    at a time, first come first served."""
+
+    kind: ClassVar[OpKind] = OpKind.SERVE
+    stages: tuple[StageWork, ...]
+    requests: int
+    prompt_len: int
+    output_len: int
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+
+Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | Serve
 
 
 @dataclass(frozen=True)
 class Program:
-    """``body`` runs once per micro-batch, ``micro_batches`` times back to back; ``tail`` once after."""
+    """``body`` runs once per micro-batch, ``micro_batches`` times back to back; ``tail`` once after.
+    ``chunks`` is the weight-chunk plan the ``Weights`` ops and the experts refer to (None when no
+    weights stream: serving, whose weights are resident)."""
 
     body: tuple[Op, ...]
     micro_batches: int = 1
     tail: tuple[Op, ...] = ()
+    chunks: ChunkPlan | None = None
 
     def ops(self) -> Iterator[tuple[int, Op]]:
         """Every op in execution order with its micro-batch (the tail's as the last micro-batch's)."""
@@ -98,10 +235,15 @@ class Program:
         for op in self.tail:
             yield self.micro_batches - 1, op
 
+    def distinct(self) -> Iterator[Op]:
+        """Each op once (the body's, then the tail's): what the cost pass costs."""
+        yield from self.body
+        yield from self.tail
+
     @property
     def executed_flops(self) -> float:
         """The arithmetic of the whole program (recomputation included)."""
-        return self.micro_batches * sum(op.executed_flops for op in self.body)
+        return self.micro_batches * sum(getattr(op, "executed_flops", 0.0) for op in self.body)
 
     def kinds(self) -> tuple[OpKind, ...]:
         """The body's op kinds in order (one micro-batch)."""

@@ -1,10 +1,10 @@
 """The reference engine: a second executor of the same programs as the fast engine (``engine.py``),
-written in plain SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3). Simulated time is in
-clock cycles, sizes in bytes. The order of work is the program's (``training.training_program`` for a
-training step), run op by op, once per micro-batch.
+written in plain SimPy, slow and obvious, to vouch for it (docs/model.md §2, §3, §11.4). Simulated time
+is in clock cycles, sizes in bytes. The order of work is the program's (``builders.training`` for a
+training step, ``builders.serving`` for serving), run op by op, once per micro-batch.
 
-It shares with the fast engine only data — the program, the chunk plan (``chunks.plan_chunks``), the op
-costs (``model.costs.op_cost``, and the expert ops' from ``plan.expert_costs``), the FLOP and byte counts
+It shares with the fast engine only data — the program and the chunk plan it carries, the cost pass's
+costs (``costing``; the expert ops' from ``plan.expert_costs``), the FLOP and byte counts
 (``model.shapes``), the fabric's timing (``plan.dispatch``) and the trace's records — never scheduling
 code:
 
@@ -25,7 +25,10 @@ code:
 * the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
   I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
   left; the step stalls until what is held (plus an incoming gradient) fits, checked before each
-  whole-wafer gradient and once after each backward experts phase, as the fast engine does.
+  whole-wafer gradient and once after each backward experts phase, as the fast engine does;
+* serving (a ``SERVE`` op): a process per request, a ``simpy.Resource`` of capacity 1 per stage; each
+  token of a request takes every stage in turn (its service a timeout while it holds the stage), then
+  the hand-off's delay.
 
 Where the fast engine is subtle, what the reference does and why it is the same model:
 
@@ -66,12 +69,23 @@ import simpy
 from ..config.specs import DTYPE_BYTES
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
-from .chunks import plan_chunks
+from .builders.training import training_program
 from .cluster import io_rate, relay
+from .costing import Costs, cost_program
 from .counting import CountingEnvironment
-from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace, wafer_cost
-from .program import WAFER_OPS, Op, Program
-from .training import training_program
+from .plan import ExpertOps, LinkSchedule, Span, StageLog, StepPlan, Trace
+from .program import (
+    WAFER_OPS,
+    Drain,
+    Experts,
+    GradientOut,
+    OptimizerStep,
+    Program,
+    Serve,
+    Transfer,
+    WaferOp,
+    Weights,
+)
 
 __all__ = ["simulate"]
 
@@ -92,16 +106,24 @@ class _Gradient:
 
 
 class _Reference:
-    def __init__(self, plan: StepPlan, program: Program) -> None:
-        self.plan, self.program, hw, m = plan, program, plan.hw, plan.model
-        self.env = env = CountingEnvironment()
+    def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
+        self.plan, self.program, self.costs = plan, program, costs
+        self.env = CountingEnvironment()
         self.trace = Trace()
+        if program.chunks is not None:
+            assert plan is not None, "a program that streams weights needs the step's plan"
+            self._resources(plan, program)
+
+    def _resources(self, plan: StepPlan, program: Program) -> None:
+        """The training step's: the staging buffer, the wafer, the expert regions, the links' queues."""
+        hw, m, env = plan.hw, plan.model, self.env
+        assert program.chunks is not None
         self.s = LayerShapes(m)
         self.b = m.bytes_per_value
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = io_rate(hw, plan.tree)
         self.recompute = plan.training.activations == "recompute"
-        self.chunks = plan_chunks(hw, m, self.recompute, plan.micro_batches)
+        self.chunks = program.chunks
         self.offset = 0  # the current micro-batch's first chunk
         n = len(self.chunks)
         half = self.chunks.staging_bytes / 2  # half for weights in, half for gradients out
@@ -147,10 +169,10 @@ class _Reference:
         if not self.weights.get(Fraction(float(self.chunks.sizes[i]))).triggered:
             raise RuntimeError(f"chunk {self.chunks.names[i]} freed but its bytes are not in the buffer")
 
-    def _weights(self, op: Op) -> Generator[Any, Any, None]:
+    def _weights(self, op: Weights) -> Generator[Any, Any, None]:
         """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
         env, start = self.env, self.env.now
-        first, last = (self.offset + i for i in self.chunks.keys[op.weights])
+        first, last = (self.offset + i for i in self.chunks.keys[op.key])
         for i in range(first, last + 1):
             yield self.arrived[i]
             if i not in self.copied:  # a recompute and its backward share the backward copy
@@ -197,15 +219,15 @@ class _Reference:
         if env.now > start:
             self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, env.now, dict(args)))
 
-    def _gradient(self, op: Op) -> Generator[Any, Any, None]:
+    def _gradient(self, op: GradientOut) -> Generator[Any, Any, None]:
         yield from self._gradient_room(op.args, op.nbytes)
         self._hand_over(op.nbytes, (), len(self.trace.gradients))
         self.trace.gradients.append((op.gradient, dict(op.args)))
 
     # ------------------------------------------------------------------------------------ compute ops
-    def _on_wafer(self, op: Op, args: dict[str, Any]) -> Generator[Any, Any, None]:
+    def _on_wafer(self, op: WaferOp, args: dict[str, Any]) -> Generator[Any, Any, None]:
         """One run of a whole-wafer op, once the wafer is free."""
-        cost = wafer_cost(self.plan, op)
+        cost = self.costs.wafer[op]
         with self.wafer.request() as request:
             yield request
             start = self.env.now
@@ -215,7 +237,7 @@ class _Reference:
         if op.useful:
             self.trace.executed_flops += op.flops
 
-    def _wafer_op(self, op: Op) -> Generator[Any, Any, None]:
+    def _wafer_op(self, op: WaferOp) -> Generator[Any, Any, None]:
         """A whole-wafer op; a tiled one is one process per tile, queued on the wafer in tile order."""
         if not op.tiles:
             yield from self._on_wafer(op, dict(op.args))
@@ -223,7 +245,7 @@ class _Reference:
         tiles = [self.env.process(self._on_wafer(op, {**op.args, "tile": i})) for i in range(op.tiles)]
         yield simpy.AllOf(self.env, tiles)
 
-    def _fabric(self, op: Op) -> Generator[Any, Any, None]:
+    def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
         nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.b
         cycles, max_load = self.plan.dispatch(nbytes, op.reverse)
         start = self.env.now
@@ -260,7 +282,7 @@ class _Reference:
                     if backward and piece == len(chunks) - 1:
                         self._hand_over(s.expert_op_bytes(op, self.g), (slot, k, r), batch)
 
-    def _experts(self, op: Op) -> Generator[Any, Any, None]:
+    def _experts(self, op: Experts) -> Generator[Any, Any, None]:
         """Every region with experts runs them as a process of its own (in place the plan gives one
         region: the whole wafer); the phase is the critical region's, the first of those that ended last,
         and its waits for weights are the phase's weight stall."""
@@ -279,7 +301,7 @@ class _Reference:
             yield from self._gradient_room({"layer": layer, "pass": pass_})
 
     # --------------------------------------------------------------------------------------- the step
-    def _gradient_drain(self, op: Op) -> Generator[Any, Any, None]:
+    def _gradient_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """The step ends when the last gradient has left ..."""
         env, start = self.env, self.env.now
         while self.departed < len(self.sent):
@@ -287,7 +309,7 @@ class _Reference:
         if env.now > start:
             self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_DRAIN, start, env.now, dict(op.args)))
 
-    def _reduce_drain(self, op: Op) -> Generator[Any, Any, None]:
+    def _reduce_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """... and, in a cluster, when its sum has reached MemoryX."""
         env, start = self.env, self.env.now
         for _ in self.sent:
@@ -295,30 +317,63 @@ class _Reference:
         if env.now > start:
             self.trace.spans.append(Span(Track.STEP, Phase.REDUCE_DRAIN, start, env.now, dict(op.args)))
 
-    def _optimizer(self, op: Op) -> Generator[Any, Any, None]:
+    def _optimizer(self, op: OptimizerStep) -> Generator[Any, Any, None]:
         """... and MemoryX has updated the weights with the summed gradients."""
-        start = self.env.now
-        yield self.env.timeout(op.cycles)
-        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now, dict(op.args)))
+        start, cycles = self.env.now, self.costs.optimizer_cycles
+        yield self.env.timeout(cycles)
+        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now,
+                                     {**op.args, "cycles": cycles}))
+
+    # ---------------------------------------------------------------------------------------- serving
+    def _serve(self, op: Serve) -> Generator[Any, Any, None]:
+        """A process per request; a stage serves one request's token at a time, first come first served."""
+        env, costs, S, T = self.env, self.costs.stages, len(op.stages), op.output_len
+        stages = [simpy.Resource(env, capacity=1) for _ in range(S)]
+        self.trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
+
+        def request(r: int) -> Generator[Any, Any, None]:
+            for t in range(T):
+                for s in range(S):
+                    arrived = env.now
+                    with stages[s].request() as turn:
+                        yield turn
+                        start = env.now
+                        yield env.timeout(costs[s].service(t))
+                    self.trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1)
+                    if s == S - 1 and t + 1 == T:
+                        return
+                    yield env.timeout(costs[s].handoff(t))
+
+        yield simpy.AllOf(env, [env.process(request(r)) for r in range(op.requests)])
 
     def _step(self) -> Generator[Any, Any, None]:
-        run: dict[OpKind, Callable[[Op], Generator[Any, Any, None]]] = {kind: self._wafer_op for kind in WAFER_OPS}
-        run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
-                    OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
-                    OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
-                    OpKind.OPTIMIZER_STEP: self._optimizer})
+        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {OpKind.SERVE: self._serve}
+        if self.program.chunks is not None:
+            run.update({kind: self._wafer_op for kind in WAFER_OPS})
+            run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
+                        OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
+                        OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
+                        OpKind.OPTIMIZER_STEP: self._optimizer})
         for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
-            self.offset = micro_batch * self.chunks.per_micro_batch
+            if self.program.chunks is not None:
+                self.offset = micro_batch * self.chunks.per_micro_batch
             yield from run[op.kind](op)
 
     def run(self) -> Trace:
         env = self.env
-        env.process(self._inbound())
-        env.process(self._outbound())
+        if self.program.chunks is not None:
+            env.process(self._inbound())
+            env.process(self._outbound())
         done = env.process(self._step())
         env.run(until=done)
-        tr, c = self.trace, self.chunks
+        tr = self.trace
         tr.step_cycles, tr.events = float(env.now), env.processed
+        if self.program.chunks is not None:
+            self._link_records(tr)
+        return tr
+
+    def _link_records(self, tr: Trace) -> None:
+        c, env = self.chunks, self.env
         tr.restreamed_for_recompute = c.restreamed_for_recompute
         tr.io_bytes_in = self.bytes_in
         tr.io_bytes_out = fsum(g.nbytes for g in self.sent if g.left <= env.now)
@@ -329,11 +384,17 @@ class _Reference:
             out = sorted((g for g in self.sent if g.batch == batch), key=lambda g: g.start)
             tr.gradient_batches.append(tuple(np.array([getattr(g, f) for g in out])
                                              for f in ("start", "left", "nbytes")))
-        return tr
 
 
-def simulate(plan: StepPlan, program: Program | None = None) -> Trace:
-    """Execute ``program`` (by default the training step of ``plan``) with the reference engine; returns
-    the trace (spans in cycles) and counters, as ``engine.simulate`` does. Raises ``RuntimeError`` on a
+def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs | None = None) -> Trace:
+    """Execute ``program`` at ``costs`` (by default the training step of ``plan``, costed by the cost
+    pass) with the reference engine; returns the trace (spans in cycles) and counters, as
+    ``engine.simulate`` does. A serving program needs no plan (None). Raises ``RuntimeError`` on a
     bookkeeping error or a deadlock."""
-    return _Reference(plan, program or training_program(plan)).run()
+    if program is None:
+        assert plan is not None
+        program = training_program(plan)
+    if costs is None:
+        assert plan is not None
+        costs = cost_program(program, plan)
+    return _Reference(plan, program, costs).run()

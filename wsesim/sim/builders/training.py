@@ -12,42 +12,39 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.specs import DTYPE_BYTES
-from ..model.optimizer import optimizer_step_cycles
-from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op, wafer_op_matmuls
-from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Tensor, Where
-from .chunks import plan_chunks
-from .plan import StepPlan
-from .program import Op, Program
+from ...config.specs import DTYPE_BYTES
+from ...model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op, wafer_op_matmuls
+from ...model.vocabulary import Copy, Gradient, OpKind, Pass, Tensor
+from ..chunks import ChunkPlan, plan_chunks
+from ..plan import StepPlan
+from ..program import Drain, Experts, GradientOut, Op, OptimizerStep, Program, Transfer, WaferOp, Weights
 
 __all__ = ["training_program"]
 
 
 class _Builder:
-    def __init__(self, plan: StepPlan) -> None:
+    def __init__(self, plan: StepPlan, chunks: ChunkPlan) -> None:
         self.plan, m, t = plan, plan.model, plan.training
         self.s = LayerShapes(m)
         self.grad_bytes = DTYPE_BYTES[t.weight_gradient_dtype]  # bytes per weight gradient value
         self.recompute = t.activations == "recompute"
-        self.rec_copy = Copy(plan_chunks(plan.hw, m, self.recompute, plan.micro_batches).rec_pass)
+        self.rec_copy = Copy(chunks.rec_pass)
         self.in_place = plan.moe_mapping == "in_place"
         self.ops: list[Op] = []
 
     # ------------------------------------------------------------------------------------ op makers
     def weights(self, key: tuple[Any, ...], args: dict[str, Any]) -> None:
-        self.ops.append(Op(OpKind.WEIGHTS, args.get("pass"), args.get("layer"), Where.LINK_IN, weights=key,
-                           args=args))
+        self.ops.append(Weights(key, args))
 
     def wafer(self, kind: OpKind, tokens: int, backward: bool, args: dict[str, Any], tiles: int = 0) -> None:
         t = self.plan.training
         flops, weight_bytes = wafer_op(self.s, kind, tokens, t.seq_len, t.attention_kernel, backward)
         matmuls = wafer_op_matmuls(self.s, kind, tokens, t.seq_len, t.attention_kernel, backward)
-        self.ops.append(Op(kind, args["pass"], args.get("layer"), tiles=tiles, flops=flops,
-                           weight_bytes=weight_bytes, backward=backward, args=args, matmuls=matmuls))
+        self.ops.append(WaferOp(kind, args["pass"], args.get("layer"), flops, weight_bytes, matmuls, tiles,
+                                args=args))
 
     def gradient(self, gradient: Gradient, params: float, args: dict[str, Any]) -> None:
-        self.ops.append(Op(OpKind.GRADIENT, args.get("pass"), args.get("layer"), Where.LINK_OUT,
-                           gradient=gradient, nbytes=params * self.grad_bytes, args=args))
+        self.ops.append(GradientOut(gradient, params * self.grad_bytes, args))
 
     # ------------------------------------------------------------------------------------ sub-blocks
     def attention(self, layer: int, pass_: Pass, backward: bool) -> None:
@@ -68,8 +65,7 @@ class _Builder:
         experts = self.s.expert_op_flops
         routed = float(p.tokens[layer].sum())
         flops = sum(experts(op, routed, backward) for op in (BACKWARD_OPS if backward else FORWARD_OPS))
-        self.ops.append(Op(OpKind.EXPERTS, pass_, layer, Where.WAFER if self.in_place else Where.REGIONS,
-                           flops=float(flops), backward=backward, copy=copy, args={"layer": layer, "pass": pass_}))
+        self.ops.append(Experts(pass_, layer, copy, backward, float(flops), {"layer": layer, "pass": pass_}))
         self.around_experts(last, layer, pass_, backward, reverse=True)
 
     def around_experts(self, kind: OpKind, layer: int, pass_: Pass, backward: bool, reverse: bool) -> None:
@@ -77,12 +73,11 @@ class _Builder:
         p = self.plan
         if self.in_place:
             flops, useful = copy_op_flops(self.s, p.global_batch * p.training.seq_len, kind, backward)
-            self.ops.append(Op(kind, pass_, layer, flops=flops, useful=useful, backward=backward,
-                               args={"layer": layer, "pass": pass_, "copies": p.model.top_k}))
+            self.ops.append(WaferOp(kind, pass_, layer, flops, useful=useful,
+                                    args={"layer": layer, "pass": pass_, "copies": p.model.top_k}))
             return
         nbytes = float(p.tokens[layer].sum()) * p.model.hidden_size * p.model.bytes_per_value
-        self.ops.append(Op(kind, pass_, layer, Where.FABRIC, reverse=reverse, nbytes=nbytes,
-                           args={"layer": layer, "pass": pass_}))
+        self.ops.append(Transfer(kind, layer, reverse, nbytes, {"layer": layer, "pass": pass_}))
 
     def ffn(self, layer: int, pass_: Pass, copy: Copy, backward: bool) -> None:
         """A dense layer's FFN on the micro-batch's G·B sequences at once, its weights streamed per layer."""
@@ -148,11 +143,12 @@ class _Builder:
 
 def training_program(plan: StepPlan) -> Program:
     """The training step of ``plan`` as a program: one micro-batch's ops, run ``plan.micro_batches``
-    times, then the drains that end the step (the reduce tree's only in a cluster)."""
-    body = _Builder(plan).micro_batch()
-    tail = [Op(OpKind.GRADIENT_DRAIN, where=Where.LINK_OUT)]
+    times, then the drains that end the step (the reduce tree's only in a cluster) and MemoryX's
+    optimizer step (docs/model.md §2.5); it carries the chunk plan its weight waits refer to."""
+    chunks = plan_chunks(plan.hw, plan.model, plan.training.activations == "recompute", plan.micro_batches)
+    body = _Builder(plan, chunks).micro_batch()
+    tail: list[Op] = [Drain(OpKind.GRADIENT_DRAIN)]
     if plan.tree is not None:
-        tail.append(Op(OpKind.REDUCE_DRAIN, where=Where.LINK_OUT, args={"levels": plan.tree.depth}))
-    cycles = optimizer_step_cycles(plan.hw, plan.model)  # MemoryX updates the weights (docs/model.md §2.5)
-    tail.append(Op(OpKind.OPTIMIZER_STEP, where=Where.MEMORYX, cycles=cycles, args={"cycles": cycles}))
-    return Program(body, plan.micro_batches, tuple(tail))
+        tail.append(Drain(OpKind.REDUCE_DRAIN, {"levels": plan.tree.depth}))
+    tail.append(OptimizerStep())
+    return Program(body, plan.micro_batches, tuple(tail), chunks)

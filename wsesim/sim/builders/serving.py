@@ -1,0 +1,136 @@
+"""Serving as a program (docs/model.md §11.2): each pipeline stage's kernels for the prompt's prefill
+and for one decode step, as shapes on the stage's grid; the cost pass (``costing``) simulates each on
+that grid with ``wsesim.kernels``.
+
+Per layer, decode runs: RMSNorm (squares, then an allreduce of the sum along each row of PEs), the q/k/v
+GEMV, RoPE, the scores GEMV over the cached keys, softmax (exponentials, an allreduce of each head's max
+and sum), the context GEMV over the cached values, the output GEMV, the residual add; RMSNorm again and
+the FFN's GEMVs with their activation (an MoE layer: the router GEMV and top-k, the token's trip over the
+fabric to its top_k expert regions and back, each expert's GEMVs on its region, the shared expert's on
+the grid), the residual add. Attention is one wide head (q·Kᵀ over all heads' widths at once), as
+WaferLLM writes it. Prefill runs the same layer on the whole prompt with GEMMs. The last stage ends
+with the LM head's GEMV and an argmax (an allreduce); each stage hands its activations to the next, and
+the last hands the new token back to the first. Every GEMM and GEMV shape comes from the one layer
+description, ``model.shapes.layer_matmuls``, that the training step reads too.
+
+Kernels are chained by their data (one compiled program per stage): no launch overhead between them.
+"""
+
+from __future__ import annotations
+
+from math import ceil, isqrt
+
+from ...config.inference import InferenceExperimentSpec
+from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
+from ...model.vocabulary import StageOpKind
+from ..mapping import Mapping, Stage
+from ..program import Handoff, Kernel, PerToken, Program, Serve, StageWork
+
+__all__ = ["serving_program"]
+
+ELEMENTWISE, GEMV, ALLREDUCE, GEMM, TRANSFER = (StageOpKind.ELEMENTWISE, StageOpKind.GEMV, StageOpKind.ALLREDUCE,
+                                                StageOpKind.GEMM, StageOpKind.TRANSFER)
+CONTEXT = PerToken(1)
+"""The decode step's context (keys and values cached), one per token."""
+
+
+class _Layer:
+    """The kernels of one layer on one stage's grid (docs/model.md §11.2)."""
+
+    def __init__(self, spec: InferenceExperimentSpec, stage: Stage) -> None:
+        self.m, self.rows, self.cols = spec.model, stage.rows, stage.cols
+        self.shapes = LayerShapes(self.m)
+
+    def _gemv(self, name: str, layer: int | None, matmul: tuple, region: tuple[int, int] | None = None,
+              attention: bool = False) -> Kernel:
+        """y[1×N] = x[1×K]·W[K×N] of a layer's matmul (its M is the one token)."""
+        return Kernel(GEMV, name, layer, matmul[1:], region, attention)
+
+    def decode(self, layer: int) -> list[Kernel]:
+        m, rows, cols, hid = self.m, self.rows, self.cols, self.m.hidden_size
+        mm = layer_matmuls(self.shapes, 1, CONTEXT, self.m.is_dense(layer))
+        q, k, _v, _o = self.shapes.qkvo_widths
+        ops = [Kernel(ELEMENTWISE, "attn_norm", layer, (hid * rows, 2)),
+               Kernel(ALLREDUCE, "attn_norm_sum", layer, (1,)),
+               self._gemv("qkv", layer, mm["qkv"]),
+               Kernel(ELEMENTWISE, "rope", layer, ((q + k) * cols, 4)),
+               self._gemv("scores", layer, mm["scores"], attention=True),
+               Kernel(ELEMENTWISE, "softmax", layer, (PerToken(m.heads * cols), 3), attention=True),
+               Kernel(ALLREDUCE, "softmax_sums", layer, (2 * m.heads,), attention=True),
+               self._gemv("context", layer, mm["context"], attention=True),
+               self._gemv("o_proj", layer, mm["o_proj"]),
+               Kernel(ELEMENTWISE, "residual", layer, (hid * cols, 1)),
+               Kernel(ELEMENTWISE, "ffn_norm", layer, (hid * rows, 2)),
+               Kernel(ALLREDUCE, "ffn_norm_sum", layer, (1,))]
+        ops += self.ffn(layer, mm) if m.is_dense(layer) else self.moe(layer, mm)
+        return [*ops, Kernel(ELEMENTWISE, "residual", layer, (hid * cols, 1))]
+
+    def ffn(self, layer: int, mm: dict) -> list[Kernel]:
+        return [self._gemv("gate_up", layer, mm["gate_up"]),
+                Kernel(ELEMENTWISE, "activation", layer, (mm["down"][1] * self.cols, 4)),
+                self._gemv("down", layer, mm["down"])]
+
+    def moe(self, layer: int, mm: dict) -> list[Kernel]:
+        """The router on the grid; the token to its top_k experts' regions (the grid cut into one
+        region per expert) and back; their GEMVs run at once, one expert's time; the shared expert's on
+        the grid."""
+        m, rows, cols, hid = self.m, self.rows, self.cols, self.m.hidden_size
+        side = max(1, isqrt(rows * cols // m.experts))
+        region = (min(side, rows), min(side, cols))
+        hops = (rows + cols) // 4  # a region's centre from the grid's, on average
+        gate_up, down = (expert_op_matmuls(self.shapes, op, 1, False)[0] for op in ("gate_up", "down"))
+        ops = [self._gemv("router", layer, mm["router"]),
+               Kernel(ALLREDUCE, "top_k", layer, (2 * m.top_k,)),
+               Kernel(TRANSFER, "dispatch", layer, (hid, hops)),
+               self._gemv("expert_gate_up", layer, gate_up, region),
+               Kernel(ELEMENTWISE, "expert_activation", layer, (m.expert_intermediate * region[1], 4), region),
+               self._gemv("expert_down", layer, down, region),
+               Kernel(TRANSFER, "combine", layer, (hid, hops))]
+        if m.shared_expert_intermediate:
+            ops += [self._gemv("shared_gate_up", layer, mm["shared_gate_up"]),
+                    self._gemv("shared_down", layer, mm["shared_down"])]
+        return ops
+
+    def prefill(self, layer: int, tokens: int) -> list[Kernel]:
+        m, rows, hid = self.m, self.rows, self.m.hidden_size
+        mm = layer_matmuls(self.shapes, tokens, tokens, self.m.is_dense(layer))
+        q, k, _v, _o = self.shapes.qkvo_widths
+        per_row = ceil(tokens / rows)
+        return [Kernel(ELEMENTWISE, "attn_norm", layer, (tokens * hid, 2)),
+                Kernel(ALLREDUCE, "attn_norm_sum", layer, (per_row,)),
+                Kernel(GEMM, "qkv", layer, mm["qkv"]),
+                Kernel(ELEMENTWISE, "rope", layer, (tokens * (q + k), 4)),
+                Kernel(GEMM, "scores", layer, mm["scores"]),
+                Kernel(ELEMENTWISE, "softmax", layer, (m.heads * tokens * tokens, 3)),
+                Kernel(ALLREDUCE, "softmax_sums", layer, (2 * m.heads * per_row,)),
+                Kernel(GEMM, "context", layer, mm["context"]),
+                Kernel(GEMM, "o_proj", layer, mm["o_proj"]),
+                Kernel(ELEMENTWISE, "ffn_norm", layer, (tokens * hid, 3)),
+                Kernel(ALLREDUCE, "ffn_norm_sum", layer, (per_row,)),
+                Kernel(GEMM, "gate_up", layer, mm["gate_up"]),
+                Kernel(ELEMENTWISE, "activation", layer, (tokens * mm["down"][1], 4)),
+                Kernel(GEMM, "down", layer, mm["down"]),
+                Kernel(ELEMENTWISE, "residual", layer, (tokens * hid, 2))]
+
+    def lm_head(self) -> list[Kernel]:
+        return [self._gemv("lm_head", None, layer_matmuls(self.shapes, 1, 1)["lm_head"]),
+                Kernel(ALLREDUCE, "argmax", None, (2,))]
+
+
+def serving_program(spec: InferenceExperimentSpec, mapping: Mapping) -> Program:
+    """Every stage's kernels for the run's requests, as one ``Serve`` op over the mapping's stages."""
+    inf, stages, works = spec.inference, mapping.stages, []
+    for stage in stages:
+        layer = _Layer(spec, stage)
+        prefill = [op for i in stage.layers for op in layer.prefill(i, inf.prompt_len)]
+        decode = [op for i in stage.layers for op in layer.decode(i)]
+        if stage.lm_head:
+            prefill += layer.lm_head()
+            decode += layer.lm_head()
+        nxt = stages[(stage.index + 1) % len(stages)]
+        last = stage.index == len(stages) - 1
+        values = 1 if last else spec.model.hidden_size  # the last stage sends the new token back
+        works.append(StageWork(stage, tuple(prefill), tuple(decode),
+                               Handoff(stage, nxt, values if last else inf.prompt_len * values),
+                               Handoff(stage, nxt, values)))
+    return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))

@@ -1,0 +1,207 @@
+"""The cost pass: a program's ops, written as shapes by a builder, turned into cycles once, before an
+executor runs them (docs/architecture.md). Both executors read the same ``Costs``, so they cannot
+disagree on what an op costs; only on when it runs.
+
+What an op of arithmetic costs is the compute model's (``COMPUTE_MODELS``, the ``simulation.compute``
+key), one table for the training step and serving alike:
+
+* ``constant`` — an op's FLOPs over the PEs at the global ``gemm_efficiency``, its weights fed through
+  each PE row (``model.costs``, docs/model.md §4);
+* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §10.5):
+  the whole wafer, or an expert's region. Serving's kernels (GEMV, GEMM, the collectives) are always
+  simulated, since they are what it runs (``kernels.cost.kernel_cost``, the kernel layer's one cached
+  front door): serving reads the ``kernel`` entry.
+
+The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is every expert's copies
+side by side in SIMD lanes, paced by the column holding the most copies of one expert — not a GEMM of a
+shape of its own that the kernel layer could simulate (``experiments.mappings``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from math import ceil
+
+import numpy as np
+
+from ..config.inference import InferenceExperimentSpec
+from ..config.specs import HardwareSpec
+from ..kernels.cost import KernelCost, kernel_cost, lanes_dtype
+from ..kernels.machine import Machine
+from ..kernels.step import kernel_op_cost, kernel_region_expert_costs
+from ..model.costs import ExpertCosts, OpCost, op_cost, region_expert_costs
+from ..model.optimizer import optimizer_step_cycles
+from ..model.shapes import LayerShapes
+from ..model.vocabulary import StageOpKind
+from .plan import StepPlan
+from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
+
+__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving"]
+
+
+@dataclass(frozen=True)
+class ComputeModel:
+    """One compute model: ``wafer(hw, rows, cols, op, bytes_per_value)`` a whole-wafer op's cost;
+    ``region_experts(hw, shapes, tokens, rows, cols)`` every expert op's cycles on its region (the
+    ``regions`` mapping), for the routed ``tokens[layer, expert]``."""
+
+    description: str
+    wafer: Callable[[HardwareSpec, int, int, WaferOp, int], OpCost]
+    region_experts: Callable[[HardwareSpec, LayerShapes, np.ndarray, np.ndarray, np.ndarray], ExpertCosts]
+
+
+def _constant_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per_value: int) -> OpCost:
+    return op_cost(hw, rows, cols, op.flops, op.weight_bytes)
+
+
+def _kernel_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per_value: int) -> OpCost:
+    """An op's GEMMs simulated on the wafer; a copy has no GEMM and keeps the constant model."""
+    if not op.matmuls:
+        return _constant_wafer(hw, rows, cols, op, bytes_per_value)
+    return kernel_op_cost(hw, rows, cols, op.matmuls, op.flops, op.weight_bytes, bytes_per_value)
+
+
+COMPUTE_MODELS: dict[str, ComputeModel] = {
+    "constant": ComputeModel("FLOPs at the global gemm_efficiency (docs/model.md §4)", _constant_wafer,
+                             region_expert_costs),
+    "kernel": ComputeModel("each op's GEMMs simulated on its PEs (docs/model.md §10.5)", _kernel_wafer,
+                           kernel_region_expert_costs),
+}
+"""Compute models by name (the ``simulation.compute`` key)."""
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """One stage's costs: every prefill kernel's and every decode kernel's (at the run's longest
+    context), the decode step's cycles at every context the run reaches (index t − 1 for the t-th
+    output token), and the hand-offs after a prefill and after a decode step."""
+
+    prefill: tuple[KernelCost, ...]
+    decode: tuple[KernelCost, ...]
+    decode_cycles: tuple[float, ...]
+    handoff_prefill: float
+    handoff_decode: float
+
+    @property
+    def prefill_cycles(self) -> float:
+        return sum(c.cycles for c in self.prefill)
+
+    def service(self, token: int) -> float:
+        """Cycles the stage works on a request's ``token`` (0: the prefill)."""
+        return self.prefill_cycles if token == 0 else self.decode_cycles[token - 1]
+
+    def handoff(self, token: int) -> float:
+        return self.handoff_prefill if token == 0 else self.handoff_decode
+
+
+@dataclass
+class Costs:
+    """What a program's ops cost: each whole-wafer op's (keyed by the op), MemoryX's optimizer step,
+    each serving stage's, and the kernels that do not fit (``problems``, once each)."""
+
+    wafer: dict[Op, OpCost] = field(default_factory=dict)
+    optimizer_cycles: float = 0.0
+    stages: tuple[StageCosts, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def cost_program(program: Program, plan: StepPlan) -> Costs:
+    """A training program's costs under ``plan.compute`` (the experts' are the plan's, costed by the MoE
+    mapping through the same table)."""
+    model = COMPUTE_MODELS[plan.compute]
+    rows, cols = plan.attention_shape
+    bytes_per_value = plan.model.bytes_per_value
+    costs = Costs(optimizer_cycles=optimizer_step_cycles(plan.hw, plan.model))
+    for op in program.distinct():
+        if isinstance(op, WaferOp):
+            costs.wafer[op] = model.wafer(plan.hw, rows, cols, op, bytes_per_value)
+    return costs
+
+
+class _Grid:
+    """A stage's grid (or an expert's region of it): its kernels' costs, and the problems met."""
+
+    def __init__(self, spec: InferenceExperimentSpec, rows: int, cols: int, problems: list[str]) -> None:
+        inf = spec.inference
+        self.hw, self.rows, self.cols, self.problems = spec.hardware, rows, cols, problems
+        self.dtype = lanes_dtype(spec.model.bytes_per_value)
+        self.machine = Machine.of(self.hw, self.dtype)
+        self.algorithm = {StageOpKind.GEMV: inf.gemv, StageOpKind.GEMM: inf.gemm, StageOpKind.ALLREDUCE: inf.allreduce}
+
+    def on(self, region: tuple[int, int] | None) -> _Grid:
+        if region is None:
+            return self
+        sub = _Grid.__new__(_Grid)
+        sub.__dict__.update(self.__dict__)
+        sub.rows, sub.cols = region
+        return sub
+
+    def cost(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
+        kind, m = op.kind, self.machine
+        if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
+            shape = (1, *dims) if kind == StageOpKind.GEMV else dims
+            c = kernel_cost(self.hw, kind, self.rows, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
+                            shape=shape)
+            if not c.feasible and c.reason not in self.problems:
+                self.problems.append(c.reason)
+            return c
+        if kind == StageOpKind.ALLREDUCE:  # every row of PEs reduces its values to all its PEs, rows in parallel
+            wavelets = m.wavelets(max(dims[0], 1))
+            if self.cols < 2:
+                return KernelCost(0.0, 0.0, 0.0)
+            return kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
+                               wavelets=wavelets)
+        if kind == StageOpKind.ELEMENTWISE:  # SIMD ops on each value, the values spread over the PEs
+            values, ops = dims
+            cycles = float(m.compute(ceil(values / (self.rows * self.cols)) * ops))
+            return KernelCost(cycles, cycles, 0.0)
+        values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
+        return self.transfer(values, hops)
+
+    def transfer(self, values: float, hops: int) -> KernelCost:
+        cycles = float(self.machine.transfer(self.machine.wavelets(ceil(values / self.rows)), max(hops, 1)))
+        return KernelCost(cycles, 0.0, cycles)
+
+
+def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
+    """Cycles to move a hand-off's values from its stage's grid to the next: over the fabric on one
+    wafer, over the wafers' I/O links and one interconnect node between wafers."""
+    a, b = h.source, h.target
+    if a.wafer == b.wafer:
+        hops = abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1])
+        return grid.transfer(h.values, hops).cycles if a.index != b.index else 0.0
+    hw, ic = spec.hardware, spec.inference.interconnect
+    latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
+    return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
+
+
+def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str]) -> StageCosts:
+    grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
+    prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
+    longest = serve.prompt_len + max(serve.output_len - 1, 1)  # the last decode step's context
+    decode = tuple(grid.on(op.region).cost(op, op.at(longest)) for op in work.decode)
+    first = work.stage.layers[0]
+    attention = [op for op in work.decode if op.attention and op.layer == first]
+    layers = len(work.stage.layers)
+
+    def attention_cycles(context: int) -> float:
+        return sum(grid.on(op.region).cost(op, op.at(context)).cycles for op in attention)
+
+    fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
+    per_token = tuple(fixed + layers * attention_cycles(context)
+                      for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
+    return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
+                      _handoff(spec, grid, work.handoff_decode))
+
+
+def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
+    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model)."""
+    stages, problems = [], []
+    for op in program.distinct():
+        if isinstance(op, Serve):
+            for work in op.stages:
+                mine: list[str] = []
+                stages.append(_stage(spec, op, work, mine))
+                problems += [p for p in mine if p not in problems]
+    return Costs(stages=tuple(stages), problems=tuple(problems))
