@@ -6,7 +6,7 @@ function cold and cached.
     python scripts/bench_kernels.py [--repeat N]
 
 Prints one table: what was timed, the wall time (best of N, default 3), and the simulated cycles.
-Every kernel is timed through ``run_kernel`` (no cache); ``gemm_cycles`` once cold, once cached.
+Every kernel is timed through ``run_kernel`` (no cache); ``kernel_cost`` (the cost pass's front door) once cold, once cached.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wsesim.config.loader import load_hardware
-from wsesim.kernels import gemm_cycles, run_kernel
+from wsesim.kernels import kernel_cost, run_kernel
 
 
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
@@ -70,11 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, fn in cases:
         seconds, r = timed(fn, args.repeat)
         rows.append((name, f"{seconds:.4f} s", f"{r.cycles:,.0f}"))
-    gemm_cycles.cache_clear()
-    cold, c = timed(lambda: gemm_cycles(hw, 4096, 2048, 6144, 750, 994, "fp16"), 1)
-    warm, _ = timed(lambda: gemm_cycles(hw, 4096, 2048, 6144, 750, 994, "fp16"), max(args.repeat, 100))
-    rows.append(("gemm_cycles 4096 x 2048 x 6144, 750 x 994, cold", f"{cold * 1e3:.3f} ms", f"{c[0]:,.0f}"))
-    rows.append(("gemm_cycles, the same shape again (cached)", f"{warm * 1e6:.1f} us", f"{c[0]:,.0f}"))
+    kernel_cost.cache_clear()
+
+    def gemm() -> float:
+        return kernel_cost(hw, "gemm", 750, 994, dtype="fp16", algorithm="summa", shape=(4096, 2048, 6144)).cycles
+
+    cold, c = timed(gemm, 1)
+    warm, _ = timed(gemm, max(args.repeat, 100))
+    rows.append(("kernel_cost: SUMMA 4096 x 2048 x 6144, 750 x 994, cold", f"{cold * 1e3:.3f} ms", f"{c:,.0f}"))
+    rows.append(("kernel_cost, the same shape again (cached)", f"{warm * 1e6:.1f} us", f"{c:,.0f}"))
     width = max(len(r[0]) for r in rows)
     print(f"{'case':<{width}}  {'wall':>10}  {'cycles':>14}")
     for name, wall, cycles in rows:

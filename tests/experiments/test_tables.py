@@ -1,4 +1,4 @@
-"""The plug-in tables the runner composes from: engines (``runner.ENGINES``), MoE mappings
+"""The plug-in tables the runner composes from: engines (``sim.engines.ENGINES``), MoE mappings
 (``mappings.MOE_MAPPINGS``) and fabric fidelities (``fabric.fidelity.FABRICS``, tested in tests/fabric).
 Each key of the specs lists exactly its table's names, every entry loads, an unknown name lists the
 valid ones, and no layer outside sim/ special-cases a name of a table."""

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..sim.engines import ENGINES
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
@@ -186,7 +187,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                              "--set inference.grid=420x420 --set inference.batch=8")
     p.add_argument("--search", action="store_true",
                    help="try every square grid and keep the fastest mapping that fits (like tune)")
-    p.add_argument("--engine", choices=("fast", "reference"), default="fast",
+    p.add_argument("--engine", choices=tuple(ENGINES), default="fast",
                    help="fast (default) or the plain-SimPy reference executor")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",
                    help="serve every combination (repeatable), e.g. --vary inference.batch=1,2,4,8 "

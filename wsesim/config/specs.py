@@ -213,7 +213,7 @@ class SimulationSpec(Spec):
     fabric: Literal["flow", "packet", "packet-simpy"] = "flow"  # wsesim.fabric.fidelity.FABRICS
     granularity: str = "block:16"
     placement: Literal["grid", "snake", "random"] = "grid"
-    engine: Literal["fast", "reference"] = "fast"  # wsesim.experiments.runner.ENGINES
+    engine: Literal["fast", "reference"] = "fast"  # wsesim.sim.engines.ENGINES
     # how an MoE layer's experts run (docs/model.md §3): on expert regions that tokens reach over the
     # fabric, or on the whole wafer with each token's k copies kept in place (the Cerebras stack's way)
     moe_mapping: Literal["regions", "in_place"] = "regions"  # wsesim.experiments.mappings.MOE_MAPPINGS

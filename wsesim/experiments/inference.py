@@ -1,6 +1,6 @@
 """Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> the
 serving program (``sim.builders.serving``) -> its costs, each stage's kernels simulated on its grid
-(``sim.costing``) -> requests through the pipeline by the engine the run names (``runner.ENGINES``, the
+(``sim.costing``) -> requests through the pipeline by the engine the run names (``sim.engines.ENGINES``, the
 same executors as training's) -> result. And the search for the fastest mapping that fits (``wsesim infer
 --search``), as ``tune`` searches G for training."""
 
@@ -15,10 +15,10 @@ from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
+from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, grid_candidates, map_stages
 from ..sim.plan import Trace
 from ..sim.program import Program
-from .runner import ENGINES
 
 __all__ = ["ServeRun", "run_inference", "search_mapping", "serving_sweep"]
 

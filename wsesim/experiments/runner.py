@@ -3,7 +3,7 @@
 
 What varies is looked up in tables, never special-cased here: the fabric fidelity that times dispatch
 (``fabric.fidelity.FABRICS``), the MoE mapping that places experts and costs their ops
-(``experiments.mappings.MOE_MAPPINGS``) and the event engine that runs the step (``ENGINES``).
+(``experiments.mappings.MOE_MAPPINGS``) and the event engine that runs the step (``sim.engines.ENGINES``).
 
 Randomness comes from one ``numpy.random.Generator`` seeded by ``training.seed``, split into
 independent streams for placement and routing, so a run is a pure function of its inputs.
@@ -28,16 +28,10 @@ from ..model.costs import ExpertCosts
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import expert_load, route_tokens
 from ..sim.cluster import tree_for
+from ..sim.engines import ENGINES
 from ..sim.plan import StepPlan, Trace
 from .estimate import check_work
 from .mappings import moe_mapping
-
-ENGINES: dict[str, str] = {
-    "fast": "wsesim.sim.engine:simulate",  # the default
-    "reference": "wsesim.sim.reference:simulate",  # plain SimPy, to vouch for the fast one: same plan and records
-}
-"""Event engines by name (the ``simulation.engine`` key): ``"module:function"`` taking a ``StepPlan`` to
-its ``Trace``, imported when a run first uses it."""
 
 
 @lru_cache(maxsize=8)

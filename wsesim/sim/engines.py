@@ -1,0 +1,11 @@
+"""The executors of a program by name: the ``simulation.engine`` key of a training run and ``wsesim
+infer --engine`` of a serving run read this one table. Each entry is ``"module:function"``, a function
+``(plan, program, costs) -> Trace`` imported when a run first uses it (so the CLI can list the names
+without importing an engine)."""
+
+ENGINES: dict[str, str] = {
+    "fast": "wsesim.sim.engine:simulate",  # the default
+    "reference": "wsesim.sim.reference:simulate",  # plain SimPy, to vouch for the fast one: same program and costs
+}
+
+__all__ = ["ENGINES"]
