@@ -35,7 +35,12 @@ class Pass(Name):
 
 class Copy(Name):
     """Which streamed copy of a layer's weights an op reads: the forward's, the backward's, or a copy of
-    its own for the recompute (only when a layer does not fit in half the staging buffer)."""
+    its own for the recompute (only when a layer does not fit in half the staging buffer).
+
+    Not a ``Pass``, though two of its names are a pass's: a pass says *when* an op runs, a copy *which
+    weights* it waits for, and the two part at the recompute, whose pass is ``Pass.RECOMPUTE`` while it
+    reads ``Copy.BWD`` (the backward's copy, kept for the backward) unless the layer needs ``Copy.REC``.
+    The chunk plan's keys and the trace's chunk names are copies; spans' ``pass`` are passes."""
 
     FWD = "fwd"
     REC = "rec"
