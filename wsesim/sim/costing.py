@@ -34,10 +34,11 @@ from ..model.costs import ExpertCosts, OpCost, op_cost, region_expert_costs
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import StageOpKind
+from .builders.training import training_program
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
 
-__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving"]
+__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving", "with_defaults"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,18 @@ class Costs:
     optimizer_cycles: float = 0.0
     stages: tuple[StageCosts, ...] = ()
     problems: tuple[str, ...] = ()
+
+
+def with_defaults(plan: StepPlan | None, program: Program | None, costs: Costs | None) -> tuple[Program, Costs]:
+    """What an executor runs when it is given only part of it: by default the training step of
+    ``plan`` (``builders.training``), costed by this pass."""
+    if program is None:
+        assert plan is not None, "without a program, the step's plan"
+        program = training_program(plan)
+    if costs is None:
+        assert plan is not None, "a program without costs is costed from the step's plan"
+        costs = cost_program(program, plan)
+    return program, costs
 
 
 def cost_program(program: Program, plan: StepPlan) -> Costs:

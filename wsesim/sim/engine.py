@@ -29,9 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
-from .builders.training import training_program
 from .cluster import io_rate
-from .costing import Costs, cost_program
+from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
 from .links import GradientLink, WeightStream
@@ -223,10 +222,4 @@ class _Engine:
 def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs | None = None) -> Trace:
     """Execute ``program`` at ``costs`` (by default the training step of ``plan``, costed by the cost
     pass); returns the trace (spans in cycles) and counters. A serving program needs no plan (None)."""
-    if program is None:
-        assert plan is not None
-        program = training_program(plan)
-    if costs is None:
-        assert plan is not None
-        costs = cost_program(program, plan)
-    return _Engine(plan, program, costs).run()
+    return _Engine(plan, *with_defaults(plan, program, costs)).run()

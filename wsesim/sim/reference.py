@@ -69,9 +69,8 @@ import simpy
 from ..config.specs import DTYPE_BYTES
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
-from .builders.training import training_program
 from .cluster import io_rate, relay
-from .costing import Costs, cost_program
+from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
 from .plan import ExpertOps, LinkSchedule, Span, StageLog, StepPlan, Trace
 from .program import (
@@ -391,10 +390,4 @@ def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs
     pass) with the reference engine; returns the trace (spans in cycles) and counters, as
     ``engine.simulate`` does. A serving program needs no plan (None). Raises ``RuntimeError`` on a
     bookkeeping error or a deadlock."""
-    if program is None:
-        assert plan is not None
-        program = training_program(plan)
-    if costs is None:
-        assert plan is not None
-        costs = cost_program(program, plan)
-    return _Reference(plan, program, costs).run()
+    return _Reference(plan, *with_defaults(plan, program, costs)).run()
