@@ -14,7 +14,7 @@ from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count
-from .loader import Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
+from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
 from .specs import HardwareSpec, ModelSpec
 from .validation import validate
 
@@ -99,6 +99,11 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
     overrides = dict(overrides or {})
+    # a whole hardware or model named by an override (a sweep's ``model: [llama3-8b, llama2-7b]``, ``--set
+    # hardware=wse3``) replaces the reference before anything is resolved, as in a training experiment
+    named = {k: overrides.pop(k) for k in REFERENCE_KEYS if k in overrides and not isinstance(overrides[k], dict)}
+    if named:
+        data = {**data, **named}
     base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
