@@ -21,7 +21,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         folder = Path(args.wafer)
         source = folder / "wafer.json"
         if not source.exists():
-            raise ConfigError("expected a run folder with wafer.json (from wsesim run --out DIR)", source=str(folder))
+            raise ConfigError("expected a run folder with wafer.json (from wsesim run --out DIR)",
+                              source=str(folder))
         from ..analysis.wafer import WaferMaps
         from ..config.yaml_strict import read_bounded
         from ..output.plotting import plot_wafer
@@ -30,8 +31,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         try:
             maps = WaferMaps.from_dict(json.loads(text.decode("utf-8")))
         except (ValueError, KeyError, TypeError, RecursionError) as e:
-            raise ConfigError(f"expected wafer maps written by wsesim run, got unreadable JSON ({shown(e, 120)})",
-                              source=str(source)) from None
+            raise ConfigError("expected wafer maps written by wsesim run, got unreadable JSON "
+                              f"({shown(e, 120)})", source=str(source)) from None
         check_output_folder(str(args.out or folder))
         paths = plot_wafer(maps, prepare_dir(args.out or folder))
     else:
@@ -48,8 +49,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         from ..output.files import folder_lock, holder_of
 
         if (holder := holder_of(csv_path.parent)) is not None:  # a sweep still writing the CSV: not all there
-            raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has finished",
-                              source=str(csv_path.parent))
+            raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has "
+                              "finished", source=str(csv_path.parent))
         with folder_lock(out) if out.is_dir() else nullcontext(out):
             paths = plot_results(csv_path, out)  # makes the folder once the CSV reads
             source = csv_path
@@ -70,7 +71,8 @@ def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) ->
         folder = paths[0].parent
         paths.append(write_manifest(folder, manifest(
             "plot", getattr(args, "argv", None), source=str(Path(source).resolve()),
-            source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(), files=[p.name for p in paths])))
+            source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(),
+            files=[p.name for p in paths])))
     return paths
 
 
@@ -83,9 +85,12 @@ def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG, SVG and PDF), or a run's wafer pictures")
-    p.add_argument("results", metavar="RESULTS.csv", nargs="?", help="a sweep's results.csv (from wsesim sweep)")
-    p.add_argument("--wafer", metavar="RUN_DIR", help="draw the wafer pictures of a run saved with wsesim run --out")
+    p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG, SVG and PDF), or a run's wafer "
+                                    "pictures")
+    p.add_argument("results", metavar="RESULTS.csv", nargs="?",
+                   help="a sweep's results.csv (from wsesim sweep)")
+    p.add_argument("--wafer", metavar="RUN_DIR",
+                   help="draw the wafer pictures of a run saved with wsesim run --out")
     p.add_argument("--out", metavar="DIR", help="output folder (default: next to the CSV)")
     p.add_argument("--json", action="store_true", help="print the paths written as a JSON list")
     commands["plot"] = _cmd_plot

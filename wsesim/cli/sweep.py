@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, format_table, parse_grid, parse_overrides, say
+from .common import EXIT_OK, format_table, parse_grid, parse_overrides, print_json, say
 
 
 def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
@@ -45,7 +45,8 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
     return out, [*varying, "run", "G", "B", *tokens, "speedup", "status", "reason"]
 
 
-def serving_summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
+def serving_summary_rows(rows: list[dict[str, Any]],
+                         keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
     """A serving sweep's table: one line per point, its settings, the mapping it was served on (grid of PEs
     per stage, stages, wafers) and its figures, or why it was not served."""
     out = []
@@ -69,7 +70,9 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
     if "tokens_per_s_per_request" in row:  # a served point
         figure = (f"{float(row['tokens_per_s_per_request']):,.1f} tokens/s per request, "
                   f"{float(row['tokens_per_s']):,.1f} in all, TTFT {1e3 * float(row['ttft_s']):,.3f} ms "
-                  f"(grid {row['grid']}, {row['stages']} stages, {row['systems']} systems)" if ok
+                  f"({_count(row['stages'], 'stage')} of {row['grid']} PEs on "
+                  f"{_count(row['systems'], 'wafer')})"
+                  if ok
                   else row["reason"][:80])
     else:
         figure = (f"{float(row['throughput_tokens_per_s']):,.0f} tokens/s (G={row.get('tiles')}, "
@@ -78,6 +81,10 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
             figure = (f"cluster {float(row['cluster_throughput_tokens_per_s']):,.0f} tokens/s on "
                       f"{row['systems']} systems, per system " + figure)
     return f"{settings}: {row['status']} {figure}"
+
+
+def _count(n: Any, what: str) -> str:
+    return f"{n} {what}{'' if str(n) == '1' else 's'}"
 
 
 EXIT_TERMINATED = 128 + 15  # as if killed by SIGTERM, after cleaning up
@@ -91,7 +98,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from ..output.sweep_folder import SweepJob
 
     if args.workers < 1:
-        raise ConfigError(f"expected a positive number of worker processes, got {args.workers}", source="--workers")
+        raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
+                          source="--workers")
     sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid(args.grid))
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
@@ -100,23 +108,26 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     progress = Progress()
     cpus = os.cpu_count() or 1
     if args.workers > cpus and not args.scheduler:
-        progress(f"wsesim: warning: --workers {args.workers} is more than the {cpus} CPUs here: the points share "
-                 "them (no faster, more memory)\n")
+        progress(f"wsesim: warning: --workers {args.workers} is more than the {cpus} CPUs here: the points "
+                 "share them (no faster, more memory)\n")
     client = connect_dask(args.scheduler) if args.scheduler else None  # before writing anything
-    job = SweepJob(sweep, name, Path(args.out or Path("out") / name), _command(args), getattr(args, "argv", None),
-                   str(Path(args.sweep).resolve()), resume=bool(args.resume), workers=args.workers,
+    job = SweepJob(sweep, name, Path(args.out or Path("out") / name), _command(args),
+                   getattr(args, "argv", None), str(Path(args.sweep).resolve()), resume=bool(args.resume),
+                   workers=args.workers,
                    scheduler=args.scheduler, plot=bool(args.plot), base_overrides=parse_overrides(args.set))
     return run_job(job, progress, client=client)
 
 
-def run_job(job: Any, progress: Progress, *, client: Any = None) -> int:
+def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool = False) -> int:
     """Run a ``SweepJob`` into its folder, its progress on stderr; print the summary table and the files
-    written. SIGTERM stops it (the rows so far kept, the folder released): exit 143."""
+    written (``as_json``: the rows, as the CSV's columns, instead). SIGTERM stops it (the rows so far
+    kept, the folder released): exit 143."""
     from ..experiments.estimate import sweep_duration
     from ..output.sweep_folder import run_into_folder
 
     def started(total: int, todo: list[Any], csv_path: Path) -> None:
-        workers = "" if job.scheduler else f" ({sweep_duration(sum(p.cost for p in todo), len(todo), job.workers)})"
+        seconds = sum(p.cost for p in todo)
+        workers = "" if job.scheduler else f" ({sweep_duration(seconds, len(todo), job.workers)})"
         progress(f"sweep {job.name}: {total} points, {len(todo)} to run{workers}, results in {csv_path}\n")
 
     def finished(row: dict[str, Any], done: int, total: int) -> None:
@@ -132,6 +143,12 @@ def run_job(job: Any, progress: Progress, *, client: Any = None) -> int:
     finally:
         if client is not None:
             client.close()
+    if as_json:
+        from ..experiments.resume import table_columns
+
+        columns = table_columns(job.sweep)
+        print_json([{c: r.get(c, "") for c in columns} for r in outcome.rows])
+        return EXIT_OK
     summary = serving_summary_rows if job.sweep.serving else summary_rows
     print(format_table(*summary(outcome.rows, outcome.keys)))  # printed once every file is written
     for path in outcome.files:
@@ -190,7 +207,8 @@ def _sigterm_raises() -> Iterator[None]:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    s = sub.add_parser("sweep", help="run a grid of experiments (training or serving), streaming results to a CSV")
+    s = sub.add_parser("sweep", help="run a grid of experiments (training or serving), streaming results "
+                                     "to a CSV")
     s.add_argument("sweep", metavar="SWEEP.yaml", help="a sweep file (kind: sweep)")
     s.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
     s.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask distributed cluster instead")

@@ -41,14 +41,14 @@ def resumable_rows(sweep: Any, rows: list[dict[str, str]], source: str) -> dict[
     start afresh instead."""
     keys = {p.key for p in sweep.points}
     settings = {_settings_text(p.overrides) for p in sweep.points}
-    stale = [r for r in rows if r.get("point_key", "") not in keys
-             and _settings_text({k[4:]: v for k, v in r.items() if k.startswith("set:") and v != ""}) not in settings]
+    stale = [r for r in rows if r.get("point_key", "") not in keys and _settings_text(
+        {k[4:]: v for k, v in r.items() if k.startswith("set:") and v != ""}) not in settings]
     if stale:
         n = len(stale)
-        raise ConfigError(f"--resume would drop {n} finished row{'s' if n > 1 else ''} of points no longer in "
-                          "this sweep (points removed or changed, or the base experiment or a preset it uses "
-                          "edited); keep them: restore the sweep file, or start afresh with another --out "
-                          "(or without --resume, which replaces this file)", source=source)
+        raise ConfigError(f"--resume would drop {n} finished row{'s' if n > 1 else ''} of points no "
+                          "longer in this sweep (points removed or changed, or the base experiment or a "
+                          "preset it uses edited); keep them: restore the sweep file, or start afresh with "
+                          "another --out (or without --resume, which replaces this file)", source=source)
     return {r["point_key"]: r for r in rows if r.get("point_key", "") in keys}
 
 

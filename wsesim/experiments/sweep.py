@@ -176,8 +176,8 @@ _LOADERS = {"experiment": load_experiment_data, INFERENCE: load_inference_data}
 def _base_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind", "experiment")
     if kind not in _LOADERS:
-        raise ConfigError(f"expected a base of kind: experiment or kind: inference, got kind: {shown_repr(kind)}",
-                          source=source, path="kind")
+        raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
+                          f"{shown_repr(kind)}", source=source, path="kind")
     return str(kind)
 
 

@@ -94,8 +94,8 @@ def check_names(path: str | Path) -> None:
     for part in Path(path).parts:
         size = len(part.encode("utf-8", "surrogateescape"))
         if size > NAME_MAX:
-            raise ConfigError(f"expected file and folder names of at most {NAME_MAX} bytes, got one of {size:,}",
-                              source=str(path)[:120] + "…")
+            raise ConfigError(f"expected file and folder names of at most {NAME_MAX} bytes, got one of "
+                              f"{size:,}", source=str(path)[:120] + "…")
 
 
 def check_output_files(folder: str | Path, names: Sequence[str]) -> None:

@@ -102,7 +102,8 @@ def sweep_manifest(job: SweepJob, files: list[Path]) -> dict[str, Any]:
     sweep = job.sweep
     spec = sweep.spec
     return manifest("sweep", job.argv, name=job.name, sweep_file=job.sweep_file,
-                    sweep={"base": spec.base, "grid": spec.grid, "points": spec.points}, sources=sweep.base.sources,
+                    sweep={"base": spec.base, "grid": spec.grid, "points": spec.points},
+                    sources=sweep.base.sources,
                     overrides=[{"point": p.index, **p.overrides} for p in sweep.points],
                     base_overrides=job.base_overrides, **resolved(sweep.base.spec),
                     files=[p.name for p in files], resumed=job.resume,
