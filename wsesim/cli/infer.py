@@ -131,7 +131,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from ..config.errors import ConfigError
     from ..config.inference import read_inference
     from ..experiments.estimate import check_sweep
-    from ..experiments.resume import table_columns
+    from ..experiments.resume import override_keys, table_columns
     from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
     from ..output.manifest import command_line
     from ..output.sweep_folder import SweepJob
@@ -161,7 +161,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
                        getattr(args, "argv", None), resume=bool(args.resume), workers=args.workers, plot=True,
                        base_overrides=overrides)
         return run_job(job, progress, as_json=args.json)
-    keys = list(dict.fromkeys(k for p in sweep.points for k in p.overrides))
+    keys = override_keys(sweep)
     total = len(sweep.points)
     rows = run_sweep(sweep, workers=args.workers, on_row=lambda row, rows: progress(
         f"[{len(rows):>{len(str(total))}}/{total}] {row_text(row, keys)}\n"))

@@ -123,6 +123,7 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
     written (``as_json``: the rows, as the CSV's columns, instead). SIGTERM stops it (the rows so far
     kept, the folder released): exit 143."""
     from ..experiments.estimate import sweep_duration
+    from ..experiments.resume import override_keys
     from ..output.sweep_folder import run_into_folder
 
     def started(total: int, todo: list[Any], csv_path: Path) -> None:
@@ -133,7 +134,7 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
     def finished(row: dict[str, Any], done: int, total: int) -> None:
         progress(f"[{done:>{len(str(total))}}/{total}] {row_text(row, keys)}\n")
 
-    keys = list(dict.fromkeys(k for p in job.sweep.points for k in p.overrides))
+    keys = override_keys(job.sweep)
     try:
         with _sigterm_raises():
             outcome = run_into_folder(job, client=client, on_start=started, on_row=finished)

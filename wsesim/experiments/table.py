@@ -153,7 +153,7 @@ def add_speedups(rows: list[dict[str, Any]], keys: list[str]) -> None:
 
 def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *, columns: list[str] | None = None) -> str:
     """The CSV of ``rows`` sorted by point: ``result_columns`` (with ``speedup`` when a row has it), or
-    exactly ``columns``."""
+    exactly ``columns`` (a serving sweep's: ``resume.table_columns(sweep)``)."""
     rows = list(rows)
     columns = columns or result_columns(override_keys, speedup=any(SPEEDUP in r for r in rows))
     return csv_line(columns, columns) + "".join(
