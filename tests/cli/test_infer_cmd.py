@@ -40,13 +40,15 @@ def test_a_model_that_does_not_fit_says_why(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_vary_writes_a_row_per_point_and_the_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sweep with this experiment as its base (tests/cli/test_serving_sweep_cmd.py has the rest)."""
     out = tmp_path / "serve"
     assert cli.main(["infer", *TINY, "--vary", "inference.batch=1,2,3", "--vary", "inference.grid=2x2,4x4",
                      "--out", str(out)]) == 0
     rows = list(csv.DictReader((out / "results.csv").open()))
-    assert [(r["inference.batch"], r["inference.grid"]) for r in rows] == [
-        (b, g) for b in ("1", "2", "3") for g in ("2x2", "4x4")]
-    assert {p.name for p in out.iterdir()} >= {"serving_vs_batch.png", "serving_vs_grid.png", "results.csv"}
+    assert [(r["set:inference.batch"], r["set:inference.grid"], r["grid"]) for r in rows] == [
+        (b, g, g) for b in ("1", "2", "3") for g in ("2x2", "4x4")]
+    assert {p.name for p in out.iterdir()} >= {"serving_vs_batch.png", "serving_vs_grid.png", "results.csv",
+                                               "figures.json", "manifest.json", "sweep.json"}
     assert "tokens/s per request" in capsys.readouterr().out
 
 

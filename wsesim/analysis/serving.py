@@ -131,25 +131,3 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any)
     if len(busy) > 1 and part == "waiting":
         text += f"; busiest stage {int(busy.argmax())} ({100 * float(busy.max()):.0f} % busy)"
     return text
-
-
-SERVING_COLUMNS = ("feasible", "grid", "stages", "systems", "batch", "prompt_len", "output_len", "ttft_s", "tpot_s",
-                   "tokens_per_s_per_request", "tokens_per_s", "decode_step_cycles", "max_output_len", "bottleneck",
-                   "infeasible_reason")
-"""The result fields a serving sweep's CSV keeps, after the varied keys."""
-
-
-def serving_series(rows: list[dict[str, Any]], x: str, y: str, keys: list[str]) -> list[dict[str, Any]]:
-    """For a figure of ``y`` against the varied key ``x``: one series per combination of the other varied
-    keys, its points in the order of ``x``'s values; an infeasible row is a point with ``y`` None (drawn as
-    a cross), never left out."""
-    others = [k for k in keys if k != x]
-    series: dict[tuple[str, ...], dict[str, Any]] = {}
-    for row in rows:
-        label = tuple(str(row[k]) for k in others)
-        s = series.setdefault(label, {"label": ", ".join(f"{k.split('.')[-1]} {v}" for k, v in zip(others, label,
-                                                                                                    strict=True)),
-                                      "points": []})
-        s["points"].append({"x": row[x], "y": row[y] if row["feasible"] else None,
-                            "why": row.get("infeasible_reason", "")})
-    return list(series.values())

@@ -126,27 +126,15 @@ def check_output_folder(folder: str) -> None:
                           f"({e.strerror or type(e).__name__})", source=folder) from None
 
 
-NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
-
-
 def check_names(path: str | Path) -> None:
-    """Raise ``ConfigError`` if a name in ``path`` is longer than the file system takes (checked before
-    anything runs, so that a long ``--out`` or sweep ``name:`` costs no time and writes nothing)."""
-    from ..config.errors import ConfigError
+    """``output.files.check_names``: names the file system takes, checked before anything runs."""
+    from ..output.files import check_names as check
 
-    for part in Path(path).parts:
-        size = len(part.encode("utf-8", "surrogateescape"))
-        if size > NAME_MAX:
-            raise ConfigError(f"expected file and folder names of at most {NAME_MAX} bytes, got one of {size:,}",
-                              source=str(path)[:120] + "…")
+    check(path)
 
 
 def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
-    """Raise ``ConfigError`` if one of the files a command will write in ``folder`` is a folder (checked
-    before anything runs or is written)."""
-    from ..config.errors import ConfigError
+    """``output.files.check_output_files``: no folder where a file will be written."""
+    from ..output.files import check_output_files as check
 
-    for name in names:
-        if (Path(folder) / name).is_dir():
-            raise ConfigError(f"expected to write the file {name}, got a folder in its place",
-                              source=str(Path(folder) / name))
+    check(folder, names)

@@ -62,7 +62,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     overrides = parse_overrides(args.set)
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
     if args.vary:
-        return _sweep(args, overrides)
+        return _vary(args, overrides)
     for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
         if folder:
             check_output_folder(folder)
@@ -70,7 +70,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     if args.search:
         run, candidates = search_mapping(loaded.spec)
     else:
-        run = run_inference(loaded.spec, engine=args.engine)
+        run = run_inference(loaded.spec, engine=args.engine or "fast")
     result = run.result
     written: list[Path] = []
     if args.out:
@@ -124,59 +124,53 @@ def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     return vary
 
 
-def _sweep(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
-    """``--vary``: every combination served, a table (and with ``--out``: results.csv, figures, manifest)."""
-    import csv
-    import io
+def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """``--vary``: a sweep whose base is this experiment (its ``--hardware``, ``--model`` and ``--set``
+    applied) and whose grid is the ``--vary`` keys, as ``wsesim sweep`` runs it: with ``--out DIR`` into
+    that folder (its lock, ``--resume``, results.csv streamed, the figures, the manifest), without it in
+    memory, nothing written. Prints the sweep's table (or ``--json``: its rows)."""
+    from ..config.errors import ConfigError
+    from ..config.inference import read_inference
+    from ..experiments.estimate import check_sweep
+    from ..experiments.resume import override_keys, table_columns
+    from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
+    from ..output.manifest import command_line
+    from ..output.sweep_folder import SweepJob
+    from .sweep import Progress, row_text, run_job, serving_summary_rows
 
-    from ..config.inference import load_inference
-    from ..experiments.inference import serving_sweep
-    from ..output.files import atomic_write_text, prepare_dir
-
-    vary = _parse_vary(args.vary)
+    refused = [flag for flag, given in (("--search", args.search), ("--trace", args.trace),
+                                        ("--engine", args.engine is not None)) if given]
+    if refused:
+        raise ConfigError(f"expected no {refused[0]} with --vary (a sweep serves each point once, on the "
+                          "fast engine)", source="--vary")
+    if args.workers < 1:
+        raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
+                          source="--workers")
+    if args.resume and not args.out:
+        raise ConfigError("expected --out DIR with --resume (the folder whose results.csv to resume)",
+                          source="--resume")
+    path, data, _ = read_inference(args.experiment, hardware=args.hardware, model=args.model)
+    name = data.get("name") if isinstance(data.get("name"), str) and not name_problem(data["name"]) else ""
+    sweep = sweep_from_data({"kind": "sweep", "name": name or path.stem, "base": data}, source=str(path),
+                            base_dir=path.parent, overrides=overrides, grid=_parse_vary(args.vary),
+                            grid_flag="--vary")
+    check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
+                args.workers)
+    progress = Progress()
     if args.out:
-        check_output_folder(args.out)
-
-    def load(point: dict[str, Any]) -> Any:
-        return load_inference(args.experiment, hardware=args.hardware, model=args.model,
-                              overrides={**overrides, **point})
-
-    def progress(done: int, total: int) -> None:
-        if sys.stderr is not None and sys.stderr.isatty():
-            sys.stderr.write(f"\r{done}/{total} points")
-            sys.stderr.flush()
-
-    rows = serving_sweep(load, vary, progress)
-    if sys.stderr is not None and sys.stderr.isatty():
-        sys.stderr.write("\n")
-    written: list[Path] = []
-    if args.out:
-        out = prepare_dir(args.out)
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        atomic_write_text(out / "results.csv", buf.getvalue())
-        written.append(out / "results.csv")
-        from ..output.manifest import manifest, resolved, write_manifest
-        from ..output.plotting import plot_serving
-
-        written += plot_serving(rows, list(vary), out)
-        base = load({})
-        written.append(write_manifest(out, manifest(
-            "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
-                                                             "set": list(args.set or []), "vary": list(args.vary)},
-            sources=base.sources, **resolved(base.spec), files=[p.name for p in written])))
+        job = SweepJob(sweep, sweep.spec.name, Path(args.out), command_line(getattr(args, "argv", None)),
+                       getattr(args, "argv", None), resume=bool(args.resume), workers=args.workers, plot=True,
+                       base_overrides=overrides)
+        return run_job(job, progress, as_json=args.json)
+    keys = override_keys(sweep)
+    total = len(sweep.points)
+    rows = run_sweep(sweep, workers=args.workers, on_row=lambda row, rows: progress(
+        f"[{len(rows):>{len(str(total))}}/{total}] {row_text(row, keys)}\n"))
     if args.json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        columns = table_columns(sweep)
+        sys.stdout.write(json.dumps([{c: r.get(c, "") for c in columns} for r in rows], indent=2) + "\n")
         return EXIT_OK
-    table = [(*(str(r[k]) for k in vary), f"{r['tokens_per_s_per_request']:,.1f}" if r["feasible"] else "—",
-              f"{r['tokens_per_s']:,.1f}" if r["feasible"] else "—",
-              f"{r['ttft_s'] * 1e3:,.2f}" if r["feasible"] else str(r["infeasible_reason"])[:70]) for r in rows]
-    print(format_table(table, (*(k.split(".")[-1] for k in vary), "tokens/s per request", "tokens/s",
-                               "TTFT ms (or why not)")))
-    for path in written:
-        print(f"wrote {path}")
+    print(format_table(*serving_summary_rows(rows, keys)))
     return EXIT_OK
 
 
@@ -187,13 +181,18 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                              "--set inference.grid=420x420 --set inference.batch=8")
     p.add_argument("--search", action="store_true",
                    help="try every square grid and keep the fastest mapping that fits (like tune)")
-    p.add_argument("--engine", choices=tuple(ENGINES), default="fast",
+    p.add_argument("--engine", choices=tuple(ENGINES),
                    help="fast (default) or the plain-SimPy reference executor")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",
                    help="serve every combination (repeatable), e.g. --vary inference.batch=1,2,4,8 "
-                        "--vary inference.grid=250x250,375x375; with --out: results.csv and figures")
+                        "--vary inference.grid=250x250,375x375: a sweep with this experiment as its base, as "
+                        "wsesim sweep runs it; with --out, into that folder (results.csv, figures, manifest)")
+    p.add_argument("--workers", type=int, default=1, help="with --vary: local worker processes (default 1)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --vary --out: serve only the points missing from DIR/results.csv")
     add_json_argument(p)
-    p.add_argument("--out", metavar="DIR", help="write DIR/result.json (and candidates.json with --search) and "
-                                                "DIR/manifest.json; with --vary, DIR/results.csv and the figures")
+    p.add_argument("--out", metavar="DIR",
+                   help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; with "
+                        "--vary, the sweep's folder: DIR/results.csv, the figures, figures.json and manifest.json")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace: each stage's requests")
     commands["infer"] = _cmd_infer

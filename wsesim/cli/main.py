@@ -50,8 +50,8 @@ class _Version(argparse.Action):
 # Each command group lives in its own module with ``register(subparsers, commands)``, which adds its
 # parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs.
 _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory", "wsesim.cli.run",
-                                 "wsesim.cli.sweep", "wsesim.cli.fabric", "wsesim.cli.kernel",
-                                 "wsesim.cli.schema", "wsesim.cli.infer", "wsesim.cli.compare"]
+                                 "wsesim.cli.tune", "wsesim.cli.sweep", "wsesim.cli.plot", "wsesim.cli.fabric",
+                                 "wsesim.cli.kernel", "wsesim.cli.schema", "wsesim.cli.infer", "wsesim.cli.compare"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 ``DIR/candidates.csv`` with ``DIR/manifest.json``) and ``--search-systems N,N,...`` (a fixed global batch
 tuned on each count of systems: the best, and the Pareto front of cluster throughput against systems).
 
-``wsesim tune`` itself is registered in ``cli/sweep.py``, which calls ``add_tune_arguments``,
+``wsesim tune`` itself is registered in ``cli/tune.py``, which calls ``add_tune_arguments``,
 ``tune_systems`` and ``write_candidates`` from here.
 """
 

@@ -14,11 +14,12 @@ from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count
-from .loader import Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
+from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
 from .specs import HardwareSpec, ModelSpec
 from .validation import validate
 
-__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data", "parse_grid"]
+__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data", "parse_grid",
+           "read_inference"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
@@ -99,6 +100,12 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
     overrides = dict(overrides or {})
+    # a whole hardware or model named by an override (a sweep's ``model: [llama3-8b, llama2-7b]``, ``--set
+    # hardware=wse3``) replaces the reference before anything is resolved, as in a training experiment
+    named = {k: overrides.pop(k) for k in REFERENCE_KEYS
+             if k in overrides and not isinstance(overrides[k], dict)}
+    if named:
+        data = {**data, **named}
     base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
@@ -111,10 +118,11 @@ def default_inference_path() -> Path:
     return shipped_file("llama3-8b/serve.yaml")
 
 
-def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
-                   overrides: dict[str, Any] | None = None) -> Loaded:
-    """Load an inference experiment file (the shipped example when ``path`` is None); ``hardware`` and
-    ``model`` replace its references (a preset name, or a path relative to the current directory)."""
+def read_inference(path: str | Path | None = None, *, hardware: str | None = None,
+                   model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
+    """An inference experiment file's raw mapping (the shipped example when ``path`` is None), its
+    ``hardware`` and ``model`` replaced by those given (a preset name, or a path relative to the current
+    directory, made absolute): (the file, the mapping, which references the command line gave)."""
     path = Path(path) if path is not None else default_inference_path()
     data = read_yaml(path)
     if data.get("kind") != "inference":
@@ -125,6 +133,14 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
         if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's
             data[key] = str(Path(ref).resolve()) if Path(ref).suffix in (".yaml", ".yml", ".json") else ref
             given[key] = f"--{key}"
+    return path, data, given
+
+
+def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
+                   overrides: dict[str, Any] | None = None) -> Loaded:
+    """Load an inference experiment file (the shipped example when ``path`` is None); ``hardware`` and
+    ``model`` replace its references (a preset name, or a path relative to the current directory)."""
+    path, data, given = read_inference(path, hardware=hardware, model=model)
     return load_inference_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 

@@ -31,14 +31,18 @@ def json_schema(kind: str, spec: type[BaseModel] | None = None) -> dict[str, Any
     schema = _raw(spec)
     if kind in ("experiment", "inference"):
         _references(schema)
-    if kind == "sweep":  # base: a path to an experiment file, or an inline experiment
-        experiment = _raw(SPEC_KINDS["experiment"])
-        _references(experiment)
-        defs = experiment.pop("$defs", {})
-        schema.setdefault("$defs", {}).update({**defs, "ExperimentSpec": experiment})
+    if kind == "sweep":  # base: a path to an experiment file, or an inline experiment (training or serving)
+        for name, base in (("ExperimentSpec", SPEC_KINDS["experiment"]), ("InferenceExperimentSpec",
+                                                                          InferenceExperimentSpec)):
+            experiment = _raw(base)
+            _references(experiment)
+            defs = experiment.pop("$defs", {})
+            schema.setdefault("$defs", {}).update({**defs, name: experiment})
         schema["properties"]["base"] = {
-            "description": "the base experiment: a path (relative to this file) or an inline experiment mapping",
-            "anyOf": [{"type": "string"}, {"$ref": "#/$defs/ExperimentSpec"}]}
+            "description": "the base experiment: a path (relative to this file) or an inline experiment mapping, "
+                           "a training experiment (kind: experiment) or a serving one (kind: inference)",
+            "anyOf": [{"type": "string"}, {"$ref": "#/$defs/ExperimentSpec"},
+                      {"$ref": "#/$defs/InferenceExperimentSpec"}]}
     return {"$schema": DIALECT, "title": f"wsesim {kind}",
             "description": f"A wsesim {kind} file (kind: {kind}); see the README's Configuration reference.",
             **{k: v for k, v in schema.items() if k not in ("title", "description")}}

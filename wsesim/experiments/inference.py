@@ -1,14 +1,14 @@
 """Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> the
 serving program (``sim.builders.serving``) -> its costs, each stage's kernels simulated on its grid
-(``sim.costing``) -> requests through the pipeline by the engine the run names (``sim.engines.ENGINES``, the
-same executors as training's) -> result. And the search for the fastest mapping that fits (``wsesim infer
---search``), as ``tune`` searches G for training."""
+(``sim.costing``) -> requests through the pipeline by the engine the run names (``sim.engines.ENGINES``,
+the same executors as training's) -> result. And the search for the fastest mapping that fits (``wsesim
+infer --search``), as ``tune`` searches G for training. A sweep of serving points runs each through
+``run_inference`` (``experiments.serving_sweep``)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
@@ -20,7 +20,7 @@ from ..sim.mapping import Mapping, grid_candidates, map_stages
 from ..sim.plan import Trace
 from ..sim.program import Program
 
-__all__ = ["ServeRun", "run_inference", "search_mapping", "serving_sweep"]
+__all__ = ["ServeRun", "run_inference", "search_mapping"]
 
 @dataclass
 class ServeRun:
@@ -59,25 +59,3 @@ def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeR
         return candidates[0], [c.result for c in candidates]
     best = max(feasible, key=lambda c: (c.result.tokens_per_s_per_request, c.result.tokens_per_s))
     return best, [c.result for c in candidates]
-
-
-def serving_sweep(load: Any, vary: dict[str, list[Any]],
-                  progress: Any = None) -> list[dict[str, Any]]:
-    """Every combination of the ``vary`` values (key -> values, in order), each loaded by ``load(overrides)``
-    (so each point is validated on its own) and served: one row per point, the varied keys first, then
-    the model, the hardware and ``SERVING_COLUMNS``. Infeasible points are rows with their reason."""
-    from itertools import product
-
-    from ..analysis.serving import SERVING_COLUMNS
-
-    keys, rows = list(vary), []
-    combos = list(product(*vary.values()))
-    for i, values in enumerate(combos):
-        point = dict(zip(keys, values, strict=True))
-        spec = load(point).spec
-        result = run_inference(spec).result.to_dict()
-        rows.append({**point, "model": result["model"], "hardware": result["hardware"],
-                     **{k: result[k] for k in SERVING_COLUMNS}})
-        if progress is not None:
-            progress(i + 1, len(combos))
-    return rows

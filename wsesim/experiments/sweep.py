@@ -4,7 +4,8 @@ A sweep file (``kind: sweep``)::
 
     kind: sweep
     name: bta-paper
-    base: experiment.yaml            # a path (relative to the sweep file) or an inline experiment mapping
+    base: experiment.yaml            # a path (relative to the sweep file) or an inline experiment mapping:
+                                     # a training experiment, or a serving one (kind: inference)
     grid:                            # dotted key -> list of values; the cartesian product
       training.tiles: [1, tuned]     # "tuned" runs wsesim.tune on that point
     points:                          # a list of override mappings (each combined with every grid point)
@@ -14,12 +15,15 @@ A sweep file (``kind: sweep``)::
 Points are data: every point is a base plus its overrides, re-validated before anything runs (a key
 set both in ``grid`` and in a point is an error, not an override; a point whose work cannot finish on
 this machine is refused: ``wsesim.experiments.estimate``). A point that is infeasible, or fails, is a
-row with its status and reason; it never stops the sweep.
+row with its status and reason; it never stops the sweep. A serving base (``kind: inference``) sweeps
+``inference.*``, ``hardware`` and ``model`` keys the same way; its points are served
+(``experiments.serving_sweep``) and its CSV has the serving columns (``table.serving_columns``).
 
 Results: ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as
 points finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not
-done); ``resumable_rows`` is what ``--resume`` may keep, and refuses to drop finished rows. The CSV's
-columns and text are ``experiments.table``'s.
+done); ``resumable_rows`` is what ``--resume`` may keep, and refuses to drop finished rows
+(``experiments.resume``). The CSV's columns and text are ``experiments.table``'s; the folder they are
+written to, with its lock, is ``output.sweep_folder``'s.
 """
 
 from __future__ import annotations
@@ -29,8 +33,7 @@ import itertools
 import json
 import math
 import re
-import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -40,10 +43,13 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from ..analysis.results import RunResult
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, shown_repr
+from ..config.inference import load_inference_data
 from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
 from ..config.specs import Spec
 from .estimate import MAX_SWEEP_POINTS
+from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
+from .serving_sweep import INFERENCE, run_serving_point, serving_plan_key, serving_work
 from .table import (  # noqa: F401 (re-exported: the sweep's results)
     MEASURED_COLUMNS,
     RESULT_COLUMNS,
@@ -57,6 +63,7 @@ from .table import (  # noqa: F401 (re-exported: the sweep's results)
     add_speedups,
     csv_line,
     csv_text,
+    failure,
     read_results,
     read_results_table,
     result_columns,
@@ -143,12 +150,35 @@ class Point:
 
 @dataclass(frozen=True)
 class Sweep:
-    """A loaded sweep: its spec, the validated base, and every point, each already re-validated."""
+    """A loaded sweep: its spec, the validated base, and every point, each already re-validated. ``kind``
+    is its base's: ``experiment`` (training) or ``inference`` (serving)."""
 
     spec: SweepSpec
     source: str
     base: Loaded
     points: tuple[Point, ...]
+    kind: str = "experiment"
+
+    @property
+    def serving(self) -> bool:
+        return self.kind == INFERENCE
+
+    def load_point(self, point: Point) -> Loaded:
+        """A point's experiment, validated as its row is run (training's loader or serving's)."""
+        return _LOADERS[self.kind](self.base.raw, source=self.base.source, overrides=point.run_overrides(),
+                                   base_dir=point.base_dir_path)
+
+
+_LOADERS = {"experiment": load_experiment_data, INFERENCE: load_inference_data}
+"""How a point of a sweep is validated, by its base's kind."""
+
+
+def _base_kind(data: dict[str, Any], source: str) -> str:
+    kind = data.get("kind", "experiment")
+    if kind not in _LOADERS:
+        raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
+                          f"{shown_repr(kind)}", source=source, path="kind")
+    return str(kind)
 
 
 def expand(grid: dict[str, list[Any]], points: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -169,9 +199,11 @@ def load_sweep(path: str | Path, *, overrides: dict[str, Any] | None = None,
 
 
 def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None, check_work: bool = True,
-                    overrides: dict[str, Any] | None = None, grid: dict[str, list[Any]] | None = None) -> Sweep:
+                    overrides: dict[str, Any] | None = None, grid: dict[str, list[Any]] | None = None,
+                    grid_flag: str = "--grid") -> Sweep:
     """``load_sweep`` of a mapping. ``check_work``: refuse a point whose work cannot finish on this machine
-    (``wsesim validate`` checks the file alone and skips that)."""
+    (``wsesim validate`` checks the file alone and skips that). ``grid_flag``: the option an error in a
+    ``grid`` value names (``wsesim infer`` gives its ``--vary``)."""
     if grid:
         data = {**data, "grid": {**(data.get("grid") or {}), **grid}}
     spec = validate(SweepSpec, data, source=source)
@@ -185,7 +217,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
-    base = load_experiment_data(base_data, source=base_source, base_dir=base_root, overrides=overrides)
+    kind = _base_kind(base_data, base_source)
+    load = _LOADERS[kind]
+    base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides)
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
     if count > MAX_SWEEP_POINTS:
@@ -207,24 +241,27 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         point = Point(i, ov, base_key, swept, base_dir=None if base_root is None else str(base_root))
         where = "points" if spec.points else "grid"
         try:
-            loaded = load_experiment_data(base.raw, source=base_source, overrides=point.run_overrides(),
-                                          base_dir=base_root)
-            cost, nbytes = _point_work(loaded, point, check=check_work)
-            s = loaded.spec
-            plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts, s.simulation.model_dump(mode="json"),
-                                   s.training.seed], sort_keys=True)
+            loaded = load(base.raw, source=base_source, overrides=point.run_overrides(), base_dir=base_root)
+            if kind == INFERENCE:
+                (cost, nbytes), plan_key = serving_work(loaded), serving_plan_key(loaded)
+            else:
+                cost, nbytes = _point_work(loaded, point, check=check_work)
+                s = loaded.spec
+                plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts,
+                                       s.simulation.model_dump(mode="json"), s.training.seed], sort_keys=True)
         except ConfigError as e:  # a value --grid gave is the flag's error
             flag = bool(grid) and bool(e.path) and any(_overlap(e.path, k) for k in grid or {})
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
-                              source="--grid" if flag else source, path=None if flag else where) from None
+                              source=grid_flag if flag else source, path=None if flag else where) from None
         resolved_key = ""
         if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
-    return Sweep(spec, source, base, tuple(points))
+    return Sweep(spec, source, base, tuple(points), kind)
 
 
-_REFERENCES = ("hardware", "model", "cluster", "cluster.interconnect")  # keys whose values may name a preset or a file
+_REFERENCES = ("hardware", "model", "cluster", "cluster.interconnect", INFERENCE,
+               "inference.interconnect")  # keys whose values may name a preset or a file
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -262,10 +299,13 @@ register_kind("sweep", _validate_sweep_file)
 
 
 def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
-    """Run one point (in a worker process); returns its CSV row. Never raises."""
+    """Run one point (in a worker process); returns its CSV row. Never raises. A serving base's point is
+    served (``serving_sweep.run_serving_point``)."""
     from .runner import run_experiment
     from .tune import tune, tuned_row
 
+    if raw.get("kind") == INFERENCE:
+        return run_serving_point(raw, source, point)
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:
@@ -281,9 +321,7 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     except Exception as e:  # a failing point is a row, never the end of the sweep
         row["tuned"] = point.tuned
         row["status"] = STATUS_ERROR
-        last = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
-        where = f" ({Path(last.filename).name}:{last.lineno})" if last else ""
-        row["reason"] = f"{type(e).__name__}: {e}{where}".replace("\n", " ")
+        row["reason"] = failure(e)
     return row
 
 
@@ -291,43 +329,6 @@ def died_row(point: Point, why: str) -> dict[str, Any]:
     """The row of a point whose worker process died under it: an error, and the sweep goes on."""
     return {"point": point.index, "point_key": point.key, **{f"set:{k}": v for k, v in point.overrides.items()},
             "tuned": point.tuned, "status": STATUS_ERROR, "reason": why}
-
-
-# -------------------------------------------------------------------------------------------- results
-
-
-def pairs_g1_with_tuned(points: Iterable[Point]) -> bool:
-    """Whether a sweep runs some settings both at G=1 and tuned (its CSV then has a ``speedup`` column)."""
-    tiles = {str(p.overrides.get("training.tiles")) for p in points}
-    return {"1", TUNED} <= tiles
-
-
-def resumable_rows(sweep: Sweep, rows: list[dict[str, str]], source: str) -> dict[str, dict[str, str]]:
-    """The finished rows --resume keeps, by point key. A row of a point still in the sweep (the same
-    settings as written) whose inputs changed since (the base experiment, or a preset or file it or the
-    point names, edited) is stale: left out, so that the point runs again. Any other row must be a point of
-    ``sweep``: a row whose point was removed would be dropped, so that is a ``ConfigError`` saying how to
-    start afresh instead."""
-    keys = {p.key for p in sweep.points}
-    settings = {_settings_text(p.overrides) for p in sweep.points}
-    stale = [r for r in rows if r.get("point_key", "") not in keys
-             and _settings_text({k[4:]: v for k, v in r.items() if k.startswith("set:") and v != ""}) not in settings]
-    if stale:
-        n = len(stale)
-        raise ConfigError(f"--resume would drop {n} finished row{'s' if n > 1 else ''} of points no longer in "
-                          "this sweep (points removed or changed, or the base experiment or a preset it uses "
-                          "edited); keep them: restore the sweep file, or start afresh with another --out "
-                          "(or without --resume, which replaces this file)", source=source)
-    return {r["point_key"]: r for r in rows if r.get("point_key", "") in keys}
-
-
-def _settings_text(overrides: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """A point's settings as its row's ``set:`` cells hold them (text), to match a row to its point."""
-    return tuple(sorted((k, str(_cell(v))) for k, v in overrides.items()))
-
-
-def override_keys(sweep: Sweep) -> list[str]:
-    return list(dict.fromkeys(k for p in sweep.points for k in p.overrides))
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -352,24 +353,3 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
     if pairs_g1_with_tuned(sweep.points):
         add_speedups(rows, override_keys(sweep))
     return sorted(rows, key=lambda r: int(r["point"]))
-
-
-def kept_rows(sweep: Sweep, done: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The finished rows --resume keeps, as this version writes them: renumbered (the file may have moved a
-    point), the swept value columns an older file lacks filled in, an infeasible row's measured cells
-    emptied, retired columns dropped."""
-    keys = override_keys(sweep)
-    columns = [c for c, _ in swept_columns(keys).values()]
-    out = []
-    for p in sweep.points:
-        if (r := done.get(p.key)) is None:
-            continue
-        row = {k: v for k, v in r.items() if k not in RETIRED_COLUMNS} | {"point": p.index}
-        if any(c not in row for c in columns):
-            spec = load_experiment_data(sweep.base.raw, source=sweep.base.source, overrides=p.run_overrides(),
-                                        base_dir=p.base_dir_path).spec
-            row.update(swept_values(spec, keys))
-        if row.get("status") != STATUS_OK:
-            row.update({c: "" for c in MEASURED_COLUMNS if c in row})
-        out.append(row)
-    return out

@@ -8,6 +8,11 @@ What only a simulated step measures (``MEASURED_COLUMNS``: throughput, MFU, step
 not 0, on an infeasible row. The host's wall-clock time is no column: the file is a function of the
 sweep alone, the same bytes locally and on Dask.
 
+A sweep over a serving experiment (``kind: inference``) has its own columns (``serving_columns``): the
+point, status and reason, the swept keys, then ``SERVING_COLUMNS`` — the model, the hardware, the mapping
+(grid, stages, systems) and the serving figures; what only a served run measures (``SERVING_MEASURED``)
+is empty on an infeasible row.
+
 ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as points
 finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not done).
 """
@@ -40,19 +45,33 @@ MEASURED_COLUMNS = tuple(c for c in RESULT_COLUMNS if c.startswith("phase_") or 
 """Columns only a simulated step fills: empty on an infeasible (or failed) row."""
 SPEEDUP = "speedup"
 
+SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems", "layers_per_stage",
+                   "kv_layout", "batch", "prompt_len", "output_len", "ttft_s", "tpot_s",
+                   "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s", "prefill_tokens_per_s",
+                   "decode_step_cycles", "max_output_len", "bottleneck")
+"""The fields of a ``ServeResult`` a serving sweep's CSV keeps, after the swept keys: what was served,
+the mapping it was served on (a grid of PEs per stage, stages, wafers) and its figures. The host's
+wall-clock time is no column (the file is a function of the sweep)."""
+SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s",
+                    "prefill_tokens_per_s", "decode_step_cycles", "bottleneck")
+"""Columns only a served run fills: empty on an infeasible (or failed) row."""
 
-def swept_columns(keys: Iterable[str]) -> dict[str, tuple[str, float]]:
+
+def swept_columns(keys: Iterable[str], *, serving: bool = False) -> dict[str, tuple[str, float]]:
     """For each swept key that names one value and is not already a result column: its column and the
     factor from the spec's unit to the column's. The name is the key below its section with the unit of
     the spec's field (``hardware.pe.sram`` -> ``pe_sram_bytes``; a bandwidth in bits per second, as the
-    presets write it: ``hardware.io.bandwidth`` -> ``io_bandwidth_bits_per_s``)."""
+    presets write it: ``hardware.io.bandwidth`` -> ``io_bandwidth_bits_per_s``). ``serving``: the keys of
+    a serving experiment, against the serving sweep's columns."""
     from pydantic import BaseModel
 
+    from ..config.inference import InferenceExperimentSpec
     from ..config.specs import ExperimentSpec
 
+    taken = SERVING_COLUMNS if serving else RESULT_COLUMNS
     out: dict[str, tuple[str, float]] = {}
     for key in keys:
-        cls: Any = ExperimentSpec
+        cls: Any = InferenceExperimentSpec if serving else ExperimentSpec
         names: list[str] = []
         for part in key.split("."):
             fields = getattr(cls, "model_fields", None) or {}
@@ -68,15 +87,15 @@ def swept_columns(keys: Iterable[str]) -> dict[str, tuple[str, float]]:
             column, factor = "_".join(names[1:] or names), 1.0
             if column.endswith("_bytes_per_s"):
                 column, factor = column.removesuffix("_bytes_per_s") + "_bits_per_s", 8.0
-            if column not in RESULT_COLUMNS:
+            if column not in taken:
                 out[key] = (column, factor)
     return out
 
 
 def swept_values(spec: Any, keys: Iterable[str]) -> dict[str, Any]:
-    """The ``swept_columns`` cells of a validated experiment spec."""
+    """The ``swept_columns`` cells of a validated experiment spec (training's or serving's)."""
     out: dict[str, Any] = {}
-    for key, (column, factor) in swept_columns(keys).items():
+    for key, (column, factor) in swept_columns(keys, serving=spec.kind == "inference").items():
         value: Any = spec
         for part in key.split("."):
             fields = type(value).model_fields
@@ -98,6 +117,24 @@ def result_columns(override_keys: list[str], extra: Iterable[str] = (), *, speed
     return columns + [c for c in dict.fromkeys(extra) if c and c not in columns and c not in RETIRED_COLUMNS]
 
 
+def serving_columns(override_keys: list[str], extra: Iterable[str] = ()) -> list[str]:
+    """A serving sweep's CSV columns: the point, its status and reason, one ``set:KEY`` per override key
+    and the ``swept_columns`` after them, ``SERVING_COLUMNS``, then any ``extra`` (kept from an older file
+    on --resume) not already there."""
+    columns = (RESULT_COLUMNS[:4] + [f"set:{k}" for k in override_keys]
+               + [c for c, _ in swept_columns(override_keys, serving=True).values()] + list(SERVING_COLUMNS))
+    return columns + [c for c in dict.fromkeys(extra) if c and c not in columns and c not in RETIRED_COLUMNS]
+
+
+def failure(e: BaseException) -> str:
+    """A failed point's reason: the exception, and where it was raised (``ValueError: … (engine.py:12)``)."""
+    import traceback
+
+    last = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    where = f" ({Path(last.filename).name}:{last.lineno})" if last else ""
+    return f"{type(e).__name__}: {e}{where}".replace("\n", " ")
+
+
 def add_speedups(rows: list[dict[str, Any]], keys: list[str]) -> None:
     """Set ``speedup`` on every row: on a tuned row, its throughput over the G=1 row's at the same other
     settings (when both ran); empty elsewhere. Rows from a CSV (strings) and from workers alike."""
@@ -116,7 +153,7 @@ def add_speedups(rows: list[dict[str, Any]], keys: list[str]) -> None:
 
 def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *, columns: list[str] | None = None) -> str:
     """The CSV of ``rows`` sorted by point: ``result_columns`` (with ``speedup`` when a row has it), or
-    exactly ``columns``."""
+    exactly ``columns`` (a serving sweep's: ``resume.table_columns(sweep)``)."""
     rows = list(rows)
     columns = columns or result_columns(override_keys, speedup=any(SPEEDUP in r for r in rows))
     return csv_line(columns, columns) + "".join(

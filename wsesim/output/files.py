@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -81,6 +81,32 @@ def prepare_dir(path: str | Path) -> Path:
         raise ConfigError(f"cannot create the output folder ({e.strerror or type(e).__name__})",
                           source=str(path)) from None
     return path
+
+
+NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
+
+
+def check_names(path: str | Path) -> None:
+    """Raise ``ConfigError`` if a name in ``path`` is longer than the file system takes (checked before
+    anything runs, so that a long ``--out`` or sweep ``name:`` costs no time and writes nothing)."""
+    from ..config.errors import ConfigError
+
+    for part in Path(path).parts:
+        size = len(part.encode("utf-8", "surrogateescape"))
+        if size > NAME_MAX:
+            raise ConfigError(f"expected file and folder names of at most {NAME_MAX} bytes, got one of "
+                              f"{size:,}", source=str(path)[:120] + "…")
+
+
+def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
+    """Raise ``ConfigError`` if one of the files a command will write in ``folder`` is a folder (checked
+    before anything runs or is written)."""
+    from ..config.errors import ConfigError
+
+    for name in names:
+        if (Path(folder) / name).is_dir():
+            raise ConfigError(f"expected to write the file {name}, got a folder in its place",
+                              source=str(Path(folder) / name))
 
 
 def complete_lines(data: bytes) -> bytes:

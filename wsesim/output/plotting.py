@@ -12,6 +12,12 @@ by ``output.sweep_figures``:
 * ``cluster_scaling`` — cluster throughput against the number of systems, per series, beside N times one
   system's, and the scaling efficiency.
 
+From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``output.serving_figures``):
+
+* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests and the time to first token
+  against each swept key, one line per combination of the others, every row drawn (one not served as a
+  labelled cross).
+
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
 ``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
 CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
@@ -73,14 +79,17 @@ def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     if not text.strip():
         raise ConfigError(f"{expected}, got an empty file", source=source)
     header = next(csv.reader(io.StringIO(text, newline="")), [])
-    missing = [c for c in _COLUMNS if c not in header]
+    from ..analysis.serving_plans import REQUIRED, check_serving_rows, is_serving
+
+    serving = is_serving(header)
+    missing = [c for c in (REQUIRED if serving else _COLUMNS) if c not in header]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise ConfigError(f"{expected}, got a CSV without the columns {shown(', '.join(missing[:3]))}{more}",
                           source=source)
     try:
         header, rows = read_results_table(csv_path)
-        check_rows(rows)
+        (check_serving_rows if serving else check_rows)(rows)
         return header, rows
     except (ValueError, TypeError, KeyError) as e:
         raise ConfigError(f"{expected}, got a row it cannot read ({shown(e, 120)})", source=source) from None
@@ -95,6 +104,10 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     from .sweep_figures import phases_figure, throughput_figure
 
     header, rows = _read_table(csv_path)
+    from ..analysis.serving_plans import is_serving
+
+    if is_serving(header):
+        return _plot_serving(csv_path, header, rows, out)
     ran = [r for r in rows if r.get("status") == "ok"]
     if not ran:
         return []
@@ -221,14 +234,24 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
         raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})", source=str(path)) from None
 
 
-def plot_serving(rows: list[dict[str, Any]], keys: list[str], out: Path) -> list[Path]:
-    """A serving sweep's figures: tokens/s per request and in all, and the time to first token, against
-    each varied key (``output.serving_figures``); every row drawn, infeasible ones as crosses."""
+def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, str]],
+                  out: str | Path) -> list[Path]:
+    """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even
+    when no row was served."""
+    import json
+
+    from ..analysis.serving_plans import plan_serving
+    from .files import atomic_write_text, prepare_dir
     from .serving_figures import serving_figure
 
+    if not rows:
+        return []
+    out = prepare_dir(out)
     written: list[Path] = []
-    for key in keys:
-        stem = f"serving_vs_{key.split('.')[-1]}"
-        written += _save(serving_figure(rows, key, keys), out, stem, ("png", "svg"))
-    return written
-
+    listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
+    for plan in plan_serving(header, rows):
+        files = _save(serving_figure(plan), out, plan.stem)
+        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+        written += files
+    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
+    return [*written, out / "figures.json"]

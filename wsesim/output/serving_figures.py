@@ -1,62 +1,71 @@
-"""The serving figures: against one varied key (batch, grid, prompt length, ...), tokens/s per request,
-tokens/s of all requests, and the time to first token, one line per combination of the other varied
-keys; a point that does not fit is a cross at the bottom of its panel, its reason in figures' data.
+"""The serving figures, drawn from the plans of ``analysis.serving_plans``: against one swept key (batch,
+grid, prompt length, KV layout, hardware, ...), tokens/s per request, tokens/s of all requests and the
+time to first token side by side, one line per combination of the other swept keys. Each x value has its
+own position (a categorical axis: numbers and grids in order, names as they came); a point that was not
+served is a cross at the bottom of its panel, labelled "does not fit" (or "failed"), crosses of several
+series at one x side by side; its reason is in ``figures.json``.
 
-matplotlib comes through ``output.mpl`` (the one module that imports it); this module only draws.
+matplotlib comes through ``output.mpl`` (the one module that imports it); ``plotting.plot_results``
+saves these figures.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.serving import serving_series
+from ..analysis.serving_plans import ServingPlan
 from .mpl import plt
 
-_PANELS = (("tokens_per_s_per_request", "tokens/s per request"), ("tokens_per_s", "tokens/s, all requests"),
-           ("ttft_s", "time to first token (s)"))
-_COLOURS = ["#2471a3", "#c0392b", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
+COLOURS = ["#2471a3", "#c0392b", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
+MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
+MAX_TICKS = 40  # x values labelled (beyond, every n-th)
+_NOT_SERVED = {"infeasible": "does not fit", "error": "failed"}
 
 
-def _x(value: Any) -> float:
-    """A grid "420x420" as its PEs; numbers as they are."""
-    if isinstance(value, str) and "x" in value:
-        r, c = value.split("x")
-        return float(int(r) * int(c))
-    return float(value)
+def _tick(plan: ServingPlan, text: str) -> str:
+    """A tick's label: a square grid as its side (``420²``), anything else as written."""
+    if plan.view.endswith(".grid") and "x" in text:
+        rows, _, cols = text.partition("x")
+        return f"{rows}²" if rows == cols else text
+    return text
 
 
-def _tick(key: str, x: float) -> str:
-    """A tick's label: a grid as its side (a square's), anything else as the number it is."""
-    if key.endswith("grid"):
-        side = round(x ** 0.5)
-        return f"{side}²" if side * side == x else f"{x:,.0f}"
-    return f"{x:,.0f}" if x == int(x) else f"{x:g}"
-
-
-def serving_figure(rows: list[dict[str, Any]], key: str, keys: list[str]) -> Any:
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.8))
-    label = "PEs per stage grid" if key.endswith("grid") else key.split(".")[-1].replace("_", " ")
-    for ax, (field, title) in zip(axes, _PANELS, strict=True):
-        for i, s in enumerate(serving_series(rows, key, field, keys)):
-            points = sorted(s["points"], key=lambda p: _x(p["x"]))
-            ok = [p for p in points if p["y"] is not None]
-            colour = _COLOURS[i % len(_COLOURS)]
-            ax.plot([_x(p["x"]) for p in ok], [p["y"] for p in ok], "o-", color=colour, label=s["label"] or None)
-            bad = [_x(p["x"]) for p in points if p["y"] is None]
-            if bad:
-                ax.plot(bad, [0.0] * len(bad), "x", color=colour, markersize=9, clip_on=False)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel(label)
-        ax.set_ylim(bottom=0)
-        xs = sorted({_x(r[key]) for r in rows})
-        if len(xs) > 2 and key.endswith(("batch", "grid", "prompt_len", "output_len")):
-            ax.set_xscale("log", base=2)
-            ax.minorticks_off()
-        ax.set_xticks(xs, [_tick(key, x) for x in xs], fontsize=8)
+def serving_figure(plan: ServingPlan) -> Any:
+    fig, axes = plt.subplots(1, len(plan.panels), figsize=(4.5 * len(plan.panels), 3.9), squeeze=False)
+    n = len(plan.x_values)
+    step = max(1, -(-n // MAX_TICKS))
+    for ax, panel in zip(axes[0], plan.panels, strict=True):
+        top = max((p["y"] * panel.scale for s in panel.series for p in s.points if p["y"] is not None),
+                  default=1.0)
+        crossed: dict[int, list[tuple[str, str]]] = {}  # x_index -> (colour, status) of each point not served
+        for s in panel.series:
+            colour, (marker, style) = COLOURS[s.colour % len(COLOURS)], MARKERS[s.colour % len(MARKERS)]
+            ran = [p for p in s.points if p["y"] is not None]  # coinciding series still show: each its marker
+            ax.plot([p["x_index"] for p in ran], [p["y"] * panel.scale for p in ran], marker=marker,
+                    linestyle=style, color=colour, ms=7 - 0.8 * (s.colour % len(MARKERS)), alpha=0.9,
+                    label=s.label or None)
+            for p in s.points:
+                if p["y"] is None:
+                    crossed.setdefault(p["x_index"], []).append((colour, p["status"]))
+        for x, marks in crossed.items():  # side by side where several share an x
+            for i, (colour, status) in enumerate(marks):
+                at = x + 0.12 * (i - (len(marks) - 1) / 2)
+                ax.plot([at], [0.0], "x", color=colour, markersize=9, mew=2, clip_on=False, zorder=5)
+                ax.annotate(_NOT_SERVED.get(status, status or "not served"), (at, 0.0),
+                            textcoords="offset points", xytext=(0, 8), ha="center", va="bottom", rotation=90,
+                            fontsize=6.5, color=colour)
+        ax.set_title(panel.y_label, fontsize=10)
+        ax.set_xlabel(plan.x_label)
+        ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)
+        ax.set_xlim(-0.5, n - 0.5)
+        ticks = list(range(0, n, step))
+        ax.set_xticks(ticks, [_tick(plan, plan.x_values[i]) for i in ticks], fontsize=8,
+                      rotation=30 if max((len(v) for v in plan.x_values), default=0) > 8 else 0)
+        ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.4g}" if y < 1000 else f"{y:,.0f}"))
         ax.grid(alpha=0.3)
-    if any(s["label"] for s in serving_series(rows, key, "tokens_per_s", keys)):
-        axes[0].legend(fontsize=8)
-    fig.suptitle(f"{rows[0]['model']} on {rows[0]['hardware']}: serving against {label}"
-                 "  (x: does not fit)", fontsize=11)
+    if any(s.label for s in plan.panels[0].series):
+        axes[0][0].legend(fontsize=7)
+    crosses = any(p["y"] is None for panel in plan.panels for s in panel.series for p in s.points)
+    fig.suptitle(plan.title.replace("\n", ": ", 1) + ("  (x: not served)" if crosses else ""), fontsize=10)
     fig.tight_layout()
     return fig

@@ -1,0 +1,162 @@
+"""What a serving sweep's figures show, planned from its results CSV (pure: rows in, plans out;
+``output.serving_figures`` draws them and ``figures.json`` lists each plan).
+
+One figure per swept key that varies (its x axis; ``serving_vs_<key>``), each of three panels: tokens/s
+per request, tokens/s of all requests, and the time to first token. Every other swept key that varies
+makes the series: one per combination of their values, so no series is merged with another. The x values
+are the key's values in order — numbers ascending, grids by their PEs, anything else (``shift``,
+``concat``, a preset's name) in the order the sweep ran them — each at its own position on the axis. A
+row that was served is a point at its figure; an infeasible or failed one is a point with ``y`` None
+(drawn as a cross, labelled), never left out. A title says only what is constant over the rows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .figures import number, short, swept_keys, with_base_values
+
+METRICS = (("tokens_per_s_per_request", "tokens/s per request", 1.0),
+           ("tokens_per_s", "tokens/s, all requests", 1.0),
+           ("ttft_s", "time to first token (ms)", 1e3))
+"""The panels: the column drawn, its axis label, and the factor from the column's unit to the axis's."""
+REQUIRED = ("status", "reason", "model", "hardware", "grid", "stages", "systems", "tokens_per_s_per_request",
+            "tokens_per_s", "ttft_s")
+"""The columns a serving sweep's CSV must have to be drawn."""
+BASE = "base"  # a point that leaves a swept key to the base experiment, where no result column says its value
+_RESULT = ("batch", "grid", "prompt_len", "output_len", "kv_layout", "model", "hardware")  # keys read back
+_GRID = re.compile(r"^([0-9]+)x([0-9]+)$")
+
+
+@dataclass
+class ServingSeries:
+    label: str
+    fixed: dict[str, str]  # every other varying key, at this series' value
+    colour: int
+    points: list[dict[str, Any]] = field(default_factory=list)  # x, x_index, y (None: not served), status,
+    #                                                              reason, point, row
+
+
+@dataclass
+class ServingPanel:
+    metric: str  # the CSV column drawn
+    y_label: str
+    scale: float  # the column's unit to the axis's (seconds to ms)
+    series: list[ServingSeries]
+
+
+@dataclass
+class ServingPlan:
+    stem: str
+    view: str  # the x axis's swept key
+    x_label: str
+    x_values: list[str]
+    title: str
+    constant: dict[str, str]
+    series_keys: list[str]  # the other varying keys, one series per combination
+    panels: list[ServingPanel]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_serving(header: list[str]) -> bool:
+    """Whether a results CSV is a serving sweep's (its figures are these, not the training ones)."""
+    return "tokens_per_s_per_request" in header and "throughput_tokens_per_s" not in header
+
+
+def check_serving_rows(rows: list[dict[str, str]]) -> None:
+    """Raise ``ValueError`` for a row that was served but whose figures do not read as numbers."""
+    for row in rows:
+        if row.get("status") == "ok":
+            for metric, _, _ in METRICS:
+                float(row[metric])
+
+
+def value(row: dict[str, str], key: str) -> str:
+    """A row's value of a swept key: as the point set it, else the base's as its unit-named column holds
+    it (``base:KEY``, from ``figures.with_base_values``: ``hardware.pe.sram`` -> ``49152 B``), else what
+    its result column says (the grid ``auto`` chose, the base's batch), else ``BASE``."""
+    column = key.rsplit(".", 1)[-1]
+    result = row.get(column, "") if column in _RESULT else ""
+    return row.get(f"set:{key}") or row.get(f"base:{key}") or result or BASE
+
+
+def _order(text: str) -> tuple[int, float]:
+    """A value's place on its axis: numbers (quantities too: ``1 MiB``) first by size, then grids by their
+    PEs, then the rest (in the order they came)."""
+    if (n := number(text)) is not None:
+        return 0, n
+    if m := _GRID.match(text):
+        return 1, float(int(m.group(1)) * int(m.group(2)))
+    return 2, 0.0
+
+
+def _values(rows: list[dict[str, str]], key: str) -> list[str]:
+    seen = list(dict.fromkeys(value(r, key) for r in rows))
+    ranked = [v for v in seen if _order(v)[0] < 2]
+    return sorted(ranked, key=_order) + [v for v in seen if _order(v)[0] == 2]
+
+
+def _label(key: str) -> str:
+    return "PEs per stage (grid)" if key.endswith(".grid") else short(key).replace("_", " ")
+
+
+def _constant(rows: list[dict[str, str]], varying: list[str]) -> dict[str, str]:
+    """What holds for every row: the model, hardware, prompt and output lengths, batch and KV layout
+    (unless a varying key sets them)."""
+    out: dict[str, str] = {}
+    moved = {k.rsplit(".", 1)[-1] for k in varying}
+    for column in ("model", "hardware", "prompt_len", "output_len", "batch", "kv_layout"):
+        values = {r.get(column, "") for r in rows} - {""}
+        if len(values) == 1 and column not in moved:
+            out[column] = values.pop()
+    return out
+
+
+def _title(x: str, constant: dict[str, str]) -> str:
+    head = f"{constant['model']} on {constant['hardware']}" if {"model", "hardware"} <= set(constant) else ""
+    names = {"prompt_len": "prompt", "output_len": "output", "kv_layout": "KV cache"}
+    rest = [f"{names.get(k, k)} {v}" for k, v in constant.items()
+            if not (head and k in ("model", "hardware"))]
+    return f"Serving vs {short(x)}\n{', '.join(filter(None, [head, *rest]))}"
+
+
+def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingPlan]:
+    """Every serving figure of a results CSV (see the module docstring); with no key varying, one figure
+    against the first swept key (its one point)."""
+    keys = swept_keys(header)
+    rows = with_base_values(header, rows)
+    varying = [k for k in keys if len(_values(rows, k)) > 1]
+    constant = _constant(rows, varying)
+    plans = []
+    for x in varying or keys[:1]:
+        others = [k for k in varying if k != x]
+        x_values = _values(rows, x)
+        combos: list[tuple[str, ...]] = []
+        for row in rows:
+            combo = tuple(value(row, k) for k in others)
+            if combo not in combos:
+                combos.append(combo)
+        order = {k: _values(rows, k) for k in others}
+        combos.sort(key=lambda c: [order[k].index(v) for k, v in zip(others, c, strict=True)])
+        panels = []
+        for metric, y_label, scale in METRICS:
+            series = [ServingSeries(", ".join(f"{short(k)} {v}" for k, v in zip(others, c, strict=True)),
+                                    dict(zip(others, c, strict=True)), i) for i, c in enumerate(combos)]
+            for row in rows:
+                s = series[combos.index(tuple(value(row, k) for k in others))]
+                ok = row.get("status") == "ok" and row.get(metric, "") != ""
+                point = row.get("point", "")
+                s.points.append({"x": value(row, x), "x_index": x_values.index(value(row, x)),
+                                 "y": float(row[metric]) if ok else None, "status": row.get("status", ""),
+                                 "reason": "" if ok else row.get("reason", ""),
+                                 "point": int(point) if str(point).isdigit() else point, "row": row})
+            for s in series:
+                s.points.sort(key=lambda p: p["x_index"])
+            panels.append(ServingPanel(metric, y_label, scale, series))
+        stem = "serving_vs_" + (re.sub(r"[^A-Za-z0-9._=+-]+", "_", short(x)).strip("_") or "_")
+        plans.append(ServingPlan(stem, x, _label(x), x_values, _title(x, constant), constant, others, panels))
+    return plans

@@ -1,0 +1,96 @@
+"""``wsesim plot``: a sweep's figures from its results.csv (training's or serving's), or a run's wafer
+pictures from its folder."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, check_output_files, check_output_folder, print_json
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    import json
+
+    from ..config.errors import ConfigError, shown
+    from ..output.files import prepare_dir
+
+    if args.wafer:
+        folder = Path(args.wafer)
+        source = folder / "wafer.json"
+        if not source.exists():
+            raise ConfigError("expected a run folder with wafer.json (from wsesim run --out DIR)",
+                              source=str(folder))
+        from ..analysis.wafer import WaferMaps
+        from ..config.yaml_strict import read_bounded
+        from ..output.plotting import plot_wafer
+
+        text = read_bounded(source, limit=2**32, what="wafer maps written by wsesim run")
+        try:
+            maps = WaferMaps.from_dict(json.loads(text.decode("utf-8")))
+        except (ValueError, KeyError, TypeError, RecursionError) as e:
+            raise ConfigError("expected wafer maps written by wsesim run, got unreadable JSON "
+                              f"({shown(e, 120)})", source=str(source)) from None
+        check_output_folder(str(args.out or folder))
+        paths = plot_wafer(maps, prepare_dir(args.out or folder))
+    else:
+        if not args.results:
+            raise ConfigError("expected RESULTS.csv or --wafer DIR", source="wsesim plot")
+        from ..output.plotting import plot_results
+
+        csv_path = Path(args.results)
+        if not csv_path.exists():  # a FIFO or a device is refused by name when read
+            raise ConfigError("no such file", source=str(csv_path))
+        out = Path(args.out or csv_path.parent)
+        check_output_folder(str(out))
+        check_output_files(out, ["figures.json", "manifest.json"])
+        from ..output.files import folder_lock, holder_of
+
+        if (holder := holder_of(csv_path.parent)) is not None:  # a sweep still writing the CSV: not all there
+            raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has "
+                              "finished", source=str(csv_path.parent))
+        with folder_lock(out) if out.is_dir() else nullcontext(out):
+            paths = plot_results(csv_path, out)  # makes the folder once the CSV reads
+            source = csv_path
+            paths = _plot_manifest(args, paths, source)
+        _print_paths(args, paths)
+        return EXIT_OK
+    paths = _plot_manifest(args, paths, source)
+    _print_paths(args, paths)
+    return EXIT_OK
+
+
+def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
+    if paths:
+        import hashlib
+
+        from ..output.manifest import manifest, write_manifest
+
+        folder = paths[0].parent
+        paths.append(write_manifest(folder, manifest(
+            "plot", getattr(args, "argv", None), source=str(Path(source).resolve()),
+            source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(),
+            files=[p.name for p in paths])))
+    return paths
+
+
+def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
+    if args.json:
+        print_json([str(path) for path in paths])
+        return
+    for path in paths:
+        print(f"wrote {path}")
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG, SVG and PDF), or a run's wafer "
+                                    "pictures")
+    p.add_argument("results", metavar="RESULTS.csv", nargs="?",
+                   help="a sweep's results.csv (from wsesim sweep)")
+    p.add_argument("--wafer", metavar="RUN_DIR",
+                   help="draw the wafer pictures of a run saved with wsesim run --out")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: next to the CSV)")
+    p.add_argument("--json", action="store_true", help="print the paths written as a JSON list")
+    commands["plot"] = _cmd_plot

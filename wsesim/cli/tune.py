@@ -1,0 +1,89 @@
+"""``wsesim tune``: the tiling factor G (and B) with the highest throughput, its candidates, and with
+``--search-systems`` the best on each number of systems (``cli/tune_out.py``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import (
+    EXIT_OK,
+    add_experiment_arguments,
+    check_output_folder,
+    format_table,
+    load_from_args,
+    print_json,
+)
+from .run import format_result
+from .tune_out import add_tune_arguments
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from ..experiments.advice import no_fit_advice
+    from ..experiments.estimate import check_work
+    from ..experiments.tune import candidates, tune
+    from .progress import Progress
+    from .tune_out import tune_systems, write_candidates
+
+    if args.search_systems:  # a global batch over clusters of systems (cli/tune_out.py)
+        return tune_systems(args)
+    loaded = load_from_args(args)
+    if args.out:
+        check_output_folder(args.out)
+    planned = candidates(loaded.spec)
+    check_work(loaded.spec, candidates=planned)  # every candidate is a run, at its own tiles and batch
+    with Progress(len(planned), "tune") as bar:
+        result = tune(loaded, progress=lambda r, planned: bar.advance(
+            f"G={r.tiles} B={r.batch_per_tile}: "
+            + (f"{r.throughput_tokens_per_s:,.0f} tokens/s" if r.feasible else "does not fit")))
+    found = result.best.feasible  # an infeasible candidate is never the best
+    advice = None if found else no_fit_advice(loaded.spec)
+    best = {"tiles": result.best.tiles, "batch_per_tile": result.best.batch_per_tile} if found else None
+    marked = [(c, {"best": found and c is result.best}) for c in result.candidates]
+    written = write_candidates(args, loaded, marked, {"best": best})
+    if args.json:
+        print_json({"best": result.best.to_dict() if found else None,
+                    "candidates": [c.to_dict() for c in result.candidates],
+                    **({} if found else {"no_fit": {"why": advice[0], "try": [k for k, _ in advice[1]]}})})
+        return EXIT_OK
+    rows = []
+    for r in result.candidates:
+        mark = "*" if found and r is result.best else ""
+        rows.append((f"{r.tiles}{mark}", r.batch_per_tile, r.batch_per_tile * r.tiles,
+                     f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-",
+                     f"{100 * r.mfu:.1f}" if r.feasible else "-",
+                     r.binding_memory_phase, "" if r.feasible else r.infeasible_reason[:90]))
+    print(format_table(rows, ("G", "B", "G·B", "tokens/s", "MFU %", "binding SRAM phase", "note")))
+    print()
+    if advice is not None:
+        print(f"nothing fits: {advice[0]}. To make it fit, try:")
+        for override, why in advice[1]:
+            print(f"  --set {shell_word(override)}   ({why})" if "=" in override
+                  else f"  {override}   ({why})")
+        print("\n".join(f"wrote {path}" for path in written))
+        return EXIT_OK
+    print(format_result(result.best))
+    base = next(r for r in result.candidates if r.tiles == 1)
+    if base.feasible and result.best.feasible:
+        gain = result.best.throughput_tokens_per_s / base.throughput_tokens_per_s
+        print(f"tuned G={result.best.tiles} is {gain:.2f}x G=1")
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def shell_word(override: str) -> str:
+    """``KEY=VALUE`` as it pastes into a shell: the value quoted when it needs it
+    (``hardware.pe.sram='64 KiB'``)."""
+    import shlex
+
+    key, _, value = override.partition("=")
+    return f"{key}={shlex.quote(value)}"
+
+
+def register(sub: Any, commands: dict[str, Any]) -> None:
+    t = sub.add_parser("tune", help="find the tiling factor G (and B) with the highest throughput")
+    add_experiment_arguments(t)
+    t.add_argument("--json", action="store_true", help='print {"best": run, "candidates": [run, ...]}')
+    add_tune_arguments(t)
+    commands["tune"] = _cmd_tune
