@@ -37,7 +37,8 @@ def json_schema(kind: str, spec: type[BaseModel] | None = None) -> dict[str, Any
         defs = experiment.pop("$defs", {})
         schema.setdefault("$defs", {}).update({**defs, "ExperimentSpec": experiment})
         schema["properties"]["base"] = {
-            "description": "the base experiment: a path (relative to this file) or an inline experiment mapping",
+            "description": "the base experiment: a path (relative to this file) or an inline experiment "
+                           "mapping",
             "anyOf": [{"type": "string"}, {"$ref": "#/$defs/ExperimentSpec"}]}
     return {"$schema": DIALECT, "title": f"wsesim {kind}",
             "description": f"A wsesim {kind} file (kind: {kind}); see the README's Configuration reference.",
