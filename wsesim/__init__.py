@@ -11,7 +11,8 @@ The public API, for use from Python (the ``wsesim`` command wraps the same funct
 An error in ``overrides`` names the key (``overrides: model.top_k: ...``), not the command line's ``--set``.
 
 The names below are imported on first use, so that ``import wsesim.sim.engine`` loads only the layers the
-engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does (through ``wsesim.output.mpl``).
+engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does (through
+``wsesim.output.mpl``).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",
-    "load_experiment": "experiments.api", "load_experiment_data": "experiments.api", "load_hardware": "experiments.api",
-    "load_model": "experiments.api", "results_frame": "experiments.api", "validate_file": "experiments.api",
-    "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory", "max_tiles": "model.memory",
-    "training_memory": "model.memory",
+    "load_experiment": "experiments.api", "load_experiment_data": "experiments.api",
+    "load_hardware": "experiments.api", "load_model": "experiments.api", "results_frame": "experiments.api",
+    "validate_file": "experiments.api",
+    "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory",
+    "max_tiles": "model.memory", "training_memory": "model.memory",
     "RunResult": "analysis.results",
-    "Run": "experiments.runner", "run_experiment": "experiments.runner", "simulate_experiment": "experiments.runner",
+    "Run": "experiments.runner", "run_experiment": "experiments.runner",
+    "simulate_experiment": "experiments.runner",
     "load_sweep": "experiments.sweep", "run_sweep": "experiments.sweep",
     "TuneResult": "experiments.tune", "tune": "experiments.tune",
 }

@@ -40,7 +40,8 @@ def config_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[dict
         return []
     fa = flatten({part: a.get(part) for part in CONFIG_PARTS if part in a})
     fb = flatten({part: b.get(part) for part in CONFIG_PARTS if part in b})
-    return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+    return [{"key": k, "a": fa.get(k), "b": fb.get(k)} for k in sorted(set(fa) | set(fb))
+            if fa.get(k) != fb.get(k)]
 
 
 def number(value: Any) -> float | None:
@@ -125,7 +126,8 @@ def compare_sweeps(columns_a: list[str], rows_a: list[dict[str, Any]], columns_b
             only_a.append(dict(zip(keys or ["row"], k, strict=True)))
             continue
         seen.add(k)
-        matched.append({"key": dict(zip(keys or ["row"], k, strict=True)), "status": [row.get("status"), other.get("status")],
+        matched.append({"key": dict(zip(keys or ["row"], k, strict=True)),
+                        "status": [row.get("status"), other.get("status")],
                         "metrics": metric_rows(row, other)})
     only_b = [dict(zip(keys or ["row"], k, strict=True)) for k in by_b if k not in seen]
     swept_a, swept_b = ([c for c in cols if c.startswith("set:")] for cols in (columns_a, columns_b))

@@ -32,18 +32,22 @@ MAX_MARKERS = 6
 MAX_FACETS = 4
 THIN_SHARE = 0.02  # a phase under 2 % of the step in every run is grouped as "other"
 _NAMES = {"model.experts": "number of experts", "model.top_k": "top_k (experts per token)",
-          "training.seq_len": "sequence length (tokens)", "hardware.io.bandwidth": "I/O bandwidth per direction"}
+          "training.seq_len": "sequence length (tokens)",
+          "hardware.io.bandwidth": "I/O bandwidth per direction"}
 _CHECKED = {"experts": int, "top_k": int, "tiles": int, "batch_per_tile": int, "seq_len": int,
-            "tokens_per_step": int, "throughput_tokens_per_s": float, "step_time_s": float, "step_cycles": float}
+            "tokens_per_step": int, "throughput_tokens_per_s": float, "step_time_s": float,
+            "step_cycles": float}
 
 
 @dataclass
 class Series:
     label: str
-    fixed: dict[str, str]  # every swept key this series holds at one value (its colour, marker, facet, figure)
+    # every swept key this series holds at one value (its colour, marker, facet, figure)
+    fixed: dict[str, str]
     colour: int  # index of its colour key's value (0 when there is none)
     marker: int
-    points: list[dict[str, Any]] = field(default_factory=list)  # x, x_index, y (None: not run), status, point, row
+    # x, x_index, y (None: not run), status, point, row
+    points: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -65,7 +69,8 @@ class FigurePlan:
     colour_values: list[str]
     marker_values: list[str]
     panels: list[Panel]
-    metric: str = "throughput_tokens_per_s"  # the column drawn (the cluster's when a row ran on several systems)
+    # the column drawn (the cluster's when a row ran on several systems)
+    metric: str = "throughput_tokens_per_s"
     y_label: str = "throughput (thousand tokens/s)"
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,7 +86,8 @@ def swept_keys(header: list[str]) -> list[str]:
 
 
 def short(key: str) -> str:
-    """A key without its section: ``hardware.io.bandwidth`` -> ``io.bandwidth``, ``model.experts`` -> ``experts``."""
+    """A key without its section: ``hardware.io.bandwidth`` -> ``io.bandwidth``, ``model.experts`` ->
+    ``experts``."""
     return key.split(".", 1)[1] if "." in key else key
 
 
@@ -94,13 +100,15 @@ it resolved to, so the points that leave it to each run stay one series."""
 
 def value(row: dict[str, str], key: str) -> str:
     """A row's value of a swept key: as the sweep set it, else the base's (``with_base_values``, else the
-    result column of that name), or ``NOT_SET`` for a key whose result column a run resolves (``_RESOLVED``)."""
+    result column of that name), or ``NOT_SET`` for a key whose result column a run resolves
+    (``_RESOLVED``)."""
     if key in _RESOLVED:
         return row.get(f"set:{key}") or NOT_SET
     return row.get(f"set:{key}") or row.get(f"base:{key}") or row.get(key.rsplit(".", 1)[-1], "") or ""
 
 
-_UNIT_COLUMNS = (("_bits_per_s", 1 / 8, "B/s"), ("_bytes_per_s", 1.0, "B/s"), ("_bytes", 1.0, "B"), ("_hz", 1.0, "Hz"))
+_UNIT_COLUMNS = (("_bits_per_s", 1 / 8, "B/s"), ("_bytes_per_s", 1.0, "B/s"), ("_bytes", 1.0, "B"),
+                 ("_hz", 1.0, "Hz"))
 
 
 def _float(text: str | None) -> float | None:
@@ -122,10 +130,12 @@ def with_base_values(header: list[str], rows: list[dict[str, str]]) -> list[dict
             if row.get(f"set:{key}") or key in _RESOLVED or key.rsplit(".", 1)[-1] in row:
                 continue
             stem = "_".join(key.split(".")[1:]) or key
-            found = next(((n * f, u) for s, f, u in _UNIT_COLUMNS if (n := _float(row.get(stem + s))) is not None), None)
+            found = next(((n * f, u) for s, f, u in _UNIT_COLUMNS
+                          if (n := _float(row.get(stem + s))) is not None), None)
             if found is None:
                 continue
-            same = [r[f"set:{key}"] for r in rows if r.get(f"set:{key}") and number(r[f"set:{key}"]) == found[0]]
+            same = [r[f"set:{key}"] for r in rows
+                    if r.get(f"set:{key}") and number(r[f"set:{key}"]) == found[0]]
             extra[f"base:{key}"] = same[0] if same else f"{found[0]:g} {found[1]}"
         out.append({**row, **extra} if extra else row)
     return out
@@ -174,7 +184,8 @@ def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
         return "global_batch not set (each system its own batch)"
     if key == TILES:
         if row is not None:  # a run: the G and B it ran with
-            return f"{'tuned: ' if v == TUNED else ''}G={row.get('tiles', '?')}, B={row.get('batch_per_tile', '?')}"
+            return (f"{'tuned: ' if v == TUNED else ''}G={row.get('tiles', '?')}, "
+                    f"B={row.get('batch_per_tile', '?')}")
         return {TUNED: "BTA, G tuned", "1": "G = 1 (no BTA)"}.get(v, f"G = {v}")
     return f"{short(key)} {v}"
 
@@ -185,7 +196,8 @@ def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for column in ("model", "hardware", "seq_len", "tiles"):
         values = {r.get(column, "") for r in rows} - {""}
-        if len(values) == 1 and not any(k.rsplit(".", 1)[-1] == column for k in keys if len(_values(rows, k)) > 1):
+        if len(values) == 1 and not any(k.rsplit(".", 1)[-1] == column
+                                        for k in keys if len(_values(rows, k)) > 1):
             out[column] = values.pop()
     for key in keys:
         values = _values(rows, key)
@@ -196,8 +208,8 @@ def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
 
 def _title(what: str, constant: dict[str, str]) -> str:
     head = f"{constant['model']} on {constant['hardware']}" if {"model", "hardware"} <= set(constant) else ""
-    rest = [f"G = {v}" if k == "tiles" else f"{k} {v}" if k in ("model", "hardware", "seq_len") else _describe(k, v)
-            for k, v in constant.items() if not (head and k in ("model", "hardware"))]
+    rest = [f"G = {v}" if k == "tiles" else f"{k} {v}" if k in ("model", "hardware", "seq_len")
+            else _describe(k, v) for k, v in constant.items() if not (head and k in ("model", "hardware"))]
     return f"{what}\n{', '.join(filter(None, [head, *rest]))}"
 
 
@@ -226,14 +238,16 @@ def plan_figures(header: list[str], rows: list[dict[str, str]]) -> list[FigurePl
     plans = []
     for x in views:
         roles = _roles(x, varying, counts, keys)
-        by_role = {role: next((k for k, r in roles.items() if r == role), None) for role in ("colour", "marker", "facet")}
+        by_role = {role: next((k for k, r in roles.items() if r == role), None)
+                   for role in ("colour", "marker", "facet")}
         split = [k for k, r in roles.items() if r == "figure"]
         groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
         for row in rows:
             groups.setdefault(tuple(value(row, k) for k in split), []).append(row)
         order = {k: _values(rows, k) for k in split}
         for fixed in sorted(groups, key=lambda f: [order[k].index(v) for k, v in zip(split, f, strict=True)]):
-            plans.append(_plan_view(x, roles, by_role, dict(zip(split, fixed, strict=True)), groups[fixed], keys, rows))
+            plans.append(_plan_view(x, roles, by_role, dict(zip(split, fixed, strict=True)), groups[fixed],
+                                    keys, rows))
     return plans
 
 
@@ -242,7 +256,8 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     colour, marker, facet = by_role["colour"], by_role["marker"], by_role["facet"]
     x_values = _values(rows, x)
     colours = _values(all_rows, colour) if colour else [""]
-    markers = _values(all_rows, marker) if marker else [""]  # the value with the most rows gets the plain line
+    # the value with the most rows gets the plain line
+    markers = _values(all_rows, marker) if marker else [""]
     markers.sort(key=lambda v: -sum(value(r, marker) == v for r in all_rows) if marker else 0)
     facets = _values(rows, facet) if facet else [""]
     column, y_label = metric(all_rows)
@@ -261,7 +276,8 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
             series[(c, m)].points.append({
                 "x": value(row, x), "x_index": x_values.index(value(row, x)),
                 "y": float(row[column]) if ok else None, "status": row.get("status", ""),
-                "point": int(row["point"]) if str(row.get("point", "")).isdigit() else row.get("point"), "row": row})
+                "point": int(row["point"]) if str(row.get("point", "")).isdigit() else row.get("point"),
+                "row": row})
         for s in series.values():
             s.points.sort(key=lambda p: p["x_index"])
         panel = Panel({facet: f} if facet else {}, [series[k] for k in sorted(series)])
@@ -287,7 +303,8 @@ def _speedups(panel: Panel, g1: int, tuned: int) -> list[dict[str, Any]]:
         for i, p in sorted(points.items()):
             b = base.get(i)
             if p["y"] is not None and b is not None and b["y"]:
-                out.append({"x_index": i, "marker": m, "value": p["y"] / b["y"], "label": f"{p['y'] / b['y']:.2f}x"})
+                out.append({"x_index": i, "marker": m, "value": p["y"] / b["y"],
+                            "label": f"{p['y'] / b['y']:.2f}x"})
     return out
 
 
@@ -318,7 +335,8 @@ def plan_phases(header: list[str], rows: list[dict[str, str]]) -> PhasesPlan:
     bars, shares = [], []
     for row in rows:
         label = ", ".join(_describe(k, value(row, k), row if row.get("status") == "ok" else None)
-                          if k == TILES else _describe(k, value(row, k)) for k in varying) or f"point {row.get('point')}"
+                          if k == TILES else _describe(k, value(row, k))
+                          for k in varying) or f"point {row.get('point')}"
         per_token: dict[str, float] = {}
         if row.get("status") == "ok":
             cycles = float(row["step_cycles"])
@@ -334,7 +352,8 @@ def plan_phases(header: list[str], rows: list[dict[str, str]]) -> PhasesPlan:
     for bar in bars:
         if bar["us_per_token"] and thin:
             bar["us_per_token"]["other"] = sum(bar["us_per_token"][p] for p in thin)
-        bar["us_per_token"] = {p: v for p, v in bar["us_per_token"].items() if p not in thin and (p in present or p == "other")}
+        bar["us_per_token"] = {p: v for p, v in bar["us_per_token"].items()
+                               if p not in thin and (p in present or p == "other")}
     phases = [p for p in present if p not in thin] + (["other"] if thin else [])
     constant = _constant(rows, [k for k in keys if k not in varying])
     return PhasesPlan(_title("Where the step goes, per token", constant), phases, thin, bars)

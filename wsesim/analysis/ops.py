@@ -23,11 +23,12 @@ from ..model.vocabulary import Phase, Track, Where
 from ..sim.plan import Trace
 
 OP_WHERE: dict[str, Where] = {
-    Phase.ATTENTION: Where.WAFER, Phase.FFN: Where.WAFER, Phase.ROUTER: Where.WAFER, Phase.EXPAND: Where.WAFER,
-    Phase.WEIGHTED_SUM: Where.WAFER, Phase.LM_HEAD: Where.WAFER, Phase.DISPATCH: Where.FABRIC,
-    Phase.COMBINE: Where.FABRIC, Phase.EXPERTS: Where.REGIONS, Phase.WEIGHT_STALL: Where.LINK_IN,
-    Phase.GRADIENT_STALL: Where.LINK_OUT, Phase.GRADIENT_DRAIN: Where.LINK_OUT,
-    Phase.REDUCE_DRAIN: Where.BETWEEN_WAFERS, Phase.OPTIMIZER_STEP: Where.MEMORYX,
+    Phase.ATTENTION: Where.WAFER, Phase.FFN: Where.WAFER, Phase.ROUTER: Where.WAFER,
+    Phase.EXPAND: Where.WAFER, Phase.WEIGHTED_SUM: Where.WAFER, Phase.LM_HEAD: Where.WAFER,
+    Phase.DISPATCH: Where.FABRIC, Phase.COMBINE: Where.FABRIC, Phase.EXPERTS: Where.REGIONS,
+    Phase.WEIGHT_STALL: Where.LINK_IN, Phase.GRADIENT_STALL: Where.LINK_OUT,
+    Phase.GRADIENT_DRAIN: Where.LINK_OUT, Phase.REDUCE_DRAIN: Where.BETWEEN_WAFERS,
+    Phase.OPTIMIZER_STEP: Where.MEMORYX,
 }
 """Where each span of the step's timeline ran (an expert op runs on the regions); a test checks that
 every ``Phase`` has a place."""
@@ -62,9 +63,10 @@ def _span_row(name: str, start: float, end: float, args: dict[str, Any]) -> dict
 def _row(op: str, pass_: Any, layer: Any, tile: Any, where: Where, start: float, cycles: float, *,
          busy: float | None = None, experts: int | None = None, flops: Any = None, weight_bytes: Any = None,
          nbytes: Any = None) -> dict[str, Any]:
-    return {"op": op, "pass": None if pass_ is None else str(pass_), "layer": plain(layer), "tile": plain(tile),
-            "where": str(where), "start": start, "cycles": cycles, "busy_cycles": busy, "experts": experts,
-            "flops": plain(flops), "weight_bytes": plain(weight_bytes), "bytes": plain(nbytes)}
+    return {"op": op, "pass": None if pass_ is None else str(pass_), "layer": plain(layer),
+            "tile": plain(tile), "where": str(where), "start": start, "cycles": cycles, "busy_cycles": busy,
+            "experts": experts, "flops": plain(flops), "weight_bytes": plain(weight_bytes),
+            "bytes": plain(nbytes)}
 
 
 def plain(value: Any) -> Any:

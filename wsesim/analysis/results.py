@@ -70,7 +70,8 @@ class RunResult:
     binding_memory_phase: str = ""
     expert_load_imbalance: float = 0.0  # busiest expert's tokens over the mean, averaged over layers
     expert_region_load: float = 0.0  # busiest region's tokens per PE over the wafer mean (sizes its SRAM)
-    expert_weight_wait_fraction: float = 0.0  # of the regions' time in expert phases, spent waiting for weights
+    # of the regions' time in expert phases, spent waiting for weights
+    expert_weight_wait_fraction: float = 0.0
     restreamed_for_recompute: bool = False
     # gradient accumulation and clusters (docs/model.md §2.4, §9): the fields above are one system's
     micro_batches: int = 1  # micro-batches of G·B per step; global_batch = systems · micro_batches · G · B
@@ -79,7 +80,8 @@ class RunResult:
     # cluster throughput over N × one system's alone (the same experiment on one system: the same global batch
     # when it is set, else the same per-system batch; its own B, G and micro-batches), as the README reads it
     scaling_efficiency: float = 0.0
-    tree_efficiency: float = 0.0  # what the reduce tree alone costs: this system alone on the same share / in the cluster
+    # what the reduce tree alone costs: this system alone on the same share / in the cluster
+    tree_efficiency: float = 0.0
     events: int = 0
     wall_s: float = 0.0
 
@@ -129,7 +131,8 @@ def base_fields(spec: ExperimentSpec, batch_per_tile: int, micro_batches: int = 
     return {
         "hardware": spec.hardware.name, "model": m.name, "experts": m.experts, "top_k": m.top_k,
         "seq_len": t.seq_len, "batch_per_tile": batch_per_tile, "tiles": t.tiles,
-        "global_batch": spec.cluster.systems * micro_batches * batch_per_tile * t.tiles, "activations": t.activations,
+        "global_batch": spec.cluster.systems * micro_batches * batch_per_tile * t.tiles,
+        "activations": t.activations,
         "attention_kernel": t.attention_kernel, "routing": t.routing, "fabric": spec.simulation.fabric,
         "moe_mapping": spec.simulation.moe_mapping, "engine": spec.simulation.engine,
         "granularity": spec.simulation.granularity, "placement": spec.simulation.placement,
@@ -151,8 +154,10 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
     model_flops = n_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
     # exactly rounded sums: the same whatever order an engine recorded its expert ops in
     ops = trace.expert_ops
-    wait = math.fsum(np.concatenate([np.asarray(o.weight_wait, dtype=np.float64) for o in ops] or [[]]).tolist())
-    busy = math.fsum(np.concatenate([np.asarray(o.end, dtype=np.float64) - np.asarray(o.start, dtype=np.float64)
+    wait = math.fsum(np.concatenate([np.asarray(o.weight_wait, dtype=np.float64)
+                                     for o in ops] or [[]]).tolist())
+    busy = math.fsum(np.concatenate([np.asarray(o.end, dtype=np.float64)
+                                     - np.asarray(o.start, dtype=np.float64)
                                      for o in ops] or [[]]).tolist())
     systems = spec.cluster.systems
     return RunResult(
@@ -170,15 +175,19 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
         restreamed_for_recompute=trace.restreamed_for_recompute, events=trace.events, wall_s=wall_s,
         cluster_throughput_tokens_per_s=systems * n_tokens / step_s,
         scaling_efficiency=1.0 if systems == 1 else (
-            systems * n_tokens / step_s / (systems * one_system_throughput) if one_system_throughput else 0.0),
+            systems * n_tokens / step_s / (systems * one_system_throughput) if one_system_throughput
+            else 0.0),
         tree_efficiency=(alone_cycles or trace.step_cycles) / trace.step_cycles,
     )
 
 
-def infeasible(spec: ExperimentSpec, batch_per_tile: int, reason: str, *, peak_sram: int = 0, capacity: int = 0,
-               binding: str = "", expert_load: float = 0.0, wall_s: float = 0.0, micro_batches: int = 1) -> RunResult:
+def infeasible(spec: ExperimentSpec, batch_per_tile: int, reason: str, *, peak_sram: int = 0,
+               capacity: int = 0, binding: str = "", expert_load: float = 0.0, wall_s: float = 0.0,
+               micro_batches: int = 1) -> RunResult:
     """A configuration that cannot run, with the reason (phase, bytes needed, capacity)."""
-    return RunResult(**base_fields(spec, batch_per_tile, micro_batches), feasible=False, infeasible_reason=reason,
-                     tokens_per_step=micro_batches * batch_per_tile * spec.training.tiles * spec.training.seq_len,
+    return RunResult(**base_fields(spec, batch_per_tile, micro_batches), feasible=False,
+                     infeasible_reason=reason,
+                     tokens_per_step=(micro_batches * batch_per_tile * spec.training.tiles
+                                      * spec.training.seq_len),
                      peak_sram_bytes_per_pe=peak_sram, sram_capacity_bytes_per_pe=capacity,
                      binding_memory_phase=binding, expert_region_load=expert_load, wall_s=wall_s)

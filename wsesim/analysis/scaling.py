@@ -25,15 +25,18 @@ _ONE_EXPERIMENT_APART = ("set:training.tiles", "set:training.batch_per_tile", "s
 def _experiment(row: dict[str, Any]) -> tuple[str, ...]:
     """What makes a row's experiment, apart from how its batch is split: every other swept setting, and
     the model, hardware and sequence length it ran (a sweep over any of them is several experiments)."""
-    return (*(f"{k}={row[k]}" for k in sorted(row) if k.startswith("set:") and k not in _ONE_EXPERIMENT_APART),
-            str(row.get("model")), str(row.get("hardware")), str(row.get("seq_len")), str(row.get("systems")))
+    return (*(f"{k}={row[k]}" for k in sorted(row)
+              if k.startswith("set:") and k not in _ONE_EXPERIMENT_APART),
+            str(row.get("model")), str(row.get("hardware")), str(row.get("seq_len")),
+            str(row.get("systems")))
 
 
 def constant_settings(rows: list[dict[str, Any]]) -> str:
     """``"gpt3-xl on wse2, seq_len 2048"``, saying only what one value holds for every row that ran (a
     swept model, hardware or sequence length is left out, not taken from the first row)."""
     ok = _ok(rows)
-    one = {c: next(iter(v)) for c in ("model", "hardware", "seq_len") if len(v := {str(r.get(c)) for r in ok}) == 1}
+    one = {c: next(iter(v)) for c in ("model", "hardware", "seq_len")
+           if len(v := {str(r.get(c)) for r in ok}) == 1}
     head = " on ".join(one[c] for c in ("model", "hardware") if c in one)
     return ", ".join(filter(None, [head, f"seq_len {one['seq_len']}" if "seq_len" in one else ""]))
 
@@ -67,11 +70,13 @@ def cluster_series(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     keys = [k for k in keys if len({str(r.get(k, "")) for r in ok}) > 1]  # what tells the series apart
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in ok:
-        settings = [f"{k[4:].split('.')[-1].replace('_', ' ')} {r[k]}" for k in keys if r.get(k) not in ("", None)]
+        settings = [f"{k[4:].split('.')[-1].replace('_', ' ')} {r[k]}" for k in keys
+                    if r.get(k) not in ("", None)]
         groups[", ".join(settings) or "each system its own batch"].append(r)
     out = {}
     for label, runs in groups.items():
-        points = sorted(({"systems": int(r["systems"]), "cluster": float(r["cluster_throughput_tokens_per_s"]),
+        points = sorted(({"systems": int(r["systems"]),
+                          "cluster": float(r["cluster_throughput_tokens_per_s"]),
                           "per_system": float(r["throughput_tokens_per_s"]),
                           "share": int(r["global_batch"]) // int(r["systems"]), "B": int(r["batch_per_tile"]),
                           "G": int(r["tiles"]), "N": int(r["micro_batches"]),

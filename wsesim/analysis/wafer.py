@@ -88,9 +88,11 @@ def wafer_maps(run: Any) -> WaferMaps:
     hw, m, t = plan.hw, plan.model, plan.training
     tokens = plan.tokens
     region_pes = [r.pes for r in placement.regions]
-    per_region = [training_memory(hw, m, t, batch_per_tile=plan.batch_per_tile, expert_load=load).peak_bytes_per_pe
+    per_region = [training_memory(hw, m, t, batch_per_tile=plan.batch_per_tile,
+                                  expert_load=load).peak_bytes_per_pe
                   for load in region_load(tokens, region_index, region_pes, hw.pes)]
-    outside = training_memory(hw, m, t, batch_per_tile=plan.batch_per_tile).peak_bytes_per_pe_without(EXPERT_PARTS)
+    outside = training_memory(hw, m, t,
+                              batch_per_tile=plan.batch_per_tile).peak_bytes_per_pe_without(EXPERT_PARTS)
     sram = np.full(mesh.nodes, float(outside))
     sram[inside] = np.asarray(per_region, dtype=float)[region_of_node[inside]]
 
@@ -104,7 +106,8 @@ def wafer_maps(run: Any) -> WaferMaps:
 
     layer = m.layers // 2
     gantt = [(Track.STEP, f"{args.get('pass', '')} {name}", start, end)
-             for track, name, start, end, args in trace.spans if track == Track.STEP and args.get("layer") == layer]
+             for track, name, start, end, args in trace.spans
+             if track == Track.STEP and args.get("layer") == layer]
     io = trace.io_in
     for i in np.flatnonzero(~np.isnan(io.arrival)) if io is not None else ():
         key = io.names[i]
@@ -118,8 +121,8 @@ def wafer_maps(run: Any) -> WaferMaps:
         np.maximum.at(last, region_index[ops.experts], ops.end)
     shown = set(sorted(range(len(waited)), key=lambda r: (-waited[r], -last[r], r))[:GANTT_REGIONS])
     for ops in in_layer:
-        for e, a, b, w in zip(ops.experts.tolist(), ops.start.tolist(), ops.end.tolist(), ops.weight_wait.tolist(),
-                              strict=True):
+        for e, a, b, w in zip(ops.experts.tolist(), ops.start.tolist(), ops.end.tolist(),
+                              ops.weight_wait.tolist(), strict=True):
             r = int(region_index[e])
             if r in shown:
                 if w > 0:
@@ -137,7 +140,8 @@ def wafer_maps(run: Any) -> WaferMaps:
                      region_of_node.reshape(nodes_shape).tolist(), experts_of, layer, gantt, title)
 
 
-def hottest_region(maps: WaferMaps, values: list[list[float]]) -> tuple[int, tuple[int, int, int, int]] | None:
+def hottest_region(maps: WaferMaps,
+                   values: list[list[float]]) -> tuple[int, tuple[int, int, int, int]] | None:
     """The expert region whose nodes hold the highest mean of ``values`` (a map of the mesh), and its
     bounding box in nodes (row0, col0, rows, cols); None without regions or where all are equal."""
     region, data = np.asarray(maps.region), np.asarray(values, dtype=float)
@@ -149,7 +153,8 @@ def hottest_region(maps: WaferMaps, values: list[list[float]]) -> tuple[int, tup
         return None
     best = ids[int(np.argmax(means))]
     rows, cols = np.nonzero(region == best)
-    return best, (int(rows.min()), int(cols.min()), int(rows.max() - rows.min() + 1), int(cols.max() - cols.min() + 1))
+    return best, (int(rows.min()), int(cols.min()), int(rows.max() - rows.min() + 1),
+                  int(cols.max() - cols.min() + 1))
 
 
 def expert_ranges(experts: list[int]) -> str:

@@ -42,7 +42,8 @@ def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
         elif (path / "result.json").is_file():
             path = path / "result.json"
         else:
-            raise _fail("expected a run's folder (result.json) or a sweep's (results.csv), found neither", text)
+            raise _fail("expected a run's folder (result.json) or a sweep's (results.csv), found neither",
+                        text)
     elif not path.is_file():
         raise _fail("no such file or folder", text)
     if path.suffix == ".csv":
@@ -53,8 +54,8 @@ def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise _fail(f"expected a sweep's results.csv, got an unreadable file ({e})", str(path)) from None
         if "status" not in columns:
-            raise _fail(f"expected a sweep's results.csv (a status column), got the columns {', '.join(columns[:6])}",
-                        str(path))
+            raise _fail("expected a sweep's results.csv (a status column), got the columns "
+                        f"{', '.join(columns[:6])}", str(path))
         return "sweep", (columns, rows), _manifest(path.parent, "sweep")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -62,7 +63,8 @@ def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
         raise _fail(f"expected a run's result.json or a results.csv, got a file that is not JSON ({e})",
                     str(path)) from None
     if not isinstance(data, dict) or "feasible" not in data or "throughput_tokens_per_s" not in data:
-        got = f"a JSON {type(data).__name__}" + (f" with keys {', '.join(list(data)[:5])}" if isinstance(data, dict) else "")
+        got = f"a JSON {type(data).__name__}" + (f" with keys {', '.join(list(data)[:5])}"
+                                                 if isinstance(data, dict) else "")
         raise _fail(f"expected a run's result (wsesim run --out or --json), got {got}", str(path))
     return "run", data, _manifest(path.parent, "run")
 
@@ -115,7 +117,8 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
         cells.append("/".join(str(s) for s in row["status"]))
         for metric in (headline, *HEADLINE[2:]):
             m = by.get(metric, {"a": None, "b": None, "ratio": None})
-            cells += [_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == headline else [_ratio(m["ratio"])]
+            cells += ([_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == headline
+                      else [_ratio(m["ratio"])])
         rows.append(cells)
     what = "cluster tokens/s" if cluster else "tokens/s"
     header = [k.removeprefix("set:") for k in keys] + ["status A/B", f"{what} A", f"{what} B", "B/A",
@@ -124,9 +127,11 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
     for side in ("a", "b"):
         missing = data[f"only_in_{side}"]
         if missing:
-            out.append(f"only in {side.upper()}: " + "; ".join(", ".join(f"{k.removeprefix('set:')}={v}" for k, v in r.items())
-                                                         for r in missing))
-    out.append("(--json has every metric of every row" + (", each system's throughput too)" if cluster else ")"))
+            out.append(f"only in {side.upper()}: "
+                       + "; ".join(", ".join(f"{k.removeprefix('set:')}={v}" for k, v in r.items())
+                                   for r in missing))
+    out.append("(--json has every metric of every row"
+               + (", each system's throughput too)" if cluster else ")"))
     return "\n".join(out)
 
 
@@ -154,5 +159,6 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p.add_argument("a", metavar="A", help="a run's result.json or folder, a run --json file, or a sweep's "
                                           "results.csv or folder")
     p.add_argument("b", metavar="B", help="the same kind as A")
-    add_json_argument(p, 'print {"config": [...], "metrics": [...]} (two sweeps: "rows", each with its metrics)')
+    add_json_argument(p, 'print {"config": [...], "metrics": [...]} (two sweeps: "rows", each with its '
+                         'metrics)')
     commands["compare"] = _cmd_compare

@@ -43,8 +43,8 @@ def parse_bytes(text: str) -> float:
         except ConfigError as e:
             raise ConfigError(e.message, path="--bytes") from None
     if not 0 < value <= 2**40:  # NaN and inf too; a PE holds at most 1 TiB (config.specs: pe.sram)
-        raise ConfigError(f'expected a positive number of bytes up to 1 TiB like "256" or "4 KiB", got "{shown(text)}"',
-                          path="--bytes")
+        raise ConfigError(f'expected a positive number of bytes up to 1 TiB like "256" or "4 KiB", '
+                          f'got "{shown(text)}"', path="--bytes")
     return value
 
 
@@ -86,12 +86,12 @@ def _describe(args: argparse.Namespace, hw: Any, mesh: Any, result: Any) -> dict
 def _human(out: dict[str, Any]) -> str:
     m = out["mesh"]
     lines = [
-        f"{out['hardware']} {m['pe_rows']} x {m['pe_cols']} PEs as {m['rows']} x {m['cols']} nodes ({m['granularity']}), "
-        f"{out['mode']} fidelity, {out['routing']} routing, pattern {out['pattern']}",
+        f"{out['hardware']} {m['pe_rows']} x {m['pe_cols']} PEs as {m['rows']} x {m['cols']} nodes "
+        f"({m['granularity']}), {out['mode']} fidelity, {out['routing']} routing, pattern {out['pattern']}",
         f"{out['messages']:,} messages, {out['bytes_injected']:,.0f} B injected, "
         f"{out['bytes_delivered']:,.0f} B delivered",
-        f"{out['cycles']:,.0f} cycles ({out['seconds'] * 1e6:,.3f} us); busiest PE link {out['bottleneck'] or '-'} "
-        f"carries {out['max_link_load_bytes']:,.0f} B; {out['events']:,} events",
+        f"{out['cycles']:,.0f} cycles ({out['seconds'] * 1e6:,.3f} us); busiest PE link "
+        f"{out['bottleneck'] or '-'} carries {out['max_link_load_bytes']:,.0f} B; {out['events']:,} events",
         f"colours: at most {out['colours_per_node']} per node (one per direction of travel), budget "
         f"{out['colour_budget']}; at most {out['routes_per_node']:,} routes through a node"
         + ("" if out["feasible"] else f" -> infeasible: {out['reason']}"),
@@ -122,7 +122,8 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
     if args.png:
         from ..output.plotting import plot_link_load
 
-        plot_link_load(mesh, result, args.png, f"{hw.name} {args.pattern} ({args.mode}): {result.cycles:,.0f} cycles")
+        plot_link_load(mesh, result, args.png,
+                       f"{hw.name} {args.pattern} ({args.mode}): {result.cycles:,.0f} cycles")
     if args.json:
         print_json(out)
     else:
@@ -153,28 +154,38 @@ def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("fabric", help="time a traffic pattern on the wafer's fabric (flow or packet fidelity)",
+    p = sub.add_parser("fabric",
+                       help="time a traffic pattern on the wafer's fabric (flow or packet fidelity)",
                        description=__doc__.split("\n\n", 1)[0])
     p.add_argument("hardware", metavar="HARDWARE", help="a hardware preset name or YAML file")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a hardware key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; repeatable)")
-    p.add_argument("--mesh", metavar="RxC", help="a sub-mesh of R x C PEs with the same links (default: the wafer)")
-    p.add_argument("--granularity", default="pe", metavar="pe|block:K", help="one node per PE or per K x K PEs")
+                   help="override a hardware key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; "
+                        "repeatable)")
+    p.add_argument("--mesh", metavar="RxC",
+                   help="a sub-mesh of R x C PEs with the same links (default: the wafer)")
+    p.add_argument("--granularity", default="pe", metavar="pe|block:K",
+                   help="one node per PE or per K x K PEs")
     p.add_argument("--mode", choices=tuple(FABRICS), default="flow",
-                   help="fidelity (default flow): " + "; ".join(f"{k}: {f.description}" for k, f in FABRICS.items()))
+                   help="fidelity (default flow): " + "; ".join(f"{k}: {f.description}"
+                                                                for k, f in FABRICS.items()))
     p.add_argument("--routing", choices=("xy", "yx"), default="xy", help="dimension order (default xy)")
     p.add_argument("--pattern", choices=PATTERNS, required=True,
-                   help="all-to-all: every PE to every other; transpose: (r, c) to (c, r); hotspot: every PE to "
-                        "the centre PE; uniform-random: every PE to a random PE; dispatch: every PE to each of "
-                        "--experts regions (grid placement); message / multicast: one message of --wavelets "
-                        "wavelets over --hops hops along row 0")
-    p.add_argument("--bytes", default="64", metavar="N", help='bytes per PE pair (or per PE per expert), e.g. 256 or "4 KiB"')
-    p.add_argument("--hops", type=int, default=1, metavar="H", help="message / multicast: hops along row 0 (default 1)")
-    p.add_argument("--wavelets", type=int, default=1, metavar="L", help="message / multicast: wavelets (default 1)")
+                   help="all-to-all: every PE to every other; transpose: (r, c) to (c, r); "
+                        "hotspot: every PE to the centre PE; uniform-random: every PE to a random PE; "
+                        "dispatch: every PE to each of --experts regions (grid placement); "
+                        "message / multicast: one message of --wavelets wavelets over --hops hops "
+                        "along row 0")
+    p.add_argument("--bytes", default="64", metavar="N",
+                   help='bytes per PE pair (or per PE per expert), e.g. 256 or "4 KiB"')
+    p.add_argument("--hops", type=int, default=1, metavar="H",
+                   help="message / multicast: hops along row 0 (default 1)")
+    p.add_argument("--wavelets", type=int, default=1, metavar="L",
+                   help="message / multicast: wavelets (default 1)")
     p.add_argument("--experts", type=int, default=8, metavar="E", help="dispatch: expert regions (default 8)")
     p.add_argument("--placement", choices=("grid", "snake", "random"), default="grid",
                    help="dispatch: how expert regions are laid out (default grid)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of uniform-random and random placement")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of uniform-random and random placement")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--png", metavar="FILE", help="draw the link load over the mesh to FILE")
     commands["fabric"] = _cmd_fabric

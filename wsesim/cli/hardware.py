@@ -32,7 +32,8 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
         ("mesh", f"{hw.mesh.rows} x {hw.mesh.cols}"),
         ("PEs", f"{totals['pes']:,}"),
         ("clock", f"{hw.clock_hz / 1e6:g} MHz"),
-        ("SRAM total", f"{totals['sram_total_bytes'] / 1e9:.2f} GB ({totals['sram_total_bytes'] / 2**30:.2f} GiB)"),
+        ("SRAM total", f"{totals['sram_total_bytes'] / 1e9:.2f} GB "
+                       f"({totals['sram_total_bytes'] / 2**30:.2f} GiB)"),
         ("peak fp16", f"{totals['peak_flops_per_s'] / 1e15:.2f} PFLOP/s"),
         ("SRAM bandwidth", f"{totals['sram_bandwidth_bytes_per_s'] / 1e15:.2f} PB/s"),
         ("fabric bandwidth", f"{totals['fabric_bandwidth_bits_per_s'] / 1e15:.1f} Pbit/s"),

@@ -25,7 +25,8 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="wsesim", description="Simulate MoE training on wafer-scale processors.")
-    p.add_argument("--version", action=_Version, help="print the version (and the git commit of a checkout) and exit")
+    p.add_argument("--version", action=_Version,
+                   help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND",
                            help="what to do (wsesim COMMAND --help for its options)")
 
@@ -38,7 +39,8 @@ class _Version(argparse.Action):
     """``--version``: asks git for the commit only when given (not on every command)."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help", "")))
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help=str(kwargs.get("help", "")))
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
         from ..output.manifest import version_text
@@ -49,9 +51,10 @@ class _Version(argparse.Action):
 
 # Each command group lives in its own module with ``register(subparsers, commands)``, which adds its
 # parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs.
-_EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory", "wsesim.cli.run",
-                                 "wsesim.cli.tune", "wsesim.cli.sweep", "wsesim.cli.plot", "wsesim.cli.fabric",
-                                 "wsesim.cli.kernel", "wsesim.cli.schema", "wsesim.cli.infer", "wsesim.cli.compare"]
+_EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory",
+                                 "wsesim.cli.run", "wsesim.cli.tune", "wsesim.cli.sweep", "wsesim.cli.plot",
+                                 "wsesim.cli.fabric", "wsesim.cli.kernel", "wsesim.cli.schema",
+                                 "wsesim.cli.infer", "wsesim.cli.compare"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,18 +71,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-    except OSError as e:  # what the system refused (a full disk, a name too long): the user's to fix, not a bug
+    except OSError as e:
+        # what the system refused (a full disk, a name too long): the user's to fix, not a bug
         if e.errno not in _REFUSALS:
             return _internal(e)
         where = f"{e.filename}: " if e.filename else ""
-        say(f"wsesim: {_one_line(f'{where}the system refused to write or read it ({e.strerror or type(e).__name__})')}\n")
+        # one line: before Python 3.12 a replacement field cannot span lines
+        say(f"wsesim: {_one_line(f'{where}the system refused to write or read it ({e.strerror or type(e).__name__})')}\n")  # noqa: E501
         return EXIT_USAGE
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
         return _internal(e)
 
 
-_REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS, errno.EACCES,
-             errno.EPERM, errno.EFBIG, errno.EMFILE, errno.ENFILE}
+_REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS,
+             errno.EACCES, errno.EPERM, errno.EFBIG, errno.EMFILE, errno.ENFILE}
 
 
 def _internal(e: BaseException) -> int:

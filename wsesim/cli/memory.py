@@ -25,7 +25,8 @@ def _memory_attention(args: argparse.Namespace) -> int:
 
     a = AttentionTiling(seq_len=args.seq_len, head_dim=args.head_dim, tile=args.tile, heads=args.heads,
                         bytes_per_value=args.bytes_per_value, io_tensors=args.io_tensors,
-                        stored_square_matrices=args.stored_square_matrices, row_statistics=args.row_statistics)
+                        stored_square_matrices=args.stored_square_matrices,
+                        row_statistics=args.row_statistics)
     if args.json:
         print_json(a.as_dict())
         return EXIT_OK
@@ -50,14 +51,16 @@ def _memory_training(args: argparse.Namespace) -> int:
     if args.json:
         print_json({
             "hardware": hw.name, "model": model.name, "seq_len": training.seq_len,
-            "batch_per_tile": B, "auto_batch_per_tile": auto, "tiles": mem.tiles, "expert_load": size.expert_load,
+            "batch_per_tile": B, "auto_batch_per_tile": auto, "tiles": mem.tiles,
+            "expert_load": size.expert_load,
             "capacity_bytes_per_pe": mem.capacity_bytes_per_pe, "peak_bytes_per_pe": mem.peak_bytes_per_pe,
-            "binding_phase": mem.binding.phase, "feasible": mem.feasible and B > 0, "infeasible_reason": mem.reason,
+            "binding_phase": mem.binding.phase, "feasible": mem.feasible and B > 0,
+            "infeasible_reason": mem.reason,
             "phases": {p.phase: {**p.components, "total": p.total} for p in mem.phases},
         })
         return EXIT_OK
-    print(f"{model.name} on {hw.name}: seq_len {training.seq_len}, B={max(B, 1)} per tile, G={mem.tiles} tiles, "
-          f"activations {training.activations}, {training.attention_kernel} attention")
+    print(f"{model.name} on {hw.name}: seq_len {training.seq_len}, B={max(B, 1)} per tile, "
+          f"G={mem.tiles} tiles, activations {training.activations}, {training.attention_kernel} attention")
     rows = [(c, *[p.components.get(c, "") for p in mem.phases]) for c in components]
     rows.append(("total", *[p.total for p in mem.phases]))
     print(format_table(rows, ("bytes per PE", *[p.phase for p in mem.phases])))
@@ -71,13 +74,16 @@ def _memory_training(args: argparse.Namespace) -> int:
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
     m = sub.add_parser("memory", help="analytical SRAM accounting")
-    msub = m.add_subparsers(dest="memory_cmd", required=True, parser_class=Parser, metavar="attention|training",
+    msub = m.add_subparsers(dest="memory_cmd", required=True, parser_class=Parser,
+                            metavar="attention|training",
                             help="one head's attention memory, or a training step's SRAM per phase")
     ma = msub.add_parser("attention", help="mlsysim's AttentionTilingScenario for one head")
     ma.add_argument("--seq-len", type=int, required=True, metavar="S", help="sequence length in tokens")
     ma.add_argument("--head-dim", type=int, required=True, metavar="D", help="width of one head")
-    ma.add_argument("--tile", type=int, required=True, metavar="T", help="the tiled kernel's square tile, in tokens")
-    ma.add_argument("--heads", type=int, required=True, metavar="H", help="attention heads (for all_heads_scores)")
+    ma.add_argument("--tile", type=int, required=True, metavar="T",
+                    help="the tiled kernel's square tile, in tokens")
+    ma.add_argument("--heads", type=int, required=True, metavar="H",
+                    help="attention heads (for all_heads_scores)")
     ma.add_argument("--bytes-per-value", required=True, metavar="SIZE", help='a size, e.g. "4 B" or "16 bit"')
     ma.add_argument("--io-tensors", type=int, default=4, metavar="N",
                     help="S x head_dim tensors both kernels store: q, k, v, output (default 4)")

@@ -29,7 +29,8 @@ def format_result(r: Any) -> str:
     head = (f"{r.model} on {r.hardware}: {shape} seq_len={r.seq_len} "
             f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
     if r.micro_batches > 1 or r.systems > 1:  # gradient accumulation, a cluster (docs/model.md §2.4, §9)
-        head += f"\n{r.micro_batches} micro-batch{'es' if r.micro_batches > 1 else ''} of G·B per step on each of {r.systems} system{'s' if r.systems > 1 else ''}"
+        head += (f"\n{r.micro_batches} micro-batch{'es' if r.micro_batches > 1 else ''} of G·B per step "
+                 f"on each of {r.systems} system{'s' if r.systems > 1 else ''}")
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows: list[tuple[str, str]] = [
@@ -37,7 +38,8 @@ def format_result(r: Any) -> str:
         ("step time", f"{r.step_time_s * 1e3:,.2f} ms ({r.step_cycles:,.0f} cycles)"),
         ("tokens per step", f"{r.tokens_per_step:,}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
-        ("I/O in / out", f"{format_bytes(r.io_bytes_in, binary=False)} / {format_bytes(r.io_bytes_out, binary=False)} "
+        ("I/O in / out", f"{format_bytes(r.io_bytes_in, binary=False)} / "
+                         f"{format_bytes(r.io_bytes_out, binary=False)} "
                          f"(inbound link busy {100 * r.io_in_utilisation:.0f} % of the step)"),
         ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
                              f"({r.binding_memory_phase})"),
@@ -49,10 +51,12 @@ def format_result(r: Any) -> str:
         rows[2] = ("tokens per step per system", rows[2][1])
         rows[3] = ("MFU per system", rows[3][1])
         rows[4] = ("I/O in / out per system", rows[4][1])
-        rows[0:0] = [("cluster throughput", f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s ({r.systems} systems)"),
+        rows[0:0] = [("cluster throughput",
+                      f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s ({r.systems} systems)"),
                      ("cluster tokens per step", f"{r.systems * r.tokens_per_step:,}"),
-                     ("scaling efficiency", f"{100 * r.scaling_efficiency:.1f} % of {r.systems} × one system alone "
-                                            f"(the reduce tree alone: {100 * r.tree_efficiency:.2f} %)")]
+                     ("scaling efficiency",
+                      f"{100 * r.scaling_efficiency:.1f} % of {r.systems} × one system alone "
+                      f"(the reduce tree alone: {100 * r.tree_efficiency:.2f} %)")]
     phase_rows = [(name, f"{cycles:,.0f}", f"{100 * cycles / r.step_cycles:.1f} %")
                   for name, cycles in r.phases.items() if cycles > 0]
     return "\n".join([head, format_table(rows, ("", "")).split("\n", 2)[2],
@@ -75,8 +79,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if name:
             check_names(name)
     if args.trace and not args.trace.endswith((".json", ".json.gz")):
-        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(args.trace)}",
-                          source="--trace")
+        raise ConfigError("expected a .json or .json.gz file name for the trace, "
+                          f"got {shown_repr(args.trace)}", source="--trace")
     if args.trace and Path(args.trace).is_dir():
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
                           f"{shown_repr(args.trace)}", source="--trace")
@@ -123,7 +127,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             from ..output.wafer_figures import left_out
 
             written += plot_wafer(maps, png)
-            skipped = left_out(maps)  # pictures of experts a dense model does not have: not drawn, and said so
+            # pictures of experts a dense model does not have: not drawn, and said so
+            skipped = left_out(maps)
             if skipped:
                 sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
                                  f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
@@ -167,9 +172,12 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("run", help="simulate one training step")
     add_experiment_arguments(p)
     add_json_argument(p)
-    p.add_argument("--out", metavar="DIR", help="write DIR/result.json, DIR/ops.csv (one row per op of the step), DIR/wafer.json "
-                                                "(for wsesim plot --wafer) and DIR/manifest.json")
+    p.add_argument("--out", metavar="DIR",
+                   help="write DIR/result.json, DIR/ops.csv (one row per op of the step), DIR/wafer.json "
+                        "(for wsesim plot --wafer) and DIR/manifest.json")
     p.add_argument("--trace", metavar="FILE.json[.gz]",
-                   help="write a Chrome/Perfetto trace of the simulated step (gzip-compressed if it ends in .gz)")
-    p.add_argument("--png", metavar="DIR", help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")
+                   help="write a Chrome/Perfetto trace of the simulated step (gzip-compressed if it ends in "
+                        ".gz)")
+    p.add_argument("--png", metavar="DIR",
+                   help="draw the wafer pictures (busy, SRAM, links, placement, Gantt) into DIR")
     commands["run"] = _cmd_run

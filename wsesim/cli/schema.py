@@ -30,18 +30,19 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     from ..config.schema import KINDS
 
     if args.kind is not None and args.kind not in KINDS:
-        raise ConfigError(f"expected one of {', '.join(KINDS)}, got {shown_repr(args.kind)}", source="wsesim schema",
-                          path="KIND")
+        raise ConfigError(f"expected one of {', '.join(KINDS)}, got {shown_repr(args.kind)}",
+                          source="wsesim schema", path="KIND")
     if args.out is None:
         if args.kind is None:
-            raise ConfigError(f"expected a KIND to print ({', '.join(KINDS)}), or --out DIR to write every kind",
-                              source="wsesim schema")
+            raise ConfigError(f"expected a KIND to print ({', '.join(KINDS)}), or --out DIR to write every "
+                              "kind", source="wsesim schema")
         print_json(schema_of(args.kind))
         return EXIT_OK
     from ..output.files import atomic_write_text, prepare_dir
 
     check_output_folder(args.out)
-    schemas = {kind: schema_of(kind) for kind in ([args.kind] if args.kind else KINDS)}  # all made before any is written
+    # all made before any is written
+    schemas = {kind: schema_of(kind) for kind in ([args.kind] if args.kind else KINDS)}
     out = prepare_dir(args.out)
     written = []
     for kind, schema in schemas.items():
@@ -57,10 +58,12 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("schema", help="JSON Schemas of the YAML kinds, for editors (VS Code's YAML extension)",
+    p = sub.add_parser("schema",
+                       help="JSON Schemas of the YAML kinds, for editors (VS Code's YAML extension)",
                        description=__doc__.split("\n\n", 1)[0])
     p.add_argument("kind", nargs="?", metavar="KIND",
-                   help="a YAML kind: hardware, model, experiment, sweep, ... (default with --out: every kind)")
+                   help="a YAML kind: hardware, model, experiment, sweep, ... "
+                        "(default with --out: every kind)")
     p.add_argument("--out", metavar="DIR", help="write DIR/<kind>.schema.json instead of printing")
     add_json_argument(p, "with --out, print the paths written as a JSON list")
     commands["schema"] = _cmd_schema

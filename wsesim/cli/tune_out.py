@@ -21,12 +21,12 @@ CANDIDATES = "candidates.csv"
 
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", metavar="DIR", help=f"write every candidate to DIR/{CANDIDATES} (the best marked) and "
-                                                "DIR/manifest.json")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"write every candidate to DIR/{CANDIDATES} (the best marked) and DIR/manifest.json")
     p.add_argument("--search-systems", metavar="N,N,...",
-                   help="with training.global_batch set: tune it on each number of systems (behind swarmx unless "
-                        "cluster.interconnect is set); print the best and the Pareto front of cluster throughput "
-                        "against systems")
+                   help="with training.global_batch set: tune it on each number of systems (behind swarmx "
+                        "unless cluster.interconnect is set); print the best and the Pareto front of cluster "
+                        "throughput against systems")
 
 
 def parse_systems(text: str) -> list[int]:
@@ -37,8 +37,8 @@ def parse_systems(text: str) -> list[int]:
     except ValueError:
         values = []
     if not values or any(v < 1 for v in values):
-        raise ConfigError(f"expected positive whole numbers of systems, comma-separated (1,2,4,8), got {text!r}",
-                          source="--search-systems")
+        raise ConfigError(f"expected positive whole numbers of systems, comma-separated (1,2,4,8), "
+                          f"got {text!r}", source="--search-systems")
     return sorted(set(values))
 
 
@@ -97,9 +97,9 @@ def tune_systems(args: argparse.Namespace) -> int:
     marked = [(c, {"best": c is best, "pareto": any(c is f for f in front), "best_of_systems": c is t.best})
               for _, t in search.per_systems for c in t.candidates]
     summary = {"global_batch": search.global_batch, "search_systems": systems,
-               "best": None if best is None else {"systems": best.systems, "tiles": best.tiles,
-                                                  "micro_batches": best.micro_batches,
-                                                  "cluster_throughput_tokens_per_s": best.cluster_throughput_tokens_per_s},
+               "best": None if best is None else {
+                   "systems": best.systems, "tiles": best.tiles, "micro_batches": best.micro_batches,
+                   "cluster_throughput_tokens_per_s": best.cluster_throughput_tokens_per_s},
                "skipped": [{"systems": n, "why": why} for n, why in search.skipped]}
     written = write_candidates(args, loaded, marked, summary)
     if args.json:
@@ -127,8 +127,10 @@ def tune_systems(args: argparse.Namespace) -> int:
     if best is None:
         print("nothing fits on any number of systems")
     else:
-        print(f"best: {best.systems} system{'s' if best.systems > 1 else ''}, G={best.tiles} B={best.batch_per_tile} "
-              f"× {best.micro_batches} micro-batch{'es' if best.micro_batches > 1 else ''}: {best.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)")
+        print(f"best: {best.systems} system{'s' if best.systems > 1 else ''}, G={best.tiles} "
+              f"B={best.batch_per_tile} × {best.micro_batches} "
+              f"micro-batch{'es' if best.micro_batches > 1 else ''}: "
+              f"{best.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)")
         print("Pareto front (systems: cluster tokens/s): "
               + ", ".join(f"{r.systems}: {r.cluster_throughput_tokens_per_s:,.0f}" for r in front))
     for path in written:

@@ -27,6 +27,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
     v = sub.add_parser("validate", help="check wsesim YAML files (any kind)")
-    v.add_argument("files", nargs="+", metavar="FILE", help="YAML files of any kind (hardware, model, experiment, sweep)")
+    v.add_argument("files", nargs="+", metavar="FILE",
+                   help="YAML files of any kind (hardware, model, experiment, sweep)")
     add_json_argument(v, 'print [{"file", "kind", "name"}, ...] for the files, all valid')
     commands["validate"] = _cmd_validate

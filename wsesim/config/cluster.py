@@ -50,10 +50,12 @@ class ClusterSpec(Spec):
 
     @field_validator("interconnect")
     @classmethod
-    def _tree_needed(cls, interconnect: InterconnectSpec | None, info: ValidationInfo) -> InterconnectSpec | None:
+    def _tree_needed(cls, interconnect: InterconnectSpec | None,
+                     info: ValidationInfo) -> InterconnectSpec | None:
         systems = info.data.get("systems")
         if interconnect is None and systems is not None and systems > 1:
-            raise fail(f"required with systems > 1 (got {systems}): a preset name (swarmx), a path or a mapping")
+            raise fail(f"required with systems > 1 (got {systems}): a preset name (swarmx), a path "
+                       "or a mapping")
         return interconnect
 
 

@@ -57,7 +57,8 @@ def text(*, multiline: bool) -> Any:
     def check(value: str) -> str:
         m = bad.search(value)
         if m:
-            message = f'expected text without control characters, got "{shown(value)}" (U+{ord(m.group()):04X})'
+            message = (f'expected text without control characters, got "{shown(value)}" '
+                       f'(U+{ord(m.group()):04X})')
             raise PydanticCustomError("cross_field", "{msg}", {"msg": message})
         return value
 

@@ -48,7 +48,8 @@ class PESpec(Spec):
     reserved_fraction: ReservedShare = Field(alias="reserved_sram")  # code, runtime buffers, routing tables
     # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
     simd_width_fp32: SimdWidth = 1  # fp32 FMACs per cycle: 2·simd_width_fp32 FLOP per cycle
-    sram_read_bytes_per_cycle: SramPort = Field(16.0, alias="sram_read")  # SRAM bytes read per cycle (both ports)
+    # SRAM bytes read per cycle (both ports)
+    sram_read_bytes_per_cycle: SramPort = Field(16.0, alias="sram_read")
     sram_write_bytes_per_cycle: SramPort = Field(8.0, alias="sram_write")  # SRAM bytes written per cycle
 
 
@@ -69,11 +70,13 @@ class FabricSpec(Spec):
 
     link_bytes_per_cycle: LinkWidth = Field(alias="link_width")  # one wavelet per cycle per direction
     hop_latency_cycles: Latency = Field(alias="hop_latency")
-    injection_latency_cycles: Latency = Field(alias="injection_latency")  # dispatch to first wavelet on the wire
+    # dispatch to first wavelet on the wire
+    injection_latency_cycles: Latency = Field(alias="injection_latency")
     colours: Colours  # routable colours (virtual channels) per PE
     # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
     ramp_latency_cycles: Latency = Field(2.0, alias="ramp_latency")  # PE <-> its own router, each way
-    router_hop_latency_cycles: Latency = Field(1.0, alias="router_hop_latency")  # per hop of a pipelined stream
+    # per hop of a pipelined stream
+    router_hop_latency_cycles: Latency = Field(1.0, alias="router_hop_latency")
     route_paths: RoutePaths = 32  # routing paths one PE's router can hold (its route-code width)
 
 
@@ -112,7 +115,8 @@ Staging = quantity("size", "1 B", "1 TiB", "6 KiB")
 class RuntimeSpec(Spec):
     """Global calibration parameters of the execution model (see the README's Calibration table)."""
 
-    task_overhead_cycles: TaskOverhead = Field(alias="task_overhead")  # fixed cost of launching one op on a region
+    # fixed cost of launching one op on a region
+    task_overhead_cycles: TaskOverhead = Field(alias="task_overhead")
     gemm_efficiency: GemmEfficiency  # of peak FMAC rate, steady state
     staging_bytes: Staging = Field(alias="staging_buffer")  # per PE, SRAM set aside for streamed weights
 
@@ -138,8 +142,8 @@ class HardwareSpec(Spec):
         if pe is not None:
             usable = pe.sram_bytes * (1 - pe.reserved_fraction)
             if runtime.staging_bytes >= usable:
-                raise _fail(f"staging_buffer ({runtime.staging_bytes:g} B) must be smaller than the unreserved "
-                            f"SRAM per PE ({usable:g} B)")
+                raise _fail(f"staging_buffer ({runtime.staging_bytes:g} B) must be smaller than the "
+                            f"unreserved SRAM per PE ({usable:g} B)")
         return runtime
 
     # derived totals ------------------------------------------------------------------------------

@@ -27,22 +27,24 @@ from .errors import ConfigError, shown_repr
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _GATED = {"silu", "swish"}  # SwiGLU; wsesim's other activation is an ungated GELU MLP (GPT-J's)
 _COMMON = {"model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size",
-           "tie_word_embeddings", "torch_dtype", "dtype", "hidden_act", "intermediate_size", "num_key_value_heads"}
+           "tie_word_embeddings", "torch_dtype", "dtype", "hidden_act", "intermediate_size",
+           "num_key_value_heads"}
 FAMILIES: dict[str, set[str]] = {
     "llama": _COMMON | {"head_dim"},
     "mistral": _COMMON | {"head_dim", "sliding_window"},
     "qwen2": _COMMON | {"use_sliding_window", "sliding_window", "max_window_layers"},
-    "qwen3": _COMMON | {"head_dim", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types"},
+    "qwen3": _COMMON | {"head_dim", "use_sliding_window", "sliding_window", "max_window_layers",
+                        "layer_types"},
     "qwen2_moe": _COMMON | {"use_sliding_window", "sliding_window", "max_window_layers", "num_experts",
                             "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
                             "decoder_sparse_step", "mlp_only_layers"},
-    "qwen3_moe": _COMMON | {"head_dim", "use_sliding_window", "sliding_window", "max_window_layers", "num_experts",
-                            "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers",
-                            "layer_types"},
+    "qwen3_moe": _COMMON | {"head_dim", "use_sliding_window", "sliding_window", "max_window_layers",
+                            "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                            "decoder_sparse_step", "mlp_only_layers", "layer_types"},
     "mixtral": _COMMON | {"head_dim", "sliding_window", "num_local_experts", "num_experts_per_tok"},
-    "deepseek_v2": _COMMON | {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
-                              "first_k_dense_replace", "moe_layer_freq", "kv_lora_rank", "q_lora_rank",
-                              "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+    "deepseek_v2": _COMMON | {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+                              "n_shared_experts", "first_k_dense_replace", "moe_layer_freq", "kv_lora_rank",
+                              "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
     "gptj": {"model_type", "n_embd", "n_layer", "n_head", "n_inner", "vocab_size", "tie_word_embeddings",
              "torch_dtype", "dtype", "activation_function", "rotary_dim", "rotary"},
 }
@@ -50,14 +52,15 @@ FAMILIES["deepseek_v3"] = FAMILIES["deepseek_v2"]
 IGNORED = frozenset({
     "architectures", "_name_or_path", "transformers_version", "auto_map", "bos_token_id", "eos_token_id",
     "pad_token_id", "initializer_range", "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon",
-    "max_position_embeddings", "max_sequence_length", "n_positions", "n_ctx", "rope_theta", "rope_scaling", "rope_parameters",
-    "use_cache", "attention_dropout", "hidden_dropout", "embd_pdrop", "attn_pdrop", "resid_pdrop",
-    "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "norm_topk_prob", "pretraining_tp",
-    "attention_bias", "mlp_bias", "qkv_bias", "tokenizer_class", "scale_attn_weights", "gradient_checkpointing",
-    "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
-    "task_specific_params", "n_group", "topk_group", "topk_method", "routed_scaling_factor", "scoring_func",
-    "seq_aux", "aux_loss_alpha", "ep_size", "num_nextn_predict_layers", "quantization_config", "id2label",
-    "label2id", "return_dict", "torchscript", "is_decoder", "attn_implementation",
+    "max_position_embeddings", "max_sequence_length", "n_positions", "n_ctx", "rope_theta", "rope_scaling",
+    "rope_parameters", "use_cache", "attention_dropout", "hidden_dropout", "embd_pdrop", "attn_pdrop",
+    "resid_pdrop", "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "norm_topk_prob",
+    "pretraining_tp", "attention_bias", "mlp_bias", "qkv_bias", "tokenizer_class", "scale_attn_weights",
+    "gradient_checkpointing", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+    "summary_type", "summary_use_proj", "task_specific_params", "n_group", "topk_group", "topk_method",
+    "routed_scaling_factor", "scoring_func", "seq_aux", "aux_loss_alpha", "ep_size",
+    "num_nextn_predict_layers", "quantization_config", "id2label", "label2id", "return_dict", "torchscript",
+    "is_decoder", "attn_implementation",
 })
 """Keys that change nothing wsesim costs: ids, epsilons, positions, dropout, the router's auxiliary loss
 and its group-limited top-k (the routing is wsesim's own, ``training.routing``), biases (never counted),
@@ -69,7 +72,8 @@ def model_from_hf(path: Path) -> dict[str, Any]:
     from .yaml_strict import MAX_CONFIG_BYTES, read_bounded
 
     source = str(path)
-    raw = read_bounded(path, limit=MAX_CONFIG_BYTES, what="a Hugging Face config.json")  # a regular file, bounded
+    # a regular file, bounded
+    raw = read_bounded(path, limit=MAX_CONFIG_BYTES, what="a Hugging Face config.json")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -84,9 +88,9 @@ def model_from_hf(path: Path) -> dict[str, Any]:
                           source=source, path="model_type")
     for key in data:
         if key not in FAMILIES[family] and key not in IGNORED:
-            raise ConfigError(f"not understood for model_type {family}: wsesim does not know whether it changes "
-                              "the architecture, and does not guess (remove it, or write a model YAML)",
-                              source=source, path=key)
+            raise ConfigError(f"not understood for model_type {family}: wsesim does not know whether it "
+                              "changes the architecture, and does not guess "
+                              "(remove it, or write a model YAML)", source=source, path=key)
     return _Reader(data, source, family).model(_name(path))
 
 
@@ -101,7 +105,8 @@ class _Reader:
         self.data, self.source, self.family = data, source, family
 
     def fail(self, key: str, expected: str) -> ConfigError:
-        return ConfigError(f"expected {expected}, got {shown_repr(self.data.get(key))}", source=self.source, path=key)
+        return ConfigError(f"expected {expected}, got {shown_repr(self.data.get(key))}", source=self.source,
+                           path=key)
 
     def integer(self, key: str, default: int | None = None) -> int:
         value = self.data.get(key, default)
@@ -109,7 +114,8 @@ class _Reader:
             value = default
         if isinstance(value, bool) or not isinstance(value, int):
             if key not in self.data:
-                raise ConfigError("required key is missing (expected an integer)", source=self.source, path=key)
+                raise ConfigError("required key is missing (expected an integer)", source=self.source,
+                                  path=key)
             raise self.fail(key, "an integer")
         return value
 
@@ -119,22 +125,26 @@ class _Reader:
         heads = self.integer("n_head" if gptj else "num_attention_heads")
         layers = self.integer("n_layer" if gptj else "num_hidden_layers")
         out: dict[str, Any] = {
-            "name": name, "description": f"from the Hugging Face config.json at {self.source} ({self.family})",
+            "name": name,
+            "description": f"from the Hugging Face config.json at {self.source} ({self.family})",
             "hidden_size": hidden, "layers": layers, "heads": heads,
             "kv_heads": heads if gptj else self.integer("num_key_value_heads", heads),
             "head_dim": self.integer("head_dim", hidden // heads) if heads else 0,
-            "vocab_size": self.integer("vocab_size"), "tie_word_embeddings": self._bool("tie_word_embeddings"),
+            "vocab_size": self.integer("vocab_size"),
+            "tie_word_embeddings": self._bool("tie_word_embeddings"),
             "dtype": self._dtype(),
         }
         if gptj:
-            return {**out, "head_dim": hidden // heads, "ffn_intermediate": self.integer("n_inner", 4 * hidden),
+            return {**out, "head_dim": hidden // heads,
+                    "ffn_intermediate": self.integer("n_inner", 4 * hidden),
                     "ffn_activation": self._gelu(), "parallel_block": True}
         if d.get("hidden_act", "silu") not in _GATED:
             raise self.fail("hidden_act", f"one of {', '.join(sorted(_GATED))} (a gated FFN, SwiGLU)")
         self._no_sliding_window()
         if self.family.startswith("deepseek"):
             return self._deepseek(out, heads)
-        experts = {"mixtral": "num_local_experts", "qwen2_moe": "num_experts", "qwen3_moe": "num_experts"}.get(self.family)
+        experts = {"mixtral": "num_local_experts", "qwen2_moe": "num_experts",
+                   "qwen3_moe": "num_experts"}.get(self.family)
         if experts is None:  # dense
             return {**out, "ffn_intermediate": self.integer("intermediate_size")}
         width = "intermediate_size" if self.family == "mixtral" else "moe_intermediate_size"
@@ -146,8 +156,10 @@ class _Reader:
             raise self.fail("decoder_sparse_step", "1 (every layer MoE; wsesim has no MoE layer every n-th)")
         dense = d.get("mlp_only_layers") or []
         if dense != list(range(len(dense))):
-            raise self.fail("mlp_only_layers", "[] or the first layers [0, 1, ..., n-1] (dense layers come first)")
-        return out | ({"dense_layers": len(dense), "ffn_intermediate": self.integer("intermediate_size")} if dense else {})
+            raise self.fail("mlp_only_layers",
+                            "[] or the first layers [0, 1, ..., n-1] (dense layers come first)")
+        return out | ({"dense_layers": len(dense), "ffn_intermediate": self.integer("intermediate_size")}
+                      if dense else {})
 
     def _deepseek(self, out: dict[str, Any], heads: int) -> dict[str, Any]:
         width = self.integer("moe_intermediate_size")
@@ -155,13 +167,16 @@ class _Reader:
             raise self.fail("moe_layer_freq", "1 (every layer after the first dense ones MoE)")
         dense = self.integer("first_k_dense_replace", 0)
         q_lora = self.data.get("q_lora_rank")
-        out |= {"kv_heads": heads, "head_dim": self.integer("qk_nope_head_dim"), "kv_lora_rank": self.integer("kv_lora_rank"),
+        out |= {"kv_heads": heads, "head_dim": self.integer("qk_nope_head_dim"),
+                "kv_lora_rank": self.integer("kv_lora_rank"),
                 "q_lora_rank": 0 if q_lora is None else self.integer("q_lora_rank"),
-                "qk_rope_head_dim": self.integer("qk_rope_head_dim"), "v_head_dim": self.integer("v_head_dim"),
+                "qk_rope_head_dim": self.integer("qk_rope_head_dim"),
+                "v_head_dim": self.integer("v_head_dim"),
                 "experts": self.integer("n_routed_experts"), "top_k": self.integer("num_experts_per_tok"),
                 "expert_intermediate": width,
                 "shared_expert_intermediate": self.integer("n_shared_experts", 0) * width}
-        return out | ({"dense_layers": dense, "ffn_intermediate": self.integer("intermediate_size")} if dense else {})
+        return out | ({"dense_layers": dense, "ffn_intermediate": self.integer("intermediate_size")}
+                      if dense else {})
 
     def _no_sliding_window(self) -> None:
         d = self.data
@@ -171,8 +186,8 @@ class _Reader:
             raise self.fail("sliding_window", "null (wsesim's attention is over the whole sequence)")
         types = d.get("layer_types")
         if types is not None and (not isinstance(types, list) or set(types) - {"full_attention"}):
-            raise ConfigError("expected every layer full_attention (wsesim has no sliding-window layers), got "
-                              f"{shown_repr(types)}", source=self.source, path="layer_types")
+            raise ConfigError("expected every layer full_attention (wsesim has no sliding-window layers), "
+                              f"got {shown_repr(types)}", source=self.source, path="layer_types")
 
     def _bool(self, key: str) -> bool:
         value = self.data.get(key, False)

@@ -98,15 +98,16 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
             raise ConfigError(f"no such file {shown_repr(str(p))}", source=source, path=path)
         if p.suffix == ".json":  # a Hugging Face config.json (config/hf.py): a model only
             if kind != "model":
-                raise ConfigError(f"expected a {kind} YAML file (a .json file can only be a model's Hugging Face "
-                                  f"config.json), got {shown_repr(str(p))}", source=source, path=path)
+                raise ConfigError(f"expected a {kind} YAML file (a .json file can only be a model's Hugging "
+                                  f"Face config.json), got {shown_repr(str(p))}", source=source, path=path)
             from .hf import model_from_hf
 
             return _Raw(model_from_hf(p), str(p))
         return _Raw(_strip_kind(read_yaml(p), kind, str(p)), str(p))
     presets = _preset_files(kind)
     if ref not in presets:
-        raise ConfigError(f"expected {'an' if kind[0] in 'aeiou' else 'a'} {kind} preset ({', '.join(sorted(presets))}) or a path, got {shown_repr(ref)}",
+        raise ConfigError(f"expected {'an' if kind[0] in 'aeiou' else 'a'} {kind} preset "
+                          f"({', '.join(sorted(presets))}) or a path, got {shown_repr(ref)}",
                           source=source, path=path)
     entry = presets[ref]
     name = f"{_PRESET_DIRS[kind].relative_to(_REPO_ROOT).as_posix()}/{ref}.yaml"
@@ -118,7 +119,8 @@ def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str
 
 def _strip_kind(data: dict[str, Any], kind: str, source: str) -> dict[str, Any]:
     if data.get("kind", kind) != kind:
-        raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}", source=source, path="kind")
+        raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}", source=source,
+                          path="kind")
     return data
 
 
@@ -201,20 +203,23 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
 
 
 REFERENCE_KEYS = ("hardware", "model")
-"""Override keys whose value may be a preset name or a file, as an experiment's own ``hardware:``/``model:``."""
+"""Override keys whose value may be a preset name or a file, as an experiment's own
+``hardware:``/``model:``."""
 
 
 def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
-                         overrides: Mapping[str, Any] | None = None, given: Mapping[str, str] | None = None) -> Loaded:
+                         overrides: Mapping[str, Any] | None = None,
+                         given: Mapping[str, str] | None = None) -> Loaded:
     """Validate a raw experiment mapping (with preset references) plus overrides (``given``: see
     ``resolve_experiment``)."""
     if data.get("kind", "experiment") != "experiment":
-        raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}", source=source,
-                          path="kind")
+        raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}",
+                          source=source, path="kind")
     overrides = dict(overrides or {})
     # a whole hardware or model named by an override (a sweep's ``hardware: [wse2, wse3]``, ``--set
     # model=gpt-j-6b``): it replaces the reference before anything is resolved, then the dotted keys apply
-    named = {k: overrides.pop(k) for k in REFERENCE_KEYS if k in overrides and not isinstance(overrides[k], dict)}
+    named = {k: overrides.pop(k) for k in REFERENCE_KEYS
+             if k in overrides and not isinstance(overrides[k], dict)}
     if named:
         data = {**data, **named}
     base, resolved, sources = resolve_with_overrides(data, "cluster", source=source, base_dir=base_dir,
@@ -235,8 +240,9 @@ def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[
     if not given or "hardware" not in given or "simulation.granularity" in overrides or e.source != source \
             or e.path != "simulation" or "block of at most" not in e.message:
         return e
-    return ConfigError(f"{e.message}, which {source} sets for its own hardware: add --set simulation.granularity=pe "
-                       "(or a smaller block:N)", source=given["hardware"], path="simulation.granularity")
+    return ConfigError(f"{e.message}, which {source} sets for its own hardware: add --set "
+                       "simulation.granularity=pe (or a smaller block:N)", source=given["hardware"],
+                       path="simulation.granularity")
 
 
 def resolve_with_overrides(data: dict[str, Any], section: str, *, source: str, base_dir: Path | None,
@@ -278,7 +284,8 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
         data["hardware"], given["hardware"] = from_cwd(hardware), "--hardware"
     if model is not None:
         data["model"], given["model"] = from_cwd(model), "--model"
-    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
+    return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides,
+                                given=given)
 
 
 def from_cwd(ref: str) -> str:
@@ -322,7 +329,8 @@ def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[
     except ConfigError as e:
         if e.source != "--set" or not prefixed:
             raise
-        named = [k for k in short if e.path and (e.path == k or e.path.startswith(k + ".") or k.startswith(e.path + "."))]
+        named = [k for k in short
+                 if e.path and (e.path == k or e.path.startswith(k + ".") or k.startswith(e.path + "."))]
         if (named and named[0] in prefixed) or (not named and len(prefixed) == len(short)):
             raise e.located(path_prefix=kind) if e.path else e from None
         raise
@@ -332,11 +340,14 @@ def detect_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind")
     valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS})
     if kind is not None and not isinstance(kind, str):  # a list, a mapping, a number: never a kind
-        raise ConfigError(f"expected one of {', '.join(valid)}, got {_describe(kind)}", source=source, path="kind")
+        raise ConfigError(f"expected one of {', '.join(valid)}, got {_describe(kind)}", source=source,
+                          path="kind")
     if kind is None:
-        raise ConfigError(f"required key is missing (expected one of {', '.join(valid)})", source=source, path="kind")
+        raise ConfigError(f"required key is missing (expected one of {', '.join(valid)})", source=source,
+                          path="kind")
     if kind not in valid:
-        raise ConfigError(f"expected one of {', '.join(valid)}, got {shown_repr(kind)}", source=source, path="kind")
+        raise ConfigError(f"expected one of {', '.join(valid)}, got {shown_repr(kind)}", source=source,
+                          path="kind")
     return str(kind)
 
 

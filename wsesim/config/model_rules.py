@@ -15,18 +15,22 @@ def problem(field: str, value: int, fields: dict[str, Any]) -> str:
     if field == "top_k":
         if value > experts:
             return f"expected at most experts ({experts}), got {value}"
-        return f"expected 1 to experts ({experts}) in a model with experts, got {value}" if experts and not value else ""
+        return (f"expected 1 to experts ({experts}) in a model with experts, got {value}"
+                if experts and not value else "")
     if field == "expert_intermediate":
         if experts and not value:
             return f"expected a positive width in a model with experts ({experts}), got {value}"
-        return f"expected 0 without experts (experts 0: a dense model), got {value}" if not experts and value else ""
+        return (f"expected 0 without experts (experts 0: a dense model), got {value}"
+                if not experts and value else "")
     if field == "shared_expert_intermediate" and not experts and value:  # it would be ignored
         return f"expected 0 without experts (experts 0: a dense model has no shared expert), got {value}"
     if field == "dense_layers" and layers is not None:
         if not experts and value not in (0, layers):
-            return f"expected 0 or layers ({layers}) in a dense model (experts 0: every layer is dense), got {value}"
+            return (f"expected 0 or layers ({layers}) in a dense model (experts 0: every layer is dense), "
+                    f"got {value}")
         if experts and value >= layers:
-            return f"expected fewer than layers ({layers}) in a model with experts (all dense: set experts to 0), got {value}"
+            return (f"expected fewer than layers ({layers}) in a model with experts (all dense: set experts "
+                    f"to 0), got {value}")
     if field == "ffn_intermediate" and dense is not None:
         has_dense = not experts or dense > 0
         if has_dense and not value:

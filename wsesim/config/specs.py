@@ -70,7 +70,8 @@ class ModelSpec(Spec):
     head_dim: HeadDim  # per head; with MLA, the part of q and k without rotary embedding (qk_nope_head_dim)
     # Multi-head latent attention (DeepSeek-V2/V3), all 0 for standard (GQA) attention:
     kv_lora_rank: Annotated[int, Field(ge=0)] = 0  # k and v up-projected from a shared latent of this width
-    q_lora_rank: Annotated[int, Field(ge=0)] = 0  # q through a down/up projection of this rank (0: one q_proj)
+    # q through a down/up projection of this rank (0: one q_proj)
+    q_lora_rank: Annotated[int, Field(ge=0)] = 0
     qk_rope_head_dim: Annotated[int, Field(ge=0)] = 0  # rotary part of each head's q and k, beside head_dim
     v_head_dim: Annotated[int, Field(ge=0)] = 0  # each head's v width (0: head_dim)
     experts: ExpertsOrNone = Field(0, validate_default=True)  # 0: a dense model (every layer a dense FFN)
@@ -95,7 +96,8 @@ class ModelSpec(Spec):
             raise _fail(f"expected a divisor of heads ({heads}), got {kv_heads}")
         return kv_heads
 
-    @field_validator("top_k", "expert_intermediate", "shared_expert_intermediate", "dense_layers", "ffn_intermediate")
+    @field_validator("top_k", "expert_intermediate", "shared_expert_intermediate", "dense_layers",
+                     "ffn_intermediate")
     @classmethod
     def _layer_kinds(cls, value: int, info: ValidationInfo) -> int:  # MoE and dense keys agree
         if problem := model_rules.problem(info.field_name or "", value, info.data):
@@ -107,8 +109,8 @@ class ModelSpec(Spec):
     def _latent_kv(cls, kv_lora_rank: int, info: ValidationInfo) -> int:
         heads, kv_heads = info.data.get("heads"), info.data.get("kv_heads")
         if kv_lora_rank and kv_heads is not None and kv_heads != heads:
-            raise _fail(f"expected 0 unless kv_heads equals heads ({heads}, got {kv_heads}): multi-head latent "
-                        f"attention gives every head its own k and v, got {kv_lora_rank}")
+            raise _fail(f"expected 0 unless kv_heads equals heads ({heads}, got {kv_heads}): multi-head "
+                        f"latent attention gives every head its own k and v, got {kv_lora_rank}")
         return kv_lora_rank
 
     @field_validator("q_lora_rank", "qk_rope_head_dim")
@@ -172,15 +174,16 @@ class TrainingSpec(Spec):
     def _routing_kind(cls, routing: str) -> str:
         m = _ZIPF.match(routing)
         if routing != "uniform" and not (m and float(m.group(1)) <= ZIPF_MAX):
-            raise _fail(f'expected "uniform" or "zipf:<alpha>" with alpha from 0 to {ZIPF_MAX} (e.g. "zipf:1.2"), '
-                        f'got "{shown(routing)}"')
+            raise _fail(f'expected "uniform" or "zipf:<alpha>" with alpha from 0 to {ZIPF_MAX} '
+                        f'(e.g. "zipf:1.2"), got "{shown(routing)}"')
         return routing
 
     @field_validator("global_batch")
     @classmethod
     def _global_batch_splits(cls, global_batch: int | None, info: ValidationInfo) -> int | None:
         G, B, N = info.data.get("tiles"), info.data.get("batch_per_tile"), info.data.get("micro_batches")
-        if global_batch is not None and None not in (G, B, N) and (problem := split_problem(global_batch, G, B, N)):
+        if global_batch is not None and None not in (G, B, N) and (
+                problem := split_problem(global_batch, G, B, N)):
             raise _fail(problem)
         return global_batch
 
@@ -263,8 +266,8 @@ class ExperimentSpec(Spec):
         hw = info.data.get("hardware")
         if hw is not None and simulation.block > min(hw.mesh.rows, hw.mesh.cols) // 2:
             raise _fail(f"expected a block of at most half the mesh's shorter side "
-                        f"({min(hw.mesh.rows, hw.mesh.cols) // 2} PEs, so that experts get regions of their own), "
-                        f'got "{shown(simulation.granularity)}"')
+                        f"({min(hw.mesh.rows, hw.mesh.cols) // 2} PEs, so that experts get regions of their "
+                        f'own), got "{shown(simulation.granularity)}"')
         return simulation
 
 

@@ -44,7 +44,8 @@ _CYCLES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(cycles?|cyc)
 
 @lru_cache(maxsize=1)
 def _registry() -> Any:
-    import pint  # imported lazily: building pint's registry is slow, and only units outside ``_fast_units`` need it
+    # imported lazily: building pint's registry is slow, and only units outside ``_fast_units`` need it
+    import pint
 
     return pint.UnitRegistry()
 
@@ -52,8 +53,9 @@ def _registry() -> Any:
 def _fast_units() -> dict[str, tuple[str, float]]:
     """The unit symbols presets use, with their dimension and factor to our base unit. Parsed without
     pint (whose registry is slow to build); a test checks every entry against pint."""
-    table: dict[str, tuple[str, float]] = {"B": ("size", 1.0), "bit": ("size", 1 / 8), "%": ("fraction", 0.01),
-                                           "Hz": ("frequency", 1.0), "s": ("time", 1.0)}
+    table: dict[str, tuple[str, float]] = {"B": ("size", 1.0), "bit": ("size", 1 / 8),
+                                           "%": ("fraction", 0.01), "Hz": ("frequency", 1.0),
+                                           "s": ("time", 1.0)}
     decimal = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
     binary = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
     for prefix, scale in {**decimal, **binary}.items():
@@ -92,10 +94,12 @@ def unit_pattern(dimension: Dimension) -> str:
 MAX_TEXT = 10_000
 """The longest quantity string read (a number and a unit need a few dozen characters; a long number is
 still a number, past a double's range one that is not finite)."""
-_LINEAR_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"  # no backtracking: linear in its length
+# no backtracking: linear in its length
+_LINEAR_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 # a number and a unit, nothing else: the unit one word, a word per word ("Tbit/s") or "%". Read by this
 # pattern alone, never evaluated: "9**9**9 KiB", "48 KiB + 1 B" and "25 % %" do not match it
-_QUANTITY = re.compile(rf"^([-+]?(?:{_LINEAR_NUMBER}|(?i:nan|inf(?:inity)?)))?\s*([A-Za-z]+(?:\s*/\s*[A-Za-z]+)?|%)?$")
+_QUANTITY = re.compile(rf"^([-+]?(?:{_LINEAR_NUMBER}|(?i:nan|inf(?:inity)?)))?\s*"
+                       r"([A-Za-z]+(?:\s*/\s*[A-Za-z]+)?|%)?$")
 # "Tb/s" is a terabit per second (README, SwarmX); pint alone would read "b" as a barn
 _BIT_ALIASES = {f"{p}b/s": f"{p}bit/s" for p in ("", "k", "M", "G", "T", "P")}
 
@@ -110,7 +114,8 @@ def _parse_string(text: str, dimension: str) -> float:
     _, _, example = _DIMENSIONS[dimension]
     expected = f"expected {_ARTICLE[dimension]} like {example}"
     if len(text) > MAX_TEXT:
-        raise UnitError(f'{expected}, got "{shown(text, 40)}" (a string of {len(text):,} characters, not a quantity)')
+        raise UnitError(f'{expected}, got "{shown(text, 40)}" (a string of {len(text):,} characters, '
+                        'not a quantity)')
     m = _QUANTITY.match(text)
     if not m or m.group(1) is None:
         raise UnitError(f'{expected}, got "{shown(text)}" (not a number and a unit)')
@@ -139,7 +144,8 @@ def _unit_factor(unit: str, dimension: str, text: str) -> float:
     mag, root_units = ureg.get_root_units(units)
     if str(root_units) != root or (dimension != "fraction" and str(units) == "dimensionless"):
         q = ureg.Quantity(1.0, units)
-        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (a {q.units:~P} quantity)')
+        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" '
+                        f'(a {q.units:~P} quantity)')
     return float(mag) * factor
 
 
@@ -157,12 +163,14 @@ def parse_quantity(value: Any, dimension: Dimension) -> float:
         if isinstance(value, (int, float)):
             if dimension != "fraction":
                 example = '"2 cycles"' if dimension == "cycles" else _DIMENSIONS[dimension][2]
-                raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {shown_repr(value)} (a bare number)")
+                raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {shown_repr(value)} "
+                                "(a bare number)")
             result = float(value)
         elif isinstance(value, str):
             result = _parse_string(value.strip(), dimension)
         else:
-            raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} (a {type(value).__name__})")
+            raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} "
+                            f"(a {type(value).__name__})")
     except OverflowError:  # an integer beyond float's range ("1000…000 B", or a YAML integer that long)
         result = math.inf
     if not math.isfinite(result):

@@ -34,14 +34,16 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None
         if f is None:
             return None
         ann = f.annotation
-        cls = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), ann)
+        cls = next((a for a in getattr(ann, "__args__", (ann,))
+                    if isinstance(a, type) and issubclass(a, BaseModel)), ann)
     if isinstance(cls, type) and issubclass(cls, BaseModel):
         return sorted((f.alias or n) for n, f in cls.model_fields.items())
     return None
 
 
 def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(p for p in loc if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
+    return tuple(p for p in loc
+                 if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
 
 
 _BRANCH_MARKERS = {"int", "str", "float", "constrained-int", "constrained-float", "bool"}

@@ -35,17 +35,21 @@ class _StrictLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         # the composer passes a mapping value's key node, or a sequence item's position, as ``index``
-        step = f".{index.value}" if isinstance(index, yaml.ScalarNode) else f"[{index}]" if isinstance(index, int) else ""
+        step = (f".{index.value}" if isinstance(index, yaml.ScalarNode)
+                else f"[{index}]" if isinstance(index, int) else "")
         self._steps.append(step)
         try:
             event = self.peek_event()
             if len(self._steps) > MAX_DEPTH:
                 raise _YamlProblem(f"expected at most {MAX_DEPTH} levels of nesting, got more "
-                                   f"(line {event.start_mark.line + 1})", shown("".join(self._steps).lstrip("."), 60))
+                                   f"(line {event.start_mark.line + 1})",
+                                   shown("".join(self._steps).lstrip("."), 60))
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                what = f"an alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"an anchor &{event.anchor}"
-                raise _YamlProblem(f"expected a plain value (YAML anchors and aliases are not allowed), got {what} "
-                                   f"(line {event.start_mark.line + 1})", shown("".join(self._steps).lstrip(".")) or None)
+                what = (f"an alias *{event.anchor}" if isinstance(event, yaml.AliasEvent)
+                        else f"an anchor &{event.anchor}")
+                raise _YamlProblem(f"expected a plain value (YAML anchors and aliases are not allowed), "
+                                   f"got {what} (line {event.start_mark.line + 1})",
+                                   shown("".join(self._steps).lstrip(".")) or None)
             return super().compose_node(parent, index)
         finally:
             self._steps.pop()
@@ -63,8 +67,8 @@ def _to_python(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
         for key_node, value_node in node.value:
             key = _construct(key_node, loader, path)
             if isinstance(key, (list, dict)):
-                raise ConfigError(f"line {key_node.start_mark.line + 1}: expected a plain key, got a {type(key).__name__}",
-                                  path=path or None)
+                raise ConfigError(f"line {key_node.start_mark.line + 1}: expected a plain key, "
+                                  f"got a {type(key).__name__}", path=path or None)
             if key in out:
                 where = f"{path}.{key}" if path else str(key)
                 raise ConfigError(f"duplicate key (line {key_node.start_mark.line + 1})", path=shown(where))
@@ -86,11 +90,12 @@ def _construct(node: yaml.Node, loader: _StrictLoader, path: str) -> Any:
             problem = f"an integer of {len(str(node.value))} characters"
             raise ConfigError(f"expected an integer of at most 4300 digits, got {problem} (line {line})",
                               path=shown(path) or None) from None
-        raise ConfigError(f'expected a value YAML can read, got "{shown(node.value, 60)}" ({shown(e, 80)}, line {line})',
-                          path=shown(path) or None) from None
+        raise ConfigError(f'expected a value YAML can read, got "{shown(node.value, 60)}" '
+                          f'({shown(e, 80)}, line {line})', path=shown(path) or None) from None
     if isinstance(value, str) and (bad := _SURROGATE.search(value)):  # "\ud800": not text, cannot be written
-        raise ConfigError(f"expected text, got a lone surrogate U+{ord(bad.group()):04X} (an escape that is half of a "
-                          f"UTF-16 pair, line {node.start_mark.line + 1})", path=shown(path) or None)
+        raise ConfigError(f"expected text, got a lone surrogate U+{ord(bad.group()):04X} (an escape that is "
+                          f"half of a UTF-16 pair, line {node.start_mark.line + 1})",
+                          path=shown(path) or None)
     return value
 
 
@@ -100,8 +105,8 @@ def parse_yaml(text: str, source: str) -> Any:
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
         column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
-        raise ConfigError(f"line {line}: expected printable text, got the non-printable character U+{ord(bad.group()):04X} "
-                          f"(column {column})", source=source)
+        raise ConfigError(f"line {line}: expected printable text, got the non-printable character "
+                          f"U+{ord(bad.group()):04X} (column {column})", source=source)
     loader = _StrictLoader(text)
     try:
         node = loader.get_single_node()
@@ -123,8 +128,8 @@ def parse_yaml(text: str, source: str) -> Any:
 
 MAX_CONFIG_BYTES = 16 * 2**20
 """The largest configuration file read: wsesim's own are a few KiB; a 10,000-point sweep a few MiB."""
-_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 
 def read_bounded(path: str | Path, *, limit: int, what: str) -> bytes:
@@ -137,12 +142,14 @@ def read_bounded(path: str | Path, *, limit: int, what: str) -> bytes:
     except FileNotFoundError:
         raise ConfigError("no such file", source=source) from None
     except (OSError, ValueError) as e:  # a name too long, a NUL byte, no permission
-        raise ConfigError(f"cannot read file ({getattr(e, 'strerror', None) or type(e).__name__})", source=source) from None
+        raise ConfigError(f"cannot read file ({getattr(e, 'strerror', None) or type(e).__name__})",
+                          source=source) from None
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"expected {what}, got {_KINDS.get(stat.S_IFMT(info.st_mode), 'not a regular file')}",
-                          source=source)
+        raise ConfigError(f"expected {what}, got "
+                          f"{_KINDS.get(stat.S_IFMT(info.st_mode), 'not a regular file')}", source=source)
     if info.st_size > limit:
-        raise ConfigError(f"expected {what} of at most {limit:,} bytes, got {info.st_size:,} bytes", source=source)
+        raise ConfigError(f"expected {what} of at most {limit:,} bytes, got {info.st_size:,} bytes",
+                          source=source)
     try:
         with open(path, "rb") as f:  # a regular file a moment ago (stat above): opening it does not wait
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
@@ -163,11 +170,12 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         text = data_bytes.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"expected a YAML file (UTF-8 text), got bytes that are not UTF-8 (at byte {e.start})",
-                          source=source) from None
+        raise ConfigError("expected a YAML file (UTF-8 text), got bytes that are not UTF-8 "
+                          f"(at byte {e.start})", source=source) from None
     data = parse_yaml(text, source)
     if not isinstance(data, dict):
-        raise ConfigError(f"expected a YAML mapping at the top level, got {describe_value(data)}", source=source)
+        raise ConfigError(f"expected a YAML mapping at the top level, got {describe_value(data)}",
+                          source=source)
     return data
 
 

@@ -15,7 +15,8 @@ from ..model.memory import training_memory
 
 _BY_PART = {
     "attention_transient": [("training.attention_kernel=flash", "no S×S score matrices per tile")],
-    "attention_recompute": [("training.attention_recompute=once", "keep attention's output instead of re-running it")],
+    "attention_recompute": [("training.attention_recompute=once",
+                             "keep attention's output instead of re-running it")],
     "stored_activations": [("training.activations=recompute", "keep each layer's input only")],
     "resident_weights": [("hardware.mesh.rows/cols", "a larger wafer spreads the resident weights thinner")],
     "lm_head_weights": [("hardware.mesh.rows/cols", "a larger wafer spreads the LM head thinner")],
@@ -39,8 +40,8 @@ def no_fit_advice(spec: ExperimentSpec) -> tuple[str, list[tuple[str, str]]]:
     if part == "stored_activations" and t.activations != "store":
         out = []
     if part in ("attention_transient", "attention_recompute", "stored_activations", "expert_transient",
-                "expert_recompute", "ffn_transient", "ffn_recompute", "lm_head_transient", "concat_buffer") and (
-            seq_len := _longest_fitting_seq_len(spec)):
+                "expert_recompute", "ffn_transient", "ffn_recompute", "lm_head_transient",
+                "concat_buffer") and (seq_len := _longest_fitting_seq_len(spec)):
         out.append((f"training.seq_len={seq_len}", f"the longest sequence that fits at G=1, B=1; {_SHORTER}"))
     reserved = phase.components.get("reserved", 0)
     need = (phase.total - reserved) / max(1e-9, 1 - hw.pe.reserved_fraction)

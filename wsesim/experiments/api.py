@@ -83,7 +83,8 @@ def _records(results: Any) -> list[dict[str, Any]]:
         return [dict(results)]
     if isinstance(results, Iterable):
         return [r for item in results for r in _records(item)]
-    raise TypeError(f"expected a results.csv path, sweep rows, a RunResult or a TuneResult, got {type(results).__name__}")
+    raise TypeError("expected a results.csv path, sweep rows, a RunResult or a TuneResult, "
+                    f"got {type(results).__name__}")
 
 
 def _typed(pd: Any, column: Any) -> Any:

@@ -48,10 +48,12 @@ MESH_NODE_SECONDS = 1.2e-5       # per mesh node: the mesh, its links, per-node 
 MESH_NODE_KNEE = 2.5e5           # ... growing with the mesh: × (1 + N / knee)
 BASIS_BYTES = 220.0             # peak per (mesh node × expert region), both bases and the plan
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
-PACKET_GRANT = {"packet": (0.11e-6, 6.0), "packet-simpy": (8e-6, 40.0)}  # (seconds, peak bytes) per link grant
+# (seconds, peak bytes) per link grant
+PACKET_GRANT = {"packet": (0.11e-6, 6.0), "packet-simpy": (8e-6, 40.0)}
 ENGINE_SECONDS = {"fast": 12e-6, "reference": 4.5e-4}  # per (micro-batch × layer × expert)
 ENGINE_LAYER_SECONDS = {"fast": 0.4e-3, "reference": 1.5e-3}  # per (micro-batch × layer)
-ENGINE_KNEE = 1e7                # micro-batch × layer × expert: beyond, each costs more (× (1 + count / knee))
+ENGINE_KNEE = 1e7                # micro-batch × layer × expert: beyond, each costs more
+                                 # (× (1 + count / knee))
 TRACE_BYTES = {"fast": (20e3, 0.9e3), "reference": (40e3, 11e3)}  # per (micro-batch × layer): + per expert
 SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per micro-batch, layer and tile
 ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
@@ -75,7 +77,8 @@ class WorkEstimate:
     packet_events: float  # over the whole step
     seconds: float  # one run, the bases included
     bytes: float
-    driver: str  # the term that dominates: "mesh", "packet", "micro-batches", "tiles", "routing", "wafer maps"
+    # the term that dominates: "mesh", "packet", "micro-batches", "tiles", "routing", "wafer maps"
+    driver: str
     setup_seconds: float = 0.0  # of ``seconds``: the bases, built once per process
     micro_batches: int = 1
     tiles: int = 1
@@ -89,9 +92,10 @@ class WorkEstimate:
     def describe(self, runs: int = 1) -> str:
         counts = f"{self.mesh_nodes:,} mesh nodes × {self.regions:,} expert regions"
         if self.packet_messages:
-            counts += (f", {self.packet_messages:,} packet messages per dispatch × {2 * self.layers} dispatches "
-                       f"≈ {self.packet_events:.2g} events")
-        counts += f", {self.micro_batches:,} micro-batch{'es' if self.micro_batches != 1 else ''} × {self.layers} layers"
+            counts += (f", {self.packet_messages:,} packet messages per dispatch × {2 * self.layers} "
+                       f"dispatches ≈ {self.packet_events:.2g} events")
+        counts += (f", {self.micro_batches:,} micro-batch{'es' if self.micro_batches != 1 else ''} "
+                   f"× {self.layers} layers")
         counts += f" × {self.experts:,} experts" + (f" × {self.tiles:,} tiles" if self.tiles > 1 else "")
         if self.systems > 1:
             counts += f", {self.systems} systems (simulated twice)"
@@ -100,7 +104,8 @@ class WorkEstimate:
                 f"mostly {self.driver}")
 
 
-def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False, micro_batches: int | None = None) -> WorkEstimate:
+def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
+                  micro_batches: int | None = None) -> WorkEstimate:
     """The cost of simulating one step of ``spec`` (see the module docstring); ``wafer_maps``: and writing
     its wafer maps. ``micro_batches``: the count the run resolved, else the fewest it can resolve to."""
     hw, m, sim, t = spec.hardware, spec.model, spec.simulation, spec.training
@@ -127,7 +132,8 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False, micro_batch
     per_expert = ENGINE_SECONDS.get(engine, max(ENGINE_SECONDS.values()))
     grow = 1 + M * L * E / ENGINE_KNEE
     trace_layer, trace_expert = TRACE_BYTES.get(engine, TRACE_BYTES["reference"])
-    terms["micro-batches" if M > 1 else "experts"] = (sims * M * L * (per_layer + E * per_expert) * grow, sims * M * L * (trace_layer + E * trace_expert))
+    terms["micro-batches" if M > 1 else "experts"] = (sims * M * L * (per_layer + E * per_expert) * grow,
+                                                      sims * M * L * (trace_layer + E * trace_expert))
     spans = 4.0 * M * L * t.tiles  # forward, recompute, and backward twice: one span per tile each
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
@@ -181,8 +187,8 @@ def check_routing(spec: ExperimentSpec) -> None:
         fit = _largest(lambda n: replace(estimate_work(spec, micro_batches=1), seconds=0.0,
                                          bytes=BASE_BYTES + L * n * ROUTE[1]), E)
         raise ConfigError(f"this cannot be sized here: its routing needs more memory than this machine has "
-                          f"({_size(machine_memory())}): about {_size(nbytes)} ({L:,} layers × {E:,} experts); "
-                          f"--set model.experts={fit} would fit (now {E:,})")
+                          f"({_size(machine_memory())}): about {_size(nbytes)} ({L:,} layers × {E:,} "
+                          f"experts); --set model.experts={fit} would fit (now {E:,})")
 
 
 def estimate_search(spec: ExperimentSpec, candidates: list[tuple[int, Any]]) -> WorkEstimate:
@@ -224,7 +230,8 @@ def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what:
     each holding one run's memory) cannot finish on this machine."""
     memory, limit_s = machine_memory(), max_run_seconds()
     nbytes = estimate.bytes * workers
-    seconds = estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1 else estimate.total_seconds(runs)
+    seconds = (estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1
+               else estimate.total_seconds(runs))
     too_big = nbytes > MEMORY_FRACTION * memory
     too_long = seconds > limit_s
     if not (too_big or too_long):
@@ -233,7 +240,8 @@ def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what:
            else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
     if workers > 1:
         why += f" with --workers {workers} ({_size(nbytes)} in all)"
-    fraction = min(limit_s / seconds if too_long else 1.0, MEMORY_FRACTION * memory / nbytes if too_big else 1.0)
+    fraction = min(limit_s / seconds if too_long else 1.0,
+                   MEMORY_FRACTION * memory / nbytes if too_big else 1.0)
     raise ConfigError(f"{what} cannot finish here: it {why}: {estimate.describe(runs)}; "
                       f"{_advice(spec, estimate, too_big, fraction, workers, runs)}")
 
@@ -255,13 +263,15 @@ def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: floa
     if e.driver == "wafer maps":
         return f"leave out --out and --png (the maps of {spec.hardware.pes:,} PEs), or use a smaller mesh"
     if e.driver == "tiles":
-        fit = _largest(lambda n: estimate_work(_tiled(spec, n, t.batch_per_tile), micro_batches=e.micro_batches), t.tiles, runs)
+        fit = _largest(lambda n: estimate_work(_tiled(spec, n, t.batch_per_tile),
+                                               micro_batches=e.micro_batches), t.tiles, runs)
         return f"--set training.tiles={fit} would fit (now {t.tiles:,})"
     if e.driver == "routing" or (e.driver == "experts" and m.experts > 0):
         key = "experts" if m.experts >= m.layers or e.driver == "experts" else "layers"
         now = getattr(m, key)
-        fit = _largest(lambda n: estimate_work(spec.model_copy(update={"model": m.model_copy(update={key: n})}),
-                                               micro_batches=e.micro_batches), now, runs)
+        fit = _largest(lambda n: estimate_work(
+            spec.model_copy(update={"model": m.model_copy(update={key: n})}),
+            micro_batches=e.micro_batches), now, runs)
         cheapest = min(ENGINE_SECONDS, key=lambda name: ENGINE_SECONDS[name])
         engine = f" (or simulation.engine: {cheapest})" if spec.simulation.engine != cheapest else ""
         return f"--set model.{key}={fit} would fit (now {now:,}){engine}"
@@ -276,10 +286,12 @@ def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: floa
 
 
 def _largest(estimate_at: Any, now: int, runs: int = 1) -> int:
-    """The largest count in [1, now) whose ``runs`` runs the estimate lets finish (1 if none): a binary search."""
+    """The largest count in [1, now) whose ``runs`` runs the estimate lets finish (1 if none): a binary
+    search."""
     def fits(n: int) -> bool:
         e = estimate_at(n)
-        return e.bytes <= MEMORY_FRACTION * machine_memory() and e.total_seconds(runs) <= max_run_seconds_or_default()
+        return (e.bytes <= MEMORY_FRACTION * machine_memory()
+                and e.total_seconds(runs) <= max_run_seconds_or_default())
 
     lo, hi = 1, max(now - 1, 1)
     if not fits(lo):
@@ -296,7 +308,8 @@ def max_run_seconds() -> float:
 
 
 def max_sweep_seconds() -> float:
-    """The longest estimated sweep allowed (its points over its workers): ``WSESIM_MAX_SWEEP_S``, else a day."""
+    """The longest estimated sweep allowed (its points over its workers): ``WSESIM_MAX_SWEEP_S``, else a
+    day."""
     return _seconds_from_env("WSESIM_MAX_SWEEP_S", DEFAULT_MAX_SWEEP_SECONDS)
 
 
@@ -321,14 +334,14 @@ def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) ->
     wall, nbytes = seconds / running, running * peak_bytes
     if nbytes > MEMORY_FRACTION * memory and running > 1:
         fit = max(1, int(MEMORY_FRACTION * memory // max(peak_bytes, 1.0)))
-        raise ConfigError(f"expected at most --workers {fit} here: {running} workers would hold up to {_size(nbytes)} "
-                          f"at once (this machine has {_size(memory)}; the largest point needs {_size(peak_bytes)})",
-                          source="--workers")
+        raise ConfigError(f"expected at most --workers {fit} here: {running} workers would hold up to "
+                          f"{_size(nbytes)} at once (this machine has {_size(memory)}; the largest point "
+                          f"needs {_size(peak_bytes)})", source="--workers")
     if wall > limit_s:
         raise ConfigError(f"this sweep cannot finish here: it would run longer than {_duration(limit_s)} "
                           f"(WSESIM_MAX_SWEEP_S): about {_duration(wall)} for {points:,} points on {running} "
-                          f"worker{'s' if running > 1 else ''} ({_duration(seconds)} of work); use fewer points, more "
-                          "--workers, or a --scheduler")
+                          f"worker{'s' if running > 1 else ''} ({_duration(seconds)} of work); use fewer "
+                          "points, more --workers, or a --scheduler")
 
 
 def sweep_duration(seconds: float, points: int, workers: int) -> str:
@@ -340,14 +353,15 @@ def sweep_duration(seconds: float, points: int, workers: int) -> str:
 def check_fabric(nodes: int, pes: int, experts: int) -> None:
     """Refuse ``wsesim fabric --pattern dispatch --experts`` that cannot be laid out or held here."""
     if experts > pes:
-        raise ConfigError(f"expected at most one expert region per PE (at most {pes:,} here), got {experts:,}",
-                          path="--experts")
+        raise ConfigError(f"expected at most one expert region per PE (at most {pes:,} here), "
+                          f"got {experts:,}", path="--experts")
     nbytes = BASE_BYTES + FABRIC_PAIR_BYTES * nodes * experts
     if nbytes > MEMORY_FRACTION * machine_memory():
         fit = max(1, int((MEMORY_FRACTION * machine_memory() - BASE_BYTES) / (FABRIC_PAIR_BYTES * nodes)))
         raise ConfigError(f"expected at most {fit:,} expert regions on {nodes:,} mesh nodes here (about "
-                          f"{_size(nbytes)} of traffic, this machine has {_size(machine_memory())}), got {experts:,}: "
-                          "use fewer --experts or a coarser --granularity", path="--experts")
+                          f"{_size(nbytes)} of traffic, this machine has {_size(machine_memory())}), "
+                          f"got {experts:,}: use fewer --experts or a coarser --granularity",
+                          path="--experts")
 
 
 def machine_memory() -> float:
@@ -388,4 +402,5 @@ def _size(nbytes: float) -> str:
     return ""  # unreachable
 
 
-__all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work", "machine_memory", "max_run_seconds", "refuse"]
+__all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",
+           "machine_memory", "max_run_seconds", "refuse"]

@@ -37,8 +37,9 @@ and the wall-clock time is the host's, not a result (it differs run to run)."""
 RESULT_COLUMNS = ["point", "point_key", "status", "reason", "tuned"] + [
     f for f in RunResult.__dataclass_fields__ if f not in ("phases", *RETIRED_COLUMNS)] + [
     f"phase_{p}_cycles" for p in STEP_PHASES]
-_KNOWN_UNRUN = {"tokens_per_step", "peak_sram_bytes_per_pe", "sram_capacity_bytes_per_pe", "binding_memory_phase",
-                "expert_region_load", "micro_batches", "systems"}  # what an infeasible result still knows
+# what an infeasible result still knows
+_KNOWN_UNRUN = {"tokens_per_step", "peak_sram_bytes_per_pe", "sram_capacity_bytes_per_pe",
+                "binding_memory_phase", "expert_region_load", "micro_batches", "systems"}
 _FIELDS = list(RunResult.__dataclass_fields__)
 MEASURED_COLUMNS = tuple(c for c in RESULT_COLUMNS if c.startswith("phase_") or (
     c in _FIELDS[_FIELDS.index("infeasible_reason") + 1:] and c not in _KNOWN_UNRUN))
@@ -104,7 +105,8 @@ def swept_values(spec: Any, keys: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def result_columns(override_keys: list[str], extra: Iterable[str] = (), *, speedup: bool = False) -> list[str]:
+def result_columns(override_keys: list[str], extra: Iterable[str] = (), *,
+                   speedup: bool = False) -> list[str]:
     """A sweep's CSV columns: the fixed ones, one ``set:KEY`` per override key after the first four and
     the ``swept_columns`` after them, ``speedup`` after the throughput when the sweep pairs G=1 with tuned,
     then any ``extra`` columns (kept from an older file on --resume) not already there nor retired."""
@@ -151,7 +153,8 @@ def add_speedups(rows: list[dict[str, Any]], keys: list[str]) -> None:
             row[SPEEDUP] = float(row["throughput_tokens_per_s"]) / float(base["throughput_tokens_per_s"])
 
 
-def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *, columns: list[str] | None = None) -> str:
+def csv_text(rows: Iterable[dict[str, Any]], override_keys: list[str], *,
+             columns: list[str] | None = None) -> str:
     """The CSV of ``rows`` sorted by point: ``result_columns`` (with ``speedup`` when a row has it), or
     exactly ``columns`` (a serving sweep's: ``resume.table_columns(sweep)``)."""
     rows = list(rows)

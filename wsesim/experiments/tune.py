@@ -158,7 +158,8 @@ class SystemsSearch:
         return {"global_batch": self.global_batch, "best": best.to_dict() if best else None,
                 "pareto": [r.to_dict() for r in self.pareto()],
                 "per_systems": [{"systems": n, "best": t.best.to_dict() if t.best.feasible else None,
-                                 "candidates": [c.to_dict() for c in t.candidates]} for n, t in self.per_systems],
+                                 "candidates": [c.to_dict() for c in t.candidates]}
+                                for n, t in self.per_systems],
                 "skipped": [{"systems": n, "why": why} for n, why in self.skipped]}
 
 
@@ -199,4 +200,5 @@ def candidates_table(results: list[tuple[RunResult, dict[str, Any]]]) -> list[di
     wall-clock time)."""
     from ..analysis.results import WALL_CLOCK_FIELDS
 
-    return [{**marks, **{k: v for k, v in r.scalars().items() if k not in WALL_CLOCK_FIELDS}} for r, marks in results]
+    return [{**marks, **{k: v for k, v in r.scalars().items() if k not in WALL_CLOCK_FIELDS}}
+            for r, marks in results]

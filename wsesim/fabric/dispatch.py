@@ -29,11 +29,13 @@ def _region_bytes(placement: Placement, expert_bytes: np.ndarray) -> np.ndarray:
     x = np.asarray(expert_bytes, dtype=np.float64).reshape(-1)
     experts = len(placement.expert_region_index)
     if len(x) != experts or not np.all(np.isfinite(x)) or (len(x) and x.min() < 0):
-        raise InternalError(f"expected {experts} finite, non-negative byte counts (one per expert), got {len(x)} values")
+        raise InternalError(f"expected {experts} finite, non-negative byte counts (one per expert), "
+                            f"got {len(x)} values")
     return np.bincount(placement.expert_region_index, x, minlength=len(placement.regions))
 
 
-def dispatch_traffic(mesh: Mesh, placement: Placement, expert_bytes: np.ndarray, *, reverse: bool = False) -> Traffic:
+def dispatch_traffic(mesh: Mesh, placement: Placement, expert_bytes: np.ndarray, *,
+                     reverse: bool = False) -> Traffic:
     """MoE dispatch as messages: ``expert_bytes[e]`` bytes (all tokens for expert ``e``, from the whole
     wafer) go from every node, in proportion to its PEs, to the region of expert ``e``; experts sharing
     a region share its messages, so there are at most nodes × (regions + 1) messages. ``reverse=True``
@@ -179,8 +181,10 @@ class DispatchModel:
 
         def part(lo: int, hi: int) -> None:
             mine = (region >= lo) & (region < hi)
-            u_min, key = grouped_path(self.mesh, src[mine], dst[mine], region[mine] - lo, hi - lo, self.routing)
-            self._row_u[:, lo:hi], self._row_key[:, lo:hi] = _narrow(u_min[:, self._rows].T, key[:, self._rows].T)
+            u_min, key = grouped_path(self.mesh, src[mine], dst[mine], region[mine] - lo, hi - lo,
+                                      self.routing)
+            self._row_u[:, lo:hi], self._row_key[:, lo:hi] = _narrow(u_min[:, self._rows].T,
+                                                                     key[:, self._rows].T)
 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-latency") as pool:
             for done in [pool.submit(part, lo, hi) for lo, hi in group_blocks(regions, len(region))]:
@@ -196,7 +200,8 @@ class DispatchModel:
         return decode(np.where(u == _NO_U, np.inf, u), np.where(k == EMPTY, NONE, k))
 
     @classmethod
-    def pair(cls, mesh: Mesh, placement: Placement, *, routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
+    def pair(cls, mesh: Mesh, placement: Placement, *,
+             routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
         """(dispatch, combine): both directions from one message plan, built side by side in two threads
         (numpy releases the GIL in the large array operations; each model reads only the shared plan, and
         its build holds scratch for one block of regions at a time besides its basis)."""
@@ -277,7 +282,8 @@ class DispatchModel:
         if cut > len(t):
             t = np.concatenate([t, basis[len(t):cut] @ y])
             busy = busy_cycles(t)
-        some = np.union1d(np.flatnonzero((busy > 0) & (busy + self._path_bound[:len(t)] * hop > floor)), [top])
+        some = np.union1d(np.flatnonzero((busy > 0) & (busy + self._path_bound[:len(t)] * hop > floor)),
+                          [top])
         path = np.full(len(t), NONE)
         path[some] = self._path(some, active)
         return flow_cycles(self.mesh, busy, path), float(t.max()) * self.mesh.wavelet_bytes

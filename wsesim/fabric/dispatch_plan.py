@@ -95,7 +95,8 @@ def _points(w: _Walks, lo: int, hi: int) -> Plan:
     point = np.empty(int(length.sum()))
     src_of = np.empty(len(point), dtype=it)
     dst_of = np.empty(len(point), dtype=it)
-    at = offset.astype(it)[:, None] + np.arange(n, dtype=it)[None, :] + merged_before  # a source boundary's place
+    # a source boundary's place
+    at = offset.astype(it)[:, None] + np.arange(n, dtype=it)[None, :] + merged_before
     point[at] = w.c_src[None, :]
     src_of[at] = np.arange(n, dtype=it)[None, :]
     dst_of[at] = first.astype(it)[:, None] + below
@@ -162,7 +163,8 @@ def region_plan(mesh: Mesh, placement: Placement) -> Plan:
         r0 = r - lo
         order = np.argsort(r0 * n + rank[r0, s], kind="stable")
         end = done + len(order)
-        src[done:end], dst[done:end], region[done:end], share[done:end] = s[order], d[order], r[order], f[order]
+        src[done:end], dst[done:end], region[done:end], share[done:end] = (s[order], d[order], r[order],
+                                                                           f[order])
         done = end
     return src[:done], dst[:done], region[:done], share[:done]
 

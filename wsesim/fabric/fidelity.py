@@ -89,9 +89,11 @@ FABRICS: dict[str, Fidelity] = {
     "flow": Fidelity("wsesim.fabric.flow:FlowFabric", "link loads and path latencies, vectorised",
                      _flow_dispatch),
     "packet": Fidelity("wsesim.fabric.packet:PacketFabric",
-                       "every message through every stage, a vectorised discrete-event model", _simulated_dispatch),
+                       "every message through every stage, a vectorised discrete-event model",
+                       _simulated_dispatch),
     "packet-simpy": Fidelity("wsesim.fabric.packet_simpy:SimPyPacketFabric",
-                             "the same as a SimPy process per message: packet's reference", _simulated_dispatch),
+                             "the same as a SimPy process per message: packet's reference",
+                             _simulated_dispatch),
 }
 """Fabric fidelities by name (the ``simulation.fabric`` key)."""
 

@@ -43,7 +43,8 @@ class _Segments:
         self.hops = np.abs(rd - rs) + np.abs(cd - cs)
         self.rc = rs, cs, rd, cd
         self.routing = routing
-        hr, vc = (rs, cd) if routing == "xy" else (rd, cs)  # row of the horizontal leg, column of the vertical
+        # row of the horizontal leg, column of the vertical
+        hr, vc = (rs, cd) if routing == "xy" else (rd, cs)
         east, south = cd > cs, rd > rs
         # east links (c -> c+1) at columns cs..cd-1 of row block 0; west links (c -> c-1) at columns
         # cd+1..cs of row block 1 (a message with cd == cs gets an empty west range)
@@ -70,14 +71,18 @@ class _Segments:
         groups side by side: the dispatch model's basis, one row per link)."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         w = np.asarray(weight, dtype=np.float64)[self.remote]
-        g = np.zeros(len(w), dtype=np.int32) if group is None else as_index(np.asarray(group)[self.remote], groups)
+        g = (np.zeros(len(w), dtype=np.int32) if group is None
+             else as_index(np.asarray(group)[self.remote], groups))
         load = np.zeros((R, C, LINKS_PER_NODE, groups))
         if len(w):
             # the running sums go straight into the link array (a view per direction: no copies)
-            _running(self.h, w, 2 * R, C + 1, g, groups, out=(load[:, :, EAST], load[:, :, WEST]), transpose=False)
-            _running(self.v, w, 2 * C, R + 1, g, groups, out=(load[:, :, SOUTH], load[:, :, NORTH]), transpose=True)
+            _running(self.h, w, 2 * R, C + 1, g, groups, out=(load[:, :, EAST], load[:, :, WEST]),
+                     transpose=False)
+            _running(self.v, w, 2 * C, R + 1, g, groups, out=(load[:, :, SOUTH], load[:, :, NORTH]),
+                     transpose=True)
             size = R * C * groups
-            load[:, :, INJECT] = np.bincount(as_index(self.src, size) * groups + g, w, minlength=size).reshape(R, C, groups)
+            load[:, :, INJECT] = np.bincount(as_index(self.src, size) * groups + g, w,
+                                             minlength=size).reshape(R, C, groups)
             uni = np.ones(len(w), dtype=bool) if self.mc is None else ~self.mc
             load[:, :, EJECT] = np.bincount((as_index(self.dst, size) * groups + g)[uni], w[uni],
                                             minlength=size).reshape(R, C, groups)
@@ -100,7 +105,8 @@ class _Segments:
         sel = np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
-        g = np.zeros(len(h), dtype=np.int32) if group is None else as_index(np.asarray(group)[self.remote][sel], groups)
+        g = (np.zeros(len(h), dtype=np.int32) if group is None
+             else as_index(np.asarray(group)[self.remote][sel], groups))
         # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min (the
         # longest route only over all the messages together: per group it is not asked for)
         nc = 3 if group is None else 2
@@ -108,12 +114,15 @@ class _Segments:
         if len(h):
             # a leg starting at position p0 with u0 hops behind it has u = u0 + σ(p − p0) at position p
             xy, w = self.routing == "xy", int(W)
-            legs = ((self.h, 2 * R, C + 1, np.where(cd > cs, 1, -1), cs, 0 if xy else np.abs(rd - rs), (EAST, WEST)),
-                    (self.v, 2 * C, R + 1, np.where(rd > rs, 1, -1), rs, np.abs(cd - cs) if xy else 0, (SOUTH, NORTH)))
+            legs = ((self.h, 2 * R, C + 1, np.where(cd > cs, 1, -1), cs, 0 if xy else np.abs(rd - rs),
+                     (EAST, WEST)),
+                    (self.v, 2 * C, R + 1, np.where(rd > rs, 1, -1), rs, np.abs(cd - cs) if xy else 0,
+                     (SOUTH, NORTH)))
             for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
                 base = u0 - sign * p0
                 cols = np.stack([base * (w - 1) + h, -base, h][:nc], axis=1).astype(np.int32)
-                shift = as_index(g, groups * rows * width) * (rows * width)  # each group its own copy of the lines
+                # each group its own copy of the lines
+                shift = as_index(g, groups * rows * width) * (rows * width)
                 x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), cols, groups * rows, width)
                 x = x.reshape(groups, rows, width, nc)[:, :, :width - 1]
                 p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
@@ -124,7 +133,8 @@ class _Segments:
                 if fwd == EAST:
                     out[:, :, :, fwd], out[:, :, :, back] = half
                 else:
-                    out[:, :, :, fwd], out[:, :, :, back] = half[0].transpose(0, 2, 1, 3), half[1].transpose(0, 2, 1, 3)
+                    out[:, :, :, fwd], out[:, :, :, back] = (half[0].transpose(0, 2, 1, 3),
+                                                             half[1].transpose(0, 2, 1, 3))
             ramps = out.reshape(groups * R * C, LINKS_PER_NODE, nc)
             at = as_index(g, groups * R * C) * (R * C)
             at_src, at_dst, h32 = at + self.src[sel], at + self.dst[sel], h.astype(np.int32)
@@ -153,8 +163,8 @@ class _Segments:
 
 
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
-             group: np.ndarray | None = None, groups: int = 1, out: tuple[np.ndarray, np.ndarray] | None = None,
-             transpose: bool = False) -> np.ndarray | None:
+             group: np.ndarray | None = None, groups: int = 1,
+             out: tuple[np.ndarray, np.ndarray] | None = None, transpose: bool = False) -> np.ndarray | None:
     """Add ``w`` from flat index ``start`` up to (not including) ``stop`` within each row of a
     ``rows × width`` array, each ``group`` apart: a difference array and a running sum along the rows.
     Returns shape ``(rows, width, groups)``; or, given ``out`` (two arrays, for the first and second half
@@ -215,8 +225,8 @@ def _by_block(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, g
         yield lo, hi, mine, _Segments(mesh, src[mine], dst[mine], routing, None)
 
 
-def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
-                  routing: str = "xy") -> np.ndarray:
+def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray,
+                  groups: int, routing: str = "xy") -> np.ndarray:
     """For unicast messages in ``groups`` groups: the link loads of ``weight`` per group, shape
     ``(nodes * 6, groups)`` (a link's groups side by side), computed a block of groups at a time."""
     out = np.empty((mesh.nodes * LINKS_PER_NODE, groups))
@@ -226,8 +236,8 @@ def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     return out
 
 
-def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray, groups: int,
-                  routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray,
+                  groups: int, routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``grouped_loads`` and, over all the messages together, the (u_min, key) the path latency comes
     from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and the most hops of any
     route over each link, each of shape ``(nodes * 6,)``: per block, then the minimum (u_min) or maximum
@@ -254,8 +264,8 @@ def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray
     u_min, key = np.empty((groups, links)), np.empty((groups, links))
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(len(segments.remote), dtype=bool), group[mine] - lo,
-                                                     hi - lo)
+        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(len(segments.remote), dtype=bool),
+                                                     group[mine] - lo, hi - lo)
     return u_min, key
 
 
@@ -273,7 +283,8 @@ def _prefix(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 def outer_link_loads(mesh: Mesh, a: np.ndarray, b: np.ndarray, routing: str = "xy") -> np.ndarray:
-    """Link loads of product traffic ``T[s, d] = a[s]·b[d]`` (``s != d``) in O(nodes), shape ``(nodes * 6,)``.
+    """Link loads of product traffic ``T[s, d] = a[s]·b[d]`` (``s != d``) in O(nodes), shape
+    ``(nodes * 6,)``.
 
     Under XY a message crosses the east link (r, c)→(r, c+1) iff it starts in row r at a column ≤ c
     and ends in a column > c (any row): load = (a summed over row r, columns ≤ c) × (b summed over
@@ -326,7 +337,8 @@ def flow_cycles(mesh: Mesh, busy: np.ndarray, path_hops: np.ndarray) -> float:
 
 
 def link_busy(mesh: Mesh, link_load: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(busy cycles, unrounded wavelet cycles) of each link with these loads (``busy_cycles`` link by link)."""
+    """(busy cycles, unrounded wavelet cycles) of each link with these loads (``busy_cycles`` link by
+    link)."""
     bw = mesh.link_bytes_per_cycle
     t = np.divide(link_load, bw, out=np.zeros_like(link_load), where=bw > 0)
     return busy_cycles(t), t

@@ -33,7 +33,8 @@ W = 65536.0     # key = u·W + t; routes have fewer hops than W
 
 
 def decode(u_min: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """``u_min + t*`` per link from the maxima of −u (``u_min`` negated back by the caller) and of the key."""
+    """``u_min + t*`` per link from the maxima of −u (``u_min`` negated back by the caller) and of the
+    key."""
     out = np.full(len(key), NONE)
     some = key > NONE
     u = np.floor(key[some] / W)
@@ -65,7 +66,8 @@ def range_max(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, w
     cell = np.r_[lo, hi - (1 << k)] + np.r_[k, k] * size
     for c in range(cols):
         np.maximum.at(table[c].reshape(-1), cell, np.r_[w[:, c], w[:, c]])
-    for j in range(table.shape[1] - 1, 0, -1):  # a block of 2^j at p holds the blocks of 2^(j−1) at p and p + 2^(j−1)
+    # a block of 2^j at p holds the blocks of 2^(j−1) at p and p + 2^(j−1)
+    for j in range(table.shape[1] - 1, 0, -1):
         half, up, down = 1 << (j - 1), table[:, j], table[:, j - 1]
         np.maximum(down, up, out=down)
         np.maximum(down[:, half:], up[:, :-half], out=down[:, half:])
@@ -112,7 +114,8 @@ def _xy(a: np.ndarray, b: np.ndarray) -> dict[int, np.ndarray]:
         east[:, :-1] = _scan(c + far_row, "max", 1, reverse=True)[:, 1:] - src_le[:, :-1]
         # west: t* − c = max over c' < c of (far_row − c'); u_min = nearest source ≥ c − c
         west[:, 1:] = _scan(far_row - c, "max", 1)[:, :-1] + src_ge[:, 1:]
-        # south: u_min − r = min over source rows r' ≤ r of (near_col − r'); t* + r = lowest destination below r
+        # south: u_min − r = min over source rows r' ≤ r of (near_col − r'); t* + r = lowest destination
+        # below r
         lowest = _scan(np.where(b, r, NONE), "max", 0, reverse=True)
         south[:-1, :] = _scan(near_col - r, "min", 0)[:-1, :] + lowest[1:, :]
         # north: u_min + r = min over r' ≥ r of (near_col + r'); t* − r = −(highest destination above r)
@@ -123,9 +126,10 @@ def _xy(a: np.ndarray, b: np.ndarray) -> dict[int, np.ndarray]:
             out[d] = v
         # inject: u = 0, t* = the farthest destination; eject: u_min = the nearest other source, t = 0
         dr, dc = np.nonzero(b)
-        far = np.max([sr * r + sc * c - (sr * dr + sc * dc).min() for sr in (1, -1) for sc in (1, -1)], axis=0) \
-            if len(dr) else np.full((R, C), NONE)
-        out[INJECT] = np.where(a & ~(b & (b.sum() == 1)), far, NONE)  # not a source whose only destination is itself
+        far = np.max([sr * r + sc * c - (sr * dr + sc * dc).min() for sr in (1, -1) for sc in (1, -1)],
+                     axis=0) if len(dr) else np.full((R, C), NONE)
+        # not a source whose only destination is itself
+        out[INJECT] = np.where(a & ~(b & (b.sum() == 1)), far, NONE)
         above = _scan(near_col - r, "min", 0, shift=True) + r           # sources in rows above
         below = _scan(near_col + r, "min", 0, reverse=True, shift=True) - r
         left = c - _scan(np.where(a, c, -inf), "max", 1, shift=True)    # same row, strictly left
@@ -210,7 +214,8 @@ class RouteIndex:
         return owner, order[first + np.arange(len(owner))]
 
     def query(self, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(u_min, key) of shape ``(len(links), groups)``: +inf and ``NONE`` where a group's routes miss the link."""
+        """(u_min, key) of shape ``(len(links), groups)``: +inf and ``NONE`` where a group's routes miss the
+        link."""
         R, C = self.mesh.rows, self.mesh.cols
         links = np.asarray(links, dtype=np.int64)
         node, d = np.divmod(links, LINKS_PER_NODE)

@@ -287,7 +287,8 @@ class PacketFabric:
     mode = "packet"
     HEAP_STAGES = 100_000
 
-    def __init__(self, mesh: Mesh, routing: str = "xy", max_messages: int = 2_000_000, method: str = "auto") -> None:
+    def __init__(self, mesh: Mesh, routing: str = "xy", max_messages: int = 2_000_000,
+                 method: str = "auto") -> None:
         if method not in ("auto", "windows", "heap"):
             raise ConfigError(f"expected one of auto, windows, heap, got {method!r}", path="method")
         self.mesh = mesh
@@ -297,7 +298,8 @@ class PacketFabric:
 
     def simulate(self, traffic: AnyTraffic) -> FabricResult:
         mesh = self.mesh
-        traffic = listed(traffic, mesh, self.max_messages, "packet fidelity", "the flow fidelity or a smaller mesh")
+        traffic = listed(traffic, mesh, self.max_messages, "packet fidelity",
+                         "the flow fidelity or a smaller mesh")
         msg, w = stripes(mesh, traffic)
         arrivals: dict[int, tuple[float, ...]] = {}
         used, stripe_of = np.unique(msg, return_inverse=True)
@@ -312,8 +314,9 @@ class PacketFabric:
         else:
             codes, offsets = route_codes(mesh, traffic.src[used], traffic.dst[used], self.routing)
             if len(codes) >= 1 << 31 or int(w.max()) > _LOW:
-                raise ConfigError(f"{len(codes):,} route stages (or {int(w.max()):,} wavelets in one stripe) are "
-                                  "too many for the packet fidelity; use the flow fidelity or a smaller mesh")
+                raise ConfigError(f"{len(codes):,} route stages (or {int(w.max()):,} wavelets in one stripe) "
+                                  "are too many for the packet fidelity; "
+                                  "use the flow fidelity or a smaller mesh")
             cycles, granted = _windows(mesh, codes, offsets[stripe_of.reshape(-1)], w)
         return packet_result(mesh, self.mode, traffic, self.routing, cycles, granted, msg, arrivals)
 

@@ -119,7 +119,8 @@ class SimPyPacketFabric:
                 kind = link % LINKS_PER_NODE
                 if link not in lanes:
                     lanes[link] = [0.0] * int(mesh.link_parallel[link])
-                stages.append((lanes[link], latency.get(kind, mesh.hop_cycles), receiver if kind == EJECT else -1))
+                stages.append((lanes[link], latency.get(kind, mesh.hop_cycles),
+                               receiver if kind == EJECT else -1))
                 receiver += kind == EJECT
             if mc[i]:
                 arrivals[i] = [0.0] * len(route.receivers)

@@ -39,7 +39,8 @@ class Traffic:
         dst = np.asarray(self.dst, dtype=np.int64).reshape(-1)
         nbytes = np.asarray(self.nbytes, dtype=np.float64).reshape(-1)
         if not (len(src) == len(dst) == len(nbytes)):
-            raise InternalError(f"expected src, dst and nbytes of one length, got {len(src)}, {len(dst)}, {len(nbytes)}")
+            raise InternalError(f"expected src, dst and nbytes of one length, got {len(src)}, {len(dst)}, "
+                                f"{len(nbytes)}")
         if len(nbytes) and not (np.all(np.isfinite(nbytes)) and nbytes.min() >= 0):
             raise InternalError("expected finite, non-negative message sizes (bytes)")
         object.__setattr__(self, "src", src)
@@ -64,8 +65,10 @@ class Traffic:
 
     def check(self, mesh: Mesh) -> None:
         """Raise ``ConfigError`` if a node id lies outside ``mesh`` or a multicast is not a straight line."""
-        if len(self) and (min(self.src.min(), self.dst.min()) < 0 or max(self.src.max(), self.dst.max()) >= mesh.nodes):
-            raise InternalError(f"expected node ids in 0..{mesh.nodes - 1} for a {mesh.rows} x {mesh.cols} mesh")
+        if len(self) and (min(self.src.min(), self.dst.min()) < 0
+                          or max(self.src.max(), self.dst.max()) >= mesh.nodes):
+            raise InternalError(f"expected node ids in 0..{mesh.nodes - 1} "
+                                f"for a {mesh.rows} x {mesh.cols} mesh")
         if self.multicast is not None:
             s, d = self.src[self.multicast], self.dst[self.multicast]
             if np.any((s // mesh.cols != d // mesh.cols) & (s % mesh.cols != d % mesh.cols)):
@@ -84,8 +87,10 @@ class OuterTraffic:
     def __post_init__(self) -> None:
         a = np.asarray(self.src_weight, dtype=np.float64).reshape(-1)
         b = np.asarray(self.dst_weight, dtype=np.float64).reshape(-1)
-        if len(a) != len(b) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))) or min(a.min(), b.min()) < 0:
-            raise InternalError("expected two finite, non-negative weight vectors of one length (one per node)")
+        if len(a) != len(b) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))) \
+                or min(a.min(), b.min()) < 0:
+            raise InternalError("expected two finite, non-negative weight vectors of one length "
+                                "(one per node)")
         object.__setattr__(self, "src_weight", a)
         object.__setattr__(self, "dst_weight", b)
 
@@ -241,12 +246,14 @@ def summarise(mesh: Mesh, mode: str, *, cycles: float, link_load: np.ndarray, ro
     need = int(colours[worst]) if len(colours) else 0
     budget = mesh.colour_budget
     feasible = need <= budget
-    reason = "" if feasible else (f"node {mesh.node_rc(worst)} needs {need} colours (one per direction of travel of "
-                                  f"the pattern's routes through it), over its budget of {budget} "
+    reason = "" if feasible else (f"node {mesh.node_rc(worst)} needs {need} colours (one per direction of "
+                                  f"travel of the pattern's routes through it), over its budget of {budget} "
                                   f"({mesh.hw.fabric.colours} colours per PE router)")
     return FabricResult(
-        mode=mode, cycles=float(cycles), max_link_load_bytes=float(per_pe_link[busiest]) if len(per_pe_link) else 0.0,
-        messages=int(messages), events=int(events), bytes_injected=float(injected), bytes_delivered=float(delivered),
+        mode=mode, cycles=float(cycles),
+        max_link_load_bytes=float(per_pe_link[busiest]) if len(per_pe_link) else 0.0,
+        messages=int(messages), events=int(events), bytes_injected=float(injected),
+        bytes_delivered=float(delivered),
         link_load=link_load, hottest=hottest,
         bottleneck=mesh.link_name(busiest) if link_load.any() else "",
         routes_per_node=int(routes.max(initial=0)), colours_per_node=need, colour_budget=budget,
@@ -296,7 +303,8 @@ def uniform_random(mesh: Mesh, nbytes: float, rng: np.random.Generator) -> Traff
 
 def _along_row(mesh: Mesh, hops: int, wavelets: int, multicast: bool) -> Traffic:
     if not (0 < hops < mesh.cols):
-        raise ConfigError(f"expected 1 to {mesh.cols - 1} hops along a row of this mesh, got {hops}", path="hops")
+        raise ConfigError(f"expected 1 to {mesh.cols - 1} hops along a row of this mesh, got {hops}",
+                          path="hops")
     if wavelets <= 0:
         raise ConfigError(f"expected a positive number of wavelets, got {wavelets}", path="wavelets")
     return Traffic([0], [hops], [wavelets * mesh.wavelet_bytes], [multicast])

@@ -10,5 +10,5 @@ from .machine import T_OP, Machine
 from .registry import ALGORITHMS, DEFAULT_ALGORITHM, KINDS, run_kernel
 from .result import KernelResult, LinkSummary
 
-__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "KINDS", "T_OP", "KernelCost", "KernelResult", "LinkMap", "LinkSummary", "Machine",
-           "kernel_cost", "run_kernel"]
+__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "KINDS", "T_OP", "KernelCost", "KernelResult", "LinkMap",
+           "LinkSummary", "Machine", "kernel_cost", "run_kernel"]

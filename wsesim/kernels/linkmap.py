@@ -53,14 +53,16 @@ Term = tuple[int, np.ndarray, np.ndarray | None]
 """(direction, rows_w, cols_w): load rows_w[r] · cols_w[c]; or (direction, a rows × cols array, None)."""
 
 
-def line_loads(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | float = 1.0) -> tuple[np.ndarray, ...]:
+def line_loads(n: int, src: np.ndarray, dst: np.ndarray,
+               weight: np.ndarray | float = 1.0) -> tuple[np.ndarray, ...]:
     """(forward, backward) loads out of each of n PEs on a line: forward[x] = Σ weight of the messages with
     src ≤ x < dst (the link x → x + 1), backward[x] = Σ weight with dst < x ≤ src (the link x → x − 1)."""
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     w = np.broadcast_to(np.asarray(weight, dtype=np.float64), src.shape)
     fwd, bwd = dst > src, dst < src
     forward = np.cumsum(np.bincount(src[fwd], w[fwd], n + 1) - np.bincount(dst[fwd], w[fwd], n + 1))[:n]
-    backward = np.cumsum(np.bincount(dst[bwd] + 1, w[bwd], n + 1) - np.bincount(src[bwd] + 1, w[bwd], n + 1))[:n]
+    backward = np.cumsum(np.bincount(dst[bwd] + 1, w[bwd], n + 1)
+                         - np.bincount(src[bwd] + 1, w[bwd], n + 1))[:n]
     return forward, backward
 
 
@@ -147,5 +149,6 @@ class LinkMap:
                 total += float(a.sum() * b.sum())
             elif mine:
                 arr = self._direction(d)
-                peak, used, total = max(peak, float(arr.max())), used + int(np.count_nonzero(arr)), total + float(arr.sum())
+                peak, used, total = (max(peak, float(arr.max())), used + int(np.count_nonzero(arr)),
+                                     total + float(arr.sum()))
         return LinkSummary(peak, used, total)

@@ -58,9 +58,10 @@ class Machine:
         pe, fab = hw.pe, hw.fabric
         return cls(name=hw.name, dtype=dtype, rows=hw.mesh.rows, cols=hw.mesh.cols, clock_hz=hw.clock_hz,
                    ramp=round(fab.ramp_latency_cycles), hop=round(fab.router_hop_latency_cycles),
-                   lanes=pe.simd_width if dtype == "fp16" else pe.simd_width_fp32, elem_bytes=DTYPE_BYTES[dtype],
-                   wavelet_bytes=max(1, round(fab.link_bytes_per_cycle)), read_bytes=pe.sram_read_bytes_per_cycle,
-                   write_bytes=pe.sram_write_bytes_per_cycle, sram_bytes=hw.usable_sram_bytes_per_pe,
+                   lanes=pe.simd_width if dtype == "fp16" else pe.simd_width_fp32,
+                   elem_bytes=DTYPE_BYTES[dtype], wavelet_bytes=max(1, round(fab.link_bytes_per_cycle)),
+                   read_bytes=pe.sram_read_bytes_per_cycle, write_bytes=pe.sram_write_bytes_per_cycle,
+                   sram_bytes=hw.usable_sram_bytes_per_pe,
                    colours=fab.colours, route_paths=fab.route_paths)
 
     # ------------------------------------------------------------------------------------ formulas
@@ -103,5 +104,5 @@ class Machine:
 
     def check_grid(self, rows: int, cols: int) -> None:
         if rows < 1 or cols < 1 or rows > self.rows or cols > self.cols:
-            raise ConfigError(f"expected a grid of PEs within the {self.name} mesh ({self.rows} x {self.cols}), "
-                              f"got {rows} x {cols}", path="grid")
+            raise ConfigError(f"expected a grid of PEs within the {self.name} mesh "
+                              f"({self.rows} x {self.cols}), got {rows} x {cols}", path="grid")

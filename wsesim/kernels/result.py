@@ -68,8 +68,10 @@ class KernelResult:
             "hardware": m.name, "grid": {"rows": self.rows, "cols": self.cols},
             "shape": {"m": self.shape[0], "k": self.shape[1], "n": self.shape[2]}, "dtype": self.dtype,
             "flops": self.flops, "flops_per_s": self.flops_per_s, "efficiency": self.efficiency,
-            "flops_per_cycle_per_pe": self.flops / (self.cycles * self.rows * self.cols) if self.cycles else 0.0,
-            "critical_path": {"compute": self.compute, "communication": self.communication, "waiting": self.waiting},
+            "flops_per_cycle_per_pe": (self.flops / (self.cycles * self.rows * self.cols)
+                                       if self.cycles else 0.0),
+            "critical_path": {"compute": self.compute, "communication": self.communication,
+                              "waiting": self.waiting},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
             "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
             "routes": {"used": self.routes, "available": m.route_paths},

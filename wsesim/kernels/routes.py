@@ -76,7 +76,8 @@ def routes_needed(kind: str, algorithm: str, rows: int, cols: int) -> int:
         line = ring_routes(rows, np.arange(rows) if algorithm == "cannon" else ring_order(rows), step=1)
         return int(2 * line.max())
     if kind == "gemv":
-        return int(tree_routes("chain" if algorithm == "pipeline" else "two-phase", cols).max(initial=0)) + (cols > 1)
+        return (int(tree_routes("chain" if algorithm == "pipeline" else "two-phase", cols).max(initial=0))
+                + (cols > 1))
     if kind == "broadcast":
         return 1
     if kind == "alltoall":

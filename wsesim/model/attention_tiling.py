@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from ..config.errors import ConfigError, shown_repr
 from ..config.units import parse_quantity
 
-# the bounds of the matching spec keys (config.specs: seq_len and the flash tile 2^24 tokens, head_dim
-# 65,536, heads 16,384); at most 1,024 stored tensors of a kind (mlsysim stores 2-4); 64 B per value is 8x fp64
+# the bounds of the matching spec keys (config.specs: seq_len and the flash tile 2^24 tokens,
+# head_dim 65,536, heads 16,384); at most 1,024 stored tensors of a kind (mlsysim stores 2-4);
+# 64 B per value is 8x fp64
 _MOST = {"seq_len": 2**24, "head_dim": 65_536, "tile": 2**24, "heads": 16_384, "io_tensors": 1024,
          "stored_square_matrices": 1024, "row_statistics": 1024}
 _MOST_BYTES_PER_VALUE = 64.0

@@ -73,8 +73,9 @@ class TrainingMemory:
             return ""
         b = self.binding
         top = max(b.components, key=lambda c: b.components[c])
-        return (f"SRAM: phase {b.phase} needs {b.total} B per PE (largest part: {top}, {b.components[top]} B) "
-                f"but {self.capacity_bytes_per_pe} B are available (B={self.batch_per_tile}, G={self.tiles})")
+        return (f"SRAM: phase {b.phase} needs {b.total} B per PE (largest part: {top}, "
+                f"{b.components[top]} B) but {self.capacity_bytes_per_pe} B are available "
+                f"(B={self.batch_per_tile}, G={self.tiles})")
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,8 @@ class TokenFootprint:
         return ((FFN_MATRICES[m.ffn_activation] - 1) * m.ffn_intermediate + 2 * m.hidden_size) * self.b
 
     def layer_saved_per_token(self, dense: bool = False) -> float:
-        """Stored for the backward pass per token per layer (MoE, or ``dense``) under the activation policy."""
+        """Stored for the backward pass per token per layer (MoE, or ``dense``) under the activation
+        policy."""
         if self.training.activations == "recompute":
             # once: attention's output too, to rebuild the MoE or FFN input without attention (a parallel
             # block's FFN reads the layer's input: it never needs attention's output)
@@ -189,8 +191,8 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
                     tiles: int | None = None, expert_load: float = 1.0) -> TrainingMemory:
     """Per-phase, per-PE SRAM for ``batch_per_tile`` sequences per attention tile and ``tiles`` tiles
     (default: ``training.tiles``). ``expert_load`` is the busiest expert region's tokens per PE over the
-    wafer-wide mean (≥ 1): that region holds that much more of the expert working set per PE. Never raises for a configuration
-    that does not fit: the result's ``feasible`` and ``reason`` say so."""
+    wafer-wide mean (≥ 1): that region holds that much more of the expert working set per PE. Never
+    raises for a configuration that does not fit: the result's ``feasible`` and ``reason`` say so."""
     G = training.tiles if tiles is None else tiles
     B, S, L, P = batch_per_tile, training.seq_len, model.layers, hw.pes
     f = TokenFootprint(model, training)
@@ -204,7 +206,8 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
     dense_layers = model.dense_layer_count
     moe_layers = L - dense_layers
     if dense_layers:  # stored per layer, by kind
-        saved = step_tokens * (moe_layers * f.layer_saved_per_token() + dense_layers * f.layer_saved_per_token(True))
+        saved = step_tokens * (moe_layers * f.layer_saved_per_token()
+                               + dense_layers * f.layer_saved_per_token(True))
         stored = saved + L * G * B * f.layer_saved_per_seq()
     else:
         stored = L * (step_tokens * f.layer_saved_per_token() + G * B * f.layer_saved_per_seq())
@@ -213,35 +216,40 @@ def training_memory(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, 
         "staging": math.ceil(hw.runtime.staging_bytes),
         # attention with the router and shared expert (MoE) or with the FFN (dense) stay resident through
         # their layer's tiles: the larger of the two kinds the model has
-        "resident_weights": _spread(max(shapes.resident_params(dense) for dense, n in ((False, moe_layers),
-                                                                                      (True, dense_layers)) if n) * b, P),
+        "resident_weights": _spread(max(shapes.resident_params(dense)
+                                        for dense, n in ((False, moe_layers), (True, dense_layers))
+                                        if n) * b, P),
         "stored_activations": _spread(stored, P),
         "concat_buffer": _spread(step_tokens * model.hidden_size * b, P),
     }
     recompute = training.activations == "recompute"
     moe = [
-        PhaseMemory("experts_fwd", {**common, "expert_transient": _spread(hot * f.experts_saved_per_token(), P)}),
+        PhaseMemory("experts_fwd", {**common,
+                                    "expert_transient": _spread(hot * f.experts_saved_per_token(), P)}),
         PhaseMemory("experts_bwd", {
             **common,
             **({"expert_recompute": _spread(hot * f.experts_saved_per_token(), P)} if recompute else {}),
             "expert_transient": _spread(hot * f.experts_grad_per_token(), P)}),
     ] if moe_layers else [None, None]
     dense = [
-        PhaseMemory("ffn_fwd", {**common, "ffn_transient": _spread(step_tokens * f.ffn_saved_per_token(), P)}),
+        PhaseMemory("ffn_fwd", {**common,
+                                "ffn_transient": _spread(step_tokens * f.ffn_saved_per_token(), P)}),
         PhaseMemory("ffn_bwd", {
             **common,
             **({"ffn_recompute": _spread(step_tokens * f.ffn_saved_per_token(), P)} if recompute else {}),
             "ffn_transient": _spread(step_tokens * f.ffn_grad_per_token(), P)}),
     ] if dense_layers else [None, None]
     phases = (
-        PhaseMemory("attention_fwd", {**common, "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
+        PhaseMemory("attention_fwd", {**common,
+                                      "attention_transient": _spread(B * f.attention_fwd_per_seq(), P)}),
         moe[0], dense[0],
         PhaseMemory("lm_head", {**common, "lm_head_weights": _spread(lm_head_weights, P),
                                 "lm_head_transient": _spread(tile_tokens * f.lm_head_per_token(), P)}),
         moe[1], dense[1],
         PhaseMemory("attention_bwd", {
             **common,
-            **({"attention_recompute": _spread(tile_tokens * f.attention_saved_per_token(), P)} if recompute else {}),
+            **({"attention_recompute": _spread(tile_tokens * f.attention_saved_per_token(), P)}
+               if recompute else {}),
             "attention_transient": _spread(B * f.attention_bwd_per_seq(), P)}),
     )
     capacity = math.floor(hw.pe.sram_bytes)
@@ -262,8 +270,8 @@ def _largest(fits: Callable[[int], bool], limit: int) -> int:
     return lo
 
 
-def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *, tiles: int | None = None,
-                       expert_load: float = 1.0, limit: int = 1 << 20) -> int:
+def max_batch_per_tile(hw: HardwareSpec, model: ModelSpec, training: TrainingSpec, *,
+                       tiles: int | None = None, expert_load: float = 1.0, limit: int = 1 << 20) -> int:
     """The largest B whose peak fits with ``tiles`` tiles (what ``batch_per_tile: auto`` resolves to);
     0 when not even B=1 fits. Peak memory grows with B, so this is a binary search."""
     return _largest(lambda B: training_memory(hw, model, training, batch_per_tile=B, tiles=tiles,

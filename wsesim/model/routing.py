@@ -10,7 +10,8 @@ import numpy as np
 from ..config.specs import ModelSpec, TrainingSpec
 
 
-def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int, rng: np.random.Generator) -> np.ndarray:
+def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int,
+                 rng: np.random.Generator) -> np.ndarray:
     """Routed slots per expert per layer (``[layers, experts]`` ints; each row sums to ``tokens · top_k``).
 
     ``uniform``: a multinomial around the balanced mean. ``zipf:alpha``: expert popularity ∝ rank^-alpha,
@@ -56,7 +57,8 @@ def _draw(rng: np.random.Generator, tokens: int, k: int, p: np.ndarray) -> np.nd
     return counts
 
 
-def region_load(tokens: np.ndarray, region_of_expert: np.ndarray, region_pes: np.ndarray, pes: int) -> np.ndarray:
+def region_load(tokens: np.ndarray, region_of_expert: np.ndarray, region_pes: np.ndarray,
+                pes: int) -> np.ndarray:
     """Each region's tokens per PE over the wafer-wide mean, in its busiest layer (``[regions]``).
 
     ``tokens[layer, e]`` are routed slots, ``region_of_expert[e]`` expert e's region, ``region_pes[r]``

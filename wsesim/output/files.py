@@ -58,9 +58,12 @@ def refused(error: OSError, path: str | Path) -> Exception:
 
     from ..config.errors import ConfigError
 
-    if error.errno == errno.EISDIR or (error.errno in (errno.EEXIST, errno.ENOTEMPTY) and Path(path).is_dir()):
-        return ConfigError(f"expected to write the file {Path(path).name}, got a folder in its place", source=str(path))
-    return ConfigError(f"cannot write {Path(path).name} ({error.strerror or type(error).__name__})", source=str(path))
+    if error.errno == errno.EISDIR or (error.errno in (errno.EEXIST, errno.ENOTEMPTY)
+                                       and Path(path).is_dir()):
+        return ConfigError(f"expected to write the file {Path(path).name}, got a folder in its place",
+                           source=str(path))
+    return ConfigError(f"cannot write {Path(path).name} ({error.strerror or type(error).__name__})",
+                       source=str(path))
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -135,7 +138,8 @@ class LineAppender:
             while data:  # a regular file takes it all at once; a short write is finished, never dropped
                 data = data[os.write(self._fd, data):]
             (getattr(os, "fdatasync", None) or os.fsync)(self._fd)
-        except OSError as e:  # a full disk: the rows so far are whole, this one is at most a last partial line
+        except OSError as e:
+            # a full disk: the rows so far are whole, this one is at most a last partial line
             raise refused(e, self.path) from None
 
     def close(self) -> None:

@@ -1,11 +1,11 @@
 """``manifest.json``: what made an output folder, so that a result can be traced back and re-made.
 
-Every command that writes a folder (``wsesim run --out/--png``, ``wsesim sweep``, ``wsesim plot``) leaves one:
-the wsesim version (and the git commit when run from a checkout), the command line, the overrides as given, the fully resolved hardware, model and
-experiment (after presets and overrides, every default filled in, in the specs' unit-named fields:
-``sram_bytes``, ``clock_hz``), the Python and package versions, and when it was made. The timestamp and
-the host's wall-clock time live here only: the result files beside it are a function of the inputs and
-the seed, the same bytes every time.
+Every command that writes a folder (``wsesim run --out/--png``, ``wsesim sweep``, ``wsesim plot``) leaves
+one: the wsesim version (and the git commit when run from a checkout), the command line, the overrides as
+given, the fully resolved hardware, model and experiment (after presets and overrides, every default
+filled in, in the specs' unit-named fields: ``sram_bytes``, ``clock_hz``), the Python and package
+versions, and when it was made. The timestamp and the host's wall-clock time live here only: the result
+files beside it are a function of the inputs and the seed, the same bytes every time.
 
 A folder that already holds another command's manifest (``wsesim plot`` into a sweep's folder) keeps it:
 the new one is added under ``also.<kind>``.
@@ -25,7 +25,8 @@ from typing import Any
 from .files import atomic_write_text
 
 MANIFEST = "manifest.json"
-PACKAGES = ("numpy", "simpy", "pydantic", "networkx", "pint", "pyyaml", "matplotlib", "dask", "distributed", "pandas")
+PACKAGES = ("numpy", "simpy", "pydantic", "networkx", "pint", "pyyaml", "matplotlib", "dask", "distributed",
+            "pandas")
 
 
 def git_commit() -> str | None:
@@ -37,12 +38,13 @@ def git_commit() -> str | None:
     if not (root / ".git").exists():
         return None
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=2, check=False)
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=2, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     commit = done.stdout.strip()
-    return commit if done.returncode == 0 and commit and all(c in "0123456789abcdef" for c in commit) else None
+    return (commit if done.returncode == 0 and commit and all(c in "0123456789abcdef" for c in commit)
+            else None)
 
 
 def version_text() -> str:
@@ -80,7 +82,8 @@ def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any
     """A manifest of ``kind`` (run, sweep, plot) with ``content`` (resolved specs, overrides, files...)."""
     from .. import __version__
 
-    return {"kind": kind, "wsesim_version": __version__, "wsesim_commit": git_commit(), "command": command_line(argv),
+    return {"kind": kind, "wsesim_version": __version__, "wsesim_commit": git_commit(),
+            "command": command_line(argv),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **content, **environment()}
 
 

@@ -73,7 +73,8 @@ def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{expected}, got bytes that are not UTF-8 text (at byte {e.start})", source=source) from None
+        raise ConfigError(f"{expected}, got bytes that are not UTF-8 text (at byte {e.start})",
+                          source=source) from None
     if "\x00" in text:
         raise ConfigError(f"{expected}, got binary data (a NUL byte at byte {data.index(0)})", source=source)
     if not text.strip():
@@ -131,9 +132,11 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     if series := cluster_series(rows):
         files = _save(_cluster_figure(series, meta), out, "cluster_scaling")
         listing["cluster_scaling"] = {"series": [
-            {"label": label, "points": [{"systems": p["systems"], "cluster_throughput_tokens_per_s": p["cluster"],
+            {"label": label, "points": [{"systems": p["systems"],
+                                         "cluster_throughput_tokens_per_s": p["cluster"],
                                          "throughput_per_system_tokens_per_s": p["per_system"],
-                                         "sequences_per_system": p["share"], "efficiency_vs_n_times_one": p["vs_one"],
+                                         "sequences_per_system": p["share"],
+                                         "efficiency_vs_n_times_one": p["vs_one"],
                                          "tree_efficiency": p["tree"]} for p in points]}
             for label, points in series.items()], "files": [p.name for p in files]}
         written += files
@@ -153,7 +156,8 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
     top.set_ylim(0, 1.2 * max(p["throughput"] for p in points) / 1e3)
     top.set_ylabel("throughput (thousand tokens/s)")
     top.set_title(f"BTA and gradient accumulation at a global batch of {p0['global_batch']} sequences\n"
-                  f"{p0['model']} on {p0['hardware']}, seq_len {p0['seq_len']}: G tiles of B, N micro-batches")
+                  f"{p0['model']} on {p0['hardware']}, seq_len {p0['seq_len']}: G tiles of B, "
+                  "N micro-batches")
     top.grid(alpha=0.3)
     bottom.bar(x, [p["io_in"] / 1e9 for p in points], color=_COLOURS["G=1"], alpha=0.8, width=0.5)
     bottom.set_ylabel("weights streamed in\nper step (GB)")
@@ -177,7 +181,8 @@ def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
             top.annotate(f"{p['share']}", (p["systems"], p["cluster"] / 1e6), textcoords="offset points",
                          xytext=(6, -10), ha="left", fontsize=6, color=colour)
         if len(shares) == 1:
-            top.lines[-2 if points[0]["systems"] == 1 else -1].set_label(f"{label}: {shares.pop()} per system")
+            top.lines[-2 if points[0]["systems"] == 1 else -1].set_label(
+                f"{label}: {shares.pop()} per system")
         bottom.plot(n, [100 * p["vs_one"] for p in points], "o-", color=colour)
         bottom.plot(n, [100 * p["tree"] for p in points], ":", color=colour, lw=1)
     top.set_xscale("log", base=2)
@@ -201,12 +206,13 @@ def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
 
 
 def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
-    """Wafer pictures of a run (``wsesim.analysis.wafer.WaferMaps``; drawn by ``output.wafer_figures``): PE busy
-    fraction, SRAM high-water, link load, expert placement, and one layer's Gantt chart. PNG files in
+    """Wafer pictures of a run (``wsesim.analysis.wafer.WaferMaps``; drawn by ``output.wafer_figures``): PE
+    busy fraction, SRAM high-water, link load, expert placement, and one layer's Gantt chart. PNG files in
     ``out``; returns their paths."""
     from .wafer_figures import wafer_figures
 
-    return [path for stem, fig in wafer_figures(maps).items() for path in _save(fig, Path(out), stem, ("png",))]
+    return [path for stem, fig in wafer_figures(maps).items()
+            for path in _save(fig, Path(out), stem, ("png",))]
 
 
 def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
@@ -220,7 +226,8 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
 
     loads = result.link_load.reshape(mesh.rows, mesh.cols, 6)[:, :, :4].max(axis=2)
     fig, ax = plt.subplots(figsize=(6, 6 * mesh.rows / max(mesh.cols, 1) + 0.8))
-    image = ax.imshow(loads, cmap="magma", interpolation="nearest", vmin=0, vmax=max(float(np.max(loads)), 1.0))
+    image = ax.imshow(loads, cmap="magma", interpolation="nearest", vmin=0,
+                      vmax=max(float(np.max(loads)), 1.0))
     fig.colorbar(image, ax=ax, label="bytes on the busiest outgoing link")
     ax.set_title(title)
     ax.set_xlabel(f"node column ({mesh.granularity})")
@@ -231,7 +238,8 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
     try:
         atomic_write_bytes(path, buf.getvalue())
     except OSError as e:
-        raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})", source=str(path)) from None
+        raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})",
+                          source=str(path)) from None
 
 
 def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, str]],

@@ -19,8 +19,9 @@ from .mpl import plt
 
 GANTT_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
                  "experts": "#27ae60", "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4",
-                 "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa", "gate_up": "#1e8449", "down": "#82e0aa",
-                 "weight_wait": "#f5b7b1", "layer_weights": "#5d6d7e", "expert_weights": "#aab7b8"}
+                 "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa", "gate_up": "#1e8449",
+                 "down": "#82e0aa", "weight_wait": "#f5b7b1", "layer_weights": "#5d6d7e",
+                 "expert_weights": "#aab7b8"}
 
 
 def left_out(maps: Any) -> dict[str, str]:
@@ -29,7 +30,8 @@ def left_out(maps: Any) -> dict[str, str]:
     the layer's phases and its weights arriving)."""
     if any(maps.region_experts):
         return {}
-    why = "the model has no experts (a dense model): no expert regions, no dispatch or combine over the fabric"
+    why = ("the model has no experts (a dense model): no expert regions, no dispatch or combine over the "
+           "fabric")
     return {"wafer_links": why, "wafer_placement": why}
 
 
@@ -38,17 +40,19 @@ def wafer_figures(maps: Any) -> dict[str, Any]:
     capacity = maps.sram_capacity / 1024
     skipped = left_out(maps)
     figures = {
-        "wafer_busy": _heatmap(maps, maps.busy, "PE busy fraction", "fraction of the step computing", "viridis"),
+        "wafer_busy": _heatmap(maps, maps.busy, "PE busy fraction", "fraction of the step computing",
+                               "viridis"),
         "wafer_sram": _heatmap(maps, [[v / 1024 for v in row] for row in maps.sram],
                                f"SRAM high-water per PE (capacity {capacity:.0f} KiB)", "KiB", "magma",
                                note=f"capacity {capacity:.0f} KiB"),
         "wafer_links": lambda m: _heatmap(m, [[v / 1e6 for v in row] for row in m.link],
-                                          "Busiest outgoing link per node, dispatch + combine over the step", "MB",
-                                          "inferno"),
+                                          "Busiest outgoing link per node, dispatch + combine over the step",
+                                          "MB", "inferno"),
         "wafer_placement": _placement_figure,
         "gantt": _gantt_figure(maps),
     }
-    return {stem: (fig(maps) if callable(fig) else fig) for stem, fig in figures.items() if stem not in skipped}
+    return {stem: (fig(maps) if callable(fig) else fig) for stem, fig in figures.items()
+            if stem not in skipped}
 
 
 def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str = "") -> Any:
@@ -65,10 +69,13 @@ def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str =
     hot = hottest_region(maps, data) if any(maps.region_experts) else None
     if hot is not None:
         r, (row0, col0, rows, cols) = hot
-        ax.add_patch(plt.Rectangle((col0 * k, row0 * k), cols * k, rows * k, fill=False, edgecolor="#00e5ff", lw=1.8))
-        ax.text(0.01, 0.99, f"outlined: the hottest region, {r} (expert {expert_ranges(maps.region_experts[r])})",
+        ax.add_patch(plt.Rectangle((col0 * k, row0 * k), cols * k, rows * k, fill=False, edgecolor="#00e5ff",
+                                   lw=1.8))
+        ax.text(0.01, 0.99,
+                f"outlined: the hottest region, {r} (expert {expert_ranges(maps.region_experts[r])})",
                 transform=ax.transAxes, ha="left", va="top", fontsize=7,
-                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#00e5ff", "alpha": 0.9})
+                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#00e5ff",
+                      "alpha": 0.9})
     ax.set_xlabel("PE column")
     ax.set_ylabel("PE row")
     ax.set_title(f"{title}\n{maps.title}", fontsize=9)
@@ -90,8 +97,8 @@ def _placement_figure(maps: Any) -> Any:
         ys, xs = np.nonzero(ids == r)
         if len(xs):
             size = float(np.clip(2.2 * np.sqrt(len(xs) * 64 / ids.size) * 10, 3.5, 9))
-            ax.text((xs.mean() + 0.5) * k, (ys.mean() + 0.5) * k, expert_ranges(experts), ha="center", va="center",
-                    fontsize=size, color="black")
+            ax.text((xs.mean() + 0.5) * k, (ys.mean() + 0.5) * k, expert_ranges(experts), ha="center",
+                    va="center", fontsize=size, color="black")
     ax.set_xlabel("PE column")
     ax.set_ylabel("PE row")
     ax.set_title(f"Expert placement: {n} regions (numbers: the experts each holds)\n{maps.title}", fontsize=9)
@@ -103,7 +110,8 @@ def _gantt_figure(maps: Any) -> Any:
     """One layer's spans in two panels, each on its own time axis from its first span: the forward pass,
     and the recompute with the backward pass (they are the whole step apart)."""
     lanes = sorted({lane for lane, *_ in maps.gantt},
-                   key=lambda x: (x != "step", x != "weights in", int(x.split()[-1]) if x.startswith("region") else 0))
+                   key=lambda x: (x != "step", x != "weights in",
+                                  int(x.split()[-1]) if x.startswith("region") else 0))
     us = 1e6 / maps.clock_hz
     groups = {"forward": [g for g in maps.gantt if g[1].startswith("fwd")],
               "recompute and backward": [g for g in maps.gantt if not g[1].startswith("fwd")]}
@@ -115,19 +123,21 @@ def _gantt_figure(maps: Any) -> Any:
             key = name.split()[-1]
             y = lanes.index(lane)
             ax.broken_barh([((start - origin) * us, max(end - start, 0) * us)], (y - 0.38, 0.76),
-                           color=GANTT_COLOURS.get(key, "#aab7b8"), hatch="///" if key == "weight_wait" else None,
+                           color=GANTT_COLOURS.get(key, "#aab7b8"),
+                           hatch="///" if key == "weight_wait" else None,
                            edgecolor="#c0392b" if key == "weight_wait" else "none", lw=0.4)
             seen.setdefault(key, GANTT_COLOURS.get(key, "#aab7b8"))
         ax.set_title(f"{title} (time from its first span; weights may arrive before it)", fontsize=9)
         ax.set_xlabel("µs from the start of the pass")
         ax.axvline(0, color="grey", lw=0.8)
         ax.grid(alpha=0.3, axis="x")
-    labels = [f"{lane}: expert {expert_ranges(maps.region_experts[int(lane.split()[-1])])}" if lane.startswith("region")
-              else lane for lane in lanes]
+    labels = [f"{lane}: expert {expert_ranges(maps.region_experts[int(lane.split()[-1])])}"
+              if lane.startswith("region") else lane for lane in lanes]
     axes[0].set_yticks(range(len(lanes)), labels, fontsize=8)
     axes[0].invert_yaxis()
     regions = ", and the expert regions that waited longest for theirs" if any(maps.region_experts) else ""
-    fig.suptitle(f"Layer {maps.gantt_layer}: its phases and its weights arriving{regions}\n{maps.title}", fontsize=9)
+    fig.suptitle(f"Layer {maps.gantt_layer}: its phases and its weights arriving{regions}\n{maps.title}",
+                 fontsize=9)
     names = {"weight_wait": "region waiting for weights", "layer_weights": "layer's weights arriving",
              "expert_weights": "expert weights arriving"}
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, hatch="///" if k == "weight_wait" else None,
