@@ -41,8 +41,8 @@ MAX_REGION_TRACKS = 16
 COUNTER_BINS = 400
 _STEP_TIDS = {Phase.ATTENTION: 1, Phase.FFN: 1, Phase.ROUTER: 1, Phase.LM_HEAD: 1, Phase.EXPAND: 1,
               Phase.WEIGHTED_SUM: 1, Phase.DISPATCH: 2, Phase.COMBINE: 2, Phase.WEIGHT_STALL: 3,
-              Phase.GRADIENT_STALL: 3, Phase.GRADIENT_DRAIN: 3, Phase.REDUCE_DRAIN: 3, Phase.OPTIMIZER_STEP: 3,
-              Phase.EXPERTS: 4}
+              Phase.GRADIENT_STALL: 3, Phase.GRADIENT_DRAIN: 3, Phase.REDUCE_DRAIN: 3,
+              Phase.OPTIMIZER_STEP: 3, Phase.EXPERTS: 4}
 """The thread of each phase on the step timeline; every phase has one (a test checks)."""
 _THREADS = {1: {1: "weights in", 2: "gradients out"},
             2: {1: "whole wafer: attention, FFN, router, LM head", 2: "fabric: dispatch, combine",
@@ -64,7 +64,8 @@ def _key_args(key: tuple[Any, ...]) -> dict[str, Any]:
     return args
 
 
-def chrome_trace(trace: Trace, plan: StepPlan | None = None, *, clock_hz: float | None = None) -> dict[str, Any]:
+def chrome_trace(trace: Trace, plan: StepPlan | None = None, *,
+                 clock_hz: float | None = None) -> dict[str, Any]:
     """The trace-event JSON object (``{"traceEvents": [...], ...}``) of a finished run: a training step
     (its ``plan``), or a serving run (its trace's stage log, at ``clock_hz``)."""
     us = 1e6 / (plan.hw.clock_hz if plan is not None else clock_hz)  # type: ignore[operator]
@@ -94,10 +95,12 @@ def chrome_trace(trace: Trace, plan: StepPlan | None = None, *, clock_hz: float 
     meta = []
     for pid, pname in _PROCESSES.items():
         meta.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": pname}})
-        meta.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        meta.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,
+                     "args": {"sort_index": pid}})
         for tid, tname in threads.get(pid, {}).items():
             meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": tname}})
-            meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+            meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                         "args": {"sort_index": tid}})
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"clock_hz": plan.hw.clock_hz, "hardware": plan.hw.name, "model": plan.model.name,
                           "tiles": plan.tiles, "batch_per_tile": plan.batch_per_tile}}
@@ -112,7 +115,8 @@ def _stage_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
           for s in range(len(trace.stages.busy)))]
     for track, name, start, end, args in trace.spans:
         if track == Track.STAGE:
-            span(1, args["stage"] + 1, f"{name} r{args['request']} t{args['token']}", start, end, args, str(name))
+            span(1, args["stage"] + 1, f"{name} r{args['request']} t{args['token']}", start, end, args,
+                 str(name))
     return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
 
 
@@ -134,8 +138,9 @@ def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
         if per_group == 1:
             for i in range(len(ops.experts)):
                 span(3, int(tid[i]), f"expert {ops.op}", float(ops.start[i]), float(ops.end[i]),
-                     {"layer": ops.layer, "pass": ops.pass_, "expert": int(ops.experts[i]), "tokens": int(tokens[i]),
-                      "flops": float(flops[i]), "bytes": weight_bytes, "weight_wait_cycles": float(ops.weight_wait[i]),
+                     {"layer": ops.layer, "pass": ops.pass_, "expert": int(ops.experts[i]),
+                      "tokens": int(tokens[i]), "flops": float(flops[i]), "bytes": weight_bytes,
+                      "weight_wait_cycles": float(ops.weight_wait[i]),
                       "bound": "compute" if ops.compute_bound[i] else "feed"},
                      "expert")
             continue
@@ -145,7 +150,8 @@ def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:
             g[2] += float(flops[i])
             g[3] += weight_bytes
             g[4] += 1
-    for (tid, layer, pass_), (start, end, flops, nbytes, count) in sorted(groups.items(), key=lambda kv: kv[1][0]):
+    for (tid, layer, pass_), (start, end, flops, nbytes, count) in sorted(groups.items(),
+                                                                          key=lambda kv: kv[1][0]):
         span(3, tid, f"experts {pass_}", start, end,
              {"layer": layer, "pass": pass_, "ops": count, "flops": flops, "bytes": nbytes}, "expert")
     return names
@@ -186,7 +192,8 @@ def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
         io = trace.io_in
         ran = ~np.isnan(io.start)
         start, sizes = io.start[ran], io.sizes[ran]
-        counter(1, "inbound link utilisation (%)", edges[:-1], {"busy": 100 * _busy(start, start + sizes / rate, edges)})
+        counter(1, "inbound link utilisation (%)", edges[:-1],
+                {"busy": 100 * _busy(start, start + sizes / rate, edges)})
         if io.freed is not None:
             times, deltas = np.r_[start, io.freed[0]], np.r_[sizes, -io.freed[1]]
             order = np.argsort(times, kind="stable")
@@ -202,14 +209,16 @@ def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
     memory = {p.phase: p for p in training_memory(plan.hw, plan.model, plan.training,
                                                   batch_per_tile=plan.batch_per_tile).phases}
     common = set.intersection(*(set(p.components) for p in memory.values()))  # held in every phase
-    resident = sum(v for k, v in next(iter(memory.values())).components.items() if k in common and k != "staging")
+    resident = sum(v for k, v in next(iter(memory.values())).components.items()
+                   if k in common and k != "staging")
     starts, working = [], []
     for track, name, start_cycle, _end, args in trace.spans:
         if track != Track.STEP:
             continue
         starts.append(start_cycle)
         phase = memory.get(_memory_phase(name, str(args.get("pass", ""))))
-        working.append(0.0 if phase is None else sum(v for k, v in phase.components.items() if k not in common))
+        working.append(0.0 if phase is None
+                       else sum(v for k, v in phase.components.items() if k not in common))
     if starts:
         t = np.asarray(starts, dtype=float)
         now = np.zeros(len(t))
@@ -217,7 +226,8 @@ def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
             k = np.searchsorted(staged[0], t, side="right") - 1
             now = np.where(k >= 0, staged[1][np.maximum(k, 0)], 0.0)
         counter(2, "SRAM in use (bytes per PE)", t, {"resident": np.full(len(t), float(resident)),
-                                                     "phase working set": np.asarray(working), "weights staged": now})
+                                                     "phase working set": np.asarray(working),
+                                                     "weights staged": now})
     return events
 
 

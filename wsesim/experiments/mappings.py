@@ -52,8 +52,8 @@ def _regions_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placem
 
 
 def _regions_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
-    region = np.array([(placement.regions[r].rows, placement.regions[r].cols) for r in placement.expert_region_index],
-                      dtype=float)
+    region = np.array([(placement.regions[r].rows, placement.regions[r].cols)
+                       for r in placement.expert_region_index], dtype=float)
     costs = COMPUTE_MODELS[spec.simulation.compute].region_experts
     return costs(spec.hardware, LayerShapes(spec.model), tokens, region[:, 0], region[:, 1])
 

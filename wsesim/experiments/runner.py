@@ -200,7 +200,8 @@ def _size_for_global_batch(spec: ExperimentSpec, region_of: tuple[int, ...], reg
             return size
     mem = training_memory(hw, m, t, batch_per_tile=1)
     why = mem.reason or "the routed load does not fit at any B that divides it"
-    return Sizing(0, None, 1.0, mem, f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})")
+    return Sizing(0, None, 1.0, mem,
+                  f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})")
 
 
 def _divisors(n: int) -> list[int]:
@@ -211,7 +212,8 @@ def _divisors(n: int) -> list[int]:
 def simulate_experiment(spec: ExperimentSpec) -> Run:
     """``run_experiment``, keeping the trace and the plan."""
     wall = time.perf_counter()
-    planned = check_work(spec)  # work that cannot finish here is refused before anything is built, routing included
+    # work that cannot finish here is refused before anything is built, routing included
+    planned = check_work(spec)
     size = size_step(spec)
     B, mem, load, N = size.batch_per_tile, size.memory, size.expert_load, size.micro_batches
     if not size.feasible:

@@ -33,8 +33,8 @@ def _gemm(hw: HardwareSpec, dtype: str, rows: int, cols: int, m: int, k: int, n:
     return kernel_cost(hw, "gemm", rows, cols, dtype=dtype, algorithm=STEP_GEMM, shape=(m, k, n)).cycles
 
 
-def kernel_op_cost(hw: HardwareSpec, rows: int, cols: int, matmuls: Sequence[tuple[int, int, int]], flops: float,
-                   weight_bytes: float, bytes_per_value: int) -> OpCost:
+def kernel_op_cost(hw: HardwareSpec, rows: int, cols: int, matmuls: Sequence[tuple[int, int, int]],
+                   flops: float, weight_bytes: float, bytes_per_value: int) -> OpCost:
     """A whole-wafer op's cost from its GEMMs (``model.shapes.wafer_op_matmuls``)."""
     dtype = lanes_dtype(bytes_per_value)
     compute = sum(_gemm(hw, dtype, rows, cols, m, k, n) for m, k, n in matmuls)

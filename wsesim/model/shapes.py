@@ -95,14 +95,16 @@ class LayerShapes:
 
     @property
     def ffn_params(self) -> int:
-        """One dense FFN of width ``ffn_intermediate``: SwiGLU gate, up (H→F) and down (F→H); GELU up and down."""
+        """One dense FFN of width ``ffn_intermediate``: SwiGLU gate, up (H→F) and down (F→H); GELU up
+        and down."""
         m = self.model
         return FFN_MATRICES[m.ffn_activation] * m.hidden_size * m.ffn_intermediate
 
     @property
     def moe_layer_params(self) -> int:
         m = self.model
-        return self.attention_params + self.router_params + m.experts * self.expert_params + self.shared_expert_params
+        return (self.attention_params + self.router_params + m.experts * self.expert_params
+                + self.shared_expert_params)
 
     @property
     def dense_layer_params(self) -> int:
@@ -134,15 +136,17 @@ class LayerShapes:
 
     @property
     def total_params(self) -> int:
-        return (self.moe_layers * self.moe_layer_params + self.model.dense_layer_count * self.dense_layer_params
+        return (self.moe_layers * self.moe_layer_params
+                + self.model.dense_layer_count * self.dense_layer_params
                 + self.embedding_params + self.lm_head_params)
 
     @property
     def active_params(self) -> int:
         m = self.model
-        per_layer = self.attention_params + self.router_params + m.top_k * self.expert_params + self.shared_expert_params
-        return (self.moe_layers * per_layer + m.dense_layer_count * self.dense_layer_params + self.embedding_params
-                + self.lm_head_params)
+        per_layer = (self.attention_params + self.router_params + m.top_k * self.expert_params
+                     + self.shared_expert_params)
+        return (self.moe_layers * per_layer + m.dense_layer_count * self.dense_layer_params
+                + self.embedding_params + self.lm_head_params)
 
     # forward FLOPs per token ---------------------------------------------------------------------
     def attention_proj_flops(self) -> float:
@@ -226,7 +230,8 @@ def wafer_op(shapes: LayerShapes, name: str, tokens: int, seq_len: int, kernel: 
     if name == OpKind.FFN:
         return f * tokens * shapes.ffn_flops(), f * shapes.ffn_params * b
     if name == OpKind.LM_HEAD:
-        return 3 * tokens * shapes.lm_head_flops(), 3 * ((shapes.lm_head_params or shapes.embedding_params) * b)
+        return (3 * tokens * shapes.lm_head_flops(),
+                3 * ((shapes.lm_head_params or shapes.embedding_params) * b))
     raise ValueError(f"no whole-wafer op {name!r}")
 
 
@@ -256,7 +261,8 @@ def layer_matmuls(shapes: LayerShapes, tokens: int, keys: Any, dense: bool = Tru
     else:
         up, inner = 2 * m.expert_intermediate * m.top_k, m.expert_intermediate * m.top_k
     out = {"qkv": (tokens, H, q + k + v), "o_proj": (tokens, o, H),
-           "scores": (tokens, m.heads * shapes.qk_head_dim, keys), "context": (tokens, keys, m.heads * shapes.v_head_dim),
+           "scores": (tokens, m.heads * shapes.qk_head_dim, keys),
+           "context": (tokens, keys, m.heads * shapes.v_head_dim),
            "gate_up": (tokens, H, up), "down": (tokens, inner, H), "router": (tokens, H, m.experts),
            "lm_head": (tokens, H, m.vocab_size)}
     if m.shared_expert_intermediate:
@@ -283,7 +289,8 @@ def wafer_op_matmuls(shapes: LayerShapes, name: str, tokens: int, seq_len: int, 
             out += [mm["qkv"], mm["o_proj"]]
         out += [mm["scores"], mm["context"]]
     elif name == OpKind.ROUTER:
-        out += [mm["router"]] + ([mm["shared_gate_up"], mm["shared_down"]] if m.shared_expert_intermediate else [])
+        out += [mm["router"]] + ([mm["shared_gate_up"], mm["shared_down"]]
+                                 if m.shared_expert_intermediate else [])
     elif name == OpKind.FFN:
         out += [mm["gate_up"], mm["down"]]
     elif name == OpKind.LM_HEAD:

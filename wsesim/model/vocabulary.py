@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "ServePhase", "StageOpKind", "Tensor", "Track",
-           "Where"]
+__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "ServePhase", "StageOpKind", "Tensor",
+           "Track", "Where"]
 
 
 class Name(str, Enum):

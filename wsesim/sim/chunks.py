@@ -92,7 +92,8 @@ class _Builder:
         experts = np.arange(E, dtype=np.int64) * len(pattern)
         for op in ops:
             pieces = sum(1 for o, _ in pattern if o == op)
-            self.expert_chunks[pass_, layer, op] = first + offset[op] + np.arange(pieces)[:, None] + experts[None, :]
+            self.expert_chunks[pass_, layer, op] = (first + offset[op] + np.arange(pieces)[:, None]
+                                                    + experts[None, :])
 
     def add_layer(self, s: LayerShapes, pass_: str, layer: int, backward_first: bool) -> None:
         """A layer's chunks in the order of their first use."""
@@ -100,7 +101,8 @@ class _Builder:
         if s.model.is_dense(layer):  # attention and the FFN, each a whole-wafer tensor
             order = (Tensor.FFN, Tensor.ATTENTION) if backward_first else (Tensor.ATTENTION, Tensor.FFN)
             for tensor in order:
-                self.add((pass_, layer, tensor), (s.ffn_params if tensor == Tensor.FFN else s.attention_params) * b)
+                self.add((pass_, layer, tensor),
+                         (s.ffn_params if tensor == Tensor.FFN else s.attention_params) * b)
             return
         ops = BACKWARD_OPS if backward_first else FORWARD_OPS
         if not backward_first:
@@ -119,8 +121,8 @@ def plan_chunks(hw: HardwareSpec, model: ModelSpec, recompute: bool, micro_batch
         one = plan_chunks(hw, model, recompute)
         sizes = np.tile(one.sizes, micro_batches)
         sizes.flags.writeable = False
-        return ChunkPlan(one.names * micro_batches, sizes, one.keys, one.expert_chunks, recompute, one.rec_pass,
-                         one.staging_bytes, micro_batches, len(one))
+        return ChunkPlan(one.names * micro_batches, sizes, one.keys, one.expert_chunks, recompute,
+                         one.rec_pass, one.staging_bytes, micro_batches, len(one))
     s, b = LayerShapes(model), model.bytes_per_value
     staging = hw.runtime.staging_bytes * hw.pes
     rec_pass = Copy.BWD if s.layer_params * b <= staging / 2 else Copy.REC

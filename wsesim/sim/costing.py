@@ -38,7 +38,8 @@ from .builders.training import training_program
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
 
-__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving", "with_defaults"]
+__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving",
+           "with_defaults"]
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ class Costs:
     problems: tuple[str, ...] = ()
 
 
-def with_defaults(plan: StepPlan | None, program: Program | None, costs: Costs | None) -> tuple[Program, Costs]:
+def with_defaults(plan: StepPlan | None, program: Program | None,
+                  costs: Costs | None) -> tuple[Program, Costs]:
     """What an executor runs when it is given only part of it: by default the training step of
     ``plan`` (``builders.training``), costed by this pass."""
     if program is None:
@@ -140,7 +142,8 @@ class _Grid:
         self.hw, self.rows, self.cols, self.problems = spec.hardware, rows, cols, problems
         self.dtype = lanes_dtype(spec.model.bytes_per_value)
         self.machine = Machine.of(self.hw, self.dtype)
-        self.algorithm = {StageOpKind.GEMV: inf.gemv, StageOpKind.GEMM: inf.gemm, StageOpKind.ALLREDUCE: inf.allreduce}
+        self.algorithm = {StageOpKind.GEMV: inf.gemv, StageOpKind.GEMM: inf.gemm,
+                          StageOpKind.ALLREDUCE: inf.allreduce}
 
     def on(self, region: tuple[int, int] | None) -> _Grid:
         if region is None:
@@ -154,12 +157,13 @@ class _Grid:
         kind, m = op.kind, self.machine
         if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
             shape = (1, *dims) if kind == StageOpKind.GEMV else dims
-            c = kernel_cost(self.hw, kind, self.rows, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
-                            shape=shape)
+            c = kernel_cost(self.hw, kind, self.rows, self.cols, dtype=self.dtype,
+                            algorithm=self.algorithm[kind], shape=shape)
             if not c.feasible and c.reason not in self.problems:
                 self.problems.append(c.reason)
             return c
-        if kind == StageOpKind.ALLREDUCE:  # every row of PEs reduces its values to all its PEs, rows in parallel
+        # every row of PEs reduces its values to all its PEs, rows in parallel
+        if kind == StageOpKind.ALLREDUCE:
             wavelets = m.wavelets(max(dims[0], 1))
             if self.cols < 2:
                 return KernelCost(0.0, 0.0, 0.0)

@@ -77,11 +77,13 @@ class _Engine:
         rate, latency = io_rate(hw, plan.tree), (plan.tree.latency if plan.tree else 0.0)
         self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, rate, latency)
         self.grads = GradientLink(staging / 2, rate)
-        self.experts = ExpertsPhase(plan, chunks, self.env, self.stream, self.grads, self.trace, self._gradient_room)
+        self.experts = ExpertsPhase(plan, chunks, self.env, self.stream, self.grads, self.trace,
+                                    self._gradient_room)
         self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
         self._run.update({kind: self._wafer for kind in WAFER_OPS})
-        self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
-                          OpKind.EXPERTS: self.experts.run, OpKind.GRADIENT: self._gradient,
+        self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
+                          OpKind.COMBINE: self._fabric, OpKind.EXPERTS: self.experts.run,
+                          OpKind.GRADIENT: self._gradient,
                           OpKind.GRADIENT_DRAIN: self._drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
                           OpKind.OPTIMIZER_STEP: self._optimizer})
 
@@ -123,7 +125,8 @@ class _Engine:
         yield self.env.timeout(op.runs * cycles)
 
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
-        nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.plan.model.bytes_per_value
+        nbytes = (self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size
+                  * self.plan.model.bytes_per_value)
         key = (op.layer, op.reverse)  # forward, recompute and backward move the same bytes: time them once
         if key not in self._fabric_times:
             self._fabric_times[key] = self.plan.dispatch(nbytes, op.reverse)
@@ -186,7 +189,8 @@ class _Engine:
             visits += 1
             if s == S - 1 and t + 1 == T:
                 continue
-            heapq.heappush(heap, (end + stages[s].handoff(t), order, r, t + 1 if s == S - 1 else t, (s + 1) % S))
+            heapq.heappush(heap, (end + stages[s].handoff(t), order, r, t + 1 if s == S - 1 else t,
+                                  (s + 1) % S))
             order += 1
         self.events = visits
         yield self.env.timeout(trace.stages.end)

@@ -5,7 +5,8 @@ without importing an engine)."""
 
 ENGINES: dict[str, str] = {
     "fast": "wsesim.sim.engine:simulate",  # the default
-    "reference": "wsesim.sim.reference:simulate",  # plain SimPy, to vouch for the fast one: same program and costs
+    # plain SimPy, to vouch for the fast one: same program and costs
+    "reference": "wsesim.sim.reference:simulate",
 }
 
 __all__ = ["ENGINES"]

@@ -132,8 +132,8 @@ def regions_phase(eng: ExpertsPhase, layer: int, pass_: str, chunk_pass: str,
         yield from send_gradients(eng, at[order], nbytes[order], layer, pass_)
 
 
-def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray, layer: int,
-                pass_: str, chunk_pass: str, backward: bool, last_use: bool,
+def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray,
+                layer: int, pass_: str, chunk_pass: str, backward: bool, last_use: bool,
                 grads: list[Grad]) -> Generator[Any, Any, None]:
     """The regions ``pending`` (region, slot, op index, piece) stopped at, continued: in rounds, every
     region whose next chunk is scheduled runs its next op (array arithmetic over the regions); when none
@@ -182,7 +182,8 @@ def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: 
             else:
                 for piece in np.unique(pg):  # (records keep one piece count per batch)
                     same = pg == piece
-                    record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same], waited[same], pieces)
+                    record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same], waited[same],
+                           pieces)
             wait[rr] += waited
             t[rr] = end
             if last_use:
@@ -190,7 +191,8 @@ def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: 
             last = p[go] == pieces - 1
             if backward and last.any():
                 n = int(last.sum())
-                grads.append((end[last], np.full(n, eng.op_bytes[op]), j[go][last], np.full(n, op_index), rr[last]))
+                grads.append((end[last], np.full(n, eng.op_bytes[op]), j[go][last], np.full(n, op_index),
+                              rr[last]))
             p[go] += 1
             wrap = go & (p == pieces)
             p[wrap], k[wrap] = 0, k[wrap] + 1
@@ -254,8 +256,8 @@ def _flush(eng: ExpertsPhase, frees: tuple[list[float], list[float]]) -> None:
         frees[1].clear()
 
 
-def record(eng: ExpertsPhase, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray, start: np.ndarray,
-           end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
+def record(eng: ExpertsPhase, op: str, pass_: str, layer: int, backward: bool, experts: np.ndarray,
+           start: np.ndarray, end: np.ndarray, wait: np.ndarray, pieces: int) -> None:
     """Keep a batch of expert ops in the trace, and count their FLOPs."""
     eng.trace.expert_ops.append(ExpertOps(op, pass_, layer, backward, experts, start, end, wait,
                                           eng.compute_bound[op, backward][layer, experts], pieces))

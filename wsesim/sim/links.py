@@ -107,7 +107,8 @@ class WeightStream:
                 break
             clock = heap[0][0]
         self.start[first:i], self.arrival[first:i] = start, arrival
-        self.level, self.next, self.link_free_at, self.bytes_in, self._clock = level, i, link_free, bytes_in, clock
+        self.level, self.next, self.link_free_at, self.bytes_in, self._clock = (level, i, link_free,
+                                                                                bytes_in, clock)
 
     def _notify(self, i: int, arrival: float) -> None:
         """Wake the consumers waiting for chunk ``i`` at its arrival."""
@@ -161,7 +162,8 @@ class WeightStream:
         """The link's schedule so far, as plain data (copies: the trace outlives the stream)."""
         freed = (np.concatenate([t for t, _ in self._freed] or [np.zeros(0)]),
                  np.concatenate([b for _, b in self._freed] or [np.zeros(0)]))
-        return LinkSchedule(tuple(self.names), self.sizes.copy(), self.start.copy(), self.arrival.copy(), freed)
+        return LinkSchedule(tuple(self.names), self.sizes.copy(), self.start.copy(), self.arrival.copy(),
+                            freed)
 
 
 class GradientLink:

@@ -78,7 +78,8 @@ def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int) ->
     fixed = inf.layers_per_stage
 
     def memory(layers: list[int], first: bool, last: bool) -> StageMemory:
-        weights = sum(layer_weight_bytes(m, i) for i in layers) + (emb if first else 0) + (head if last else 0)
+        weights = (sum(layer_weight_bytes(m, i) for i in layers) + (emb if first else 0)
+                   + (head if last else 0))
         return stage_memory(m, weights, len(layers), grid[0], grid[1], hw.usable_sram_bytes_per_pe,
                             inf.prompt_len, inf.output_len, inf.batch, inf.kv_layout)
 
@@ -88,8 +89,9 @@ def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int) ->
         if len(stages) >= limit:
             held = sum(len(x) for x in stages)
             wafers = -(-limit // max(_slots(spec, grid), 1))
-            return stages, (f"the weights do not fit {wafers} wafer{'s' if wafers > 1 else ''} at {grid[0]}x{grid[1]} "
-                            f"PEs per stage: {limit} stage{'s hold' if limit > 1 else ' holds'} {held} of {m.layers} "
+            return stages, (f"the weights do not fit {wafers} wafer{'s' if wafers > 1 else ''} at "
+                            f"{grid[0]}x{grid[1]} PEs per stage: "
+                            f"{limit} stage{'s hold' if limit > 1 else ' holds'} {held} of {m.layers} "
                             f"layers; set inference.systems higher (or auto), or a smaller grid")
         first, take = not stages, []
         while layer < m.layers and (fixed == "auto" or len(take) < fixed):
@@ -99,10 +101,10 @@ def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int) ->
             take, layer = trial, layer + 1
         if not take:
             need = memory([layer], first, layer == m.layers - 1)
-            return stages, (f"layer {layer} alone needs {need.total:,.0f} B per PE on a {grid[0]}x{grid[1]} grid "
-                            f"(weights {need.weights:,.0f}, KV cache {need.kv_cache:,.0f}, activations "
-                            f"{need.activations:,.0f}) but {need.usable:,.0f} B are usable: a layer, all its experts included, "
-                            "must fit one stage's grid")
+            return stages, (f"layer {layer} alone needs {need.total:,.0f} B per PE on a {grid[0]}x{grid[1]} "
+                            f"grid (weights {need.weights:,.0f}, KV cache {need.kv_cache:,.0f}, activations "
+                            f"{need.activations:,.0f}) but {need.usable:,.0f} B are usable: a layer, all its "
+                            "experts included, must fit one stage's grid")
         stages.append(take)
     return stages, ""
 
@@ -131,8 +133,9 @@ def _build(spec: InferenceExperimentSpec, grid: tuple[int, int], systems: int | 
         mem = stage_memory(m, weights, len(take), grid[0], grid[1], hw.usable_sram_bytes_per_pe,
                            inf.prompt_len, inf.output_len, inf.batch, inf.kv_layout)
         if not reason and not mem.fits:
-            reason = (f"stage {i} ({len(take)} layers) needs {mem.total:,.0f} B per PE but {mem.usable:,.0f} B are "
-                      f"usable (KV cache {mem.kv_cache:,.0f} B: the longest output that fits is {mem.max_output})")
+            reason = (f"stage {i} ({len(take)} layers) needs {mem.total:,.0f} B per PE but {mem.usable:,.0f} "
+                      f"B are usable (KV cache {mem.kv_cache:,.0f} B: the longest output that fits is "
+                      f"{mem.max_output})")
         stages.append(Stage(i, wafer, origin, grid[0], grid[1], tuple(take), first, last, mem))
     return Mapping(grid, tuple(stages), systems or used, per_wafer, reason)
 

@@ -88,7 +88,8 @@ class LinkSchedule:
     sizes: np.ndarray
     start: np.ndarray
     arrival: np.ndarray
-    freed: tuple[np.ndarray, np.ndarray] | None = None  # (cycle, bytes) of every free of staging room, if recorded
+    # (cycle, bytes) of every free of staging room, if recorded
+    freed: tuple[np.ndarray, np.ndarray] | None = None
 
 
 @dataclass
@@ -131,7 +132,8 @@ class Trace:
     staging_held_at_end: float = 0.0  # weight bytes still reserved in the staging buffer (0 when all freed)
     stages: StageLog | None = None
 
-    def fabric_span(self, op: Transfer, start: float, end: float, total_bytes: float, max_load: float) -> None:
+    def fabric_span(self, op: Transfer, start: float, end: float, total_bytes: float,
+                    max_load: float) -> None:
         """Record a dispatch or combine over the fabric: its span and the bytes it moved."""
         self.max_link_load_bytes = max(self.max_link_load_bytes, max_load)
         if op.reverse:
@@ -150,7 +152,8 @@ class Trace:
         log.waited[stage] += start - arrived
         log.busy[stage] += end - start
         phase = ServePhase.PREFILL if token == 0 else ServePhase.DECODE
-        self.spans.append(Span(Track.STAGE, phase, start, end, {"stage": stage, "request": request, "token": token}))
+        self.spans.append(Span(Track.STAGE, phase, start, end,
+                               {"stage": stage, "request": request, "token": token}))
         if last:
             log.done[request, token] = end
 

@@ -255,12 +255,14 @@ class _Reference:
                 batch: int) -> Generator[Any, Any, None]:
         """Region r's experts in slot order, each op (piece) when its chunk has arrived and r is free."""
         env, p, s = self.env, self.plan, self.s
-        frees = pass_ != Pass.RECOMPUTE or chunk_pass == Copy.REC  # backward copies serve recompute, then backward
+        # backward copies serve recompute, then backward
+        frees = pass_ != Pass.RECOMPUTE or chunk_pass == Copy.REC
         for slot, e in enumerate(self.members[r]):
             tokens = float(p.tokens[layer, e])
             for k, op in enumerate(BACKWARD_OPS if backward else FORWARD_OPS):
                 flops = s.expert_op_flops(op, tokens, backward)
-                cycles = float(p.expert_costs.cycles[op, backward][layer, e])  # the cost model's, via the plan
+                # the cost model's, via the plan
+                cycles = float(p.expert_costs.cycles[op, backward][layer, e])
                 bound = bool(p.expert_costs.compute_bound[op, backward][layer, e])
                 chunks = (self.chunks.expert_chunks[chunk_pass, layer, op][:, e] + self.offset).tolist()
                 for piece, i in enumerate(chunks):
@@ -349,8 +351,9 @@ class _Reference:
         run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {OpKind.SERVE: self._serve}
         if self.program.chunks is not None:
             run.update({kind: self._wafer_op for kind in WAFER_OPS})
-            run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric, OpKind.COMBINE: self._fabric,
-                        OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
+            run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
+                        OpKind.COMBINE: self._fabric, OpKind.EXPERTS: self._experts,
+                        OpKind.GRADIENT: self._gradient,
                         OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
                         OpKind.OPTIMIZER_STEP: self._optimizer})
         for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
@@ -377,7 +380,8 @@ class _Reference:
         tr.io_bytes_in = self.bytes_in
         tr.io_bytes_out = fsum(g.nbytes for g in self.sent if g.left <= env.now)
         freed = np.array(self.freed, dtype=float).reshape(-1, 2)
-        tr.io_in = LinkSchedule(tuple(c.names), c.sizes.copy(), self.start, self.arrival, (freed[:, 0], freed[:, 1]))
+        tr.io_in = LinkSchedule(tuple(c.names), c.sizes.copy(), self.start, self.arrival,
+                                (freed[:, 0], freed[:, 1]))
         tr.staging_held_at_end = float(self.weights.level)
         for batch in range(len(tr.gradients)):  # (start, left, bytes) arrays per hand-over, in link order
             out = sorted((g for g in self.sent if g.batch == batch), key=lambda g: g.start)

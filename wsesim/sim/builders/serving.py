@@ -28,8 +28,8 @@ from ..program import Handoff, Kernel, PerToken, Program, Serve, StageWork
 
 __all__ = ["serving_program"]
 
-ELEMENTWISE, GEMV, ALLREDUCE, GEMM, TRANSFER = (StageOpKind.ELEMENTWISE, StageOpKind.GEMV, StageOpKind.ALLREDUCE,
-                                                StageOpKind.GEMM, StageOpKind.TRANSFER)
+ELEMENTWISE, GEMV, ALLREDUCE, GEMM, TRANSFER = (StageOpKind.ELEMENTWISE, StageOpKind.GEMV,
+                                                StageOpKind.ALLREDUCE, StageOpKind.GEMM, StageOpKind.TRANSFER)
 CONTEXT = PerToken(1)
 """The decode step's context (keys and values cached), one per token."""
 
@@ -83,7 +83,8 @@ class _Layer:
                Kernel(ALLREDUCE, "top_k", layer, (2 * m.top_k,)),
                Kernel(TRANSFER, "dispatch", layer, (hid, hops)),
                self._gemv("expert_gate_up", layer, gate_up, region),
-               Kernel(ELEMENTWISE, "expert_activation", layer, (m.expert_intermediate * region[1], 4), region),
+               Kernel(ELEMENTWISE, "expert_activation", layer, (m.expert_intermediate * region[1], 4),
+                      region),
                self._gemv("expert_down", layer, down, region),
                Kernel(TRANSFER, "combine", layer, (hid, hops))]
         if m.shared_expert_intermediate:

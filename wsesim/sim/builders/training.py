@@ -58,7 +58,8 @@ class _Builder:
         args = {"layer": layer, "pass": pass_, "tokens": tokens}
         self.weights((copy, layer, Tensor.ROUTER), args)
         self.wafer(OpKind.ROUTER, tokens, backward, args)
-        first, last = (OpKind.EXPAND, OpKind.WEIGHTED_SUM) if self.in_place else (OpKind.DISPATCH, OpKind.COMBINE)
+        first, last = ((OpKind.EXPAND, OpKind.WEIGHTED_SUM) if self.in_place
+                       else (OpKind.DISPATCH, OpKind.COMBINE))
         if backward:
             first, last = last, first
         self.around_experts(first, layer, pass_, backward, reverse=False)
@@ -91,7 +92,8 @@ class _Builder:
         self.weights((copy, layer, Tensor.ATTENTION), {"layer": layer, "pass": pass_})
         # a recompute rebuilds the MoE/FFN input with attention unless its output was kept (once) or the
         # block is parallel (the FFN reads the layer's input)
-        if pass_ != Pass.RECOMPUTE or (self.plan.training.attention_recompute == "twice" and not m.parallel_block):
+        if pass_ != Pass.RECOMPUTE or (self.plan.training.attention_recompute == "twice"
+                                       and not m.parallel_block):
             self.attention(layer, pass_, backward=False)
         if m.is_dense(layer):
             self.ffn(layer, pass_, copy, backward=False)
@@ -123,7 +125,8 @@ class _Builder:
         if s.lm_head_params:
             self.weights((Tensor.LM_HEAD,), {"pass": Pass.FWD})
         tokens = self.plan.batch_per_tile * self.plan.training.seq_len
-        self.wafer(OpKind.LM_HEAD, tokens, False, {"pass": Pass.FWD_BWD, "tokens": tokens}, tiles=self.plan.tiles)
+        self.wafer(OpKind.LM_HEAD, tokens, False, {"pass": Pass.FWD_BWD, "tokens": tokens},
+                   tiles=self.plan.tiles)
         if s.lm_head_params:
             self.gradient(Gradient.LM_HEAD, s.lm_head_params, {})
 
