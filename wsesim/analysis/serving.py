@@ -41,8 +41,10 @@ class ServeResult:
     end_to_end_s: float = 0.0
     prefill_tokens_per_s: float = 0.0
     bottleneck: str = ""
-    decode_step_cycles: float = 0.0  # one token through every stage, hand-offs included, at the longest context
-    decode_breakdown: dict[str, float] = field(default_factory=dict)  # compute / communication / handoff / waiting
+    # one token through every stage, hand-offs included, at the longest context
+    decode_step_cycles: float = 0.0
+    # compute / communication / handoff / waiting
+    decode_breakdown: dict[str, float] = field(default_factory=dict)
     decode_by_op: dict[str, float] = field(default_factory=dict)  # cycles per token by op name, all layers
     layer_decode_cycles: float = 0.0  # one layer's decode step (the first stage's first layer)
     layer_by_op: dict[str, float] = field(default_factory=dict)
@@ -99,13 +101,17 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
     busy = log.busy / max(log.end, 1e-30)
-    per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer, "layers": [w.stage.layers[0], w.stage.layers[-1]],
+    per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer,
+                  "layers": [w.stage.layers[0], w.stage.layers[-1]],
                   "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
-                  "prefill_cycles": c.prefill_cycles, "decode_cycles": c.decode_cycles[-1] if c.decode_cycles else 0.0,
+                  "prefill_cycles": c.prefill_cycles,
+                  "decode_cycles": c.decode_cycles[-1] if c.decode_cycles else 0.0,
                   "handoff_decode_cycles": c.handoff_decode, "busy": float(busy[i]),
                   "waiting_cycles": float(log.waited[i]),
-                  "sram_bytes_per_pe": {"weights": w.stage.memory.weights, "kv_cache": w.stage.memory.kv_cache,
-                                        "activations": w.stage.memory.activations, "total": w.stage.memory.total,
+                  "sram_bytes_per_pe": {"weights": w.stage.memory.weights,
+                                        "kv_cache": w.stage.memory.kv_cache,
+                                        "activations": w.stage.memory.activations,
+                                        "total": w.stage.memory.total,
                                         "usable": w.stage.memory.usable}}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     return ServeResult(
@@ -123,7 +129,8 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any)
     total = sum(breakdown.values()) or 1.0
     part = max(breakdown, key=lambda k: breakdown[k])
     op = max(by_op, key=lambda k: by_op[k]) if by_op else ""
-    what = {"compute": "arithmetic on the PEs", "communication": "wavelets on the fabric (hop and ramp latency)",
+    what = {"compute": "arithmetic on the PEs",
+            "communication": "wavelets on the fabric (hop and ramp latency)",
             "handoff": "hand-offs between stages", "waiting": "requests queueing for a busy stage"}[part]
     text = f"{what}: {100 * breakdown[part] / total:.0f} % of a decode step"
     if op:

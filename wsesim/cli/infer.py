@@ -25,12 +25,14 @@ def format_serving(r: Any) -> str:
             f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
     if r.feasible:
         head += (f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
-                 f"wafer{'s' if r.systems > 1 else ''}, layers per stage {r.layers_per_stage}, KV cache {r.kv_layout}")
+                 f"wafer{'s' if r.systems > 1 else ''}, layers per stage {r.layers_per_stage}, "
+                 f"KV cache {r.kv_layout}")
     else:
         head += f"mapping: none that fits (tried {r.grid} PEs per stage, KV cache {r.kv_layout})"
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
-    rows = [("time to first token", f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
+    rows = [("time to first token",
+             f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
             ("time per output token", f"{r.tpot_s * 1e6:,.1f} us"),
             ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}"),
             ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
@@ -80,7 +82,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         written.append(out / "result.json")
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
-                [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")} for c in candidates],
+                [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
+                 for c in candidates],
                 indent=2) + "\n")
             written.append(out / "candidates.json")
         from ..output.manifest import write_manifest
@@ -88,7 +91,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         written.append(write_manifest(out, manifest(
             "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
                                                              "set": list(args.set or [])},
-            sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written], wall_s=result.wall_s)))
+            sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written],
+            wall_s=result.wall_s)))
     if args.trace and run.trace is not None:
         from ..analysis.chrome_trace import chrome_trace
 
@@ -100,9 +104,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
         if candidates:
-            rows = [(c.grid, c.stages, c.systems, f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
-                     f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60]) for c in candidates]
-            print(format_table(rows, ("grid", "stages", "wafers", "tokens/s per request", "TTFT ms (or why not)")))
+            rows = [(c.grid, c.stages, c.systems,
+                     f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
+                     f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
+                    for c in candidates]
+            print(format_table(rows, ("grid", "stages", "wafers", "tokens/s per request",
+                                      "TTFT ms (or why not)")))
             print()
         print(format_serving(result))
         for path in written:
@@ -111,7 +118,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 
 def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
-    """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set`` reads it)."""
+    """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
+    reads it)."""
     from ..config.errors import ConfigError, shown_repr
     from ..config.loader import parse_override
 
@@ -175,7 +183,8 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("infer", help="serve a model: time to first token, tokens/s per request, the bottleneck")
+    p = sub.add_parser("infer",
+                       help="serve a model: time to first token, tokens/s per request, the bottleneck")
     add_experiment_arguments(p, "INFERENCE.yaml",
                              "a kind: inference file (default: the shipped LLaMA3-8B on WSE-2 example)",
                              "--set inference.grid=420x420 --set inference.batch=8")
@@ -192,7 +201,9 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="with --vary --out: serve only the points missing from DIR/results.csv")
     add_json_argument(p)
     p.add_argument("--out", metavar="DIR",
-                   help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; with "
-                        "--vary, the sweep's folder: DIR/results.csv, the figures, figures.json and manifest.json")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace: each stage's requests")
+                   help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; "
+                        "with --vary, the sweep's folder: DIR/results.csv, the figures, figures.json and "
+                        "manifest.json")
+    p.add_argument("--trace", metavar="FILE.json",
+                   help="write a Chrome/Perfetto trace: each stage's requests")
     commands["infer"] = _cmd_infer

@@ -21,12 +21,14 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
     varying = [k for k in keys if k != "training.tiles"]
     clusters = any(int(r.get("systems") or 1) > 1 for r in rows)  # then both, labelled
     groups: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
-    values: dict[tuple[str, ...], tuple[Any, ...]] = {}  # grouped by text: a value may be a mapping (an inline interconnect)
+    # grouped by text: a value may be a mapping (an inline interconnect)
+    values: dict[tuple[str, ...], tuple[Any, ...]] = {}
     for row in rows:
         config = tuple(str(row.get(f"set:{k}", "")) for k in varying)
         values.setdefault(config, tuple(row.get(f"set:{k}", "") for k in varying))
         # a failed point has no result columns: its G is the one it asked for
-        kind = "tuned" if str(row.get("tuned")) == "True" else f"G={row.get('tiles') or row.get('set:training.tiles', '')}"
+        kind = ("tuned" if str(row.get("tuned")) == "True"
+                else f"G={row.get('tiles') or row.get('set:training.tiles', '')}")
         groups.setdefault(config, {})[kind] = row
     out = []
     for config, by_kind in groups.items():

@@ -40,7 +40,8 @@ def json_schema(kind: str, spec: type[BaseModel] | None = None) -> dict[str, Any
             schema.setdefault("$defs", {}).update({**defs, name: experiment})
         schema["properties"]["base"] = {
             "description": "the base experiment: a path (relative to this file) or an inline experiment "
-                           "mapping, a training experiment (kind: experiment) or a serving one (kind: inference)",
+                           "mapping, a training experiment (kind: experiment) or a serving one "
+                           "(kind: inference)",
             "anyOf": [{"type": "string"}, {"$ref": "#/$defs/ExperimentSpec"},
                       {"$ref": "#/$defs/InferenceExperimentSpec"}]}
     return {"$schema": DIALECT, "title": f"wsesim {kind}",

@@ -98,9 +98,11 @@ def name_problem(name: str) -> str:
     """Why ``name`` cannot be the output folder's name (``out/<name>``), or "" if it can: one folder,
     never a path that leaves ``out/`` (``../..``, ``/abs``) or names it (``.``)."""
     if not name.strip() or name.strip() in (".", "..") or _UNSAFE_NAME.search(name):
-        return 'expected a name that is one folder name (no "/", "\\", ":" or control characters; not "." or "..")'
+        return ('expected a name that is one folder name (no "/", "\\", ":" or control characters; '
+                'not "." or "..")')
     if len(name.encode("utf-8", "surrogateescape")) > 255:  # a file system's longest name (NAME_MAX)
-        return f"expected a name of at most 255 bytes (it names the output folder; this one has {len(name.encode('utf-8', 'surrogateescape')):,})"
+        return ("expected a name of at most 255 bytes (it names the output folder; "
+                f"this one has {len(name.encode('utf-8', 'surrogateescape')):,})")
     return ""
 
 
@@ -121,10 +123,12 @@ class Point:
     base_key: str = ""  # a hash of the resolved base experiment
     swept: tuple[str, ...] = ()  # every key the sweep sets (its value columns hold this point's, set or not)
     cost: float = 0.0  # estimated seconds of work (experiments.estimate): the order points are handed out in
-    plan_key: str = ""  # points with the same key share a plan (wafer, experts, placement): one worker takes them
+    # points with the same key share a plan (wafer, experts, placement): one worker takes them
+    plan_key: str = ""
     base_dir: str | None = None  # the folder a path the point names is relative to (the base experiment's)
     nbytes: float = 0.0  # estimated peak memory of the process running it
-    resolved_key: str = ""  # a hash of what the point's references (a preset, a file) resolve to, if it names any
+    # a hash of what the point's references (a preset, a file) resolve to, if it names any
+    resolved_key: str = ""
 
     @property
     def tuned(self) -> bool:
@@ -210,10 +214,11 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
     swept = [*spec.grid, *(k for p in spec.points for k in p)]
     # a key the points set (or a mapping holding it) would replace the --set value; one below them applies
     if both := [(k, s) for k in overrides or {} for s in swept if k == s or k.startswith(s + ".")]:
-        raise ConfigError(f"{both[0][0]} is set here and swept by the sweep (as {both[0][1]}): set it in one place",
-                          source="--set", path=both[0][0])
+        raise ConfigError(f"{both[0][0]} is set here and swept by the sweep (as {both[0][1]}): "
+                          "set it in one place", source="--set", path=both[0][0])
     if isinstance(spec.base, str):
-        base_path = Path(spec.base) if Path(spec.base).is_absolute() or base_dir is None else base_dir / spec.base
+        base_path = (Path(spec.base) if Path(spec.base).is_absolute() or base_dir is None
+                     else base_dir / spec.base)
         base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
@@ -223,9 +228,11 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
     if count > MAX_SWEEP_POINTS:
-        shape = " × ".join(f"{len(v):,}" for v in spec.grid.values()) + (f" × {len(spec.points):,} points" if spec.points else "")
-        raise ConfigError(f"expected at most {MAX_SWEEP_POINTS:,} points, got {count:,} ({shape}): split the sweep "
-                          "into several files", source=source, path="grid" if spec.grid else "points")
+        shape = (" × ".join(f"{len(v):,}" for v in spec.grid.values())
+                 + (f" × {len(spec.points):,} points" if spec.points else ""))
+        raise ConfigError(f"expected at most {MAX_SWEEP_POINTS:,} points, got {count:,} ({shape}): "
+                          "split the sweep into several files", source=source,
+                          path="grid" if spec.grid else "points")
     overrides = expand(spec.grid, spec.points)
     if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
         raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
@@ -233,8 +240,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         if both := [(k, g) for k in point for g in spec.grid if _overlap(k, g)]:
             k, g = both[0]
             also = "" if k == g else f" (as {g})"
-            raise ConfigError(f"{k} is set both here and in grid{also} (the grid's value would replace this one): "
-                              "set it in one place", source=source, path=f"points[{i}].{k}")
+            raise ConfigError(f"{k} is set both here and in grid{also} "
+                              "(the grid's value would replace this one): set it in one place",
+                              source=source, path=f"points[{i}].{k}")
     points = []
     swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
     for i, ov in enumerate(overrides):
@@ -255,7 +263,8 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
                               source=grid_flag if flag else source, path=None if flag else where) from None
         resolved_key = ""
         if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
-            resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True,
+                                                     default=str).encode()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points), kind)
 
@@ -309,7 +318,8 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:
-        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides(), base_dir=point.base_dir_path)
+        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides(),
+                                      base_dir=point.base_dir_path)
         row.update(swept_values(loaded.spec, point.swept or point.overrides))
         result: RunResult = tuned_row(tune(loaded)) if point.tuned else run_experiment(loaded.spec)
         row.update(result.scalars())
@@ -327,7 +337,8 @@ def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
 
 def died_row(point: Point, why: str) -> dict[str, Any]:
     """The row of a point whose worker process died under it: an error, and the sweep goes on."""
-    return {"point": point.index, "point_key": point.key, **{f"set:{k}": v for k, v in point.overrides.items()},
+    return {"point": point.index, "point_key": point.key,
+            **{f"set:{k}": v for k, v in point.overrides.items()},
             "tuned": point.tuned, "status": STATUS_ERROR, "reason": why}
 
 
@@ -336,7 +347,8 @@ def died_row(point: Point, why: str) -> dict[str, Any]:
 
 def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, workers: int = 1,
               scheduler: Any = None,
-              on_row: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+              on_row: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None
+              ) -> list[dict[str, Any]]:
     """Run the points not in ``done`` (rows by point key, from --resume); call ``on_row(row, all_rows)``
     as each finishes (the CLI appends the row to its CSV there). ``scheduler``: a Dask address or client (see
     ``workers.run_dask``); None runs locally. Returns all rows, sorted by point."""
@@ -345,7 +357,8 @@ def run_sweep(sweep: Sweep, *, done: dict[str, dict[str, Any]] | None = None, wo
     todo = [p for p in sweep.points if p.key not in done]  # (several local workers take them longest first)
     run = partial(run_point, sweep.base.raw, sweep.base.source)  # run_point as it is now (tests wrap it)
     stream = (run_dask(run, todo, scheduler) if scheduler is not None
-              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost, died=died_row))
+              else run_local(run, todo, workers, group=lambda p: p.plan_key, cost=lambda p: p.cost,
+                             died=died_row))
     for row in stream:
         rows.append(row)
         if on_row is not None:

@@ -79,11 +79,13 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
                 except BrokenProcessPool:
                     if died is None:
                         raise
-                # the bin's process died: its earliest unfinished point was running; the others go to a new one
-                unfinished = sorted([(mine, p)] + [(o, pending.pop(g)[2]) for g, (j, o, _) in list(pending.items())
-                                                   if j == i], key=lambda op: op[0])
-                yield died(unfinished[0][1], "the worker process running this point died (killed, e.g. by the "
-                                             "out-of-memory killer)")
+                # the bin's process died: its earliest unfinished point was running; the others go to a new
+                # one
+                unfinished = sorted([(mine, p)] + [(o, pending.pop(g)[2])
+                                                   for g, (j, o, _) in list(pending.items()) if j == i],
+                                    key=lambda op: op[0])
+                yield died(unfinished[0][1], "the worker process running this point died (killed, e.g. by "
+                                             "the out-of-memory killer)")
                 others = [q for _, q in unfinished[1:]]
                 _terminate(pools[i])
                 pools[i] = new_pool()
@@ -155,8 +157,8 @@ DASK_CONNECT_S = 8.0
 
 
 def dask_connect_timeout() -> float:
-    """Seconds ``connect_dask`` waits: Dask's ``distributed.comm.timeouts.connect`` capped at ``DASK_CONNECT_S``
-    (e.g. ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=2s`` for less)."""
+    """Seconds ``connect_dask`` waits: Dask's ``distributed.comm.timeouts.connect`` capped at
+    ``DASK_CONNECT_S`` (e.g. ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=2s`` for less)."""
     import dask
     from dask.utils import parse_timedelta
 
@@ -229,7 +231,8 @@ def _probe_scheduler(address: str, timeout: float) -> None:
         try:
             await asyncio.wait_for(exchange(), timeout + 2)
         except asyncio.TimeoutError:
-            raise _NotAScheduler(f"it accepted the connection but did not answer within {timeout + 2:g} s") from None
+            raise _NotAScheduler("it accepted the connection but did not answer within "
+                                 f"{timeout + 2:g} s") from None
 
     def run() -> None:
         try:
@@ -257,7 +260,8 @@ def _probe_scheduler(address: str, timeout: float) -> None:
     raise ConfigError(f"{address!r} {why}", source="--scheduler")
 
 
-def run_dask(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], scheduler: Any) -> Iterator[dict[str, Any]]:
+def run_dask(run: Callable[[Any], dict[str, Any]], points: Sequence[Any],
+             scheduler: Any) -> Iterator[dict[str, Any]]:
     """``run(point)`` of each point, as they finish, on a Dask distributed cluster: ``scheduler`` is an
     address (connected and closed here) or a client from ``connect_dask`` (left open for its owner)."""
     from dask.distributed import as_completed

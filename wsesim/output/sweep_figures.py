@@ -29,7 +29,8 @@ PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", 
 
 def _colour(plan: FigurePlan, index: int) -> str:
     if plan.roles.get("training.tiles") == "colour" and plan.colour_values[index] in ("1", "tuned"):
-        return COLOURS[0] if plan.colour_values[index] == "1" else COLOURS[1]  # as the README has always had them
+        # as the README has always had them
+        return COLOURS[0] if plan.colour_values[index] == "1" else COLOURS[1]
     return COLOURS[(index + 1) % len(COLOURS)]
 
 
@@ -39,11 +40,13 @@ def throughput_figure(plan: FigurePlan) -> Any:
     n, speed = len(plan.panels), plan.has_speedup
     axes = _panel_axes(n, speed)
     fig = axes[0][0].figure
-    top_y = max((p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]), default=1.0)
+    top_y = max((p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]),
+                default=1.0)
     failed, beside = False, False
     for col, panel in enumerate(plan.panels):
         top = axes[0][col]
-        tuned_at = Counter(p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned" for p in s.points)
+        tuned_at = Counter(p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned"
+                           for p in s.points)
         labelled = sum(tuned_at.values()) <= MAX_LABELS  # past that many, labels would only cover each other
         side: list[tuple[int, float, str, str]] = []
         for s in panel.series:
@@ -54,13 +57,14 @@ def throughput_figure(plan: FigurePlan) -> Any:
             for p in s.points:
                 if p["y"] is None:  # not run: marked where a throughput of 0 would be (_crosses)
                     failed = True
-                elif s.fixed.get("training.tiles") == "tuned" and labelled:  # beside the point where several share an x
+                # beside the point where several share an x
+                elif s.fixed.get("training.tiles") == "tuned" and labelled:
                     text = f"G={p['row'].get('tiles')}, B={p['row'].get('batch_per_tile')}"
                     if tuned_at[p["x_index"]] > 1:
                         side.append((p["x_index"], p["y"] / 1e3, text, colour))
                     else:
-                        top.annotate(text, (p["x_index"], p["y"] / 1e3), textcoords="offset points", xytext=(0, 7),
-                                     ha="center", fontsize=6.5, color=colour)
+                        top.annotate(text, (p["x_index"], p["y"] / 1e3), textcoords="offset points",
+                                     xytext=(0, 7), ha="center", fontsize=6.5, color=colour)
         _crosses(top, panel, plan)
         top.set_ylim(0, 1.18 * top_y / 1e3)
         beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / 1e3)
@@ -93,7 +97,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
             axes[1][col].set_ylabel("speedup\n(tuned / G=1)")
     step = -(-len(plan.x_values) // MAX_TICKS)  # every value up to MAX_TICKS, else every step-th
     shown = plan.x_values[::step]
-    slanted = sum(len(v) + 2 for v in shown) > 60 or max((len(v) for v in shown), default=0) > 12  # else they collide
+    slanted = (sum(len(v) + 2 for v in shown) > 60
+               or max((len(v) for v in shown), default=0) > 12)  # else they collide
     for ax in axes[-1]:
         ax.set_xticks(range(0, len(plan.x_values), step), shown, rotation=30 if slanted else 0,
                       ha="right" if slanted else "center")
@@ -137,7 +142,8 @@ def _panel_axes(n: int, speed: bool) -> list[list[Any]]:
     bottoms: list[Any] = []
     for i in range(n):
         r, c = divmod(i, columns)
-        top = fig.add_subplot(grid[per * r, c], sharex=tops[0] if tops else None, sharey=tops[0] if tops else None)
+        top = fig.add_subplot(grid[per * r, c], sharex=tops[0] if tops else None,
+                              sharey=tops[0] if tops else None)
         tops.append(top)
         if speed:
             bottoms.append(fig.add_subplot(grid[per * r + 1, c], sharex=top,
@@ -174,7 +180,8 @@ def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float)
 
 
 def _ordinal(n: int) -> str:
-    return "row" if n == 1 else f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+    return ("row" if n == 1
+            else f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}")
 
 
 def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, label: str) -> None:
@@ -209,8 +216,8 @@ def phases_figure(plan: PhasesPlan) -> Any:
         if many:
             _bars_at_once(ax, left, widths, colour, label)
         else:
-            ax.barh(range(len(bars)), widths, left=left, color=colour, label=label, height=0.7, edgecolor="white",
-                    linewidth=0.4)
+            ax.barh(range(len(bars)), widths, left=left, color=colour, label=label, height=0.7,
+                    edgecolor="white", linewidth=0.4)
         left = [a + w for a, w in zip(left, widths, strict=True)]
     for i, b in enumerate(bars):
         if not b["us_per_token"] and not many:
@@ -222,7 +229,8 @@ def phases_figure(plan: PhasesPlan) -> Any:
     title = plan.title
     if many:  # what the picture cannot show row by row, said on it
         unrun = sum(1 for b in bars if not b["us_per_token"])
-        title += (f"\n{len(bars)} runs, every {_ordinal(step)} labelled" + (f", {unrun} not run (blank rows)" if unrun else "")
+        title += (f"\n{len(bars)} runs, every {_ordinal(step)} labelled"
+                  + (f", {unrun} not run (blank rows)" if unrun else "")
                   + "; each run's bar and label in figures.json")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, axis="x")
