@@ -28,6 +28,7 @@ from wsesim.kernels.kinds import (
 from wsesim.kernels.lines import TOPOLOGIES
 
 HW = load_hardware("tiny8")
+KINDS = "expected one of gemm, gemv, reduce, allreduce, broadcast, alltoall"
 
 
 def test_the_default_table_covers_every_kind_and_each_default_is_one_of_its_algorithms() -> None:
@@ -40,8 +41,8 @@ def test_the_default_table_covers_every_kind_and_each_default_is_one_of_its_algo
 def test_the_defaults_are_the_ones_the_docs_give() -> None:
     """Not the first of each list: GEMV's default is WaferLLM's MeshGEMV, listed after the vendor's."""
     assert {str(k): str(a) for k, a in DEFAULT_ALGORITHM.items()} == {
-        "gemm": "summa", "gemv": "meshgemv", "reduce": "chain", "allreduce": "chain", "broadcast": "multicast",
-        "alltoall": "transpose"}
+        "gemm": "summa", "gemv": "meshgemv", "reduce": "chain", "allreduce": "chain",
+        "broadcast": "multicast", "alltoall": "transpose"}
     assert algorithms("gemv")[0] != DEFAULT_ALGORITHM[KernelKind.GEMV]
 
 
@@ -73,15 +74,16 @@ def test_members_are_their_own_strings() -> None:
 
 def test_run_kernel_takes_plain_names_and_members_alike() -> None:
     plain = run_kernel(HW, "allreduce", 4, 4, algorithm="two-phase", wavelets=3).to_dict()
-    member = run_kernel(HW, KernelKind.ALLREDUCE, 4, 4, algorithm=ReduceAlgorithm.TWO_PHASE, wavelets=3).to_dict()
+    member = run_kernel(HW, KernelKind.ALLREDUCE, 4, 4, algorithm=ReduceAlgorithm.TWO_PHASE,
+                        wavelets=3).to_dict()
     assert json.dumps(plain) == json.dumps(member)
     assert (plain["kind"], plain["algorithm"]) == ("allreduce", "two-phase")
     assert run_kernel(HW, "gemv", 4, 4, shape=(1, 16, 16)).algorithm == "meshgemv"
 
 
 @pytest.mark.parametrize(("kind", "algorithm", "path", "message"), [
-    ("gemx", None, "kind", 'expected one of gemm, gemv, reduce, allreduce, broadcast, alltoall, got "gemx"'),
-    ("GEMM", "summa", "kind", 'expected one of gemm, gemv, reduce, allreduce, broadcast, alltoall, got "GEMM"'),
+    ("gemx", None, "kind", f'{KINDS}, got "gemx"'),
+    ("GEMM", "summa", "kind", f'{KINDS}, got "GEMM"'),
     ("reduce", "ring", "algorithm", 'expected one of chain, star, tree, two-phase for reduce, got "ring"'),
     ("allreduce", "multicast", "algorithm",
      'expected one of chain, star, tree, two-phase, ring for allreduce, got "multicast"'),

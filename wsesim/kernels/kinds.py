@@ -12,8 +12,8 @@ from __future__ import annotations
 from ..config.errors import ConfigError
 from ..model.vocabulary import Name
 
-__all__ = ["DEFAULT_ALGORITHM", "MATMULS", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm", "GemmAlgorithm",
-           "GemvAlgorithm", "KernelKind", "ReduceAlgorithm", "algorithms", "choice", "kernel_kind"]
+__all__ = ["DEFAULT_ALGORITHM", "MATMULS", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm",
+           "GemmAlgorithm", "GemvAlgorithm", "KernelKind", "ReduceAlgorithm", "algorithms", "choice", "kernel_kind"]
 
 
 class KernelKind(Name):
@@ -53,7 +53,7 @@ class ReduceAlgorithm(Name):
 
 
 class BroadcastAlgorithm(Name):
-    MULTICAST = "multicast"  # one route from PE (0, 0) that the routers copy along row 0 and down every column
+    MULTICAST = "multicast"  # one route from PE (0, 0), copied by the routers along row 0 and down every column
 
 
 class AlltoallAlgorithm(Name):
@@ -114,4 +114,5 @@ def choice(kind: str, algorithm: str | None = None) -> tuple[KernelKind, Algorit
     for a in _ALGORITHMS[k]:
         if a == algorithm:
             return k, a
-    raise ConfigError(f"expected one of {', '.join(_ALGORITHMS[k])} for {k}, got \"{algorithm}\"", path="algorithm")
+    raise ConfigError(f"expected one of {', '.join(_ALGORITHMS[k])} for {k}, got \"{algorithm}\"",
+                      path="algorithm")
