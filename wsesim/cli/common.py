@@ -48,8 +48,9 @@ def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     return out
 
 
-def parse_grid(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
-    """``--grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set`` reads one."""
+def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
+    """``wsesim sweep --grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set``
+    reads one (not a grid of PEs "PxQ": that is ``config.fields.parse_grid``)."""
     from ..config.errors import ConfigError
 
     out: dict[str, list[Any]] = {}

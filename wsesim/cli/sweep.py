@@ -20,7 +20,7 @@ from .common import (
     check_output_folder,
     format_table,
     load_from_args,
-    parse_grid,
+    parse_grid_pairs,
     parse_overrides,
     print_json,
     say,
@@ -134,7 +134,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}", source="--workers")
-    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid(args.grid))
+    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid_pairs(args.grid))
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
         check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
