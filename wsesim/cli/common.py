@@ -67,6 +67,18 @@ def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
     return out
 
 
+def parse_pe_grid(text: str, flag: str, example: str) -> tuple[int, int]:
+    """A grid of PEs given to ``flag`` (``--grid 420x420``, ``--mesh 64x64``): ``config.fields.parse_grid``
+    reads it; an error is the flag's, with ``example``."""
+    from ..config.errors import ConfigError
+    from ..config.fields import parse_grid
+
+    try:
+        return parse_grid(text, path=flag)
+    except ConfigError:
+        raise ConfigError(f'expected ROWSxCOLS of PEs like "{example}", got "{text}"', path=flag) from None
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..config.errors import ConfigError, shown
 from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
-from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, print_json
+from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 
 _SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
 
@@ -33,24 +33,14 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
-def parse_grid(text: str) -> tuple[int, int]:
-    from .fabric import parse_mesh
-
-    try:
-        grid = parse_mesh(text)
-    except ConfigError as e:
-        raise ConfigError(e.message.replace('"64x64"', '"420x420"'), path="--grid") from None
-    assert grid is not None
-    return grid
-
-
 def _runs(args: argparse.Namespace) -> list[Any]:
     from ..config.loader import load_hardware
     from ..kernels import run_kernel
 
     kind = KernelKind(args.kind)
     hw = load_hardware(args.hardware, parse_overrides(args.set))
-    grids = [parse_grid(g) for g in _split(args.grid)] or [(hw.mesh.rows, hw.mesh.cols)]
+    grids = [parse_pe_grid(g, "--grid", "420x420") for g in _split(args.grid)]
+    grids = grids or [(hw.mesh.rows, hw.mesh.cols)]
     shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in _split(args.shape)] or [None]
     if kind in MATMULS and shapes == [None]:
         example = "1x" if kind == KernelKind.GEMV else "4096x"
