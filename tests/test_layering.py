@@ -104,6 +104,7 @@ def _package_exports(package: str) -> dict[str, str]:
 _LAZY_EXPORTS_OF: dict[str, Callable[[], dict[str, str]]] = {
     "__init__": lambda: _package_exports("wsesim"),
     "fabric.__init__": lambda: _package_exports("wsesim.fabric"),
+    "kernels.__init__": lambda: _package_exports("wsesim.kernels"),
 }
 """Packages whose ``__init__`` exports names lazily: importing such a name imports the module it comes from."""
 
@@ -276,7 +277,7 @@ def test_a_package_importing_its_own_submodules_is_no_cycle() -> None:
     assert not any("fabric.__init__" in c for c in _cycles())
 
 
-COMPUTED_IMPORTERS = {"__init__", "fabric.__init__", "cli.main", "config.tables"}
+COMPUTED_IMPORTERS = {"__init__", "fabric.__init__", "kernels.__init__", "cli.main", "config.tables"}
 """The modules that call ``importlib.import_module`` with a computed name: the lazy public APIs, the CLI's
 command table, and ``config.tables.load``, each importing only what a table in ``TABLE_IMPORTS`` names."""
 

@@ -94,6 +94,7 @@ def test_bad_mesh_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None
     (["--granularity", "blocks"], "--granularity"),
     (["--mesh", "16x16"], "--mesh: expected a sub-mesh of at most 8 x 8 PEs (tiny8), got 16 x 16"),
     (["--mesh", "0x4"], "--mesh"),
+    (["--mesh", "²x2"], 'wsesim: --mesh: expected ROWSxCOLS of PEs like "64x64", got "²x2"\n'),
     (["--bytes", "-5"], "--bytes: expected a positive number of bytes"),
     (["--bytes", "3 parsecs"], "--bytes"),
     (["--pattern", "message", "--hops", "9"], "--hops: expected 1 to 7 hops"),

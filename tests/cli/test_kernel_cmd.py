@@ -55,6 +55,10 @@ def test_human_view_and_sweep_table(capsys: pytest.CaptureFixture[str]) -> None:
     (["gemm", "--shape", "8x8x8", "--algorithm", "strassen"], "wsesim: --algorithm: expected one of summa, cannon"),
     (["reduce", "--grid", "9x9"], "wsesim: --grid: expected a grid of PEs within the tiny8 mesh (8 x 8)"),
     (["reduce", "--grid", "0x9"], "wsesim: --grid: expected ROWSxCOLS"),
+    (["reduce", "--grid", "4x"], 'wsesim: --grid: expected ROWSxCOLS of PEs like "420x420", got "4x"\n'),
+    (["reduce", "--grid", "٤x٤"], 'wsesim: --grid: expected ROWSxCOLS of PEs like "420x420", got "٤x٤"\n'),
+    (["reduce", "--grid", "²x2"], 'wsesim: --grid: expected ROWSxCOLS of PEs like "420x420", got "²x2"\n'),
+    (["reduce", "--grid", "1" * 5000 + "x1"], 'wsesim: --grid: expected ROWSxCOLS of PEs like "420x420"'),
     (["reduce", "--dtype", "fp8"], "wsesim: --dtype: expected one of fp16, fp32"),
     (["reduce", "--wavelets", "0"], "wsesim: --wavelets: expected a positive integer"),
     (["reduce", "--algorithm", "ring"], "wsesim: --algorithm: expected one of chain, star, tree, two-phase")])
@@ -62,6 +66,13 @@ def test_bad_input_is_one_line_naming_the_flag(args: list[str], message: str, ca
     assert cli.main(["kernel", *args, "--hardware", "tiny8"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("grid", ["4x4", " 4x4", "4X4", "4 × 4", "004x4"])
+def test_grid_takes_the_spellings_people_type(grid: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--grid`` reads as ``config.fields.parse_grid`` does: x, X or ×, spaces around."""
+    assert cli.main(["kernel", "reduce", "--hardware", "tiny8", "--grid", grid]) == 0
+    assert "on 4 x 4 PEs" in capsys.readouterr().out
 
 
 def test_png_draws_each_runs_link_map(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

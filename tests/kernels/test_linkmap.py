@@ -12,12 +12,12 @@ from wsesim.config.loader import load_hardware
 from wsesim.fabric.flow import link_loads
 from wsesim.fabric.mesh import EAST, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
 from wsesim.kernels import run_kernel
+from wsesim.kernels.kinds import KernelKind, algorithms
 from wsesim.kernels.lines import ring_order, topology
-from wsesim.kernels.registry import ALGORITHMS
 
 HW = load_hardware("tiny8")
 GRIDS = [(2, 2), (4, 4), (1, 8), (8, 1), (3, 5)]
-CASES = [(kind, algorithm) for kind, algorithms in ALGORITHMS.items() for algorithm in algorithms]
+CASES = [(kind, algorithm) for kind in KernelKind for algorithm in algorithms(kind)]
 
 
 def run(kind: str, grid: tuple[int, int], algorithm: str, b: int = 3):

@@ -48,8 +48,9 @@ def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     return out
 
 
-def parse_grid(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
-    """``--grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set`` reads one."""
+def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
+    """``wsesim sweep --grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set``
+    reads one (not a grid of PEs "PxQ": that is ``config.fields.parse_grid``)."""
     from ..config.errors import ConfigError
 
     out: dict[str, list[Any]] = {}
@@ -64,6 +65,18 @@ def parse_grid(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
         except ConfigError as e:
             raise ConfigError(e.message, source="--grid", path=e.path) from None
     return out
+
+
+def parse_pe_grid(text: str, flag: str, example: str) -> tuple[int, int]:
+    """A grid of PEs given to ``flag`` (``--grid 420x420``, ``--mesh 64x64``): ``config.fields.parse_grid``
+    reads it; an error is the flag's, with ``example``."""
+    from ..config.errors import ConfigError
+    from ..config.fields import parse_grid
+
+    try:
+        return parse_grid(text, path=flag)
+    except ConfigError:
+        raise ConfigError(f'expected ROWSxCOLS of PEs like "{example}", got "{text}"', path=flag) from None
 
 
 def print_json(obj: Any) -> None:

@@ -9,26 +9,19 @@ load over the mesh (matplotlib is imported only then). Bad input is a ``ConfigEr
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any
 
 from ..config.errors import ConfigError, shown
 from ..fabric.fidelity import FABRICS
-from .common import EXIT_OK, format_table, parse_overrides, print_json
+from .common import EXIT_OK, format_table, parse_overrides, parse_pe_grid, print_json
 
 PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
-_MESH = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
 
 
 def parse_mesh(text: str | None) -> tuple[int, int] | None:
     """``"64x64"`` → (64, 64); ``None`` → None (the whole wafer). Raises ``ConfigError`` otherwise."""
-    if text is None:
-        return None
-    m = _MESH.match(text)
-    if not m or int(m.group(1)) <= 0 or int(m.group(2)) <= 0:
-        raise ConfigError(f'expected ROWSxCOLS of PEs like "64x64", got "{text}"', path="--mesh")
-    return int(m.group(1)), int(m.group(2))
+    return None if text is None else parse_pe_grid(text, "--mesh", "64x64")
 
 
 def parse_bytes(text: str) -> float:

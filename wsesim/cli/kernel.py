@@ -15,10 +15,10 @@ import sys
 from typing import Any
 
 from ..config.errors import ConfigError, shown
-from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, print_json
+from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
+from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 
 _SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
-KINDS = ("gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall")
 
 
 def _split(text: str | None) -> list[str]:
@@ -33,29 +33,20 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
-def parse_grid(text: str) -> tuple[int, int]:
-    from .fabric import parse_mesh
-
-    try:
-        grid = parse_mesh(text)
-    except ConfigError as e:
-        raise ConfigError(e.message.replace('"64x64"', '"420x420"'), path="--grid") from None
-    assert grid is not None
-    return grid
-
-
 def _runs(args: argparse.Namespace) -> list[Any]:
     from ..config.loader import load_hardware
-    from ..kernels import DEFAULT_ALGORITHM, run_kernel
+    from ..kernels import run_kernel
 
+    kind = KernelKind(args.kind)
     hw = load_hardware(args.hardware, parse_overrides(args.set))
-    grids = [parse_grid(g) for g in _split(args.grid)] or [(hw.mesh.rows, hw.mesh.cols)]
+    grids = [parse_pe_grid(g, "--grid", "420x420") for g in _split(args.grid)]
+    grids = grids or [(hw.mesh.rows, hw.mesh.cols)]
     shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in _split(args.shape)] or [None]
-    if args.kind in ("gemm", "gemv") and shapes == [None]:
-        raise ConfigError(f"{args.kind} needs a shape, e.g. --shape {'1x' if args.kind == 'gemv' else '4096x'}4096x4096",
-                          path="--shape")
+    if kind in MATMULS and shapes == [None]:
+        example = "1x" if kind == KernelKind.GEMV else "4096x"
+        raise ConfigError(f"{kind} needs a shape, e.g. --shape {example}4096x4096", path="--shape")
     dtypes = _split(args.dtype) or ["fp16"]
-    algorithms = _split(args.algorithm) or [DEFAULT_ALGORITHM[args.kind]]
+    algorithms = _split(args.algorithm) or [DEFAULT_ALGORITHM[kind]]
     wavelets = []
     for w in _split(args.wavelets) or ["1"]:
         if not w.isdigit() or int(w) <= 0:
@@ -64,7 +55,7 @@ def _runs(args: argparse.Namespace) -> list[Any]:
     out = []
     for (rows, cols), shape, dtype, algorithm, b in itertools.product(grids, shapes, dtypes, algorithms, wavelets):
         try:
-            r = run_kernel(hw, args.kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=b)
+            r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=b)
         except ConfigError as e:
             if e.source is None and e.path in ("grid", "shape", "dtype", "algorithm", "wavelets"):
                 raise ConfigError(e.message, path=f"--{e.path}") from None
@@ -75,7 +66,7 @@ def _runs(args: argparse.Namespace) -> list[Any]:
 
 def _human(r: dict[str, Any]) -> str:
     g, s, cp, ln = r["grid"], r["shape"], r["critical_path"], r["links"]
-    what = (f"{s['m']} x {s['k']} x {s['n']} {r['dtype']}" if r["kind"] in ("gemm", "gemv")
+    what = (f"{s['m']} x {s['k']} x {s['n']} {r['dtype']}" if r["kind"] in MATMULS
             else f"{s['k']:,} {r['dtype']} values per PE")
     lines = [
         f"{r['hardware']} {r['kind']} ({r['algorithm']}) on {g['rows']} x {g['cols']} PEs, {what}",
@@ -126,19 +117,26 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _algorithm_help() -> str:
+    """Each kind's algorithms, its default marked where it has a choice: "gemm: summa (default), …"."""
+    def named(kind: KernelKind) -> str:
+        choices = algorithms(kind)
+        return ", ".join(f"{a} (default)" if a == DEFAULT_ALGORITHM[kind] and len(choices) > 1 else a
+                         for a in choices)
+
+    return "; ".join(f"{kind}: {named(kind)}" for kind in KernelKind)
+
+
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("kernel", help="simulate a GEMM, GEMV or collective on a grid of PEs",
                        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("kind", choices=KINDS, help="the kernel")
+    p.add_argument("kind", choices=[k.value for k in KernelKind], help="the kernel")
     p.add_argument("--hardware", default="wse2", metavar="NAME|FILE", help="a hardware preset or file (default wse2)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware key (repeatable)")
     p.add_argument("--grid", metavar="PxQ[,...]", help="rows x columns of PEs (default: the whole mesh)")
     p.add_argument("--shape", metavar="MxKxN[,...]", help="GEMM M x K x N; GEMV 1 x K x N")
     p.add_argument("--dtype", metavar="fp16|fp32[,...]", help="data type (default fp16)")
-    p.add_argument("--algorithm", metavar="NAME[,...]",
-                   help="gemm: summa (default), cannon, meshgemm; gemv: pipeline, meshgemv (default); "
-                        "reduce: chain (default), star, tree, two-phase; allreduce: those and ring; "
-                        "broadcast: multicast; alltoall: transpose")
+    p.add_argument("--algorithm", metavar="NAME[,...]", help=_algorithm_help())
     p.add_argument("--wavelets", metavar="B[,...]", help="collectives: 32-bit wavelets per PE (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a top-level cycles key)")
     p.add_argument("--png", metavar="DIR", help="draw each run's link map (wavelets per link) as a wafer picture in DIR")

@@ -13,7 +13,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, format_table, parse_grid, parse_overrides, print_json, say
+from .common import EXIT_OK, format_table, parse_grid_pairs, parse_overrides, print_json, say
 
 
 def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
@@ -102,7 +102,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
                           source="--workers")
-    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid(args.grid))
+    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid_pairs(args.grid))
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
         check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),

@@ -1,7 +1,8 @@
 """Field types of the specs: quantities written as unit strings within physical bounds, bounded
 integers, and text without control characters. Each carries its JSON Schema (``wsesim schema``): a
 quantity is a string matching the unit spellings of ``units.unit_pattern`` (a fraction may also be a
-bare number), with an example and its range in the description.
+bare number), with an example and its range in the description. And the one reader of a grid of PEs
+written "PxQ" (``parse_grid``), for the specs and the command line alike.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from .errors import UnitError, shown, shown_repr
+from .errors import ConfigError, UnitError, shown, shown_repr
 from .units import ARTICLES, parse_quantity, unit_pattern
 
 
@@ -68,3 +69,26 @@ def text(*, multiline: bool) -> Any:
 
 Name = text(multiline=False)
 Description = text(multiline=True)
+
+
+GRID_SIDE_DIGITS = 5
+"""At most 99,999 PEs a side: far past any wafer (WSE-3's mesh is 755 x 1,170), and short enough that no
+side reaches ``int``'s digit limit (a 5,000-digit side was an internal error, not a message)."""
+_GRID = re.compile(rf"\s*([0-9]{{1,{GRID_SIDE_DIGITS}}})\s*[xX×]\s*([0-9]{{1,{GRID_SIDE_DIGITS}}})\s*")
+
+
+def parse_grid(text: object, *, path: str = "grid") -> tuple[int, int]:
+    """``"420x420"`` -> (420, 420): a grid of rows × cols PEs, each side a positive integer of ASCII digits
+    (``[0-9]``: no "٤" or "²", which ``int`` would read), the sides joined by x, X or ×, spaces around
+    them allowed (``" 420 × 420"``). ``format_grid`` writes the one spelling a spec stores. Raises
+    ``ConfigError`` at ``path`` for anything else."""
+    m = _GRID.fullmatch(text) if isinstance(text, str) else None
+    if not m or min(int(m.group(1)), int(m.group(2))) < 1:
+        raise ConfigError(f'expected a grid like "420x420" (rows x cols of PEs), got {shown_repr(text)}',
+                          path=path)
+    return int(m.group(1)), int(m.group(2))
+
+
+def format_grid(rows: int, cols: int) -> str:
+    """(420, 420) -> ``"420x420"``: how a spec writes a grid (``parse_grid`` reads it back)."""
+    return f"{rows}x{cols}"

@@ -4,7 +4,6 @@ how many layers it holds, how many wafers), and the loader of such experiments."
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -13,29 +12,18 @@ from pydantic import Field, WithJsonSchema, field_validator
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import Description, Name, count
+from .fields import Description, Name, count, format_grid, parse_grid
 from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
 from .specs import HardwareSpec, ModelSpec
 from .validation import validate
 
-__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data", "parse_grid",
-           "read_inference"]
+__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data", "read_inference"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
 Requests = count(65_536)
 Systems = count(65_536)
 StageLayers = count(16_384)
-_GRID = re.compile(r"^([1-9][0-9]{0,4})x([1-9][0-9]{0,4})$")
-
-
-def parse_grid(text: str) -> tuple[int, int]:
-    """``"420x420"`` -> (420, 420): rows × cols of PEs. Raises ``ConfigError`` for anything else."""
-    m = _GRID.match(text) if isinstance(text, str) else None
-    if not m:
-        raise ConfigError(f'expected a grid like "420x420" (rows x cols of PEs) or "auto", got {shown_repr(text)}',
-                          path="grid")
-    return int(m.group(1)), int(m.group(2))
 
 
 class InferenceSpec(Spec):
@@ -60,11 +48,16 @@ class InferenceSpec(Spec):
     @field_validator("grid")
     @classmethod
     def _grid(cls, grid: str) -> str:
+        """A grid ``parse_grid`` reads, in the one spelling ``format_grid`` writes ("420x420", not "420X420"
+        or " 420x420"): results, CSV columns and figures read the string as it is stored."""
         if grid != "auto":
             try:
-                parse_grid(grid)
-            except ConfigError as e:
-                raise fail(e.message) from None
+                canonical = format_grid(*parse_grid(grid)) == grid
+            except ConfigError:
+                canonical = False
+            if not canonical:
+                raise fail(f'expected a grid like "420x420" (rows x cols of PEs) or "auto", '
+                           f'got {shown_repr(grid)}')
         return grid
 
     @property

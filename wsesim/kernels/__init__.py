@@ -1,14 +1,27 @@
 """Kernels on the mesh (docs/model.md §10): GEMM, GEMV and collectives as schedules of steps over a grid of
 PEs — SIMD work per PE, wavelets over ramps and links, hop and ramp latency, SRAM per PE checked.
 
-The layer between ``fabric`` and ``sim``: it imports config and fabric only, never prints or writes.
+The layer between ``fabric`` and ``sim``: it imports config, model and fabric only, never prints or
+writes. The names below are imported on first use, so ``import wsesim.kernels.kinds`` (the kinds and
+algorithms the CLI lists when it builds its parser) stays light.
 """
 
-from .cost import KernelCost, kernel_cost
-from .linkmap import LinkMap
-from .machine import T_OP, Machine
-from .registry import ALGORITHMS, DEFAULT_ALGORITHM, KINDS, run_kernel
-from .result import KernelResult, LinkSummary
+from __future__ import annotations
 
-__all__ = ["ALGORITHMS", "DEFAULT_ALGORITHM", "KINDS", "T_OP", "KernelCost", "KernelResult", "LinkMap",
-           "LinkSummary", "Machine", "kernel_cost", "run_kernel"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    **{name: "kinds" for name in ("DEFAULT_ALGORITHM", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm",
+                                  "GemmAlgorithm", "GemvAlgorithm", "KernelKind", "ReduceAlgorithm",
+                                  "algorithms")},
+    "KernelCost": "cost", "kernel_cost": "cost", "LinkMap": "linkmap", "T_OP": "machine", "Machine": "machine",
+    "run_kernel": "registry", "KernelResult": "result", "LinkSummary": "result",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ import numpy as np
 from ..config.errors import ConfigError
 from ..config.specs import HardwareSpec
 from ..fabric.mesh import NORTH, WEST
+from .kinds import Algorithm, AlltoallAlgorithm, BroadcastAlgorithm, KernelKind, ReduceAlgorithm, algorithms
 from .lines import (
     TOPOLOGIES,
     Topology,
@@ -41,9 +42,6 @@ from .linkmap import (
 )
 from .machine import T_OP, Machine
 from .result import KernelResult
-
-REDUCE_ALGORITHMS = tuple(TOPOLOGIES)
-ALLREDUCE_ALGORITHMS = (*TOPOLOGIES, "ring")
 
 
 def tree_terms(row_topo: Topology, col_topo: Topology, rows: int, cols: int, b: float) -> list[Term]:
@@ -74,7 +72,7 @@ the first column, each of its PEs taking the row children's streams (the same in
 column children's through one ramp. tests/kernels checks that the two give the same cycles."""
 
 
-def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: str,
+def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: ReduceAlgorithm,
               exact: bool | None = None) -> tuple[float, np.ndarray, tuple]:
     """(cycles, root's ready times, (row tree, column tree, (steps, hops) of the slowest path)) of a
     reduce to PE (0, 0); ``exact`` chooses PE by PE (default: up to ``EXACT_PES`` PEs)."""
@@ -91,8 +89,9 @@ def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: str,
     return float(root[-1]), root, (row_topo, col_topo, depth)
 
 
-def _result(kind: str, algorithm: str, m: Machine, rows: int, cols: int, wavelets: int, cycles: float,
-            steps: int, hops: int, links: LinkMap, copies: int, notes: tuple[str, ...] = ()) -> KernelResult:
+def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols: int, wavelets: int,
+            cycles: float, steps: int, hops: int, links: LinkMap, copies: int,
+            notes: tuple[str, ...] = ()) -> KernelResult:
     """A collective's result: compute = T_OP per dependent step, communication = the stream (B) and
     2·T_R + d·t_h per step along the slowest path, waiting = the rest (queues at busy ramps)."""
     need, reason = _sram(m, wavelets, copies)
@@ -102,44 +101,47 @@ def _result(kind: str, algorithm: str, m: Machine, rows: int, cols: int, wavelet
                         max(0.0, comm), 0.0, need, links, m, not reason, reason, notes)
 
 
-def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int, algorithm: str) -> KernelResult:
+def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+               algorithm: ReduceAlgorithm) -> KernelResult:
     _check(m, rows, cols, wavelets)
     cycles, _, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
     links = LinkMap(rows, cols, lambda: tree_terms(row_topo, col_topo, rows, cols, wavelets))
-    return _result("reduce", algorithm, m, rows, cols, wavelets, cycles, int(depth[0]), int(depth[1]), links, 2)
+    return _result(KernelKind.REDUCE, algorithm, m, rows, cols, wavelets, cycles, int(depth[0]), int(depth[1]), links, 2)
 
 
 def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
-                  algorithm: str = "multicast") -> KernelResult:
+                  algorithm: BroadcastAlgorithm = BroadcastAlgorithm.MULTICAST) -> KernelResult:
     _check(m, rows, cols, wavelets)
-    if algorithm != "multicast":
+    if algorithm != BroadcastAlgorithm.MULTICAST:
         raise ConfigError(f"expected one of multicast, got \"{algorithm}\"", path="algorithm")
     d = rows + cols - 2
     cycles = float(m.transfer(wavelets, d)) if rows * cols > 1 else 0.0
     # one route: row 0 east from the root, and every column south from row 0 (the routers copy)
     links = LinkMap(rows, cols, lambda: multicast_terms(rows, cols, wavelets))
-    return _result("broadcast", algorithm, m, rows, cols, wavelets, cycles, 1 if d else 0, d, links, 1)
+    return _result(KernelKind.BROADCAST, algorithm, m, rows, cols, wavelets, cycles, 1 if d else 0, d, links, 1)
 
 
-def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int, algorithm: str) -> KernelResult:
+def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+                  algorithm: ReduceAlgorithm) -> KernelResult:
     _check(m, rows, cols, wavelets)
-    if algorithm == "ring":
+    if algorithm == ReduceAlgorithm.RING:
         row_cycles, row_stages, row_d = ring_allreduce(m, cols, wavelets)
         col_cycles, col_stages, col_d = ring_allreduce(m, rows, wavelets)
         stages = row_stages + col_stages
         hops = row_stages * row_d + col_stages * col_d
         links = LinkMap(rows, cols, lambda: ring_terms(rows, cols, wavelets))
-        return _result("allreduce", algorithm, m, rows, cols, wavelets, row_cycles + col_cycles, stages, hops,
-                       links, 3)
+        return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, row_cycles + col_cycles, stages,
+                       hops, links, 3)
     if algorithm not in TOPOLOGIES:
-        raise ConfigError(f"expected one of {', '.join(ALLREDUCE_ALGORITHMS)}, got \"{algorithm}\"", path="algorithm")
+        raise ConfigError(f"expected one of {', '.join(algorithms(KernelKind.ALLREDUCE))}, got \"{algorithm}\"",
+                          path="algorithm")
     cycles, root, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
     d = rows + cols - 2
     if d:
         cycles = float(root[-1] + m.step(d))  # the root's last wavelet, multicast to the farthest PE
     links = LinkMap(rows, cols, lambda: [*tree_terms(row_topo, col_topo, rows, cols, wavelets),
                                          *multicast_terms(rows, cols, wavelets)])
-    return _result("allreduce", algorithm, m, rows, cols, wavelets, cycles, int(depth[0]) + (1 if d else 0),
+    return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, cycles, int(depth[0]) + (1 if d else 0),
                    int(depth[1]) + d, links, 2)
 
 
@@ -178,14 +180,14 @@ def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float
 
 
 def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
-                 algorithm: str = "transpose") -> KernelResult:
+                 algorithm: AlltoallAlgorithm = AlltoallAlgorithm.TRANSPOSE) -> KernelResult:
     _check(m, rows, cols, wavelets)
-    if algorithm != "transpose":
+    if algorithm != AlltoallAlgorithm.TRANSPOSE:
         raise ConfigError(f"expected one of transpose, got \"{algorithm}\"", path="algorithm")
     row, _, row_d = row_alltoall_cycles(m, cols, wavelets)
     col, _, col_d = row_alltoall_cycles(m, rows, wavelets)
     steps = (1 if cols > 1 else 0) + (1 if rows > 1 else 0)
     links = LinkMap(rows, cols, lambda: [*row_terms(ones(rows), *alltoall_line_loads(cols, -(-wavelets // cols))),
                                          *col_terms(*alltoall_line_loads(rows, -(-wavelets // rows)), ones(cols))])
-    return _result("alltoall", algorithm, m, rows, cols, wavelets, row + col, steps, row_d + col_d, links, 2,
+    return _result(KernelKind.ALLTOALL, algorithm, m, rows, cols, wavelets, row + col, steps, row_d + col_d, links, 2,
                    ("time: the busiest ramp or link plus the longest path, per phase (flow rule)",))

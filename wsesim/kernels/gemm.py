@@ -30,6 +30,7 @@ import numpy as np
 
 from ..config.errors import ConfigError
 from ..fabric.mesh import EAST, NORTH, SOUTH, WEST
+from .kinds import GemmAlgorithm, KernelKind
 from .lines import ring_order
 from .linkmap import LinkMap, Term, col_terms, line_loads, ones, row_terms
 from .machine import Machine
@@ -56,12 +57,12 @@ def _schedule(compute: np.ndarray, comm: np.ndarray, overlap: bool, lead: float 
     return lead + total_compute + exposed, total_compute, lead + exposed
 
 
-def _result(algorithm: str, m: Machine, rows: int, cols: int, shape: tuple[int, int, int], timing: tuple,
-            sram: float, links: LinkMap, reason: str, notes: tuple[str, ...]) -> KernelResult:
+def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
+            timing: tuple, sram: float, links: LinkMap, reason: str, notes: tuple[str, ...]) -> KernelResult:
     cycles, compute, comm = timing
     flops = 2.0 * shape[0] * shape[1] * shape[2]
-    return KernelResult("gemm", algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops, sram, links, m,
-                        not reason, reason, notes)
+    return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops, sram,
+                        links, m, not reason, reason, notes)
 
 
 def _sram_reason(m: Machine, need: float) -> str:
@@ -94,7 +95,7 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     wb = np.where(width == kb, m.wavelets(kb * bn), m.wavelets(int(width[-1]) * bn)) * (rows > 1)
     links = LinkMap(rows, cols, lambda: summa_terms(rows, cols, oc, orow, wa, wb))
     notes = (f"{steps} steps of panel width {kb}, double-buffered",)
-    return _result("summa", m, rows, cols, shape, timing, need, links, _sram_reason(m, need), notes)
+    return _result(GemmAlgorithm.SUMMA, m, rows, cols, shape, timing, need, links, _sram_reason(m, need), notes)
 
 
 def multicast_loads(n: int, owner: np.ndarray, wavelets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -162,8 +163,8 @@ def shifted_terms(n: int, wa: int, wb: int, phys: np.ndarray) -> list[Term]:
             *row_terms(ones(n), wa * fwd, wa * bwd), *col_terms(wb * fwd, wb * bwd, ones(n))]
 
 
-def _shifted(name: str, phys: Callable[[int], np.ndarray]) -> Callable[[Machine, int, int, tuple[int, int, int]],
-                                                                     KernelResult]:
+def _shifted(name: GemmAlgorithm,
+             phys: Callable[[int], np.ndarray]) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
     def run(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
         bm, bn, ka, kb = _blocks(m, rows, cols, shape)
         n = rows
@@ -188,8 +189,9 @@ def _shifted(name: str, phys: Callable[[int], np.ndarray]) -> Callable[[Machine,
     return run
 
 
-cannon = _shifted("cannon", np.arange)
-meshgemm = _shifted("meshgemm", ring_order)
+cannon = _shifted(GemmAlgorithm.CANNON, np.arange)
+meshgemm = _shifted(GemmAlgorithm.MESHGEMM, ring_order)
 
-GEMM_ALGORITHMS: dict[str, Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]] = {
-    "summa": summa, "cannon": cannon, "meshgemm": meshgemm}
+GEMM_ALGORITHMS: dict[GemmAlgorithm, Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]] = {
+    GemmAlgorithm.SUMMA: summa, GemmAlgorithm.CANNON: cannon, GemmAlgorithm.MESHGEMM: meshgemm}
+"""Each GEMM algorithm's schedule; keyed by members, so a plain name ("summa") finds its entry too."""

@@ -22,22 +22,23 @@ import numpy as np
 
 from ..config.errors import ConfigError
 from ..fabric.mesh import EAST, WEST
+from .kinds import GemvAlgorithm, KernelKind, ReduceAlgorithm
 from .lines import reduce_line, topology
 from .linkmap import LinkMap, Term, line_loads, ones, tree_messages
 from .machine import T_OP, Machine
 from .result import KernelResult, sram_check
 
 
-def allreduce_line(m: Machine, n: int, wavelets: int, algorithm: str) -> tuple[float, int, int]:
+def allreduce_line(m: Machine, n: int, wavelets: int, tree: ReduceAlgorithm) -> tuple[float, int, int]:
     """(cycles, steps, hops of the slowest path) of a reduce along a line of n PEs to PE 0 and the
     multicast of its result back to the far end (n − 1 hops)."""
     if n < 2:
         return 0.0, 0, 0
-    ready, depth = reduce_line(m, topology(algorithm, n), wavelets)
+    ready, depth = reduce_line(m, topology(tree, n), wavelets)
     return float(ready[0][-1] + m.step(n - 1)), int(depth[0]) + 1, int(depth[1]) + n - 1
 
 
-def gemv_terms(rows: int, cols: int, wavelets: int, tree: str) -> list[Term]:
+def gemv_terms(rows: int, cols: int, wavelets: int, tree: ReduceAlgorithm) -> list[Term]:
     """Every row's allreduce: its ``tree`` to column 0 (west), then the multicast back (east)."""
     if cols < 2:
         return []
@@ -45,7 +46,14 @@ def gemv_terms(rows: int, cols: int, wavelets: int, tree: str) -> list[Term]:
     return [(WEST, ones(rows), west), (EAST, ones(rows), wavelets * (np.arange(cols) < cols - 1))]
 
 
-def _gemv(algorithm: str, tree: str) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
+ROW_TREES: dict[GemvAlgorithm, ReduceAlgorithm] = {
+    GemvAlgorithm.PIPELINE: ReduceAlgorithm.CHAIN, GemvAlgorithm.MESHGEMV: ReduceAlgorithm.TWO_PHASE}
+"""The reduce tree each GEMV algorithm's rows run (their colours and routes are that tree's)."""
+
+
+def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
+    tree = ROW_TREES[algorithm]
+
     def run(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
         one, kk, nn = shape
         if one != 1 or kk < 1 or nn < 1:
@@ -59,13 +67,14 @@ def _gemv(algorithm: str, tree: str) -> Callable[[Machine, int, int, tuple[int, 
         comm = min(reduce, wav + steps * 2 * m.ramp + hops * m.hop) if reduce else 0.0
         need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
         links = LinkMap(rows, cols, lambda: gemv_terms(rows, cols, wav, tree))
-        return KernelResult("gemv", algorithm, rows, cols, shape, m.dtype, cycles, compute + steps * T_OP, comm,
-                            2.0 * kk * nn, need, links, m, not sram_check(m, need, "the GEMV"),
-                            sram_check(m, need, "the GEMV"),
+        reason = sram_check(m, need, "the GEMV")
+        return KernelResult(KernelKind.GEMV, algorithm, rows, cols, shape, m.dtype, cycles, compute + steps * T_OP,
+                            comm, 2.0 * kk * nn, need, links, m, not reason, reason,
                             (f"{k} x {n} block per PE; {tree} allreduce of {wav} wavelets per row",))
 
     return run
 
 
-GEMV_ALGORITHMS: dict[str, Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]] = {
-    "pipeline": _gemv("pipeline", "chain"), "meshgemv": _gemv("meshgemv", "two-phase")}
+GEMV_ALGORITHMS: dict[GemvAlgorithm, Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]] = {
+    a: _gemv(a) for a in GemvAlgorithm}
+"""Each GEMV algorithm's schedule; keyed by members, so a plain name ("meshgemv") finds its entry too."""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..config.errors import ConfigError
+from .kinds import ReduceAlgorithm
 from .machine import T_OP, Machine
 
 Topology = tuple[np.ndarray, np.ndarray]  # parent (−1 at the root) and hops to the parent, per PE
@@ -60,8 +61,9 @@ def two_phase(p: int, group: int | None = None) -> Topology:
     return parent, np.where(i == 0, 0, np.where(head, g, 1))
 
 
-TOPOLOGIES: dict[str, Callable[[int], Topology]] = {
-    "chain": chain, "star": star, "tree": binary_tree, "two-phase": two_phase}
+TOPOLOGIES: dict[ReduceAlgorithm, Callable[[int], Topology]] = {
+    ReduceAlgorithm.CHAIN: chain, ReduceAlgorithm.STAR: star, ReduceAlgorithm.TREE: binary_tree,
+    ReduceAlgorithm.TWO_PHASE: two_phase}
 """Reduce trees by algorithm name (the ring is not a tree: ``ring_allreduce``)."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .kinds import Algorithm, KernelKind
 from .linkmap import LinkMap, LinkSummary
 from .machine import Machine
 
@@ -19,8 +20,8 @@ class KernelResult:
     rest (queues at a busy ramp, a PE waiting for a slower neighbour). Infeasible: ``feasible`` False,
     ``reason`` says why, and the cycles are those of the schedule as if it fitted."""
 
-    kind: str
-    algorithm: str
+    kind: KernelKind
+    algorithm: Algorithm
     rows: int
     cols: int
     shape: tuple[int, int, int]  # M, K, N (a collective: 1, elements, 1)

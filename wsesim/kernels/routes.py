@@ -28,11 +28,13 @@ from __future__ import annotations
 import numpy as np
 
 from .gemm import skew_routes
+from .gemv import ROW_TREES
+from .kinds import Algorithm, GemmAlgorithm, KernelKind, ReduceAlgorithm
 from .lines import ring_order, topology
 from .linkmap import line_routes, tree_messages
 
 
-def tree_routes(algorithm: str, n: int) -> np.ndarray:
+def tree_routes(algorithm: ReduceAlgorithm, n: int) -> np.ndarray:
     """Routes at each of n routers of a reduce tree over a line."""
     return line_routes(n, *tree_messages(topology(algorithm, n)[0])) if n > 1 else np.zeros(n, dtype=np.int64)
 
@@ -64,26 +66,25 @@ def skew_routes_needed(n: int, phys: np.ndarray) -> int:
     return int((lines + lines.T).max())
 
 
-def routes_needed(kind: str, algorithm: str, rows: int, cols: int) -> int:
+def routes_needed(kind: KernelKind, algorithm: Algorithm, rows: int, cols: int) -> int:
     """The most routes any router of the schedule holds at once (see the module's docstring)."""
     if rows * cols < 2:
         return 0
-    if kind == "gemm":
-        if algorithm == "summa":
+    if kind == KernelKind.GEMM:
+        if algorithm == GemmAlgorithm.SUMMA:
             return 2 * ((rows > 1) + (cols > 1))
         if rows != cols:
             return 0
-        line = ring_routes(rows, np.arange(rows) if algorithm == "cannon" else ring_order(rows), step=1)
+        line = ring_routes(rows, np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows), step=1)
         return int(2 * line.max())
-    if kind == "gemv":
-        return (int(tree_routes("chain" if algorithm == "pipeline" else "two-phase", cols).max(initial=0))
-                + (cols > 1))
-    if kind == "broadcast":
+    if kind == KernelKind.GEMV:
+        return int(tree_routes(ROW_TREES[algorithm], cols).max(initial=0)) + (cols > 1)
+    if kind == KernelKind.BROADCAST:
         return 1
-    if kind == "alltoall":
+    if kind == KernelKind.ALLTOALL:
         return max(alltoall_routes(cols), alltoall_routes(rows))
-    if algorithm == "ring":
+    if algorithm == ReduceAlgorithm.RING:
         return int(max(ring_routes(cols).max(), ring_routes(rows).max()))
     row, col = tree_routes(algorithm, cols), tree_routes(algorithm, rows)
     need = int(max(row.max(), row[0] + col.max()))
-    return need + (kind == "allreduce")
+    return need + (kind == KernelKind.ALLREDUCE)
