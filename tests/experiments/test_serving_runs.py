@@ -12,13 +12,15 @@ tiny8 runs at 1 GHz: a cycle is 1 ns.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from wsesim.analysis.serving import ServeResult
 from wsesim.config.inference import load_inference_data
 from wsesim.experiments.inference import run_inference, search_mapping
+
+if TYPE_CHECKING:  # only for annotations: the result is reached through run_inference's run
+    from wsesim.analysis.serving import ServeResult
 
 BASE: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
                         "inference": {"prompt_len": 16, "output_len": 4}}
