@@ -120,7 +120,7 @@ TABLE_IMPORTS: dict[str, Callable[[], Iterable[str]]] = {
     **{module: lambda module=module: _LAZY_EXPORTS_OF[module]().values() for module in _LAZY_EXPORTS_OF},
     "cli.main": lambda: importlib.import_module("wsesim.cli.main")._EXTENSION_MODULES,
     "fabric.fidelity": lambda: _references("wsesim.fabric.fidelity.FABRICS"),
-    "experiments.runner": lambda: _references("wsesim.experiments.runner.ENGINES"),
+    "sim.engines": lambda: _references("wsesim.sim.engines.ENGINES"),
 }
 """Modules that import through a table, and what they import, read from it: the lazy public API (a
 relative name in its own package), the CLI's command table (its own modules), and the plug-in tables
@@ -183,7 +183,7 @@ def test_the_import_reader_resolves_modules_and_lazy_exports() -> None:
     assert "cli.run" in _module_imports("cli.main")  # its command table
     assert "wsesim.experiments" in _imports("__init__")  # the lazy API's table
     assert {"fabric.packet", "fabric.packet_simpy"} <= _module_imports("fabric.fidelity")  # its FABRICS
-    assert "sim.reference" in _module_imports("experiments.runner")  # its ENGINES
+    assert "sim.reference" in _module_imports("sim.engines")  # its ENGINES
 
 
 _REFERENCE = re.compile(r"^wsesim(\.\w+)+:\w+$")

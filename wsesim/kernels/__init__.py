@@ -15,7 +15,8 @@ _EXPORTS = {
     **{name: "kinds" for name in ("DEFAULT_ALGORITHM", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm",
                                   "GemmAlgorithm", "GemvAlgorithm", "KernelKind", "ReduceAlgorithm",
                                   "algorithms")},
-    "KernelCost": "cost", "kernel_cost": "cost", "LinkMap": "linkmap", "T_OP": "machine", "Machine": "machine",
+    "KernelCost": "cost", "kernel_cost": "cost", "LinkMap": "linkmap", "T_OP": "machine",
+    "Machine": "machine",
     "run_kernel": "registry", "KernelResult": "result", "LinkSummary": "result",
 }
 __all__ = sorted(_EXPORTS)
