@@ -86,7 +86,8 @@ def print_json(obj: Any) -> None:
 def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
     cells = [[str(c) for c in header], *[[str(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -98,14 +99,16 @@ def add_json_argument(p: argparse.ArgumentParser, what: str = "print the result 
 
 
 def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIMENT.yaml",
-                             what: str = "an experiment file (default: the shipped Qwen3-30B-A3B on WSE-2 example)",
+                             what: str = ("an experiment file (default: the shipped Qwen3-30B-A3B on WSE-2 "
+                                          "example)"),
                              example: str = "--set model.experts=64 --set hardware.pe.sram='96 KiB'") -> None:
     """The arguments every command that takes one experiment shares (training's, or ``metavar`` and
     ``what`` of another kind of experiment, with an ``example`` of ``--set``)."""
     p.add_argument("experiment", nargs="?", metavar=metavar, help=what)
     p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
     p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help=f"override any key, e.g. {example} (repeatable)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help=f"override any key, e.g. {example} (repeatable)")
 
 
 def load_from_args(args: argparse.Namespace) -> Any:

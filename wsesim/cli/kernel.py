@@ -53,7 +53,8 @@ def _runs(args: argparse.Namespace) -> list[Any]:
             raise ConfigError(f'expected a positive integer, got "{shown(w)}"', path="--wavelets")
         wavelets.append(int(w))
     out = []
-    for (rows, cols), shape, dtype, algorithm, b in itertools.product(grids, shapes, dtypes, algorithms, wavelets):
+    for (rows, cols), shape, dtype, algorithm, b in itertools.product(grids, shapes, dtypes, algorithms,
+                                                                      wavelets):
         try:
             r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=b)
         except ConfigError as e:
@@ -75,7 +76,8 @@ def _human(r: dict[str, Any]) -> str:
            f"({r['flops_per_cycle_per_pe']:.3f} FLOP/cycle/PE)" if r["flops"] else ""),
         f"critical path: compute {cp['compute']:,.0f}, communication {cp['communication']:,.0f}, "
         f"waiting {cp['waiting']:,.0f} cycles",
-        f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of {r['sram']['usable_bytes_per_pe']:,.0f} B usable",
+        f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of "
+        f"{r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "
         f"{ln['wavelet_hops']:,.0f} wavelet-hops ({ln['mean_wavelets']:,.1f} per link used); "
         f"colours {r['colours']['used']} of {r['colours']['available']}, routes {r['routes']['used']} of "
@@ -88,11 +90,13 @@ def _human(r: dict[str, Any]) -> str:
 
 
 def _table(runs: list[dict[str, Any]]) -> str:
-    rows = [(f"{r['grid']['rows']}x{r['grid']['cols']}", f"{r['shape']['m']}x{r['shape']['k']}x{r['shape']['n']}",
+    rows = [(f"{r['grid']['rows']}x{r['grid']['cols']}",
+             f"{r['shape']['m']}x{r['shape']['k']}x{r['shape']['n']}",
              r["dtype"], r["algorithm"], f"{r['cycles']:,.0f}", f"{r['seconds'] * 1e6:,.3f}",
              f"{100 * r['efficiency']:.1f}", f"{r['sram']['peak_bytes_per_pe']:,.0f}",
              "yes" if r["feasible"] else "no") for r in runs]
-    return format_table(rows, ("grid", "shape", "dtype", "algorithm", "cycles", "us", "eff %", "SRAM B", "fits"))
+    return format_table(rows, ("grid", "shape", "dtype", "algorithm", "cycles", "us", "eff %", "SRAM B",
+                               "fits"))
 
 
 def _cmd_kernel(args: argparse.Namespace) -> int:
@@ -131,7 +135,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("kernel", help="simulate a GEMM, GEMV or collective on a grid of PEs",
                        description=__doc__.split("\n\n", 1)[0])
     p.add_argument("kind", choices=[k.value for k in KernelKind], help="the kernel")
-    p.add_argument("--hardware", default="wse2", metavar="NAME|FILE", help="a hardware preset or file (default wse2)")
+    p.add_argument("--hardware", default="wse2", metavar="NAME|FILE",
+                   help="a hardware preset or file (default wse2)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware key (repeatable)")
     p.add_argument("--grid", metavar="PxQ[,...]", help="rows x columns of PEs (default: the whole mesh)")
     p.add_argument("--shape", metavar="MxKxN[,...]", help="GEMM M x K x N; GEMV 1 x K x N")
@@ -139,5 +144,6 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p.add_argument("--algorithm", metavar="NAME[,...]", help=_algorithm_help())
     p.add_argument("--wavelets", metavar="B[,...]", help="collectives: 32-bit wavelets per PE (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a top-level cycles key)")
-    p.add_argument("--png", metavar="DIR", help="draw each run's link map (wavelets per link) as a wafer picture in DIR")
+    p.add_argument("--png", metavar="DIR",
+                   help="draw each run's link map (wavelets per link) as a wafer picture in DIR")
     commands["kernel"] = _cmd_kernel

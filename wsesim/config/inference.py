@@ -17,7 +17,8 @@ from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_wi
 from .specs import HardwareSpec, ModelSpec
 from .validation import validate
 
-__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data", "read_inference"]
+__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data",
+           "read_inference"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
@@ -81,17 +82,19 @@ class InferenceExperimentSpec(Spec):
         hw = info.data.get("hardware")
         shape = inference.grid_shape
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
-            raise fail(f'expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, got "{shown(inference.grid)}"')
+            raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
+                       f'got "{shown(inference.grid)}"')
         return inference
 
 
 def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
-                        overrides: dict[str, Any] | None = None, given: dict[str, str] | None = None) -> Loaded:
+                        overrides: dict[str, Any] | None = None,
+                        given: dict[str, str] | None = None) -> Loaded:
     """Validate a raw ``kind: inference`` mapping (hardware and model by preset name or path) plus
     ``--set`` overrides; ``inference.interconnect`` may name a preset too."""
     if data.get("kind") != "inference":
-        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=source,
-                          path="kind")
+        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",
+                          source=source, path="kind")
     overrides = dict(overrides or {})
     # a whole hardware or model named by an override (a sweep's ``model: [llama3-8b, llama2-7b]``, ``--set
     # hardware=wse3``) replaces the reference before anything is resolved, as in a training experiment
@@ -119,8 +122,8 @@ def read_inference(path: str | Path | None = None, *, hardware: str | None = Non
     path = Path(path) if path is not None else default_inference_path()
     data = read_yaml(path)
     if data.get("kind") != "inference":
-        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}", source=str(path),
-                          path="kind")
+        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",
+                          source=str(path), path="kind")
     given = {}
     for key, ref in (("hardware", hardware), ("model", model)):
         if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's

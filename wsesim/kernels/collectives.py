@@ -1,14 +1,15 @@
 """Reduce, allreduce, broadcast and all-to-all on a rows × cols grid of PEs (docs/model.md §10.2).
 
 Every PE holds B wavelets (``wavelets``). 1D when one side is 1; on a 2D grid every row reduces to its
-first column and that column to PE (0, 0), a first-column PE taking its row and column children's
-streams through one ramp (PE by PE up to ``EXACT_PES``, else one row and then the first column). Allreduce = reduce, then a broadcast of the root's stream
-(pipelined: the root's wavelet j leaves once done), except ``ring`` (reduce-scatter + all-gather on a
-folded ring; rows, then columns). Broadcast is one multicast route from PE (0, 0): the routers copy each
-wavelet along row 0 and down every column, so the farthest PE, (R − 1) + (C − 1) hops away, holds
-wavelet j at j + 1 + 2·T_R + d·t_h + T_OP. All-to-all is the row transpose: every PE sends a ⌈B/C⌉
-share to every other PE of its row (then, on a 2D grid, of its column), timed as the busiest of its
-ramps and links plus the longest path (the flow fidelity's rule). Every kernel's link map: ``linkmap``.
+first column and that column to PE (0, 0), a first-column PE taking its row and column children's streams
+through one ramp (PE by PE up to ``EXACT_PES``, else one row and then the first column). Allreduce =
+reduce, then a broadcast of the root's stream (pipelined: the root's wavelet j leaves once done), except
+``ring`` (reduce-scatter + all-gather on a folded ring; rows, then columns). Broadcast is one multicast
+route from PE (0, 0): the routers copy each wavelet along row 0 and down every column, so the farthest
+PE, (R − 1) + (C − 1) hops away, holds wavelet j at j + 1 + 2·T_R + d·t_h + T_OP. All-to-all is the row
+transpose: every PE sends a ⌈B/C⌉ share to every other PE of its row (then, on a 2D grid, of its column),
+timed as the busiest of its ramps and links plus the longest path (the flow fidelity's rule). Every
+kernel's link map: ``linkmap``.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols:
     need, reason = _sram(m, wavelets, copies)
     compute = float(steps * T_OP)
     comm = float(min(cycles - compute, (wavelets if cycles else 0) + steps * 2 * m.ramp + hops * m.hop))
-    return KernelResult(kind, algorithm, rows, cols, (1, wavelets * m.per_wavelet, 1), m.dtype, cycles, compute,
-                        max(0.0, comm), 0.0, need, links, m, not reason, reason, notes)
+    return KernelResult(kind, algorithm, rows, cols, (1, wavelets * m.per_wavelet, 1), m.dtype, cycles,
+                        compute, max(0.0, comm), 0.0, need, links, m, not reason, reason, notes)
 
 
 def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
@@ -106,7 +107,8 @@ def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int
     _check(m, rows, cols, wavelets)
     cycles, _, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
     links = LinkMap(rows, cols, lambda: tree_terms(row_topo, col_topo, rows, cols, wavelets))
-    return _result(KernelKind.REDUCE, algorithm, m, rows, cols, wavelets, cycles, int(depth[0]), int(depth[1]), links, 2)
+    return _result(KernelKind.REDUCE, algorithm, m, rows, cols, wavelets, cycles, int(depth[0]),
+                   int(depth[1]), links, 2)
 
 
 def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
@@ -118,7 +120,8 @@ def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
     cycles = float(m.transfer(wavelets, d)) if rows * cols > 1 else 0.0
     # one route: row 0 east from the root, and every column south from row 0 (the routers copy)
     links = LinkMap(rows, cols, lambda: multicast_terms(rows, cols, wavelets))
-    return _result(KernelKind.BROADCAST, algorithm, m, rows, cols, wavelets, cycles, 1 if d else 0, d, links, 1)
+    return _result(KernelKind.BROADCAST, algorithm, m, rows, cols, wavelets, cycles, 1 if d else 0, d, links,
+                   1)
 
 
 def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
@@ -130,19 +133,19 @@ def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
         stages = row_stages + col_stages
         hops = row_stages * row_d + col_stages * col_d
         links = LinkMap(rows, cols, lambda: ring_terms(rows, cols, wavelets))
-        return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, row_cycles + col_cycles, stages,
-                       hops, links, 3)
+        return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, row_cycles + col_cycles,
+                       stages, hops, links, 3)
     if algorithm not in TOPOLOGIES:
-        raise ConfigError(f"expected one of {', '.join(algorithms(KernelKind.ALLREDUCE))}, got \"{algorithm}\"",
-                          path="algorithm")
+        raise ConfigError(f"expected one of {', '.join(algorithms(KernelKind.ALLREDUCE))}, "
+                          f"got \"{algorithm}\"", path="algorithm")
     cycles, root, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
     d = rows + cols - 2
     if d:
         cycles = float(root[-1] + m.step(d))  # the root's last wavelet, multicast to the farthest PE
     links = LinkMap(rows, cols, lambda: [*tree_terms(row_topo, col_topo, rows, cols, wavelets),
                                          *multicast_terms(rows, cols, wavelets)])
-    return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, cycles, int(depth[0]) + (1 if d else 0),
-                   int(depth[1]) + d, links, 2)
+    return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, cycles,
+                   int(depth[0]) + (1 if d else 0), int(depth[1]) + d, links, 2)
 
 
 def ring_line_loads(n: int, b: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,7 +159,8 @@ def ring_line_loads(n: int, b: int) -> tuple[np.ndarray, np.ndarray]:
 
 def ring_terms(rows: int, cols: int, b: int) -> list[Term]:
     """The ring allreduce's links: every row's ring (east, west), then every column's (south, north)."""
-    return [*row_terms(ones(rows), *ring_line_loads(cols, b)), *col_terms(*ring_line_loads(rows, b), ones(cols))]
+    return [*row_terms(ones(rows), *ring_line_loads(cols, b)),
+            *col_terms(*ring_line_loads(rows, b), ones(cols))]
 
 
 def alltoall_line_loads(n: int, share: int) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +191,8 @@ def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: i
     row, _, row_d = row_alltoall_cycles(m, cols, wavelets)
     col, _, col_d = row_alltoall_cycles(m, rows, wavelets)
     steps = (1 if cols > 1 else 0) + (1 if rows > 1 else 0)
-    links = LinkMap(rows, cols, lambda: [*row_terms(ones(rows), *alltoall_line_loads(cols, -(-wavelets // cols))),
-                                         *col_terms(*alltoall_line_loads(rows, -(-wavelets // rows)), ones(cols))])
-    return _result(KernelKind.ALLTOALL, algorithm, m, rows, cols, wavelets, row + col, steps, row_d + col_d, links, 2,
-                   ("time: the busiest ramp or link plus the longest path, per phase (flow rule)",))
+    links = LinkMap(rows, cols, lambda: [
+        *row_terms(ones(rows), *alltoall_line_loads(cols, -(-wavelets // cols))),
+        *col_terms(*alltoall_line_loads(rows, -(-wavelets // rows)), ones(cols))])
+    return _result(KernelKind.ALLTOALL, algorithm, m, rows, cols, wavelets, row + col, steps, row_d + col_d,
+                   links, 2, ("time: the busiest ramp or link plus the longest path, per phase (flow rule)",))

@@ -45,7 +45,8 @@ def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tu
     return -(-mm // rows), -(-nn // cols), -(-kk // cols), -(-kk // rows)
 
 
-def _schedule(compute: np.ndarray, comm: np.ndarray, overlap: bool, lead: float = 0.0) -> tuple[float, float, float]:
+def _schedule(compute: np.ndarray, comm: np.ndarray, overlap: bool,
+              lead: float = 0.0) -> tuple[float, float, float]:
     """(cycles, compute, exposed communication) of steps whose operands arrive in ``comm[s]`` cycles
     before ``compute[s]`` can run, after ``lead`` cycles of set-up communication."""
     total_compute = float(compute.sum())
@@ -61,8 +62,8 @@ def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: t
             timing: tuple, sram: float, links: LinkMap, reason: str, notes: tuple[str, ...]) -> KernelResult:
     cycles, compute, comm = timing
     flops = 2.0 * shape[0] * shape[1] * shape[2]
-    return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops, sram,
-                        links, m, not reason, reason, notes)
+    return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops,
+                        sram, links, m, not reason, reason, notes)
 
 
 def _sram_reason(m: Machine, need: float) -> str:
@@ -86,7 +87,8 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     d = np.maximum(np.maximum(oc, cols - 1 - oc), np.maximum(orow, rows - 1 - orow))
     width = np.minimum(kb, k - s * kb)
     # a panel crosses the receiver's ramp unless the grid is one PE wide that way (then it is local)
-    wav = np.array([m.wavelets(bm * w) * (cols > 1) + m.wavelets(w * bn) * (rows > 1) for w in (kb, int(width[-1]))])
+    wav = np.array([m.wavelets(bm * w) * (cols > 1) + m.wavelets(w * bn) * (rows > 1)
+                    for w in (kb, int(width[-1]))])
     comm = np.where(width == kb, wav[0], wav[1]) + m.step(d)
     compute = np.array([m.compute(bm * kb * bn), m.compute(bm * int(width[-1]) * bn)])
     compute = np.where(width == kb, compute[0], compute[1]).astype(np.float64)
@@ -95,7 +97,8 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     wb = np.where(width == kb, m.wavelets(kb * bn), m.wavelets(int(width[-1]) * bn)) * (rows > 1)
     links = LinkMap(rows, cols, lambda: summa_terms(rows, cols, oc, orow, wa, wb))
     notes = (f"{steps} steps of panel width {kb}, double-buffered",)
-    return _result(GemmAlgorithm.SUMMA, m, rows, cols, shape, timing, need, links, _sram_reason(m, need), notes)
+    return _result(GemmAlgorithm.SUMMA, m, rows, cols, shape, timing, need, links, _sram_reason(m, need),
+                   notes)
 
 
 def multicast_loads(n: int, owner: np.ndarray, wavelets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +110,8 @@ def multicast_loads(n: int, owner: np.ndarray, wavelets: np.ndarray) -> tuple[np
     return forward, backward
 
 
-def summa_terms(rows: int, cols: int, oc: np.ndarray, orow: np.ndarray, wa: np.ndarray, wb: np.ndarray) -> list[Term]:
+def summa_terms(rows: int, cols: int, oc: np.ndarray, orow: np.ndarray, wa: np.ndarray,
+                wb: np.ndarray) -> list[Term]:
     """SUMMA's links: step s's A panel (``wa[s]`` wavelets) from column ``oc[s]`` along every row, its B
     panel (``wb[s]``) from row ``orow[s]`` down every column."""
     return [*row_terms(ones(rows), *multicast_loads(cols, oc, wa)),
@@ -159,12 +163,14 @@ def shifted_terms(n: int, wa: int, wb: int, phys: np.ndarray) -> list[Term]:
         return []
     east, west = skew_loads(n, phys)
     fwd, bwd = line_loads(n, phys, np.roll(phys, 1), n - 1)
-    return [(EAST, wa * east, None), (WEST, wa * west, None), (SOUTH, wb * east.T, None), (NORTH, wb * west.T, None),
-            *row_terms(ones(n), wa * fwd, wa * bwd), *col_terms(wb * fwd, wb * bwd, ones(n))]
+    return [(EAST, wa * east, None), (WEST, wa * west, None), (SOUTH, wb * east.T, None),
+            (NORTH, wb * west.T, None), *row_terms(ones(n), wa * fwd, wa * bwd),
+            *col_terms(wb * fwd, wb * bwd, ones(n))]
 
 
 def _shifted(name: GemmAlgorithm,
-             phys: Callable[[int], np.ndarray]) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
+             phys: Callable[[int], np.ndarray],
+             ) -> Callable[[Machine, int, int, tuple[int, int, int]], KernelResult]:
     def run(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
         bm, bn, ka, kb = _blocks(m, rows, cols, shape)
         n = rows

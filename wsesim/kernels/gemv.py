@@ -68,8 +68,8 @@ def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, i
         need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
         links = LinkMap(rows, cols, lambda: gemv_terms(rows, cols, wav, tree))
         reason = sram_check(m, need, "the GEMV")
-        return KernelResult(KernelKind.GEMV, algorithm, rows, cols, shape, m.dtype, cycles, compute + steps * T_OP,
-                            comm, 2.0 * kk * nn, need, links, m, not reason, reason,
+        return KernelResult(KernelKind.GEMV, algorithm, rows, cols, shape, m.dtype, cycles,
+                            compute + steps * T_OP, comm, 2.0 * kk * nn, need, links, m, not reason, reason,
                             (f"{k} x {n} block per PE; {tree} allreduce of {wav} wavelets per row",))
 
     return run

@@ -13,7 +13,8 @@ from ..config.errors import ConfigError
 from ..model.vocabulary import Name
 
 __all__ = ["DEFAULT_ALGORITHM", "MATMULS", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm",
-           "GemmAlgorithm", "GemvAlgorithm", "KernelKind", "ReduceAlgorithm", "algorithms", "choice", "kernel_kind"]
+           "GemmAlgorithm", "GemvAlgorithm", "KernelKind", "ReduceAlgorithm", "algorithms", "choice",
+           "kernel_kind"]
 
 
 class KernelKind(Name):
@@ -53,7 +54,8 @@ class ReduceAlgorithm(Name):
 
 
 class BroadcastAlgorithm(Name):
-    MULTICAST = "multicast"  # one route from PE (0, 0), copied by the routers along row 0 and down every column
+    # one route from PE (0, 0), copied by the routers along row 0 and down every column
+    MULTICAST = "multicast"
 
 
 class AlltoallAlgorithm(Name):

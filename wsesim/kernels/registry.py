@@ -74,15 +74,16 @@ def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *
     routes = routes_needed(kind, algorithm, rows, cols)
     r = replace(r, colours=colours, routes=routes)
     if kind == KernelKind.GEMM and algorithm != GemmAlgorithm.SUMMA and rows == cols:
-        skew = skew_routes_needed(rows, np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows))
+        skew = skew_routes_needed(rows,
+                                  np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows))
         if skew > m.route_paths:
-            r = replace(r, notes=(*r.notes, f"the skew as direct paths would need {skew} routes at its busiest "
-                                  f"router, more than the {m.route_paths} of fabric.route_paths: not counted "
-                                  "(laid out skewed as the operands load, or relayed)"))
+            r = replace(r, notes=(*r.notes, f"the skew as direct paths would need {skew} routes at its "
+                                  f"busiest router, more than the {m.route_paths} of fabric.route_paths: "
+                                  "not counted (laid out skewed as the operands load, or relayed)"))
     if colours > m.colours and r.feasible:
         return replace(r, feasible=False, reason=f"needs {colours} routable colours per router, "
                        f"more than the {m.colours} of {m.name} (fabric.colours)")
     if routes > m.route_paths and r.feasible:
-        return replace(r, feasible=False, reason=f"needs {routes} routes at its busiest router, more than the "
-                       f"{m.route_paths} of {m.name} (fabric.route_paths)")
+        return replace(r, feasible=False, reason=f"needs {routes} routes at its busiest router, more than "
+                       f"the {m.route_paths} of {m.name} (fabric.route_paths)")
     return r

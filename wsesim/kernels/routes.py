@@ -75,7 +75,8 @@ def routes_needed(kind: KernelKind, algorithm: Algorithm, rows: int, cols: int) 
             return 2 * ((rows > 1) + (cols > 1))
         if rows != cols:
             return 0
-        line = ring_routes(rows, np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows), step=1)
+        line = ring_routes(rows, np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows),
+                           step=1)
         return int(2 * line.max())
     if kind == KernelKind.GEMV:
         return int(tree_routes(ROW_TREES[algorithm], cols).max(initial=0)) + (cols > 1)
