@@ -20,6 +20,7 @@ shape of its own that the kernel layer could simulate (``experiments.mappings``)
 from __future__ import annotations
 
 from collections.abc import Callable
+from copy import copy
 from dataclasses import dataclass, field
 from math import ceil
 
@@ -146,10 +147,11 @@ class _Grid:
                           StageOpKind.ALLREDUCE: inf.allreduce}
 
     def on(self, region: tuple[int, int] | None) -> _Grid:
+        """The same kernels on ``region`` (an expert's rectangle of this grid; its problems are this
+        grid's list)."""
         if region is None:
             return self
-        sub = _Grid.__new__(_Grid)
-        sub.__dict__.update(self.__dict__)
+        sub = copy(self)
         sub.rows, sub.cols = region
         return sub
 

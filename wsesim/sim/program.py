@@ -243,7 +243,8 @@ class Program:
     @property
     def executed_flops(self) -> float:
         """The arithmetic of the whole program (recomputation included)."""
-        return self.micro_batches * sum(getattr(op, "executed_flops", 0.0) for op in self.body)
+        return self.micro_batches * sum(op.executed_flops for op in self.body
+                                        if isinstance(op, WaferOp | Experts))
 
     def kinds(self) -> tuple[OpKind, ...]:
         """The body's op kinds in order (one micro-batch)."""
