@@ -35,4 +35,7 @@ def test_the_readme_example_runs_and_says_what_it_says(tmp_path: Path, monkeypat
     assert {d["key"] for d in out["config"]} == {"experiment.training.tiles", "experiment.training.batch_per_tile",
                                                  "model.description"}
     thr = next(m for m in out["metrics"] if m["metric"] == "throughput_tokens_per_s")
-    assert (round(thr["a"]), round(thr["b"]), round(thr["ratio"], 2)) == (11392, 38014, 3.34)
+    # G=1 is unchanged by the one physics of a hop (its ops hide behind the weight stream); the tuned
+    # G=15 gains from every op's fill/drain 7 + 2·(rows + cols) -> 4 + (rows + cols): 38,014 -> 38,130
+    # (with hardware/wse2.yaml at ramp 3.5, hop 2, i.e. the old 7 + 2·d, it is 38,014 again), 3.347×
+    assert (round(thr["a"]), round(thr["b"]), round(thr["ratio"], 2)) == (11392, 38130, 3.35)

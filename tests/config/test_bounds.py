@@ -32,7 +32,7 @@ QUANTITIES = [
     ("hardware.fabric.link_width", "a size from 1 bit to 64 KiB", ["1 bit", "64 KiB"], ["0.5 bit", "65 KiB"]),
     ("hardware.fabric.hop_latency", "a cycle count from 0 cycles to 100000 cycles", ["0 cycles", "100000 cycles"],
      ["100001 cycles", "1e308 cycles"]),
-    ("hardware.fabric.injection_latency", "a cycle count from 0 cycles to 100000 cycles", ["100000 cycles"],
+    ("hardware.fabric.ramp_latency", "a cycle count from 0 cycles to 100000 cycles", ["100000 cycles"],
      ["1e6 cycles"]),
     ("hardware.io.bandwidth", "a bandwidth from 1 MB/s to 1 PB/s", ["1 MB/s", "1 PB/s"],
      ["1e-300 B/s", "0.9 MB/s", "2 PB/s"]),

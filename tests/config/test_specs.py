@@ -76,7 +76,7 @@ def test_hardware_physics_bounds(path: Path) -> None:
         assert 0 <= hw.pe.reserved_fraction < 0.5
         assert 1 <= hw.fabric.link_bytes_per_cycle <= 64
         assert 0 <= hw.fabric.hop_latency_cycles <= 100
-        assert 0 <= hw.fabric.injection_latency_cycles <= 1000
+        assert 0 <= hw.fabric.ramp_latency_cycles <= 1000
         assert 1 <= hw.fabric.colours <= 64
         assert 1e9 <= hw.io.bandwidth_bytes_per_s <= 10e12
         assert 0 <= hw.runtime.task_overhead_cycles <= 100_000

@@ -63,16 +63,19 @@ def test_one_stage_one_request_by_hand(engine: str) -> None:
     one decode step d_t at context 16 + t, plus the hand-off back h (0: the token returns to the same
     grid). So TTFT = P, the end P + 3h + d₁ + d₂ + d₃, TPOT (3h + d₁ + d₂ + d₃) / 3.
 
-    On one PE a context token more costs 35 cycles a layer (scores 64·T/4 = 16T, softmax 4·T·3/4 = 3T,
-    context 16T; tests/sim/test_serving.py), 70 for the two layers. Today P = 227,388 and d = 15,230,
-    15,300, 15,370."""
+    On one PE (tests/sim/test_serving.py) the attention kernels at context T cost 64·⌈T/4⌉ (scores: 64
+    instructions of T) + 3T (softmax) + 16T (context) a layer. From T = 17 to 18 and from 18 to 19,
+    ⌈T/4⌉ stays 5: 19 cycles a layer more, 38 for the two layers. Today P = 227,388 (a prompt of 16:
+    every instruction's length a multiple of the 4 lanes, so as before the per-instruction count) and
+    d = 15,326, 15,364, 15,402 (the old 15,230, 15,300, 15,370, which had 35T a layer, plus
+    2·(64·5 + 19T − 35T) = 96, 64, 32)."""
     r = _result(engine, **ONE_PE)
     assert r.feasible and r.stages == 1 and r.systems == 1
     stage = r.per_stage[0]
     P, h = stage["prefill_cycles"], stage["handoff_decode_cycles"]
     d = _steps(engine, 4, **ONE_PE)[0]
     assert h == 0.0
-    assert d[1] - d[0] == 70 and d[2] - d[1] == 70
+    assert d[1] - d[0] == 38 and d[2] - d[1] == 38
     assert d[2] == stage["decode_cycles"]
     assert _same(r.ttft_s, P / CLOCK)
     assert _same(r.end_to_end_s, (P + 3 * h + sum(d)) / CLOCK)
@@ -99,7 +102,7 @@ def test_a_batch_on_one_stage_queues_first_come_first_served(engine: str) -> Non
         tokens/s = 9 / end, the same as one request's 3 / (P + d₁ + d₂): one stage is never idle
         either way.
 
-    Today: first tokens at 227,388, 454,776 and 682,164 cycles, the end at 773,754."""
+    Today: first tokens at 227,388, 454,776 and 682,164 cycles, the end at 3P + 3·15,326 + 3·15,364 = 774,234."""
     batch = {**ONE_PE, "inference.batch": 3, "inference.output_len": 3}
     r = _result(engine, **batch)
     stage = r.per_stage[0]
@@ -134,7 +137,8 @@ def _handoffs(r: ServeResult) -> tuple[float, float, float]:
 def test_two_stages_one_request_by_hand(engine: str) -> None:
     """One request through stage 0 (wafer 0) and stage 1 (wafer 1), 3 tokens: the first leaves at
     P₀ + 612 + P₁; each further token t costs the token back (100.5), stage 0's step, its hand-off (132)
-    and stage 1's step. Today: 2,910 + 612 + 3,073 = 6,595, then 1,651.5 a token (steps 628 and 791)."""
+    and stage 1's step. Today: 3,960 + 612 + 4,149 = 8,721, then 100.5 + 694 + 132 + 883 = 1,809.5 a
+    token (steps 694 and 883), the end 8,721 + 2 · 1,809.5 = 12,340."""
     r = _result(engine, **TWO_WAFERS, **{"inference.output_len": 3})
     assert r.stages == 2 and r.systems == 2 and r.layers_per_stage == [1, 1]
     assert [s["wafer"] for s in r.per_stage] == [0, 1]
@@ -162,9 +166,11 @@ def test_two_stages_two_requests_fill_the_pipeline(engine: str) -> None:
         token t, request r: stage 0 from max(r's last token + 100.5, stage 0 free), d₀ long;
                             stage 1 from max(that end + 132, stage 1 free), d₁ long.
 
-    Today: A = 6,595, B = 9,668 (request 1 waits 2,910 at stage 0 and 163 at stage 1); tokens leave at
-    10,459 and 12,110.5 (request 0), 11,319.5 and 12,971 (request 1): 6 tokens in 12,971 ns, against one
-    request's 3 in 9,898 — more tokens/s in all, fewer per request."""
+    Today (P₀ 3,960, P₁ 4,149, d₀ 694, d₁ 883): A = 8,721, B = 8,721 + 4,149 = 12,870 (request 1 waits
+    3,960 at stage 0 and 8,721 − 8,532 = 189 at stage 1; request 0's second token then waits 12,870 −
+    9,647.5 = 3,222.5 at stage 1 for request 1's prompt); tokens leave at 13,753 and 15,562.5 (request 0),
+    14,679.5 and 16,489 (request 1): 6 tokens in 16,489 ns, against one request's 3 in 12,340 — more
+    tokens/s in all, fewer per request."""
     two = {**TWO_WAFERS, "inference.output_len": 3}
     r = _result(engine, **two, **{"inference.batch": 2})
     hp, h0, h1 = _handoffs(r)
@@ -240,17 +246,21 @@ def _comparable(r: ServeResult) -> dict[str, Any]:
 
 def test_search_keeps_the_fastest_per_request_and_returns_every_candidate() -> None:
     """A 16 × 16 mesh: grids 16 × 16 and 8 × 8, both holding tiny-moe. Each candidate's result is the run
-    at that grid; the best is the largest (tokens/s per request, tokens/s). Today 8 × 8 wins (704,391
-    against 587,199 tokens/s per request), so the best is not merely the first candidate."""
+    at that grid; the best is the largest (tokens/s per request, tokens/s). Today, with the defaults
+    (MeshGEMV and the norms on the K-tree allreduce, which gains on the longer rows of 16), 16 × 16 wins
+    (699,790 against 634,115 tokens/s per request); with the vendor's pipelined GEMV (a chain reduce,
+    whose rows of 16 cost more) 8 × 8 wins (575,043 against 457,457), so the best is not merely the
+    first candidate."""
     mesh = {"hardware.mesh.rows": 16, "hardware.mesh.cols": 16}
-    best, results = search_mapping(_spec(**mesh))
-    assert [r.grid for r in results] == ["16x16", "8x8"]
-    assert all(r.feasible for r in results)
-    for r in results:
-        assert _comparable(r) == _comparable(_result(**mesh, **{"inference.grid": r.grid}))
-    top = max(results, key=lambda r: (r.tokens_per_s_per_request, r.tokens_per_s))
-    assert best.result.grid == top.grid and best.mapping.grid == (8, 8)
-    assert _comparable(best.result) == _comparable(top)
+    for extra, winner in (({}, (16, 16)), ({"inference.gemv": "pipeline"}, (8, 8))):
+        best, results = search_mapping(_spec(**mesh, **extra))
+        assert [r.grid for r in results] == ["16x16", "8x8"]
+        assert all(r.feasible for r in results)
+        for r in results:
+            assert _comparable(r) == _comparable(_result(**mesh, **extra, **{"inference.grid": r.grid}))
+        top = max(results, key=lambda r: (r.tokens_per_s_per_request, r.tokens_per_s))
+        assert best.result.grid == top.grid and best.mapping.grid == winner
+        assert _comparable(best.result) == _comparable(top)
 
 
 def test_search_skips_a_candidate_that_does_not_fit_and_says_why() -> None:

@@ -35,7 +35,8 @@ def test_pe_mesh_of_tiny8(tiny8: HardwareSpec) -> None:
     m = Mesh.from_hardware(tiny8)
     assert (m.rows, m.cols, m.nodes, m.block) == (8, 8, 64, 1)
     assert m.node_pes.sum() == 64 and set(m.node_pes) == {1}
-    assert m.hop_cycles == 2 and m.injection_cycles == 7 and m.wavelet_bytes == 4
+    # 1 cycle a hop; both ramps charged at injection, fabric.latency(0) = 2·T_R = 2·2
+    assert m.hop_cycles == 1 and m.injection_cycles == 4 and m.wavelet_bytes == 4
 
 
 def test_block_mesh_with_partial_blocks(tiny8: HardwareSpec) -> None:
@@ -52,7 +53,7 @@ def test_block_mesh_with_partial_blocks(tiny8: HardwareSpec) -> None:
     assert par[0, 2, EAST] == 0 and par[0, 0, WEST] == 0 and par[0, 0, NORTH] == 0 and par[2, 0, SOUTH] == 0
     assert par[1, 1, INJECT] == par[1, 1, EJECT] == 9
     assert m.link_bytes_per_cycle.reshape(3, 3, 6)[0, 0, EAST] == 12.0  # 3 links × 4 B
-    assert m.hop_cycles == 6  # a block hop crosses 3 PEs at 2 cycles each
+    assert m.hop_cycles == 3  # a block hop crosses 3 PEs at 1 cycle each
 
 
 def test_sub_mesh_keeps_the_links_and_refuses_to_outgrow_the_wafer(wse2: HardwareSpec) -> None:
@@ -83,7 +84,7 @@ def test_graph_attributes(tiny8: HardwareSpec) -> None:
     assert g.nodes[(1, 0)]["sram_bytes"] == 16 * 48 * 1024
     assert g.nodes[(1, 0)]["flops_per_cycle"] == 16 * 8
     edge = g.edges[(0, 0), (0, 1)]
-    assert edge["links"] == 4 and edge["bytes_per_cycle"] == 16.0 and edge["latency_cycles"] == 8.0
+    assert edge["links"] == 4 and edge["bytes_per_cycle"] == 16.0 and edge["latency_cycles"] == 4.0  # 4 PEs at 1 cycle a hop
 
 
 def test_pe_graph_of_64x64(wse2: HardwareSpec) -> None:

@@ -128,8 +128,8 @@ def test_registry_and_cli_names() -> None:
 
 def test_events_count_the_stages_granted() -> None:
     """One 3-hop message of 10 wavelets at block:2 is 2 stripes of 5 wavelets, each granted inject, three
-    mesh links and eject: 10 stages; 7 + 3·4 + (5 − 1) = 23 cycles."""
+    mesh links and eject: 10 stages; 4 (2·T_R) + 3 block hops·2 (2 PEs at 1 cycle) + (5 − 1) = 14 cycles."""
     m = Mesh.from_hardware(load_hardware("wse2"), "block:2", (8, 8))
     for method in ("windows", "heap"):
         r = PacketFabric(m, method=method).simulate(Traffic([0], [3], [40.0]))
-        assert (r.cycles, r.events) == (23.0, 10)
+        assert (r.cycles, r.events) == (14.0, 10)

@@ -3,7 +3,8 @@ expected value derived by hand from the rules of docs/model.md §10: a PE's wave
 its ramp at j + 1; it reaches a PE d hops away 2·T_R + d = 4 + d cycles later; the receiver consumes
 arrivals one per cycle in arrival order, each done 1 cycle after it arrives (or after the previous one);
 a PE sends its wavelet j once it has added wavelet j of every child. One dependent step over d hops is
-step(d) = 5 + d."""
+step(d) = 5 + d. tiny8's instruction_issue is 0 cycles, so no collective here has overhead unless a test
+overrides ``pe.instruction_issue_cycles``."""
 
 from __future__ import annotations
 
@@ -11,14 +12,26 @@ import pytest
 
 from wsesim.config.loader import load_hardware
 from wsesim.kernels import run_kernel
-from wsesim.kernels.lines import binary_tree, chain, group_size, ring_order, star, two_phase
+from wsesim.kernels.lines import (
+    binary_tree,
+    centred_chains,
+    chain,
+    group_size,
+    ktree,
+    ktree_allreduce,
+    ktree_group,
+    ring_order,
+    star,
+    two_phase,
+)
+from wsesim.kernels.machine import Machine
 
 HW = load_hardware("tiny8")
 
 
 def cycles(kind: str, grid: tuple[int, int], algorithm: str, b: int) -> float:
     r = run_kernel(HW, kind, *grid, dtype="fp32", algorithm=algorithm, wavelets=b)
-    assert r.feasible and r.compute + r.communication + r.waiting == pytest.approx(r.cycles)
+    assert r.feasible and r.overhead + r.compute + r.communication + r.waiting == pytest.approx(r.cycles)
     return r.cycles
 
 
@@ -29,6 +42,11 @@ def test_topologies() -> None:
     assert (group_size(8), group_size(420), group_size(720), group_size(512)) == (3, 21, 27, 23)
     assert two_phase(8)[0].tolist() == [-1, 0, 1, 0, 3, 4, 3, 6]
     assert ring_order(8).tolist() == [0, 2, 4, 6, 7, 5, 3, 1]
+    # centred_chains(5, 2): positions 2, 1, 3, 0, 4 get labels 0 … 4; 1 → 2, 3 → 2, 0 → 1, 4 → 3
+    assert centred_chains(5, 2)[0].tolist() == [-1, 0, 0, 1, 2]
+    # ktree(4): groups {0, 1}, {2, 3} with middles 1 and 3 (0 → 1, 2 → 3, 1 hop); the line's root is the
+    # middle group's, (2 // 2)·2 + 1 = 3, so 1 → 3 over 2 hops
+    assert ktree(4)[0].tolist() == [1, 3, 3, -1] and ktree(4)[1].tolist() == [1, 2, 1, 0]
 
 
 @pytest.mark.parametrize(("grid", "b", "expected"), [((1, 8), 1, 43), ((1, 8), 4, 46), ((2, 2), 1, 13),
@@ -76,13 +94,15 @@ def test_two_phase_reduce_by_hand() -> None:
 
 
 @pytest.mark.parametrize(("algorithm", "grid", "expected"), [
-    ("chain", (1, 8), 55), ("chain", (2, 2), 20), ("chain", (4, 4), 48), ("star", (1, 8), 25),
-    ("tree", (1, 8), 35), ("two-phase", (1, 8), 35), ("tree", (4, 4), 38), ("star", (4, 4), 28),
-    ("two-phase", (4, 4), 38), ("star", (2, 2), 20), ("tree", (2, 2), 20), ("two-phase", (2, 2), 20)])
+    ("chain", (1, 8), 56), ("chain", (2, 2), 21), ("chain", (4, 4), 49), ("star", (1, 8), 26),
+    ("tree", (1, 8), 36), ("two-phase", (1, 8), 36), ("tree", (4, 4), 39), ("star", (4, 4), 29),
+    ("two-phase", (4, 4), 39), ("star", (2, 2), 21), ("tree", (2, 2), 21), ("two-phase", (2, 2), 21)])
 def test_allreduce_is_the_reduce_then_a_multicast(algorithm: str, grid: tuple[int, int], expected: int) -> None:
-    """The root's last wavelet, multicast to the farthest PE (R − 1 + C − 1 hops): + step(d) = 5 + d.
-    1×8: reduce + 12 (chain 43 → 55, star 13 → 25, tree and two-phase 23 → 35); 2×2: 13 + 7 = 20;
-    4×4: + 11 (chain 37 → 48, tree and two-phase 27 → 38, star 17 → 28)."""
+    """The multicast is its own instruction, started once the reduce has ended at the root (its last
+    wavelet ready at T, the reduce's cycles): the root's wavelet j leaves at T + j + 1, the last at T + B,
+    and is done at the farthest PE (R − 1 + C − 1 hops) after step(d): T + B + step(d) = T + 1 + 5 + d.
+    1×8 (d = 7): reduce + 13 (chain 43 → 56, star 13 → 26, tree and two-phase 23 → 36); 2×2 (d = 2):
+    13 + 8 = 21; 4×4 (d = 6): + 12 (chain 37 → 49, tree and two-phase 27 → 39, star 17 → 29)."""
     assert cycles("allreduce", grid, algorithm, 1) == expected
 
 
@@ -114,10 +134,14 @@ def test_broadcast_and_alltoall_by_hand() -> None:
 
 
 def test_luczynski_chain_anchor_and_split() -> None:
-    """P = 512, B = 1 on WSE-2: 1 + 6 · 511 = 3,067; the critical path is 511 adds and 1 + 5 · 511 of
-    wavelets on ramps and links, no waiting; the links carry one wavelet each."""
-    r = run_kernel(load_hardware("wse2"), "reduce", 512, 1, dtype="fp32", algorithm="chain", wavelets=1)
-    assert (r.cycles, r.compute, r.communication, r.waiting) == (3067, 511, 2556, 0)
+    """P = 512, B = 1 on WSE-2: Luczynski et al.'s 1 + 6 · 511 = 3,067, plus the reduce's one instruction
+    issue (WSE-2's instruction_issue, 7 cycles), which their model does not count: 3,074. The critical path
+    is 7 of overhead, 511 adds and 1 + 5 · 511 of wavelets on ramps and links, no waiting; the links carry
+    one wavelet each."""
+    wse2 = load_hardware("wse2")
+    assert wse2.pe.instruction_issue_cycles == 7
+    r = run_kernel(wse2, "reduce", 512, 1, dtype="fp32", algorithm="chain", wavelets=1)
+    assert (r.cycles, r.overhead, r.compute, r.communication, r.waiting) == (3067 + 7, 7, 511, 2556, 0)
     assert (r.links.max_wavelets, r.links.links_used, r.links.wavelet_hops) == (1, 511, 511)
 
 
@@ -131,22 +155,28 @@ def test_the_sram_check_makes_a_result_not_a_crash() -> None:
 @pytest.mark.parametrize("b", [1, 2, 7, 50])
 def test_the_closed_forms(p: int, b: int) -> None:
     """docs/model.md §10.2 on WSE-2's T_R = 2, t_h = 1: chain reduce B + 6(P − 1); broadcast B + 5 + (P − 1);
-    star (B = 1) P + 5; tree (P a power of 2, B = 1) 1 + 5·log2 P + (P − 1); ring allreduce
-    ⌈B/P⌉ + 2(P − 1)·step(d) while the chunk is at most step(d) (d = 2, or 1 for P = 2)."""
+    star (B = 1) P + 5; tree (P a power of 2, B = 1) 1 + 5·log2 P + (P − 1); chain allreduce the reduce and
+    then the multicast, B + 6(P − 1) + B + 5 + (P − 1); ring allreduce ⌈B/P⌉ + 2(P − 1)·step(d) while the
+    chunk is at most step(d) (d = 2, or 1 for P = 2). Each adds WSE-2's 7 cycles per instruction issued:
+    a reduce and a broadcast 1, an allreduce 2 (the reduce, then the multicast), the ring 2(P − 1) (one
+    per stage)."""
     wse2 = load_hardware("wse2")
+    issue = 7
+    assert wse2.pe.instruction_issue_cycles == issue
 
     def sim(kind: str, algorithm: str, wavelets: int = b) -> float:
         return run_kernel(wse2, kind, 1, p, dtype="fp32", algorithm=algorithm, wavelets=wavelets).cycles
 
-    assert sim("reduce", "chain") == b + 6 * (p - 1)
-    assert sim("broadcast", "multicast") == b + 5 + (p - 1)
-    assert sim("reduce", "star", 1) == p + 5
+    assert sim("reduce", "chain") == b + 6 * (p - 1) + issue
+    assert sim("broadcast", "multicast") == b + 5 + (p - 1) + issue
+    assert sim("reduce", "star", 1) == p + 5 + issue
     if p & (p - 1) == 0:
-        assert sim("reduce", "tree", 1) == 1 + 5 * (p.bit_length() - 1) + (p - 1)
+        assert sim("reduce", "tree", 1) == 1 + 5 * (p.bit_length() - 1) + (p - 1) + issue
+    assert sim("allreduce", "chain") == b + 6 * (p - 1) + b + 5 + (p - 1) + 2 * issue
     step = 5 + (2 if p > 2 else 1)
     chunk = -(-b // p)
     if chunk <= step:
-        assert sim("allreduce", "ring") == chunk + 2 * (p - 1) * step
+        assert sim("allreduce", "ring") == chunk + 2 * (p - 1) * step + 2 * (p - 1) * issue
 
 
 @pytest.mark.parametrize("algorithm", ["chain", "star", "tree", "two-phase"])
@@ -188,10 +218,10 @@ def test_colours_are_counted_and_checked() -> None:
 @pytest.mark.parametrize("b", [1, 2, 4, 16])
 def test_star_reduce_agrees_with_the_packet_fidelity(p: int, b: int) -> None:
     """The star is where links are shared: every stream crosses the links next to the root. The packet
-    fidelity (wsesim.fabric.packet: every wavelet stream through FIFO links) on the same line, with its
-    injection latency set to T_R and its hop to t_h, delivers the last wavelet exactly 1 + T_R + T_OP = 4
-    cycles before the kernel model's root has added it (the kernel's first wavelet leaves at cycle 1, then
-    the ramp up and the add, which the packet model does not count): so the kernel model's per-ramp queue
+    fidelity (wsesim.fabric.packet: every wavelet stream through FIFO links) on the same line, reading the
+    same hop (both ramps, 2·T_R, charged at injection; t_h a hop), delivers the last wavelet exactly
+    1 + T_OP = 2 cycles before the kernel model's root has added it (the kernel's first wavelet leaves at
+    cycle 1, then the add, which the packet model does not count): so the kernel model's per-ramp queue
     loses nothing to the links."""
     import numpy as np
 
@@ -199,7 +229,80 @@ def test_star_reduce_agrees_with_the_packet_fidelity(p: int, b: int) -> None:
     from wsesim.fabric.packet import PacketFabric
     from wsesim.fabric.traffic import Traffic
 
-    fabric = HW.fabric.model_copy(update={"injection_latency_cycles": 2.0, "hop_latency_cycles": 1.0})
-    mesh = Mesh.from_hardware(HW.model_copy(update={"fabric": fabric}), "pe", (1, p))
+    mesh = Mesh.from_hardware(HW, "pe", (1, p))
     traffic = Traffic(src=np.arange(1, p), dst=np.zeros(p - 1, dtype=np.int64), nbytes=np.full(p - 1, 4.0 * b))
-    assert cycles("reduce", (1, p), "star", b) == PacketFabric(mesh).simulate(traffic).cycles + 4
+    assert cycles("reduce", (1, p), "star", b) == PacketFabric(mesh).simulate(traffic).cycles + 2
+
+
+def test_ktree_groups() -> None:
+    """The smallest divisor of P not below √P: 420 → 21 (⌈√420⌉ = 21 divides it: 20 groups, WaferLLM's
+    MeshGEMV configuration), 720 → 30 (⌈√720⌉ = 27, and 27, 28, 29 do not divide 720: 24 groups), 4 → 2,
+    8 → 4 (⌈√8⌉ = 3 does not divide 8); 7 is prime, no divisor in 3 … 6: ⌈√7⌉ = 3, the last group short."""
+    assert (ktree_group(420), ktree_group(720), ktree_group(4), ktree_group(8), ktree_group(7)) == (
+        21, 30, 2, 4, 3)
+
+
+def test_ktree_allreduce_by_hand() -> None:
+    """tiny8, fp32 (T_R = 2, 1 cycle a hop, T_OP = 1), B = 1; (cycles, dependent steps, hops of the
+    slowest path).
+    p = 4: groups of 2, roots at 1 and 3, the line's at 3. Phase 1: PE 0's wavelet leaves at 1, arrives
+    at 1 + 4 + 1 = 6, done 7 → T1 = 7; phase 2: root 1 streams from 7: leaves 8, 2 hops: arrives 14, done
+    15 → T2 = 15; the scatter from 3 to 0: B + step(3) = 1 + 8 = 9 → 24; 3 steps, 1 + 2 + 3 = 6 hops.
+    p = 2: one group, root 1: PE 0's arrives 6, done 7; no phase 2; scatter 1 + step(1) = 7 → 14.
+    p = 8: groups of 4, middles 2 and 6, line root 6. Phase 1: 0 → 1 → 2 (PE 1 ready 7, arrives 12, done
+    13) and 3 → 2 (arrives 6, done 7): T1 = 13; phase 2: root 2 leaves 14, 4 hops: arrives 22, done 23;
+    scatter from 6 to 0: 1 + step(6) = 12 → 35; steps 2 + 1 + 1 = 4, hops 2 + 4 + 6 = 12.
+    p = 420: groups of 21, middles 10 + 21k; phase 1: two chains of 10 PEs meet at 10, each end's
+    wavelet ready at 1 + 6·9 = 55 at PEs 9 and 11, both arriving at 60: done 61, 62 → T1 = 62. Phase 2:
+    20 roots 21 hops apart (step 26) to root 220 (group 10): 10 roots on the west, wavelet leaving
+    at 63, root k ready at 63 + 26k, root 9's arriving at 63 + 234 + 25 = 322; 9 on the east, root 11's
+    arriving at 63 + 8·26 + 25 = 296 (done 297); 322 done 323 = T2. Scatter from 220 to 0 (farther than
+    419): 1 + step(220) = 226 → 549; steps 10 + 10 + 1 = 21, hops 10 + 10·21 + 220 = 440.
+    p = 7 (groups 3, 3, 1; timed as three groups of 3, every group's phase 1 as a full one's): PEs 0 and
+    2 arrive at 1 at 6: done 7, 8 → T1 = 8; roots 1 and "7" to 4, 3 hops: leave 9, arrive 16, 16 →
+    done 17, 18; scatter from 4: 1 + step(4) = 10 → 28."""
+    m = Machine.of(HW, "fp32")
+    assert ktree_allreduce(m, 4, 1) == (24, 3, 6)
+    assert ktree_allreduce(m, 2, 1) == (14, 2, 2)
+    assert ktree_allreduce(m, 8, 1) == (35, 4, 12)
+    assert ktree_allreduce(m, 420, 1) == (549, 21, 440)
+    assert ktree_allreduce(m, 7, 1) == (28, 3, 8)
+    assert ktree_allreduce(m, 1, 1) == (0, 0, 0)
+
+
+def test_ktree_allreduce_kernel_is_the_rows_then_the_columns() -> None:
+    """run_kernel's ktree allreduce: every row's K-tree allreduce, then every column's (above): 1×4: 24;
+    1×8: 35; 4×4: 24 + 24 = 48; 2×2: 14 + 14 = 28. Split on 1×4: compute = 3 steps · T_OP = 3,
+    communication B + 3·(2·T_R) + 6 hops = 1 + 12 + 6 = 19, waiting the other 2."""
+    assert cycles("allreduce", (1, 4), "ktree", 1) == 24
+    assert cycles("allreduce", (1, 8), "ktree", 1) == 35
+    assert cycles("allreduce", (4, 4), "ktree", 1) == 48
+    assert cycles("allreduce", (2, 2), "ktree", 1) == 28
+    r = run_kernel(HW, "allreduce", 1, 4, dtype="fp32", algorithm="ktree", wavelets=1)
+    assert (r.overhead, r.compute, r.communication, r.waiting) == (0, 3, 19, 2)
+
+
+def test_ktree_is_not_a_reduce() -> None:
+    from wsesim.config.errors import ConfigError
+
+    with pytest.raises(ConfigError, match='got "ktree"'):
+        run_kernel(HW, "reduce", 1, 4, dtype="fp32", algorithm="ktree", wavelets=1)
+
+
+@pytest.mark.parametrize(("kind", "grid", "algorithm", "base", "instructions"), [
+    ("reduce", (1, 8), "chain", 43, 1), ("broadcast", (1, 8), "multicast", 13, 1),
+    ("allreduce", (1, 8), "chain", 56, 2), ("allreduce", (4, 4), "chain", 49, 2),
+    ("allreduce", (1, 4), "ktree", 24, 3), ("allreduce", (4, 4), "ktree", 48, 6),
+    ("allreduce", (1, 8), "ring", 99, 14), ("allreduce", (4, 4), "ring", 86, 12),
+    ("alltoall", (4, 4), "transpose", 24, 2), ("alltoall", (1, 8), "transpose", 28, 1)])
+def test_instruction_issue_adds_the_counted_instructions(kind: str, grid: tuple[int, int], algorithm: str,
+                                                         base: int, instructions: int) -> None:
+    """With ``pe.instruction_issue_cycles`` = 10, a collective takes its tiny8 cycles (above) plus 10 per
+    instruction, all of it overhead: a reduce and a broadcast 1; an allreduce 2 (the reduce, then the
+    multicast); the K-tree 3 per dimension that is more than one PE (1×4: 3, 4×4: 6); the ring one per
+    stage, 2(P − 1) per dimension (1×8: 14, 4×4: 6 + 6); the all-to-all one per phase (4×4: 2, 1×8: 1)."""
+    hw = HW.model_copy(update={"pe": HW.pe.model_copy(update={"instruction_issue_cycles": 10.0})})
+    r = run_kernel(hw, kind, *grid, dtype="fp32", algorithm=algorithm, wavelets=1)
+    assert (r.cycles, r.overhead) == (base + 10 * instructions, 10 * instructions)
+    assert r.overhead + r.compute + r.communication + r.waiting == pytest.approx(r.cycles)
+    assert cycles(kind, grid, algorithm, 1) == base

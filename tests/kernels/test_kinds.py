@@ -49,15 +49,22 @@ def test_the_defaults_are_the_ones_the_docs_give() -> None:
 def test_each_kind_lists_its_algorithms_in_the_stated_order() -> None:
     assert [[str(a) for a in algorithms(k)] for k in KernelKind] == [
         ["summa", "cannon", "meshgemm"], ["pipeline", "meshgemv"], ["chain", "star", "tree", "two-phase"],
-        ["chain", "star", "tree", "two-phase", "ring"], ["multicast"], ["transpose"]]
+        ["chain", "star", "tree", "two-phase", "ring", "ktree"], ["multicast"], ["transpose"]]
+    assert [str(a) for a in ReduceAlgorithm] == ["chain", "star", "tree", "two-phase", "ring", "ktree"]
     assert [str(k) for k in KernelKind] == ["gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall"]
 
 
 def test_the_tables_that_run_them_are_keyed_by_exactly_these_members() -> None:
     assert list(GEMM_ALGORITHMS) == list(algorithms(KernelKind.GEMM))
     assert list(GEMV_ALGORITHMS) == list(algorithms(KernelKind.GEMV)) == list(ROW_TREES)
-    assert list(TOPOLOGIES) == list(algorithms(KernelKind.REDUCE))
-    assert set(ROW_TREES.values()) <= set(algorithms(KernelKind.REDUCE))
+    # every tree an allreduce runs (the reduce's, then the K-tree, whose entry gives its links and routes);
+    # the ring is not a tree, and the K-tree is not a reduce
+    assert list(TOPOLOGIES) == [*algorithms(KernelKind.REDUCE), ReduceAlgorithm.KTREE]
+    assert [a for a in algorithms(KernelKind.ALLREDUCE) if a != ReduceAlgorithm.RING] == list(TOPOLOGIES)
+    assert ReduceAlgorithm.KTREE not in algorithms(KernelKind.REDUCE)
+    assert set(ROW_TREES.values()) <= set(TOPOLOGIES) & set(algorithms(KernelKind.ALLREDUCE))
+    assert ROW_TREES == {GemvAlgorithm.PIPELINE: ReduceAlgorithm.CHAIN,
+                         GemvAlgorithm.MESHGEMV: ReduceAlgorithm.KTREE}
     assert sorted(MATMULS) == [KernelKind.GEMM, KernelKind.GEMV]
 
 
@@ -85,8 +92,9 @@ def test_run_kernel_takes_plain_names_and_members_alike() -> None:
     ("gemx", None, "kind", f'{KINDS}, got "gemx"'),
     ("GEMM", "summa", "kind", f'{KINDS}, got "GEMM"'),
     ("reduce", "ring", "algorithm", 'expected one of chain, star, tree, two-phase for reduce, got "ring"'),
+    ("reduce", "ktree", "algorithm", 'expected one of chain, star, tree, two-phase for reduce, got "ktree"'),
     ("allreduce", "multicast", "algorithm",
-     'expected one of chain, star, tree, two-phase, ring for allreduce, got "multicast"'),
+     'expected one of chain, star, tree, two-phase, ring, ktree for allreduce, got "multicast"'),
     ("gemv", "summa", "algorithm", 'expected one of pipeline, meshgemv for gemv, got "summa"'),
     ("gemm", "strassen", "algorithm", 'expected one of summa, cannon, meshgemm for gemm, got "strassen"'),
     ("broadcast", "chain", "algorithm", 'expected one of multicast for broadcast, got "chain"'),

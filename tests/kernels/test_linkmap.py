@@ -57,6 +57,17 @@ def _streams(kind: str, algorithm: str, rows: int, cols: int, b: int) -> tuple[l
     src: list[int] = []
     dst: list[int] = []
     w: list[float] = []
+    if algorithm == "ktree":  # every row's tree toward its centre and the multicast both ways, then every column's
+        for n, node, lines in ((cols, lambda k, i: k * cols + i, rows), (rows, lambda k, i: i * cols + k, cols)):
+            parent = topology(algorithm, n)[0]
+            root = int(np.flatnonzero(parent < 0)[0])
+            for k in range(lines if n > 1 else 0):
+                for i in range(n):
+                    if parent[i] >= 0:
+                        src, dst, w = src + [node(k, i)], dst + [node(k, int(parent[i]))], w + [b]
+                for end in {0, n - 1} - {root}:
+                    src, dst, w = src + [node(k, root)], dst + [node(k, end)], w + [b]
+        return src, dst, w
     if kind in ("reduce", "allreduce") and algorithm != "ring":
         row_parent, col_parent = topology(algorithm, cols)[0], topology(algorithm, rows)[0]
         for r in range(rows):
@@ -116,8 +127,9 @@ def test_gemm_and_gemv_maps_by_hand() -> None:
     west [0, 1, 1, 1] (3 → 0): 20 block-hops; then 3 shifts, each j → j − 1 with 0 → 3 wrapping east:
     every east link out of 0 … 2 and west link out of 1 … 3 one block, 18 a line. Row 2's east link out
     of column 1: 2 + 3 blocks = 10 wavelets, the busiest; (20 + 4 · 18) · 2 wavelets · 2 (A and B) = 368.
-    MeshGEMV 1×16×16 on 4×4 (2 wavelets a row; groups of 2: 1 → 0, 3 → 2, 2 → 0): west [0, 2, 1, 1]
-    streams, east (the multicast back) [1, 1, 1, 0]: busiest 4, 24 links, 4 · 7 · 2 = 56."""
+    MeshGEMV 1×16×16 on 4×4 (2 wavelets a row; its K-tree: groups of 2 with roots at 1 and 3, the line's
+    at 3: 0 → 1, 2 → 3, 1 → 3 over 2 hops): east [1, 1, 2, 0] streams, west (the multicast from 3 to 0)
+    [0, 1, 1, 1]: busiest 4, 24 links, 4 · 7 · 2 = 56."""
     s = run_kernel(HW, "gemm", 4, 4, dtype="fp16", algorithm="summa", shape=(8, 8, 8))
     load = s.link_map.load
     assert load[2, :, EAST].tolist() == [2, 4, 6, 0] and load[3, :, WEST].tolist() == [0, 6, 4, 2]
@@ -128,5 +140,5 @@ def test_gemm_and_gemv_maps_by_hand() -> None:
     assert c.link_map.load[:, 2, SOUTH].tolist() == [8, 10, 8, 0]
     assert (c.links.max_wavelets, c.links.links_used, c.links.wavelet_hops) == (10, 48, 368)
     g = run_kernel(HW, "gemv", 4, 4, dtype="fp16", algorithm="meshgemv", shape=(1, 16, 16))
-    assert g.link_map.load[1, :, WEST].tolist() == [0, 4, 2, 2] and g.link_map.load[3, :, EAST].tolist() == [2, 2, 2, 0]
+    assert g.link_map.load[1, :, WEST].tolist() == [0, 2, 2, 2] and g.link_map.load[3, :, EAST].tolist() == [2, 2, 4, 0]
     assert (g.links.max_wavelets, g.links.links_used, g.links.wavelet_hops) == (4, 24, 56)

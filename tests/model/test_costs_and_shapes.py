@@ -16,16 +16,17 @@ def tiny8():
 
 
 def test_op_cost_terms(tiny8) -> None:
-    """tiny8: 8 FLOP/cycle per PE, 4 B links, hop 2, injection 7, task overhead 10, efficiency 100 %.
+    """tiny8: 8 FLOP/cycle per PE, 4 B links, ramp T_R = 2, hop t_h = 1, task overhead 10, efficiency 100 %.
 
     51,200 FLOP on 8 x 8 PEs: 51200 / (64 * 8) = 100 cycles of compute. 3,200 B of weights through
-    8 rows of 4 B links: 100 cycles of feed (a tie counts as compute-bound). Fill/drain 7 + (8+8)*2 = 39.
-    Total 10 + 39 + 100 = 149.
+    8 rows of 4 B links: 100 cycles of feed (a tie counts as compute-bound). Fill/drain
+    fabric.latency(8 + 8) = 2·2 + 16·1 = 20. Total 10 + 20 + 100 = 130.
+    A tenth of the FLOPs: compute 10 < feed 100, so feed-bound, and still 10 + 20 + 100 = 130.
     """
     c = op_cost(tiny8, 8, 8, 51200, 3200)
-    assert (c.compute, c.feed, c.fill_drain, c.overhead, c.cycles, c.bound) == (100, 100, 39, 10, 149, "compute")
+    assert (c.compute, c.feed, c.fill_drain, c.overhead, c.cycles, c.bound) == (100, 100, 20, 10, 130, "compute")
     few_tokens = op_cost(tiny8, 8, 8, 5120, 3200)  # a tenth of the work for the same weights
-    assert few_tokens.bound == "feed" and few_tokens.cycles == 149
+    assert few_tokens.bound == "feed" and few_tokens.cycles == 130
 
 
 def test_op_cycles_matches_op_cost(tiny8) -> None:

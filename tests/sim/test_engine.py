@@ -37,28 +37,34 @@ def _micro_trace(activations: str):
 
 
 def test_micro_step_recompute_exact() -> None:
-    """One layer, one expert, one token on tiny8 (I/O 4 B/cycle; op = 10 overhead + 39 fill/drain + feed,
-    feed = weight bytes / (8 rows * 4 B); the fabric takes 5 cycles per transfer).
+    """One layer, one expert, one token on tiny8 (I/O 4 B/cycle; op = 10 overhead + 20 fill/drain + feed,
+    fill/drain = fabric.latency(8 + 8) = 2·2 + 16·1 = 20, feed = weight bytes / (8 rows * 4 B); the fabric
+    takes 5 cycles per transfer).
 
     Weights (bf16): embedding 128 B, attention 576 B, router 16 B, expert gate/up 256 B, down 128 B,
     LM head 128 B. The stream, back to back: embedding arrives 32; forward attention 176, router 180,
     gate/up 244, down 276; LM head 308; backward copies: attention 452, router 456, gate/up 520, down 552.
 
-    Forward: wait 32 (stall), wait for attention to 176 (stall 144); attention 10+39+18 = 67 -> 243;
-    router 10+39+0.5 -> 292.5; dispatch 5 -> 297.5; gate/up 10+39+8 -> 354.5; down 10+39+4 -> 407.5;
-    combine 5 -> 412.5. LM head 10+39+12 -> 473.5 (gradient 128 B leaves 473.5-505.5).
-    Backward with recompute: attention 67 -> 540.5; router -> 590; dispatch -> 595; experts -> 705
-    (their backward copies arrived at 520/552); combine -> 710; router backward 10+39+1 -> 760; combine
-    backward -> 765; down backward 10+39+8 -> 822, gate/up backward 10+39+16 -> 887 (a backward passes its
-    weights twice; gradients leave 822-854, 887-951); dispatch backward -> 892; router gradient leaves
-    951-955; attention recomputed 67 -> 959, backward 10+39+36 -> 1044; attention gradient leaves
-    1044-1188, embedding gradient 1188-1220. The last gradient has left at 1220; then MemoryX steps Adam
-    over all 616 parameters (64 + 288 + 8 + 192 + 64), 30 B each at 32 B/cycle: 577.5 -> 1797.5 cycles.
+    Forward: wait 32 (stall), wait for attention to 176 (stall 144); attention 10+20+18 = 48 -> 224;
+    router 10+20+0.5 -> 254.5; dispatch 5 -> 259.5; gate/up 10+20+8 -> 297.5; down 10+20+4 -> 331.5;
+    combine 5 -> 336.5. LM head (forward and backward: 3 · 128 B, feed 12) 10+20+12 -> 378.5 (gradient
+    128 B leaves 378.5-410.5). Backward with recompute: the recompute reads attention's backward copy,
+    which arrives at 452: stall 73.5 (with the old 39 it started at 473.5, after it); attention 48 -> 500;
+    router -> 530.5; dispatch -> 535.5; experts 38 + 34 -> 607.5 (their backward copies arrived at
+    520/552); combine -> 612.5; router backward 10+20+1 -> 643.5; combine backward -> 648.5; down backward
+    10+20+8 -> 686.5, gate/up backward 10+20+16 -> 732.5 (a backward passes its weights twice; gradients
+    leave 686.5-718.5, 732.5-796.5); dispatch backward -> 737.5; router gradient leaves 796.5-800.5;
+    attention recomputed 48 -> 785.5, backward 10+20+36 -> 851.5; attention gradient leaves 851.5-995.5,
+    embedding gradient 995.5-1027.5. The last gradient has left at 1027.5; then MemoryX steps Adam over
+    all 616 parameters (64 + 288 + 8 + 192 + 64), 30 B each at 32 B/cycle: 577.5 -> 1605 cycles.
+    Phases: attention 3 · 48 + 66 = 210; router 30.5 + 30.5 + 31 = 92; experts 72 + 72 + 84 = 228;
+    dispatch and combine 3 · 5 = 15 each; LM head 42; weight stall 32 + 144 + 73.5 = 249.5; gradient
+    drain 1027.5 − 851.5 = 176.
     """
     trace = _micro_trace("recompute")
-    assert trace.step_cycles == 1797.5
-    assert phase_cycles(trace) == {"attention": 286.0, "router": 149.0, "dispatch": 15.0, "expand": 0.0, "experts": 342.0, "weighted_sum": 0.0,
-                                   "combine": 15.0, "lm_head": 61.0, "weight_stall": 176.0, "gradient_stall": 0.0,
+    assert trace.step_cycles == 1605.0
+    assert phase_cycles(trace) == {"attention": 210.0, "router": 92.0, "dispatch": 15.0, "expand": 0.0, "experts": 228.0, "weighted_sum": 0.0,
+                                   "combine": 15.0, "lm_head": 42.0, "weight_stall": 249.5, "gradient_stall": 0.0,
                                    "gradient_drain": 176.0, "ffn": 0.0, "reduce_drain": 0.0,
                                    "optimizer_step": 577.5}
     assert trace.io_bytes_in == 128 + 2 * (576 + 16 + 256 + 128) + 128
@@ -67,15 +73,17 @@ def test_micro_step_recompute_exact() -> None:
 
 def test_micro_step_store_exact() -> None:
     """As above with ``activations: store``: no recompute; the backward stream brings router (312),
-    down (344), gate/up (408), attention (552), in backward order. After the LM head (473.5): router backward
-    -> 523.5; combine backward -> 528.5; down backward 528.5-585.5; gate/up waits nothing, 585.5-650.5;
-    dispatch backward -> 655.5; attention backward 655.5-740.5. Gradients: LM head 473.5-505.5, down
-    585.5-617.5, gate/up 650.5-714.5, router 714.5-718.5, attention 740.5-884.5, embedding 884.5-916.5;
-    the optimizer step 577.5 -> 1494."""
+    down (344), gate/up (408), attention (552), in backward order. After the LM head (378.5): router backward
+    -> 409.5; combine backward -> 414.5; down backward 414.5-452.5; gate/up waits nothing, 452.5-498.5;
+    dispatch backward -> 503.5; attention backward waits for its copy (stall 48.5), 552-618. Gradients:
+    LM head 378.5-410.5, down 452.5-484.5, gate/up 498.5-562.5, router 562.5-566.5, attention 618-762,
+    embedding 762-794; the optimizer step 577.5 -> 1371.5. Attention 48 + 66 = 114, experts 72 + 84 =
+    156, gradient drain 794 − 618 = 176."""
     trace = _micro_trace("store")
-    assert trace.step_cycles == 1494.0
+    assert trace.step_cycles == 1371.5
     phases = phase_cycles(trace)
-    assert (phases["attention"], phases["experts"], phases["gradient_drain"]) == (152.0, 232.0, 176.0)
+    assert (phases["attention"], phases["experts"], phases["gradient_drain"]) == (114.0, 156.0, 176.0)
+    assert phases["weight_stall"] == 32 + 144 + 48.5
 
 
 # ------------------------------------------------------------------------------------------- invariants

@@ -58,7 +58,7 @@ def test_in_place_cost_by_hand(tiny8: HardwareSpec) -> None:
     shapes = LayerShapes(load_model("tiny-moe"))
     hw = tiny8
     costs = in_place_expert_costs(hw, shapes, np.array([[9, 0, 4, 5]]), 8, 8)
-    fixed = hw.runtime.task_overhead_cycles + hw.fabric.injection_latency_cycles + 16 * hw.fabric.hop_latency_cycles
+    fixed = hw.runtime.task_overhead_cycles + 2 * hw.fabric.ramp_latency_cycles + 16 * hw.fabric.hop_latency_cycles
     eff = hw.runtime.gemm_efficiency
     gate_up = costs.cycles["gate_up", False][0]
     assert gate_up[0] == pytest.approx(fixed + max(4096 / 8 * 3 / eff, 256))

@@ -27,20 +27,24 @@ def _spec(overrides: dict | None = None):
 
 
 def test_one_decode_layer_on_one_pe_by_hand() -> None:
-    """tiny8 in fp16: 4 FMAC lanes, 16 B read and 8 B written per cycle, so x FMACs (or SIMD ops) take
-    ceil(x / 4) cycles; on one PE nothing is communicated (a row of one PE reduces nothing). The dense
-    tiny model: H = 64, q 64, k 32, v 32 wide, o 64, F = 96 (SwiGLU), 4 heads. At context T:
+    """tiny8 in fp16: 4 FMAC lanes, 16 B read and 8 B written per cycle, so a vector instruction of L
+    elements takes ceil(L / 4) cycles; instruction_issue and kernel_launch are 0; on one PE nothing is
+    communicated (a row of one PE reduces nothing). A GEMV K × N on one PE is K instructions of N, an
+    elementwise kernel of ``ops`` over V values is ``ops`` instructions of V. The dense tiny model:
+    H = 64, q 64, k 32, v 32 wide, o 64, F = 96 (SwiGLU), 4 heads. At context T:
 
-    attn_norm 64·2/4 = 32; qkv 64·128/4 = 2,048; rope 96·4/4 = 96; scores 64·T/4 = 16T; softmax
-    4·T·3/4 = 3T; context 16T; o_proj 64·64/4 = 1,024; residual 16; ffn_norm 32; gate_up 64·192/4 = 3,072;
-    activation 96·4/4 = 96; down 96·64/4 = 1,536; residual 16: 7,968 + 35T cycles.
+    attn_norm 2·⌈64/4⌉ = 32; qkv 64·⌈128/4⌉ = 2,048; rope 4·⌈96/4⌉ = 96; scores 64·⌈T/4⌉; softmax
+    3·⌈4T/4⌉ = 3T; context T·⌈64/4⌉ = 16T; o_proj 64·16 = 1,024; residual 16; ffn_norm 32; gate_up
+    64·48 = 3,072; activation 96; down 96·16 = 1,536; residual 16: 7,968 + 64·⌈T/4⌉ + 19T cycles:
+    T = 9: 7,968 + 192 + 171 = 8,331; T = 10: 7,968 + 192 + 190 = 8,350; T = 100: 7,968 + 1,600 + 1,900 =
+    11,468 (= 7,968 + 35T, as when every kernel was ⌈FMACs / 4⌉: the scores round per instruction now).
     """
-    for T in (9, 10, 100):  # the last decode step's context is prompt + output − 1
+    for T, by_hand in ((9, 8331), (10, 8350), (100, 11468)):  # the last decode step's context: prompt + output − 1
         spec = _spec({"inference.output_len": T - 7})
         work, = _serve(serving_program(spec, map_stages(spec))).stages
         cost, = cost_serving(serving_program(spec, map_stages(spec)), spec).stages
         layer = [c for op, c in zip(work.decode, cost.decode, strict=True) if op.layer == 0]
-        assert sum(c.cycles for c in layer) == 7968 + 35 * T
+        assert sum(c.cycles for c in layer) == by_hand == 7968 + 64 * -(-T // 4) + 19 * T
         assert sum(c.communication for c in cost.decode) == 0
     names = [op.name for op in work.decode if op.layer == 0]
     assert names == ["attn_norm", "attn_norm_sum", "qkv", "rope", "scores", "softmax", "softmax_sums", "context",
@@ -56,12 +60,13 @@ def _serve(program: Program) -> Serve:
 
 def test_the_program_of_a_one_stage_run_by_hand() -> None:
     """Prompt 8, output 3: the decode steps run at contexts 9 and 10; the one stage holds both layers
-    and the LM head (64·256/4 = 4,096 cycles), so a decode step is 2·(7,988 + 35T) + 4,096."""
+    and the LM head (64 instructions of ⌈256/4⌉ = 4,096 cycles), so a decode step is 2·(7,968 + 64·⌈T/4⌉
+    + 19T) + 4,096 (the layer above): 2·8,331 + 4,096 = 20,758 and 2·8,350 + 4,096 = 20,796."""
     spec = _spec()
     mapping = map_stages(spec)
     assert mapping.feasible and len(mapping.stages) == 1 and mapping.stages[0].layers == (0, 1)
     work, = cost_serving(serving_program(spec, mapping), spec).stages
-    assert work.decode_cycles == (2 * (7968 + 35 * 9) + 4096, 2 * (7968 + 35 * 10) + 4096)
+    assert work.decode_cycles == (2 * 8331 + 4096, 2 * 8350 + 4096) == (20758, 20796)
     assert sum(c.cycles for c in work.decode) == work.decode_cycles[-1]
     assert work.handoff_decode == 0.0  # the token comes back to the same grid
 

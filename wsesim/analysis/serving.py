@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
-from ..sim.costing import Costs
+from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, Serve
@@ -43,8 +43,9 @@ class ServeResult:
     bottleneck: str = ""
     # one token through every stage, hand-offs included, at the longest context
     decode_step_cycles: float = 0.0
-    # compute / communication / handoff / waiting
+    # instructions (issue and kernel launches) / compute / communication / handoff / waiting
     decode_breakdown: dict[str, float] = field(default_factory=dict)
+    prefill_breakdown: dict[str, float] = field(default_factory=dict)  # the same split of every stage's prefill
     decode_by_op: dict[str, float] = field(default_factory=dict)  # cycles per token by op name, all layers
     layer_decode_cycles: float = 0.0  # one layer's decode step (the first stage's first layer)
     layer_by_op: dict[str, float] = field(default_factory=dict)
@@ -84,16 +85,16 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         tpot = 0.0
     end = log.end / clock
     by_op: dict[str, float] = defaultdict(float)
-    compute = comm = 0.0
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
             by_op[op.name] += c.cycles
-            comm += c.communication
-            compute += c.cycles - c.communication
     handoff = sum(c.handoff_decode for c in costs.stages)
-    step = compute + comm + handoff
+    decode = split_costs(c for cost in costs.stages for c in cost.decode)
+    step = sum(decode.values()) + handoff
     waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
-    breakdown = {"compute": compute, "communication": comm, "handoff": handoff, "waiting": waiting}
+    breakdown = {**decode, "handoff": handoff, "waiting": waiting}
+    prefill = {**split_costs(c for cost in costs.stages for c in cost.prefill),
+               "handoff": sum(c.handoff_prefill for c in costs.stages)}
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
@@ -120,6 +121,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         tokens_per_s=inf.batch * inf.output_len / end if end else 0.0, end_to_end_s=end,
         prefill_tokens_per_s=inf.prompt_len / ttft if ttft else 0.0,
         bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
+        prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
         per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s)
 
@@ -129,7 +131,8 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any)
     total = sum(breakdown.values()) or 1.0
     part = max(breakdown, key=lambda k: breakdown[k])
     op = max(by_op, key=lambda k: by_op[k]) if by_op else ""
-    what = {"compute": "arithmetic on the PEs",
+    what = {"instructions": "instruction issue and kernel launches on the PEs",
+            "compute": "arithmetic on the PEs",
             "communication": "wavelets on the fabric (hop and ramp latency)",
             "handoff": "hand-offs between stages", "waiting": "requests queueing for a busy stage"}[part]
     text = f"{what}: {100 * breakdown[part] / total:.0f} % of a decode step"

@@ -40,6 +40,8 @@ def format_serving(r: Any) -> str:
             ("bottleneck", r.bottleneck)]
     total = sum(r.decode_breakdown.values()) or 1.0
     parts = [(k, f"{v:,.0f}", f"{100 * v / total:.1f} %") for k, v in r.decode_breakdown.items()]
+    whole = sum(r.prefill_breakdown.values()) or 1.0
+    prefill = [(k, f"{v:,.0f}", f"{100 * v / whole:.1f} %") for k, v in r.prefill_breakdown.items()]
     layer = sorted(r.layer_by_op.items(), key=lambda kv: -kv[1])
     ops = [(k, f"{v:,.0f}", f"{100 * v / (r.layer_decode_cycles or 1):.1f} %") for k, v in layer]
     stages = [(s["stage"], s["wafer"], f"{s['layers'][0]}-{s['layers'][1]}", f"{s['prefill_cycles']:,.0f}",
@@ -48,6 +50,7 @@ def format_serving(r: Any) -> str:
               for s in r.per_stage]
     out = [head, format_table(rows, ("", "")).split("\n", 2)[2], "",
            format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
+           format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
            format_table(stages, ("stage", "wafer", "layers", "prefill cycles", "decode cycles", "busy",
                                  "SRAM per PE (B)"))]

@@ -74,8 +74,8 @@ def _human(r: dict[str, Any]) -> str:
         f"{r['cycles']:,.0f} cycles = {r['seconds'] * 1e6:,.3f} us"
         + (f"; {r['flops_per_s'] / 1e12:,.2f} TFLOP/s, {100 * r['efficiency']:.1f} % of the grid's peak "
            f"({r['flops_per_cycle_per_pe']:.3f} FLOP/cycle/PE)" if r["flops"] else ""),
-        f"critical path: compute {cp['compute']:,.0f}, communication {cp['communication']:,.0f}, "
-        f"waiting {cp['waiting']:,.0f} cycles",
+        f"critical path: instruction issue {cp['instruction_overhead']:,.0f}, compute {cp['compute']:,.0f}, "
+        f"communication {cp['communication']:,.0f}, waiting {cp['waiting']:,.0f} cycles",
         f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of "
         f"{r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "

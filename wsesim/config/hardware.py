@@ -4,7 +4,7 @@ calibration parameters, each quantity with its physical bounds and their reasoni
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -39,6 +39,10 @@ class MeshSpec(Spec):
     cols: MeshSide
 
 
+# tens of cycles per instruction on WSE-2 (calibrated, hardware/wse2.yaml); 100,000 is past any loop.
+IssueCost = quantity("cycles", "0 cycles", "100000 cycles", "0 cycles")
+
+
 class PESpec(Spec):
     """One processing element: SRAM, datapath, and the SRAM the runtime keeps for itself."""
 
@@ -51,6 +55,9 @@ class PESpec(Spec):
     # SRAM bytes read per cycle (both ports)
     sram_read_bytes_per_cycle: SramPort = Field(16.0, alias="sram_read")
     sram_write_bytes_per_cycle: SramPort = Field(8.0, alias="sram_write")  # SRAM bytes written per cycle
+    # cycles a PE spends starting one vector (DSD) instruction before its first element: loading its
+    # descriptors, the loop or callback that issues it (docs/model.md §10.1; 0: the lanes alone)
+    instruction_issue_cycles: IssueCost = Field(0.0, alias="instruction_issue")
 
 
 # one 32-bit wavelet per cycle on WSE-2; a serial link carries 1 bit, the widest on-chip NoC links ~2 kbit;
@@ -66,18 +73,19 @@ RoutePaths = count(65_536)
 
 
 class FabricSpec(Spec):
-    """The on-wafer network: one link per direction between mesh neighbours."""
+    """The on-wafer network: one link per direction between mesh neighbours, and the one physics of a
+    hop that every model reads (``latency``: the training step's fabric and op costs, and the kernels)."""
 
     link_bytes_per_cycle: LinkWidth = Field(alias="link_width")  # one wavelet per cycle per direction
-    hop_latency_cycles: Latency = Field(alias="hop_latency")
-    # dispatch to first wavelet on the wire
-    injection_latency_cycles: Latency = Field(alias="injection_latency")
+    ramp_latency_cycles: Latency = Field(alias="ramp_latency")  # PE <-> its own router, each way
+    hop_latency_cycles: Latency = Field(alias="hop_latency")  # per router hop of a pipelined stream
     colours: Colours  # routable colours (virtual channels) per PE
-    # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
-    ramp_latency_cycles: Latency = Field(2.0, alias="ramp_latency")  # PE <-> its own router, each way
-    # per hop of a pipelined stream
-    router_hop_latency_cycles: Latency = Field(1.0, alias="router_hop_latency")
     route_paths: RoutePaths = 32  # routing paths one PE's router can hold (its route-code width)
+
+    def latency(self, hops: Any) -> Any:
+        """Cycles from a wavelet leaving a PE to its arrival at a PE ``hops`` router hops away: down the
+        sender's ramp, the hops, up the receiver's ramp, 2·T_R + d·t_h (scalars or arrays)."""
+        return 2 * self.ramp_latency_cycles + hops * self.hop_latency_cycles
 
 
 # 1.2 Tbit/s (150 GB/s) per direction on WSE-2/3, ~1.2 TB/s an HBM3e stack; 1 PB/s is 800x WSE-3's I/O,
@@ -112,6 +120,10 @@ GemmEfficiency = quantity("fraction", "0.1 %", "100 %", "45 %")
 Staging = quantity("size", "1 B", "1 TiB", "6 KiB")
 
 
+# hundreds of cycles per kernel call on WSE-2 (calibrated, hardware/wse2.yaml); 100 million is past any.
+KernelLaunch = quantity("cycles", "0 cycles", "100000000 cycles", "0 cycles")
+
+
 class RuntimeSpec(Spec):
     """Global calibration parameters of the execution model (see the README's Calibration table)."""
 
@@ -119,6 +131,8 @@ class RuntimeSpec(Spec):
     task_overhead_cycles: TaskOverhead = Field(alias="task_overhead")
     gemm_efficiency: GemmEfficiency  # of peak FMAC rate, steady state
     staging_bytes: Staging = Field(alias="staging_buffer")  # per PE, SRAM set aside for streamed weights
+    # fixed cost of each kernel of a served model's stage program: the call, its set-up, the checks
+    kernel_launch_cycles: KernelLaunch = Field(0.0, alias="kernel_launch")
 
 
 class HardwareSpec(Spec):

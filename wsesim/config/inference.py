@@ -42,7 +42,7 @@ class InferenceSpec(Spec):
     kv_layout: Literal["shift", "concat"] = "shift"  # balanced over the grid, or appended to its last row
     gemv: Literal["meshgemv", "pipeline"] = "meshgemv"  # the decode GEMVs' algorithm (wsesim kernel gemv)
     gemm: Literal["summa", "cannon", "meshgemm"] = "summa"  # the prefill GEMMs' (wsesim kernel gemm)
-    allreduce: Literal["chain", "star", "tree", "two-phase", "ring"] = "two-phase"  # norms and softmax
+    allreduce: Literal["chain", "star", "tree", "two-phase", "ring", "ktree"] = "ktree"  # norms and softmax
     # between the wafers of a pipeline (None: one wafer only): a preset name, a path or a mapping
     interconnect: Annotated[InterconnectSpec | None, WithJsonSchema(_INTERCONNECT_REF)] = None
 

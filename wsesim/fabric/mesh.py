@@ -88,7 +88,7 @@ class Mesh:
     ``node_pes`` (PEs per node, by node id), ``link_parallel`` (PE links per directed link, 0 where a
     link does not exist, by link number), ``link_bytes_per_cycle``; ``hop_cycles`` (latency of one
     node-to-node hop: ``block × hop_latency``, the PEs a wavelet crosses between block centres) and
-    ``injection_cycles`` (dispatch to the first wavelet on the wire).
+    ``injection_cycles`` (both ramps of a path, ``fabric.latency(0)``, charged at its start).
     """
 
     hw: HardwareSpec
@@ -148,7 +148,9 @@ class Mesh:
 
     @property
     def injection_cycles(self) -> float:
-        return self.hw.fabric.injection_latency_cycles
+        """Both ramps of a path, charged at its start: a path of d node hops then takes
+        ``fabric.latency(d · block)`` in all (``injection_cycles + d · hop_cycles``)."""
+        return self.hw.fabric.latency(0)
 
     @property
     def wavelet_bytes(self) -> float:

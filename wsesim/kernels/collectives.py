@@ -25,6 +25,9 @@ from .lines import (
     Topology,
     arrivals,
     grid_topology,
+    ktree,
+    ktree_allreduce,
+    phases,
     reduce_line,
     ring_allreduce,
     ring_order,
@@ -92,14 +95,18 @@ def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: Reduce
 
 def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols: int, wavelets: int,
             cycles: float, steps: int, hops: int, links: LinkMap, copies: int,
-            notes: tuple[str, ...] = ()) -> KernelResult:
-    """A collective's result: compute = T_OP per dependent step, communication = the stream (B) and
-    2·T_R + d·t_h per step along the slowest path, waiting = the rest (queues at busy ramps)."""
+            notes: tuple[str, ...] = (), instructions: int = 1) -> KernelResult:
+    """A collective's result: ``instructions`` issued one after another at a PE (``pe.instruction_issue``
+    each, before the wavelets they move: the overhead), compute = T_OP per dependent step,
+    communication = the stream (B) and 2·T_R + d·t_h per step along the slowest path, waiting = the
+    rest (queues at busy ramps)."""
     need, reason = _sram(m, wavelets, copies)
+    overhead = float(instructions * m.issue) if cycles else 0.0
     compute = float(steps * T_OP)
-    comm = float(min(cycles - compute, (wavelets if cycles else 0) + steps * 2 * m.ramp + hops * m.hop))
-    return KernelResult(kind, algorithm, rows, cols, (1, wavelets * m.per_wavelet, 1), m.dtype, cycles,
-                        compute, max(0.0, comm), 0.0, need, links, m, not reason, reason, notes)
+    comm = float(min(cycles - compute, (wavelets if cycles else 0) + steps * m.latency(0) + hops * m.hop))
+    return KernelResult(kind, algorithm, rows, cols, (1, wavelets * m.per_wavelet, 1), m.dtype,
+                        cycles + overhead, compute, max(0.0, comm), 0.0, need, links, m, not reason, reason,
+                        notes, overhead=overhead)
 
 
 def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
@@ -134,18 +141,39 @@ def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
         hops = row_stages * row_d + col_stages * col_d
         links = LinkMap(rows, cols, lambda: ring_terms(rows, cols, wavelets))
         return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, row_cycles + col_cycles,
-                       stages, hops, links, 3)
+                       stages, hops, links, 3, instructions=stages)
+    if algorithm == ReduceAlgorithm.KTREE:  # every row's K-tree allreduce, then every column's
+        (rc, rs, rh), (cc, cs, ch) = ktree_allreduce(m, cols, wavelets), ktree_allreduce(m, rows, wavelets)
+        row_topo, col_topo = ktree(cols), ktree(rows)
+        links = LinkMap(rows, cols, lambda: ktree_terms(row_topo, col_topo, rows, cols, wavelets))
+        return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, rc + cc, rs + cs, rh + ch,
+                       links, 2, ("rows, then columns: 3 phases each (WaferLLM's two_tree_allreduce)",),
+                       instructions=phases(algorithm) * ((rows > 1) + (cols > 1)))
     if algorithm not in TOPOLOGIES:
         raise ConfigError(f"expected one of {', '.join(algorithms(KernelKind.ALLREDUCE))}, "
                           f"got \"{algorithm}\"", path="algorithm")
     cycles, root, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
     d = rows + cols - 2
     if d:
-        cycles = float(root[-1] + m.step(d))  # the root's last wavelet, multicast to the farthest PE
+        # the multicast is its own instruction, issued once the reduce has ended at the root
+        cycles = float(root[-1] + m.transfer(wavelets, d))
     links = LinkMap(rows, cols, lambda: [*tree_terms(row_topo, col_topo, rows, cols, wavelets),
                                          *multicast_terms(rows, cols, wavelets)])
     return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, cycles,
-                   int(depth[0]) + (1 if d else 0), int(depth[1]) + d, links, 2)
+                   int(depth[0]) + (1 if d else 0), int(depth[1]) + d, links, 2,
+                   instructions=phases(algorithm))
+
+
+def ktree_terms(row_topo: Topology, col_topo: Topology, rows: int, cols: int, b: float) -> list[Term]:
+    """The K-tree allreduce's links: every row's tree (both ways, toward its centre) and the multicast
+    from the centre to both ends, then every column's."""
+    def line(n: int, topo: Topology) -> tuple[np.ndarray, np.ndarray]:
+        fwd, bwd = line_loads(n, *tree_messages(topo[0]), b)
+        root = int(np.flatnonzero(topo[0] < 0)[0])
+        x = np.arange(n)
+        return fwd + b * ((x >= root) & (x < n - 1)), bwd + b * ((x <= root) & (x > 0))
+
+    return [*row_terms(ones(rows), *line(cols, row_topo)), *col_terms(*line(rows, col_topo), ones(cols))]
 
 
 def ring_line_loads(n: int, b: int) -> tuple[np.ndarray, np.ndarray]:
@@ -195,4 +223,5 @@ def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: i
         *row_terms(ones(rows), *alltoall_line_loads(cols, -(-wavelets // cols))),
         *col_terms(*alltoall_line_loads(rows, -(-wavelets // rows)), ones(cols))])
     return _result(KernelKind.ALLTOALL, algorithm, m, rows, cols, wavelets, row + col, steps, row_d + col_d,
-                   links, 2, ("time: the busiest ramp or link plus the longest path, per phase (flow rule)",))
+                   links, 2, ("time: the busiest ramp or link plus the longest path, per phase (flow rule)",),
+                   instructions=steps)

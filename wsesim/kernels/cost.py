@@ -22,15 +22,16 @@ __all__ = ["KernelCost", "kernel_cost", "lanes_dtype", "whole_blocks"]
 
 @dataclass(frozen=True, slots=True)
 class KernelCost:
-    """A kernel's cycles and their split along the critical path (``compute`` arithmetic,
-    ``communication`` wavelets; the rest waiting), and whether it fits (``reason`` if not: the cycles
-    are then the schedule's as if it fitted, for a caller that says so)."""
+    """A kernel's cycles and their split along the critical path (``overhead`` instruction issue,
+    ``compute`` arithmetic, ``communication`` wavelets; the rest waiting), and whether it fits
+    (``reason`` if not: the cycles are then the schedule's as if it fitted, for a caller that says so)."""
 
     cycles: float
     compute: float
     communication: float
     feasible: bool = True
     reason: str = ""
+    overhead: float = 0.0  # instruction issue on the critical path (``pe.instruction_issue`` each)
 
     @property
     def bound(self) -> str:
@@ -60,7 +61,7 @@ def whole_blocks(kind: str, algorithm: str, rows: int, cols: int,
 def _cached(hw: HardwareSpec, kind: str, rows: int, cols: int, dtype: str, algorithm: str,
             shape: tuple[int, int, int] | None, wavelets: int) -> KernelCost:
     r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets)
-    return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason)
+    return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason, r.overhead)
 
 
 def kernel_cost(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str, algorithm: str,

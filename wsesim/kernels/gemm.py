@@ -58,12 +58,23 @@ def _schedule(compute: np.ndarray, comm: np.ndarray, overlap: bool,
     return lead + total_compute + exposed, total_compute, lead + exposed
 
 
+def step_work(m: Machine, bm: int, k: int, bn: int) -> tuple[float, float]:
+    """(compute, issue) cycles of one step's block product C[bm×bn] += A[bm×k]·B[k×bn] on one PE, as
+    WaferLLM's code writes it: one FMAC instruction per (k, n) pair, a column of A bm long scaled by
+    B[k, n] into C's column n, so k·bn instructions of bm elements, and the step's task: one more issue."""
+    compute, issue = m.instructions(k * bn, bm)
+    return compute, issue + m.issue
+
+
 def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
-            timing: tuple, sram: float, links: LinkMap, reason: str, notes: tuple[str, ...]) -> KernelResult:
-    cycles, compute, comm = timing
+            timing: tuple, sram: float, links: LinkMap, reason: str, notes: tuple[str, ...],
+            issue: float = 0.0) -> KernelResult:
+    """``timing`` (cycles, the PE's work, exposed communication), the work split into ``issue`` and
+    compute."""
+    cycles, work, comm = timing
     flops = 2.0 * shape[0] * shape[1] * shape[2]
-    return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, compute, comm, flops,
-                        sram, links, m, not reason, reason, notes)
+    return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, work - issue, comm,
+                        flops, sram, links, m, not reason, reason, notes, overhead=issue)
 
 
 def _sram_reason(m: Machine, need: float) -> str:
@@ -90,15 +101,16 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     wav = np.array([m.wavelets(bm * w) * (cols > 1) + m.wavelets(w * bn) * (rows > 1)
                     for w in (kb, int(width[-1]))])
     comm = np.where(width == kb, wav[0], wav[1]) + m.step(d)
-    compute = np.array([m.compute(bm * kb * bn), m.compute(bm * int(width[-1]) * bn)])
-    compute = np.where(width == kb, compute[0], compute[1]).astype(np.float64)
+    full, last = step_work(m, bm, kb, bn), step_work(m, bm, int(width[-1]), bn)
+    compute = np.where(width == kb, sum(full), sum(last)).astype(np.float64)
+    issue = float(np.where(width == kb, full[1], last[1]).sum())
     timing = _schedule(compute, comm.astype(np.float64), overlap=True)
     wa = np.where(width == kb, m.wavelets(bm * kb), m.wavelets(bm * int(width[-1]))) * (cols > 1)
     wb = np.where(width == kb, m.wavelets(kb * bn), m.wavelets(int(width[-1]) * bn)) * (rows > 1)
     links = LinkMap(rows, cols, lambda: summa_terms(rows, cols, oc, orow, wa, wb))
     notes = (f"{steps} steps of panel width {kb}, double-buffered",)
     return _result(GemmAlgorithm.SUMMA, m, rows, cols, shape, timing, need, links, _sram_reason(m, need),
-                   notes)
+                   notes, issue)
 
 
 def multicast_loads(n: int, owner: np.ndarray, wavelets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +194,8 @@ def _shifted(name: GemmAlgorithm,
         lead, _, _ = skew_cycles(m, n, wa, wb, order)
         d = int(np.abs(np.diff(np.append(order, order[0]))).max()) if n > 1 else 0
         shift = float(wa + wb + m.step(d)) if n > 1 else 0.0
-        compute = np.full(n, float(m.compute(bm * ka * bn)))
+        work = step_work(m, bm, ka, bn)
+        compute = np.full(n, sum(work))
         comm = np.full(n, shift)
         comm[0] = 0.0  # the skew delivers step 0's operands
         block = m.elem_bytes * (bm * ka + kb * bn)
@@ -190,7 +203,8 @@ def _shifted(name: GemmAlgorithm,
         timing = _schedule(compute, comm, overlap=True, lead=lead)
         links = LinkMap(n, n, lambda: shifted_terms(n, wa, wb, order))
         notes = (f"skew {lead:,.0f} cycles; {n} shifts of at most {d} hops",)
-        return _result(name, m, rows, cols, shape, timing, base, links, _sram_reason(m, base), notes)
+        return _result(name, m, rows, cols, shape, timing, base, links, _sram_reason(m, base), notes,
+                       n * work[1])
 
     return run
 

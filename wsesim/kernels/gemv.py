@@ -8,8 +8,8 @@ row, ready for the next GEMV. Every row does the same, so one row is simulated:
 
 * ``pipeline`` — the vendor's: a chain reduce along the row to its first PE, pipelined per wavelet, and
   a multicast of the result back along the row;
-* ``meshgemv`` — WaferLLM's two-level tree: chains inside groups of ⌈√Q⌉ PEs, a chain over the group
-  roots, the same multicast back.
+* ``meshgemv`` — WaferLLM's centred K-tree allreduce (``ktree``): two chains converging on the middle
+  of each group, the same over the group roots to the row's middle, a multicast both ways.
 
 cycles = compute(k·n) + the allreduce of one row (``collectives.allreduce_line``).
 """
@@ -23,31 +23,38 @@ import numpy as np
 from ..config.errors import ConfigError
 from ..fabric.mesh import EAST, WEST
 from .kinds import GemvAlgorithm, KernelKind, ReduceAlgorithm
-from .lines import reduce_line, topology
+from .lines import ktree_allreduce, phases, reduce_line, topology
 from .linkmap import LinkMap, Term, line_loads, ones, tree_messages
 from .machine import T_OP, Machine
 from .result import KernelResult, sram_check
 
 
 def allreduce_line(m: Machine, n: int, wavelets: int, tree: ReduceAlgorithm) -> tuple[float, int, int]:
-    """(cycles, steps, hops of the slowest path) of a reduce along a line of n PEs to PE 0 and the
-    multicast of its result back to the far end (n − 1 hops)."""
+    """(cycles, steps, hops of the slowest path) of an allreduce along a line of n PEs: the K-tree's
+    three phases (``lines.ktree_allreduce``), or a reduce to PE 0 and then, as its own instruction once
+    the reduce has ended, the multicast of the sum to the far end (n − 1 hops)."""
     if n < 2:
         return 0.0, 0, 0
+    if tree == ReduceAlgorithm.KTREE:
+        return ktree_allreduce(m, n, wavelets)
     ready, depth = reduce_line(m, topology(tree, n), wavelets)
-    return float(ready[0][-1] + m.step(n - 1)), int(depth[0]) + 1, int(depth[1]) + n - 1
+    return float(ready[0][-1] + m.transfer(wavelets, n - 1)), int(depth[0]) + 1, int(depth[1]) + n - 1
 
 
 def gemv_terms(rows: int, cols: int, wavelets: int, tree: ReduceAlgorithm) -> list[Term]:
-    """Every row's allreduce: its ``tree`` to column 0 (west), then the multicast back (east)."""
+    """Every row's allreduce: its ``tree`` toward its root, then the multicast from the root to both ends
+    (west of a K-tree's centre too)."""
     if cols < 2:
         return []
-    _, west = line_loads(cols, *tree_messages(topology(tree, cols)[0]), wavelets)
-    return [(WEST, ones(rows), west), (EAST, ones(rows), wavelets * (np.arange(cols) < cols - 1))]
+    parent = topology(tree, cols)[0]
+    east, west = line_loads(cols, *tree_messages(parent), wavelets)
+    root, x = int(np.flatnonzero(parent < 0)[0]), np.arange(cols)
+    return [(EAST, ones(rows), east + wavelets * ((x >= root) & (x < cols - 1))),
+            (WEST, ones(rows), west + wavelets * ((x <= root) & (x > 0)))]
 
 
 ROW_TREES: dict[GemvAlgorithm, ReduceAlgorithm] = {
-    GemvAlgorithm.PIPELINE: ReduceAlgorithm.CHAIN, GemvAlgorithm.MESHGEMV: ReduceAlgorithm.TWO_PHASE}
+    GemvAlgorithm.PIPELINE: ReduceAlgorithm.CHAIN, GemvAlgorithm.MESHGEMV: ReduceAlgorithm.KTREE}
 """The reduce tree each GEMV algorithm's rows run (their colours and routes are that tree's)."""
 
 
@@ -60,17 +67,19 @@ def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, i
             raise ConfigError(f"expected a GEMV shape 1 x K x N, got {one} x {kk} x {nn}", path="shape")
         m.check_grid(rows, cols)
         k, n = -(-kk // cols), -(-nn // rows)
-        compute = float(m.compute(k * n))
+        compute, issue = m.instructions(k, n)  # one FMAC instruction per x value, a block column long
         wav = m.wavelets(n)
         reduce, steps, hops = allreduce_line(m, cols, wav, tree)
-        cycles = compute + reduce
-        comm = min(reduce, wav + steps * 2 * m.ramp + hops * m.hop) if reduce else 0.0
+        issue += phases(tree) * m.issue * (cols > 1)
+        cycles = compute + issue + reduce
+        comm = min(reduce, wav + steps * m.latency(0) + hops * m.hop) if reduce else 0.0
         need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
         links = LinkMap(rows, cols, lambda: gemv_terms(rows, cols, wav, tree))
         reason = sram_check(m, need, "the GEMV")
         return KernelResult(KernelKind.GEMV, algorithm, rows, cols, shape, m.dtype, cycles,
                             compute + steps * T_OP, comm, 2.0 * kk * nn, need, links, m, not reason, reason,
-                            (f"{k} x {n} block per PE; {tree} allreduce of {wav} wavelets per row",))
+                            (f"{k} x {n} block per PE: {k} FMAC instructions of {n}; {tree} allreduce of "
+                             f"{wav} wavelets per row",), overhead=issue)
 
     return run
 

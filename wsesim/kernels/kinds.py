@@ -40,7 +40,7 @@ class GemvAlgorithm(Name):
     """GEMV schedules (``gemv.py``, §10.4): how each row allreduces its partial sums."""
 
     PIPELINE = "pipeline"  # the vendor's: a chain reduce along the row and a multicast back
-    MESHGEMV = "meshgemv"  # WaferLLM's: a two-level tree (the two-phase reduce) and the same multicast
+    MESHGEMV = "meshgemv"  # WaferLLM's: its centred two-level K-tree allreduce (``ktree``) along the row
 
 
 class ReduceAlgorithm(Name):
@@ -51,6 +51,9 @@ class ReduceAlgorithm(Name):
     TREE = "tree"  # recursive halving: i → i − lowbit(i)
     TWO_PHASE = "two-phase"  # chains inside groups of ⌈√P⌉ PEs, then a chain over the group roots
     RING = "ring"  # reduce-scatter and all-gather on a folded ring: not a tree, leaves the sum everywhere
+    # WaferLLM's allreduce: two chains converging on the centre of each group, the same over the group
+    # roots to the line's centre, a multicast both ways; three phases, one after the other (allreduce only)
+    KTREE = "ktree"
 
 
 class BroadcastAlgorithm(Name):
@@ -67,7 +70,7 @@ Algorithm = GemmAlgorithm | GemvAlgorithm | ReduceAlgorithm | BroadcastAlgorithm
 MATMULS = frozenset({KernelKind.GEMM, KernelKind.GEMV})
 """The kinds that take a shape M × K × N; the collectives take wavelets per PE instead."""
 
-_TREES = tuple(a for a in ReduceAlgorithm if a is not ReduceAlgorithm.RING)
+_TREES = tuple(a for a in ReduceAlgorithm if a not in (ReduceAlgorithm.RING, ReduceAlgorithm.KTREE))
 _ALGORITHMS: dict[KernelKind, tuple[Algorithm, ...]] = {
     KernelKind.GEMM: tuple(GemmAlgorithm), KernelKind.GEMV: tuple(GemvAlgorithm), KernelKind.REDUCE: _TREES,
     KernelKind.ALLREDUCE: tuple(ReduceAlgorithm), KernelKind.BROADCAST: tuple(BroadcastAlgorithm),

@@ -50,6 +50,17 @@ def group_size(p: int) -> int:
     return max(1, math.isqrt(p - 1) + 1) if p > 1 else 1
 
 
+def ktree_group(p: int) -> int:
+    """The K-tree's group: the smallest divisor of P not below √P, so that the groups are equal, as
+    WaferLLM's configurations choose them (420 → 20 groups of 21, 720 → 24 groups of 30); ⌈√P⌉ when
+    that divisor is more than twice √P (a prime P), the last group then shorter."""
+    root = group_size(p)
+    for g in range(root, 2 * root + 1):
+        if p % g == 0:
+            return g
+    return root
+
+
 def two_phase(p: int, group: int | None = None) -> Topology:
     """Chains inside groups of ``group`` PEs (⌈√P⌉ by default) to each group's first PE, then a chain
     over the group roots, ``group`` hops apart."""
@@ -61,10 +72,32 @@ def two_phase(p: int, group: int | None = None) -> Topology:
     return parent, np.where(i == 0, 0, np.where(head, g, 1))
 
 
+def ktree(p: int) -> Topology:
+    """The K-tree's messages in physical positions (its links and routes; its timing is
+    ``ktree_allreduce``): inside each group of g PEs, i sends toward the group's middle PE; each group
+    root toward the middle group's root, g hops. Parents are not numbered before their children here."""
+    g = ktree_group(p) if p > 1 else 1
+    i = np.arange(p)
+    start, mid = i - i % g, i - i % g + g // 2
+    parent = np.where(i < mid, i + 1, i - 1)
+    heads = mid[mid < p] if p else mid
+    centre = (len(np.unique(start)) // 2) * g + g // 2
+    roots = np.unique(heads)
+    parent[roots] = np.where(roots < centre, roots + g, roots - g)
+    parent[np.minimum(centre, p - 1)] = -1
+    last = start[-1] if p else 0
+    if p and mid[-1] >= p:  # a short last group: a chain to its first PE, which sends to the previous root
+        parent[last:] = np.arange(last, p) - 1
+        parent[last] = last - g + g // 2
+    return parent, np.abs(np.where(parent >= 0, parent - i, 0))
+
+
 TOPOLOGIES: dict[ReduceAlgorithm, Callable[[int], Topology]] = {
     ReduceAlgorithm.CHAIN: chain, ReduceAlgorithm.STAR: star, ReduceAlgorithm.TREE: binary_tree,
-    ReduceAlgorithm.TWO_PHASE: two_phase}
-"""Reduce trees by algorithm name (the ring is not a tree: ``ring_allreduce``)."""
+    ReduceAlgorithm.TWO_PHASE: two_phase, ReduceAlgorithm.KTREE: ktree}
+"""Reduce trees by algorithm name (the ring is not a tree: ``ring_allreduce``). The K-tree's entry is its
+messages for the link and route counts; it is timed by ``ktree_allreduce`` (its phases do not pipeline
+into one another, and its root is not PE 0)."""
 
 
 def topology(name: str, p: int) -> Topology:
@@ -107,9 +140,8 @@ def reduce_line(m: Machine, topo: Topology, wavelets: int, own: np.ndarray | Non
         children[int(parent[i])].append(i)
     ready: list[np.ndarray] = [own] * p
     order = _postorder(parent, children)
-    lag = 2 * m.ramp
     for i in order:
-        streams = [*(extra or ()), *(ready[c] + lag + int(hops[c]) * m.hop for c in sorted(children[i]))]
+        streams = [*(extra or ()), *(ready[c] + m.latency(int(hops[c])) for c in sorted(children[i]))]
         arr = np.concatenate(streams)
         key = np.argsort(arr, kind="stable")
         done = np.empty_like(arr)
@@ -122,7 +154,7 @@ def arrivals(m: Machine, topo: Topology, ready: list[np.ndarray], node: int = 0)
     """When the streams of ``node``'s children reach it (the order ``reduce_line`` merges them in)."""
     parent, hops = topo
     kids = np.flatnonzero(parent == node)
-    return [ready[int(c)] + 2 * m.ramp + int(hops[c]) * m.hop for c in kids]
+    return [ready[int(c)] + m.latency(int(hops[c])) for c in kids]
 
 
 def _postorder(parent: np.ndarray, children: list[list[int]]) -> list[int]:
@@ -148,6 +180,55 @@ def _depths(parent: np.ndarray, hops: np.ndarray, children: list[list[int]], m: 
     return np.array([steps[worst], hop_sum[worst]])
 
 
+def centred_chains(n: int, root: int, spacing: int = 1) -> Topology:
+    """Two chains over n positions converging on ``root`` (PE i < root sends to i + 1, i > root to
+    i − 1, each ``spacing`` hops), relabelled so that the root is 0 and every parent precedes its
+    children (``reduce_line``'s order): label 2k − 1 is root − k, label 2k is root + k."""
+    pos = [root]
+    for k in range(1, n):
+        pos += [x for x in (root - k, root + k) if 0 <= x < n]
+    label = {x: i for i, x in enumerate(pos)}
+    parent = np.array([-1] + [label[x + 1 if x < root else x - 1] for x in pos[1:]], dtype=np.int64)
+    return parent, np.where(parent >= 0, spacing, 0)
+
+
+def ktree_allreduce(m: Machine, p: int, wavelets: int, group: int | None = None) -> tuple[float, int, int]:
+    """WaferLLM's allreduce over a line of P PEs (its ``two_tree_allreduce``), three phases, each one
+    vector instruction at every PE, so a phase starts when the one before it has ended at that PE:
+
+    1. in every group of g PEs (``ktree_group``) two chains converge on the group's middle PE, g // 2,
+       pipelined per wavelet, ending at T₁ (every full group alike);
+    2. the same over the group roots, g hops apart, to the middle group's root (G // 2)·g + g // 2,
+       each root streaming its sum from T₁ (its wavelet j leaves at T₁ + j + 1), ending at T₂;
+    3. the root multicasts the sum both ways: T₂ + B + step(the farther end).
+
+    Returns (cycles, dependent steps, hops of the slowest path)."""
+    if p < 2 or wavelets <= 0:
+        return 0.0, 0, 0
+    g = min(group or ktree_group(p), p)
+    groups = -(-p // g)
+    ready, d1 = reduce_line(m, centred_chains(g, g // 2), wavelets)
+    t1 = float(ready[0][-1]) if g > 1 else 0.0
+    t2, d2 = t1, np.zeros(2, dtype=np.int64)
+    if groups > 1:
+        own = t1 + np.arange(wavelets, dtype=np.float64) + 1
+        ready, d2 = reduce_line(m, centred_chains(groups, groups // 2, g), wavelets, own=own)
+        t2 = float(ready[0][-1])
+    root = min((groups // 2) * g + g // 2, p - 1)
+    far = max(root, p - 1 - root)
+    steps = int(d1[0]) * (g > 1) + int(d2[0]) + 1
+    return t2 + m.transfer(wavelets, far), steps, int(d1[1]) * (g > 1) + int(d2[1]) + far
+
+
+def phases(algorithm: ReduceAlgorithm, kind: str = "allreduce") -> int:
+    """Instructions one PE issues, one after another, for a collective over a line: a reduce one; an
+    allreduce its reduce and then its multicast, two; the K-tree three (two reduce phases and its
+    scatter, WaferLLM's code). The ring's stages are counted by ``ring_allreduce``'s caller."""
+    if kind == "reduce":
+        return 1
+    return 3 if algorithm == ReduceAlgorithm.KTREE else 2
+
+
 def ring_order(p: int) -> np.ndarray:
     """The folded ring over a line: even PEs eastward, odd PEs back westward (0, 2, 4, …, 5, 3, 1), so
     every ring edge is at most 2 hops and every directed link carries one ring edge."""
@@ -165,7 +246,7 @@ def ring_allreduce(m: Machine, p: int, wavelets: int) -> tuple[float, int, int]:
         return 0.0, 0, 0
     c = -(-wavelets // p)
     d = int(np.abs(np.diff(ring_order(p))).max())
-    lag = 2 * m.ramp + d * m.hop
+    lag = m.latency(d)
     done = np.arange(c, dtype=np.float64) + 1  # stage 0: each PE's own chunk, wavelet j on its ramp at j + 1
     stages = 2 * (p - 1)
     last = -np.inf

@@ -13,7 +13,7 @@ A kernel's schedule is formed from four costs, each from the hardware YAML:
 
 So one dependent step of a pipelined reduce costs ``2·T_R + d·t_h + T_OP`` = 6 cycles for a neighbour on
 WSE-2: the (2·T_R + 1)·D + L of Luczynski et al.'s model. Nothing here is fitted; every value comes from
-``HardwareSpec`` (``fabric.ramp_latency``, ``fabric.router_hop_latency``, ``pe.simd_width[_fp32]``,
+``HardwareSpec`` (``fabric.ramp_latency``, ``fabric.hop_latency``, ``pe.simd_width[_fp32]``,
 ``pe.sram_read``, ``pe.sram_write``, ``fabric.link_width``, ``pe.sram`` less ``pe.reserved_sram``).
 """
 
@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from ..config.errors import ConfigError
+from ..config.hardware import FabricSpec
 from ..config.specs import DTYPE_BYTES, HardwareSpec
 
 T_OP = 1
@@ -50,6 +51,8 @@ class Machine:
     sram_bytes: float  # usable per PE (pe.sram less the runtime's reserve)
     colours: int
     route_paths: int
+    fabric: FabricSpec  # the one physics of a hop (``FabricSpec.latency``)
+    issue: float = 0.0  # cycles to start one vector instruction (``pe.instruction_issue``)
 
     @classmethod
     def of(cls, hw: HardwareSpec, dtype: str) -> Machine:
@@ -57,12 +60,13 @@ class Machine:
             raise ConfigError(f"expected one of {', '.join(KERNEL_DTYPES)}, got \"{dtype}\"", path="dtype")
         pe, fab = hw.pe, hw.fabric
         return cls(name=hw.name, dtype=dtype, rows=hw.mesh.rows, cols=hw.mesh.cols, clock_hz=hw.clock_hz,
-                   ramp=round(fab.ramp_latency_cycles), hop=round(fab.router_hop_latency_cycles),
+                   ramp=round(fab.ramp_latency_cycles), hop=round(fab.hop_latency_cycles),
                    lanes=pe.simd_width if dtype == "fp16" else pe.simd_width_fp32,
                    elem_bytes=DTYPE_BYTES[dtype], wavelet_bytes=max(1, round(fab.link_bytes_per_cycle)),
                    read_bytes=pe.sram_read_bytes_per_cycle, write_bytes=pe.sram_write_bytes_per_cycle,
                    sram_bytes=hw.usable_sram_bytes_per_pe,
-                   colours=fab.colours, route_paths=fab.route_paths)
+                   colours=fab.colours, route_paths=fab.route_paths, fabric=fab,
+                   issue=pe.instruction_issue_cycles)
 
     # ------------------------------------------------------------------------------------ formulas
     @property
@@ -79,9 +83,13 @@ class Machine:
         """Wavelets that carry ``elements`` values."""
         return -(-int(elements) // self.per_wavelet)
 
-    def step(self, hops: int) -> int:
-        """One dependent step: ramp down, ``hops`` router hops, ramp up, the op: 2·T_R + d·t_h + T_OP."""
-        return 2 * self.ramp + hops * self.hop + T_OP
+    def latency(self, hops):  # noqa: ANN001, ANN201 (ints or arrays)
+        """Ramp down, ``hops`` router hops, ramp up: 2·T_R + d·t_h (``FabricSpec.latency``, the one home)."""
+        return self.fabric.latency(hops)
+
+    def step(self, hops: int) -> float:
+        """One dependent step: the wavelet's latency over ``hops`` and the op: 2·T_R + d·t_h + T_OP."""
+        return self.latency(hops) + T_OP
 
     def transfer(self, wavelets: int, hops: int) -> int:
         """A lone stream of ``wavelets`` over ``hops``, from the cycle it starts to the cycle its last
@@ -98,6 +106,13 @@ class Machine:
         ports = max(math.ceil(fmacs * 2 * self.elem_bytes / self.read_bytes),
                     math.ceil(fmacs * self.elem_bytes / self.write_bytes))
         return max(lanes, ports)
+
+    def instructions(self, count: float, length: float) -> tuple[float, float]:
+        """(compute, issue) cycles of ``count`` vector instructions of ``length`` elements each, one
+        after another on one PE: count · compute(length) on the lanes, count · issue to start them."""
+        if count <= 0 or length <= 0:
+            return 0.0, 0.0
+        return float(count * self.compute(length)), float(count * self.issue)
 
     def seconds(self, cycles: float) -> float:
         return cycles / self.clock_hz

@@ -32,11 +32,13 @@ _COLLECTIVES: dict[KernelKind, Callable[..., KernelResult]] = {
 def _line_colours(algorithm: ReduceAlgorithm, n: int) -> int:
     """Colours a reduce tree over a line of n PEs needs at one router: a chain alternates two (a PE's
     input and output), a star merges every stream on one, the binary tree one per level, two-phase two
-    chains, the ring one per direction."""
+    chains, the ring one per direction; the K-tree six, its multicast included, as WaferLLM's code
+    declares them (for each of its two phases and its scatter, one toward each end)."""
     if n < 2:
         return 0
     return {ReduceAlgorithm.CHAIN: 2, ReduceAlgorithm.STAR: 1, ReduceAlgorithm.TREE: math.ceil(math.log2(n)),
-            ReduceAlgorithm.TWO_PHASE: 4, ReduceAlgorithm.RING: 2}[algorithm]
+            ReduceAlgorithm.TWO_PHASE: 4, ReduceAlgorithm.RING: 2,
+            ReduceAlgorithm.KTREE: 6}[algorithm]
 
 
 def colours_needed(kind: KernelKind, algorithm: Algorithm, rows: int, cols: int) -> int:
@@ -46,13 +48,15 @@ def colours_needed(kind: KernelKind, algorithm: Algorithm, rows: int, cols: int)
     if kind == KernelKind.GEMM:
         return 4
     if kind == KernelKind.GEMV:
-        return _line_colours(ROW_TREES[algorithm], cols) + 1
+        tree = ROW_TREES[algorithm]
+        return _line_colours(tree, cols) + (tree != ReduceAlgorithm.KTREE and cols > 1)
     if kind == KernelKind.BROADCAST:
         return 1
     if kind == KernelKind.ALLTOALL:
         return 2 * ((rows > 1) + (cols > 1))  # east and west, north and south
     both = _line_colours(algorithm, rows) + _line_colours(algorithm, cols)
-    return both + (kind == KernelKind.ALLREDUCE and algorithm != ReduceAlgorithm.RING)
+    own_multicast = algorithm in (ReduceAlgorithm.RING, ReduceAlgorithm.KTREE)  # counted in its colours
+    return both + (kind == KernelKind.ALLREDUCE and not own_multicast)
 
 
 def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *, dtype: str = "fp16",

@@ -15,7 +15,7 @@ __all__ = ["KernelResult", "LinkSummary", "sram_check"]
 
 @dataclass(frozen=True)
 class KernelResult:
-    """One kernel on a rows × cols grid. ``compute + communication + waiting == cycles`` along the
+    """One kernel on a rows × cols grid. ``overhead + compute + communication + waiting == cycles`` along the
     critical path: arithmetic on the critical PE, wavelets on ramps and links that nothing hides, and the
     rest (queues at a busy ramp, a PE waiting for a slower neighbour). Infeasible: ``feasible`` False,
     ``reason`` says why, and the cycles are those of the schedule as if it fitted."""
@@ -38,6 +38,7 @@ class KernelResult:
     notes: tuple[str, ...] = field(default=())
     colours: int = 0  # routable colours the schedule needs at its busiest router
     routes: int = 0  # routes (paths) the schedule's busiest router holds at once
+    overhead: float = 0.0  # instruction issue on the critical path (``pe.instruction_issue`` each)
 
     @property
     def links(self) -> LinkSummary:
@@ -46,7 +47,7 @@ class KernelResult:
 
     @property
     def waiting(self) -> float:
-        return max(0.0, self.cycles - self.compute - self.communication)
+        return max(0.0, self.cycles - self.overhead - self.compute - self.communication)
 
     @property
     def seconds(self) -> float:
@@ -71,8 +72,8 @@ class KernelResult:
             "flops": self.flops, "flops_per_s": self.flops_per_s, "efficiency": self.efficiency,
             "flops_per_cycle_per_pe": (self.flops / (self.cycles * self.rows * self.cols)
                                        if self.cycles else 0.0),
-            "critical_path": {"compute": self.compute, "communication": self.communication,
-                              "waiting": self.waiting},
+            "critical_path": {"instruction_overhead": self.overhead, "compute": self.compute,
+                              "communication": self.communication, "waiting": self.waiting},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
             "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
             "routes": {"used": self.routes, "available": m.route_paths},

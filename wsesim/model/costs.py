@@ -10,7 +10,7 @@ An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
                                                                 and moves the weights: each PE row's share
                                                                 of the weights passes its PEs through one
                                                                 link per cycle
-    fill_drain  = injection + (rows + cols) · hop_latency      a wavefront crossing the region
+    fill_drain  = 2·ramp + (rows + cols) · hop_latency       a wavefront crossing the region
 
 So an op is compute-bound only if each weight meets enough tokens in a PE: with M tokens over ``cols``
 PEs, ``M ≥ cols · simd · gemm_efficiency · bytes_per_value / link_bytes`` (2·cols at full efficiency
@@ -55,7 +55,7 @@ def _terms(hw: HardwareSpec, rows: Any, cols: Any, flops: Any, weight_bytes: Any
     """(compute, feed, fill_drain) cycles for scalars or arrays: the formula above, written once."""
     compute = flops / (rows * cols * hw.flops_per_cycle_per_pe * hw.runtime.gemm_efficiency)
     feed = weight_bytes / (rows * hw.fabric.link_bytes_per_cycle)
-    fill_drain = hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles
+    fill_drain = hw.fabric.latency(rows + cols)
     return compute, feed, fill_drain
 
 
@@ -115,7 +115,7 @@ def in_place_expert_costs(hw: HardwareSpec, shapes: LayerShapes, lane_copies: np
     """
     cycles, bound = {}, {}
     vectors = np.ceil(lane_copies / hw.pe.simd_width)
-    fill_drain = hw.fabric.injection_latency_cycles + (rows + cols) * hw.fabric.hop_latency_cycles
+    fill_drain = hw.fabric.latency(rows + cols)
     for op, share in EXPERT_SHARE.items():
         params = share * shapes.expert_params
         for backward in (False, True):

@@ -19,9 +19,10 @@ shape of its own that the kernel layer could simulate (``experiments.mappings``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from copy import copy
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import ceil
 
 import numpy as np
@@ -97,6 +98,31 @@ class StageCosts:
     def handoff(self, token: int) -> float:
         return self.handoff_prefill if token == 0 else self.handoff_decode
 
+    def split(self, token: int) -> dict[str, float]:
+        """Shares of the stage's work on ``token`` (0: the prefill; a decode step: its kernels at the
+        run's longest context): ``split_costs`` of its kernels over their cycles."""
+        return self._splits[token != 0]
+
+    @cached_property
+    def _splits(self) -> tuple[dict[str, float], dict[str, float]]:
+        def shares(costs: tuple[KernelCost, ...]) -> dict[str, float]:
+            part = split_costs(costs)
+            total = sum(part.values()) or 1.0
+            return {k: round(v / total, 6) for k, v in part.items()}
+
+        return shares(self.prefill), shares(self.decode)
+
+
+def split_costs(costs: Iterable[KernelCost]) -> dict[str, float]:
+    """Kernels' cycles by what they are: instruction issue and kernel launches (``overhead``),
+    arithmetic (the rest of the PE's work, waiting on a neighbour included), wavelets on the fabric."""
+    issue = compute = comm = 0.0
+    for c in costs:
+        issue += c.overhead
+        comm += c.communication
+        compute += c.cycles - c.communication - c.overhead
+    return {"instructions": issue, "compute": compute, "communication": comm}
+
 
 @dataclass
 class Costs:
@@ -156,6 +182,13 @@ class _Grid:
         return sub
 
     def cost(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
+        """The kernel's cost on this grid and its launch (``runtime.kernel_launch``: the call that starts
+        it, its descriptors' set-up, the checks between one kernel of the stage's program and the next)."""
+        c, launch = self._kernel(op, dims), self.hw.runtime.kernel_launch_cycles
+        return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
+                          c.overhead + launch)
+
+    def _kernel(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
         kind, m = op.kind, self.machine
         if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
             shape = (1, *dims) if kind == StageOpKind.GEMV else dims
@@ -171,10 +204,10 @@ class _Grid:
                 return KernelCost(0.0, 0.0, 0.0)
             return kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
                                wavelets=wavelets)
-        if kind == StageOpKind.ELEMENTWISE:  # SIMD ops on each value, the values spread over the PEs
+        if kind == StageOpKind.ELEMENTWISE:  # one vector instruction per op over each PE's share of values
             values, ops = dims
-            cycles = float(m.compute(ceil(values / (self.rows * self.cols)) * ops))
-            return KernelCost(cycles, cycles, 0.0)
+            compute, issue = m.instructions(ops, ceil(values / (self.rows * self.cols)))
+            return KernelCost(compute + issue, compute, 0.0, overhead=issue)
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
         return self.transfer(values, hops)
 

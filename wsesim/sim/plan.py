@@ -144,16 +144,17 @@ class Trace:
             **op.args, "bytes": total_bytes, "max_link_load_bytes": max_load}))
 
     def stage_visit(self, stage: int, token: int, request: int, arrived: float, start: float, end: float,
-                    last: bool) -> None:
+                    last: bool, split: dict[str, float] | None = None) -> None:
         """Record stage ``stage`` serving ``request``'s ``token`` (0: its prefill) from ``start`` to ``end``
-        after it arrived at ``arrived``; at the ``last`` stage the token is done."""
+        after it arrived at ``arrived``; at the ``last`` stage the token is done. ``split``: the shares
+        of the work (instruction issue, compute, communication), shown on the span."""
         log = self.stages
         assert log is not None
         log.waited[stage] += start - arrived
         log.busy[stage] += end - start
         phase = ServePhase.PREFILL if token == 0 else ServePhase.DECODE
         self.spans.append(Span(Track.STAGE, phase, start, end,
-                               {"stage": stage, "request": request, "token": token}))
+                               {"stage": stage, "request": request, "token": token, **(split or {})}))
         if last:
             log.done[request, token] = end
 

@@ -340,7 +340,8 @@ class _Reference:
                         yield turn
                         start = env.now
                         yield env.timeout(costs[s].service(t))
-                    self.trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1)
+                    self.trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1,
+                                           split=costs[s].split(t))
                     if s == S - 1 and t + 1 == T:
                         return
                     yield env.timeout(costs[s].handoff(t))

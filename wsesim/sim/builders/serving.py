@@ -13,7 +13,8 @@ with the LM head's GEMV and an argmax (an allreduce); each stage hands its activ
 the last hands the new token back to the first. Every GEMM and GEMV shape comes from the one layer
 description, ``model.shapes.layer_matmuls``, that the training step reads too.
 
-Kernels are chained by their data (one compiled program per stage): no launch overhead between them.
+Kernels are chained by their data (one compiled program per stage); each pays ``runtime.kernel_launch``
+in the cost pass (the call that starts it, its set-up, the checks between one kernel and the next).
 """
 
 from __future__ import annotations
