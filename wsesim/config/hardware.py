@@ -61,8 +61,6 @@ LinkWidth = quantity("size", "1 bit", "64 KiB", "32 bit")
 Latency = quantity("cycles", "0 cycles", "100000 cycles", "2 cycles")
 # 24 routable colours on WSE-2; routers have tens of virtual channels; 65,536 is a 16-bit colour field.
 Colours = count(65_536)
-# 32 paths per PE router on WSE-2 (a 5-bit route code); 65,536 is a 16-bit code.
-RoutePaths = count(65_536)
 
 
 class FabricSpec(Spec):
@@ -72,12 +70,11 @@ class FabricSpec(Spec):
     hop_latency_cycles: Latency = Field(alias="hop_latency")
     # dispatch to first wavelet on the wire
     injection_latency_cycles: Latency = Field(alias="injection_latency")
-    colours: Colours  # routable colours (virtual channels) per PE
+    colours: Colours  # routable colours (virtual channels) per PE; the kernels' and the fabric's limit
     # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
     ramp_latency_cycles: Latency = Field(2.0, alias="ramp_latency")  # PE <-> its own router, each way
     # per hop of a pipelined stream
     router_hop_latency_cycles: Latency = Field(1.0, alias="router_hop_latency")
-    route_paths: RoutePaths = 32  # routing paths one PE's router can hold (its route-code width)
 
 
 # 1.2 Tbit/s (150 GB/s) per direction on WSE-2/3, ~1.2 TB/s an HBM3e stack; 1 PB/s is 800x WSE-3's I/O,

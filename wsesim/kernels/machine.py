@@ -49,7 +49,6 @@ class Machine:
     write_bytes: float  # SRAM bytes written per cycle
     sram_bytes: float  # usable per PE (pe.sram less the runtime's reserve)
     colours: int
-    route_paths: int
 
     @classmethod
     def of(cls, hw: HardwareSpec, dtype: str) -> Machine:
@@ -62,7 +61,7 @@ class Machine:
                    elem_bytes=DTYPE_BYTES[dtype], wavelet_bytes=max(1, round(fab.link_bytes_per_cycle)),
                    read_bytes=pe.sram_read_bytes_per_cycle, write_bytes=pe.sram_write_bytes_per_cycle,
                    sram_bytes=hw.usable_sram_bytes_per_pe,
-                   colours=fab.colours, route_paths=fab.route_paths)
+                   colours=fab.colours)
 
     # ------------------------------------------------------------------------------------ formulas
     @property
