@@ -18,8 +18,8 @@ The rule, for streams ``src → dst`` along a line (``line_colours``), from the 
 * spans on a line are intervals, and an interval graph needs as many colours as the most intervals over
   one point: router x holds the groups whose spans cover it, and the busiest router's count is what the
   schedule needs. So a chain over P PEs needs 2 (a PE's input and output alternate), a star 1, the
-  binary tree about ½·log2 P + 1 (its spans nest: 5 over 512 PEs, 6 over 994), two-phase 3 from groups
-  of 4 (a group's chain inside the span of the group roots' chain), and a new ``lines.TOPOLOGIES`` entry
+  binary tree about ½·log2 P + 1 (its spans nest: 5 over 512 PEs, 6 over 994), two-phase 3 from 10 PEs
+  up (a group's chain inside the span of the group roots' chain), and a new ``lines.TOPOLOGIES`` entry
   whatever its parent array gives.
 
 Each schedule, every route it sets up counted at once (the routes are configured as the program loads;
