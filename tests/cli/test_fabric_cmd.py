@@ -84,7 +84,7 @@ def test_whole_wafer_patterns_fit_the_colour_budget(capsys: pytest.CaptureFixtur
     assert cli.main(["fabric", "wse2", *args]) == 0
     text = capsys.readouterr().out
     assert "colours: at most 4 per node (one per direction of travel), budget" in text
-    assert "infeasible" not in text
+    assert "infeasible" not in text and "the rule wsesim kernel alltoall and the training step's" in text
 
 
 def test_bad_mesh_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:

@@ -43,6 +43,19 @@ def test_the_done_when_commands_print_a_top_level_cycles_key(args: list[str], cy
         pytest.approx(out["cycles"])
 
 
+def test_a_star_reduce_over_512_pes_is_feasible() -> None:
+    """wsesim kernel reduce --grid 512x1 --algorithm star: one colour (every stream merged into the
+    root's, the routers switched), so it fits WSE-2's 24; all-to-all on 32 × 32 fits too, by the rule the
+    fabric command applies, which its note names."""
+    r = wsesim("reduce", "--grid", "512x1", "--algorithm", "star", "--hardware", "wse2", "--json")
+    assert (r.returncode, r.stderr) == (0, "")
+    out = json.loads(r.stdout)
+    assert out["feasible"] and out["reason"] == "" and out["colours"] == {"used": 1, "available": 24}
+    r = wsesim("alltoall", "--grid", "32x32", "--hardware", "wse2")
+    assert r.returncode == 0 and "INFEASIBLE" not in r.stdout
+    assert "colours 4 of 24 at the busiest router" in r.stdout and "wsesim.fabric.colours" in r.stdout
+
+
 def test_human_view_and_sweep_table(capsys: pytest.CaptureFixture[str]) -> None:
     """tiny8 (instruction_issue 0), by hand. Chain reduce over 1 × 8, one wavelet: 1 + 7 · (4 + 1 + 1) =
     43 cycles; compute 7 · T_OP = 7, communication 1 + 7 · 2·T_R + 7 hops · t_h = 1 + 28 + 7 = 36.

@@ -37,6 +37,7 @@ from wsesim.fabric.dispatch import _dispatch_plan
 from wsesim.fabric.mesh import Mesh
 from wsesim.fabric.placement import place
 from wsesim.fabric.traffic import GOLDEN
+from wsesim.kernels import run_kernel
 
 
 @pytest.fixture(scope="module")
@@ -397,6 +398,27 @@ def test_dispatch_model_equals_flow_on_the_full_wafer(wse2: HardwareSpec) -> Non
     rng = np.random.default_rng(0)
     for x in (rng.random(128) * 1e6, zipf_bytes(128, 4e4), np.where(rng.random(128) < 0.3, 0.0, rng.random(128) * 1e6)):
         assert model.cycles(x)[0] == FlowFabric(m).simulate(dispatch_traffic(m, p, x)).cycles
+
+
+def test_dispatch_model_colours_agree_with_the_flow_fidelity_and_the_kernel() -> None:
+    """The training step's dispatch (``DispatchModel.colours``), ``wsesim fabric`` (``FabricResult``) and
+    the all-to-all kernel read one rule (``wsesim.fabric.colours``): dispatch and combine on 8 × 8 nodes
+    to 4 regions see the flow fidelity's colours; all-to-all over 8 × 8 PEs is 4 in both; with 2 colours a
+    router the dispatch is over budget, with the fabric's reason."""
+    hw = load_hardware("wse2")
+    m = mesh(hw, 8)
+    p = place(m, 4)
+    for reverse in (False, True):
+        flow = FlowFabric(m).simulate(dispatch_traffic(m, p, np.full(4, 1e4), reverse=reverse))
+        model = DispatchModel(m, p, reverse=reverse)
+        assert (model.colours, model.colour_reason) == (flow.colours_per_node, flow.reason) == (4, "")
+    fabric = FlowFabric(m).simulate(all_to_all(m, 4))
+    assert run_kernel(hw, "alltoall", 8, 8).colours == fabric.colours_per_node == 4
+    few = mesh(load_hardware("wse2", {"fabric.colours": 2}), 8)
+    over = DispatchModel(few, place(few, 4))
+    assert over.colours == 4 and "over its budget of 2" in over.colour_reason
+    flow = FlowFabric(few).simulate(dispatch_traffic(few, place(few, 4), np.full(4, 1e4)))
+    assert over.colour_reason == flow.reason
 
 
 def test_dispatch_needs_one_byte_count_per_expert(wse2: HardwareSpec) -> None:

@@ -45,7 +45,7 @@ class ServeResult:
     decode_step_cycles: float = 0.0
     # instructions (issue and kernel launches) / compute / communication / handoff / waiting
     decode_breakdown: dict[str, float] = field(default_factory=dict)
-    prefill_breakdown: dict[str, float] = field(default_factory=dict)  # the same split of every stage's prefill
+    prefill_breakdown: dict[str, float] = field(default_factory=dict)  # the same split, every prefill
     decode_by_op: dict[str, float] = field(default_factory=dict)  # cycles per token by op name, all layers
     layer_decode_cycles: float = 0.0  # one layer's decode step (the first stage's first layer)
     layer_by_op: dict[str, float] = field(default_factory=dict)

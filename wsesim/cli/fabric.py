@@ -88,6 +88,8 @@ def _human(out: dict[str, Any]) -> str:
         f"colours: at most {out['colours_per_node']} per node (one per direction of travel), budget "
         f"{out['colour_budget']}; at most {out['routes_per_node']:,} routes through a node"
         + ("" if out["feasible"] else f" -> infeasible: {out['reason']}"),
+        "note: colours by wsesim.fabric.colours, the rule wsesim kernel alltoall and the training step's "
+        "dispatch apply",
     ]
     if out["multicast_arrivals"]:
         for i, cycles in out["multicast_arrivals"].items():

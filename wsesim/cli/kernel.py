@@ -80,8 +80,7 @@ def _human(r: dict[str, Any]) -> str:
         f"{r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "
         f"{ln['wavelet_hops']:,.0f} wavelet-hops ({ln['mean_wavelets']:,.1f} per link used); "
-        f"colours {r['colours']['used']} of {r['colours']['available']}, routes {r['routes']['used']} of "
-        f"{r['routes']['available']} per router",
+        f"colours {r['colours']['used']} of {r['colours']['available']} at the busiest router",
     ]
     lines += [f"note: {n}" for n in r["notes"]]
     if not r["feasible"]:

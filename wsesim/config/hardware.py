@@ -68,8 +68,6 @@ LinkWidth = quantity("size", "1 bit", "64 KiB", "32 bit")
 Latency = quantity("cycles", "0 cycles", "100000 cycles", "2 cycles")
 # 24 routable colours on WSE-2; routers have tens of virtual channels; 65,536 is a 16-bit colour field.
 Colours = count(65_536)
-# 32 paths per PE router on WSE-2 (a 5-bit route code); 65,536 is a 16-bit code.
-RoutePaths = count(65_536)
 
 
 class FabricSpec(Spec):
@@ -79,8 +77,7 @@ class FabricSpec(Spec):
     link_bytes_per_cycle: LinkWidth = Field(alias="link_width")  # one wavelet per cycle per direction
     ramp_latency_cycles: Latency = Field(alias="ramp_latency")  # PE <-> its own router, each way
     hop_latency_cycles: Latency = Field(alias="hop_latency")  # per router hop of a pipelined stream
-    colours: Colours  # routable colours (virtual channels) per PE
-    route_paths: RoutePaths = 32  # routing paths one PE's router can hold (its route-code width)
+    colours: Colours  # routable colours (virtual channels) per PE; the kernels' and the fabric's limit
 
     def latency(self, hops: Any) -> Any:
         """Cycles from a wavelet leaving a PE to its arrival at a PE ``hops`` router hops away: down the

@@ -11,13 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import InternalError
+from .colours import DIRECTION_RULE, over_budget
 from .dispatch_plan import Plan, region_plan
 from .dispatch_plan import dispatch_plan as _dispatch_plan
 from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_path
 from .latency import EMPTY, NONE, RouteIndex, decode
-from .mesh import Mesh, check_routing
+from .mesh import LINKS_PER_NODE, Mesh, check_routing
 from .placement import Placement
-from .traffic import GOLDEN, Traffic, busy_cycles
+from .traffic import GOLDEN, Traffic, busy_cycles, colours_per_node
 
 # --------------------------------------------------------------------------------------------- MoE dispatch
 
@@ -108,6 +109,8 @@ class DispatchModel:
     region's routes over the link, and the key of the last of them) are then found per region, for the
     few links that could be the slowest, and kept for later calls. ``plan``: the messages, in any order
     that keeps each region's in issue order (``region_plan``, the default, or ``dispatch_plan``).
+    ``colours``, ``colour_reason``: the colours the busiest node needs and '' or why they are over its
+    budget, by the rule ``wsesim fabric`` and ``wsesim kernel alltoall`` read (``wsesim.fabric.colours``).
     """
 
     def __init__(self, mesh: Mesh, placement: Placement, *, routing: str = "xy", reverse: bool = False,
@@ -124,6 +127,7 @@ class DispatchModel:
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         peak = loads.max(axis=1)
         self._links = np.flatnonzero(peak > 1e-12 * max(float(peak.max()), 1e-300))
+        self.colours, self.colour_reason = self._colours()
         # rows by their sum in cycles per byte, largest first: cycles() bounds row i by rowsum_i · max(y)
         # (+ its latency) and multiplies only the rows that could still win (exact, and a few % of the
         # rows for balanced traffic). The loads become cycles per byte in place, a block of rows at a
@@ -147,6 +151,18 @@ class DispatchModel:
         self._routes: RouteIndex | None = None
         self._have = np.zeros(len(self._rows), dtype=bool)
         self._row_u = self._row_key = np.empty((0, tiles), dtype=np.int32)
+
+    def _colours(self) -> tuple[int, str]:
+        """(colours at the busiest node, '' or the reason it is over budget) of the links some region
+        uses, by the one rule ``wsesim fabric`` and the all-to-all kernel read (``wsesim.fabric.colours``:
+        one colour per direction of travel through a node)."""
+        used = np.zeros(self.mesh.nodes * LINKS_PER_NODE)
+        used[self._links] = 1.0
+        per_node = colours_per_node(self.mesh, used)
+        worst = int(np.argmax(per_node)) if len(per_node) else 0
+        need = int(per_node[worst]) if len(per_node) else 0
+        return need, over_budget(need, self.mesh.colour_budget, f"node {self.mesh.node_rc(worst)}",
+                                 DIRECTION_RULE, f"{self.mesh.hw.fabric.colours} colours per PE router")
 
     def _region_path(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(u_min, key) per region of ``rows``, shape ``(len(rows), regions)``, computed once per row: row

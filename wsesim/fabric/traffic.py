@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config.errors import ConfigError, InternalError
+from .colours import DIRECTION_RULE, direction_colours, over_budget
 from .mesh import EAST, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
 
 GOLDEN = (np.sqrt(5.0) - 1) / 2  # 0.618…: multiples of it mod 1 spread as evenly as any sequence can
@@ -144,11 +145,11 @@ class FabricResult:
     ``events``: events processed (stages granted in packet, SimPy events in packet-simpy, 0 in flow).
     ``multicast_arrivals``: message index → cycle each receiver got the whole message.
 
-    Colours (``colours_per_node``, ``colour_budget``): a runtime gives a traffic pattern one colour per
-    direction of travel, not one per message route: every route of the pattern heading east through a
-    router shares the pattern's east colour (as a phase relays its data), and likewise west, south and
-    north. ``colours_per_node`` is the most directions of travel any node sees, a route counting at each
-    node it leaves or enters by a mesh link (at most 4 for one pattern). Over ``colour_budget``
+    Colours (``colours_per_node``, ``colour_budget``): a traffic pattern takes one colour per direction
+    of travel, not one per message route (``wsesim.fabric.colours``, the rule the all-to-all kernel and
+    the training step's dispatch read too). ``colours_per_node`` is the most directions of travel any
+    node sees, a route counting at each node it leaves or enters by a mesh link (at most 4 for one
+    pattern). Over ``colour_budget``
     (``fabric.colours`` per PE router; a block's K rows of routers each carry their own, so × K) the
     result is infeasible (``feasible=False`` and ``reason``). ``routes_per_node``, the most routes
     through one node, is reported beside it: what one colour per route would need.
@@ -221,14 +222,15 @@ def routes_per_node(mesh: Mesh, route_counts: np.ndarray) -> np.ndarray:
 def colours_per_node(mesh: Mesh, route_counts: np.ndarray) -> np.ndarray:
     """Directions of travel (east, west, south, north) of the routes through each node, from per-link
     route counts: a direction counts at a node if a route leaves it, or enters it, by a link that way
-    (one colour each, shared by all the pattern's routes: see ``FabricResult``)."""
+    (one colour each, shared by all the pattern's routes: ``wsesim.fabric.colours.direction_colours``)."""
     u = route_counts.reshape(mesh.rows, mesh.cols, LINKS_PER_NODE) > 0.5
-    way = u[:, :, [EAST, WEST, SOUTH, NORTH]].copy()  # leaving each node
-    way[:, 1:, 0] |= u[:, :-1, EAST]                  # entering it from the west, heading east
-    way[:, :-1, 1] |= u[:, 1:, WEST]
-    way[1:, :, 2] |= u[:-1, :, SOUTH]
-    way[:-1, :, 3] |= u[1:, :, NORTH]
-    return way.sum(axis=2).reshape(-1)
+    leaving = u[:, :, [EAST, WEST, SOUTH, NORTH]]
+    entering = np.zeros_like(leaving)
+    entering[:, 1:, 0] = u[:, :-1, EAST]                  # from the west, heading east
+    entering[:, :-1, 1] = u[:, 1:, WEST]
+    entering[1:, :, 2] = u[:-1, :, SOUTH]
+    entering[:-1, :, 3] = u[1:, :, NORTH]
+    return direction_colours(leaving, entering).reshape(-1)
 
 
 def summarise(mesh: Mesh, mode: str, *, cycles: float, link_load: np.ndarray, route_counts: np.ndarray,
@@ -245,10 +247,9 @@ def summarise(mesh: Mesh, mode: str, *, cycles: float, link_load: np.ndarray, ro
     worst = int(np.argmax(colours)) if len(colours) else 0
     need = int(colours[worst]) if len(colours) else 0
     budget = mesh.colour_budget
-    feasible = need <= budget
-    reason = "" if feasible else (f"node {mesh.node_rc(worst)} needs {need} colours (one per direction of "
-                                  f"travel of the pattern's routes through it), over its budget of {budget} "
-                                  f"({mesh.hw.fabric.colours} colours per PE router)")
+    reason = over_budget(need, budget, f"node {mesh.node_rc(worst)}", DIRECTION_RULE,
+                         f"{mesh.hw.fabric.colours} colours per PE router")
+    feasible = not reason
     return FabricResult(
         mode=mode, cycles=float(cycles),
         max_link_load_bytes=float(per_pe_link[busiest]) if len(per_pe_link) else 0.0,

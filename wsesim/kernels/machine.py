@@ -50,7 +50,6 @@ class Machine:
     write_bytes: float  # SRAM bytes written per cycle
     sram_bytes: float  # usable per PE (pe.sram less the runtime's reserve)
     colours: int
-    route_paths: int
     fabric: FabricSpec  # the one physics of a hop (``FabricSpec.latency``)
     issue: float = 0.0  # cycles to start one vector instruction (``pe.instruction_issue``)
 
@@ -65,7 +64,7 @@ class Machine:
                    elem_bytes=DTYPE_BYTES[dtype], wavelet_bytes=max(1, round(fab.link_bytes_per_cycle)),
                    read_bytes=pe.sram_read_bytes_per_cycle, write_bytes=pe.sram_write_bytes_per_cycle,
                    sram_bytes=hw.usable_sram_bytes_per_pe,
-                   colours=fab.colours, route_paths=fab.route_paths, fabric=fab,
+                   colours=fab.colours, fabric=fab,
                    issue=pe.instruction_issue_cycles)
 
     # ------------------------------------------------------------------------------------ formulas

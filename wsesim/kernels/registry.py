@@ -4,7 +4,6 @@ the valid names."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
@@ -13,50 +12,21 @@ import numpy as np
 
 from ..config.errors import ConfigError
 from ..config.specs import HardwareSpec
+from ..fabric.colours import DIRECTION_RULE, over_budget
 from . import collectives as coll
 from .gemm import GEMM_ALGORITHMS
-from .gemv import GEMV_ALGORITHMS, ROW_TREES
-from .kinds import MATMULS, Algorithm, GemmAlgorithm, KernelKind, ReduceAlgorithm, choice
+from .gemv import GEMV_ALGORITHMS
+from .kinds import MATMULS, Algorithm, GemmAlgorithm, KernelKind, choice
 from .lines import ring_order
 from .machine import Machine
 from .result import KernelResult
-from .routes import routes_needed, skew_routes_needed
+from .routes import colours_needed, skew_colours_needed
 
 _MATMULS: dict[KernelKind, Mapping[Algorithm, Callable[..., KernelResult]]] = {
     KernelKind.GEMM: GEMM_ALGORITHMS, KernelKind.GEMV: GEMV_ALGORITHMS}
 _COLLECTIVES: dict[KernelKind, Callable[..., KernelResult]] = {
     KernelKind.REDUCE: coll.run_reduce, KernelKind.ALLREDUCE: coll.run_allreduce,
     KernelKind.BROADCAST: coll.run_broadcast, KernelKind.ALLTOALL: coll.run_alltoall}
-
-
-def _line_colours(algorithm: ReduceAlgorithm, n: int) -> int:
-    """Colours a reduce tree over a line of n PEs needs at one router: a chain alternates two (a PE's
-    input and output), a star merges every stream on one, the binary tree one per level, two-phase two
-    chains, the ring one per direction; the K-tree six, its multicast included, as WaferLLM's code
-    declares them (for each of its two phases and its scatter, one toward each end)."""
-    if n < 2:
-        return 0
-    return {ReduceAlgorithm.CHAIN: 2, ReduceAlgorithm.STAR: 1, ReduceAlgorithm.TREE: math.ceil(math.log2(n)),
-            ReduceAlgorithm.TWO_PHASE: 4, ReduceAlgorithm.RING: 2,
-            ReduceAlgorithm.KTREE: 6}[algorithm]
-
-
-def colours_needed(kind: KernelKind, algorithm: Algorithm, rows: int, cols: int) -> int:
-    """Routable colours per router: the rows' and the columns' trees each need their own; an allreduce
-    adds one for the multicast back; SUMMA's two multicasts, Cannon's and MeshGEMM's two shifts, each
-    double-buffered, four."""
-    if kind == KernelKind.GEMM:
-        return 4
-    if kind == KernelKind.GEMV:
-        tree = ROW_TREES[algorithm]
-        return _line_colours(tree, cols) + (tree != ReduceAlgorithm.KTREE and cols > 1)
-    if kind == KernelKind.BROADCAST:
-        return 1
-    if kind == KernelKind.ALLTOALL:
-        return 2 * ((rows > 1) + (cols > 1))  # east and west, north and south
-    both = _line_colours(algorithm, rows) + _line_colours(algorithm, cols)
-    own_multicast = algorithm in (ReduceAlgorithm.RING, ReduceAlgorithm.KTREE)  # counted in its colours
-    return both + (kind == KernelKind.ALLREDUCE and not own_multicast)
 
 
 def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *, dtype: str = "fp16",
@@ -75,19 +45,19 @@ def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *
     else:
         r = partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
     colours = colours_needed(kind, algorithm, rows, cols)
-    routes = routes_needed(kind, algorithm, rows, cols)
-    r = replace(r, colours=colours, routes=routes)
+    r = replace(r, colours=colours)
     if kind == KernelKind.GEMM and algorithm != GemmAlgorithm.SUMMA and rows == cols:
-        skew = skew_routes_needed(rows,
-                                  np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows))
-        if skew > m.route_paths:
-            r = replace(r, notes=(*r.notes, f"the skew as direct paths would need {skew} routes at its "
-                                  f"busiest router, more than the {m.route_paths} of fabric.route_paths: "
+        skew = skew_colours_needed(rows,
+                                   np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows))
+        if skew > m.colours:
+            r = replace(r, notes=(*r.notes, f"the skew as direct paths would need {skew} colours at its "
+                                  f"busiest router, more than the {m.colours} of fabric.colours: "
                                   "not counted (laid out skewed as the operands load, or relayed)"))
-    if colours > m.colours and r.feasible:
-        return replace(r, feasible=False, reason=f"needs {colours} routable colours per router, "
-                       f"more than the {m.colours} of {m.name} (fabric.colours)")
-    if routes > m.route_paths and r.feasible:
-        return replace(r, feasible=False, reason=f"needs {routes} routes at its busiest router, more than "
-                       f"the {m.route_paths} of {m.name} (fabric.route_paths)")
+    if kind == KernelKind.ALLTOALL:
+        r = replace(r, notes=(*r.notes, f"colours {DIRECTION_RULE}: the rule wsesim fabric and the "
+                              "training step's dispatch apply"))
+    reason = over_budget(colours, m.colours, "its busiest router", "wsesim.kernels.routes",
+                         f"fabric.colours of {m.name}")
+    if reason and r.feasible:
+        return replace(r, feasible=False, reason=reason)
     return r

@@ -1,5 +1,5 @@
 """What a simulated kernel reports: cycles, the critical path's split, SRAM, the link map and its summary,
-colours and routes, feasibility."""
+colours, feasibility."""
 
 from __future__ import annotations
 
@@ -36,8 +36,7 @@ class KernelResult:
     feasible: bool = True
     reason: str = ""
     notes: tuple[str, ...] = field(default=())
-    colours: int = 0  # routable colours the schedule needs at its busiest router
-    routes: int = 0  # routes (paths) the schedule's busiest router holds at once
+    colours: int = 0  # routable colours the schedule needs at its busiest router (routes.colours_needed)
     overhead: float = 0.0  # instruction issue on the critical path (``pe.instruction_issue`` each)
 
     @property
@@ -76,7 +75,6 @@ class KernelResult:
                               "communication": self.communication, "waiting": self.waiting},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
             "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
-            "routes": {"used": self.routes, "available": m.route_paths},
             "feasible": self.feasible, "reason": self.reason,
             "notes": list(self.notes),
         }
