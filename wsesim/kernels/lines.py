@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -227,6 +228,27 @@ def phases(algorithm: ReduceAlgorithm, kind: str = "allreduce") -> int:
     if kind == "reduce":
         return 1
     return 3 if algorithm == ReduceAlgorithm.KTREE else 2
+
+
+@lru_cache(maxsize=1024)
+def rotating_reduces(m: Machine, p: int, wavelets: int) -> tuple[float, float]:
+    """(network, issue) cycles of P reduces of B wavelets over a line of P PEs, one per step of
+    WaferLLM's prefill Q·Kᵀ (``matmul_T_reduce_add``: after each step's block product every PE's
+    partial scores are summed along its row, at a root that moves along the folded ring, so over the P
+    steps every PE is the root once). A reduce with its root at r is two chains converging on r, of
+    r and P − 1 − r PEs: the chain PE k hops out has wavelet j ready at j + 1 + step(1)·(k − 1) (a
+    chain never queues), so the root takes the two neighbours' streams at j + 1 + step(1)·(L − 1) +
+    latency(1) and adds them one a cycle (``fifo``). Each reduce is one instruction, issued after the
+    step's FMACs (the code calls it synchronously), so nothing overlaps it."""
+    if p < 2 or wavelets <= 0:
+        return 0.0, 0.0
+    j = np.arange(wavelets, dtype=np.float64) + 1
+    total = 0.0
+    for r in range(p):
+        streams = [j + m.step(1) * (n - 1) + m.latency(1) for n in (r, p - 1 - r) if n > 0]
+        arr = np.sort(np.concatenate(streams), kind="stable")
+        total += max(float(fifo(arr)[-1]), float(j[-1]))
+    return total, float(p * m.issue)
 
 
 def ring_order(p: int) -> np.ndarray:

@@ -84,13 +84,15 @@ class StageOpKind(Name):
     kernel the kernel layer simulates on the stage's grid (``GEMM``, ``GEMV``, ``ALLREDUCE``, each the
     ``wsesim.kernels`` kind of the same name), SIMD work on every PE's own values (``ELEMENTWISE``:
     norms' squares, RoPE, softmax's exponentials, activations, residuals), or values moved across the
-    grid (``TRANSFER``: an MoE token to its experts' regions and back)."""
+    grid (``TRANSFER``: an MoE token to its experts' regions and back), or the reduce that follows every
+    step of WaferLLM's prefill Q·Kᵀ along each row (``ROW_REDUCES``, ``kernels.lines.rotating_reduces``)."""
 
     GEMM = "gemm"
     GEMV = "gemv"
     ALLREDUCE = "allreduce"
     ELEMENTWISE = "elementwise"
     TRANSFER = "transfer"
+    ROW_REDUCES = "row_reduces"
 
 
 class Phase(Name):

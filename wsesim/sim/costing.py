@@ -30,6 +30,7 @@ import numpy as np
 from ..config.inference import InferenceExperimentSpec
 from ..config.specs import HardwareSpec
 from ..kernels.cost import KernelCost, kernel_cost, lanes_dtype
+from ..kernels.lines import rotating_reduces
 from ..kernels.machine import Machine
 from ..kernels.step import kernel_op_cost, kernel_region_expert_costs
 from ..model.costs import ExpertCosts, OpCost, op_cost, region_expert_costs
@@ -204,6 +205,9 @@ class _Grid:
                 return KernelCost(0.0, 0.0, 0.0)
             return kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
                                wavelets=wavelets)
+        if kind == StageOpKind.ROW_REDUCES:  # (values per PE per step): one reduce per step of Q·Kᵀ
+            network, issue = rotating_reduces(m, self.cols, m.wavelets(max(dims[0], 1)))
+            return KernelCost(network + issue, 0.0, network, overhead=issue)
         if kind == StageOpKind.ELEMENTWISE:  # one vector instruction per op over each PE's share of values
             values, ops = dims
             compute, issue = m.instructions(ops, ceil(values / (self.rows * self.cols)))

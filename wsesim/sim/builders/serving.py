@@ -40,6 +40,7 @@ class _Layer:
 
     def __init__(self, spec: InferenceExperimentSpec, stage: Stage) -> None:
         self.m, self.rows, self.cols = spec.model, stage.rows, stage.cols
+        self.gemm = spec.inference.gemm
         self.shapes = LayerShapes(self.m)
 
     def _gemv(self, name: str, layer: int | None, matmul: tuple, region: tuple[int, int] | None = None,
@@ -103,6 +104,7 @@ class _Layer:
                 Kernel(GEMM, "qkv", layer, mm["qkv"]),
                 Kernel(ELEMENTWISE, "rope", layer, (tokens * (q + k), 4)),
                 Kernel(GEMM, "scores", layer, mm["scores"]),
+                *self.scores_reduce(layer, tokens),
                 Kernel(ELEMENTWISE, "softmax", layer, (m.heads * tokens * tokens, 3)),
                 Kernel(ALLREDUCE, "softmax_sums", layer, (2 * m.heads * per_row,)),
                 Kernel(GEMM, "context", layer, mm["context"]),
@@ -113,6 +115,16 @@ class _Layer:
                 Kernel(ELEMENTWISE, "activation", layer, (tokens * mm["down"][1], 4)),
                 Kernel(GEMM, "down", layer, mm["down"]),
                 Kernel(ELEMENTWISE, "residual", layer, (tokens * hid, 2))]
+
+    def scores_reduce(self, layer: int, tokens: int) -> list[Kernel]:
+        """WaferLLM's prefill Q·Kᵀ (``matmul_T``) splits the head dimension along each row, so every
+        step's block of partial scores, ⌈S/P⌉ × ⌈S/Q⌉ per PE, is summed along the row before the next
+        step: one reduce per step (``ROW_REDUCES``), with MeshGEMM only (the other algorithms'
+        scores are a plain GEMM)."""
+        if self.gemm != "meshgemm" or self.cols < 2:
+            return []
+        block = ceil(tokens / self.rows) * ceil(tokens / self.cols)
+        return [Kernel(StageOpKind.ROW_REDUCES, "scores_reduce", layer, (block,))]
 
     def lm_head(self) -> list[Kernel]:
         return [self._gemv("lm_head", None, layer_matmuls(self.shapes, 1, 1)["lm_head"]),
