@@ -325,3 +325,32 @@ def test_the_longest_output_that_fits_is_the_boundary() -> None:
     over = _map(**fixed, **{"inference.output_len": 149})
     assert not over.feasible and "stage 0 (3 layers)" in over.reason
     assert "the longest output that fits is 148" in over.reason
+
+
+# ------------------------------------------------------------------------------------ the shipped wafers
+
+
+def _preset(model: str, **overrides: Any) -> Mapping:
+    data = {"kind": "inference", "hardware": "wse3", "model": model, "inference": {"interconnect": "swarmx"}}
+    return map_stages(load_inference_data(data, overrides=overrides).spec)
+
+
+@pytest.mark.parametrize("systems", ["auto", 4])
+def test_llama_70b_fits_four_cs3s(systems: Any) -> None:
+    """Cerebras serves LLaMA 3.1 70B in 16 bits on four CS-3s (hardware/wse3.yaml's reserve is bounded
+    by it): 80 layers of 1.711 GB, 20 a wafer on average, on whole-wafer 755 × 1,170 stages. At 12.5 %
+    reserved a wafer holds 21 (37.99 GB usable): 21, 21, 21 and 17 with the LM head; the embedding goes
+    to the last stage, which has the most spare."""
+    mapping = _preset("llama3.1-70b", **{"inference.systems": systems})
+    assert mapping.feasible, mapping.reason
+    assert (mapping.grid, mapping.systems) == ((755, 1170), 4)
+    assert [len(s.layers) for s in mapping.stages] == [21, 21, 21, 17]
+    assert mapping.stages[-1].embedding and mapping.stages[-1].lm_head
+    assert not _preset("llama3.1-70b", **{"inference.systems": 3}).feasible
+
+
+def test_rectangles_are_chosen_on_wse3() -> None:
+    """LLaMA3-8B fits one WSE-3 on any of its largest grids: the whole 755 × 1,170 wafer uses every PE
+    (the old rule's 755 × 755 square left 415 columns idle)."""
+    mapping = _preset("llama3-8b")
+    assert mapping.feasible and mapping.grid == (755, 1170) and len(mapping.stages) == 1
