@@ -23,8 +23,8 @@ from ..config.inference import InferenceExperimentSpec
 from ..model.serving import StageMemory, layer_weight_bytes, stage_memory
 from ..model.shapes import LayerShapes
 
-__all__ = ["Mapping", "Stage", "candidate_mappings", "grid_candidates", "map_stages", "pe_use", "place_table", "rank",
-           "square_candidates"]
+__all__ = ["Mapping", "Stage", "candidate_mappings", "grid_candidates", "map_stages", "pe_use", "place_table",
+           "rank", "square_candidates"]
 
 MAX_AUTO_SYSTEMS = 64
 """``systems: auto`` looks for a mapping on at most this many wafers."""
