@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.experiments.inference import run_inference, search_mapping
+from wsesim.experiments.inference import run_inference, search_mapping, spread
 
 if TYPE_CHECKING:  # only for annotations: the result is reached through run_inference's run
     from wsesim.analysis.serving import ServeResult
@@ -245,38 +245,38 @@ def _comparable(r: ServeResult) -> dict[str, Any]:
 
 
 def test_search_keeps_the_fastest_per_request_and_returns_every_candidate() -> None:
-    """A 16 × 16 mesh: grids 16 × 16 and 8 × 8, both holding tiny-moe. Each candidate's result is the run
-    at that grid; the best is the largest (tokens/s per request, tokens/s). Today, with the defaults
-    (MeshGEMV and the norms on the K-tree allreduce, which gains on the longer rows of 16), 16 × 16 wins
-    (699,790 against 634,115 tokens/s per request); with the vendor's pipelined GEMV (a chain reduce,
-    whose rows of 16 cost more) 8 × 8 wins (575,043 against 457,457), so the best is not merely the
-    first candidate."""
+    """A 16 × 16 mesh: grids 16 × 16, 16 × 8, 8 × 16 and 8 × 8, all holding tiny-moe. Each candidate's
+    result is the run at that grid; the best is the largest (tokens/s per request, tokens/s). Today
+    16 × 8 wins (751,315 against 699,790 tokens/s per request at 16 × 16: its rows of 8 allreduce over
+    fewer hops, and its columns of 16 hold the same layer), so the best is neither the first candidate
+    nor a square."""
     mesh = {"hardware.mesh.rows": 16, "hardware.mesh.cols": 16}
-    for extra, winner in (({}, (16, 16)), ({"inference.gemv": "pipeline"}, (8, 8))):
-        best, results = search_mapping(_spec(**mesh, **extra))
-        assert [r.grid for r in results] == ["16x16", "8x8"]
-        assert all(r.feasible for r in results)
-        for r in results:
-            assert _comparable(r) == _comparable(_result(**mesh, **extra, **{"inference.grid": r.grid}))
-        top = max(results, key=lambda r: (r.tokens_per_s_per_request, r.tokens_per_s))
-        assert best.result.grid == top.grid and best.mapping.grid == winner
-        assert _comparable(best.result) == _comparable(top)
+    best, results = search_mapping(_spec(**mesh))
+    assert [r.grid for r in results] == ["16x16", "16x8", "8x16", "8x8"]
+    assert all(r.feasible for r in results)
+    for r in results:
+        assert _comparable(r) == _comparable(_result(**mesh, **{"inference.grid": r.grid}))
+    top = max(results, key=lambda r: (r.tokens_per_s_per_request, r.tokens_per_s))
+    assert best.result.grid == top.grid and best.mapping.grid == (16, 8)
+    assert _comparable(best.result) == _comparable(top)
 
 
 def test_search_skips_a_candidate_that_does_not_fit_and_says_why() -> None:
-    """150 layers on one 16 × 24 wafer: a 16 × 16 grid (one a wafer) holds 122 of them
-    (tests/sim/test_mapping.py), six 8 × 8 grids hold 150. The infeasible candidate is returned with its
-    reason and zero figures; the best is the one that fits."""
+    """150 layers at 40 a stage (4 stages) on one 16 × 24 wafer: 16 × 24, 16 × 12 and 16 × 8 give 1, 2,
+    3 grids a wafer, too few; 8 × 12 gives 4 (40 · 74,560 / 96 = 31,067 B a PE of weights); 8 × 8
+    would need 40 · 74,560 / 64 = 46,600 B a PE, more than 36,864. The infeasible grids larger than the
+    one that fits are returned with their reasons and zero figures, the smaller one is left out."""
     spec = _spec(**{"hardware.mesh.rows": 16, "hardware.mesh.cols": 24, "model.layers": 150,
-                    "inference.systems": 1, "inference.output_len": 3})
+                    "inference.systems": 1, "inference.layers_per_stage": 40})
     best, results = search_mapping(spec)
-    big, small = results
-    assert (big.grid, big.feasible) == ("16x16", False)
-    assert "do not fit 1 wafer at 16x16" in big.infeasible_reason
-    assert "122 of 150 layers" in big.infeasible_reason
+    assert [(r.grid, r.feasible) for r in results] == [("16x24", False), ("16x12", False), ("16x8", False),
+                                                        ("8x12", True)]
+    big = results[0]
+    assert "do not fit 1 wafer at 16x24" in big.infeasible_reason
+    assert "1 stage holds 40 of 150 layers" in big.infeasible_reason
     assert big.tokens_per_s == 0 and big.ttft_s == 0
-    assert (small.grid, small.feasible, small.stages) == ("8x8", True, 5)
-    assert best.result.feasible and best.result.grid == "8x8"
+    assert results[-1].stages == 4
+    assert best.result.feasible and best.result.grid == "8x12"
 
 
 def test_search_with_nothing_that_fits_says_so() -> None:
@@ -285,8 +285,15 @@ def test_search_with_nothing_that_fits_says_so() -> None:
     spec = _spec(**{"hardware.mesh.rows": 16, "hardware.mesh.cols": 16, "model.layers": 1000,
                     "inference.systems": 1})
     best, results = search_mapping(spec)
-    assert [r.grid for r in results] == ["16x16", "8x8"]
+    assert [r.grid for r in results] == ["16x16", "16x8", "8x16", "8x8"]
     assert not any(r.feasible for r in results) and all(r.infeasible_reason for r in results)
     assert not best.result.feasible
     assert best.result.infeasible_reason == results[0].infeasible_reason
     assert "do not fit 1 wafer" in best.result.infeasible_reason
+
+
+def test_search_spreads_its_runs_when_every_grid_fits() -> None:
+    """``spread``: all of a short list, else ``limit`` evenly along it, the first and the last kept."""
+    items: list[Any] = list(range(10))
+    assert spread(items, 20) == items
+    assert spread(items, 4) == [0, 3, 6, 9]

@@ -54,6 +54,7 @@ class ServeResult:
     warnings: list[str] = field(default_factory=list)
     events: int = 0
     wall_s: float = 0.0
+    systems_allowed: int = 0  # the wafers inference.systems allows (0: auto); ``systems`` is those used
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +65,7 @@ def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
     return {"hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.prompt_len,
             "output_len": inf.output_len, "batch": inf.batch, "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
             "stages": len(mapping.stages), "systems": mapping.systems,
+            "systems_allowed": mapping.allowed or 0,
             "layers_per_stage": [len(s.layers) for s in mapping.stages], "kv_layout": inf.kv_layout,
             "max_output_len": min((s.memory.max_output for s in mapping.stages), default=0)}
 

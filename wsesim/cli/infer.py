@@ -24,8 +24,9 @@ def format_serving(r: Any) -> str:
     head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
             f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
     if r.feasible:
+        allowed = f" of {r.systems_allowed} allowed" if r.systems_allowed else ""
         head += (f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
-                 f"wafer{'s' if r.systems > 1 else ''}, layers per stage {r.layers_per_stage}, "
+                 f"wafer{'s' if r.systems > 1 else ''}{allowed}, layers per stage {r.layers_per_stage}, "
                  f"KV cache {r.kv_layout}")
     else:
         head += f"mapping: none that fits (tried {r.grid} PEs per stage, KV cache {r.kv_layout})"
@@ -192,7 +193,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                              "a kind: inference file (default: the shipped LLaMA3-8B on WSE-2 example)",
                              "--set inference.grid=420x420 --set inference.batch=8")
     p.add_argument("--search", action="store_true",
-                   help="try every square grid and keep the fastest mapping that fits (like tune)")
+                   help="try the grids that tile the wafer (rectangles) and keep the fastest mapping "
+                        "that fits (like tune)")
     p.add_argument("--engine", choices=tuple(ENGINES),
                    help="fast (default) or the plain-SimPy reference executor")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",

@@ -29,9 +29,9 @@ StageLayers = count(16_384)
 
 class InferenceSpec(Spec):
     """Requests and their mapping onto wafers. ``grid`` is each pipeline stage's rectangle of PEs
-    ("auto": the largest square whose stages hold the model); ``layers_per_stage`` how many consecutive
-    layers a stage holds ("auto": as many as its SRAM allows); ``systems`` how many wafers ("auto": as
-    few as the mapping needs)."""
+    ("auto": the best of the grids that tile the wafer, ``sim.mapping.rank``); ``layers_per_stage`` how
+    many consecutive layers a stage holds ("auto": as many as its SRAM allows); ``systems`` how many
+    wafers at most ("auto": as few as the mapping needs)."""
 
     prompt_len: Tokens = 4096
     output_len: Tokens = 128

@@ -2,8 +2,8 @@
 serving program (``sim.builders.serving``) -> its costs, each stage's kernels simulated on its grid
 (``sim.costing``) -> requests through the pipeline by the engine the run names (``sim.engines.ENGINES``,
 the same executors as training's) -> result. And the search for the fastest mapping that fits (``wsesim
-infer --search``), as ``tune`` searches G for training. A sweep of serving points runs each through
-``run_inference`` (``experiments.serving_sweep``)."""
+infer --search``, over the rectangles that tile the wafer), as ``tune`` searches G for training. A
+sweep of serving points runs each through ``run_inference`` (``experiments.serving_sweep``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..config.tables import entry, load
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
-from ..sim.mapping import Mapping, grid_candidates, map_stages
+from ..sim.mapping import Mapping, candidate_mappings, map_stages
 from ..sim.plan import Trace
 from ..sim.program import Program
 
@@ -46,14 +46,38 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast") -> ServeR
     return ServeRun(result, mapping, program, costs, trace)
 
 
+SEARCH_LIMIT = 64
+"""``search_mapping`` serves at most this many feasible candidates."""
+SHOWN_INFEASIBLE = 8
+"""``search_mapping`` returns at most this many candidates that do not fit (the largest), with reasons."""
+
+
+def spread(items: list[Mapping], limit: int) -> list[Mapping]:
+    """All of ``items`` when there are at most ``limit``, else ``limit`` of them evenly along the list:
+    items[round(i · (n − 1) / (limit − 1))] for i = 0 … limit − 1 (the first and the last kept)."""
+    n = len(items)
+    if n <= limit:
+        return items
+    return [items[round(i * (n - 1) / (limit - 1))] for i in range(limit)]
+
+
 def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeResult]]:
-    """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s), over square
-    grids from the largest down; returns it and every candidate's result (infeasible ones with reasons)."""
-    mesh = spec.hardware.mesh
+    """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s). Every
+    candidate grid of ``grid: auto`` (the rectangles that tile the wafer, largest first) is mapped, which
+    costs little; the feasible ones are served (``spread`` to ``SEARCH_LIMIT`` of them when more fit, as
+    for a tiny model, where every grid does). Returns the best and the results of the served candidates
+    and of up to ``SHOWN_INFEASIBLE`` grids larger than every one that fits (infeasible, with their
+    reasons), in candidate order; when nothing fits, the best is the first candidate, with its reason."""
+    mappings = candidate_mappings(spec)
+    served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
+    largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)
+    shown = [mp for mp in mappings if not mp.feasible and mp.grid[0] * mp.grid[1] > largest]
+    keep = {id(mp) for mp in served} | {id(mp) for mp in shown[:SHOWN_INFEASIBLE]}
     candidates: list[ServeRun] = []
-    for grid in grid_candidates(mesh.rows, mesh.cols):
-        inference = spec.inference.model_copy(update={"grid": f"{grid[0]}x{grid[1]}"})
-        candidates.append(run_inference(spec.model_copy(update={"inference": inference})))
+    for mp in mappings:
+        if id(mp) in keep:
+            inference = spec.inference.model_copy(update={"grid": f"{mp.grid[0]}x{mp.grid[1]}"})
+            candidates.append(run_inference(spec.model_copy(update={"inference": inference})))
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]

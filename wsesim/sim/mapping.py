@@ -4,30 +4,44 @@ consecutive layers, laid out on one or more wafers.
 A wafer of R × C PEs holds ⌊R/P⌋ · ⌊C/Q⌋ grids of P × Q PEs, filled row by row, then the next wafer.
 Stage i takes grid i. Layers are assigned in order, each stage taking as many as its SRAM holds
 (``model.serving.stage_memory``: weights, the KV cache of every request at the run's longest context,
-activations) unless ``inference.layers_per_stage`` says how many; the first stage also holds the
-embedding table, the last the LM head. ``grid: auto`` takes the largest square grid (a whole number of
-them across the wafer's shorter side) whose stages fit on the wafers allowed; ``systems: auto`` as few
-wafers as the mapping needs.
+activations) unless ``inference.layers_per_stage`` says how many; the last stage holds the LM head.
+The embedding table is only a lookup (one row per token), so it goes where SRAM is spare: whole on the
+stage with the most room left, else spread over the stages' spare room, else (as before) on the first
+stage, which then takes fewer layers. A tied table is the LM head's and stays with it on the last stage.
+
+``grid: auto`` tries every grid that tiles the wafer (``grid_candidates``) and keeps the best by
+``rank``: fewest wafers, then the largest share of those wafers' PEs in stages, then the largest grid,
+then the squarest; ``systems: auto`` as few wafers as the mapping needs (at most ``MAX_AUTO_SYSTEMS``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.serving import StageMemory, layer_weight_bytes, stage_memory
 from ..model.shapes import LayerShapes
 
-__all__ = ["Mapping", "Stage", "grid_candidates", "map_stages"]
+__all__ = ["Mapping", "Stage", "candidate_mappings", "grid_candidates", "map_stages", "pe_use", "place_table",
+           "rank", "square_candidates"]
 
 MAX_AUTO_SYSTEMS = 64
 """``systems: auto`` looks for a mapping on at most this many wafers."""
+MIN_SIDE = 8
+"""No candidate grid has a side below this many PEs (unless the mesh itself has)."""
+MAX_ASPECT = 2
+"""A candidate's longer side is at most this many times its shorter: a kernel's broadcast and reduce
+lines run along the longer side, so a strip pays the long line for little extra SRAM."""
+SQUARE_GEMMS = ("cannon", "meshgemm")
+"""Prefill GEMMs that need P = Q (kernels/gemm.py): with these, ``grid: auto`` tries squares only."""
 
 
 @dataclass(frozen=True)
 class Stage:
     """One pipeline stage: its grid (``rows`` × ``cols`` PEs at ``origin`` on wafer ``wafer``), its
-    layers, whether it holds the embedding table and the LM head, and its SRAM per PE."""
+    layers, whether it holds (a share of) the embedding table and the LM head, and its SRAM per PE;
+    ``embedding_bytes`` is how much of the table it holds."""
 
     index: int
     wafer: int
@@ -38,31 +52,84 @@ class Stage:
     embedding: bool
     lm_head: bool
     memory: StageMemory
+    embedding_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
 class Mapping:
-    """The stages of a served model, or why it does not fit (``reason``)."""
+    """The stages of a served model, or why it does not fit (``reason``). ``systems`` is the wafers the
+    stages use, ``allowed`` the wafers ``inference.systems`` allows (None: auto)."""
 
     grid: tuple[int, int]
     stages: tuple[Stage, ...]
     systems: int
     grids_per_wafer: int
     reason: str = ""
+    allowed: int | None = None
 
     @property
     def feasible(self) -> bool:
         return not self.reason
 
 
-def grid_candidates(rows: int, cols: int) -> list[tuple[int, int]]:
-    """Square grids from the largest down: ⌊min(R, C) / k⌋ on a side for k = 1, 2, … (no side below 8)."""
+def square_candidates(rows: int, cols: int) -> list[tuple[int, int]]:
+    """Square grids from the largest down: ⌊min(R, C) / k⌋ on a side for k = 1, 2, … (no side below 8);
+    a mesh whose shorter side is below 8 has one, min(R, C) on a side."""
     side, out = min(rows, cols), []
-    for k in range(1, side // 8 + 1):
+    for k in range(1, side // MIN_SIDE + 1):
         p = side // k
         if not out or out[-1][0] != p:
             out.append((p, p))
-    return out
+    return out or [(side, side)]
+
+
+def grid_candidates(rows: int, cols: int) -> list[tuple[int, int]]:
+    """Grids that tile an R × C mesh: P × Q = ⌊R/a⌋ × ⌊C/b⌋ for a, b = 1, 2, … (a whole number of
+    grids across each side), no side below 8, max(P, Q) ≤ 2 · min(P, Q); each once, the largest P·Q
+    first, then the squarest (smallest max/min), then the most rows. A mesh with a side below 8 has one
+    candidate, the whole mesh."""
+    if rows < MIN_SIDE or cols < MIN_SIDE:
+        return [(rows, cols)]
+    grids = {(rows // a, cols // b) for a in range(1, rows // MIN_SIDE + 1)
+             for b in range(1, cols // MIN_SIDE + 1)}
+    kept = [(p, q) for p, q in grids if max(p, q) <= MAX_ASPECT * min(p, q)]
+    return sorted(kept, key=lambda g: (-g[0] * g[1], max(g) / min(g), -g[0]))
+
+
+def pe_use(mapping: Mapping, rows: int, cols: int) -> float:
+    """The share of the used wafers' PEs in stages: S · P · Q / (W · R · C)."""
+    p, q = mapping.grid
+    return len(mapping.stages) * p * q / (max(mapping.systems, 1) * rows * cols)
+
+
+def rank(mapping: Mapping, rows: int, cols: int) -> tuple[float, ...]:
+    """``grid: auto``'s order, smallest first: (wafers W, −PE use, −P·Q, max(P, Q)/min(P, Q), −P)."""
+    p, q = mapping.grid
+    return (mapping.systems, -pe_use(mapping, rows, cols), -p * q, max(p, q) / max(min(p, q), 1), -p)
+
+
+def place_table(spares: list[float], table: float) -> list[float] | None:
+    """Bytes of a table of ``table`` bytes each stage holds, given each stage's spare SRAM (bytes over
+    its grid): all of it on the stage with the most spare when it fits there (the first such: nearest
+    where a token enters); else spread so the stages left with the most spare give it up first, down to
+    one level t: stage i holds max(spare_i − t, 0), with Σ = ``table`` (the least spare left is then
+    as large as it can be); None when the spares together are short of it."""
+    shares = [0.0] * len(spares)
+    if not spares or table <= 0:
+        return shares
+    best = max(range(len(spares)), key=lambda i: (spares[i], -i))
+    if spares[best] >= table:
+        shares[best] = table
+        return shares
+    room = [max(x, 0.0) for x in spares]
+    if sum(room) < table:
+        return None
+    ordered, level = sorted(room, reverse=True), 0.0
+    for k in range(1, len(ordered) + 1):  # the k largest give down to t = (Σ top k − table) / k
+        level = (sum(ordered[:k]) - table) / k
+        if k == len(ordered) or level >= ordered[k]:
+            break
+    return [max(x - level, 0.0) for x in room]
 
 
 def _slots(spec: InferenceExperimentSpec, grid: tuple[int, int]) -> int:
@@ -70,37 +137,35 @@ def _slots(spec: InferenceExperimentSpec, grid: tuple[int, int]) -> int:
     return (mesh.rows // grid[0]) * (mesh.cols // grid[1])
 
 
-def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int) -> tuple[list[list[int]], str]:
-    """Layers per stage (at most ``limit`` stages), or why they do not fit."""
+def _memory_of(spec: InferenceExperimentSpec, grid: tuple[int, int]) -> Callable[[int, float], StageMemory]:
     m, inf, hw = spec.model, spec.inference, spec.hardware
-    s = LayerShapes(m)
-    emb, head = s.embedding_params * m.bytes_per_value, s.lm_head_params * m.bytes_per_value
-    fixed = inf.layers_per_stage
 
-    def memory(layers: list[int], first: bool, last: bool) -> StageMemory:
-        weights = (sum(layer_weight_bytes(m, i) for i in layers) + (emb if first else 0)
-                   + (head if last else 0))
-        return stage_memory(m, weights, len(layers), grid[0], grid[1], hw.usable_sram_bytes_per_pe,
+    def memory(layers: int, weights: float) -> StageMemory:
+        return stage_memory(m, weights, layers, grid[0], grid[1], hw.usable_sram_bytes_per_pe,
                             inf.prompt_len, inf.output_len, inf.batch, inf.kv_layout)
+    return memory
 
+
+def _greedy(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int, layer_bytes: list[float],
+            head: float, first_extra: float) -> tuple[list[list[int]], str]:
+    """Layers per stage (at most ``limit`` stages), the first stage carrying ``first_extra`` bytes more
+    and the last the LM head's ``head``, or why they do not fit."""
+    fixed, n = spec.inference.layers_per_stage, spec.model.layers
+    memory = _memory_of(spec, grid)
     stages: list[list[int]] = []
     layer = 0
-    while layer < m.layers:
+    while layer < n:
         if len(stages) >= limit:
-            held = sum(len(x) for x in stages)
-            wafers = -(-limit // max(_slots(spec, grid), 1))
-            return stages, (f"the weights do not fit {wafers} wafer{'s' if wafers > 1 else ''} at "
-                            f"{grid[0]}x{grid[1]} PEs per stage: "
-                            f"{limit} stage{'s hold' if limit > 1 else ' holds'} {held} of {m.layers} "
-                            f"layers; set inference.systems higher (or auto), or a smaller grid")
-        first, take = not stages, []
-        while layer < m.layers and (fixed == "auto" or len(take) < fixed):
-            trial = [*take, layer]
-            if fixed == "auto" and not memory(trial, first, trial[-1] == m.layers - 1).fits:
+            return stages, _overflow(spec, grid, limit, sum(len(x) for x in stages))
+        take: list[int] = []
+        weights = first_extra if not stages else 0.0
+        while layer < n and (fixed == "auto" or len(take) < fixed):
+            trial = weights + layer_bytes[layer] + (head if layer == n - 1 else 0.0)
+            if fixed == "auto" and not memory(len(take) + 1, trial).fits:
                 break
-            take, layer = trial, layer + 1
+            take, weights, layer = [*take, layer], weights + layer_bytes[layer], layer + 1
         if not take:
-            need = memory([layer], first, layer == m.layers - 1)
+            need = memory(1, weights + layer_bytes[layer] + (head if layer == n - 1 else 0.0))
             return stages, (f"layer {layer} alone needs {need.total:,.0f} B per PE on a {grid[0]}x{grid[1]} "
                             f"grid (weights {need.weights:,.0f}, KV cache {need.kv_cache:,.0f}, activations "
                             f"{need.activations:,.0f}) but {need.usable:,.0f} B are usable: a layer, all its "
@@ -109,52 +174,102 @@ def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int) ->
     return stages, ""
 
 
+def _overflow(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int, held: int) -> str:
+    """Why ``limit`` stages at ``grid`` do not hold the model: with ``systems: N`` raise N; with auto
+    the limit is ``MAX_AUTO_SYSTEMS``, so a smaller grid or fewer layers are the ways out."""
+    n, per_wafer = spec.model.layers, max(_slots(spec, grid), 1)
+    wafers = -(-limit // per_wafer)
+    head = (f"the weights do not fit {wafers} wafer{'s' if wafers > 1 else ''} at {grid[0]}x{grid[1]} PEs "
+            f"per stage: {limit} stage{'s hold' if limit > 1 else ' holds'} {held} of {n} layers; ")
+    if spec.inference.systems == "auto":
+        return head + f"systems: auto tries at most {MAX_AUTO_SYSTEMS} wafers: a smaller grid, or a model"
+    return head + "set inference.systems higher (or auto), or a smaller grid"
+
+
+def _assign(spec: InferenceExperimentSpec, grid: tuple[int, int],
+            limit: int) -> tuple[list[list[int]], list[float], str]:
+    """Layers per stage, the embedding table's bytes on each stage (``place_table`` over the spares a
+    table-free assignment leaves; failing that, on the first stage, which then takes fewer layers), or
+    why they do not fit."""
+    m = spec.model
+    s = LayerShapes(m)
+    layer_bytes = [layer_weight_bytes(m, i) for i in range(m.layers)]
+    tied = s.lm_head_params == 0
+    table = s.embedding_params * m.bytes_per_value
+    head = table if tied else s.lm_head_params * m.bytes_per_value
+    layers, reason = _greedy(spec, grid, limit, layer_bytes, head, 0.0)
+    if reason or tied:
+        return layers, [0.0] * len(layers), reason
+    memory, pes = _memory_of(spec, grid), grid[0] * grid[1]
+    spares = []
+    for i, take in enumerate(layers):
+        mem = memory(len(take), sum(layer_bytes[j] for j in take) + (head if i == len(layers) - 1 else 0.0))
+        spares.append((mem.usable - mem.total) * pes)
+    shares = place_table(spares, table)
+    if shares is not None:
+        return layers, shares, ""
+    layers, reason = _greedy(spec, grid, limit, layer_bytes, head, table)
+    return layers, [table] + [0.0] * (len(layers) - 1), reason
+
+
 def _build(spec: InferenceExperimentSpec, grid: tuple[int, int], systems: int | None) -> Mapping:
-    """The mapping at ``grid`` on ``systems`` wafers (None: as few as it needs)."""
+    """The mapping at ``grid`` on at most ``systems`` wafers (None: as few as it needs)."""
     m, inf, hw = spec.model, spec.inference, spec.hardware
     per_wafer = _slots(spec, grid)
     if per_wafer == 0:
-        return Mapping(grid, (), systems or 1, 0, f"a {grid[0]}x{grid[1]} grid does not fit the mesh")
+        return Mapping(grid, (), 1, 0, f"a {grid[0]}x{grid[1]} grid does not fit the mesh", systems)
     limit = per_wafer * (systems or MAX_AUTO_SYSTEMS)
-    layers, reason = _assign(spec, grid, limit)
+    layers, shares, reason = _assign(spec, grid, limit)
     used = -(-max(len(layers), 1) // per_wafer)
     if not reason and used > 1 and inf.interconnect is None:
         reason = (f"needs {used} wafers at {grid[0]}x{grid[1]} PEs per stage: set inference.interconnect "
                   "(e.g. swarmx) for the links between them, or a grid that fits one wafer")
     s = LayerShapes(m)
+    tied = s.lm_head_params == 0
+    head = (s.embedding_params if tied else s.lm_head_params) * m.bytes_per_value
+    memory = _memory_of(spec, grid)
     across = hw.mesh.cols // grid[1]
     stages = []
     for i, take in enumerate(layers):
         wafer, slot = divmod(i, per_wafer)
         origin = ((slot // across) * grid[0], (slot % across) * grid[1])
-        first, last = i == 0, take[-1] == m.layers - 1
-        weights = (sum(layer_weight_bytes(m, j) for j in take) + (s.embedding_params if first else 0)
-                   * m.bytes_per_value + (s.lm_head_params * m.bytes_per_value if last else 0))
-        mem = stage_memory(m, weights, len(take), grid[0], grid[1], hw.usable_sram_bytes_per_pe,
-                           inf.prompt_len, inf.output_len, inf.batch, inf.kv_layout)
+        last = take[-1] == m.layers - 1
+        weights = sum(layer_weight_bytes(m, j) for j in take) + shares[i] + (head if last else 0.0)
+        mem = memory(len(take), weights)
         if not reason and not mem.fits:
             reason = (f"stage {i} ({len(take)} layers) needs {mem.total:,.0f} B per PE but {mem.usable:,.0f} "
                       f"B are usable (KV cache {mem.kv_cache:,.0f} B: the longest output that fits is "
                       f"{mem.max_output})")
-        stages.append(Stage(i, wafer, origin, grid[0], grid[1], tuple(take), first, last, mem))
-    return Mapping(grid, tuple(stages), systems or used, per_wafer, reason)
+        stages.append(Stage(i, wafer, origin, grid[0], grid[1], tuple(take), shares[i] > 0 or (tied and last),
+                            last, mem, shares[i] or (head if tied and last else 0.0)))
+    return Mapping(grid, tuple(stages), used, per_wafer, reason, systems)
+
+
+def _candidates(spec: InferenceExperimentSpec) -> list[tuple[int, int]]:
+    """``grid_candidates``, or ``square_candidates`` when the prefill GEMM needs square grids."""
+    mesh = spec.hardware.mesh
+    if spec.inference.gemm in SQUARE_GEMMS:
+        return square_candidates(mesh.rows, mesh.cols)
+    return grid_candidates(mesh.rows, mesh.cols)
+
+
+def candidate_mappings(spec: InferenceExperimentSpec) -> list[Mapping]:
+    """The mapping at every candidate grid, in candidate order, on the wafers ``inference.systems``
+    allows (auto: as few as each needs)."""
+    inf = spec.inference
+    systems = None if inf.systems == "auto" else int(inf.systems)
+    return [_build(spec, grid, systems) for grid in _candidates(spec)]
 
 
 def map_stages(spec: InferenceExperimentSpec) -> Mapping:
-    """The mapping ``spec.inference`` asks for, or with ``grid: auto`` the largest square grid that fits
-    (the first candidate's reason when none does)."""
+    """The mapping ``spec.inference`` asks for, or with ``grid: auto`` the best candidate by ``rank``
+    that fits (the first candidate's reason when none does)."""
     inf = spec.inference
-    systems = None if inf.systems == "auto" else int(inf.systems)
     if inf.grid_shape is not None:
-        return _build(spec, inf.grid_shape, systems)
-    candidates = grid_candidates(spec.hardware.mesh.rows, spec.hardware.mesh.cols)
-    tried = [_build(spec, grid, systems if systems else 1) for grid in candidates]
-    for mapping in tried:
-        if mapping.feasible:
-            return mapping
-    if systems is None:  # more wafers: the largest grid that fits on the fewest
-        spread = [_build(spec, grid, None) for grid in candidates]
-        fits = [mp for mp in spread if mp.feasible]
-        if fits:
-            return min(fits, key=lambda mp: (mp.systems, -mp.grid[0]))
+        return _build(spec, inf.grid_shape, None if inf.systems == "auto" else int(inf.systems))
+    mesh = spec.hardware.mesh
+    tried = candidate_mappings(spec)
+    fits = [mp for mp in tried if mp.feasible]
+    if fits:
+        return min(fits, key=lambda mp: rank(mp, mesh.rows, mesh.cols))
     return tried[0]
