@@ -42,6 +42,24 @@ def prefill(gemm: str = "summa", model: str = "llama3-8b") -> float:
     return 4096 * WAFERLLM_HZ / (result.ttft_s * spec.hardware.clock_hz)
 
 
+@cache
+def _seventy_b():
+    spec = load_inference(model="llama3.1-70b", hardware="wse3", overrides={
+        "inference.prompt_len": 4096, "inference.output_len": 128}).spec
+    return spec, run_inference(spec).result
+
+
+def seventy_b_wafers() -> float:
+    """CS-3s the mapping needs for LLaMA-3.1-70B in 16 bits (``grid: auto``, ``systems: auto``)."""
+    return float(_seventy_b()[1].systems)
+
+
+def seventy_b_tokens_per_s() -> float:
+    """Its tokens/s per request (one user), at the preset's clock."""
+    return _seventy_b()[1].tokens_per_s_per_request
+
+
+CEREBRAS = "Cerebras, \"Introducing Cerebras Inference\" (blog, Aug 2024), as reported"
 SOURCE = "WaferLLM (He et al., OSDI '25), §7 and its launch scripts (cycles at 1.1 GHz)"
 GROUP = "serving on WSE-2 (WaferLLM)"
 
@@ -63,6 +81,12 @@ def serving_anchors(anchor: type, prediction: str, parameter: str) -> list:
                prediction, prefill, digits=5, note="the whole model on one 720² grid; see Reading the serving rows"),
         anchor(GROUP, "LLaMA3-8B prefill, 4,096 tokens on 720² PEs (MeshGEMM)", "27,686.5", 27686.5, "tokens/s",
                SOURCE, prediction, lambda: prefill("meshgemm"), digits=5, note="WaferLLM's own GEMM"),
+        anchor("serving on CS-3", "LLaMA-3.1-70B, 16-bit weights: CS-3s needed", "4", 4.0, "wafers", CEREBRAS,
+               parameter, seventy_b_wafers, note="bounds WSE-3's pe.reserved_sram at ≤ 14.9 % (set 12.5 %)"),
+        anchor("serving on CS-3", "LLaMA-3.1-70B on four CS-3s, tokens/s per user at launch", "450", 450.0,
+               "tokens/s", CEREBRAS, prediction, seventy_b_tokens_per_s, digits=4,
+               note="grid and systems auto (4 stages of 755 × 1,170), batch 1, 4,096-token prompt; Cerebras' "
+                    "batch, prompt and clock are not published"),
         anchor(GROUP, "LLaMA2-13B prefill, 4,096 tokens on 720² PEs (MeshGEMM)", "17,498.3", 17498.3, "tokens/s",
                SOURCE, prediction, lambda: prefill("meshgemm", "llama2-13b"), digits=5,
                note="WaferLLM's own GEMM; Table 3"),

@@ -427,12 +427,21 @@ prediction, lands within 3 %, and wsesim's own pipeline (3 stages on 2 wafers, t
 hand-offs) within 2 % of the per-layer figure. A decode step on 420² is now about half instruction
 issue and kernel launches, a third communication, a tenth arithmetic (`wsesim infer` prints the split).
 
-Prefill, which no key was set on, moved from +103 % (SUMMA) and +661 % (MeshGEMM) to +32 % and
-+44 % for LLaMA3-8B and +19 % for LLaMA2-13B: a 4,096-token prompt on 720² PEs leaves 6 tokens per PE,
-so every FMAC instruction of the block products is 6 values long (2 cycles on 4 lanes, 7 to issue), the
-mechanism behind WaferLLM's prefill running at about a tenth of peak. What remains is what wsesim's
-prefill does not issue: WaferLLM's per-step row reduce of Q·Kᵀ and its softmax over the prompt are
-modelled as one GEMM and one elementwise op each.
+Prefill, which no key was set on, moved from +103 % (SUMMA) and +661 % (MeshGEMM) to +32 % (SUMMA),
+−13 % (MeshGEMM) for LLaMA3-8B and −17 % for LLaMA2-13B. Two mechanisms of WaferLLM's prefill code
+did it: a 4,096-token prompt on 720² PEs leaves 6 tokens per PE, so every FMAC instruction of the block
+products is 6 values long (2 cycles on 4 lanes, 7 to issue), the reason their prefill runs at about a
+tenth of peak; and its Q·Kᵀ splits the head dimension along each row, so each of the 720 MeshGEMM steps
+ends in a row reduce of the step's 6 × 6 partial scores (`matmul_T_reduce_add`), its root moving along
+the folded ring. Softmax over the prompt remains one elementwise op per layer.
+
+LLaMA-3.1-70B fits four CS-3s once WSE-3's runtime reserve is at most 14.9 % of SRAM (20 layers of 16-bit
+weights per wafer, the LM head and a 4K context's KV cache); the preset's 12.5 % is set by that fact and
+WSE-2 keeps its calibrated 25 % (the BTA rows rest on it). With `grid: auto` the mapping fills whole
+wafers (one 755 × 1,170 stage each) and serves one user at about 520 tokens/s, against the 450 Cerebras
+reported at launch — a prediction of a figure whose batch, prompt and clock are not published;
+`wsesim infer --search` finds 12 stages of 755 × 390 on the same four wafers at about 1,050, since a
+decode step is paced by wavelets crossing a stage's rows, which smaller grids shorten.
 ## Reading the kernel rows
 
 `wsesim kernel` (docs/model.md §10) times each kernel from the hardware preset: SIMD lanes, SRAM ports,
