@@ -406,8 +406,8 @@ _APPENDIX = """
 simulated on the PEs that run it, instead of its FLOPs at the calibrated 45 % of peak. Nothing was
 refitted. It is not the default, and these rows are why: on the whole wafer a tile's GEMMs are SUMMA
 steps of a few values per PE, each waiting for a panel to cross ~1,000 PEs, so attention costs nearly
-as much at B = 1 as at B = 3 and no G > 1 ever pays off (tuned / G=1 falls to 1.0–1.1× against the
-paper's 1–7×), and the dense rows fall 1–94 % below the measurements, the longer sequences (Llama-2 at
+as much at B = 1 as at B = 3 and no G > 1 ever pays off (tuned / G=1 falls to 1.0–1.2× against the
+paper's 1–7×), and the dense rows fall 1–89 % below the measurements, the longer sequences (Llama-2 at
 4,096) worst. The PE's instruction stream (docs/model.md §10.1) made them slower still (GPT-J on a CS-2
 −36 % where it was −11 %): a wafer-wide SUMMA step leaves a few values per PE, so its FMAC instructions
 are short and pay their issue. The CS-2's weight-streaming GEMM pipelines its transfers; SUMMA as
@@ -440,7 +440,7 @@ weights per wafer, the LM head and a 4K context's KV cache); the preset's 12.5 %
 WSE-2 keeps its calibrated 25 % (the BTA rows rest on it). With `grid: auto` the mapping fills whole
 wafers (one 755 × 1,170 stage each) and serves one user at about 520 tokens/s, against the 450 Cerebras
 reported at launch — a prediction of a figure whose batch, prompt and clock are not published;
-`wsesim infer --search` finds 12 stages of 755 × 390 on the same four wafers at about 1,050, since a
+`wsesim infer --search` finds 12 stages of 755 × 390 on the same four wafers at about 770, since a
 decode step is paced by wavelets crossing a stage's rows, which smaller grids shorten.
 ## Reading the kernel rows
 
