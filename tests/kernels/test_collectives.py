@@ -307,3 +307,19 @@ def test_instruction_issue_adds_the_counted_instructions(kind: str, grid: tuple[
     assert (r.cycles, r.overhead) == (base + 10 * instructions, 10 * instructions)
     assert r.overhead + r.compute + r.communication + r.waiting == pytest.approx(r.cycles)
     assert cycles(kind, grid, algorithm, 1) == base
+
+
+def test_rotating_reduces_by_hand() -> None:
+    """WaferLLM's prefill Q·Kᵀ: one row reduce per step, its root at every PE once (tiny8: T_R = 2, one
+    cycle a hop, step(1) = 6, latency(1) = 5, no issue). P = 2, B = 2: either root takes its one
+    neighbour's wavelets at j + 1 + 5 = 6, 7, added at 7, 8: 8 + 8 = 16. P = 4, B = 1: root 0 (or 3) at
+    the end of a chain of 3: 1 + 6·2 + 5 = 18, added 19; root 1 (or 2) between chains of 1 and 2: arrivals
+    6 and 12, added 7 and 13: 13. 19 + 13 + 13 + 19 = 64. With a 10-cycle issue, one instruction a step."""
+    from wsesim.kernels.lines import rotating_reduces
+    from wsesim.kernels.machine import Machine
+
+    m = Machine.of(HW, "fp16")
+    assert rotating_reduces(m, 2, 2) == (16.0, 0.0)
+    assert rotating_reduces(m, 4, 1) == (64.0, 0.0)
+    hw = HW.model_copy(update={"pe": HW.pe.model_copy(update={"instruction_issue_cycles": 10.0})})
+    assert rotating_reduces(Machine.of(hw, "fp16"), 4, 1) == (64.0, 40.0)

@@ -142,3 +142,25 @@ def test_a_model_that_does_not_fit_says_why() -> None:
     spec = load_inference_data(TINY, overrides={**DENSE, "hardware.pe.sram": "48 KiB"}).spec
     mapping = map_stages(spec)
     assert not mapping.feasible and "usable" in mapping.reason
+
+
+def test_meshgemm_prefill_reduces_every_q_k_step_along_the_rows() -> None:
+    """With ``inference.gemm: meshgemm`` the prefill's Q·Kᵀ is followed by one row reduce per step of the
+    block of partial scores, ⌈S/P⌉ × ⌈S/Q⌉ values (WaferLLM's ``matmul_T_reduce_add``); SUMMA's scores
+    are a plain GEMM. On a 4 × 4 grid and an 8-token prompt: 2 × 2 = 4 values a step, each layer once.
+    The 2 fp16 wavelets over a row of 4, root at each PE once (tiny8, no issue): root 0 or 3 at the end
+    of a chain of 3: arrivals 1 + 12 + 5 = 18 and 19, added 19, 20; root 1 or 2 between chains of 1 and
+    2: arrivals 6, 7 and 12, 13, added 7, 8, 13, 14: 20 + 14 + 14 + 20 = 68 cycles, all communication."""
+    def kernels(gemm: str) -> list:
+        spec = _spec({"inference.grid": "4x4", "inference.gemm": gemm})
+        work, = serving_program(spec, map_stages(spec)).body[0].stages
+        return [op for op in work.prefill if op.kind == "row_reduces"]
+
+    assert kernels("summa") == []
+    ops = kernels("meshgemm")
+    assert [(op.name, op.layer, op.dims) for op in ops] == [("scores_reduce", 0, (4,)), ("scores_reduce", 1, (4,))]
+    spec = _spec({"inference.grid": "4x4", "inference.gemm": "meshgemm"})
+    work, = cost_serving(serving_program(spec, map_stages(spec)), spec).stages
+    prog, = serving_program(spec, map_stages(spec)).body[0].stages
+    costs = [c for op, c in zip(prog.prefill, work.prefill, strict=True) if op.kind == "row_reduces"]
+    assert [(c.cycles, c.communication, c.overhead) for c in costs] == [(68.0, 68.0, 0.0)] * 2
