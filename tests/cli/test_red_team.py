@@ -254,6 +254,33 @@ def test_a_sweep_started_with_stderr_closed_writes_every_row(tmp_path: Path, mon
         assert [r["status"] for r in csv.DictReader(f)] == ["ok", "ok"]
 
 
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout-closed", "stderr-closed"])
+def test_a_sweep_run_with_a_descriptor_closed_writes_every_row(tmp_path: Path, closed: int) -> None:
+    """The real command, default two workers, with fd 1 or fd 2 closed (``>&-``, ``2>&-``): loky's start
+    flushed the None sys.stderr and the sweep ended in exit 1 with only the CSV's header."""
+    import subprocess
+    import sys
+
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2]})
+    r = subprocess.run([sys.executable, "-m", "wsesim", "sweep", str(path), "--out", str(tmp_path / "o")],
+                       cwd=tmp_path, preexec_fn=lambda: os.close(closed), capture_output=False,
+                       stdin=subprocess.DEVNULL, check=False, timeout=300)
+    assert r.returncode == 0
+    assert [r["status"] for r in _rows(tmp_path / "o")] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("argv", [["memory", "training", "--json"], ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2"],
+                                  ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", "pk"]],
+                         ids=["json", "kernel", "kernel-png"])
+def test_a_command_run_with_stdout_closed_exits_0(tmp_path: Path, argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "wsesim", *argv], cwd=tmp_path, preexec_fn=lambda: os.close(1),
+                       stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, timeout=300)
+    assert (r.returncode, r.stderr) == (0, "")
+
+
 def test_an_error_with_stderr_closed_still_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stderr", None)
     assert cli.main(["validate", str(tmp_path / "missing.yaml")]) == 2

@@ -58,6 +58,7 @@ _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _fill_closed_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
@@ -81,6 +82,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
         return _internal(e)
+
+
+def _fill_closed_streams() -> None:
+    """A process started with stdout or stderr closed (``>&-``, ``2>&-``) has ``sys.stdout``/``sys.stderr``
+    None, and whatever it prints, or whatever flushes them (loky starting a worker), fails. Each closed
+    descriptor 0-2 is given ``/dev/null`` — so that no file opened later takes its number and receives
+    what was meant for the terminal — and each missing stream is a stream to ``/dev/null``: the output is
+    discarded, as the user asked, and the work is done and written as usual."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed: take the number now (os.open returns the lowest free one)
+            try:
+                new = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                continue
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+            os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            try:
+                setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
+            except OSError:
+                pass
 
 
 _REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS,
