@@ -8,6 +8,7 @@ error. Anything else — an ``InternalError`` or any other exception — is a bu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
@@ -103,10 +104,8 @@ def _fill_closed_streams() -> None:
                 os.close(new)
             os.set_inheritable(fd, True)
         if getattr(sys, name) is None:
-            try:
+            with contextlib.suppress(OSError):
                 setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
-            except OSError:
-                pass
 
 
 _REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS,
