@@ -114,6 +114,13 @@ CASES += [
     Case("reference-micro-batches", lambda f: ["run", "--set", "simulation.engine=reference", "--set", "training.micro_batches=20"],
          r"this run cannot finish here: it would run longer than 30 s .*20 micro-batches.*; --set training\.micro_batches=\d+ "
          r"would fit \(now 20\)", env={"WSESIM_MAX_RUN_S": "30"}),
+    # issue 30.2: a cluster's scaling efficiency runs the experiment on one system at the same global batch
+    # (systems × the micro-batches): estimated "about 2 s", it ran 354 s to 11.5 GB then MemoryError
+    Case("cluster-one-system-reference", lambda f: ["run", "--set", "cluster.systems=256", "--set", "cluster.interconnect=swarmx",
+                                                    "--set", "training.global_batch=6144"],
+         r"this run cannot finish here: it would run longer than 60 s .*256 systems \(simulated twice, then one system "
+         r"alone at the same batch: 2,048 micro-batches\)\), mostly micro-batches; --set training\.global_batch=\d+ would fit "
+         r"\(now 6,144: 8 micro-batches\)", env={"WSESIM_MAX_RUN_S": "60"}),
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "

@@ -20,8 +20,9 @@ bytes), from the spec alone (no mesh, no placement, no routing is built):
   trace's lists), and holds ``M·L·(TRACE_BYTES)`` of trace;
 * ``tiles``: attention runs once per **tile** ``G``, a span each: ``4·M·L·G`` spans of ``SPAN``;
 * ``routing``: the routed slots, ``L·E`` numbers per draw (a few arrays): ``ROUTE`` per number;
-* ``systems``: a cluster is simulated twice (with its tree, and one system alone for the scaling
-  efficiency): the engine terms count double;
+* ``systems``: a cluster is simulated twice (with its tree, and alone for the tree's efficiency), then
+  the experiment on one system at the same global batch (``one_system_throughput``, the scaling
+  efficiency's reference: ``systems`` times the micro-batches): the engine terms count all three;
 * ``wafer maps`` (``wsesim run --out/--png``): ``MAP`` per PE of the whole wafer.
 
 ``tune`` and a tuned sweep point sum every candidate (``estimate_search``); a sweep sums its points over
@@ -84,6 +85,7 @@ class WorkEstimate:
     tiles: int = 1
     systems: int = 1
     terms: dict[str, tuple[float, float]] = field(default_factory=dict)  # term -> (seconds, bytes)
+    one_system_micro_batches: int = 0  # a cluster's reference run on one system (0: not a cluster)
 
     def total_seconds(self, runs: int = 1) -> float:
         """``runs`` runs on the same wafer in one process (a tuner's candidates): the bases once."""
@@ -97,8 +99,11 @@ class WorkEstimate:
         counts += (f", {self.micro_batches:,} micro-batch{'es' if self.micro_batches != 1 else ''} "
                    f"× {self.layers} layers")
         counts += f" × {self.experts:,} experts" + (f" × {self.tiles:,} tiles" if self.tiles > 1 else "")
-        if self.systems > 1:
-            counts += f", {self.systems} systems (simulated twice)"
+        if self.systems > 1 and self.one_system_micro_batches:
+            counts += (f", {self.systems} systems (simulated twice, then one system alone at the same batch: "
+                       f"{self.one_system_micro_batches:,} micro-batches)")
+        elif self.systems > 1:
+            counts += f", {self.systems} systems"
         runs_text = f" for {runs} runs" if runs > 1 else ""
         return (f"about {_duration(self.total_seconds(runs))} and {_size(self.bytes)}{runs_text} ({counts}), "
                 f"mostly {self.driver}")
@@ -126,14 +131,20 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
         basis_s, basis_bytes = 0.0, 0.0  # a packet fabric builds no basis
     terms["mesh"] = (mesh_s + basis_s, basis_bytes)
     M = micro_batches if micro_batches is not None else fewest_micro_batches(spec)
-    sims = 2 if spec.cluster.systems > 1 and spec.cluster.interconnect is not None else 1
+    cluster = spec.cluster.systems > 1 and spec.cluster.interconnect is not None
+    # a cluster runs its step twice (with its tree, and alone for the tree's efficiency) and then the
+    # experiment on one system (``one_system_throughput``, the scaling efficiency's reference): the same
+    # global batch, so systems × the micro-batches; memory: the cluster's trace kept, the larger other one
+    alone_M = _one_system_micro_batches(spec, M, micro_batches) if cluster else 0
+    sims = (2 * M + alone_M) / M if cluster else 1
+    held = (M + max(M, alone_M)) / M if cluster else 1
     E, L = m.experts, m.layers
     per_layer = ENGINE_LAYER_SECONDS.get(engine, max(ENGINE_LAYER_SECONDS.values()))
     per_expert = ENGINE_SECONDS.get(engine, max(ENGINE_SECONDS.values()))
-    grow = 1 + M * L * E / ENGINE_KNEE
+    grow = 1 + max(M, alone_M) * L * E / ENGINE_KNEE
     trace_layer, trace_expert = TRACE_BYTES.get(engine, TRACE_BYTES["reference"])
     terms["micro-batches" if M > 1 else "experts"] = (sims * M * L * (per_layer + E * per_expert) * grow,
-                                                      sims * M * L * (trace_layer + E * trace_expert))
+                                                      held * M * L * (trace_layer + E * trace_expert))
     spans = 4.0 * M * L * t.tiles  # forward, recompute, and backward twice: one span per tile each
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
@@ -145,7 +156,20 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     driver = max(terms, key=lambda name: max(terms[name][0] / max_run_seconds_or_default(),
                                              terms[name][1] / machine_memory()))
     return WorkEstimate(nodes, regions, L, E, messages, events, seconds, nbytes, driver, basis_s + mesh_s,
-                        micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms)
+                        micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms,
+                        one_system_micro_batches=alone_M)
+
+
+def _one_system_micro_batches(spec: ExperimentSpec, M: int, given: int | None) -> int:
+    """The micro-batches of a cluster's reference run, the experiment on one system: the same global batch
+    (when set), so its per-system share is ``systems`` times larger; else the same per-system batch (M)."""
+    t = spec.training
+    if t.global_batch is None:
+        return M
+    if given is not None and t.micro_batches == "auto":  # the count the cluster resolved, scaled
+        return given * spec.cluster.systems
+    one = spec.model_copy(update={"cluster": type(spec.cluster)(systems=1)})
+    return fewest_micro_batches(one)
 
 
 def fewest_micro_batches(spec: ExperimentSpec) -> int:
@@ -365,7 +389,8 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
 
 
 def machine_memory() -> float:
-    """Bytes of memory this process may use: physical memory, or the container's limit if lower."""
+    """Bytes of memory this process may use: physical memory, or the container's limit or the process's
+    address-space limit (``ulimit -v``) if lower."""
     try:
         memory = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
@@ -378,6 +403,14 @@ def machine_memory() -> float:
             continue
         if text.isdigit() and 0 < int(text) < memory:
             memory = float(text)
+    try:  # an address-space limit (ulimit -v) ends the run in MemoryError as surely as the machine's size
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and 0 < soft < memory:
+            memory = float(soft)
+    except (ImportError, OSError, ValueError):
+        pass
     return memory
 
 
