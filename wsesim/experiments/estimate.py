@@ -7,7 +7,7 @@ bytes), from the spec alone (no mesh, no placement, no routing is built):
 
 * ``mesh``: **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``): the mesh, its links and the wafer's
   per-node arrays, ``MESH_NODE_SECONDS`` a node, growing with ``N`` (``1 + N/MESH_NODE_KNEE``); and with
-  **expert regions** ``R`` (at most one per expert and per node) the flow fabric's dispatch and combine
+  **expert regions** ``R`` (one per expert, at most one per PE) the flow fabric's dispatch and combine
   bases, ``6·N·R`` numbers each, built a block of regions at a time: ``BASIS_SECONDS`` and, at the peak,
   ``BASIS_BYTES`` per node and region (both bases and the message plan). Built once per process
   (``setup_seconds``);
@@ -105,7 +105,8 @@ class WorkEstimate:
         elif self.systems > 1:
             counts += f", {self.systems} systems"
         runs_text = f" for {runs} runs" if runs > 1 else ""
-        return (f"about {_duration(self.total_seconds(runs))} and {_size(self.bytes)}{runs_text} ({counts}), "
+        took = _duration(self.total_seconds(runs))
+        return (f"{'' if took.startswith('under') else 'about '}{took} and {_size(self.bytes)}{runs_text} ({counts}), "
                 f"mostly {self.driver}")
 
 
@@ -117,7 +118,9 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     k = sim.block
     rows, cols = -(-hw.mesh.rows // k), -(-hw.mesh.cols // k)
     nodes = rows * cols
-    regions = min(m.experts, nodes)  # 0 for a dense model
+    # a region per expert, tiled in whole PEs (``expert_placement``): past the mesh's nodes several share
+    # a node, but each is still a column of both bases and of the idle regions' path tables
+    regions = min(m.experts, hw.pes)  # 0 for a dense model
     engine = getattr(sim, "engine", "fast")
     terms: dict[str, tuple[float, float]] = {}
     mesh_s = MESH_NODE_SECONDS * nodes * (1 + nodes / MESH_NODE_KNEE)
