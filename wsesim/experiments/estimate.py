@@ -106,8 +106,8 @@ class WorkEstimate:
             counts += f", {self.systems} systems"
         runs_text = f" for {runs} runs" if runs > 1 else ""
         took = _duration(self.total_seconds(runs))
-        return (f"{'' if took.startswith('under') else 'about '}{took} and {_size(self.bytes)}{runs_text} ({counts}), "
-                f"mostly {self.driver}")
+        took = took if took.startswith("under") else f"about {took}"
+        return f"{took} and {_size(self.bytes)}{runs_text} ({counts}), mostly {self.driver}"
 
 
 def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
