@@ -121,6 +121,23 @@ CASES += [
          r"this run cannot finish here: it would run longer than 60 s .*256 systems \(simulated twice, then one system "
          r"alone at the same batch: 2,048 micro-batches\)\), mostly micro-batches; --set training\.global_batch=\d+ would fit "
          r"\(now 6,144: 8 micro-batches\)", env={"WSESIM_MAX_RUN_S": "60"}),
+    # issue 30.4: serving has a work estimate (stages × requests × output tokens), a search and --vary too
+    Case("infer-output-len", lambda f: ["infer", "--set", "inference.batch=16", "--set", "inference.output_len=10000"],
+         r"this serving run cannot finish here: it would run longer than 1 s \(WSESIM_MAX_RUN_S\): about \d+ s and .* "
+         r"\(3 stages × 16 requests × 10,000 output tokens = 480,000 stage visits, on the fast engine\); "
+         r"--set inference\.output_len=\d+ would fit \(now 10,000\), or a smaller inference\.batch",
+         env={"WSESIM_MAX_RUN_S": "1"}),
+    Case("infer-search-output-len", lambda f: ["infer", "--search", "--set", "inference.batch=16",
+                                               "--set", "inference.output_len=10000"],
+         r"this search cannot finish here: .*stage visits over \d+ candidate mappings, the largest .*; "
+         r"--set inference\.output_len=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "1"}),
+    Case("infer-vary-too-long", lambda f: ["infer", "--vary", "inference.output_len=5000,10000", "--set", "inference.batch=16"],
+         r"this sweep cannot finish here: it would run longer than 1 s \(WSESIM_MAX_SWEEP_S\): about \d+ s for 2 points .*",
+         env={"WSESIM_MAX_SWEEP_S": "1"}),
+    Case("infer-vary-points", lambda f: ["infer", "--vary", "inference.batch=" + ",".join(map(str, range(1, 201))),
+                                         "--vary", "inference.output_len=" + ",".join(map(str, range(1, 101)))],
+         r".*serve\.yaml: grid: expected at most 10,000 points, got 20,000 \(200 × 100\): split the sweep into "
+         r"several files"),
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "

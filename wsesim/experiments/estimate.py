@@ -59,6 +59,10 @@ TRACE_BYTES = {"fast": (20e3, 0.9e3), "reference": (40e3, 11e3)}  # per (micro-b
 SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per micro-batch, layer and tile
 ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
 MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
+# (seconds, bytes) per stage visit of a served request's token (stages × requests × output tokens): fast
+# measured 7 µs, 370 B (Qwen3-235B-A22B, batch 64, 2,000 output tokens on 32 stages: 4.1 M visits, 28 s,
+# 1.5 GB); the reference executor visits each about 4 times (128,019 visits for fast's 32,000)
+SERVE_VISIT = {"fast": (7.5e-6, 400.0), "reference": (30e-6, 1600.0)}
 MEMORY_FRACTION = 0.8
 DEFAULT_MAX_RUN_SECONDS = 1800.0
 MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
@@ -371,6 +375,57 @@ def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) ->
                           "points, more --workers, or a --scheduler")
 
 
+@dataclass(frozen=True)
+class ServingEstimate:
+    """What serving one mapping costs: its stage visits (stages × requests × output tokens)."""
+
+    stages: int
+    batch: int
+    output_len: int
+    engine: str
+    runs: int = 1  # candidates of a search, each on its own mapping (``visits`` their sum)
+    visits: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[0] * self.visits
+
+    @property
+    def bytes(self) -> float:  # the largest run's trace: runs are one after another
+        per = SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[1]
+        return BASE_BYTES + per * self.stages * self.batch * self.output_len
+
+
+def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
+                     visits: int | None = None, runs: int = 1) -> ServingEstimate:
+    """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
+    ``runs`` candidates with ``visits`` stage visits in all, when a search tries several)."""
+    own = stages * batch * output_len
+    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits)
+
+
+def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
+    """Raise the one-line ``ConfigError`` when ``e`` cannot finish on this machine: the estimate, its
+    counts, the limit, and the ``inference.output_len`` that would fit."""
+    memory, limit_s = machine_memory(), max_run_seconds()
+    too_big, too_long = e.bytes > MEMORY_FRACTION * memory, e.seconds > limit_s
+    if not (too_big or too_long):
+        return
+    why = (f"needs more memory than this machine has ({_size(memory)})" if too_big
+           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
+    fraction = min(limit_s / e.seconds if too_long else 1.0,
+                   MEMORY_FRACTION * memory / e.bytes if too_big else 1.0)
+    fit = max(1, int(e.output_len * fraction * 0.95))
+    took = _duration(e.seconds)
+    took = took if took.startswith("under") else f"about {took}"
+    counts = f"{e.stages:,} stages × {e.batch:,} requests × {e.output_len:,} output tokens"
+    counts = (f"{e.visits:,} stage visits over {e.runs} candidate mappings, the largest {counts}"
+              if e.runs > 1 else f"{counts} = {e.visits:,} stage visits")
+    raise ConfigError(f"{what} cannot finish here: it {why}: {took} and {_size(e.bytes)} ({counts}, on the "
+                      f"{e.engine} engine); --set inference.output_len={fit} would fit (now "
+                      f"{e.output_len:,}), or a smaller inference.batch")
+
+
 def sweep_duration(seconds: float, points: int, workers: int) -> str:
     """The sweep's estimated wall time, as its progress line says it ("about 5 minutes", "under 1 s")."""
     text = _duration(seconds / max(min(workers, points), 1))
@@ -438,5 +493,6 @@ def _size(nbytes: float) -> str:
     return ""  # unreachable
 
 
-__all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",
+__all__ = ["ServingEstimate", "WorkEstimate", "check_routing", "check_serving", "check_work",
+           "estimate_search", "estimate_serving", "estimate_work",
            "machine_memory", "max_run_seconds", "refuse"]

@@ -19,8 +19,16 @@ from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, grid_candidates, map_stages
 from ..sim.plan import Trace
 from ..sim.program import Program
+from .estimate import ServingEstimate, check_serving, estimate_serving
 
-__all__ = ["ServeRun", "run_inference", "search_mapping"]
+__all__ = ["ServeRun", "run_inference", "search_mapping", "serving_estimate"]
+
+
+def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
+                     engine: str = "fast") -> ServingEstimate:
+    """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
+    i = spec.inference
+    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine)
 
 @dataclass
 class ServeRun:
@@ -33,12 +41,16 @@ class ServeRun:
     trace: Trace | None = None
 
 
-def run_inference(spec: InferenceExperimentSpec, engine: str = "fast") -> ServeRun:
-    """Map, build and serve ``spec``; an infeasible mapping is a result with its reason."""
+def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check: bool = True) -> ServeRun:
+    """Map, build and serve ``spec``; an infeasible mapping is a result with its reason. Work that cannot
+    finish here (``experiments.estimate.check_serving``) is a ``ConfigError`` before anything is built
+    (``check=False``: already checked, as a search checks all its candidates at once)."""
     t0 = time.perf_counter()
     mapping = map_stages(spec)
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
+    if check:  # what cannot finish here is refused before the program is built
+        check_serving(serving_estimate(spec, mapping, engine))
     program = serving_program(spec, mapping)
     costs = cost_serving(program, spec)
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
@@ -50,10 +62,15 @@ def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeR
     """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s), over square
     grids from the largest down; returns it and every candidate's result (infeasible ones with reasons)."""
     mesh = spec.hardware.mesh
-    candidates: list[ServeRun] = []
-    for grid in grid_candidates(mesh.rows, mesh.cols):
-        inference = spec.inference.model_copy(update={"grid": f"{grid[0]}x{grid[1]}"})
-        candidates.append(run_inference(spec.model_copy(update={"inference": inference})))
+    specs = [spec.model_copy(update={"inference": spec.inference.model_copy(
+        update={"grid": f"{grid[0]}x{grid[1]}"})}) for grid in grid_candidates(mesh.rows, mesh.cols)]
+    each = [serving_estimate(s, m, "fast") for s in specs if (m := map_stages(s)).feasible]
+    if each:  # every candidate's work counted before any is served
+        largest = max(each, key=lambda e: e.bytes)
+        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, "fast",
+                                       visits=sum(e.visits for e in each), runs=len(each)),
+                      what="this search")
+    candidates = [run_inference(s, check=False) for s in specs]
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]
