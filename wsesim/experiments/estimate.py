@@ -36,12 +36,19 @@ memory, or its time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minu
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
+from .machine import (
+    DEFAULT_MAX_RUN_SECONDS,
+    _duration,
+    _size,
+    machine_memory,
+    max_run_seconds,
+    max_sweep_seconds,
+)
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
 WORKER_BYTES = 60e6              # a sweep's worker process before its first point
@@ -59,14 +66,8 @@ TRACE_BYTES = {"fast": (20e3, 0.9e3), "reference": (40e3, 11e3)}  # per (micro-b
 SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per micro-batch, layer and tile
 ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
 MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
-# (seconds, bytes) per stage visit of a served request's token (stages × requests × output tokens): fast
-# measured 7 µs, 370 B (Qwen3-235B-A22B, batch 64, 2,000 output tokens on 32 stages: 4.1 M visits, 28 s,
-# 1.5 GB); the reference executor visits each about 4 times (128,019 visits for fast's 32,000)
-SERVE_VISIT = {"fast": (7.5e-6, 400.0), "reference": (30e-6, 1600.0)}
 MEMORY_FRACTION = 0.8
-DEFAULT_MAX_RUN_SECONDS = 1800.0
 MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
-DEFAULT_MAX_SWEEP_SECONDS = 86400.0
 FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh node × expert region)
 
 
@@ -333,30 +334,6 @@ def _largest(estimate_at: Any, now: int, runs: int = 1) -> int:
     return lo
 
 
-def max_run_seconds() -> float:
-    """The longest estimated run allowed: ``WSESIM_MAX_RUN_S`` (seconds), else 30 minutes."""
-    return _seconds_from_env("WSESIM_MAX_RUN_S", DEFAULT_MAX_RUN_SECONDS)
-
-
-def max_sweep_seconds() -> float:
-    """The longest estimated sweep allowed (its points over its workers): ``WSESIM_MAX_SWEEP_S``, else a
-    day."""
-    return _seconds_from_env("WSESIM_MAX_SWEEP_S", DEFAULT_MAX_SWEEP_SECONDS)
-
-
-def _seconds_from_env(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"expected a number of seconds, got {text!r}", source=name) from None
-    if not value > 0 or value != value:
-        raise ConfigError(f"expected a positive number of seconds, got {text!r}", source=name)
-    return value
-
-
 def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) -> None:
     """Refuse a sweep of ``points`` points (``seconds`` of work in all, the largest ``peak_bytes``) that
     cannot finish here on ``workers`` local processes, each holding one point at a time."""
@@ -373,57 +350,6 @@ def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) ->
                           f"(WSESIM_MAX_SWEEP_S): about {_duration(wall)} for {points:,} points on {running} "
                           f"worker{'s' if running > 1 else ''} ({_duration(seconds)} of work); use fewer "
                           "points, more --workers, or a --scheduler")
-
-
-@dataclass(frozen=True)
-class ServingEstimate:
-    """What serving one mapping costs: its stage visits (stages × requests × output tokens)."""
-
-    stages: int
-    batch: int
-    output_len: int
-    engine: str
-    runs: int = 1  # candidates of a search, each on its own mapping (``visits`` their sum)
-    visits: int = 0
-
-    @property
-    def seconds(self) -> float:
-        return SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[0] * self.visits
-
-    @property
-    def bytes(self) -> float:  # the largest run's trace: runs are one after another
-        per = SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[1]
-        return BASE_BYTES + per * self.stages * self.batch * self.output_len
-
-
-def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
-                     visits: int | None = None, runs: int = 1) -> ServingEstimate:
-    """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
-    ``runs`` candidates with ``visits`` stage visits in all, when a search tries several)."""
-    own = stages * batch * output_len
-    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits)
-
-
-def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
-    """Raise the one-line ``ConfigError`` when ``e`` cannot finish on this machine: the estimate, its
-    counts, the limit, and the ``inference.output_len`` that would fit."""
-    memory, limit_s = machine_memory(), max_run_seconds()
-    too_big, too_long = e.bytes > MEMORY_FRACTION * memory, e.seconds > limit_s
-    if not (too_big or too_long):
-        return
-    why = (f"needs more memory than this machine has ({_size(memory)})" if too_big
-           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
-    fraction = min(limit_s / e.seconds if too_long else 1.0,
-                   MEMORY_FRACTION * memory / e.bytes if too_big else 1.0)
-    fit = max(1, int(e.output_len * fraction * 0.95))
-    took = _duration(e.seconds)
-    took = took if took.startswith("under") else f"about {took}"
-    counts = f"{e.stages:,} stages × {e.batch:,} requests × {e.output_len:,} output tokens"
-    counts = (f"{e.visits:,} stage visits over {e.runs} candidate mappings, the largest {counts}"
-              if e.runs > 1 else f"{counts} = {e.visits:,} stage visits")
-    raise ConfigError(f"{what} cannot finish here: it {why}: {took} and {_size(e.bytes)} ({counts}, on the "
-                      f"{e.engine} engine); --set inference.output_len={fit} would fit (now "
-                      f"{e.output_len:,}), or a smaller inference.batch")
 
 
 def sweep_duration(seconds: float, points: int, workers: int) -> str:
@@ -446,53 +372,7 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
                           path="--experts")
 
 
-def machine_memory() -> float:
-    """Bytes of memory this process may use: physical memory, or the container's limit or the process's
-    address-space limit (``ulimit -v``) if lower."""
-    try:
-        memory = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        memory = 16 * 2.0**30
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path, encoding="ascii") as f:
-                text = f.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and 0 < int(text) < memory:
-            memory = float(text)
-    try:  # an address-space limit (ulimit -v) ends the run in MemoryError as surely as the machine's size
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if soft != resource.RLIM_INFINITY and 0 < soft < memory:
-            memory = float(soft)
-    except (ImportError, OSError, ValueError):
-        pass
-    return memory
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 1:
-        return "under 1 s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} minutes"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.0f} hours"
-    days = seconds / 86400
-    return f"{days:,.0f} days" if days < 1e6 else f"{days:.1e} days"
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if nbytes >= scale or unit == "MB":
-            value = nbytes / scale
-            return f"{value:,.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
-    return ""  # unreachable
-
-
-__all__ = ["ServingEstimate", "WorkEstimate", "check_routing", "check_serving", "check_work",
-           "estimate_search", "estimate_serving", "estimate_work",
+__all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",
            "machine_memory", "max_run_seconds", "refuse"]

@@ -19,7 +19,7 @@ from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, grid_candidates, map_stages
 from ..sim.plan import Trace
 from ..sim.program import Program
-from .estimate import ServingEstimate, check_serving, estimate_serving
+from .serving_estimate import ServingEstimate, check_serving, estimate_serving
 
 __all__ = ["ServeRun", "run_inference", "search_mapping", "serving_estimate"]
 
