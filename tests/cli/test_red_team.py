@@ -138,6 +138,23 @@ CASES += [
                                          "--vary", "inference.output_len=" + ",".join(map(str, range(1, 101)))],
          r".*serve\.yaml: grid: expected at most 10,000 points, got 20,000 \(200 × 100\): split the sweep into "
          r"several files"),
+    # issue 30.5: wsesim kernel has a work estimate, a bound on its comma-lists, and ASCII digits only
+    Case("kernel-gemm-long-k", lambda f: ["kernel", "gemm", "--shape", "1x100000000x1", "--grid", "4x4"],
+         r"this kernel cannot finish here: it would run longer than 10 s \(WSESIM_MAX_RUN_S\): up to \d+ s and .* for 1 run "
+         r"\(the largest gemm summa on 4x4 PEs, shape 1x100000000x1\); use a smaller --shape or grid",
+         env={"WSESIM_MAX_RUN_S": "10"}),
+    Case("kernel-allreduce-wavelets", lambda f: ["kernel", "allreduce", "--wavelets", "100000000"],
+         r"this kernel cannot finish here: it needs more memory than this machine has .*100,000,000 wavelets per PE\); "
+         r"use a smaller --wavelets or grid"),
+    Case("kernel-lists", lambda f: ["kernel", "allreduce", "--grid", "4x4,8x8",
+                                    "--wavelets", ",".join(map(str, range(1, 10001)))],
+         r"--wavelets: expected at most 10,000 runs \(the product of the comma-lists\), got 20,000 "
+         r"\(2 × 1 × 1 × 1 × 10,000\): split them into several commands"),
+    *[Case(f"kernel-wavelets-{name}", lambda f, text=text: ["kernel", "allreduce", "--grid", "4x4", "--wavelets", text],
+           r"--wavelets: expected a positive integer of ASCII digits \(at most 15\), got \"" + re.escape(text) + r"\"")
+      for name, text in [("superscript", "²"), ("20-digits", "12345678901234567890"), ("arabic-indic", "٣")]],
+    Case("kernel-shape-20-digits", lambda f: ["kernel", "gemm", "--shape", "1x12345678901234567890x1", "--grid", "4x4"],
+         r"--shape: expected MxKxN of positive integers .*"),
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
