@@ -155,6 +155,15 @@ CASES += [
       for name, text in [("superscript", "²"), ("20-digits", "12345678901234567890"), ("arabic-indic", "٣")]],
     Case("kernel-shape-20-digits", lambda f: ["kernel", "gemm", "--shape", "1x12345678901234567890x1", "--grid", "4x4"],
          r"--shape: expected MxKxN of positive integers .*"),
+    # issue 30.6: a trace replaces only a regular file (a FIFO, a link to a device: refused) and is .json[.gz]
+    Case("infer-trace-fifo", lambda f: ["infer", "--trace", str(_fifo(f, "t.json"))],
+         r".*t\.json: expected a regular file to replace with the trace, got a FIFO \(named pipe\)"),
+    Case("infer-trace-symlink", lambda f: ["infer", "--trace", str(_link(f, "t.json", "/dev/null"))],
+         r".*t\.json: expected a regular file to replace with the trace, got a symbolic link"),
+    Case("run-trace-fifo", lambda f: [*TINY_RUN, "--trace", str(_fifo(f, "t.json.gz"))],
+         r".*t\.json\.gz: expected a regular file to replace with the trace, got a FIFO \(named pipe\)"),
+    Case("infer-trace-extension", lambda f: ["infer", "--trace", str(f / "t.txt")],
+         r"--trace: expected a \.json or \.json\.gz file name for the trace, got '.*t\.txt'"),
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
@@ -197,6 +206,12 @@ CASES += [
 def _fifo(folder: Path, name: str) -> Path:
     path = folder / name
     os.mkfifo(path)
+    return path
+
+
+def _link(folder: Path, name: str, target: str) -> Path:
+    path = folder / name
+    path.symlink_to(target)
     return path
 
 
@@ -320,6 +335,15 @@ def test_a_command_run_with_stdout_closed_exits_0(tmp_path: Path, argv: list[str
     r = subprocess.run([sys.executable, "-m", "wsesim", *argv], cwd=tmp_path, preexec_fn=lambda: os.close(1),
                        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, timeout=300)
     assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_infer_trace_json_gz_is_gzip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``infer --trace x.json.gz`` wrote plain JSON under a .gz name."""
+    import gzip
+    import json
+
+    assert cli.main(["infer", "--trace", str(tmp_path / "x.json.gz")]) == 0
+    assert "traceEvents" in json.loads(gzip.decompress((tmp_path / "x.json.gz").read_bytes()))
 
 
 def test_an_error_with_stderr_closed_still_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,3 +154,32 @@ def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
     from ..output.files import check_output_files as check
 
     check(folder, names)
+
+
+def check_trace_file(path: str, flag: str = "--trace") -> None:
+    """Raise ``ConfigError`` unless ``path`` can take a trace: a name ending in .json or .json.gz, and
+    nothing in its place but a regular file (which it replaces). A directory, a symbolic link, a FIFO, a
+    device or a socket is refused: the trace is written by renaming a new file over the name, which would
+    replace a device node, a pipe another program reads, or the link (not the file it points to)."""
+    import os
+    import stat
+
+    from ..config.errors import ConfigError, shown_repr
+    from ..config.yaml_strict import _KINDS
+
+    check_names(path)
+    if not path.endswith((".json", ".json.gz")):
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",
+                          source=flag)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError):
+        return  # what the folder check or the write refuses, with its own line
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError("expected a regular file to replace with the trace, got a symbolic link",
+                          source=path)
+    if not stat.S_ISREG(info.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+        raise ConfigError(f"expected a regular file to replace with the trace, got {kind}", source=path)

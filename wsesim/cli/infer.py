@@ -14,6 +14,7 @@ from .common import (
     add_experiment_arguments,
     add_json_argument,
     check_output_folder,
+    check_trace_file,
     format_table,
     parse_overrides,
 )
@@ -56,6 +57,7 @@ def format_serving(r: Any) -> str:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
+    from ..config.errors import ConfigError
     from ..config.inference import load_inference
     from ..experiments.inference import run_inference, search_mapping
     from ..output.files import atomic_write_bytes, atomic_write_text, prepare_dir
@@ -65,6 +67,11 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
     if args.vary:
         return _vary(args, overrides)
+    if args.trace:
+        if Path(args.trace).is_dir():
+            raise ConfigError("expected a .json or .json.gz file name for the trace, got a directory",
+                              source=args.trace)
+        check_trace_file(args.trace)
     for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
         if folder:
             check_output_folder(folder)
@@ -98,7 +105,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
         prepare_dir(str(Path(args.trace).parent))
         trace = chrome_trace(run.trace, clock_hz=loaded.spec.hardware.clock_hz)
-        atomic_write_bytes(args.trace, json.dumps(trace).encode())
+        data = json.dumps(trace).encode()
+        if args.trace.endswith(".gz"):  # as run --trace: no timestamp in the header, the same bytes
+            import gzip
+
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        atomic_write_bytes(args.trace, data)
         written.append(Path(args.trace))
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -204,6 +216,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; "
                         "with --vary, the sweep's folder: DIR/results.csv, the figures, figures.json and "
                         "manifest.json")
-    p.add_argument("--trace", metavar="FILE.json",
-                   help="write a Chrome/Perfetto trace: each stage's requests")
+    p.add_argument("--trace", metavar="FILE.json[.gz]",
+                   help="write a Chrome/Perfetto trace: each stage's requests (gzip-compressed if it ends in "
+                        ".gz)")
     commands["infer"] = _cmd_infer

@@ -15,6 +15,7 @@ from .common import (
     check_names,
     check_output_files,
     check_output_folder,
+    check_trace_file,
     format_table,
     load_from_args,
     say,
@@ -78,12 +79,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for name in (args.trace, args.out, args.png):
         if name:
             check_names(name)
-    if args.trace and not args.trace.endswith((".json", ".json.gz")):
-        raise ConfigError("expected a .json or .json.gz file name for the trace, "
-                          f"got {shown_repr(args.trace)}", source="--trace")
     if args.trace and Path(args.trace).is_dir():
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
                           f"{shown_repr(args.trace)}", source="--trace")
+    if args.trace:
+        check_trace_file(args.trace)
     if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
         from ..experiments.estimate import check_work
 
