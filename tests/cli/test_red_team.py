@@ -553,3 +553,60 @@ def test_plot_draws_a_bounded_number_of_artists_however_many_rows(tmp_path: Path
     assert small[0] == large[0] <= 10  # a collection per phase, no text per row
     assert max(small[1], large[1]) <= sweep_figures.MAX_BARS  # labelled bars
     assert len(large) > 2 and all(n <= 2 * sweep_figures.MAX_TICKS for n in large[2:])  # ticks, labels per figure
+
+
+# ------------------------------------------ issue 30.7: a command writes only into its own folder, locked
+
+
+@pytest.mark.parametrize("second", [
+    ["infer", "--out", "DIR"], [*TINY_RUN, "--out", "DIR"], [*TINY_RUN, "--png", "DIR"],
+    ["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
+     "--set", "simulation.granularity=pe", "--out", "DIR"],
+], ids=["infer", "run-out", "run-png", "tune"])
+def test_a_sweep_folder_is_refused_by_another_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      second: list[str]) -> None:
+    """``infer --out`` and ``run --out`` into a sweep's folder replaced its manifest.json beside its
+    results.csv; now one line names whose folder it is, and nothing in it changes."""
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main([a.replace("DIR", str(out)) for a in second]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"wsesim: {out}: this folder holds the output of wsesim sweep, not of wsesim {second[0]}: "
+                    "give another folder (or delete it to reuse it)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("second", [["infer", "--vary", "inference.batch=1,2", "--out", "DIR"],
+                                    ["sweep", "SWEEP", "--out", "DIR", "--workers", "1"]], ids=["infer-vary", "sweep"])
+def test_a_run_folder_is_refused_by_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            second: list[str]) -> None:
+    out = tmp_path / "o"
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    assert cli.main([*TINY_RUN, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main([a.replace("DIR", str(out)).replace("SWEEP", str(path)) for a in second]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"wsesim: {out}: this folder holds the output of wsesim run, not of wsesim sweep: give "
+                    "another folder (or delete it to reuse it)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("argv", [["infer", "--out", "DIR"], [*TINY_RUN, "--out", "DIR"],
+                                  ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", "DIR"]],
+                         ids=["infer", "run", "kernel-png"])
+def test_a_folder_another_wsesim_holds_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str]) -> None:
+    from wsesim.output.files import folder_lock
+
+    out = tmp_path / "o"
+    out.mkdir()
+    with folder_lock(out, "wsesim sweep s.yaml"):
+        assert cli.main([a.replace("DIR", str(out)) for a in argv]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"wsesim: {re.escape(str(out))}: another wsesim is writing to this folder \(pid \d+: "
+                        r"wsesim sweep s\.yaml\); .*", line), line
+    assert list(out.iterdir()) == []

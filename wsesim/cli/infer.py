@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -60,7 +61,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..config.errors import ConfigError
     from ..config.inference import load_inference
     from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import atomic_write_bytes, atomic_write_text, prepare_dir
+    from ..output.files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved
 
     overrides = parse_overrides(args.set)
@@ -82,8 +83,9 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         run = run_inference(loaded.spec, engine=args.engine or "fast")
     result = run.result
     written: list[Path] = []
+    held = contextlib.ExitStack()
     if args.out:
-        out = prepare_dir(args.out)
+        out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
         data = {k: v for k, v in result.to_dict().items() if k != "wall_s"}
         atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
         written.append(out / "result.json")
@@ -112,6 +114,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             data = gzip.compress(data, compresslevel=6, mtime=0)
         atomic_write_bytes(args.trace, data)
         written.append(Path(args.trace))
+    held.close()
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:

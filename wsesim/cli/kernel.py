@@ -161,9 +161,11 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     results = _runs(args)
     written = []
     if args.png:
+        from ..output.files import command_folder, prepare_dir
         from ..output.kernel_figures import write_kernel_figures
 
-        written = write_kernel_figures(results, args.png)
+        with command_folder(prepare_dir(args.png), "kernel"):
+            written = write_kernel_figures(results, args.png)
     runs = [r.to_dict() for r in results]
     for run, path in zip(runs, written, strict=False):
         run["png"] = str(path)

@@ -57,16 +57,16 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
     if not args.out:
         return []
     from ..experiments.tune import candidates_table
-    from ..output.files import atomic_write_text, prepare_dir
+    from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
     from .run import given
 
-    out = prepare_dir(args.out)
-    path = out / CANDIDATES
-    atomic_write_text(path, _csv(candidates_table(marked)))
-    data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
-                    **resolved(loaded.spec), files=[CANDIDATES], **summary)
-    return [path, write_manifest(out, data)]
+    with command_folder(prepare_dir(args.out), "tune") as out:
+        path = out / CANDIDATES
+        atomic_write_text(path, _csv(candidates_table(marked)))
+        data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
+                        **resolved(loaded.spec), files=[CANDIDATES], **summary)
+        return [path, write_manifest(out, data)]
 
 
 def tune_systems(args: argparse.Namespace) -> int:
