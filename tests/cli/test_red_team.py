@@ -610,3 +610,36 @@ def test_a_folder_another_wsesim_holds_is_refused(tmp_path: Path, capsys: pytest
     assert re.fullmatch(rf"wsesim: {re.escape(str(out))}: another wsesim is writing to this folder \(pid \d+: "
                         r"wsesim sweep s\.yaml\); .*", line), line
     assert list(out.iterdir()) == []
+
+
+def test_set_interconnect_path_resolves_against_the_working_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30.8: ``--set cluster.interconnect=./ic.yaml`` was looked for beside the experiment file, while
+    ``--set hardware=./x.yaml`` is the working folder's."""
+    (tmp_path / "exp").mkdir()
+    experiment = _write(tmp_path / "exp", "e.yaml", {**TINY, "cluster": {"systems": 2, "interconnect": "swarmx"}})
+    _write(tmp_path, "ic.yaml", IC)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", str(experiment), "--set", "cluster.interconnect=./ic.yaml", "--json"]) == 0
+    assert '"systems": 2' in capsys.readouterr().out
+
+
+def test_infer_search_honours_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30.8: ``infer --search --engine reference`` ran every candidate on the fast engine."""
+    import json
+
+    from wsesim.experiments import inference
+
+    engines: list[str] = []
+    real = inference.run_inference
+
+    def spy(spec: Any, engine: str = "fast", **kwargs: Any) -> Any:
+        engines.append(engine)
+        return real(spec, engine, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(inference, "run_inference", spy)
+        assert cli.main(["infer", "--search", "--engine", "reference", "--set", "inference.output_len=4",
+                         "--json"]) == 0
+    assert engines and set(engines) == {"reference"}
+    assert json.loads(capsys.readouterr().out)["feasible"]

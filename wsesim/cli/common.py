@@ -37,14 +37,16 @@ class Parser(argparse.ArgumentParser):
 
 
 def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
-    """``--set KEY=VALUE`` pairs as overrides; a hardware or model named by a relative path
-    (``--set model=my/model.yaml``) is the working folder's, as with ``--model``."""
+    """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
+    (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as
+    with ``--model`` (an experiment file's own references are its folder's)."""
     from ..config.loader import REFERENCE_KEYS, from_cwd, parse_override
 
+    paths = (*REFERENCE_KEYS, "cluster.interconnect", "inference.interconnect")
     out: dict[str, Any] = {}
     for text in pairs or ():
         key, value = parse_override(text)
-        out[key] = from_cwd(value) if key in REFERENCE_KEYS and isinstance(value, str) else value
+        out[key] = from_cwd(value) if key in paths and isinstance(value, str) else value
     return out
 
 

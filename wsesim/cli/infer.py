@@ -78,7 +78,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             check_output_folder(folder)
     candidates: list[Any] = []
     if args.search:
-        run, candidates = search_mapping(loaded.spec)
+        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast")
     else:
         run = run_inference(loaded.spec, engine=args.engine or "fast")
     result = run.result

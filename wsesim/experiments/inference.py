@@ -58,19 +58,21 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     return ServeRun(result, mapping, program, costs, trace)
 
 
-def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeResult]]:
+def search_mapping(spec: InferenceExperimentSpec,
+                   engine: str = "fast") -> tuple[ServeRun, list[ServeResult]]:
     """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s), over square
-    grids from the largest down; returns it and every candidate's result (infeasible ones with reasons)."""
+    grids from the largest down, each served by ``engine``; returns it and every candidate's result
+    (infeasible ones with reasons)."""
     mesh = spec.hardware.mesh
     specs = [spec.model_copy(update={"inference": spec.inference.model_copy(
         update={"grid": f"{grid[0]}x{grid[1]}"})}) for grid in grid_candidates(mesh.rows, mesh.cols)]
-    each = [serving_estimate(s, m, "fast") for s in specs if (m := map_stages(s)).feasible]
+    each = [serving_estimate(s, m, engine) for s in specs if (m := map_stages(s)).feasible]
     if each:  # every candidate's work counted before any is served
         largest = max(each, key=lambda e: e.bytes)
-        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, "fast",
+        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
                                        visits=sum(e.visits for e in each), runs=len(each)),
                       what="this search")
-    candidates = [run_inference(s, check=False) for s in specs]
+    candidates = [run_inference(s, engine, check=False) for s in specs]
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]
