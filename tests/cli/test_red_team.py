@@ -164,6 +164,19 @@ CASES += [
          r".*t\.json\.gz: expected a regular file to replace with the trace, got a FIFO \(named pipe\)"),
     Case("infer-trace-extension", lambda f: ["infer", "--trace", str(f / "t.txt")],
          r"--trace: expected a \.json or \.json\.gz file name for the trace, got '.*t\.txt'"),
+    # issue 30.8: a hostile Hugging Face config.json is one line, never an internal error
+    *[Case(f"hf-{name}", lambda f, base=base, change=change: ["memory", "training", "--model", str(_hf(f, base, change))],
+           r".*c\.json: " + line)
+      for name, base, change, line in [
+          ("model-type-list", "qwen3-30b-a3b", {"model_type": ["qwen3_moe"]}, r"model_type: expected one of .*, got \[.*"),
+          ("torch-dtype-mapping", "qwen3-30b-a3b", {"torch_dtype": {"a": 1}}, r"torch_dtype: expected one of .*"),
+          ("hidden-act-list", "qwen3-30b-a3b", {"hidden_act": ["silu"]}, r"hidden_act: expected one of .*"),
+          ("layer-types-lists", "qwen3-30b-a3b", {"layer_types": [["full_attention"]]}, r"layer_types: expected every layer full_attention.*"),
+          ("mlp-only-layers-int", "qwen3-30b-a3b", {"mlp_only_layers": 5}, r"mlp_only_layers: expected \[\] or the first layers.*got 5"),
+          ("gptj-no-heads", "gpt-j-6b", {"n_head": 0}, r"n_head: expected a positive number of heads, got 0"),
+          ("deep-nesting", "qwen3-30b-a3b", "[" * 100_000 + "]" * 100_000,
+           r"expected a Hugging Face config\.json, got JSON nested too deep to read"),
+      ]],
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
@@ -206,6 +219,19 @@ CASES += [
 def _fifo(folder: Path, name: str) -> Path:
     path = folder / name
     os.mkfifo(path)
+    return path
+
+
+def _hf(folder: Path, base: str, change: Any) -> Path:
+    """A published config.json (tests/data/hf) with ``change`` merged in, or ``change`` itself as the text."""
+    import json
+
+    path = folder / "c.json"
+    if isinstance(change, str):
+        path.write_text(change, encoding="utf-8")
+    else:
+        data = json.loads((Path(__file__).parents[1] / "data" / "hf" / f"{base}.json").read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**data, **change}), encoding="utf-8")
     return path
 
 
