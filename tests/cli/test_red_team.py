@@ -669,3 +669,21 @@ def test_infer_search_honours_the_engine(tmp_path: Path, capsys: pytest.CaptureF
                          "--json"]) == 0
     assert engines and set(engines) == {"reference"}
     assert json.loads(capsys.readouterr().out)["feasible"]
+
+
+def test_resume_reruns_a_point_whose_worker_was_killed(tmp_path: Path) -> None:
+    """Issue 30.8: a killed worker's row (an error) was kept by --resume, so the point never ran again; a
+    point's own error is still kept (it would fail the same way)."""
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2, 3]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    rows = _rows(out)
+    rows[0].update(status="error", reason="ValueError: the point's own")
+    rows[1].update(status="error", reason="the worker process running this point died (killed, e.g. by the "
+                                          "out-of-memory killer)")
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", "--resume"]) == 0
+    assert [r["status"] for r in _rows(out)] == ["error", "ok", "ok"]
