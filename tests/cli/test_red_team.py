@@ -105,9 +105,9 @@ CASES += [
          r"this run cannot finish here: .*100,000 micro-batches × 48 layers × 128 experts\), mostly micro-batches; "
          r"--set training\.micro_batches=\d+ would fit \(now 100,000\)"),
     Case("tiles", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
-                             "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=16777216"],
-         r"this run cannot finish here: .* × 16,777,216 tiles\), mostly tiles; --set training\.tiles=\d+ would fit "
-         r"\(now 16,777,216\)"),
+                             "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=4194304"],
+         r"this run cannot finish here: .* × 4,194,304 tiles\), mostly tiles; --set training\.tiles=\d+ would fit "
+         r"\(now 4,194,304\)", env={"WSESIM_MAX_RUN_S": "30"}),
     Case("tune-global-batch", lambda f: ["tune", "--set", "training.global_batch=4096"],
          r"this run cannot finish here: it would run longer than 60 s \(WSESIM_MAX_RUN_S\): about .* for \d+ runs "
          r".*2,048 micro-batches.*; --set training\.global_batch=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "60"}),
@@ -179,7 +179,7 @@ CASES += [
       ]],
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
-         r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
+         r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly (experts|routing); "
          r"--set model\.experts=\d+ would fit \(now 65,536\)"),
     Case("memory-training-routing", lambda f: ["memory", "training", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this cannot be sized here: its routing needs more memory than this machine has .*\(16,384 layers × 65,536 "
@@ -687,3 +687,22 @@ def test_resume_reruns_a_point_whose_worker_was_killed(tmp_path: Path) -> None:
         writer.writerows(rows)
     assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", "--resume"]) == 0
     assert [r["status"] for r in _rows(out)] == ["error", "ok", "ok"]
+
+
+def test_an_infeasible_point_is_a_result_not_a_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30.8: a step that does not fit even with balanced routing stops after sizing; it was estimated as
+    if it ran (here 16,777,216 tiles' spans: refused for time and memory; in a sweep, workers refused for an
+    infeasible point's 11 GB). Now its estimate is the sizing's, and the answer is infeasible with the reason."""
+    import json
+
+    from wsesim.config.loader import load_experiment
+    from wsesim.experiments.estimate import estimate_work
+
+    argv = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+            "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=16777216"]
+    assert cli.main(["run", *argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert not result["feasible"] and "not even B=1 fits" in result["infeasible_reason"]
+    spec = load_experiment(hardware="tiny8", model="tiny-moe", overrides={
+        "simulation.granularity": "pe", "hardware.pe.sram": "1 TiB", "training.tiles": 16777216}).spec
+    assert list(estimate_work(spec).terms) == ["routing"]

@@ -25,6 +25,9 @@ bytes), from the spec alone (no mesh, no placement, no routing is built):
   efficiency's reference: ``systems`` times the micro-batches): the engine terms count all three;
 * ``wafer maps`` (``wsesim run --out/--png``): ``MAP`` per PE of the whole wafer.
 
+A step that does not fit even with balanced routing (``surely_infeasible``) is sized and returned with
+its reason, nothing built: its estimate is the routing term alone (an infeasible point is a result).
+
 ``tune`` and a tuned sweep point sum every candidate (``estimate_search``); a sweep sums its points over
 its workers, each holding its own process (``check_sweep``); ``wsesim fabric`` has its own
 (``check_fabric``). The constants, and what they were measured on, are in docs/architecture.md
@@ -157,6 +160,8 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
     terms["routing"] = (draws * L * max(E, 1) * ROUTE[0], L * max(E, 1) * ROUTE[1])
+    if surely_infeasible(spec):  # sized, found not to fit, and returned with its reason: nothing built
+        terms = {"routing": terms["routing"]}
     if wafer_maps:
         terms["wafer maps"] = (hw.pes * MAP[0], hw.pes * MAP[1])
     seconds = sum(s for s, _ in terms.values())
@@ -178,6 +183,21 @@ def _one_system_micro_batches(spec: ExperimentSpec, M: int, given: int | None) -
         return given * spec.cluster.systems
     one = spec.model_copy(update={"cluster": type(spec.cluster)(systems=1)})
     return fewest_micro_batches(one)
+
+
+def surely_infeasible(spec: ExperimentSpec) -> bool:
+    """Whether the step does not fit even with balanced routing (a hot region only needs more), so that
+    the run stops after sizing, a result with its reason: B as set (or as the global batch and the
+    micro-batches give it), or with ``auto`` not even B=1."""
+    from ..model.memory import max_batch_per_tile, training_memory
+
+    hw, m, t = spec.hardware, spec.model, spec.training
+    B: Any = t.batch_per_tile
+    if B == "auto" and t.global_batch is not None and t.micro_batches != "auto":
+        B = max(t.global_batch // spec.cluster.systems // t.tiles // int(t.micro_batches), 1)
+    if B == "auto":
+        return max_batch_per_tile(hw, m, t) == 0
+    return not training_memory(hw, m, t, batch_per_tile=int(B)).feasible
 
 
 def fewest_micro_batches(spec: ExperimentSpec) -> int:
