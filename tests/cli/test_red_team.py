@@ -706,3 +706,37 @@ def test_an_infeasible_point_is_a_result_not_a_refusal(tmp_path: Path, capsys: p
     spec = load_experiment(hardware="tiny8", model="tiny-moe", overrides={
         "simulation.granularity": "pe", "hardware.pe.sram": "1 TiB", "training.tiles": 16777216}).spec
     assert list(estimate_work(spec).terms) == ["routing"]
+
+
+# ----------------------------------------------------------------------------------- issue 30.9: low
+
+
+CASES_30_9 = [
+    Case("out-empty", lambda f: [*TINY_RUN, "--out", ""], r"--out: expected a folder name, got an empty one"),
+    Case("png-empty", lambda f: ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", ""],
+         r"--png: expected a folder name, got an empty one"),
+    Case("search-systems-past-the-limit", lambda f: ["tune", "--search-systems", "65537"],
+         r"--search-systems: expected whole numbers of systems from 1 to 65,536, comma-separated \(1,2,4,8\), "
+         r"got '65537'"),
+    Case("grid-hex", lambda f: ["infer", "--set", "inference.grid=0x1"],
+         r"--set: inference\.grid: expected a grid like \"420x420\" \(rows x cols of PEs\) or \"auto\", got '0x1'"),
+]
+
+
+@pytest.mark.parametrize("case", CASES_30_9, ids=[c.id for c in CASES_30_9])
+def test_low_findings_are_one_line(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    test_hostile_input_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys)
+
+
+def test_one_output_token_has_no_tokens_per_s_per_request(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["infer", "--set", "inference.output_len=1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"tokens/s per request +n/a\n", out) and "0.0 us" not in out
+
+
+def test_global_batch_on_one_system_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
+                     "--set", "simulation.granularity=pe", "--set", "training.global_batch=8",
+                     "--search-systems", "1"]) == 0
+    assert re.search(r"global batch 8 on 1 system:", capsys.readouterr().out)

@@ -35,8 +35,10 @@ def format_serving(r: Any) -> str:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows = [("time to first token",
              f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
-            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us"),
-            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}"),
+            # one output token is the first: no decode step to time
+            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
+             else "n/a (one output token: no decode step)"),
+            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
             ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
             ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
             ("bottleneck", r.bottleneck)]

@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
     try:
+        _no_empty_paths(args)
         return _COMMANDS[args.command](args)
     except ConfigError as e:
         say(f"wsesim: {_one_line(str(e))}\n")
@@ -83,6 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
         return _internal(e)
+
+
+def _no_empty_paths(args: argparse.Namespace) -> None:
+    """``--out ""`` (an unset shell variable) was taken as no ``--out`` at all: refused, as any bad path."""
+    for flag, what in (("out", "a folder"), ("png", "a folder"), ("wafer", "a folder"), ("trace", "a file")):
+        if getattr(args, flag, None) == "":
+            raise ConfigError(f"expected {what} name, got an empty one", source=f"--{flag}")
 
 
 def _fill_closed_streams() -> None:

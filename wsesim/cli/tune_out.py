@@ -32,13 +32,13 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
 def parse_systems(text: str) -> list[int]:
     from ..config.errors import ConfigError
 
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise ConfigError(f"expected positive whole numbers of systems, comma-separated (1,2,4,8), "
-                          f"got {text!r}", source="--search-systems")
+    limit = 65_536  # cluster.systems's own bound
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    values = ([int(v) for v in parts]
+              if parts and all(v.isascii() and v.isdigit() and len(v) <= 6 for v in parts) else [])
+    if not values or any(not 1 <= v <= limit for v in values):
+        raise ConfigError(f"expected whole numbers of systems from 1 to {limit:,}, comma-separated "
+                          f"(1,2,4,8), got {text!r}", source="--search-systems")
     return sorted(set(values))
 
 
@@ -117,7 +117,8 @@ def tune_systems(args: argparse.Namespace) -> int:
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-",
                      linear, f"{100 * r.tree_efficiency:.1f}" if r.feasible else "-",
                      "" if r.feasible else r.infeasible_reason[:70]))
-    print(f"global batch {search.global_batch} on {', '.join(map(str, systems))} systems: each row the best "
+    on = f"{', '.join(map(str, systems))} system{'' if systems == [1] else 's'}"
+    print(f"global batch {search.global_batch} on {on}: each row the best "
           f"(G, B, micro-batches) on that many systems (* best, P on the Pareto front of cluster throughput "
           f"against systems)")
     print(format_table(rows, ("systems", "G", "B", "micro-batches", "cluster tokens/s", "tokens/s per system",
