@@ -740,3 +740,27 @@ def test_global_batch_on_one_system_is_singular(capsys: pytest.CaptureFixture[st
                      "--set", "simulation.granularity=pe", "--set", "training.global_batch=8",
                      "--search-systems", "1"]) == 0
     assert re.search(r"global batch 8 on 1 system:", capsys.readouterr().out)
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise MemoryError
+
+
+@pytest.mark.parametrize("error", [MemoryError(), _Unprintable()], ids=["memory-error", "unprintable"])
+def test_the_internal_error_line_survives_its_own_failure(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          error: Exception) -> None:
+    """Issue 30.4: out of memory, the internal-error handler itself failed and printed a raw traceback."""
+    import importlib
+
+    validate = importlib.import_module("wsesim.cli.validate")
+
+    def boom(args: Any) -> int:
+        raise error
+
+    monkeypatch.delenv("WSESIM_DEBUG", raising=False)
+    monkeypatch.setattr(validate, "_cmd_validate", boom)
+    assert cli.main(["validate", "x.yaml"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("wsesim: internal error")

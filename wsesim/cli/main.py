@@ -123,8 +123,16 @@ _REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno
 def _internal(e: BaseException) -> int:
     if os.environ.get("WSESIM_DEBUG"):
         raise e
-    say(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
-        "for the traceback; please report it)\n")
+    try:
+        if isinstance(e, MemoryError):  # the estimate did not foresee it: one line, the memory freed
+            text = ("internal error: MemoryError: this ran out of memory although its work estimate allowed "
+                    "it (please report it, with the command)")
+        else:
+            text = (f"internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
+                    "for the traceback; please report it)")
+    except BaseException:  # noqa: BLE001 - the message itself failed (out of memory, a broken __str__)
+        text = "internal error (and its message could not be made; set WSESIM_DEBUG=1 for the traceback)"
+    say(f"wsesim: {text}\n")
     return EXIT_FAIL
 
 
