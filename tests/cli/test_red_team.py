@@ -712,6 +712,10 @@ def test_an_infeasible_point_is_a_result_not_a_refusal(tmp_path: Path, capsys: p
 
 
 CASES_30_9 = [
+    Case("infer-resume-without-vary", lambda f: ["infer", "--resume"],
+         r"--resume: expected --resume only with --vary \(one serving run has no points to resume or share out\)"),
+    Case("infer-workers-without-vary", lambda f: ["infer", "--workers", "3"],
+         r"--workers: expected --workers only with --vary .*"),
     Case("out-empty", lambda f: [*TINY_RUN, "--out", ""], r"--out: expected a folder name, got an empty one"),
     Case("png-empty", lambda f: ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", ""],
          r"--png: expected a folder name, got an empty one"),

@@ -70,6 +70,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
     if args.vary:
         return _vary(args, overrides)
+    for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
+        if given:  # they shape a --vary sweep; without one they would change nothing
+            raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
+                              "resume or share out)", source=flag)
     if args.trace:
         if Path(args.trace).is_dir():
             raise ConfigError("expected a .json or .json.gz file name for the trace, got a directory",
