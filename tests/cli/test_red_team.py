@@ -768,3 +768,22 @@ def test_the_internal_error_line_survives_its_own_failure(monkeypatch: pytest.Mo
     assert cli.main(["validate", "x.yaml"]) == 1
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("wsesim: internal error")
+
+
+def test_tune_and_infer_refuse_a_sweep_folder_before_they_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from wsesim.experiments import inference, tune
+
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("ran before the folder was checked")
+
+    monkeypatch.setattr(tune, "tune", never)
+    monkeypatch.setattr(inference, "run_inference", never)
+    assert cli.main(["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+                     "--out", str(out)]) == 2
+    assert cli.main(["infer", "--out", str(out)]) == 2
+    assert all("holds the output of wsesim sweep" in line for line in capsys.readouterr().err.splitlines()[-2:])

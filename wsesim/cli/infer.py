@@ -82,6 +82,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
         if folder:
             check_output_folder(folder)
+    if args.out:
+        from ..output.files import check_folder_owner
+
+        check_folder_owner(args.out, "infer")  # before serving; again under the lock
     candidates: list[Any] = []
     if args.search:
         run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast")

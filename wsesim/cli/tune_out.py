@@ -79,7 +79,10 @@ def tune_systems(args: argparse.Namespace) -> int:
     loaded = load_from_args(args)
     systems = parse_systems(args.search_systems)
     if args.out:
+        from ..output.files import check_folder_owner
+
         check_output_folder(args.out)
+        check_folder_owner(args.out, "tune")  # before the search runs; again under the lock
     planned = 0
     for n in systems:
         try:

@@ -260,11 +260,17 @@ def folder_owner(folder: str | Path) -> str | None:
 def command_folder(folder: str | Path, kind: str, command: str | None = None) -> Iterator[Path]:
     """Hold ``folder`` (``folder_lock``) for command ``kind`` and refuse it, under the lock, when it holds
     another command's output (``folder_owner``): one line, before anything is written."""
+    with folder_lock(folder, command) as held:
+        check_folder_owner(held, kind)
+        yield held
+
+
+def check_folder_owner(folder: str | Path, kind: str) -> None:
+    """Refuse ``folder`` to command ``kind`` if it holds another command's output (``folder_owner``); a
+    command that runs long checks this before it runs, and again under the lock (``command_folder``)."""
     from ..config.errors import ConfigError
 
-    with folder_lock(folder, command) as held:
-        owner = folder_owner(held)
-        if kind in OWNING_KINDS and owner is not None and owner != kind:
-            raise ConfigError(f"this folder holds the output of wsesim {owner}, not of wsesim {kind}: give "
-                              "another folder (or delete it to reuse it)", source=str(folder))
-        yield held
+    owner = folder_owner(folder) if Path(folder).is_dir() else None
+    if kind in OWNING_KINDS and owner is not None and owner != kind:
+        raise ConfigError(f"this folder holds the output of wsesim {owner}, not of wsesim {kind}: give "
+                          "another folder (or delete it to reuse it)", source=str(folder))
