@@ -105,18 +105,81 @@ CASES += [
          r"this run cannot finish here: .*100,000 micro-batches × 48 layers × 128 experts\), mostly micro-batches; "
          r"--set training\.micro_batches=\d+ would fit \(now 100,000\)"),
     Case("tiles", lambda f: ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
-                             "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=16777216"],
-         r"this run cannot finish here: .* × 16,777,216 tiles\), mostly tiles; --set training\.tiles=\d+ would fit "
-         r"\(now 16,777,216\)"),
+                             "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=4194304"],
+         r"this run cannot finish here: .* × 4,194,304 tiles\), mostly tiles; --set training\.tiles=\d+ would fit "
+         r"\(now 4,194,304\)", env={"WSESIM_MAX_RUN_S": "30"}),
     Case("tune-global-batch", lambda f: ["tune", "--set", "training.global_batch=4096"],
          r"this run cannot finish here: it would run longer than 60 s \(WSESIM_MAX_RUN_S\): about .* for \d+ runs "
          r".*2,048 micro-batches.*; --set training\.global_batch=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "60"}),
     Case("reference-micro-batches", lambda f: ["run", "--set", "simulation.engine=reference", "--set", "training.micro_batches=20"],
          r"this run cannot finish here: it would run longer than 30 s .*20 micro-batches.*; --set training\.micro_batches=\d+ "
          r"would fit \(now 20\)", env={"WSESIM_MAX_RUN_S": "30"}),
+    # issue 30.2: a cluster's scaling efficiency runs the experiment on one system at the same global batch
+    # (systems × the micro-batches): estimated "about 2 s", it ran 354 s to 11.5 GB then MemoryError
+    Case("cluster-one-system-reference", lambda f: ["run", "--set", "cluster.systems=256", "--set", "cluster.interconnect=swarmx",
+                                                    "--set", "training.global_batch=6144"],
+         r"this run cannot finish here: it would run longer than 60 s .*256 systems \(simulated twice, then one system "
+         r"alone at the same batch: 2,048 micro-batches\)\), mostly micro-batches; --set training\.global_batch=\d+ would fit "
+         r"\(now 6,144: 8 micro-batches\)", env={"WSESIM_MAX_RUN_S": "60"}),
+    # issue 30.4: serving has a work estimate (stages × requests × output tokens), a search and --vary too
+    Case("infer-output-len", lambda f: ["infer", "--set", "inference.batch=16", "--set", "inference.output_len=10000"],
+         r"this serving run cannot finish here: it would run longer than 1 s \(WSESIM_MAX_RUN_S\): about \d+ s and .* "
+         r"\(\d+ stages × 16 requests × 10,000 output tokens = [\d,]+ stage visits, on the fast engine\); "
+         r"--set inference\.output_len=\d+ would fit \(now 10,000\), or a smaller inference\.batch",
+         env={"WSESIM_MAX_RUN_S": "1"}),
+    Case("infer-search-output-len", lambda f: ["infer", "--search", "--set", "inference.batch=16",
+                                               "--set", "inference.output_len=10000"],
+         r"this search cannot finish here: .*stage visits over \d+ candidate mappings, the largest .*; "
+         r"--set inference\.output_len=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "1"}),
+    Case("infer-vary-too-long", lambda f: ["infer", "--vary", "inference.output_len=5000,10000", "--set", "inference.batch=16"],
+         r"this sweep cannot finish here: it would run longer than 1 s \(WSESIM_MAX_SWEEP_S\): about \d+ s for 2 points .*",
+         env={"WSESIM_MAX_SWEEP_S": "1"}),
+    Case("infer-vary-points", lambda f: ["infer", "--vary", "inference.batch=" + ",".join(map(str, range(1, 201))),
+                                         "--vary", "inference.output_len=" + ",".join(map(str, range(1, 101)))],
+         r".*serve\.yaml: grid: expected at most 10,000 points, got 20,000 \(200 × 100\): split the sweep into "
+         r"several files"),
+    # issue 30.5: wsesim kernel has a work estimate, a bound on its comma-lists, and ASCII digits only
+    Case("kernel-gemm-long-k", lambda f: ["kernel", "gemm", "--shape", "1x100000000x1", "--grid", "4x4"],
+         r"this kernel cannot finish here: it would run longer than 10 s \(WSESIM_MAX_RUN_S\): up to \d+ s and .* for 1 run "
+         r"\(the largest gemm summa on 4x4 PEs, shape 1x100000000x1\); use a smaller --shape or grid",
+         env={"WSESIM_MAX_RUN_S": "10"}),
+    Case("kernel-allreduce-wavelets", lambda f: ["kernel", "allreduce", "--wavelets", "100000000"],
+         r"this kernel cannot finish here: it needs more memory than this machine has .*100,000,000 wavelets per PE\); "
+         r"use a smaller --wavelets or grid"),
+    Case("kernel-lists", lambda f: ["kernel", "allreduce", "--grid", "4x4,8x8",
+                                    "--wavelets", ",".join(map(str, range(1, 10001)))],
+         r"--wavelets: expected at most 10,000 runs \(the product of the comma-lists\), got 20,000 "
+         r"\(2 × 1 × 1 × 1 × 10,000\): split them into several commands"),
+    *[Case(f"kernel-wavelets-{name}", lambda f, text=text: ["kernel", "allreduce", "--grid", "4x4", "--wavelets", text],
+           r"--wavelets: expected a positive integer of ASCII digits \(at most 15\), got \"" + re.escape(text) + r"\"")
+      for name, text in [("superscript", "²"), ("20-digits", "12345678901234567890"), ("arabic-indic", "٣")]],
+    Case("kernel-shape-20-digits", lambda f: ["kernel", "gemm", "--shape", "1x12345678901234567890x1", "--grid", "4x4"],
+         r"--shape: expected MxKxN of positive integers .*"),
+    # issue 30.6: a trace replaces only a regular file (a FIFO, a link to a device: refused) and is .json[.gz]
+    Case("infer-trace-fifo", lambda f: ["infer", "--trace", str(_fifo(f, "t.json"))],
+         r".*t\.json: expected a regular file to replace with the trace, got a FIFO \(named pipe\)"),
+    Case("infer-trace-symlink", lambda f: ["infer", "--trace", str(_link(f, "t.json", "/dev/null"))],
+         r".*t\.json: expected a regular file to replace with the trace, got a symbolic link"),
+    Case("run-trace-fifo", lambda f: [*TINY_RUN, "--trace", str(_fifo(f, "t.json.gz"))],
+         r".*t\.json\.gz: expected a regular file to replace with the trace, got a FIFO \(named pipe\)"),
+    Case("infer-trace-extension", lambda f: ["infer", "--trace", str(f / "t.txt")],
+         r"--trace: expected a \.json or \.json\.gz file name for the trace, got '.*t\.txt'"),
+    # issue 30.8: a hostile Hugging Face config.json is one line, never an internal error
+    *[Case(f"hf-{name}", lambda f, base=base, change=change: ["memory", "training", "--model", str(_hf(f, base, change))],
+           r".*c\.json: " + line)
+      for name, base, change, line in [
+          ("model-type-list", "qwen3-30b-a3b", {"model_type": ["qwen3_moe"]}, r"model_type: expected one of .*, got \[.*"),
+          ("torch-dtype-mapping", "qwen3-30b-a3b", {"torch_dtype": {"a": 1}}, r"torch_dtype: expected one of .*"),
+          ("hidden-act-list", "qwen3-30b-a3b", {"hidden_act": ["silu"]}, r"hidden_act: expected one of .*"),
+          ("layer-types-lists", "qwen3-30b-a3b", {"layer_types": [["full_attention"]]}, r"layer_types: expected every layer full_attention.*"),
+          ("mlp-only-layers-int", "qwen3-30b-a3b", {"mlp_only_layers": 5}, r"mlp_only_layers: expected \[\] or the first layers.*got 5"),
+          ("gptj-no-heads", "gpt-j-6b", {"n_head": 0}, r"n_head: expected a positive number of heads, got 0"),
+          ("deep-nesting", "qwen3-30b-a3b", "[" * 100_000 + "]" * 100_000,
+           r"expected a Hugging Face config\.json, got JSON nested too deep to read"),
+      ]],
     # 8. the routing arrays, the wafer maps, fabric --experts, workers' memory: refused before they are built
     Case("layers-times-experts", lambda f: ["run", "--set", "model.layers=16384", "--set", "model.experts=65536"],
-         r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly experts; "
+         r"this run cannot finish here: it needs more memory .*16384 layers × 65,536 experts\), mostly (experts|routing); "
          r"--set model\.experts=\d+ would fit \(now 65,536\)"),
     Case("memory-training-routing", lambda f: ["memory", "training", "--set", "model.layers=16384", "--set", "model.experts=65536"],
          r"this cannot be sized here: its routing needs more memory than this machine has .*\(16,384 layers × 65,536 "
@@ -156,6 +219,25 @@ CASES += [
 def _fifo(folder: Path, name: str) -> Path:
     path = folder / name
     os.mkfifo(path)
+    return path
+
+
+def _hf(folder: Path, base: str, change: Any) -> Path:
+    """A published config.json (tests/data/hf) with ``change`` merged in, or ``change`` itself as the text."""
+    import json
+
+    path = folder / "c.json"
+    if isinstance(change, str):
+        path.write_text(change, encoding="utf-8")
+    else:
+        data = json.loads((Path(__file__).parents[1] / "data" / "hf" / f"{base}.json").read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**data, **change}), encoding="utf-8")
+    return path
+
+
+def _link(folder: Path, name: str, target: str) -> Path:
+    path = folder / name
+    path.symlink_to(target)
     return path
 
 
@@ -252,6 +334,42 @@ def test_a_sweep_started_with_stderr_closed_writes_every_row(tmp_path: Path, mon
     assert cli.main(["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"]) == 0
     with open(tmp_path / "o" / "results.csv", newline="", encoding="utf-8") as f:
         assert [r["status"] for r in csv.DictReader(f)] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout-closed", "stderr-closed"])
+def test_a_sweep_run_with_a_descriptor_closed_writes_every_row(tmp_path: Path, closed: int) -> None:
+    """The real command, default two workers, with fd 1 or fd 2 closed (``>&-``, ``2>&-``): loky's start
+    flushed the None sys.stderr and the sweep ended in exit 1 with only the CSV's header."""
+    import subprocess
+    import sys
+
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2]})
+    r = subprocess.run([sys.executable, "-m", "wsesim", "sweep", str(path), "--out", str(tmp_path / "o")],
+                       cwd=tmp_path, preexec_fn=lambda: os.close(closed), capture_output=False,
+                       stdin=subprocess.DEVNULL, check=False, timeout=300)
+    assert r.returncode == 0
+    assert [r["status"] for r in _rows(tmp_path / "o")] == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("argv", [["memory", "training", "--json"], ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2"],
+                                  ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", "pk"]],
+                         ids=["json", "kernel", "kernel-png"])
+def test_a_command_run_with_stdout_closed_exits_0(tmp_path: Path, argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "wsesim", *argv], cwd=tmp_path, preexec_fn=lambda: os.close(1),
+                       stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, timeout=300)
+    assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_infer_trace_json_gz_is_gzip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``infer --trace x.json.gz`` wrote plain JSON under a .gz name."""
+    import gzip
+    import json
+
+    assert cli.main(["infer", "--trace", str(tmp_path / "x.json.gz")]) == 0
+    assert "traceEvents" in json.loads(gzip.decompress((tmp_path / "x.json.gz").read_bytes()))
 
 
 def test_an_error_with_stderr_closed_still_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -461,3 +579,211 @@ def test_plot_draws_a_bounded_number_of_artists_however_many_rows(tmp_path: Path
     assert small[0] == large[0] <= 10  # a collection per phase, no text per row
     assert max(small[1], large[1]) <= sweep_figures.MAX_BARS  # labelled bars
     assert len(large) > 2 and all(n <= 2 * sweep_figures.MAX_TICKS for n in large[2:])  # ticks, labels per figure
+
+
+# ------------------------------------------ issue 30.7: a command writes only into its own folder, locked
+
+
+@pytest.mark.parametrize("second", [
+    ["infer", "--out", "DIR"], [*TINY_RUN, "--out", "DIR"], [*TINY_RUN, "--png", "DIR"],
+    ["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
+     "--set", "simulation.granularity=pe", "--out", "DIR"],
+], ids=["infer", "run-out", "run-png", "tune"])
+def test_a_sweep_folder_is_refused_by_another_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      second: list[str]) -> None:
+    """``infer --out`` and ``run --out`` into a sweep's folder replaced its manifest.json beside its
+    results.csv; now one line names whose folder it is, and nothing in it changes."""
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main([a.replace("DIR", str(out)) for a in second]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"wsesim: {out}: this folder holds the output of wsesim sweep, not of wsesim {second[0]}: "
+                    "give another folder (or delete it to reuse it)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("second", [["infer", "--vary", "inference.batch=1,2", "--out", "DIR"],
+                                    ["sweep", "SWEEP", "--out", "DIR", "--workers", "1"]], ids=["infer-vary", "sweep"])
+def test_a_run_folder_is_refused_by_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            second: list[str]) -> None:
+    out = tmp_path / "o"
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    assert cli.main([*TINY_RUN, "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main([a.replace("DIR", str(out)).replace("SWEEP", str(path)) for a in second]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"wsesim: {out}: this folder holds the output of wsesim run, not of wsesim sweep: give "
+                    "another folder (or delete it to reuse it)")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("argv", [["infer", "--out", "DIR"], [*TINY_RUN, "--out", "DIR"],
+                                  ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", "DIR"]],
+                         ids=["infer", "run", "kernel-png"])
+def test_a_folder_another_wsesim_holds_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  argv: list[str]) -> None:
+    from wsesim.output.files import folder_lock
+
+    out = tmp_path / "o"
+    out.mkdir()
+    with folder_lock(out, "wsesim sweep s.yaml"):
+        assert cli.main([a.replace("DIR", str(out)) for a in argv]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(rf"wsesim: {re.escape(str(out))}: another wsesim is writing to this folder \(pid \d+: "
+                        r"wsesim sweep s\.yaml\); .*", line), line
+    assert list(out.iterdir()) == []
+
+
+def test_set_interconnect_path_resolves_against_the_working_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30.8: ``--set cluster.interconnect=./ic.yaml`` was looked for beside the experiment file, while
+    ``--set hardware=./x.yaml`` is the working folder's."""
+    (tmp_path / "exp").mkdir()
+    experiment = _write(tmp_path / "exp", "e.yaml", {**TINY, "cluster": {"systems": 2, "interconnect": "swarmx"}})
+    _write(tmp_path, "ic.yaml", IC)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", str(experiment), "--set", "cluster.interconnect=./ic.yaml", "--json"]) == 0
+    assert '"systems": 2' in capsys.readouterr().out
+
+
+def test_infer_search_honours_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30.8: ``infer --search --engine reference`` ran every candidate on the fast engine."""
+    import json
+
+    from wsesim.experiments import inference
+
+    engines: list[str] = []
+    real = inference.run_inference
+
+    def spy(spec: Any, engine: str = "fast", **kwargs: Any) -> Any:
+        engines.append(engine)
+        return real(spec, engine, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(inference, "run_inference", spy)
+        assert cli.main(["infer", "--search", "--engine", "reference", "--set", "inference.output_len=4",
+                         "--json"]) == 0
+    assert engines and set(engines) == {"reference"}
+    assert json.loads(capsys.readouterr().out)["feasible"]
+
+
+def test_resume_reruns_a_point_whose_worker_was_killed(tmp_path: Path) -> None:
+    """Issue 30.8: a killed worker's row (an error) was kept by --resume, so the point never ran again; a
+    point's own error is still kept (it would fail the same way)."""
+    path = _sweep(tmp_path, grid={"model.top_k": [1, 2, 3]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    rows = _rows(out)
+    rows[0].update(status="error", reason="ValueError: the point's own")
+    rows[1].update(status="error", reason="the worker process running this point died (killed, e.g. by the "
+                                          "out-of-memory killer)")
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1", "--resume"]) == 0
+    assert [r["status"] for r in _rows(out)] == ["error", "ok", "ok"]
+
+
+def test_an_infeasible_point_is_a_result_not_a_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30.8: a step that does not fit even with balanced routing stops after sizing; it was estimated as
+    if it ran (here 16,777,216 tiles' spans: refused for time and memory; in a sweep, workers refused for an
+    infeasible point's 11 GB). Now its estimate is the sizing's, and the answer is infeasible with the reason."""
+    import json
+
+    from wsesim.config.loader import load_experiment
+    from wsesim.experiments.estimate import estimate_work
+
+    argv = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+            "--set", "hardware.pe.sram=1 TiB", "--set", "training.tiles=16777216"]
+    assert cli.main(["run", *argv, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert not result["feasible"] and "not even B=1 fits" in result["infeasible_reason"]
+    spec = load_experiment(hardware="tiny8", model="tiny-moe", overrides={
+        "simulation.granularity": "pe", "hardware.pe.sram": "1 TiB", "training.tiles": 16777216}).spec
+    assert list(estimate_work(spec).terms) == ["routing"]
+
+
+# ----------------------------------------------------------------------------------- issue 30.9: low
+
+
+CASES_30_9 = [
+    Case("infer-resume-without-vary", lambda f: ["infer", "--resume"],
+         r"--resume: expected --resume only with --vary \(one serving run has no points to resume or share out\)"),
+    Case("infer-workers-without-vary", lambda f: ["infer", "--workers", "3"],
+         r"--workers: expected --workers only with --vary .*"),
+    Case("out-empty", lambda f: [*TINY_RUN, "--out", ""], r"--out: expected a folder name, got an empty one"),
+    Case("png-empty", lambda f: ["kernel", "gemm", "--shape", "8x8x8", "--grid", "2x2", "--png", ""],
+         r"--png: expected a folder name, got an empty one"),
+    Case("search-systems-past-the-limit", lambda f: ["tune", "--search-systems", "65537"],
+         r"--search-systems: expected whole numbers of systems from 1 to 65,536, comma-separated \(1,2,4,8\), "
+         r"got '65537'"),
+    Case("grid-hex", lambda f: ["infer", "--set", "inference.grid=0x1"],
+         r"--set: inference\.grid: expected a grid like \"420x420\" \(rows x cols of PEs\) or \"auto\", got '0x1'"),
+]
+
+
+@pytest.mark.parametrize("case", CASES_30_9, ids=[c.id for c in CASES_30_9])
+def test_low_findings_are_one_line(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    test_hostile_input_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys)
+
+
+def test_one_output_token_has_no_tokens_per_s_per_request(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["infer", "--set", "inference.output_len=1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"tokens/s per request +n/a\n", out) and "0.0 us" not in out
+
+
+def test_global_batch_on_one_system_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
+                     "--set", "simulation.granularity=pe", "--set", "training.global_batch=8",
+                     "--search-systems", "1"]) == 0
+    assert re.search(r"global batch 8 on 1 system:", capsys.readouterr().out)
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise MemoryError
+
+
+@pytest.mark.parametrize("error", [MemoryError(), _Unprintable()], ids=["memory-error", "unprintable"])
+def test_the_internal_error_line_survives_its_own_failure(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          error: Exception) -> None:
+    """Issue 30.4: out of memory, the internal-error handler itself failed and printed a raw traceback."""
+    import importlib
+
+    validate = importlib.import_module("wsesim.cli.validate")
+
+    def boom(args: Any) -> int:
+        raise error
+
+    monkeypatch.delenv("WSESIM_DEBUG", raising=False)
+    monkeypatch.setattr(validate, "_cmd_validate", boom)
+    assert cli.main(["validate", "x.yaml"]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("wsesim: internal error")
+
+
+def test_tune_and_infer_refuse_a_sweep_folder_before_they_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from wsesim.experiments import inference, tune
+
+    path = _sweep(tmp_path, grid={"model.top_k": [1]})
+    out = tmp_path / "o"
+    assert cli.main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("ran before the folder was checked")
+
+    monkeypatch.setattr(tune, "tune", never)
+    monkeypatch.setattr(inference, "run_inference", never)
+    assert cli.main(["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+                     "--out", str(out)]) == 2
+    assert cli.main(["infer", "--out", str(out)]) == 2
+    assert all("holds the output of wsesim sweep" in line for line in capsys.readouterr().err.splitlines()[-2:])

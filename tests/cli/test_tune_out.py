@@ -54,7 +54,7 @@ def test_search_systems_for_a_global_batch(tmp_path: Path, capsys: pytest.Captur
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--search-systems", "1,2"], "--search-systems: expected training.global_batch to be set"),
-    (["--set", "training.global_batch=8", "--search-systems", "0,x"], "--search-systems: expected positive whole"),
+    (["--set", "training.global_batch=8", "--search-systems", "0,x"], "--search-systems: expected whole numbers of systems"),
 ])
 def test_search_systems_bad_input(extra: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["tune", *TINY, *extra]) == 2

@@ -61,13 +61,27 @@ def test_a_run_that_cannot_finish_is_refused_before_anything_is_built(overrides:
     assert "\n" not in message
 
 
+def test_experts_past_the_mesh_nodes_are_each_a_region_of_the_bases() -> None:
+    """Issue 30.3: 16,384 experts on 2,961 mesh nodes were counted as 2,961 regions ("about 21 s"); the
+    placement makes one region per expert (several to a node), each a column of both bases and of the idle
+    regions' path tables, and the run went to MemoryError."""
+    from wsesim.experiments.runner import expert_placement, random_streams
+
+    spec = _wse2(**{"model.experts": 16384})
+    e = estimate.estimate_work(spec)
+    assert e.regions == len(expert_placement(spec, random_streams(0)[0]).regions) == 16384
+    assert e.bytes > 8e9 and e.seconds > 40
+    tiny = _wse2(**{"hardware": "tiny8", "model": "tiny-moe", "simulation.granularity": "pe", "model.experts": 100})
+    assert estimate.estimate_work(tiny).regions == 64  # at most one per PE
+
+
 def test_4096_experts_run_once_and_tuned_but_not_past_a_lower_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """One step with 4,096 experts takes ~15 s (12 s of them building the dispatch bases) and 1.8 GB on
     the 2-core machine: allowed, and so is tuning it (the bases are built once: 6 candidates ~ 30 s). With
     WSESIM_MAX_RUN_S=20 one run passes but not the six; with 10, not even one."""
     spec = _wse2(**{"model.experts": 4096})
     e = check_work(spec)
-    assert (e.mesh_nodes, e.regions, e.driver) == (47 * 63, 47 * 63, "mesh")
+    assert (e.mesh_nodes, e.regions, e.driver) == (47 * 63, 4096, "mesh")
     assert 5 < e.seconds < 60 and 1e9 < e.bytes < 4e9
     assert e.total_seconds(6) == pytest.approx(e.setup_seconds + 6 * (e.seconds - e.setup_seconds))
     assert e.seconds < e.total_seconds(6) < 6 * e.seconds

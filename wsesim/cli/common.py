@@ -37,14 +37,16 @@ class Parser(argparse.ArgumentParser):
 
 
 def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
-    """``--set KEY=VALUE`` pairs as overrides; a hardware or model named by a relative path
-    (``--set model=my/model.yaml``) is the working folder's, as with ``--model``."""
+    """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
+    (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as
+    with ``--model`` (an experiment file's own references are its folder's)."""
     from ..config.loader import REFERENCE_KEYS, from_cwd, parse_override
 
+    paths = (*REFERENCE_KEYS, "cluster.interconnect", "inference.interconnect")
     out: dict[str, Any] = {}
     for text in pairs or ():
         key, value = parse_override(text)
-        out[key] = from_cwd(value) if key in REFERENCE_KEYS and isinstance(value, str) else value
+        out[key] = from_cwd(value) if key in paths and isinstance(value, str) else value
     return out
 
 
@@ -154,3 +156,32 @@ def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
     from ..output.files import check_output_files as check
 
     check(folder, names)
+
+
+def check_trace_file(path: str, flag: str = "--trace") -> None:
+    """Raise ``ConfigError`` unless ``path`` can take a trace: a name ending in .json or .json.gz, and
+    nothing in its place but a regular file (which it replaces). A directory, a symbolic link, a FIFO, a
+    device or a socket is refused: the trace is written by renaming a new file over the name, which would
+    replace a device node, a pipe another program reads, or the link (not the file it points to)."""
+    import os
+    import stat
+
+    from ..config.errors import ConfigError, shown_repr
+    from ..config.yaml_strict import _KINDS
+
+    check_names(path)
+    if not path.endswith((".json", ".json.gz")):
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",
+                          source=flag)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError):
+        return  # what the folder check or the write refuses, with its own line
+    if stat.S_ISLNK(info.st_mode):
+        raise ConfigError("expected a regular file to replace with the trace, got a symbolic link",
+                          source=path)
+    if not stat.S_ISREG(info.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+        raise ConfigError(f"expected a regular file to replace with the trace, got {kind}", source=path)

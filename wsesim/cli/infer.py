@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from .common import (
     add_experiment_arguments,
     add_json_argument,
     check_output_folder,
+    check_trace_file,
     format_table,
     parse_overrides,
 )
@@ -34,8 +36,10 @@ def format_serving(r: Any) -> str:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows = [("time to first token",
              f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
-            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us"),
-            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}"),
+            # one output token is the first: no decode step to time
+            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
+             else "n/a (one output token: no decode step)"),
+            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
             ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
             ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
             ("bottleneck", r.bottleneck)]
@@ -60,27 +64,42 @@ def format_serving(r: Any) -> str:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
+    from ..config.errors import ConfigError
     from ..config.inference import load_inference
     from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import atomic_write_bytes, atomic_write_text, prepare_dir
+    from ..output.files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved
 
     overrides = parse_overrides(args.set)
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
     if args.vary:
         return _vary(args, overrides)
+    for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
+        if given:  # they shape a --vary sweep; without one they would change nothing
+            raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
+                              "resume or share out)", source=flag)
+    if args.trace:
+        if Path(args.trace).is_dir():
+            raise ConfigError("expected a .json or .json.gz file name for the trace, got a directory",
+                              source=args.trace)
+        check_trace_file(args.trace)
     for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
         if folder:
             check_output_folder(folder)
+    if args.out:
+        from ..output.files import check_folder_owner
+
+        check_folder_owner(args.out, "infer")  # before serving; again under the lock
     candidates: list[Any] = []
     if args.search:
-        run, candidates = search_mapping(loaded.spec)
+        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast")
     else:
         run = run_inference(loaded.spec, engine=args.engine or "fast")
     result = run.result
     written: list[Path] = []
+    held = contextlib.ExitStack()
     if args.out:
-        out = prepare_dir(args.out)
+        out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
         data = {k: v for k, v in result.to_dict().items() if k != "wall_s"}
         atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
         written.append(out / "result.json")
@@ -102,8 +121,14 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
         prepare_dir(str(Path(args.trace).parent))
         trace = chrome_trace(run.trace, clock_hz=loaded.spec.hardware.clock_hz)
-        atomic_write_bytes(args.trace, json.dumps(trace).encode())
+        data = json.dumps(trace).encode()
+        if args.trace.endswith(".gz"):  # as run --trace: no timestamp in the header, the same bytes
+            import gzip
+
+            data = gzip.compress(data, compresslevel=6, mtime=0)
+        atomic_write_bytes(args.trace, data)
         written.append(Path(args.trace))
+    held.close()
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
@@ -209,6 +234,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; "
                         "with --vary, the sweep's folder: DIR/results.csv, the figures, figures.json and "
                         "manifest.json")
-    p.add_argument("--trace", metavar="FILE.json",
-                   help="write a Chrome/Perfetto trace: each stage's requests")
+    p.add_argument("--trace", metavar="FILE.json[.gz]",
+                   help="write a Chrome/Perfetto trace: each stage's requests (gzip-compressed if it ends in "
+                        ".gz)")
     commands["infer"] = _cmd_infer

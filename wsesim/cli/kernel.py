@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import re
 import sys
 from typing import Any
@@ -18,7 +19,18 @@ from ..config.errors import ConfigError, shown
 from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 
-_SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$")
+_SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$", re.ASCII)
+_COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are not numbers here
+MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
+
+# What one run costs (seconds, bytes), per unit of its size, measured on the 2-core machine for the
+# costliest algorithm: a collective per wavelet per PE, growing with the grid's PEs up to a ceiling (chain
+# allreduce: 4x4 10^7 wavelets 12.8 s, 2.1 GB; 32x32 10^6 49 s, 7.9 GB; the whole WSE-2 10^5 9.7 s,
+# 1.6 GB); a GEMM or GEMV per element of its largest dimension (1x10^7x1 on 4x4: 4.1 s, 0.9 GB). An
+# upper bound for the cheaper algorithms (a ring allreduce costs about a third).
+COLLECTIVE_PER_PE = (50e-9, 8.0)
+COLLECTIVE_CEILING = (100e-6, 16e3)
+MATMUL_ELEMENT = (0.5e-6, 100.0)
 
 
 def _split(text: str | None) -> list[str]:
@@ -27,7 +39,7 @@ def _split(text: str | None) -> list[str]:
 
 def parse_shape(text: str) -> tuple[int, int, int]:
     m = _SHAPE.match(text)
-    if not m or min(int(g) for g in m.groups()) <= 0:
+    if not m or min(int(g) for g in m.groups()) <= 0 or max(len(g) for g in m.groups()) > 15:
         raise ConfigError(f'expected MxKxN of positive integers like "1x16384x16384", got "{shown(text)}"',
                           path="--shape")
     return int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -49,12 +61,22 @@ def _runs(args: argparse.Namespace) -> list[Any]:
     algorithms = _split(args.algorithm) or [DEFAULT_ALGORITHM[kind]]
     wavelets = []
     for w in _split(args.wavelets) or ["1"]:
-        if not w.isdigit() or int(w) <= 0:
-            raise ConfigError(f'expected a positive integer, got "{shown(w)}"', path="--wavelets")
+        if not _COUNT.fullmatch(w) or int(w) <= 0:
+            raise ConfigError(f'expected a positive integer of ASCII digits (at most 15), got "{shown(w)}"',
+                              path="--wavelets")
         wavelets.append(int(w))
+    combos = list(itertools.islice(itertools.product(grids, shapes, dtypes, algorithms, wavelets),
+                                   MAX_RUNS + 1))
+    if len(combos) > MAX_RUNS:
+        sizes = {"--grid": len(grids), "--shape": len(shapes), "--dtype": len(dtypes),
+                 "--algorithm": len(algorithms), "--wavelets": len(wavelets)}
+        longest = max(sizes, key=lambda flag: sizes[flag])
+        raise ConfigError(f"expected at most {MAX_RUNS:,} runs (the product of the comma-lists), got "
+                          f"{math.prod(sizes.values()):,} ({' × '.join(f'{n:,}' for n in sizes.values())}): "
+                          "split them into several commands", path=longest)
+    check_kernel_work(kind, combos)
     out = []
-    for (rows, cols), shape, dtype, algorithm, b in itertools.product(grids, shapes, dtypes, algorithms,
-                                                                      wavelets):
+    for (rows, cols), shape, dtype, algorithm, b in combos:
         try:
             r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=b)
         except ConfigError as e:
@@ -63,6 +85,40 @@ def _runs(args: argparse.Namespace) -> list[Any]:
             raise
         out.append(r)
     return out
+
+
+def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, int] | None,
+                wavelets: int) -> tuple[float, float]:
+    """One run's (seconds, bytes), an upper bound from its sizes alone (the constants above)."""
+    if kind in MATMULS:
+        units = max(shape or (1, 1, 1))
+        return MATMUL_ELEMENT[0] * units, MATMUL_ELEMENT[1] * units
+    pes = grid[0] * grid[1]
+    return tuple(wavelets * min(per * pes, top)  # type: ignore[return-value]
+                 for per, top in zip(COLLECTIVE_PER_PE, COLLECTIVE_CEILING, strict=True))
+
+
+def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
+    """Refuse, before any runs, the runs that cannot finish here: one line with the estimate, the
+    largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory)."""
+    from ..experiments.estimate import BASE_BYTES, MEMORY_FRACTION
+    from ..experiments.machine import _duration, _size, machine_memory, max_run_seconds
+
+    costs = [kernel_work(kind, grid, shape, b) for grid, shape, _, _, b in combos]
+    seconds, nbytes = sum(c[0] for c in costs), BASE_BYTES + max(c[1] for c in costs)
+    memory, limit = machine_memory(), max_run_seconds()
+    if nbytes <= MEMORY_FRACTION * memory and seconds <= limit:
+        return
+    (rows, cols), shape, _, algorithm, b = combos[max(range(len(costs)), key=lambda i: costs[i])]
+    size = (f"shape {'x'.join(map(str, shape))}" if kind in MATMULS and shape
+            else f"{b:,} wavelets per PE")
+    why = (f"needs more memory than this machine has ({_size(memory)})" if nbytes > MEMORY_FRACTION * memory
+           else f"would run longer than {_duration(limit)} (WSESIM_MAX_RUN_S)")
+    took = _duration(seconds)
+    runs = f"{len(combos):,} run{'s' if len(combos) > 1 else ''}"
+    raise ConfigError(f"this kernel cannot finish here: it {why}: up to {took} and {_size(nbytes)} for "
+                      f"{runs} (the largest {kind} {algorithm} on {rows}x{cols} PEs, {size}); use a smaller "
+                      f"{'--shape' if kind in MATMULS else '--wavelets'} or grid")
 
 
 def _human(r: dict[str, Any]) -> str:
@@ -104,9 +160,11 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     results = _runs(args)
     written = []
     if args.png:
+        from ..output.files import command_folder, prepare_dir
         from ..output.kernel_figures import write_kernel_figures
 
-        written = write_kernel_figures(results, args.png)
+        with command_folder(prepare_dir(args.png), "kernel"):
+            written = write_kernel_figures(results, args.png)
     runs = [r.to_dict() for r in results]
     for run, path in zip(runs, written, strict=False):
         run["png"] = str(path)

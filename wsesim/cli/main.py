@@ -8,6 +8,7 @@ error. Anything else — an ``InternalError`` or any other exception — is a bu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
@@ -58,10 +59,12 @@ _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _fill_closed_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
     try:
+        _no_empty_paths(args)
         return _COMMANDS[args.command](args)
     except ConfigError as e:
         say(f"wsesim: {_one_line(str(e))}\n")
@@ -83,6 +86,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal(e)
 
 
+def _no_empty_paths(args: argparse.Namespace) -> None:
+    """``--out ""`` (an unset shell variable) was taken as no ``--out`` at all: refused, as any bad path."""
+    for flag, what in (("out", "a folder"), ("png", "a folder"), ("wafer", "a folder"), ("trace", "a file")):
+        if getattr(args, flag, None) == "":
+            raise ConfigError(f"expected {what} name, got an empty one", source=f"--{flag}")
+
+
+def _fill_closed_streams() -> None:
+    """A process started with stdout or stderr closed (``>&-``, ``2>&-``) has ``sys.stdout``/``sys.stderr``
+    None, and whatever it prints, or whatever flushes them (loky starting a worker), fails. Each closed
+    descriptor 0-2 is given ``/dev/null`` — so that no file opened later takes its number and receives
+    what was meant for the terminal — and each missing stream is a stream to ``/dev/null``: the output is
+    discarded, as the user asked, and the work is done and written as usual."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:  # closed: take the number now (os.open returns the lowest free one)
+            try:
+                new = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                continue
+            if new != fd:
+                os.dup2(new, fd)
+                os.close(new)
+            os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            with contextlib.suppress(OSError):
+                setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
+
+
 _REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS,
              errno.EACCES, errno.EPERM, errno.EFBIG, errno.EMFILE, errno.ENFILE}
 
@@ -90,8 +123,16 @@ _REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno
 def _internal(e: BaseException) -> int:
     if os.environ.get("WSESIM_DEBUG"):
         raise e
-    say(f"wsesim: internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
-        "for the traceback; please report it)\n")
+    try:
+        if isinstance(e, MemoryError):  # the estimate did not foresee it: one line, the memory freed
+            text = ("internal error: MemoryError: this ran out of memory although its work estimate allowed "
+                    "it (please report it, with the command)")
+        else:
+            text = (f"internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
+                    "for the traceback; please report it)")
+    except BaseException:  # noqa: BLE001 - the message itself failed (out of memory, a broken __str__)
+        text = "internal error (and its message could not be made; set WSESIM_DEBUG=1 for the traceback)"
+    say(f"wsesim: {text}\n")
     return EXIT_FAIL
 
 

@@ -34,7 +34,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("expected wafer maps written by wsesim run, got unreadable JSON "
                               f"({shown(e, 120)})", source=str(source)) from None
         check_output_folder(str(args.out or folder))
-        paths = plot_wafer(maps, prepare_dir(args.out or folder))
+        from ..output.files import command_folder
+
+        with command_folder(prepare_dir(args.out or folder), "plot") as out:
+            paths = _plot_manifest(args, plot_wafer(maps, out), source)
+        _print_paths(args, paths)
+        return EXIT_OK
     else:
         if not args.results:
             raise ConfigError("expected RESULTS.csv or --wafer DIR", source="wsesim plot")
@@ -57,9 +62,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             paths = _plot_manifest(args, paths, source)
         _print_paths(args, paths)
         return EXIT_OK
-    paths = _plot_manifest(args, paths, source)
-    _print_paths(args, paths)
-    return EXIT_OK
 
 
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from .common import (
     check_names,
     check_output_files,
     check_output_folder,
+    check_trace_file,
     format_table,
     load_from_args,
     say,
@@ -71,19 +73,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..analysis.results import WALL_CLOCK_FIELDS
     from ..config.errors import ConfigError, shown_repr
     from ..experiments.runner import simulate_experiment
-    from ..output.files import atomic_write_bytes, atomic_write_text, prepare_dir
+    from ..output.files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import write_manifest
 
     loaded = load_from_args(args)
     for name in (args.trace, args.out, args.png):
         if name:
             check_names(name)
-    if args.trace and not args.trace.endswith((".json", ".json.gz")):
-        raise ConfigError("expected a .json or .json.gz file name for the trace, "
-                          f"got {shown_repr(args.trace)}", source="--trace")
     if args.trace and Path(args.trace).is_dir():
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
                           f"{shown_repr(args.trace)}", source="--trace")
+    if args.trace:
+        check_trace_file(args.trace)
     if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
         from ..experiments.estimate import check_work
 
@@ -97,62 +98,65 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_files(args.out, ["result.json", "wafer.json", "manifest.json"])
     if args.png:
         check_output_files(args.png, [*WAFER_PICTURES, "manifest.json"])
-    out = prepare_dir(args.out) if args.out else None
-    png = prepare_dir(args.png) if args.png else None
-    from .progress import Progress
+    with contextlib.ExitStack() as held:  # each folder locked, and refused if another command's
+        for folder in dict.fromkeys(f for f in (args.out, args.png) if f):
+            held.enter_context(command_folder(prepare_dir(folder), "run"))
+        out = prepare_dir(args.out) if args.out else None
+        png = prepare_dir(args.png) if args.png else None
+        from .progress import Progress
 
-    s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
-    with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
-                        + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
-        run = simulate_experiment(s)
-    result, written = run.result, []
-    if out is not None:  # without the host's wall-clock time: the same inputs, the same bytes
-        atomic_write_text(out / "result.json", json.dumps({k: v for k, v in result.to_dict().items()
-                                                           if k not in WALL_CLOCK_FIELDS}, indent=2) + "\n")
-        written.append(out / "result.json")
-    if result.feasible and out is not None:  # the step's timeline, op by op (analysis/ops.py)
-        from ..analysis.ops import ops_csv, ops_table
+        s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
+        with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
+                            + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
+            run = simulate_experiment(s)
+        result, written = run.result, []
+        if out is not None:  # without the host's wall-clock time: the same inputs, the same bytes
+            data = {k: v for k, v in result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
+            atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
+            written.append(out / "result.json")
+        if result.feasible and out is not None:  # the step's timeline, op by op (analysis/ops.py)
+            from ..analysis.ops import ops_csv, ops_table
 
-        atomic_write_text(out / "ops.csv", ops_csv(ops_table(run.trace)))
-        written.append(out / "ops.csv")
-    if result.feasible and (out is not None or png is not None):
-        from ..analysis.wafer import wafer_maps
+            atomic_write_text(out / "ops.csv", ops_csv(ops_table(run.trace)))
+            written.append(out / "ops.csv")
+        if result.feasible and (out is not None or png is not None):
+            from ..analysis.wafer import wafer_maps
 
-        maps = wafer_maps(run)
-        if out is not None:
-            atomic_write_text(out / "wafer.json", json.dumps(maps.to_dict()))
-            written.append(out / "wafer.json")
-        if png is not None:
-            from ..output.plotting import plot_wafer
-            from ..output.wafer_figures import left_out
+            maps = wafer_maps(run)
+            if out is not None:
+                atomic_write_text(out / "wafer.json", json.dumps(maps.to_dict()))
+                written.append(out / "wafer.json")
+            if png is not None:
+                from ..output.plotting import plot_wafer
+                from ..output.wafer_figures import left_out
 
-            written += plot_wafer(maps, png)
-            # pictures of experts a dense model does not have: not drawn, and said so
-            skipped = left_out(maps)
-            if skipped:
-                sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
-                                 f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
-    if args.trace and result.feasible:
-        from ..analysis.chrome_trace import chrome_trace
+                written += plot_wafer(maps, png)
+                # pictures of experts a dense model does not have: not drawn, and said so
+                skipped = left_out(maps)
+                if skipped:
+                    sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
+                                     f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
+        if args.trace and result.feasible:
+            from ..analysis.chrome_trace import chrome_trace
 
-        prepare_dir(trace_dir)  # made only now: an infeasible run leaves no empty folder
-        data = json.dumps(chrome_trace(run.trace, run.plan)).encode()
-        if args.trace.endswith(".gz"):  # no timestamp in the header: the same trace, the same bytes
-            data = gzip.compress(data, compresslevel=6, mtime=0)
-        atomic_write_bytes(args.trace, data)
-        written.append(args.trace)
-    elif args.trace:
-        say("wsesim: no trace: the configuration is infeasible\n")
-    for folder in dict.fromkeys(f for f in (out, png) if f is not None):
-        mine = [Path(p) for p in written if Path(p).parent == folder]
-        written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))
-    if args.json:
-        sys.stdout.write(result.to_json())
-    else:
-        print(format_result(result))
-        for path in written:
-            print(f"wrote {path}")
-    return EXIT_OK
+            prepare_dir(trace_dir)  # made only now: an infeasible run leaves no empty folder
+            data = json.dumps(chrome_trace(run.trace, run.plan)).encode()
+            if args.trace.endswith(".gz"):  # no timestamp in the header: the same trace, the same bytes
+                data = gzip.compress(data, compresslevel=6, mtime=0)
+            atomic_write_bytes(args.trace, data)
+            written.append(args.trace)
+        elif args.trace:
+            say("wsesim: no trace: the configuration is infeasible\n")
+        for folder in dict.fromkeys(f for f in (out, png) if f is not None):
+            mine = [Path(p) for p in written if Path(p).parent == folder]
+            written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))
+        if args.json:
+            sys.stdout.write(result.to_json())
+        else:
+            print(format_result(result))
+            for path in written:
+                print(f"wrote {path}")
+        return EXIT_OK
 
 
 def given(args: argparse.Namespace) -> dict[str, Any]:

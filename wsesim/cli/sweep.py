@@ -56,7 +56,8 @@ def serving_summary_rows(rows: list[dict[str, Any]],
         ok = row.get("status") == "ok"
         out.append((*(row.get(f"set:{k}", "") for k in keys), row.get("grid", ""), row.get("stages", ""),
                     row.get("systems", ""),
-                    f"{float(row['tokens_per_s_per_request']):,.1f}" if ok else "-",
+                    f"{float(row['tokens_per_s_per_request']):,.1f}"
+                    if ok and float(row['tokens_per_s_per_request']) > 0 else "-",
                     f"{float(row['tokens_per_s']):,.1f}" if ok else "-",
                     f"{1e3 * float(row['ttft_s']):,.3f}" if ok else "-", row.get("status", ""),
                     (row.get("reason") or "")[:60]))

@@ -29,7 +29,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         return tune_systems(args)
     loaded = load_from_args(args)
     if args.out:
+        from ..output.files import check_folder_owner
+
         check_output_folder(args.out)
+        check_folder_owner(args.out, "tune")  # before the candidates run; again under the lock
     planned = candidates(loaded.spec)
     check_work(loaded.spec, candidates=planned)  # every candidate is a run, at its own tiles and batch
     with Progress(len(planned), "tune") as bar:

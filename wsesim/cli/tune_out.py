@@ -32,13 +32,13 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
 def parse_systems(text: str) -> list[int]:
     from ..config.errors import ConfigError
 
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise ConfigError(f"expected positive whole numbers of systems, comma-separated (1,2,4,8), "
-                          f"got {text!r}", source="--search-systems")
+    limit = 65_536  # cluster.systems's own bound
+    parts = [v.strip() for v in text.split(",") if v.strip()]
+    values = ([int(v) for v in parts]
+              if parts and all(v.isascii() and v.isdigit() and len(v) <= 6 for v in parts) else [])
+    if not values or any(not 1 <= v <= limit for v in values):
+        raise ConfigError(f"expected whole numbers of systems from 1 to {limit:,}, comma-separated "
+                          f"(1,2,4,8), got {text!r}", source="--search-systems")
     return sorted(set(values))
 
 
@@ -57,16 +57,16 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
     if not args.out:
         return []
     from ..experiments.tune import candidates_table
-    from ..output.files import atomic_write_text, prepare_dir
+    from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
     from .run import given
 
-    out = prepare_dir(args.out)
-    path = out / CANDIDATES
-    atomic_write_text(path, _csv(candidates_table(marked)))
-    data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
-                    **resolved(loaded.spec), files=[CANDIDATES], **summary)
-    return [path, write_manifest(out, data)]
+    with command_folder(prepare_dir(args.out), "tune") as out:
+        path = out / CANDIDATES
+        atomic_write_text(path, _csv(candidates_table(marked)))
+        data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
+                        **resolved(loaded.spec), files=[CANDIDATES], **summary)
+        return [path, write_manifest(out, data)]
 
 
 def tune_systems(args: argparse.Namespace) -> int:
@@ -79,7 +79,10 @@ def tune_systems(args: argparse.Namespace) -> int:
     loaded = load_from_args(args)
     systems = parse_systems(args.search_systems)
     if args.out:
+        from ..output.files import check_folder_owner
+
         check_output_folder(args.out)
+        check_folder_owner(args.out, "tune")  # before the search runs; again under the lock
     planned = 0
     for n in systems:
         try:
@@ -117,7 +120,8 @@ def tune_systems(args: argparse.Namespace) -> int:
                      f"{r.throughput_tokens_per_s:,.0f}" if r.feasible else "-",
                      linear, f"{100 * r.tree_efficiency:.1f}" if r.feasible else "-",
                      "" if r.feasible else r.infeasible_reason[:70]))
-    print(f"global batch {search.global_batch} on {', '.join(map(str, systems))} systems: each row the best "
+    on = f"{', '.join(map(str, systems))} system{'' if systems == [1] else 's'}"
+    print(f"global batch {search.global_batch} on {on}: each row the best "
           f"(G, B, micro-batches) on that many systems (* best, P on the Pareto front of cluster throughput "
           f"against systems)")
     print(format_table(rows, ("systems", "G", "B", "micro-batches", "cluster tokens/s", "tokens/s per system",

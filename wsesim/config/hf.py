@@ -79,11 +79,14 @@ def model_from_hf(path: Path) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError) as e:
         raise ConfigError(f"expected a Hugging Face config.json, got a file that is not JSON ({e})",
                           source=source) from None
+    except RecursionError:  # arrays or objects nested thousands deep: no config.json is
+        raise ConfigError("expected a Hugging Face config.json, got JSON nested too deep to read",
+                          source=source) from None
     if not isinstance(data, dict):
         raise ConfigError(f"expected a JSON object (a Hugging Face config.json), got a {type(data).__name__}",
                           source=source)
     family = data.get("model_type")
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise ConfigError(f"expected one of {', '.join(sorted(FAMILIES))}, got {shown_repr(family)}",
                           source=source, path="model_type")
     for key in data:
@@ -92,6 +95,11 @@ def model_from_hf(path: Path) -> dict[str, Any]:
                               "changes the architecture, and does not guess "
                               "(remove it, or write a model YAML)", source=source, path=key)
     return _Reader(data, source, family).model(_name(path))
+
+
+def _one_of(value: Any, names: Any) -> bool:
+    """``value in names`` for a name; False for a list or a mapping (unhashable) where a name goes."""
+    return isinstance(value, str) and value in names
 
 
 def _name(path: Path) -> str:
@@ -123,6 +131,8 @@ class _Reader:
         d, gptj = self.data, self.family == "gptj"
         hidden = self.integer("n_embd" if gptj else "hidden_size")
         heads = self.integer("n_head" if gptj else "num_attention_heads")
+        if heads <= 0:
+            raise self.fail("n_head" if gptj else "num_attention_heads", "a positive number of heads")
         layers = self.integer("n_layer" if gptj else "num_hidden_layers")
         out: dict[str, Any] = {
             "name": name,
@@ -138,7 +148,7 @@ class _Reader:
             return {**out, "head_dim": hidden // heads,
                     "ffn_intermediate": self.integer("n_inner", 4 * hidden),
                     "ffn_activation": self._gelu(), "parallel_block": True}
-        if d.get("hidden_act", "silu") not in _GATED:
+        if not _one_of(d.get("hidden_act", "silu"), _GATED):
             raise self.fail("hidden_act", f"one of {', '.join(sorted(_GATED))} (a gated FFN, SwiGLU)")
         self._no_sliding_window()
         if self.family.startswith("deepseek"):
@@ -155,7 +165,7 @@ class _Reader:
         if self.integer("decoder_sparse_step", 1) != 1:
             raise self.fail("decoder_sparse_step", "1 (every layer MoE; wsesim has no MoE layer every n-th)")
         dense = d.get("mlp_only_layers") or []
-        if dense != list(range(len(dense))):
+        if not isinstance(dense, list) or dense != list(range(len(dense))):
             raise self.fail("mlp_only_layers",
                             "[] or the first layers [0, 1, ..., n-1] (dense layers come first)")
         return out | ({"dense_layers": len(dense), "ffn_intermediate": self.integer("intermediate_size")}
@@ -185,7 +195,7 @@ class _Reader:
         if "use_sliding_window" not in d and d.get("sliding_window") is not None:
             raise self.fail("sliding_window", "null (wsesim's attention is over the whole sequence)")
         types = d.get("layer_types")
-        if types is not None and (not isinstance(types, list) or set(types) - {"full_attention"}):
+        if types is not None and (not isinstance(types, list) or any(t != "full_attention" for t in types)):
             raise ConfigError("expected every layer full_attention (wsesim has no sliding-window layers), "
                               f"got {shown_repr(types)}", source=self.source, path="layer_types")
 
@@ -198,11 +208,11 @@ class _Reader:
     def _dtype(self) -> str:
         key = "torch_dtype" if "torch_dtype" in self.data else "dtype"
         value = self.data.get(key, "bfloat16")
-        if value not in _DTYPES:
+        if not _one_of(value, _DTYPES):
             raise self.fail(key, f"one of {', '.join(_DTYPES)}")
         return _DTYPES[value]
 
     def _gelu(self) -> str:
-        if self.data.get("activation_function", "gelu_new") not in ("gelu", "gelu_new", "gelu_fast"):
+        if not _one_of(self.data.get("activation_function", "gelu_new"), ("gelu", "gelu_new", "gelu_fast")):
             raise self.fail("activation_function", "gelu, gelu_new or gelu_fast (GPT-J's MLP)")
         return "gelu"

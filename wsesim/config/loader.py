@@ -140,11 +140,16 @@ def parse_override(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError(f"expected KEY.PATH=VALUE, got {shown_repr(text)}", source="--set")
+    if _RADIX.fullmatch(value.strip()):  # "0x1" is a grid of PEs to a user, not YAML 1.1's hex 1
+        return key, value.strip()
     try:
         parsed = parse_yaml(value, "--set") if value.strip() else ""
     except ConfigError:
         parsed = value
     return key, parsed
+
+
+_RADIX = re.compile(r"[-+]?0[xXoObB][0-9a-fA-F_]*")
 
 
 def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

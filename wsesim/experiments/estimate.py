@@ -7,7 +7,7 @@ bytes), from the spec alone (no mesh, no placement, no routing is built):
 
 * ``mesh``: **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``): the mesh, its links and the wafer's
   per-node arrays, ``MESH_NODE_SECONDS`` a node, growing with ``N`` (``1 + N/MESH_NODE_KNEE``); and with
-  **expert regions** ``R`` (at most one per expert and per node) the flow fabric's dispatch and combine
+  **expert regions** ``R`` (one per expert, at most one per PE) the flow fabric's dispatch and combine
   bases, ``6·N·R`` numbers each, built a block of regions at a time: ``BASIS_SECONDS`` and, at the peak,
   ``BASIS_BYTES`` per node and region (both bases and the message plan). Built once per process
   (``setup_seconds``);
@@ -20,9 +20,13 @@ bytes), from the spec alone (no mesh, no placement, no routing is built):
   trace's lists), and holds ``M·L·(TRACE_BYTES)`` of trace;
 * ``tiles``: attention runs once per **tile** ``G``, a span each: ``4·M·L·G`` spans of ``SPAN``;
 * ``routing``: the routed slots, ``L·E`` numbers per draw (a few arrays): ``ROUTE`` per number;
-* ``systems``: a cluster is simulated twice (with its tree, and one system alone for the scaling
-  efficiency): the engine terms count double;
+* ``systems``: a cluster is simulated twice (with its tree, and alone for the tree's efficiency), then
+  the experiment on one system at the same global batch (``one_system_throughput``, the scaling
+  efficiency's reference: ``systems`` times the micro-batches): the engine terms count all three;
 * ``wafer maps`` (``wsesim run --out/--png``): ``MAP`` per PE of the whole wafer.
+
+A step that does not fit even with balanced routing (``surely_infeasible``) is sized and returned with
+its reason, nothing built: its estimate is the routing term alone (an infeasible point is a result).
 
 ``tune`` and a tuned sweep point sum every candidate (``estimate_search``); a sweep sums its points over
 its workers, each holding its own process (``check_sweep``); ``wsesim fabric`` has its own
@@ -35,12 +39,19 @@ memory, or its time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minu
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
+from .machine import (
+    DEFAULT_MAX_RUN_SECONDS,
+    _duration,
+    _size,
+    machine_memory,
+    max_run_seconds,
+    max_sweep_seconds,
+)
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
 WORKER_BYTES = 60e6              # a sweep's worker process before its first point
@@ -59,9 +70,7 @@ SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per mic
 ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
 MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
 MEMORY_FRACTION = 0.8
-DEFAULT_MAX_RUN_SECONDS = 1800.0
 MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
-DEFAULT_MAX_SWEEP_SECONDS = 86400.0
 FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh node × expert region)
 
 
@@ -84,6 +93,7 @@ class WorkEstimate:
     tiles: int = 1
     systems: int = 1
     terms: dict[str, tuple[float, float]] = field(default_factory=dict)  # term -> (seconds, bytes)
+    one_system_micro_batches: int = 0  # a cluster's reference run on one system (0: not a cluster)
 
     def total_seconds(self, runs: int = 1) -> float:
         """``runs`` runs on the same wafer in one process (a tuner's candidates): the bases once."""
@@ -97,11 +107,15 @@ class WorkEstimate:
         counts += (f", {self.micro_batches:,} micro-batch{'es' if self.micro_batches != 1 else ''} "
                    f"× {self.layers} layers")
         counts += f" × {self.experts:,} experts" + (f" × {self.tiles:,} tiles" if self.tiles > 1 else "")
-        if self.systems > 1:
-            counts += f", {self.systems} systems (simulated twice)"
+        if self.systems > 1 and self.one_system_micro_batches:
+            counts += (f", {self.systems} systems (simulated twice, then one system alone at the same batch: "
+                       f"{self.one_system_micro_batches:,} micro-batches)")
+        elif self.systems > 1:
+            counts += f", {self.systems} systems"
         runs_text = f" for {runs} runs" if runs > 1 else ""
-        return (f"about {_duration(self.total_seconds(runs))} and {_size(self.bytes)}{runs_text} ({counts}), "
-                f"mostly {self.driver}")
+        took = _duration(self.total_seconds(runs))
+        took = took if took.startswith("under") else f"about {took}"
+        return f"{took} and {_size(self.bytes)}{runs_text} ({counts}), mostly {self.driver}"
 
 
 def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
@@ -112,7 +126,9 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     k = sim.block
     rows, cols = -(-hw.mesh.rows // k), -(-hw.mesh.cols // k)
     nodes = rows * cols
-    regions = min(m.experts, nodes)  # 0 for a dense model
+    # a region per expert, tiled in whole PEs (``expert_placement``): past the mesh's nodes several share
+    # a node, but each is still a column of both bases and of the idle regions' path tables
+    regions = min(m.experts, hw.pes)  # 0 for a dense model
     engine = getattr(sim, "engine", "fast")
     terms: dict[str, tuple[float, float]] = {}
     mesh_s = MESH_NODE_SECONDS * nodes * (1 + nodes / MESH_NODE_KNEE)
@@ -126,18 +142,26 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
         basis_s, basis_bytes = 0.0, 0.0  # a packet fabric builds no basis
     terms["mesh"] = (mesh_s + basis_s, basis_bytes)
     M = micro_batches if micro_batches is not None else fewest_micro_batches(spec)
-    sims = 2 if spec.cluster.systems > 1 and spec.cluster.interconnect is not None else 1
+    cluster = spec.cluster.systems > 1 and spec.cluster.interconnect is not None
+    # a cluster runs its step twice (with its tree, and alone for the tree's efficiency) and then the
+    # experiment on one system (``one_system_throughput``, the scaling efficiency's reference): the same
+    # global batch, so systems × the micro-batches; memory: the cluster's trace kept, the larger other one
+    alone_M = _one_system_micro_batches(spec, M, micro_batches) if cluster else 0
+    sims = (2 * M + alone_M) / M if cluster else 1
+    held = (M + max(M, alone_M)) / M if cluster else 1
     E, L = m.experts, m.layers
     per_layer = ENGINE_LAYER_SECONDS.get(engine, max(ENGINE_LAYER_SECONDS.values()))
     per_expert = ENGINE_SECONDS.get(engine, max(ENGINE_SECONDS.values()))
-    grow = 1 + M * L * E / ENGINE_KNEE
+    grow = 1 + max(M, alone_M) * L * E / ENGINE_KNEE
     trace_layer, trace_expert = TRACE_BYTES.get(engine, TRACE_BYTES["reference"])
     terms["micro-batches" if M > 1 else "experts"] = (sims * M * L * (per_layer + E * per_expert) * grow,
-                                                      sims * M * L * (trace_layer + E * trace_expert))
+                                                      held * M * L * (trace_layer + E * trace_expert))
     spans = 4.0 * M * L * t.tiles  # forward, recompute, and backward twice: one span per tile each
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
     terms["routing"] = (draws * L * max(E, 1) * ROUTE[0], L * max(E, 1) * ROUTE[1])
+    if surely_infeasible(spec):  # sized, found not to fit, and returned with its reason: nothing built
+        terms = {"routing": terms["routing"]}
     if wafer_maps:
         terms["wafer maps"] = (hw.pes * MAP[0], hw.pes * MAP[1])
     seconds = sum(s for s, _ in terms.values())
@@ -145,7 +169,35 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     driver = max(terms, key=lambda name: max(terms[name][0] / max_run_seconds_or_default(),
                                              terms[name][1] / machine_memory()))
     return WorkEstimate(nodes, regions, L, E, messages, events, seconds, nbytes, driver, basis_s + mesh_s,
-                        micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms)
+                        micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms,
+                        one_system_micro_batches=alone_M)
+
+
+def _one_system_micro_batches(spec: ExperimentSpec, M: int, given: int | None) -> int:
+    """The micro-batches of a cluster's reference run, the experiment on one system: the same global batch
+    (when set), so its per-system share is ``systems`` times larger; else the same per-system batch (M)."""
+    t = spec.training
+    if t.global_batch is None:
+        return M
+    if given is not None and t.micro_batches == "auto":  # the count the cluster resolved, scaled
+        return given * spec.cluster.systems
+    one = spec.model_copy(update={"cluster": type(spec.cluster)(systems=1)})
+    return fewest_micro_batches(one)
+
+
+def surely_infeasible(spec: ExperimentSpec) -> bool:
+    """Whether the step does not fit even with balanced routing (a hot region only needs more), so that
+    the run stops after sizing, a result with its reason: B as set (or as the global batch and the
+    micro-batches give it), or with ``auto`` not even B=1."""
+    from ..model.memory import max_batch_per_tile, training_memory
+
+    hw, m, t = spec.hardware, spec.model, spec.training
+    B: Any = t.batch_per_tile
+    if B == "auto" and t.global_batch is not None and t.micro_batches != "auto":
+        B = max(t.global_batch // spec.cluster.systems // t.tiles // int(t.micro_batches), 1)
+    if B == "auto":
+        return max_batch_per_tile(hw, m, t) == 0
+    return not training_memory(hw, m, t, batch_per_tile=int(B)).feasible
 
 
 def fewest_micro_batches(spec: ExperimentSpec) -> int:
@@ -302,30 +354,6 @@ def _largest(estimate_at: Any, now: int, runs: int = 1) -> int:
     return lo
 
 
-def max_run_seconds() -> float:
-    """The longest estimated run allowed: ``WSESIM_MAX_RUN_S`` (seconds), else 30 minutes."""
-    return _seconds_from_env("WSESIM_MAX_RUN_S", DEFAULT_MAX_RUN_SECONDS)
-
-
-def max_sweep_seconds() -> float:
-    """The longest estimated sweep allowed (its points over its workers): ``WSESIM_MAX_SWEEP_S``, else a
-    day."""
-    return _seconds_from_env("WSESIM_MAX_SWEEP_S", DEFAULT_MAX_SWEEP_SECONDS)
-
-
-def _seconds_from_env(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"expected a number of seconds, got {text!r}", source=name) from None
-    if not value > 0 or value != value:
-        raise ConfigError(f"expected a positive number of seconds, got {text!r}", source=name)
-    return value
-
-
 def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) -> None:
     """Refuse a sweep of ``points`` points (``seconds`` of work in all, the largest ``peak_bytes``) that
     cannot finish here on ``workers`` local processes, each holding one point at a time."""
@@ -364,42 +392,6 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
                           path="--experts")
 
 
-def machine_memory() -> float:
-    """Bytes of memory this process may use: physical memory, or the container's limit if lower."""
-    try:
-        memory = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        memory = 16 * 2.0**30
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path, encoding="ascii") as f:
-                text = f.read().strip()
-        except OSError:
-            continue
-        if text.isdigit() and 0 < int(text) < memory:
-            memory = float(text)
-    return memory
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 1:
-        return "under 1 s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} minutes"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.0f} hours"
-    days = seconds / 86400
-    return f"{days:,.0f} days" if days < 1e6 else f"{days:.1e} days"
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if nbytes >= scale or unit == "MB":
-            value = nbytes / scale
-            return f"{value:,.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
-    return ""  # unreachable
 
 
 __all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",

@@ -19,8 +19,16 @@ from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, candidate_mappings, map_stages
 from ..sim.plan import Trace
 from ..sim.program import Program
+from .serving_estimate import ServingEstimate, check_serving, estimate_serving
 
-__all__ = ["ServeRun", "run_inference", "search_mapping"]
+__all__ = ["ServeRun", "run_inference", "search_mapping", "serving_estimate"]
+
+
+def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
+                     engine: str = "fast") -> ServingEstimate:
+    """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
+    i = spec.inference
+    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine)
 
 @dataclass
 class ServeRun:
@@ -33,12 +41,16 @@ class ServeRun:
     trace: Trace | None = None
 
 
-def run_inference(spec: InferenceExperimentSpec, engine: str = "fast") -> ServeRun:
-    """Map, build and serve ``spec``; an infeasible mapping is a result with its reason."""
+def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check: bool = True) -> ServeRun:
+    """Map, build and serve ``spec``; an infeasible mapping is a result with its reason. Work that cannot
+    finish here (``experiments.estimate.check_serving``) is a ``ConfigError`` before anything is built
+    (``check=False``: already checked, as a search checks all its candidates at once)."""
     t0 = time.perf_counter()
     mapping = map_stages(spec)
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
+    if check:  # what cannot finish here is refused before the program is built
+        check_serving(serving_estimate(spec, mapping, engine))
     program = serving_program(spec, mapping)
     costs = cost_serving(program, spec)
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
@@ -61,23 +73,29 @@ def spread(items: list[Mapping], limit: int) -> list[Mapping]:
     return [items[round(i * (n - 1) / (limit - 1))] for i in range(limit)]
 
 
-def search_mapping(spec: InferenceExperimentSpec) -> tuple[ServeRun, list[ServeResult]]:
+def search_mapping(spec: InferenceExperimentSpec,
+                   engine: str = "fast") -> tuple[ServeRun, list[ServeResult]]:
     """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s). Every
     candidate grid of ``grid: auto`` (the rectangles that tile the wafer, largest first) is mapped, which
     costs little; the feasible ones are served (``spread`` to ``SEARCH_LIMIT`` of them when more fit, as
     for a tiny model, where every grid does). Returns the best and the results of the served candidates
     and of up to ``SHOWN_INFEASIBLE`` grids larger than every one that fits (infeasible, with their
-    reasons), in candidate order; when nothing fits, the best is the first candidate, with its reason."""
+    reasons), in candidate order; when nothing fits, the best is the first candidate, with its reason.
+    Each is served by ``engine``; the work of every one is estimated, and checked, before any runs."""
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
     largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)
     shown = [mp for mp in mappings if not mp.feasible and mp.grid[0] * mp.grid[1] > largest]
     keep = {id(mp) for mp in served} | {id(mp) for mp in shown[:SHOWN_INFEASIBLE]}
-    candidates: list[ServeRun] = []
-    for mp in mappings:
-        if id(mp) in keep:
-            inference = spec.inference.model_copy(update={"grid": f"{mp.grid[0]}x{mp.grid[1]}"})
-            candidates.append(run_inference(spec.model_copy(update={"inference": inference})))
+    specs = [(spec.model_copy(update={"inference": spec.inference.model_copy(
+        update={"grid": f"{mp.grid[0]}x{mp.grid[1]}"})}), mp) for mp in mappings if id(mp) in keep]
+    each = [serving_estimate(s, mp, engine) for s, mp in specs if mp.feasible]
+    if each:  # every candidate's work counted before any is served
+        largest = max(each, key=lambda e: e.bytes)
+        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
+                                       visits=sum(e.visits for e in each), runs=len(each)),
+                      what="this search")
+    candidates = [run_inference(s, engine, check=False) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]

@@ -17,8 +17,10 @@ from .table import (
     MEASURED_COLUMNS,
     RETIRED_COLUMNS,
     SERVING_MEASURED,
+    STATUS_ERROR,
     STATUS_OK,
     TUNED,
+    WORKER_DIED,
     _cell,
     result_columns,
     serving_columns,
@@ -38,7 +40,7 @@ def resumable_rows(sweep: Any, rows: list[dict[str, str]], source: str) -> dict[
     settings as written) whose inputs changed since (the base experiment, or a preset or file it or the
     point names, edited) is stale: left out, so that the point runs again. Any other row must be a point of
     ``sweep``: a row whose point was removed would be dropped, so that is a ``ConfigError`` saying how to
-    start afresh instead."""
+    start afresh instead. The row of a point whose worker was killed (``WORKER_DIED``) is not kept."""
     keys = {p.key for p in sweep.points}
     settings = {_settings_text(p.overrides) for p in sweep.points}
     stale = [r for r in rows if r.get("point_key", "") not in keys and _settings_text(
@@ -49,7 +51,9 @@ def resumable_rows(sweep: Any, rows: list[dict[str, str]], source: str) -> dict[
                           "longer in this sweep (points removed or changed, or the base experiment or a "
                           "preset it uses edited); keep them: restore the sweep file, or start afresh with "
                           "another --out (or without --resume, which replaces this file)", source=source)
-    return {r["point_key"]: r for r in rows if r.get("point_key", "") in keys}
+    # a point whose worker was killed under it did not fail: it runs again
+    return {r["point_key"]: r for r in rows if r.get("point_key", "") in keys
+            and not (r.get("status") == STATUS_ERROR and str(r.get("reason", "")).startswith(WORKER_DIED))}
 
 
 def _settings_text(overrides: dict[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -4,10 +4,9 @@ sweep) and served by ``experiments.inference.run_inference`` on the fast engine;
 (``experiments.table.serving_columns``). An infeasible mapping is a row with its reason, a failure a row
 with the error: neither stops the sweep.
 
-A serving point's work is not estimated from its spec (there is no serving term in
-``experiments.estimate``): each is costed ``POINT_SECONDS``, which orders nothing (all points are equal),
-gives the sweep's progress line a duration of the right order for the shipped LLaMA3-8B example, and
-keeps the sweep's own limits (points, workers' memory) in force.
+A serving point's work is estimated from its mapping's stage visits (``serving_work``,
+``experiments.estimate.estimate_serving``) plus ``POINT_SECONDS``: the sweep's limits (points, the total
+time, workers' memory) hold as for training.
 """
 
 from __future__ import annotations
@@ -36,8 +35,18 @@ LLaMA3-8B on WSE-2, 4,096 + 128 tokens, took 0.17-0.38 s a point on the 2-core m
 
 
 def serving_work(loaded: Loaded) -> tuple[float, float]:
-    """A serving point's (seconds, peak bytes) of work: ``POINT_SECONDS`` and a process's base memory."""
-    return POINT_SECONDS, BASE_BYTES
+    """A serving point's (seconds, peak bytes) of work: its mapping's stage visits as
+    ``estimate.estimate_serving`` costs them (the mapping is found in milliseconds), ``POINT_SECONDS`` at
+    least (the kernels' costs); a point whose mapping does not fit costs ``POINT_SECONDS`` and a process's
+    base memory. A point that alone cannot finish here is refused when it is served: its row says why."""
+    from ..sim.mapping import map_stages
+    from .inference import serving_estimate
+
+    mapping = map_stages(loaded.spec)
+    if not mapping.feasible:
+        return POINT_SECONDS, BASE_BYTES
+    e = serving_estimate(loaded.spec, mapping, "fast")
+    return POINT_SECONDS + e.seconds, e.bytes
 
 
 def serving_plan_key(loaded: Loaded) -> str:

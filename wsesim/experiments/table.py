@@ -30,6 +30,9 @@ from ..config.yaml_strict import read_bounded
 
 TUNED = "tuned"
 STATUS_OK, STATUS_INFEASIBLE, STATUS_ERROR = "ok", "infeasible", "error"
+WORKER_DIED = "the worker process running this point died"
+"""How the row of a point whose worker was killed begins its reason: not the point's own failure, so
+``--resume`` runs it again."""
 
 RETIRED_COLUMNS = ("infeasible_reason", *WALL_CLOCK_FIELDS)
 """Never written, and dropped from an older file on --resume: ``reason`` says why a point is infeasible,

@@ -16,6 +16,7 @@ from contextlib import suppress
 from typing import Any
 
 from ..config.errors import ConfigError
+from .table import WORKER_DIED
 
 
 def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], workers: int, *,
@@ -84,8 +85,7 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
                 unfinished = sorted([(mine, p)] + [(o, pending.pop(g)[2])
                                                    for g, (j, o, _) in list(pending.items()) if j == i],
                                     key=lambda op: op[0])
-                yield died(unfinished[0][1], "the worker process running this point died (killed, e.g. by "
-                                             "the out-of-memory killer)")
+                yield died(unfinished[0][1], f"{WORKER_DIED} (killed, e.g. by the out-of-memory killer)")
                 others = [q for _, q in unfinished[1:]]
                 _terminate(pools[i])
                 pools[i] = new_pool()

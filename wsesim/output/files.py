@@ -231,3 +231,46 @@ def holder_of(folder: str | Path) -> str | None:
     finally:
         os.close(fd)
     return None
+
+
+OWNING_KINDS = ("run", "infer", "tune", "sweep")
+"""Commands whose folder is theirs: another of these refuses it (``plot`` and ``kernel --png`` add their
+files to any folder, their manifest under ``also``)."""
+
+
+def folder_owner(folder: str | Path) -> str | None:
+    """The command whose output ``folder`` holds: ``sweep`` if it has a sweep's ``sweep.json``, else its
+    ``manifest.json``'s kind if that is one of ``OWNING_KINDS``; None for an empty or unknown folder."""
+    import json
+
+    folder = Path(folder)
+    if (folder / "sweep.json").exists():
+        return "sweep"
+    path = folder / "manifest.json"
+    try:
+        if not path.is_file() or path.stat().st_size > 2**24:
+            return None
+        kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if kind in OWNING_KINDS else None
+
+
+@contextmanager
+def command_folder(folder: str | Path, kind: str, command: str | None = None) -> Iterator[Path]:
+    """Hold ``folder`` (``folder_lock``) for command ``kind`` and refuse it, under the lock, when it holds
+    another command's output (``folder_owner``): one line, before anything is written."""
+    with folder_lock(folder, command) as held:
+        check_folder_owner(held, kind)
+        yield held
+
+
+def check_folder_owner(folder: str | Path, kind: str) -> None:
+    """Refuse ``folder`` to command ``kind`` if it holds another command's output (``folder_owner``); a
+    command that runs long checks this before it runs, and again under the lock (``command_folder``)."""
+    from ..config.errors import ConfigError
+
+    owner = folder_owner(folder) if Path(folder).is_dir() else None
+    if kind in OWNING_KINDS and owner is not None and owner != kind:
+        raise ConfigError(f"this folder holds the output of wsesim {owner}, not of wsesim {kind}: give "
+                          "another folder (or delete it to reuse it)", source=str(folder))

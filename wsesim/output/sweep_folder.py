@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .files import LineAppender, atomic_write_text, check_names, check_output_files, folder_lock, prepare_dir
+from .files import (
+    LineAppender,
+    atomic_write_text,
+    check_names,
+    check_output_files,
+    command_folder,
+    prepare_dir,
+)
 from .manifest import MANIFEST, manifest, resolved, write_manifest
 
 RESULTS, OWNER, FIGURES = "results.csv", "sweep.json", "figures.json"
@@ -64,7 +71,7 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
     out = prepare_dir(job.out)
     csv_path = out / RESULTS
     sweep, keys = job.sweep, override_keys(job.sweep)
-    with folder_lock(out, job.command):
+    with command_folder(out, "sweep", job.command):  # and not another command's folder
         check_output_files(out, [RESULTS, OWNER, MANIFEST, FIGURES])
         check_owner(out, job.name)
         done: dict[str, dict[str, Any]] = {}

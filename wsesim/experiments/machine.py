@@ -1,0 +1,86 @@
+"""This machine's limits, as the work estimates read them: its memory (the container's or the process's
+limit if lower) and the longest run and sweep allowed (``WSESIM_MAX_RUN_S``, ``WSESIM_MAX_SWEEP_S``); and
+how an estimate says seconds and bytes."""
+
+from __future__ import annotations
+
+import os
+
+from ..config.errors import ConfigError
+
+DEFAULT_MAX_RUN_SECONDS = 1800.0
+DEFAULT_MAX_SWEEP_SECONDS = 86400.0
+
+
+def max_run_seconds() -> float:
+    """The longest estimated run allowed: ``WSESIM_MAX_RUN_S`` (seconds), else 30 minutes."""
+    return _seconds_from_env("WSESIM_MAX_RUN_S", DEFAULT_MAX_RUN_SECONDS)
+
+
+def max_sweep_seconds() -> float:
+    """The longest estimated sweep allowed (its points over its workers): ``WSESIM_MAX_SWEEP_S``, else a
+    day."""
+    return _seconds_from_env("WSESIM_MAX_SWEEP_S", DEFAULT_MAX_SWEEP_SECONDS)
+
+
+def _seconds_from_env(name: str, default: float) -> float:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"expected a number of seconds, got {text!r}", source=name) from None
+    if not value > 0 or value != value:
+        raise ConfigError(f"expected a positive number of seconds, got {text!r}", source=name)
+    return value
+
+
+def machine_memory() -> float:
+    """Bytes of memory this process may use: physical memory, or the container's limit or the process's
+    address-space limit (``ulimit -v``) if lower."""
+    try:
+        memory = float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        memory = 16 * 2.0**30
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < memory:
+            memory = float(text)
+    try:  # an address-space limit (ulimit -v) ends the run in MemoryError as surely as the machine's size
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and 0 < soft < memory:
+            memory = float(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return memory
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} minutes"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.0f} hours"
+    days = seconds / 86400
+    return f"{days:,.0f} days" if days < 1e6 else f"{days:.1e} days"
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if nbytes >= scale or unit == "MB":
+            value = nbytes / scale
+            return f"{value:,.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}"
+    return ""  # unreachable
+
+
+__all__ = ["machine_memory", "max_run_seconds", "max_sweep_seconds"]
