@@ -103,7 +103,7 @@ def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols:
     need, reason = _sram(m, wavelets, copies)
     overhead = float(instructions * m.issue) if cycles else 0.0
     compute = float(steps * T_OP)
-    comm = float(min(cycles - compute, (wavelets if cycles else 0) + steps * m.latency(0) + hops * m.hop))
+    comm = float(min(cycles - compute, (wavelets if cycles else 0) + m.path(steps, hops)))
     return KernelResult(kind, algorithm, rows, cols, (1, wavelets * m.per_wavelet, 1), m.dtype,
                         cycles + overhead, compute, max(0.0, comm), 0.0, need, links, m, not reason, reason,
                         notes, overhead=overhead)

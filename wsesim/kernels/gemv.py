@@ -72,7 +72,7 @@ def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, i
         reduce, steps, hops = allreduce_line(m, cols, wav, tree)
         issue += phases(tree) * m.issue * (cols > 1)
         cycles = compute + issue + reduce
-        comm = min(reduce, wav + steps * m.latency(0) + hops * m.hop) if reduce else 0.0
+        comm = min(reduce, wav + m.path(steps, hops)) if reduce else 0.0
         need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
         links = LinkMap(rows, cols, lambda: gemv_terms(rows, cols, wav, tree))
         reason = sram_check(m, need, "the GEMV")

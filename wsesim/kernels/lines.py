@@ -73,19 +73,25 @@ def two_phase(p: int, group: int | None = None) -> Topology:
     return parent, np.where(i == 0, 0, np.where(head, g, 1))
 
 
+def ktree_shape(p: int) -> tuple[int, int, int]:
+    """(group size g, groups G, the line's root) of the K-tree over P PEs: groups of ``ktree_group``,
+    the root the middle group's middle PE, (G // 2)·g + g // 2 (WaferLLM's ``root_2nd_phase``)."""
+    g = min(ktree_group(p), p) if p > 1 else 1
+    groups = -(-p // g)
+    return g, groups, min((groups // 2) * g + g // 2, max(p - 1, 0))
+
+
 def ktree(p: int) -> Topology:
     """The K-tree's messages in physical positions (its links and routes; its timing is
     ``ktree_allreduce``): inside each group of g PEs, i sends toward the group's middle PE; each group
     root toward the middle group's root, g hops. Parents are not numbered before their children here."""
-    g = ktree_group(p) if p > 1 else 1
+    g, _, centre = ktree_shape(p)
     i = np.arange(p)
     start, mid = i - i % g, i - i % g + g // 2
     parent = np.where(i < mid, i + 1, i - 1)
-    heads = mid[mid < p] if p else mid
-    centre = (len(np.unique(start)) // 2) * g + g // 2
-    roots = np.unique(heads)
+    roots = np.unique(mid[mid < p])
     parent[roots] = np.where(roots < centre, roots + g, roots - g)
-    parent[np.minimum(centre, p - 1)] = -1
+    parent[centre] = -1
     last = start[-1] if p else 0
     if p and mid[-1] >= p:  # a short last group: a chain to its first PE, which sends to the previous root
         parent[last:] = np.arange(last, p) - 1
@@ -193,7 +199,7 @@ def centred_chains(n: int, root: int, spacing: int = 1) -> Topology:
     return parent, np.where(parent >= 0, spacing, 0)
 
 
-def ktree_allreduce(m: Machine, p: int, wavelets: int, group: int | None = None) -> tuple[float, int, int]:
+def ktree_allreduce(m: Machine, p: int, wavelets: int) -> tuple[float, int, int]:
     """WaferLLM's allreduce over a line of P PEs (its ``two_tree_allreduce``), three phases, each one
     vector instruction at every PE, so a phase starts when the one before it has ended at that PE:
 
@@ -206,8 +212,7 @@ def ktree_allreduce(m: Machine, p: int, wavelets: int, group: int | None = None)
     Returns (cycles, dependent steps, hops of the slowest path)."""
     if p < 2 or wavelets <= 0:
         return 0.0, 0, 0
-    g = min(group or ktree_group(p), p)
-    groups = -(-p // g)
+    g, groups, root = ktree_shape(p)
     ready, d1 = reduce_line(m, centred_chains(g, g // 2), wavelets)
     t1 = float(ready[0][-1]) if g > 1 else 0.0
     t2, d2 = t1, np.zeros(2, dtype=np.int64)
@@ -215,18 +220,15 @@ def ktree_allreduce(m: Machine, p: int, wavelets: int, group: int | None = None)
         own = t1 + np.arange(wavelets, dtype=np.float64) + 1
         ready, d2 = reduce_line(m, centred_chains(groups, groups // 2, g), wavelets, own=own)
         t2 = float(ready[0][-1])
-    root = min((groups // 2) * g + g // 2, p - 1)
     far = max(root, p - 1 - root)
     steps = int(d1[0]) * (g > 1) + int(d2[0]) + 1
     return t2 + m.transfer(wavelets, far), steps, int(d1[1]) * (g > 1) + int(d2[1]) + far
 
 
-def phases(algorithm: ReduceAlgorithm, kind: str = "allreduce") -> int:
-    """Instructions one PE issues, one after another, for a collective over a line: a reduce one; an
-    allreduce its reduce and then its multicast, two; the K-tree three (two reduce phases and its
-    scatter, WaferLLM's code). The ring's stages are counted by ``ring_allreduce``'s caller."""
-    if kind == "reduce":
-        return 1
+def phases(algorithm: ReduceAlgorithm) -> int:
+    """Instructions one PE issues, one after another, for an allreduce over a line: its reduce and then
+    its multicast, two; the K-tree three (two reduce phases and its scatter, WaferLLM's code). A reduce
+    is one; the ring's stages are counted by ``ring_allreduce``'s caller."""
     return 3 if algorithm == ReduceAlgorithm.KTREE else 2
 
 

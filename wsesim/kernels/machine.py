@@ -41,8 +41,6 @@ class Machine:
     rows: int  # the preset's mesh
     cols: int
     clock_hz: float
-    ramp: int  # T_R, cycles each way between a PE and its router
-    hop: int  # t_h, cycles per router hop of a pipelined stream
     lanes: int  # FMACs per cycle in this dtype
     elem_bytes: int
     wavelet_bytes: int  # one wavelet per cycle per direction per link
@@ -59,7 +57,6 @@ class Machine:
             raise ConfigError(f"expected one of {', '.join(KERNEL_DTYPES)}, got \"{dtype}\"", path="dtype")
         pe, fab = hw.pe, hw.fabric
         return cls(name=hw.name, dtype=dtype, rows=hw.mesh.rows, cols=hw.mesh.cols, clock_hz=hw.clock_hz,
-                   ramp=round(fab.ramp_latency_cycles), hop=round(fab.hop_latency_cycles),
                    lanes=pe.simd_width if dtype == "fp16" else pe.simd_width_fp32,
                    elem_bytes=DTYPE_BYTES[dtype], wavelet_bytes=max(1, round(fab.link_bytes_per_cycle)),
                    read_bytes=pe.sram_read_bytes_per_cycle, write_bytes=pe.sram_write_bytes_per_cycle,
@@ -85,6 +82,11 @@ class Machine:
     def latency(self, hops):  # noqa: ANN001, ANN201 (ints or arrays)
         """Ramp down, ``hops`` router hops, ramp up: 2·T_R + d·t_h (``FabricSpec.latency``, the one home)."""
         return self.fabric.latency(hops)
+
+    def path(self, steps: int, hops: int) -> float:
+        """The latency of ``steps`` dependent transfers over ``hops`` hops in all: both ramps of each
+        step and every hop, steps·2·T_R + hops·t_h (a collective's communication along its slowest path)."""
+        return steps * self.latency(0) + hops * self.fabric.hop_latency_cycles
 
     def step(self, hops: int) -> float:
         """One dependent step: the wavelet's latency over ``hops`` and the op: 2·T_R + d·t_h + T_OP."""
