@@ -392,7 +392,7 @@ def render() -> str:
             k = a.kernel()
             residual = f"{100 * (k / a.value - 1):+.1f} %" if a.value else "—"
             lines.append(f"| ↳ the same, `compute: kernel` | {a.published} | {_fmt(k, a.digits)} {a.unit} | {residual} "
-                         f"| {PREDICTION} | {a.source} | GEMMs simulated on the wafer (SUMMA) instead of 45 % of peak |")
+                         f"| {PREDICTION} | {a.source} | weight-streaming GEMMs simulated on the wafer instead of 45 % of peak |")
         nxt = ANCHORS.index(a) + 1
         if nxt == len(ANCHORS) or ANCHORS[nxt].group != group:
             lines.append("")

@@ -35,7 +35,8 @@ def test_every_kind_has_a_schema_in_yaml_key_names() -> None:
                                      "runtime"}
     pe = hw["$defs"]["PESpec"]["properties"]
     assert set(pe) == {"sram", "simd_width", "sram_bandwidth", "reserved_sram",  # aliases, not sram_bytes
-                       "simd_width_fp32", "sram_read", "sram_write", "instruction_issue"}
+                       "simd_width_fp32", "sram_read", "sram_write", "instruction_issue",
+                       "partial_sum_width", "reduction"}
     assert pe["sram"] == {"type": "string", "pattern": unit_pattern("size"),
                           "description": 'a size, e.g. "48 KiB" (from 1 KiB to 1 TiB)'}
     assert pe["reserved_sram"]["anyOf"][0] == {"type": "number", "minimum": 0.0, "exclusiveMaximum": 1.0}

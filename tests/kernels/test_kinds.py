@@ -26,6 +26,7 @@ from wsesim.kernels.kinds import (
     choice,
 )
 from wsesim.kernels.lines import TOPOLOGIES
+from wsesim.kernels.stream import STREAM_ALGORITHMS
 
 HW = load_hardware("tiny8")
 KINDS = "expected one of gemm, gemv, reduce, allreduce, broadcast, alltoall"
@@ -48,14 +49,14 @@ def test_the_defaults_are_the_ones_the_docs_give() -> None:
 
 def test_each_kind_lists_its_algorithms_in_the_stated_order() -> None:
     assert [[str(a) for a in algorithms(k)] for k in KernelKind] == [
-        ["summa", "cannon", "meshgemm"], ["pipeline", "meshgemv"], ["chain", "star", "tree", "two-phase"],
+        ["summa", "cannon", "meshgemm", "stream", "stream-dw"], ["pipeline", "meshgemv"], ["chain", "star", "tree", "two-phase"],
         ["chain", "star", "tree", "two-phase", "ring", "ktree"], ["multicast"], ["transpose"]]
     assert [str(a) for a in ReduceAlgorithm] == ["chain", "star", "tree", "two-phase", "ring", "ktree"]
     assert [str(k) for k in KernelKind] == ["gemm", "gemv", "reduce", "allreduce", "broadcast", "alltoall"]
 
 
 def test_the_tables_that_run_them_are_keyed_by_exactly_these_members() -> None:
-    assert list(GEMM_ALGORITHMS) == list(algorithms(KernelKind.GEMM))
+    assert [*GEMM_ALGORITHMS, *STREAM_ALGORITHMS] == list(algorithms(KernelKind.GEMM))
     assert list(GEMV_ALGORITHMS) == list(algorithms(KernelKind.GEMV)) == list(ROW_TREES)
     # every tree an allreduce runs (the reduce's, then the K-tree, whose entry gives its links and routes);
     # the ring is not a tree, and the K-tree is not a reduce
@@ -96,7 +97,7 @@ def test_run_kernel_takes_plain_names_and_members_alike() -> None:
     ("allreduce", "multicast", "algorithm",
      'expected one of chain, star, tree, two-phase, ring, ktree for allreduce, got "multicast"'),
     ("gemv", "summa", "algorithm", 'expected one of pipeline, meshgemv for gemv, got "summa"'),
-    ("gemm", "strassen", "algorithm", 'expected one of summa, cannon, meshgemm for gemm, got "strassen"'),
+    ("gemm", "strassen", "algorithm", 'expected one of summa, cannon, meshgemm, stream, stream-dw for gemm, got "strassen"'),
     ("broadcast", "chain", "algorithm", 'expected one of multicast for broadcast, got "chain"'),
     ("alltoall", "chain", "algorithm", 'expected one of transpose for alltoall, got "chain"')])
 def test_an_unknown_kind_or_algorithm_lists_the_valid_names(kind: str, algorithm: str | None, path: str,
@@ -110,7 +111,8 @@ def test_an_unknown_kind_or_algorithm_lists_the_valid_names(kind: str, algorithm
                                              ("allreduce", KernelKind.ALLREDUCE)])
 def test_the_serving_specs_choices_are_the_kernels_algorithms(field: str, kind: KernelKind) -> None:
     """``inference.gemm``, ``.gemv`` and ``.allreduce`` are ``Literal``s (config is the lowest layer and
-    may not import kernels): they offer exactly the kernel layer's names, and default to one of them."""
+    may not import kernels): they offer exactly the kernel layer's names, and default to one of them —
+    but the streamed GEMMs, whose weights come from off the wafer (a served model's are resident)."""
     annotation = InferenceSpec.model_fields[field].annotation
-    assert set(get_args(annotation)) == set(algorithms(kind))
+    assert set(get_args(annotation)) == set(algorithms(kind)) - set(STREAM_ALGORITHMS)
     assert InferenceSpec.model_fields[field].default in algorithms(kind)

@@ -1,6 +1,6 @@
-"""``simulation.compute: kernel`` (docs/model.md §10.5): every whole-wafer and expert op costs its GEMMs
-simulated on the PEs that run it; the GEMMs carry exactly the FLOPs the constant model counts, and both
-engines agree under it."""
+"""``simulation.compute: kernel`` (docs/model.md §4.1): every whole-wafer and expert op costs its GEMMs
+simulated on the PEs that run it as weight-streaming GEMMs (§10.7); the GEMMs carry exactly the FLOPs
+the constant model counts, and both engines agree under it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from wsesim.config.loader import load_experiment_data, load_hardware, load_model
 from wsesim.experiments.runner import simulate_experiment
 from wsesim.kernels.cost import kernel_cost
 from wsesim.kernels.step import kernel_op_cost
-from wsesim.model.shapes import LayerShapes, expert_op_matmuls, wafer_op, wafer_op_matmuls
+from wsesim.model.shapes import LayerShapes, expert_op_matmuls, over_tokens, wafer_op, wafer_op_matmuls
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},
@@ -38,26 +38,42 @@ def test_the_gemms_carry_the_ops_flops(model: str, kernel: str) -> None:
                 assert gemms == pytest.approx(s.expert_op_flops(op, 100, backward))
 
 
-def gemm_cycles(hw, dtype: str, rows: int, cols: int, m: int, k: int, n: int) -> float:
-    """A SUMMA GEMM's cycles from the kernel layer's front door, as the step asks for them."""
-    return kernel_cost(hw, "gemm", rows, cols, dtype=dtype, algorithm="summa", shape=(m, k, n)).cycles
+def gemm_cycles(hw, dtype: str, rows: int, cols: int, m: int, k: int, n: int, algorithm: str = "stream") -> float:
+    """A weight-streaming GEMM's cycles from the kernel layer's front door, as the step asks for them
+    (its weights staged: the engine's weight stream brings them)."""
+    return kernel_cost(hw, "gemm", rows, cols, dtype=dtype, algorithm=algorithm, shape=(m, k, n),
+                       staged=True).cycles
 
 
-def test_a_whole_wafer_op_costs_its_launch_and_its_gemms_or_its_feed() -> None:
+def test_a_whole_wafer_op_costs_its_launch_and_its_gemms() -> None:
+    """Forward: both GEMMs streamed; backward: each input gradient streamed, each weight gradient (every
+    second GEMM) in the weight-gradient form. The weights' pass is inside the GEMMs: no feed floor."""
     hw = load_hardware("tiny8")
     gemms = ((64, 32, 16), (64, 16, 32))
-    cost = kernel_op_cost(hw, 8, 8, gemms, 1.0, 128.0, 2)
+    cost = kernel_op_cost(hw, 8, 8, "ffn", False, gemms, 1.0, 128.0, 2)
     expected = sum(gemm_cycles(hw, "fp16", 8, 8, m, k, n) for m, k, n in gemms)
-    assert cost.compute == expected > 0 and cost.feed == 128.0 / (8 * 4)
-    assert cost.cycles == hw.runtime.task_overhead_cycles + max(expected, cost.feed)
-    heavy = kernel_op_cost(hw, 8, 8, gemms, 1.0, 1e9, 2)  # weights that take longer to cross than the GEMMs
-    assert heavy.bound == "feed" and heavy.cycles == hw.runtime.task_overhead_cycles + 1e9 / 32
+    assert cost.compute == expected > 0 and cost.feed == 0.0
+    assert cost.cycles == hw.runtime.task_overhead_cycles + expected
+    back = kernel_op_cost(hw, 8, 8, "ffn", True, gemms, 1.0, 128.0, 2)
+    assert back.compute == (gemm_cycles(hw, "fp16", 8, 8, 64, 32, 16)
+                            + gemm_cycles(hw, "fp16", 8, 8, 64, 16, 32, algorithm="stream-dw"))
+
+
+def test_which_gemms_contract_over_the_tokens() -> None:
+    """``_backward`` writes each input gradient, then its weight gradient; the LM head's list is its
+    forward GEMM and those two."""
+    assert over_tokens("ffn", False, 2) == (False, False)
+    assert over_tokens("ffn", True, 4) == (False, True, False, True)
+    assert over_tokens("lm_head", False, 3) == (False, False, True)
+    s = LayerShapes(load_model("llama-7b"))
+    lm = wafer_op_matmuls(s, "lm_head", 64, 64, "standard", False)
+    assert lm[2] == (s.model.hidden_size, 64, s.model.vocab_size)  # dW: hidden × tokens × vocab
 
 
 def test_a_gemm_costs_by_its_blocks() -> None:
-    """M and N enter only as each PE's block: 57 rows on 8 PE rows is 8 per PE, like 64."""
+    """The tokens enter only as each PE's block: 57 tokens on 8 PE rows is 8 per PE, like 64."""
     hw = load_hardware("tiny8")
-    assert gemm_cycles(hw, "fp16", 8, 8, 57, 40, 60) == gemm_cycles(hw, "fp16", 8, 8, 64, 40, 64)
+    assert gemm_cycles(hw, "fp16", 8, 8, 57, 40, 60) == gemm_cycles(hw, "fp16", 8, 8, 64, 40, 60)
 
 
 @pytest.mark.parametrize("overrides", [{}, {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0,

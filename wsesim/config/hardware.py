@@ -41,6 +41,9 @@ class MeshSpec(Spec):
 
 # tens of cycles per instruction on WSE-2 (calibrated, hardware/wse2.yaml); 100,000 is past any loop.
 IssueCost = quantity("cycles", "0 cycles", "100000 cycles", "0 cycles")
+# a partial sum on the fabric: 16 bit (the compute dtype) to 32 bit (fp32 accumulation) in practice; 8 bit
+# is the narrowest number format a datapath accumulates in, 64 bit fp64
+PartialSumWidth = quantity("size", "8 bit", "64 bit", "32 bit")
 
 
 class PESpec(Spec):
@@ -58,6 +61,10 @@ class PESpec(Spec):
     # cycles a PE spends starting one vector (DSD) instruction before its first element: loading its
     # descriptors, the loop or callback that issues it (docs/model.md §10.1; 0: the lanes alone)
     instruction_issue_cycles: IssueCost = Field(0.0, alias="instruction_issue")
+    # the weight-streaming GEMM (docs/model.md §10.7): the width of a partial sum reduced along a row of
+    # PEs, and whether that reduction runs beside the next weight row's FMACs (microthreads) or after them
+    partial_sum_bytes: PartialSumWidth = Field(4.0, alias="partial_sum_width")
+    reduction: Literal["overlapped", "serialised"] = "overlapped"
 
 
 # one 32-bit wavelet per cycle on WSE-2; a serial link carries 1 bit, the widest on-chip NoC links ~2 kbit;

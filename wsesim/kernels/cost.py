@@ -48,32 +48,40 @@ def whole_blocks(kind: str, algorithm: str, rows: int, cols: int,
                  shape: tuple[int, int, int]) -> tuple[int, int, int]:
     """``shape`` rounded up to whole blocks per PE where the kernel's cycles depend only on the blocks:
     a GEMV's K over the columns and N over the rows; a SUMMA GEMM's M over the rows and N over the
-    columns. Any other kernel's shape as it is."""
+    columns; a streamed GEMM's tokens over the rows. Any other kernel's shape as it is."""
     m, k, n = shape
     if kind == "gemv":
         return m, -(-k // cols) * cols, -(-n // rows) * rows
     if kind == "gemm" and algorithm == "summa":
         return -(-max(m, 1) // rows) * rows, k, -(-max(n, 1) // cols) * cols
+    if kind == "gemm" and algorithm == "stream":  # M through ⌈M/R⌉ (K and N as given: the edge's bytes)
+        return -(-max(m, 1) // rows) * rows, k, n
+    if kind == "gemm" and algorithm == "stream-dw":  # the tokens, K', through ⌈K'/R⌉
+        return m, -(-max(k, 1) // rows) * rows, n
     return shape
 
 
 @lru_cache(maxsize=65536)
 def _cached(hw: HardwareSpec, kind: str, rows: int, cols: int, dtype: str, algorithm: str,
-            shape: tuple[int, int, int] | None, wavelets: int) -> KernelCost:
-    r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets)
+            shape: tuple[int, int, int] | None, wavelets: int, staged: bool) -> KernelCost:
+    r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets,
+                   staged=staged)
     return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason, r.overhead)
 
 
 def kernel_cost(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str, algorithm: str,
-                shape: tuple[int, int, int] | None = None, wavelets: int = 1) -> KernelCost:
+                shape: tuple[int, int, int] | None = None, wavelets: int = 1,
+                staged: bool = False) -> KernelCost:
     """The cost of one kernel on a ``rows`` × ``cols`` grid of ``hw``'s PEs (cached; ``hw`` is frozen
     and hashable, so overrides are entries of their own). GEMM and GEMV take ``shape`` (M, K, N; a
     GEMV's M is 1), rounded by ``whole_blocks``; the collectives ``wavelets`` per PE. ``dtype`` "fp16"
     (bf16 runs on the same lanes) or "fp32". Raises ``ConfigError`` for an unknown kind or algorithm,
-    a grid larger than the mesh or a non-positive size."""
+    a grid larger than the mesh or a non-positive size. ``staged``: a streamed GEMM's operands are on the
+    wafer already (``run_kernel``)."""
     if shape is not None:
         shape = whole_blocks(kind, algorithm, rows, cols, shape)
-    return _cached(hw, kind, rows, cols, "fp16" if dtype == "bf16" else dtype, algorithm, shape, wavelets)
+    return _cached(hw, kind, rows, cols, "fp16" if dtype == "bf16" else dtype, algorithm, shape, wavelets,
+                   staged)
 
 
 kernel_cost.cache_info = _cached.cache_info  # type: ignore[attr-defined]

@@ -34,6 +34,10 @@ class GemmAlgorithm(Name):
     SUMMA = "summa"  # panels multicast along rows and down columns, any rectangle
     CANNON = "cannon"  # skew, then one-place shifts with wrap-around (square grids)
     MESHGEMM = "meshgemm"  # Cannon on the folded ring: shifts of at most 2 hops (square grids; WaferLLM)
+    # Cerebras' weight-streaming matmul (``stream.py``, §10.7): activations resident, the weights' rows
+    # streamed down the columns, partial sums reduced around each row; any rectangle
+    STREAM = "stream"
+    STREAM_DW = "stream-dw"  # its weight gradient: dY along the rows, partial sums down the columns, out
 
 
 class GemvAlgorithm(Name):

@@ -50,6 +50,9 @@ class Machine:
     colours: int
     fabric: FabricSpec  # the one physics of a hop (``FabricSpec.latency``)
     issue: float = 0.0  # cycles to start one vector instruction (``pe.instruction_issue``)
+    io_bytes: float = 0.0  # system I/O bytes per cycle, each way (``io.bandwidth``): the wafer's edge
+    partial_bytes: int = 4  # a partial sum on the fabric (``pe.partial_sum_width``)
+    overlapped: bool = True  # a reduction beside the next FMACs (``pe.reduction``)
 
     @classmethod
     def of(cls, hw: HardwareSpec, dtype: str) -> Machine:
@@ -62,7 +65,8 @@ class Machine:
                    read_bytes=pe.sram_read_bytes_per_cycle, write_bytes=pe.sram_write_bytes_per_cycle,
                    sram_bytes=hw.usable_sram_bytes_per_pe,
                    colours=fab.colours, fabric=fab,
-                   issue=pe.instruction_issue_cycles)
+                   issue=pe.instruction_issue_cycles, io_bytes=hw.io_bytes_per_cycle,
+                   partial_bytes=max(1, round(pe.partial_sum_bytes)), overlapped=pe.reduction == "overlapped")
 
     # ------------------------------------------------------------------------------------ formulas
     @property

@@ -21,6 +21,7 @@ from .lines import ring_order
 from .machine import Machine
 from .result import KernelResult
 from .routes import colours_needed, skew_colours_needed
+from .stream import STREAM_ALGORITHMS
 
 _MATMULS: dict[KernelKind, Mapping[Algorithm, Callable[..., KernelResult]]] = {
     KernelKind.GEMM: GEMM_ALGORITHMS, KernelKind.GEMV: GEMV_ALGORITHMS}
@@ -31,22 +32,26 @@ _COLLECTIVES: dict[KernelKind, Callable[..., KernelResult]] = {
 
 def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *, dtype: str = "fp16",
                algorithm: Algorithm | str | None = None, shape: tuple[int, int, int] | None = None,
-               wavelets: int = 1) -> KernelResult:
+               wavelets: int = 1, staged: bool = False) -> KernelResult:
     """Simulate one kernel on a rows × cols grid of ``hw``'s PEs. ``kind`` and ``algorithm`` are
     ``kinds`` members or their plain names (``algorithm`` None: the kind's ``DEFAULT_ALGORITHM``); an
     unknown one is a ``ConfigError`` listing the valid names. GEMM and GEMV take ``shape`` (M, K, N; a
-    GEMV's M is 1); the collectives take ``wavelets`` per PE."""
+    GEMV's M is 1); the collectives take ``wavelets`` per PE. ``staged``: a streamed GEMM's weights are
+    already on the wafer (the training step's staging buffer), so the edge's I/O is not charged."""
     kind, algorithm = choice(kind, algorithm)
     m = Machine.of(hw, dtype)
     if kind in MATMULS:
         if shape is None:
             raise ConfigError(f"{kind} needs a shape M x K x N", path="shape")
-        r = _MATMULS[kind][algorithm](m, rows, cols, shape)
+        if algorithm in STREAM_ALGORITHMS:
+            r = STREAM_ALGORITHMS[algorithm](m, rows, cols, shape, staged=staged)
+        else:
+            r = _MATMULS[kind][algorithm](m, rows, cols, shape)
     else:
         r = partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
     colours = colours_needed(kind, algorithm, rows, cols)
     r = replace(r, colours=colours)
-    if kind == KernelKind.GEMM and algorithm != GemmAlgorithm.SUMMA and rows == cols:
+    if kind == KernelKind.GEMM and algorithm in (GemmAlgorithm.CANNON, GemmAlgorithm.MESHGEMM) and rows == cols:
         skew = skew_colours_needed(rows,
                                    np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows))
         if skew > m.colours:

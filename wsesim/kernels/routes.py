@@ -133,6 +133,9 @@ def allreduce_colours(algorithm: ReduceAlgorithm, rows: int, cols: int) -> int:
 def gemm_colours(algorithm: GemmAlgorithm, rows: int, cols: int) -> int:
     if algorithm == GemmAlgorithm.SUMMA:
         return 2 * ((rows > 1) + (cols > 1))
+    if algorithm in (GemmAlgorithm.STREAM, GemmAlgorithm.STREAM_DW):  # one multicast line, one ring
+        broadcast, ring = (rows, cols) if algorithm == GemmAlgorithm.STREAM else (cols, rows)
+        return int(broadcast > 1) + int(colours_at(ring_streams, ring).max(initial=0))
     if rows != cols:
         return 0  # infeasible already: a square grid only
     return both_lines(cannon_streams if algorithm == GemmAlgorithm.CANNON else ring_streams, rows, cols)

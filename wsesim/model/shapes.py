@@ -240,8 +240,18 @@ Matmul = tuple[int, int, int]  # M x K x N: C[M x N] = A[M x K] · B[K x N]
 
 def _backward(forward: list[Matmul]) -> list[Matmul]:
     """Backward of each forward matmul M × K × N: the input gradient (M × N × K) and the weight gradient
-    (K × M × N), the same FLOPs each."""
+    (K × M × N), the same FLOPs each, in that order (``over_tokens`` reads it)."""
     return [g for m, k, n in forward for g in ((m, n, k), (k, m, n))]
+
+
+def over_tokens(name: str, backward: bool, count: int) -> tuple[bool, ...]:
+    """Which of an op's ``count`` GEMMs (``wafer_op_matmuls`` or ``expert_op_matmuls`` of op ``name``, in
+    their order) contract over the tokens — the weight gradients (and attention's key and value
+    gradients), which a weight-streaming dataflow reduces down the columns rather than along the rows:
+    every second GEMM of a backward list (``_backward``), the last of the LM head's forward-and-backward."""
+    if name == OpKind.LM_HEAD:
+        return (False,) * (count - 1) + (True,)
+    return (False, True) * (count // 2) if backward else (False,) * count
 
 
 def layer_matmuls(shapes: LayerShapes, tokens: int, keys: Any, dense: bool = True) -> dict[str, Matmul]:

@@ -36,7 +36,7 @@ from ..kernels.step import kernel_op_cost, kernel_region_expert_costs
 from ..model.costs import ExpertCosts, OpCost, op_cost, region_expert_costs
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
-from ..model.vocabulary import StageOpKind
+from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
@@ -64,7 +64,8 @@ def _kernel_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per
     """An op's GEMMs simulated on the wafer; a copy has no GEMM and keeps the constant model."""
     if not op.matmuls:
         return _constant_wafer(hw, rows, cols, op, bytes_per_value)
-    return kernel_op_cost(hw, rows, cols, op.matmuls, op.flops, op.weight_bytes, bytes_per_value)
+    return kernel_op_cost(hw, rows, cols, op.kind, op.pass_ == Pass.BWD, op.matmuls, op.flops, op.weight_bytes,
+                          bytes_per_value)
 
 
 COMPUTE_MODELS: dict[str, ComputeModel] = {
