@@ -101,6 +101,22 @@ def test_nothing_fits_gives_the_infeasible_g1_candidate() -> None:
 def test_to_dict_has_best_and_candidates(tuned: tuple[Any, TuneResult]) -> None:
     _, result = tuned
     data = result.to_dict()
-    assert set(data) == {"best", "candidates"}
+    assert set(data) == {"best", "candidates", "baseline", "gain_over_baseline"}
     assert data["best"] == result.best.to_dict()
     assert [c["tiles"] for c in data["candidates"]] == [c.tiles for c in result.candidates]
+
+
+def test_the_gain_is_over_the_b_a_run_at_g1_picks() -> None:
+    """Issue 29: tiny8 at seq_len 32 admits G=1 candidates B = 16 … 19 (``_geometric`` lists every B whose
+    largest G is 1), sorted smallest B first; ``wsesim run`` at G=1 picks B=19 (auto: the largest that fits),
+    the sweep's ``speedup`` baseline. The gain must divide by that run, not by the B=16 candidate."""
+    from wsesim.experiments.runner import run_experiment
+
+    loaded = _loaded()
+    result = tune(loaded)
+    run = run_experiment(loaded.spec)  # tiles 1, batch_per_tile auto
+    assert result.candidates[0].batch_per_tile < run.batch_per_tile  # the case the old ratio got wrong
+    assert result.baseline is not None and result.baseline in result.candidates
+    assert (result.baseline.tiles, result.baseline.batch_per_tile) == (1, run.batch_per_tile)
+    assert result.baseline.throughput_tokens_per_s == run.throughput_tokens_per_s
+    assert result.gain == result.best.throughput_tokens_per_s / run.throughput_tokens_per_s

@@ -206,6 +206,17 @@ def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
     return out
 
 
+def with_settings(constant: dict[str, str], settings: dict[str, Any] | None) -> dict[str, str]:
+    """``constant`` and the sweep-wide settings given on the command line (``sweep --set KEY=VALUE``, kept
+    in the folder's manifest): they hold for every row too, but no CSV column says so. A setting the rows
+    already show (``hardware``, ``training.seq_len``) is not said twice."""
+    out = dict(constant)
+    for key, v in (settings or {}).items():
+        if key not in out and key.rsplit(".", 1)[-1] not in out:
+            out[key] = v if isinstance(v, str) else str(v)
+    return out
+
+
 def _title(what: str, constant: dict[str, str]) -> str:
     head = f"{constant['model']} on {constant['hardware']}" if {"model", "hardware"} <= set(constant) else ""
     rest = [f"G = {v}" if k == "tiles" else f"{k} {v}" if k in ("model", "hardware", "seq_len")
@@ -227,8 +238,10 @@ def _roles(x: str, varying: list[str], counts: dict[str, int], keys: list[str]) 
     return roles
 
 
-def plan_figures(header: list[str], rows: list[dict[str, str]]) -> list[FigurePlan]:
-    """Every throughput figure of a results CSV (see the module docstring); [] when no key but G varies."""
+def plan_figures(header: list[str], rows: list[dict[str, str]],
+                 settings: dict[str, Any] | None = None) -> list[FigurePlan]:
+    """Every throughput figure of a results CSV (see the module docstring); [] when no key but G varies.
+    ``settings``: the sweep's ``--set`` overrides, said in every title (``with_settings``)."""
     keys = swept_keys(header)
     rows = with_base_values(header, rows)
     counts = {k: len(_values(rows, k)) for k in keys}
@@ -247,12 +260,13 @@ def plan_figures(header: list[str], rows: list[dict[str, str]]) -> list[FigurePl
         order = {k: _values(rows, k) for k in split}
         for fixed in sorted(groups, key=lambda f: [order[k].index(v) for k, v in zip(split, f, strict=True)]):
             plans.append(_plan_view(x, roles, by_role, dict(zip(split, fixed, strict=True)), groups[fixed],
-                                    keys, rows))
+                                    keys, rows, settings))
     return plans
 
 
 def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fixed: dict[str, str],
-               rows: list[dict[str, str]], keys: list[str], all_rows: list[dict[str, str]]) -> FigurePlan:
+               rows: list[dict[str, str]], keys: list[str], all_rows: list[dict[str, str]],
+               settings: dict[str, Any] | None = None) -> FigurePlan:
     colour, marker, facet = by_role["colour"], by_role["marker"], by_role["facet"]
     x_values = _values(rows, x)
     colours = _values(all_rows, colour) if colour else [""]
@@ -284,7 +298,7 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
         if colour == TILES and {"1", TUNED} <= set(colours):
             panel.speedup = _speedups(panel, colours.index("1"), colours.index(TUNED))
         panels.append(panel)
-    constant = _constant(rows, [k for k in keys if roles.get(k) in (None, "figure")])
+    constant = with_settings(_constant(rows, [k for k in keys if roles.get(k) in (None, "figure")]), settings)
     stem = "throughput_vs_" + _slug(short(x))
     if fixed:
         stem += "-" + "-".join(f"{_slug(short(k))}={_slug(v)}" for k, v in fixed.items())
@@ -326,9 +340,10 @@ class PhasesPlan:
         return asdict(self)
 
 
-def plan_phases(header: list[str], rows: list[dict[str, str]]) -> PhasesPlan:
+def plan_phases(header: list[str], rows: list[dict[str, str]],
+                settings: dict[str, Any] | None = None) -> PhasesPlan:
     """Where each run's step goes per token (µs), one bar per row in CSV order; each bar is labelled with
-    the swept keys that vary (the title holds the rest)."""
+    the swept keys that vary (the title holds the rest, and the sweep's ``settings``)."""
     keys = swept_keys(header)
     rows = with_base_values(header, rows)
     varying = [k for k in keys if len(_values(rows, k)) > 1]
@@ -355,5 +370,5 @@ def plan_phases(header: list[str], rows: list[dict[str, str]]) -> PhasesPlan:
         bar["us_per_token"] = {p: v for p, v in bar["us_per_token"].items()
                                if p not in thin and (p in present or p == "other")}
     phases = [p for p in present if p not in thin] + (["other"] if thin else [])
-    constant = _constant(rows, [k for k in keys if k not in varying])
+    constant = with_settings(_constant(rows, [k for k in keys if k not in varying]), settings)
     return PhasesPlan(_title("Where the step goes, per token", constant), phases, thin, bars)

@@ -57,7 +57,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has "
                               "finished", source=str(csv_path.parent))
         with folder_lock(out) if out.is_dir() else nullcontext(out):
-            paths = plot_results(csv_path, out)  # makes the folder once the CSV reads
+            from ..output.manifest import sweep_settings
+
+            # makes the folder once the CSV reads; titled with the sweep's --set, as its own plot was
+            paths = plot_results(csv_path, out, sweep_settings(csv_path.parent))
             source = csv_path
             paths = _plot_manifest(args, paths, source)
         _print_paths(args, paths)

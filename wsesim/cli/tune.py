@@ -66,10 +66,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         print("\n".join(f"wrote {path}" for path in written))
         return EXIT_OK
     print(format_result(result.best))
-    base = next(r for r in result.candidates if r.tiles == 1)
-    if base.feasible and result.best.feasible:
-        gain = result.best.throughput_tokens_per_s / base.throughput_tokens_per_s
-        print(f"tuned G={result.best.tiles} is {gain:.2f}x G=1")
+    if result.gain is not None and result.baseline is not None:
+        print(f"tuned G={result.best.tiles} is {result.gain:.2f}x G=1 "
+              f"(B={result.baseline.batch_per_tile}, the B a run at G=1 picks)")
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK

@@ -31,11 +31,27 @@ MAX_B_CANDIDATES = 24  # beyond this many values of B, try a geometric subset (B
 
 @dataclass(frozen=True)
 class TuneResult:
+    """The best candidate, every candidate run, and ``baseline``: the run at G=1 with the experiment's own
+    batch setting (the B ``wsesim run`` picks at G=1, and a sweep's ``speedup`` denominator), one of the
+    candidates."""
+
     best: RunResult
     candidates: tuple[RunResult, ...]
+    baseline: RunResult | None = None
+
+    @property
+    def gain(self) -> float | None:
+        """The best's throughput over the baseline's (None when either is infeasible)."""
+        base = self.baseline
+        if base is None or not (base.feasible and self.best.feasible):
+            return None
+        return self.best.throughput_tokens_per_s / base.throughput_tokens_per_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"best": self.best.to_dict(), "candidates": [c.to_dict() for c in self.candidates]}
+        return {"best": self.best.to_dict(), "candidates": [c.to_dict() for c in self.candidates],
+                "baseline": None if self.baseline is None else {
+                    "tiles": self.baseline.tiles, "batch_per_tile": self.baseline.batch_per_tile},
+                "gain_over_baseline": self.gain}
 
 
 def _geometric(n: int) -> list[int]:
@@ -107,9 +123,25 @@ def tune(loaded: Loaded, *, progress: Callable[[RunResult, int], None] | None = 
             G = min(G - 1, max_tiles(hw, m, t, batch_per_tile=B, expert_load=result.expert_region_load))
             if G < 1:
                 break
+    baseline = _baseline(loaded, results)
+    if all(r is not baseline for r in results):  # the B a run at G=1 picks was not a candidate: run it too
+        results.append(baseline)
+        if progress is not None:
+            progress(baseline, len(planned))
     feasible = [r for r in results if r.feasible]
     best = max(feasible, key=lambda r: (r.throughput_tokens_per_s, -r.tiles)) if feasible else results[0]
-    return TuneResult(best, tuple(results))
+    return TuneResult(best, tuple(results), baseline)
+
+
+def _baseline(loaded: Loaded, results: list[RunResult]) -> RunResult:
+    """The run at G=1 as ``wsesim run --set training.tiles=1`` would do it (B as the experiment sets it,
+    ``auto`` resolved against its own routing): the candidate with that B, else a new run."""
+    from .runner import size_step
+
+    spec = _with_tiling(loaded, 1, loaded.spec.training.batch_per_tile)
+    B = size_step(spec).batch_per_tile
+    same = [r for r in results if r.tiles == 1 and r.batch_per_tile == B]
+    return same[0] if same else run_experiment(spec)
 
 
 def tuned_row(result: TuneResult) -> RunResult:

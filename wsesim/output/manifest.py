@@ -100,3 +100,17 @@ def write_manifest(folder: str | Path, data: dict[str, Any]) -> Path:
         data = existing
     atomic_write_text(path, json.dumps(data, indent=1, default=str) + "\n")
     return path
+
+
+def sweep_settings(folder: str | Path) -> dict[str, Any]:
+    """The ``--set`` overrides a sweep in ``folder`` ran with (its manifest's ``base_overrides``), so that a
+    re-plot titles its figures as the sweep's own plot did; {} when the folder holds no sweep manifest."""
+    path = Path(folder) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("kind") != "sweep":
+        return {}
+    settings = data.get("base_overrides")
+    return dict(settings) if isinstance(settings, dict) else {}

@@ -96,9 +96,11 @@ def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
         raise ConfigError(f"{expected}, got a row it cannot read ({shown(e, 120)})", source=source) from None
 
 
-def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
+def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any] | None = None) -> list[Path]:
     """Write the figures for a results CSV into ``out``, and ``figures.json`` (see the module docstring);
-    returns the paths written. Raises ``ConfigError`` for a file that is not a sweep's results.csv."""
+    returns the paths written. ``settings``: the sweep-wide ``--set`` overrides (its manifest's
+    ``base_overrides``), said in every title and in ``figures.json``, since no CSV column holds them.
+    Raises ``ConfigError`` for a file that is not a sweep's results.csv."""
     import json
 
     from ..analysis.figures import plan_figures, plan_phases
@@ -117,12 +119,14 @@ def plot_results(csv_path: str | Path, out: str | Path) -> list[Path]:
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
     meta = constant_settings(rows)  # only what holds for every row: a swept seq_len is not in a title
     written: list[Path] = []
-    listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
-    for plan in plan_figures(header, rows):
+    if settings:
+        meta = ", ".join(filter(None, [meta, *(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in settings.items())]))
+    listing: dict[str, Any] = {"source": str(csv_path), "settings": dict(settings or {}), "figures": []}
+    for plan in plan_figures(header, rows, settings):
         files = _save(throughput_figure(plan), out, plan.stem)
         listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
-    phases = plan_phases(header, rows)
+    phases = plan_phases(header, rows, settings)
     files = _save(phases_figure(phases), out, "phases")
     listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
     written += files

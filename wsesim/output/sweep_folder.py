@@ -99,7 +99,7 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
         if job.plot:
             from .plotting import plot_results
 
-            plots = plot_results(csv_path, out)
+            plots = plot_results(csv_path, out, job.base_overrides)
         written = [csv_path, *plots, write_manifest(out, sweep_manifest(job, [csv_path, *plots]))]
     return SweepOutcome(rows, keys, written)
 
