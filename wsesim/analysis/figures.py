@@ -72,6 +72,8 @@ class FigurePlan:
     # the column drawn (the cluster's when a row ran on several systems)
     metric: str = "throughput_tokens_per_s"
     y_label: str = "throughput (thousand tokens/s)"
+    y_scale: float = 1e3  # tokens/s per unit of the y axis (thousand, or million past a million)
+    y_log: bool = False  # a log y: the x axis is the number of systems, equally spaced when it doubles
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -303,8 +305,31 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     if fixed:
         stem += "-" + "-".join(f"{_slug(short(k))}={_slug(v)}" for k, v in fixed.items())
     what = "Cluster throughput" if column.startswith("cluster") else "Throughput"
+    scale, y_label = y_unit(all_rows, column, y_label)
     return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"{what} vs {short(x)}", constant),
-                      constant, roles, colours, markers, panels, column, y_label)
+                      constant, roles, colours, markers, panels, column, y_label, scale,
+                      x == SYSTEMS and _geometric(x_values))
+
+
+SYSTEMS = "cluster.systems"
+
+
+def y_unit(rows: list[dict[str, str]], column: str, label: str) -> tuple[float, str]:
+    """The y axis's unit: thousand tokens/s, or million once a row passes a million (never "10,000
+    thousand"); its divisor and the label with it."""
+    top = max((float(r[column]) for r in rows if r.get("status") == "ok" and _float(r.get(column))),
+              default=0.0)
+    return (1e6, label.replace("thousand", "million")) if top >= 1e6 else (1e3, label)
+
+
+def _geometric(values: list[str]) -> bool:
+    """Whether numeric ``values`` (at least three, positive) grow by one constant factor (1, 2, 4, …): then
+    equally spaced x is a log x, and the y axis is drawn on a log scale to match."""
+    numbers = [number(v) for v in values]
+    if len(numbers) < 3 or any(n is None or n <= 0 for n in numbers):
+        return False
+    ratios = [b / a for a, b in zip(numbers, numbers[1:], strict=False)]  # type: ignore[operator]
+    return all(abs(r / ratios[0] - 1) < 1e-9 for r in ratios) and ratios[0] > 1
 
 
 def _speedups(panel: Panel, g1: int, tuned: int) -> list[dict[str, Any]]:

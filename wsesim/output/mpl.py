@@ -17,13 +17,44 @@ matplotlib.use("Agg")
 matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.collections import PolyCollection  # noqa: E402  (sweep_figures: many bars in one artist)
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402  (log axes as plain numbers)
+from matplotlib.ticker import (  # noqa: E402  (log axes as plain numbers)
+    FuncFormatter,
+    Locator,
+    MaxNLocator,
+    NullFormatter,
+)
+
+
+class PlainLogLocator(Locator):  # type: ignore[misc]
+    """Major ticks of a log axis that always show numbers: decades when the view holds three, else 1-2-5
+    steps, else every 1…9 step of a decade, else a linear axis's nice numbers inside the view (a view of
+    less than a decade, 2.5 to 4, has no decade in it to label)."""
+
+    def __call__(self) -> list[float]:
+        vmin, vmax = self.axis.get_view_interval()
+        return self.tick_values(vmin, vmax)
+
+    def tick_values(self, vmin: float, vmax: float) -> list[float]:
+        import math
+
+        vmin, vmax = sorted((vmin, vmax))
+        if not vmax > 0:
+            return []
+        vmin = vmin if vmin > 0 else vmax / 1e3
+        low, high = math.floor(math.log10(vmin)), math.ceil(math.log10(vmax))
+        for subs, enough in (((1,), 3), ((1, 2, 5), 2), (range(1, 10), 2)):
+            ticks = [s * 10.0**e for e in range(low, high + 1) for s in subs if vmin <= s * 10.0**e <= vmax]
+            if len(ticks) >= enough:
+                return ticks
+        return [v for v in MaxNLocator(4).tick_values(vmin, vmax) if vmin <= v <= vmax]
 
 
 def plain_log_axis(axis: Any) -> None:
-    """A log axis labelled with plain numbers (``0.6``, ``3``, ``200``), never ``3×10⁰`` or ``6×10⁻¹``."""
+    """A log axis labelled with plain numbers (``0.6``, ``3``, ``2,000``), never ``3×10⁰`` or ``6×10⁻¹``,
+    with numbers on it however short its span (``PlainLogLocator``)."""
+    axis.set_major_locator(PlainLogLocator())
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
     axis.set_minor_formatter(NullFormatter())
 
 
-__all__ = ["PolyCollection", "plain_log_axis", "plt"]
+__all__ = ["PlainLogLocator", "PolyCollection", "plain_log_axis", "plt"]

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan
-from .mpl import PolyCollection, plt
+from .mpl import PolyCollection, plain_log_axis, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
@@ -31,17 +31,30 @@ def _colour(plan: FigurePlan, index: int) -> str:
     if plan.roles.get("training.tiles") == "colour" and plan.colour_values[index] in ("1", "tuned"):
         # as the README has always had them
         return COLOURS[0] if plan.colour_values[index] == "1" else COLOURS[1]
-    return COLOURS[(index + 1) % len(COLOURS)]
+    return series_colour(index + 1)
+
+
+def series_colour(index: int) -> str:
+    """The ``index``-th series' colour: ``COLOURS``, then hues spread by the golden angle, so that no two
+    series of a figure share one however many there are."""
+    if index < len(COLOURS):
+        return COLOURS[index]
+    import colorsys
+
+    hue = (0.11 + 0.618034 * (index - len(COLOURS))) % 1.0
+    r, g, b = colorsys.hls_to_rgb(hue, 0.42, 0.65)
+    return f"#{round(255 * r):02x}{round(255 * g):02x}{round(255 * b):02x}"
 
 
 def throughput_figure(plan: FigurePlan) -> Any:
-    """Throughput (thousand tokens/s) against the view's key, one panel per facet; the speedup below."""
+    """Throughput (thousand or million tokens/s: ``plan.y_scale``) against the view's key, one panel per
+    facet (a log y when ``plan.y_log``); the speedup below."""
     Line2D = plt.Line2D  # noqa: N806 (matplotlib's class, through mpl)
     n, speed = len(plan.panels), plan.has_speedup
     axes = _panel_axes(n, speed)
     fig = axes[0][0].figure
-    top_y = max((p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]),
-                default=1.0)
+    ys = [p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]]
+    top_y, scale = max(ys, default=1.0), plan.y_scale
     failed, beside = False, False
     for col, panel in enumerate(plan.panels):
         top = axes[0][col]
@@ -52,7 +65,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
         for s in panel.series:
             colour, (marker, style) = _colour(plan, s.colour), MARKERS[s.marker % len(MARKERS)]
             ran = [p for p in s.points if p["y"] is not None]
-            top.plot([p["x_index"] for p in ran], [p["y"] / 1e3 for p in ran], marker=marker, linestyle=style,
+            top.plot([p["x_index"] for p in ran], [p["y"] / scale for p in ran], marker=marker, linestyle=style,
                      color=colour, ms=6)
             for p in s.points:
                 if p["y"] is None:  # not run: marked where a throughput of 0 would be (_crosses)
@@ -61,13 +74,18 @@ def throughput_figure(plan: FigurePlan) -> Any:
                 elif s.fixed.get("training.tiles") == "tuned" and labelled:
                     text = f"G={p['row'].get('tiles')}, B={p['row'].get('batch_per_tile')}"
                     if tuned_at[p["x_index"]] > 1:
-                        side.append((p["x_index"], p["y"] / 1e3, text, colour))
+                        side.append((p["x_index"], p["y"] / scale, text, colour))
                     else:
-                        top.annotate(text, (p["x_index"], p["y"] / 1e3), textcoords="offset points",
+                        top.annotate(text, (p["x_index"], p["y"] / scale), textcoords="offset points",
                                      xytext=(0, 7), ha="center", fontsize=6.5, color=colour)
         _crosses(top, panel, plan)
-        top.set_ylim(0, 1.18 * top_y / 1e3)
-        beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / 1e3)
+        if plan.y_log:
+            top.set_yscale("log")
+            top.set_ylim(min(ys, default=1.0) / 1.6 / scale, 1.6 * top_y / scale)
+            plain_log_axis(top.yaxis)
+        else:
+            top.set_ylim(0, 1.18 * top_y / scale)
+        beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / scale)
         side = []
         top.grid(alpha=0.3)
         if panel.facet:
@@ -164,7 +182,8 @@ def _crosses(ax: Any, panel: Any, plan: FigurePlan) -> None:
         k = len(colours)
         for j, colour in enumerate(colours):
             dx = 0.0 if k == 1 else CROSS_SPREAD * (j / (k - 1) - 0.5)
-            ax.plot(x + dx, 0, marker="x", color=colour, ms=9 if k < 5 else 6, mew=2, clip_on=False, zorder=5)
+            ax.plot(x + dx, 0, marker="x", color=colour, ms=9 if k < 5 else 6, mew=2, clip_on=False, zorder=5,
+                    transform=ax.get_xaxis_transform())  # y 0: the axis's bottom, on a log axis too
 
 
 def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float) -> bool:

@@ -1,0 +1,86 @@
+"""Issue 29's figure defects (each test fails on the code before the fix): log axes of less than a decade
+show numbers, no two series share a colour, the systems view is log-log in millions where it passes a
+million."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wsesim.analysis.figures import plan_figures
+from wsesim.output.mpl import PlainLogLocator, plain_log_axis, plt
+from wsesim.output.plotting import _cluster_figure
+from wsesim.output.sweep_figures import series_colour, throughput_figure
+
+
+def _labels(axis: Any) -> list[str]:
+    axis.figure.canvas.draw()
+    lo, hi = sorted(axis.get_view_interval())
+    return [t.get_text() for t in axis.get_ticklabels() if t.get_text() and lo <= t.get_position()[
+        1 if axis.axis_name == "y" else 0] <= hi]
+
+
+def test_a_log_axis_of_less_than_a_decade_shows_numbers() -> None:
+    """2.5 … 4 holds no decade and no 1-2-5 step but 3 and 4 (the 1…9 steps); 0.6 … 3 holds 1 and 2 (1-2-5);
+    1 … 1,000 its four decades; 3.1 … 3.9 none of those, so a linear axis's nice numbers inside it."""
+    assert PlainLogLocator().tick_values(2.5, 4) == [3.0, 4.0]
+    assert PlainLogLocator().tick_values(0.6, 3) == [1.0, 2.0]
+    assert PlainLogLocator().tick_values(1, 1000) == [1.0, 10.0, 100.0, 1000.0]
+    ticks = PlainLogLocator().tick_values(3.1, 3.9)
+    assert len(ticks) >= 2 and all(3.1 <= t <= 3.9 for t in ticks)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [2.6, 3.8])
+    ax.set_yscale("log")
+    plain_log_axis(ax.yaxis)
+    ax.set_ylim(2.5, 4)
+    assert _labels(ax.yaxis) == ["3", "4"]
+    plt.close(fig)
+
+
+def test_no_two_series_share_a_colour() -> None:
+    colours = [series_colour(i) for i in range(30)]
+    assert len(set(colours)) == 30
+    series = {f"s{i}": [{"systems": n, "cluster": 1e5 * n, "per_system": 1e5, "share": 4, "vs_one": 1.0,
+                         "tree": 1.0} for n in (1, 2, 4)] for i in range(6)}
+    fig = _cluster_figure(series, "m on h")
+    top = fig.axes[0]
+    solid = [line.get_color() for line in top.lines if line.get_linestyle() == "-"]
+    assert len(solid) == 6 and len(set(solid)) == 6  # the fifth is not the first's
+    plt.close(fig)
+
+
+def _systems_rows() -> tuple[list[str], list[dict[str, str]]]:
+    header = ["point", "status", "set:cluster.systems", "model", "hardware", "experts", "top_k", "tiles",
+              "batch_per_tile", "seq_len", "tokens_per_step", "systems", "throughput_tokens_per_s",
+              "cluster_throughput_tokens_per_s", "step_time_s", "step_cycles"]
+    rows = []
+    for i, n in enumerate((1, 2, 4, 8, 16, 32, 64)):
+        rows.append(dict(zip(header, [str(i), "ok", str(n), "gpt3-xl", "wse2", "0", "0", "1", "4", "2048",
+                                      "8192", str(n), "160000", str(160000 * n), "0.05", "42500000"],
+                             strict=True)))
+    return header, rows
+
+
+def test_the_systems_view_is_log_log_and_in_millions() -> None:
+    """1 … 64 systems, equally spaced (a log₂ x), at 160,000 tokens/s each: the cluster reaches 10.24 M
+    tokens/s, so the y axis is in millions (never "10,240 thousand") and logarithmic, as the x is."""
+    plan, = plan_figures(*_systems_rows())
+    assert plan.y_log and plan.y_scale == 1e6 and plan.y_label == "cluster throughput (million tokens/s)"
+    fig = throughput_figure(plan)
+    top = fig.axes[0]
+    assert top.get_yscale() == "log"
+    ys = [y for line in top.lines for y in line.get_ydata()]
+    assert max(ys) == 10.24 and min(ys) == 0.16
+    assert "10" in _labels(top.yaxis)
+    plt.close(fig)
+
+
+def test_a_view_of_other_keys_stays_linear_in_thousands() -> None:
+    header, rows = _systems_rows()
+    for r in rows:
+        r["cluster_throughput_tokens_per_s"] = r["throughput_tokens_per_s"] = "50000"
+        r["systems"] = "1"
+    header[2] = "set:model.experts"
+    for r in rows:
+        r["set:model.experts"] = r.pop("set:cluster.systems")
+    plan, = plan_figures(header, rows)
+    assert not plan.y_log and plan.y_scale == 1e3 and plan.y_label == "throughput (thousand tokens/s)"
