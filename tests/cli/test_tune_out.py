@@ -1,5 +1,5 @@
 """``wsesim tune --out DIR`` (candidates.csv + manifest.json) and ``--search-systems`` (a global batch tuned
-on each number of systems: the best and the Pareto front of cluster throughput against systems)."""
+on each number of systems: the best and the Pareto front of cluster throughput against per-system efficiency)."""
 
 from __future__ import annotations
 
@@ -21,15 +21,17 @@ def test_tune_out_writes_every_candidate_and_a_manifest(tmp_path: Path, capsys: 
     assert cli.main(["tune", *TINY, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert cli.main(["tune", *TINY, "--out", str(tmp_path / "t")]) == 0
-    assert capsys.readouterr().out.endswith(f"wrote {tmp_path / 't' / 'candidates.csv'}\n"
-                                            f"wrote {tmp_path / 't' / 'manifest.json'}\n")
+    figures = [f"candidates.{x}" for x in ("png", "svg", "pdf")]
+    assert capsys.readouterr().out.endswith("".join(f"wrote {tmp_path / 't' / name}\n" for name in
+                                                    ["candidates.csv", *figures, "manifest.json"]))
     rows = list(csv.DictReader((tmp_path / "t" / "candidates.csv").open(encoding="utf-8")))
     assert len(rows) == len(printed["candidates"]) and "wall_s" not in rows[0]
     [best] = [r for r in rows if r["best"] == "True"]
     assert (int(best["tiles"]), int(best["batch_per_tile"])) == (printed["best"]["tiles"],
                                                                 printed["best"]["batch_per_tile"])
     manifest = json.loads((tmp_path / "t" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["kind"] == "tune" and manifest["files"] == ["candidates.csv"]
+    assert manifest["kind"] == "tune" and manifest["files"] == ["candidates.csv", *figures]
+    assert all((tmp_path / "t" / name).stat().st_size > 0 for name in figures)
     assert manifest["best"] == {"tiles": printed["best"]["tiles"], "batch_per_tile": printed["best"]["batch_per_tile"]}
 
 
@@ -50,6 +52,10 @@ def test_search_systems_for_a_global_batch(tmp_path: Path, capsys: pytest.Captur
     assert "cluster tokens/s" in text and "tokens/s per system" in text and "Pareto front" in text
     rows = list(csv.DictReader((tmp_path / "s" / "candidates.csv").open(encoding="utf-8")))
     assert {r["systems"] for r in rows} == {"1", "2", "4"} and sum(r["best"] == "True" for r in rows) == 1
+    drawn = {f"{stem}.{x}" for stem in ("candidates", "systems_front") for x in ("png", "svg", "pdf")}
+    assert drawn <= {p.name for p in (tmp_path / "s").iterdir()}  # the search's figure and its candidates
+    manifest = json.loads((tmp_path / "s" / "manifest.json").read_text(encoding="utf-8"))
+    assert drawn <= set(manifest["files"])
 
 
 @pytest.mark.parametrize(("extra", "says"), [
@@ -75,3 +81,13 @@ def test_the_pareto_front_keeps_what_more_systems_buy() -> None:
     assert search.best is not None and search.best.systems == 8  # a tie goes to fewer systems
     none = SystemsSearch(64, ((1, TuneResult(_result(1, 0.0, False), (_result(1, 0.0, False),))),))
     assert none.best is None and none.pareto() == []
+
+
+def test_the_pareto_front_is_over_throughput_and_per_system_efficiency() -> None:
+    """Weak scaling's first counts: 1 system 100 tokens/s, 2 give 200 (100 % each), 4 give 300 (75 %).
+    2 systems dominate 1 (as much per system, more in all), so the front is [2, 4]; the old front of
+    throughput against systems put every count on it, since each gave more than the one before."""
+    rows = [(1, 100.0), (2, 200.0), (4, 300.0)]
+    search = SystemsSearch(64, tuple((n, TuneResult(_result(n, c), (_result(n, c),))) for n, c in rows))
+    assert [search.efficiency(r) for r in search.bests()] == [1.0, 1.0, 0.75]
+    assert [r.systems for r in search.pareto()] == [2, 4]

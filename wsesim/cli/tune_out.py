@@ -1,6 +1,7 @@
 """``wsesim tune``'s options beyond the (G, B) search: ``--out DIR`` (every candidate in
 ``DIR/candidates.csv`` with ``DIR/manifest.json``) and ``--search-systems N,N,...`` (a fixed global batch
-tuned on each count of systems: the best, and the Pareto front of cluster throughput against systems).
+tuned on each count of systems: the best, and the Pareto front of cluster throughput against per-system
+efficiency). With ``--out`` the candidates are drawn too (``output.tune_figures``).
 
 ``wsesim tune`` itself is registered in ``cli/tune.py``, which calls ``add_tune_arguments``,
 ``tune_systems`` and ``write_candidates`` from here.
@@ -22,11 +23,12 @@ CANDIDATES = "candidates.csv"
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR",
-                   help=f"write every candidate to DIR/{CANDIDATES} (the best marked) and DIR/manifest.json")
+                   help=f"write every candidate to DIR/{CANDIDATES} (the best marked), their figure "
+                        "(candidates.png|svg|pdf: throughput and SRAM against G) and DIR/manifest.json")
     p.add_argument("--search-systems", metavar="N,N,...",
                    help="with training.global_batch set: tune it on each number of systems (behind swarmx "
                         "unless cluster.interconnect is set); print the best and the Pareto front of cluster "
-                        "throughput against systems")
+                        "throughput against per-system efficiency (with --out, drawn too)")
 
 
 def parse_systems(text: str) -> list[int]:
@@ -52,21 +54,24 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 
 def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[Any, dict[str, Any]]],
-                     summary: dict[str, Any]) -> list[Path]:
-    """``DIR/candidates.csv`` and ``DIR/manifest.json`` when ``--out`` was given; their paths."""
+                     summary: dict[str, Any], search: Any = None) -> list[Path]:
+    """``DIR/candidates.csv``, its figures (``output.tune_figures``: the candidates, and the front of a
+    ``search`` over systems) and ``DIR/manifest.json`` when ``--out`` was given; their paths."""
     if not args.out:
         return []
     from ..experiments.tune import candidates_table
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
+    from ..output.tune_figures import tune_figures
     from .run import given
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
         atomic_write_text(path, _csv(candidates_table(marked)))
+        figures = tune_figures(out, marked, search)
         data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
-                        **resolved(loaded.spec), files=[CANDIDATES], **summary)
-        return [path, write_manifest(out, data)]
+                        **resolved(loaded.spec), files=[CANDIDATES, *(p.name for p in figures)], **summary)
+        return [path, *figures, write_manifest(out, data)]
 
 
 def tune_systems(args: argparse.Namespace) -> int:
@@ -104,7 +109,7 @@ def tune_systems(args: argparse.Namespace) -> int:
                    "systems": best.systems, "tiles": best.tiles, "micro_batches": best.micro_batches,
                    "cluster_throughput_tokens_per_s": best.cluster_throughput_tokens_per_s},
                "skipped": [{"systems": n, "why": why} for n, why in search.skipped]}
-    written = write_candidates(args, loaded, marked, summary)
+    written = write_candidates(args, loaded, marked, summary, search)
     if args.json:
         print_json(search.to_dict())
         return EXIT_OK
@@ -112,8 +117,7 @@ def tune_systems(args: argparse.Namespace) -> int:
     rows = []
     for n, t in search.per_systems:
         r = t.best
-        linear = (f"{100 * r.cluster_throughput_tokens_per_s / (n * one.throughput_tokens_per_s):.1f}"
-                  if one is not None and r.feasible else "-")
+        linear = f"{100 * search.efficiency(r):.1f}" if r.feasible else "-"
         mark = ("*" if r is best else "") + ("P" if any(r is f for f in front) else "")
         rows.append((f"{n}{mark}", r.tiles, r.batch_per_tile, r.micro_batches,
                      f"{r.cluster_throughput_tokens_per_s:,.0f}" if r.feasible else "-",
@@ -123,9 +127,9 @@ def tune_systems(args: argparse.Namespace) -> int:
     on = f"{', '.join(map(str, systems))} system{'' if systems == [1] else 's'}"
     print(f"global batch {search.global_batch} on {on}: each row the best "
           f"(G, B, micro-batches) on that many systems (* best, P on the Pareto front of cluster throughput "
-          f"against systems)")
+          f"against per-system efficiency)")
     print(format_table(rows, ("systems", "G", "B", "micro-batches", "cluster tokens/s", "tokens/s per system",
-                              "of N × 1 system %", "tree efficiency %", "note")))
+                              "efficiency %" if one is None else "of N × 1 system %", "tree efficiency %", "note")))
     for n, why in search.skipped:
         print(f"{n} systems skipped: {why}")
     if best is None:
@@ -135,8 +139,9 @@ def tune_systems(args: argparse.Namespace) -> int:
               f"B={best.batch_per_tile} × {best.micro_batches} "
               f"micro-batch{'es' if best.micro_batches > 1 else ''}: "
               f"{best.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)")
-        print("Pareto front (systems: cluster tokens/s): "
-              + ", ".join(f"{r.systems}: {r.cluster_throughput_tokens_per_s:,.0f}" for r in front))
+        print("Pareto front (systems: cluster tokens/s at per-system efficiency): " + "; ".join(
+            f"{r.systems}: {r.cluster_throughput_tokens_per_s:,.0f} at {100 * search.efficiency(r):.1f} %"
+            for r in front))
     for path in written:
         print(f"wrote {path}")
     sys.stdout.flush()

@@ -177,18 +177,31 @@ class SystemsSearch:
         bests = self.bests()
         return max(bests, key=lambda r: (r.cluster_throughput_tokens_per_s, -r.systems)) if bests else None
 
+    def efficiency(self, r: RunResult) -> float:
+        """What each of ``r``'s systems gives against one system alone: its cluster throughput over N times
+        the best on one system when the search ran one system, else the run's own ``scaling_efficiency``
+        (against the same experiment on one system)."""
+        one = next((t.best for n, t in self.per_systems if n == 1 and t.best.feasible), None)
+        if one is None or not one.throughput_tokens_per_s:
+            return r.scaling_efficiency
+        return r.cluster_throughput_tokens_per_s / (r.systems * one.throughput_tokens_per_s)
+
     def pareto(self) -> list[RunResult]:
-        """The Pareto front of cluster throughput against systems: each best that beats every one on fewer."""
-        front: list[RunResult] = []
-        for r in self.bests():
-            if not front or r.cluster_throughput_tokens_per_s > front[-1].cluster_throughput_tokens_per_s:
-                front.append(r)
-        return front
+        """The Pareto front of cluster throughput against per-system efficiency (``efficiency``): each best
+        that no other best matches on both with more of one, fewest systems first. More systems buy
+        throughput and cost efficiency, so a count is off the front when another gives as much throughput
+        at no worse efficiency (the same throughput on more systems; weak scaling's first counts, where a
+        larger cluster loses nothing)."""
+        bests = self.bests()
+        scored = [(r.cluster_throughput_tokens_per_s, self.efficiency(r)) for r in bests]
+        return [r for r, (t, e) in zip(bests, scored, strict=True)
+                if not any(t2 >= t and e2 >= e and (t2, e2) != (t, e) for t2, e2 in scored)]
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
         return {"global_batch": self.global_batch, "best": best.to_dict() if best else None,
                 "pareto": [r.to_dict() for r in self.pareto()],
+                "efficiency": [{"systems": r.systems, "efficiency": self.efficiency(r)} for r in self.bests()],
                 "per_systems": [{"systems": n, "best": t.best.to_dict() if t.best.feasible else None,
                                  "candidates": [c.to_dict() for c in t.candidates]}
                                 for n, t in self.per_systems],

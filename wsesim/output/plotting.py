@@ -38,7 +38,8 @@ _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
 _NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes
 
 
-def _save(fig: Any, out: Path, stem: str, formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
+def save_figure(fig: Any, out: Path, stem: str, formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
+    """Save ``fig`` as ``out/stem.<format>`` (the same figure, the same bytes), close it; the paths."""
     import io
 
     paths = []
@@ -123,18 +124,18 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
         meta = ", ".join(filter(None, [meta, *(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in settings.items())]))
     listing: dict[str, Any] = {"source": str(csv_path), "settings": dict(settings or {}), "figures": []}
     for plan in plan_figures(header, rows, settings):
-        files = _save(throughput_figure(plan), out, plan.stem)
+        files = save_figure(throughput_figure(plan), out, plan.stem)
         listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
     phases = plan_phases(header, rows, settings)
-    files = _save(phases_figure(phases), out, "phases")
+    files = save_figure(phases_figure(phases), out, "phases")
     listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
     written += files
     rows = read_results(csv_path)
     if points := accumulation_points(rows):
-        written += _save(_accumulation_figure(points), out, "bta_vs_accumulation")
+        written += save_figure(_accumulation_figure(points), out, "bta_vs_accumulation")
     if series := cluster_series(rows):
-        files = _save(_cluster_figure(series, meta), out, "cluster_scaling")
+        files = save_figure(_cluster_figure(series, meta), out, "cluster_scaling")
         listing["cluster_scaling"] = {"series": [
             {"label": label, "points": [{"systems": p["systems"],
                                          "cluster_throughput_tokens_per_s": p["cluster"],
@@ -218,7 +219,7 @@ def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
     from .wafer_figures import wafer_figures
 
     return [path for stem, fig in wafer_figures(maps).items()
-            for path in _save(fig, Path(out), stem, ("png",))]
+            for path in save_figure(fig, Path(out), stem, ("png",))]
 
 
 def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
@@ -264,7 +265,7 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
     for plan in plan_serving(header, rows):
-        files = _save(serving_figure(plan), out, plan.stem)
+        files = save_figure(serving_figure(plan), out, plan.stem)
         listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
