@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,37 @@ def test_run_shows_the_time_so_far_on_a_terminal_only(monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys, "stderr", None)  # started with stderr closed: no progress, no crash
     assert cli.main(args) == 0
     assert "tokens/s" in capsys.readouterr().out
+
+
+def test_the_bar_says_the_time_left_at_the_rate_so_far() -> None:
+    """Issue 29: 3 of 4 units done in 30 s leave one unit at 10 s a unit: "~10 s left"; nothing before the
+    first unit (no rate yet) nor once all are done."""
+    from wsesim.cli.progress import time_left
+
+    assert time_left(30.0, 3, 4) == "~10 s left"
+    assert time_left(30.0, 0, 4) == "" and time_left(30.0, 4, 4) == ""
+    assert time_left(0.2, 1, 2) == "~under 1 s left"
+    assert time_left(60.0, 1, 61) == "~60 minutes left"
+    tty = Terminal()
+    bar = Progress(4, "tune", stream=tty)
+    bar.start -= 30.0  # as if the first three units took 30 s
+    for _ in range(3):
+        bar.advance()
+    assert "3/4 30 s (~10 s left)" in tty.getvalue()
+    bar.close()
+
+
+def test_a_sweeps_progress_lines_say_the_time_left(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    base = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
+            "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1}, "simulation": {"granularity": "pe"}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"kind": "sweep", "name": "tiny", "base": base,
+                                    "grid": {"model.top_k": [1, 2, 3]}}), encoding="utf-8")
+    assert cli.main(["sweep", str(path), "--workers", "1", "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line.startswith(f"[{i}/3]") for i, line in enumerate(err[1:], 1)] == [True] * 3
+    assert all(re.search(r" \(~[^()]+ left\)$", line) for line in err[1:3])  # a rate once a point is done
+    assert not err[3].endswith("left)")  # nothing is left after the last

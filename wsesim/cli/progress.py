@@ -2,7 +2,8 @@
 when it is piped or redirected (a log or a script sees only the results).
 
 ``Progress(total, label)``: ``advance(note)`` after each unit of work, ``close()`` when done (the bar is
-erased, so the result prints on a clean line). ``total=None`` (work whose size is unknown, one long call)
+erased, so the result prints on a clean line); past the first unit it says the time left at the rate so far
+(``time_left``, also the estimate on a sweep's progress lines). ``total=None`` (work whose size is unknown, one long call)
 shows the elapsed time instead, redrawn by a thread until ``close()``.
 """
 
@@ -14,6 +15,18 @@ import time
 from types import TracebackType
 
 WIDTH = 24
+
+
+def time_left(elapsed: float, done: float, total: float) -> str:
+    """The time the rest of the work should take at the rate of what is done ("~12 s left"): ``done`` and
+    ``total`` in one unit of work (runs, or a sweep's estimated seconds per point); "" before any is done
+    (no rate yet) and once all is."""
+    from ..experiments.machine import _duration
+
+    if done <= 0 or done >= total:
+        return ""
+    left = elapsed * (total - done) / done
+    return f"~{_duration(left).removeprefix('under ')} left" if left >= 1 else "~under 1 s left"
 
 
 class Progress:
@@ -39,7 +52,9 @@ class Progress:
             return f"{self.label} … {elapsed:.1f} s"
         filled = WIDTH * self.done // max(self.total, 1)
         bar = "#" * filled + "-" * (WIDTH - filled)
-        return f"{self.label} [{bar}] {self.done}/{self.total} {elapsed:.0f} s {self.note}".rstrip()
+        left = time_left(elapsed, self.done, self.total)
+        return (f"{self.label} [{bar}] {self.done}/{self.total} {elapsed:.0f} s"
+                f"{f' ({left})' if left else ''} {self.note}").rstrip()
 
     def advance(self, note: str = "") -> None:
         self.done, self.note = self.done + 1, note

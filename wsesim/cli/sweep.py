@@ -8,12 +8,14 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from .common import EXIT_OK, format_table, parse_grid_pairs, parse_overrides, print_json, say
+from .progress import time_left
 
 
 def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
@@ -129,13 +131,21 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
     from ..experiments.resume import override_keys
     from ..output.sweep_folder import run_into_folder
 
+    costs: dict[str, float] = {}  # the estimated seconds of each point still to run, by its index
+    work = {"done": 0.0, "start": 0.0}
+
     def started(total: int, todo: list[Any], csv_path: Path) -> None:
         seconds = sum(p.cost for p in todo)
+        costs.update({str(p.index): p.cost for p in todo})
+        work["start"] = time.monotonic()
         workers = "" if job.scheduler else f" ({sweep_duration(seconds, len(todo), job.workers)})"
         progress(f"sweep {job.name}: {total} points, {len(todo)} to run{workers}, results in {csv_path}\n")
 
     def finished(row: dict[str, Any], done: int, total: int) -> None:
-        progress(f"[{done:>{len(str(total))}}/{total}] {row_text(row, keys)}\n")
+        # the time left: the estimate of the points not yet run, at the rate the finished ones ran
+        work["done"] += costs.get(str(row.get("point")), 0.0)
+        left = time_left(time.monotonic() - work["start"], work["done"], sum(costs.values()))
+        progress(f"[{done:>{len(str(total))}}/{total}] {row_text(row, keys)}{f' ({left})' if left else ''}\n")
 
     keys = override_keys(job.sweep)
     try:
