@@ -3,8 +3,8 @@ when it is piped or redirected (a log or a script sees only the results).
 
 ``Progress(total, label)``: ``advance(note)`` after each unit of work, ``close()`` when done (the bar is
 erased, so the result prints on a clean line); past the first unit it says the time left at the rate so far
-(``time_left``, also the estimate on a sweep's progress lines). ``total=None`` (work whose size is unknown, one long call)
-shows the elapsed time instead, redrawn by a thread until ``close()``.
+(``time_left``, also the estimate on a sweep's progress lines). ``total=None`` (work whose size is unknown,
+one long call) shows the elapsed time instead, redrawn by a thread until ``close()``.
 """
 
 from __future__ import annotations

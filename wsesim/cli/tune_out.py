@@ -128,8 +128,9 @@ def tune_systems(args: argparse.Namespace) -> int:
     print(f"global batch {search.global_batch} on {on}: each row the best "
           f"(G, B, micro-batches) on that many systems (* best, P on the Pareto front of cluster throughput "
           f"against per-system efficiency)")
+    share = "efficiency %" if one is None else "of N × 1 system %"
     print(format_table(rows, ("systems", "G", "B", "micro-batches", "cluster tokens/s", "tokens/s per system",
-                              "efficiency %" if one is None else "of N × 1 system %", "tree efficiency %", "note")))
+                              share, "tree efficiency %", "note")))
     for n, why in search.skipped:
         print(f"{n} systems skipped: {why}")
     if best is None:

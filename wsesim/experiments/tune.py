@@ -201,7 +201,8 @@ class SystemsSearch:
         best = self.best
         return {"global_batch": self.global_batch, "best": best.to_dict() if best else None,
                 "pareto": [r.to_dict() for r in self.pareto()],
-                "efficiency": [{"systems": r.systems, "efficiency": self.efficiency(r)} for r in self.bests()],
+                "efficiency": [{"systems": r.systems, "efficiency": self.efficiency(r)}
+                               for r in self.bests()],
                 "per_systems": [{"systems": n, "best": t.best.to_dict() if t.best.feasible else None,
                                  "candidates": [c.to_dict() for c in t.candidates]}
                                 for n, t in self.per_systems],

@@ -38,7 +38,8 @@ _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
 _NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes
 
 
-def save_figure(fig: Any, out: Path, stem: str, formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
+def save_figure(fig: Any, out: Path, stem: str,
+                formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
     """Save ``fig`` as ``out/stem.<format>`` (the same figure, the same bytes), close it; the paths."""
     import io
 

@@ -65,8 +65,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
         for s in panel.series:
             colour, (marker, style) = _colour(plan, s.colour), MARKERS[s.marker % len(MARKERS)]
             ran = [p for p in s.points if p["y"] is not None]
-            top.plot([p["x_index"] for p in ran], [p["y"] / scale for p in ran], marker=marker, linestyle=style,
-                     color=colour, ms=6)
+            top.plot([p["x_index"] for p in ran], [p["y"] / scale for p in ran], marker=marker,
+                     linestyle=style, color=colour, ms=6)
             for p in s.points:
                 if p["y"] is None:  # not run: marked where a throughput of 0 would be (_crosses)
                     failed = True

@@ -36,7 +36,8 @@ def candidates_figure(marked: list[tuple[Any, dict[str, Any]]]) -> Any:
     scale = 1e6 if max((r.cluster_throughput_tokens_per_s for r in runs), default=0) >= 1e6 else 1e3
     for i, n in enumerate(counts):
         colour = series_colour(i + 1)
-        mine = sorted((m for m in marked if m[0].systems == n), key=lambda m: (m[0].tiles, m[0].batch_per_tile))
+        mine = sorted((m for m in marked if m[0].systems == n),
+                      key=lambda m: (m[0].tiles, m[0].batch_per_tile))
         ran = [r for r, _ in mine if r.feasible]
         label = f"{n} system{'s' if n > 1 else ''}" if clustered else "candidates"
         top.plot([r.tiles for r in ran], [r.cluster_throughput_tokens_per_s / scale for r in ran], "o",
@@ -63,9 +64,10 @@ def candidates_figure(marked: list[tuple[Any, dict[str, Any]]]) -> Any:
         bottom.legend(fontsize=7, loc="lower right")
     what = "cluster throughput" if clustered else "throughput"
     top.set_ylabel(f"{what}\n({'million' if scale == 1e6 else 'thousand'} tokens/s)")
-    top.set_ylim(0, 1.15 * max((r.cluster_throughput_tokens_per_s for r in runs), default=1.0) / scale or 1.0)
+    top_y = max((r.cluster_throughput_tokens_per_s for r in runs), default=1.0)
+    top.set_ylim(0, 1.15 * top_y / scale or 1.0)
     bottom.set_ylabel("peak SRAM per PE (KiB)")
-    bottom.set_ylim(0, 1.1 * max([r.peak_sram_bytes_per_pe for r in runs] + [capacity], default=1) / KIB or 1.0)
+    bottom.set_ylim(0, 1.1 * max([r.peak_sram_bytes_per_pe for r in runs] + [capacity]) / KIB or 1.0)
     gs = sorted({r.tiles for r in runs})
     if gs and gs[-1] / max(gs[0], 1) > 16:
         for ax in (top, bottom):
@@ -74,8 +76,9 @@ def candidates_figure(marked: list[tuple[Any, dict[str, Any]]]) -> Any:
     bottom.set_xlabel("tiles G")
     first = runs[0] if runs else None
     head = f"{first.model} on {first.hardware}, seq_len {first.seq_len}" if first else ""
-    top.set_title(f"Tuning candidates: each (G, B) tried (ringed: the best{' of each count' if clustered else ''}; "
-                  f"x: does not fit)\n{head}", fontsize=9)
+    ringed = "the best of each count" if clustered else "the best"
+    top.set_title(f"Tuning candidates: each (G, B) tried (ringed: {ringed}; x: does not fit)\n{head}",
+                  fontsize=9)
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
