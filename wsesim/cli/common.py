@@ -27,7 +27,11 @@ def say(text: str) -> bool:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and exit code 2 (argparse's default code, kept)."""
+    """argparse, but a usage error is one line and exit code 2 (argparse's default code, kept), and help
+    in plain text: a docstring's RST ``code`` shows as `code`."""
+
+    def format_help(self) -> str:
+        return super().format_help().replace("``", "`")
 
     def error(self, message: str) -> None:  # type: ignore[override]
         from ..config.errors import shown
@@ -108,7 +112,8 @@ def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIM
     ``what`` of another kind of experiment, with an ``example`` of ``--set``)."""
     p.add_argument("experiment", nargs="?", metavar=metavar, help=what)
     p.add_argument("--hardware", metavar="NAME|FILE", help="replace the experiment's hardware")
-    p.add_argument("--model", metavar="NAME|FILE", help="replace the experiment's model")
+    p.add_argument("--model", metavar="NAME|FILE",
+                   help="replace the experiment's model: a preset, a YAML file or a Hugging Face config.json")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help=f"override any key, e.g. {example} (repeatable)")
 

@@ -25,7 +25,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="wsesim", description="Simulate MoE training on wafer-scale processors.")
+    p = Parser(prog="wsesim")
     p.add_argument("--version", action=_Version,
                    help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND",
@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in _EXTENSION_MODULES:
         importlib.import_module(module).register(sub, _COMMANDS)
+    from .examples import attach
+
+    attach(p, sub)  # what wsesim does, and every command's examples
     return p
 
 

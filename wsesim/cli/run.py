@@ -173,7 +173,16 @@ def run_manifest(args: argparse.Namespace, loaded: Any, result: Any, written: li
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("run", help="simulate one training step")
+    p = sub.add_parser("run", help="simulate one training step", description=(
+        "Simulate one training step of an experiment (EXPERIMENT.yaml, or the shipped Qwen3-30B-A3B on "
+        "WSE-2): throughput, step time, MFU, peak SRAM and where the time goes.\n\n"
+        "Keys often set (--set KEY=VALUE; all in the README's configuration reference): training.seq_len; "
+        "training.tiles (BTA's G) and training.batch_per_tile (B, or auto: the largest that fits); "
+        "training.global_batch (sequences per step over all systems, instead of B: the fewest "
+        "micro-batches that fit) and training.micro_batches; simulation.moe_mapping (regions, in_place); "
+        "simulation.compute (constant, kernel); cluster.systems with cluster.interconnect (N wafers in "
+        "data parallel behind SwarmX). --model takes a preset name, a model YAML file or a Hugging Face "
+        "config.json."))
     add_experiment_arguments(p)
     add_json_argument(p)
     p.add_argument("--out", metavar="DIR",

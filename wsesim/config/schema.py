@@ -57,10 +57,24 @@ def _raw(spec: type[BaseModel]) -> dict[str, Any]:
         node.pop("title", None)
         for prop in node.get("properties", {}).values():
             prop.pop("title", None)
+    _plain_descriptions(schema)
     kind = schema["properties"]["kind"]
     schema["properties"]["kind"] = {"const": kind.get("const", kind.get("default"))}
     schema["required"] = ["kind", *[r for r in schema.get("required", []) if r != "kind"]]
     return schema
+
+
+def _plain_descriptions(node: Any) -> None:
+    """Every description as an editor shows it, plain text: the docstrings' RST ``code`` as `code`."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = value.replace("``", "`")
+            else:
+                _plain_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _plain_descriptions(item)
 
 
 def _references(experiment: dict[str, Any]) -> None:

@@ -1,0 +1,72 @@
+"""What ``wsesim --help`` and each command's ``--help`` end with: what wsesim does, and commands to copy
+(each checked to parse by tests/cli/test_second_day_again.py). ``main.build_parser`` attaches them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+DESCRIPTION = ("Simulate wafer-scale processors (Cerebras WSE-2 / WSE-3 class) from their PEs and fabric up: "
+               "a training step of an MoE or dense model (throughput, where the time goes, BTA's tiles G), "
+               "clusters of wafers, serving with the weights resident (time to first token, tokens/s), and "
+               "single kernels (GEMM, GEMV, collectives) PE by PE.")
+
+EXAMPLES: dict[str, list[str]] = {
+    "": ["wsesim sweep workloads/qwen3-30b-a3b/bta-paper.yaml --plot",
+         "wsesim run --model llama-7b --set training.seq_len=2048",
+         "wsesim infer --model llama3-8b --hardware wse2",
+         "wsesim kernel gemv --grid 420x420 --shape 1x16384x16384"],
+    "validate": ["wsesim validate hardware/wse2.yaml workloads/qwen3-30b-a3b/experiment.yaml"],
+    "hardware": ["wsesim hardware list", "wsesim hardware show wse3"],
+    "memory": ["wsesim memory training --set training.tiles=15 --set training.batch_per_tile=1"],
+    "run": ["wsesim run --model llama-7b --set training.seq_len=2048 --out out/llama",
+            "wsesim run --model tests/data/hf/qwen3-30b-a3b.json --set simulation.moe_mapping=in_place",
+            "wsesim run workloads/gpt3-xl/experiment.yaml --set training.global_batch=256 "
+            "--set cluster.systems=4 --set cluster.interconnect=swarmx"],
+    "tune": ["wsesim tune --model llama-7b --set training.seq_len=2048 --out out/tune-llama",
+             "wsesim tune workloads/gpt3-xl/experiment.yaml --set training.global_batch=256 "
+             "--search-systems 1,2,4,8,16"],
+    "sweep": ["wsesim sweep workloads/qwen3-30b-a3b/bta-paper.yaml --plot",
+              "wsesim sweep workloads/qwen3-30b-a3b/bta-paper.yaml --set simulation.moe_mapping=in_place "
+              "--out out/bta-in-place --plot",
+              "wsesim sweep workloads/gpt3-xl/cluster-scaling.yaml --grid hardware=wse2,wse3 --workers 2"],
+    "plot": ["wsesim plot out/bta-paper/results.csv --out out/bta-figures",
+             "wsesim plot --wafer out/llama"],
+    "fabric": ["wsesim fabric wse2 --pattern dispatch --experts 128 --granularity block:16",
+               "wsesim fabric tiny8 --pattern all-to-all --mode packet --bytes 64"],
+    "kernel": ["wsesim kernel gemv --grid 420x420 --shape 1x16384x16384",
+               "wsesim kernel gemm --grid 720x720 --shape 720x720x720 --algorithm summa,cannon,meshgemm",
+               "wsesim kernel allreduce --grid 1x750 --wavelets 16 --algorithm chain,tree,ring"],
+    "schema": ["wsesim schema --out .vscode/schemas", "wsesim schema hardware"],
+    "infer": ["wsesim infer --model llama3-8b --hardware wse2",
+              "wsesim infer --search",
+              "wsesim infer --vary inference.batch=1,2,4 --vary inference.grid=250x250,375x375 --out out/serve"],
+    "compare": ["wsesim compare out/qwen3-hf out/qwen3-g15",
+                "wsesim compare out/bta-paper out/bta-in-place --json"],
+}
+
+
+def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
+    """Give ``parser`` its description and every command its examples (kept as written: one a line)."""
+    parser.description = DESCRIPTION
+    for name, p in [("", parser), *subparsers.choices.items()]:
+        p.formatter_class = _Formatter
+        lines = EXAMPLES.get(name)
+        if lines:
+            p.epilog = ("examples:\n" if len(lines) > 1 else "example:\n") + "\n".join(f"  {c}" for c in lines)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Paragraphs wrapped to the terminal, but an example kept on its one line (to copy whole)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        out = []
+        for para in text.split("\n\n"):
+            if para.startswith("example"):
+                out.append("\n".join(indent + line for line in para.splitlines()))
+            else:
+                out.append(textwrap.fill(" ".join(para.split()), width, initial_indent=indent,
+                                         subsequent_indent=indent))
+        return "\n\n".join(out)
