@@ -27,3 +27,21 @@ def test_help(script: Path, tmp_path: Path) -> None:
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout.startswith("usage: ")
     assert list(tmp_path.iterdir()) == []  # --help writes nothing
+
+
+def test_a_figure_script_writes_a_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: ``scripts/fig*.py --out`` leaves a manifest.json beside its CSV and figures, as ``wsesim
+    sweep --plot`` does, naming the script's command and the wall time. One BTA point (8 experts, top_k 8,
+    G=1 and tuned: a few seconds) through the figure scripts' shared runner."""
+    import json
+
+    monkeypatch.syspath_prepend(str(SCRIPTS[0].parent))
+    from _paper import run_figure
+
+    out = tmp_path / "fig"
+    files = run_figure("fig-one", lambda p: p["model.experts"] == 8, str(out), 1,
+                       command="python scripts/fig2_experts.py --out fig")
+    assert out / "manifest.json" in files and out / "results.csv" in files
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["kind"] == "sweep" and manifest["command"] == "python scripts/fig2_experts.py --out fig"
+    assert manifest["wall_s"] > 0 and "results.csv" in manifest["files"] and "figures.json" in manifest["files"]

@@ -41,7 +41,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parents[2],
                             capture_output=True, text=True, check=False).stdout.strip()
     assert commit, "the tests run from a checkout"
-    assert out == f"wsesim {__version__} (commit {commit})\n"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=Path(__file__).parents[2],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    assert out == f"wsesim {__version__} (commit {commit}{', dirty: uncommitted changes' if dirty else ''})\n"
 
 
 def _actions(parser: argparse.ArgumentParser, where: str) -> list[tuple[str, argparse.Action]]:

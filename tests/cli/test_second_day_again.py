@@ -108,3 +108,31 @@ def test_no_help_or_schema_text_shows_rst_and_pdf_is_named_with_svg(tmp_path: Pa
     assert cli.main(["schema", "--out", str(tmp_path)]) == 0
     for path in tmp_path.glob("*.schema.json"):
         assert "``" not in path.read_text(encoding="utf-8"), path.name
+
+
+# ------------------------------------------------------------------------------------------- provenance
+
+
+def test_version_says_when_the_checkout_is_dirty(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit alone does not say which code ran when tracked files have changes since it."""
+    import subprocess
+
+    from wsesim.output import manifest
+
+    real = subprocess.run
+
+    def fake(cmd: list[str], *args: Any, **kwargs: Any) -> Any:
+        if cmd[:2] == ["git", "status"]:
+            return subprocess.CompletedProcess(cmd, 0, " M wsesim/cli/run.py\n", "")
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", fake)
+    assert manifest.version_text().endswith(", dirty: uncommitted changes)")
+    assert manifest.manifest("run", [])["wsesim_dirty"] is True
+
+
+def test_a_sweeps_manifest_carries_its_wall_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _sweep_file(tmp_path / "s.yaml")
+    assert cli.main(["sweep", str(path), "--workers", "1", "--out", str(tmp_path / "o")]) == 0
+    data = json.loads((tmp_path / "o" / "manifest.json").read_text(encoding="utf-8"))
+    assert isinstance(data["wall_s"], float) and data["wall_s"] > 0

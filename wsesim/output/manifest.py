@@ -47,12 +47,31 @@ def git_commit() -> str | None:
             else None)
 
 
+def git_dirty() -> bool | None:
+    """Whether the checkout wsesim runs from has uncommitted changes to tracked files (``git status
+    --porcelain --untracked-files=no``, 2 s at most): then its commit alone does not say which code ran.
+    None where ``git_commit`` is None."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                              capture_output=True, text=True, timeout=2, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(done.stdout.strip()) if done.returncode == 0 else None
+
+
 def version_text() -> str:
-    """``wsesim --version``: the version, and the commit when run from a checkout."""
+    """``wsesim --version``: the version, and the commit when run from a checkout (``, dirty`` when it has
+    uncommitted changes)."""
     from .. import __version__
 
     commit = git_commit()
-    return f"wsesim {__version__}" + (f" (commit {commit})" if commit else "")
+    dirty = ", dirty: uncommitted changes" if commit and git_dirty() else ""
+    return f"wsesim {__version__}" + (f" (commit {commit}{dirty})" if commit else "")
 
 
 def command_line(argv: list[str] | None) -> str:
@@ -83,6 +102,7 @@ def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any
     from .. import __version__
 
     return {"kind": kind, "wsesim_version": __version__, "wsesim_commit": git_commit(),
+            "wsesim_dirty": git_dirty(),
             "command": command_line(argv),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **content, **environment()}
 

@@ -47,6 +47,7 @@ class SweepJob:
     scheduler: str | None = None  # a Dask scheduler's address (then ``workers`` is not recorded)
     plot: bool = False
     base_overrides: dict[str, Any] = field(default_factory=dict)  # ``--set`` on the base, as given
+    command_line: str | None = None  # the manifest's command when it is not wsesim's own (a figure script)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,9 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
     from ..experiments.sweep import run_sweep
     from ..experiments.table import csv_line, csv_text, read_results_table
 
+    import time
+
+    started = time.perf_counter()
     check_names(job.out)
     out = prepare_dir(job.out)
     csv_path = out / RESULTS
@@ -100,12 +104,15 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
             from .plotting import plot_results
 
             plots = plot_results(csv_path, out, job.base_overrides)
-        written = [csv_path, *plots, write_manifest(out, sweep_manifest(job, [csv_path, *plots]))]
+        wall = time.perf_counter() - started
+        written = [csv_path, *plots, write_manifest(out, sweep_manifest(job, [csv_path, *plots], wall))]
     return SweepOutcome(rows, keys, written)
 
 
-def sweep_manifest(job: SweepJob, files: list[Path]) -> dict[str, Any]:
-    """The sweep folder's manifest.json: the base experiment resolved, each point's overrides as given."""
+def sweep_manifest(job: SweepJob, files: list[Path], wall_s: float | None = None) -> dict[str, Any]:
+    """The sweep folder's manifest.json: the base experiment resolved, each point's overrides as given, and
+    ``wall_s``, the host's seconds from start to the last file (None while the sweep runs; a resumed sweep's
+    are its own run's)."""
     sweep = job.sweep
     spec = sweep.spec
     return manifest("sweep", job.argv, name=job.name, sweep_file=job.sweep_file,
@@ -114,7 +121,8 @@ def sweep_manifest(job: SweepJob, files: list[Path]) -> dict[str, Any]:
                     overrides=[{"point": p.index, **p.overrides} for p in sweep.points],
                     base_overrides=job.base_overrides, **resolved(sweep.base.spec),
                     files=[p.name for p in files], resumed=job.resume,
-                    workers=None if job.scheduler else job.workers, scheduler=job.scheduler)
+                    workers=None if job.scheduler else job.workers, scheduler=job.scheduler, wall_s=wall_s,
+                    **({"command": job.command_line} if job.command_line else {}))
 
 
 def check_owner(out: Path, name: str) -> None:
