@@ -45,4 +45,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return [*globals(), *__all__]
+    """The public API and the module's own dunders, not the names this file imports to build it (``Any``,
+    ``annotations``, ``importlib``)."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

@@ -136,3 +136,11 @@ def test_a_sweeps_manifest_carries_its_wall_time(tmp_path: Path, capsys: pytest.
     assert cli.main(["sweep", str(path), "--workers", "1", "--out", str(tmp_path / "o")]) == 0
     data = json.loads((tmp_path / "o" / "manifest.json").read_text(encoding="utf-8"))
     assert isinstance(data["wall_s"], float) and data["wall_s"] > 0
+
+
+def test_dir_of_wsesim_is_its_api() -> None:
+    import wsesim
+
+    names = set(dir(wsesim))
+    assert not names & {"Any", "annotations", "importlib"}
+    assert set(wsesim.__all__) <= names and "__version__" in names
