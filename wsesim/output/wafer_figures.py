@@ -84,6 +84,10 @@ def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str =
     return fig
 
 
+LABEL_EM = 0.62  # a digit's width in the label font, in ems (DejaVu Sans: 0.636)
+MIN_LABEL_PT = 3.0  # below this a region's number cannot be read: left out, and the title says how many
+
+
 def _placement_figure(maps: Any) -> Any:
     region = np.asarray(maps.region, dtype=float)
     region[region < 0] = np.nan
@@ -91,18 +95,32 @@ def _placement_figure(maps: Any) -> Any:
     k = maps.block
     im = ax.imshow(region, origin="upper", cmap="tab20", interpolation="nearest",
                    extent=(0, region.shape[1] * k, region.shape[0] * k, 0))
+    fig.colorbar(im, ax=ax, shrink=0.8).set_label("region index")  # first: it takes its width from the image
     n = len(maps.region_experts)
     ids = np.asarray(maps.region)
+    fig.canvas.draw()  # the axes' final place, after the colorbar and the aspect
+    box = ax.get_position()  # points per PE: the image keeps its aspect, so the tighter of the two sides
+    per_pe = min(box.width * fig.get_figwidth() / (ids.shape[1] * k),
+                 box.height * fig.get_figheight() / (ids.shape[0] * k)) * 72
+    unlabelled = 0
     for r, experts in enumerate(maps.region_experts):  # every region numbered by its experts
         ys, xs = np.nonzero(ids == r)
         if len(xs):
-            size = float(np.clip(2.2 * np.sqrt(len(xs) * 64 / ids.size) * 10, 3.5, 9))
-            ax.text((xs.mean() + 0.5) * k, (ys.mean() + 0.5) * k, expert_ranges(experts), ha="center",
-                    va="center", fontsize=size, color="black")
+            text = expert_ranges(experts)
+            # as large as the region's own width and height allow: a label never runs into the next one
+            row = int(np.median(ys))
+            wide, high = np.count_nonzero(ys == row) * k * per_pe, (ys.max() - ys.min() + 1) * k * per_pe
+            size = min(9.0, 0.85 * wide / (LABEL_EM * len(text)), 0.8 * high)
+            if size < MIN_LABEL_PT:
+                unlabelled += 1
+                continue
+            ax.text((xs[ys == row].mean() + 0.5) * k, (row + 0.5) * k, text, ha="center", va="center",
+                    fontsize=size, color="black")
     ax.set_xlabel("PE column")
     ax.set_ylabel("PE row")
-    ax.set_title(f"Expert placement: {n} regions (numbers: the experts each holds)\n{maps.title}", fontsize=9)
-    fig.colorbar(im, ax=ax, shrink=0.8).set_label("region index")
+    note = f"; {unlabelled} too small to number" if unlabelled else ""
+    ax.set_title(f"Expert placement: {n} regions (numbers: the experts each holds{note})\n{maps.title}",
+                 fontsize=9)
     return fig
 
 
