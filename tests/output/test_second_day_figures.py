@@ -105,3 +105,68 @@ def test_placement_labels_never_run_into_each_other() -> None:
             if min(a.y1, b.y1) > max(a.y0, b.y0)]  # labels on one line: the space between them
     assert min(gaps) >= 2 * fig.dpi / 72
     plt.close("all")
+
+
+def _bta_rows(mappings: tuple[str, ...] = ("regions",)) -> tuple[list[str], list[dict[str, str]]]:
+    """bta-paper's points (experts 8 … 128 at top_k 8, top_k 1, 2, 4 at 128 experts), G=1 and tuned, under
+    each mapping: G=1 at 128 experts is 11,392 tokens/s whatever top_k (the step is the weight stream's)."""
+    keys = ["model.experts", "model.top_k", "training.tiles", *(["simulation.moe_mapping"] if len(mappings) > 1
+                                                              else [])]
+    header = ["point", "status", *(f"set:{k}" for k in keys), "model", "hardware", "experts", "top_k", "tiles",
+              "batch_per_tile", "seq_len", "tokens_per_step", "throughput_tokens_per_s", "step_time_s",
+              "step_cycles"]
+    rows = []
+    points = [(8, 8), (16, 8), (32, 8), (64, 8), (128, 8), (128, 4), (128, 2), (128, 1)]
+    for mapping in mappings:
+        for e, k in points:
+            for g in ("1", "tuned"):
+                thr = 11392.0 if (g == "1" and e == 128) else 40000.0 - 100 * e + 1000 * k * (g == "tuned")
+                row = {"point": str(len(rows)), "status": "ok", "set:model.experts": str(e),
+                       "set:model.top_k": str(k), "set:training.tiles": g, "model": "qwen3-30b-a3b",
+                       "hardware": "wse2", "experts": str(e), "top_k": str(k), "tiles": "1" if g == "1" else "15",
+                       "batch_per_tile": "3" if g == "1" else "1", "seq_len": "4096", "tokens_per_step": "12288",
+                       "throughput_tokens_per_s": str(thr), "step_time_s": "1.0", "step_cycles": "850000000"}
+                if len(mappings) > 1:
+                    row["set:simulation.moe_mapping"] = mapping
+                rows.append(row)
+    return header, rows
+
+
+def test_a_mapping_grid_gives_full_facets_and_no_one_x_figures() -> None:
+    """Gridding bta-paper over the mapping: the mapping (crossed with every x) is the facet, the key that
+    pairs with one x only (top_k beside experts, experts beside top_k) the marker; before, experts fell to
+    figures of one x each (throughput_vs_top_k-experts=8 …) and top_k to facets holding one point."""
+    header, rows = _bta_rows(("regions", "in_place"))
+    plans = plan_figures(header, rows)
+    assert [p.stem for p in plans] == ["throughput_vs_experts", "throughput_vs_top_k"]
+    for plan in plans:
+        assert plan.roles["simulation.moe_mapping"] == "facet"
+        assert "figure" not in plan.roles.values()
+        for panel in plan.panels:
+            assert len({p["x_index"] for s in panel.series for p in s.points}) == len(plan.x_values)
+        assert sum(len(s.points) for panel in plan.panels for s in panel.series) == len(rows)  # every row
+
+
+def test_legend_by_value_and_no_points_on_one_spot() -> None:
+    header, rows = _bta_rows()
+    plan = next(p for p in plan_figures(header, rows) if p.view == "model.experts")
+    fig = throughput_figure(plan)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [t for t in labels if t.startswith("top_k")] == ["top_k 1", "top_k 2", "top_k 4", "top_k 8"]
+    top = fig.axes[0]
+    at_128 = [(float(x), float(y)) for line in top.lines for x, y in zip(line.get_xdata(), line.get_ydata(),
+                                                                         strict=True)
+              if abs(x - 4) < 0.5 and y == 11.392]
+    assert len(at_128) == 4 and len({x for x, _ in at_128}) == 4  # four G=1 markers, side by side
+    plt.close(fig)
+
+
+def test_lm_head_and_the_optimizer_step_are_told_apart() -> None:
+    """They were two purples (#8e44ad, #7d3c98: 28 apart in RGB), side by side at the end of every bar."""
+    from wsesim.output.sweep_figures import PHASE_COLOURS
+
+    def rgb(c: str) -> tuple[int, ...]:
+        return tuple(int(c[i:i + 2], 16) for i in (1, 3, 5))
+
+    a, b = rgb(PHASE_COLOURS["lm_head"]), rgb(PHASE_COLOURS["optimizer_step"])
+    assert sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) ** 0.5 > 100

@@ -226,13 +226,28 @@ def _title(what: str, constant: dict[str, str]) -> str:
     return f"{what}\n{', '.join(filter(None, [head, *rest]))}"
 
 
-def _roles(x: str, varying: list[str], counts: dict[str, int], keys: list[str]) -> dict[str, str]:
+def crossed(rows: list[dict[str, str]], key: str, x: str) -> bool:
+    """Whether every value of ``key`` comes with more than one value of ``x`` (a grid's key, as a mapping
+    swept over the whole sweep), rather than some with one x only (bta-paper's top_k beside experts: top_k
+    1, 2 and 4 only at 128 experts). A facet or a figure per value of a key that is not crossed holds a
+    lone x: such keys are markers first."""
+    xs: dict[str, set[str]] = {}
+    for row in rows:
+        xs.setdefault(value(row, key), set()).add(value(row, x))
+    return all(len(v) > 1 for v in xs.values())
+
+
+def _roles(x: str, varying: list[str], counts: dict[str, int], keys: list[str],
+           rows: list[dict[str, str]]) -> dict[str, str]:
     others = sorted((k for k in varying if k != x), key=lambda k: (k != TILES, counts[k], keys.index(k)))
     roles = {x: "x"}
     if others:
         roles[others.pop(0)] = "colour"
-    for role, limit in (("marker", MAX_MARKERS), ("facet", MAX_FACETS)):
-        pick = next((k for k in others if counts[k] <= limit), None)
+    grid = {k: crossed(rows, k, x) for k in others}
+    for role, limit, first in (("marker", MAX_MARKERS, False), ("facet", MAX_FACETS, True)):
+        # a marker is best a key with lone points, a facet (and a figure) a key crossed with x
+        fits = [k for k in others if counts[k] <= limit]
+        pick = next((k for k in fits if grid[k] == first), fits[0] if fits else None)
         if pick is not None:
             roles[pick] = role
             others.remove(pick)
@@ -252,7 +267,7 @@ def plan_figures(header: list[str], rows: list[dict[str, str]],
     views = views or [k for k in varying if k != TILES][:1]
     plans = []
     for x in views:
-        roles = _roles(x, varying, counts, keys)
+        roles = _roles(x, varying, counts, keys, rows)
         by_role = {role: next((k for k, r in roles.items() if r == role), None)
                    for role in ("colour", "marker", "facet")}
         split = [k for k, r in roles.items() if r == "figure"]

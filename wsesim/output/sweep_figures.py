@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan
+from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
 from .mpl import PolyCollection, plain_log_axis, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
@@ -24,7 +24,7 @@ PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", 
                  "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
                  "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
                  "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e",
-                 "optimizer_step": "#7d3c98", "other": "#d5d8dc"}
+                 "optimizer_step": "#6e2c00", "other": "#d5d8dc"}  # brown: lm_head is the purple
 
 
 def _colour(plan: FigurePlan, index: int) -> str:
@@ -61,20 +61,23 @@ def throughput_figure(plan: FigurePlan) -> Any:
         tuned_at = Counter(p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned"
                            for p in s.points)
         labelled = sum(tuned_at.values()) <= MAX_LABELS  # past that many, labels would only cover each other
-        side: list[tuple[int, float, str, str]] = []
-        for s in panel.series:
+        side: list[tuple[int, float, str, str, float]] = []
+        shift = dodge([(p["x_index"], p["y"], (si, pi)) for si, s in enumerate(panel.series)
+                       for pi, p in enumerate(s.points) if p["y"] is not None], 1.18 * top_y)
+        for si, s in enumerate(panel.series):
             colour, (marker, style) = _colour(plan, s.colour), MARKERS[s.marker % len(MARKERS)]
-            ran = [p for p in s.points if p["y"] is not None]
-            top.plot([p["x_index"] for p in ran], [p["y"] / scale for p in ran], marker=marker,
-                     linestyle=style, color=colour, ms=6)
-            for p in s.points:
+            ran = [(pi, p) for pi, p in enumerate(s.points) if p["y"] is not None]
+            top.plot([p["x_index"] + shift.get((si, pi), 0.0) for pi, p in ran],
+                     [p["y"] / scale for _, p in ran], marker=marker, linestyle=style, color=colour, ms=6)
+            for pi, p in enumerate(s.points):
                 if p["y"] is None:  # not run: marked where a throughput of 0 would be (_crosses)
                     failed = True
                 # beside the point where several share an x
                 elif s.fixed.get("training.tiles") == "tuned" and labelled:
                     text = f"G={p['row'].get('tiles')}, B={p['row'].get('batch_per_tile')}"
                     if tuned_at[p["x_index"]] > 1:
-                        side.append((p["x_index"], p["y"] / scale, text, colour))
+                        side.append((p["x_index"], p["y"] / scale, text, colour,
+                                     p["x_index"] + shift.get((si, pi), 0.0)))
                     else:
                         top.annotate(text, (p["x_index"], p["y"] / scale), textcoords="offset points",
                                      xytext=(0, 7), ha="center", fontsize=6.5, color=colour)
@@ -93,19 +96,23 @@ def throughput_figure(plan: FigurePlan) -> Any:
         if speed:
             bottom = axes[1][col]
             sharing = Counter(o["x_index"] for o in panel.speedup)
+            top_s = 1.3 * max([sp["value"] for p in plan.panels for sp in p.speedup], default=1.0)
+            # the speedup panel is 1 / 2.2 the throughput panel's height: markers cover more of its span
+            moved = dodge([(sp["x_index"], sp["value"], i) for i, sp in enumerate(panel.speedup)],
+                          2.2 * top_s)
             for m in sorted({sp["marker"] for sp in panel.speedup}):
-                pts = [sp for sp in panel.speedup if sp["marker"] == m]
+                pts = [(i, sp) for i, sp in enumerate(panel.speedup) if sp["marker"] == m]
                 marker, style = MARKERS[m % len(MARKERS)]
-                bottom.plot([sp["x_index"] for sp in pts], [sp["value"] for sp in pts], marker=marker,
-                            linestyle=style, color=COLOURS[1])
-                for sp in pts if len(panel.speedup) <= MAX_LABELS else ():
+                bottom.plot([sp["x_index"] + moved.get(i, 0.0) for i, sp in pts],
+                            [sp["value"] for _, sp in pts], marker=marker, linestyle=style, color=COLOURS[1])
+                for i, sp in pts if len(panel.speedup) <= MAX_LABELS else ():
                     if sharing[sp["x_index"]] > 1:
-                        side.append((sp["x_index"], sp["value"], sp["label"], "black"))
+                        side.append((sp["x_index"], sp["value"], sp["label"], "black",
+                                     sp["x_index"] + moved.get(i, 0.0)))
                     else:
                         bottom.annotate(sp["label"], (sp["x_index"], sp["value"]), textcoords="offset points",
                                         xytext=(0, 5), ha="center", fontsize=7)
             bottom.axhline(1.0, color="grey", lw=0.8)
-            top_s = 1.3 * max([sp["value"] for p in plan.panels for sp in p.speedup], default=1.0)
             bottom.set_ylim(0, top_s)
             _side_labels(bottom, side, 0.09 * top_s)
             bottom.grid(alpha=0.3, axis="y")
@@ -129,7 +136,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
     for i, v in enumerate(plan.colour_values if colour_key else []):
         handles.append(Line2D([], [], color=_colour(plan, i), lw=2.5))
         labels.append(_legend_label(colour_key, v))
-    for i, v in enumerate(plan.marker_values if marker_key else []):
+    for i, v in _by_value(plan.marker_values if marker_key else []):  # top_k 1, 2, 4, 8: not by count
         marker, style = MARKERS[i % len(MARKERS)]
         handles.append(Line2D([], [], color="#333333", marker=marker, linestyle=style))
         labels.append(_legend_label(marker_key, v))
@@ -186,14 +193,16 @@ def _crosses(ax: Any, panel: Any, plan: FigurePlan) -> None:
                     transform=ax.get_xaxis_transform())  # y 0: the axis's bottom, on a log axis too
 
 
-def _side_labels(ax: Any, labels: list[tuple[int, float, str, str]], gap: float) -> bool:
+def _side_labels(ax: Any, labels: list[tuple[int, float, str, str, float]], gap: float) -> bool:
     """Labels to the right of points that share an x, pushed apart to ``gap`` (data units) so none
     covers another; True if there were any."""
     for x in sorted({t[0] for t in labels}):
         last = -float("inf")
-        for _, y, text, colour in sorted((t for t in labels if t[0] == x), key=lambda t: t[1]):
+        # (x, y, text, colour, the point's own x, dodged): the text right of the dodged points
+        right = x + 0.1 + max(t[4] - x for t in labels if t[0] == x)
+        for _, y, text, colour, at in sorted((t for t in labels if t[0] == x), key=lambda t: t[1]):
             last = max(y, last + gap)
-            ax.annotate(text, (x, y), xytext=(x + 0.1, last), fontsize=6.5, color=colour, va="center",
+            ax.annotate(text, (at, y), xytext=(right, last), fontsize=6.5, color=colour, va="center",
                         arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.4, "alpha": 0.6})
     return bool(labels)
 
@@ -211,6 +220,37 @@ def _bars_at_once(ax: Any, left: list[float], widths: list[float], colour: str, 
     ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none", label=label))
     ax.set_ylim(-0.5, len(left) - 0.5)  # inverted by the caller, as barh's are
     ax.set_xlim(0, max((x + w for x, w in zip(left, widths, strict=True)), default=1.0) * 1.02 or 1.0)
+
+
+def _by_value(values: list[str]) -> list[tuple[int, str]]:
+    """(index, value) in the values' own order: numbers ascending, then the rest as they came."""
+    return sorted(enumerate(values), key=lambda iv: (number(iv[1]) is None, number(iv[1]) or 0.0, iv[0]))
+
+
+def dodge(points: list[tuple[int, float, Any]], span: float) -> dict[Any, float]:
+    """x offsets for points (x index, y, key) that would be drawn on one spot (the same x, y within
+    ``NEAR`` of the axis's ``span``): side by side over ``DODGE`` of an x step, in key order, so each is
+    seen (bta-paper's four G=1 points at 128 experts, one throughput whatever top_k). Keyed by key."""
+    out: dict[Any, float] = {}
+    by_x: dict[int, list[tuple[float, Any]]] = {}
+    for x, y, key in points:
+        by_x.setdefault(x, []).append((y, key))
+    for near in by_x.values():
+        near.sort(key=lambda p: p[0])
+        groups: list[list[tuple[float, Any]]] = []
+        for p in near:
+            if groups and p[0] - groups[-1][-1][0] <= NEAR * span:
+                groups[-1].append(p)
+            else:
+                groups.append([p])
+        for group in groups:
+            for j, (_, key) in enumerate(sorted(group, key=lambda p: p[1]) if len(group) > 1 else ()):
+                out[key] = DODGE * (j / (len(group) - 1) - 0.5)
+    return out
+
+
+DODGE = 0.36  # of the distance between two x values: points on one spot spread over it
+NEAR = 0.025  # of the y axis: markers closer than this cover each other
 
 
 def _legend_label(key: str | None, v: str) -> str:

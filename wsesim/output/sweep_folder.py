@@ -64,11 +64,11 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
     the points on; ``on_start(points, to_run, csv_path)`` once the kept rows are written;
     ``on_row(row, rows_so_far, points)`` after each row is appended. Raises ``ConfigError`` (nothing run)
     for a folder in use or of another sweep, or for a ``--resume`` that would drop finished rows."""
+    import time
+
     from ..experiments.resume import kept_rows, override_keys, resumable_rows, table_columns
     from ..experiments.sweep import run_sweep
     from ..experiments.table import csv_line, csv_text, read_results_table
-
-    import time
 
     started = time.perf_counter()
     check_names(job.out)

@@ -130,7 +130,10 @@ def _gantt_figure(maps: Any) -> Any:
     lanes = sorted({lane for lane, *_ in maps.gantt},
                    key=lambda x: (x != "step", x != "weights in",
                                   int(x.split()[-1]) if x.startswith("region") else 0))
-    us = 1e6 / maps.clock_hz
+    cycles = [c for _, _, start, end in maps.gantt for c in (start, end)]
+    span_s = (max(cycles, default=0.0) - min(cycles, default=0.0)) / maps.clock_hz
+    unit, per_s = ("ms", 1e3) if span_s >= 0.01 else ("µs", 1e6)  # never "30000 µs"
+    us = per_s / maps.clock_hz  # axis units per cycle
     groups = {"forward": [g for g in maps.gantt if g[1].startswith("fwd")],
               "recompute and backward": [g for g in maps.gantt if not g[1].startswith("fwd")]}
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.42 * len(lanes) + 2.0), sharey=True)
@@ -146,7 +149,7 @@ def _gantt_figure(maps: Any) -> Any:
                            edgecolor="#c0392b" if key == "weight_wait" else "none", lw=0.4)
             seen.setdefault(key, GANTT_COLOURS.get(key, "#aab7b8"))
         ax.set_title(f"{title} (time from its first span; weights may arrive before it)", fontsize=9)
-        ax.set_xlabel("µs from the start of the pass")
+        ax.set_xlabel(f"{unit} from the start of the pass")
         ax.axvline(0, color="grey", lw=0.8)
         ax.grid(alpha=0.3, axis="x")
     labels = [f"{lane}: expert {expert_ranges(maps.region_experts[int(lane.split()[-1])])}"
