@@ -40,7 +40,8 @@ EXAMPLES: dict[str, list[str]] = {
     "schema": ["wsesim schema --out .vscode/schemas", "wsesim schema hardware"],
     "infer": ["wsesim infer --model llama3-8b --hardware wse2",
               "wsesim infer --search",
-              "wsesim infer --vary inference.batch=1,2,4 --vary inference.grid=250x250,375x375 --out out/serve"],
+              "wsesim infer --vary inference.batch=1,2,4 --vary inference.grid=250x250,375x375 "
+              "--out out/serve"],
     "compare": ["wsesim compare out/qwen3-hf out/qwen3-g15",
                 "wsesim compare out/bta-paper out/bta-in-place --json"],
 }
@@ -53,7 +54,8 @@ def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
         p.formatter_class = _Formatter
         lines = EXAMPLES.get(name)
         if lines:
-            p.epilog = ("examples:\n" if len(lines) > 1 else "example:\n") + "\n".join(f"  {c}" for c in lines)
+            head = "examples:\n" if len(lines) > 1 else "example:\n"
+            p.epilog = head + "\n".join(f"  {c}" for c in lines)
 
 
 class _Formatter(argparse.HelpFormatter):
