@@ -144,3 +144,11 @@ def test_dir_of_wsesim_is_its_api() -> None:
     names = set(dir(wsesim))
     assert not names & {"Any", "annotations", "importlib"}
     assert set(wsesim.__all__) <= names and "__version__" in names
+
+
+def test_compare_prints_every_number_one_way() -> None:
+    """``compare`` printed 8,657.3 as "8657" (``.4g``) beside 11,392 as "11,392"."""
+    from wsesim.cli.compare import _num
+
+    assert [_num(v) for v in (8657.3, 11392.0, 1234.5, 12.345, 0.5, None)] == [
+        "8,657", "11,392", "1,234", "12.35", "0.5", "-"]
