@@ -152,3 +152,16 @@ def test_compare_prints_every_number_one_way() -> None:
 
     assert [_num(v) for v in (8657.3, 11392.0, 1234.5, 12.345, 0.5, None)] == [
         "8,657", "11,392", "1,234", "12.35", "0.5", "-"]
+
+
+def test_a_grid_key_the_files_points_set_blames_the_grid_flag(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    """``--grid model.top_k=…`` on a file whose points set top_k: the error used to blame the file's
+    points[0] "set both here and in grid", a grid the file does not have."""
+    path = _sweep_file(tmp_path / "s.yaml", grid={"training.tiles": [1]},
+                       points=[{"model.top_k": 1}, {"model.top_k": 2}])
+    assert cli.main(["sweep", str(path), "--grid", "model.top_k=1,2", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wsesim: --grid: model.top_k: ") and err.count("\n") == 1
+    assert f"{path}: points[0] sets model.top_k" in err
+    assert not (tmp_path / "o").exists()
