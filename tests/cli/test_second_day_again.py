@@ -165,3 +165,17 @@ def test_a_grid_key_the_files_points_set_blames_the_grid_flag(capsys: pytest.Cap
     assert err.startswith("wsesim: --grid: model.top_k: ") and err.count("\n") == 1
     assert f"{path}: points[0] sets model.top_k" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_infeasible_run_says_why_not_b0(capsys: pytest.CaptureFixture[str]) -> None:
+    """An infeasible configuration is a result (exit 0, as sweep, tune and infer treat it): its header
+    says no batch fits instead of "B=0 G=1 (global batch 0)", and the next line why."""
+    args = ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+            "--set", "training.seq_len=4096"]
+    assert cli.main(args) == 0
+    head, why = capsys.readouterr().out.splitlines()[:2]
+    assert "B=0" not in head and "global batch 0" not in head and head.endswith("G=1, no batch that fits")
+    assert why.startswith("infeasible: batch_per_tile auto: not even B=1 fits (SRAM: ")
+    assert cli.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["feasible"] is False and data["infeasible_reason"].startswith("batch_per_tile auto")

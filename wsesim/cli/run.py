@@ -28,12 +28,13 @@ WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_
 def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
     shape = f"E={r.experts} top_k={r.top_k}" if r.experts else "dense"  # a dense model has no experts to show
-    head = (f"{r.model} on {r.hardware}: {shape} seq_len={r.seq_len} "
-            f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})")
+    batch = (f"B={r.batch_per_tile} G={r.tiles} (global batch {r.global_batch})" if r.batch_per_tile
+             else f"G={r.tiles}, no batch that fits")  # never "B=0 ... (global batch 0)"
+    head = f"{r.model} on {r.hardware}: {shape} seq_len={r.seq_len} {batch}"
     if r.micro_batches > 1 or r.systems > 1:  # gradient accumulation, a cluster (docs/model.md §2.4, §9)
         head += (f"\n{r.micro_batches} micro-batch{'es' if r.micro_batches > 1 else ''} of G·B per step "
                  f"on each of {r.systems} system{'s' if r.systems > 1 else ''}")
-    if not r.feasible:
+    if not r.feasible:  # a result, not an error: exit 0, as sweep, tune and infer treat one
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows: list[tuple[str, str]] = [
         ("throughput", f"{r.throughput_tokens_per_s:,.0f} tokens/s"),
