@@ -179,3 +179,10 @@ def test_an_infeasible_run_says_why_not_b0(capsys: pytest.CaptureFixture[str]) -
     assert cli.main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["feasible"] is False and data["infeasible_reason"].startswith("batch_per_tile auto")
+
+
+def test_durations_in_a_unit_for_their_size() -> None:
+    from wsesim.cli.common import format_duration
+
+    assert [format_duration(s) for s in (4.2e-5, 0.56552, 1.63147, 11.34, 179.49975, 7200.0, 86400.0)] == [
+        "42.00 µs", "565.52 ms", "1,631.47 ms", "11.34 s", "179.50 s", "120.00 min", "24.00 h"]

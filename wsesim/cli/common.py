@@ -40,6 +40,20 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def format_duration(seconds: float) -> str:
+    """A duration in the unit a reader takes in at a glance: µs below a millisecond, ms below 10 s
+    (``1,631.47 ms``), then s, min and h (``2.99 min``, never ``179,499.75 ms``)."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:,.2f} µs"
+    if seconds < 10:
+        return f"{seconds * 1e3:,.2f} ms"
+    if seconds < 600:
+        return f"{seconds:,.2f} s"
+    if seconds < 36_000:
+        return f"{seconds / 60:,.2f} min"
+    return f"{seconds / 3600:,.2f} h"
+
+
 def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
     (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as

@@ -17,6 +17,7 @@ from .common import (
     check_output_files,
     check_output_folder,
     check_trace_file,
+    format_duration,
     format_table,
     load_from_args,
     say,
@@ -38,7 +39,7 @@ def format_result(r: Any) -> str:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows: list[tuple[str, str]] = [
         ("throughput", f"{r.throughput_tokens_per_s:,.0f} tokens/s"),
-        ("step time", f"{r.step_time_s * 1e3:,.2f} ms ({r.step_cycles:,.0f} cycles)"),
+        ("step time", f"{format_duration(r.step_time_s)} ({r.step_cycles:,.0f} cycles)"),
         ("tokens per step", f"{r.tokens_per_step:,}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
         ("I/O in / out", f"{format_bytes(r.io_bytes_in, binary=False)} / "
