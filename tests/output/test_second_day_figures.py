@@ -170,3 +170,22 @@ def test_lm_head_and_the_optimizer_step_are_told_apart() -> None:
 
     a, b = rgb(PHASE_COLOURS["lm_head"]), rgb(PHASE_COLOURS["optimizer_step"])
     assert sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) ** 0.5 > 100
+
+
+def test_models_on_x_are_points_named_by_preset_or_file_name() -> None:
+    """A sweep over models (a preset and a config.json given by its path): the x axis is categories, so no
+    line joins one model to the next, and a file is labelled by its name, not its full path."""
+    header, rows = _systems_rows()
+    header[2] = "set:model"
+    path = "/home/someone/wsesim/tests/data/hf/qwen3-30b-a3b.json"
+    for r, m in zip(rows, ["llama-7b", path, "gpt-j-6b"] * 3, strict=False):
+        r["set:model"] = m
+        del r["set:cluster.systems"]
+        r["systems"] = "1"
+    plan, = plan_figures(header, rows[:3])
+    assert plan.categorical and plan.x_labels == ["llama-7b", "qwen3-30b-a3b.json", "gpt-j-6b"]
+    fig = throughput_figure(plan)
+    top = fig.axes[0]
+    assert all(line.get_linestyle() in ("None", "") for line in top.lines if len(line.get_xdata()) > 1)
+    assert [t.get_text() for t in fig.axes[-1].get_xticklabels()] == plan.x_labels
+    plt.close(fig)

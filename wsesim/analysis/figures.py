@@ -74,6 +74,11 @@ class FigurePlan:
     y_label: str = "throughput (thousand tokens/s)"
     y_scale: float = 1e3  # tokens/s per unit of the y axis (thousand, or million past a million)
     y_log: bool = False  # a log y: the x axis is the number of systems, equally spaced when it doubles
+    x_labels: list[str] = field(default_factory=list)  # the ticks: a file's name, not its path
+    categorical: bool = False  # x values that are no numbers (models, mappings): points, not lines
+
+    def __post_init__(self) -> None:
+        self.x_labels = self.x_labels or [label(self.view, v) for v in self.x_values]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,6 +186,17 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
     return numeric + [v for v in seen if number(v) is None]
 
 
+_REFERENCES = ("hardware", "model", "cluster.interconnect")  # keys whose value may be a file's path
+
+
+def label(key: str, v: str) -> str:
+    """A swept value as a figure shows it: a preset's name as it is, a file given by its path by the
+    file's name (``qwen3-30b-a3b.json``, not ``/home/…/tests/data/hf/qwen3-30b-a3b.json``)."""
+    if key in _REFERENCES and ("/" in v or "\\" in v):
+        return re.split(r"[/\\]", v.rstrip("/\\"))[-1] or v
+    return v
+
+
 def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
     if v == NOT_SET and key == "training.global_batch":
         return "global_batch not set (each system its own batch)"
@@ -189,7 +205,7 @@ def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
             return (f"{'tuned: ' if v == TUNED else ''}G={row.get('tiles', '?')}, "
                     f"B={row.get('batch_per_tile', '?')}")
         return {TUNED: "BTA, G tuned", "1": "G = 1 (no BTA)"}.get(v, f"G = {v}")
-    return f"{short(key)} {v}"
+    return f"{short(key)} {label(key, v)}"
 
 
 def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
@@ -323,7 +339,8 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
     scale, y_label = y_unit(all_rows, column, y_label)
     return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"{what} vs {short(x)}", constant),
                       constant, roles, colours, markers, panels, column, y_label, scale,
-                      x == SYSTEMS and _geometric(x_values))
+                      x == SYSTEMS and _geometric(x_values),
+                      categorical=any(number(v) is None for v in x_values))
 
 
 SYSTEMS = "cluster.systems"

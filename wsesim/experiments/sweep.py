@@ -241,9 +241,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
             k, g = both[0]
             also = "" if k == g else f" (as {g})"
             if g in (grid or {}):  # the command line's grid: it is what conflicts with the file, say so
-                raise ConfigError(f"{g} is swept by the file's points too ({source}: points[{i}] sets {k}): "
-                                  "sweep it in one place (the file's points, or a copy of the file without it)",
-                                  source=grid_flag, path=g)
+                raise ConfigError(f"{g} is swept by the file's points too ({source}: points[{i}] sets "
+                                  f"{k}): sweep it in one place (the file's points, or a copy of the file "
+                                  "without it)", source=grid_flag, path=g)
             raise ConfigError(f"{k} is set both here and in grid{also} "
                               "(the grid's value would replace this one): set it in one place",
                               source=source, path=f"points[{i}].{k}")

@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
+from ..analysis.figures import label as value_label
 from .mpl import PolyCollection, plain_log_axis, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
@@ -68,7 +69,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
             colour, (marker, style) = _colour(plan, s.colour), MARKERS[s.marker % len(MARKERS)]
             ran = [(pi, p) for pi, p in enumerate(s.points) if p["y"] is not None]
             top.plot([p["x_index"] + shift.get((si, pi), 0.0) for pi, p in ran],
-                     [p["y"] / scale for _, p in ran], marker=marker, linestyle=style, color=colour, ms=6)
+                     [p["y"] / scale for _, p in ran], marker=marker, color=colour, ms=6,
+                     linestyle="" if plan.categorical else style)  # no line between models
             for pi, p in enumerate(s.points):
                 if p["y"] is None:  # not run: marked where a throughput of 0 would be (_crosses)
                     failed = True
@@ -104,7 +106,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
                 pts = [(i, sp) for i, sp in enumerate(panel.speedup) if sp["marker"] == m]
                 marker, style = MARKERS[m % len(MARKERS)]
                 bottom.plot([sp["x_index"] + moved.get(i, 0.0) for i, sp in pts],
-                            [sp["value"] for _, sp in pts], marker=marker, linestyle=style, color=COLOURS[1])
+                            [sp["value"] for _, sp in pts], marker=marker, color=COLOURS[1],
+                            linestyle="" if plan.categorical else style)
                 for i, sp in pts if len(panel.speedup) <= MAX_LABELS else ():
                     if sharing[sp["x_index"]] > 1:
                         side.append((sp["x_index"], sp["value"], sp["label"], "black",
@@ -121,7 +124,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
         if speed:
             axes[1][col].set_ylabel("speedup\n(tuned / G=1)")
     step = -(-len(plan.x_values) // MAX_TICKS)  # every value up to MAX_TICKS, else every step-th
-    shown = plan.x_values[::step]
+    shown = plan.x_labels[::step]
     slanted = (sum(len(v) + 2 for v in shown) > 60
                or max((len(v) for v in shown), default=0) > 12)  # else they collide
     for ax in axes[-1]:
@@ -258,7 +261,7 @@ def _legend_label(key: str | None, v: str) -> str:
         return "global_batch not set (each system its own batch)"
     if key == "training.tiles":
         return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
-    return f"{(key or '').split('.')[-1]} {v}"
+    return f"{(key or '').split('.')[-1]} {value_label(key or '', v)}"
 
 
 def phases_figure(plan: PhasesPlan) -> Any:
