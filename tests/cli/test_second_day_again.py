@@ -186,3 +186,24 @@ def test_durations_in_a_unit_for_their_size() -> None:
 
     assert [format_duration(s) for s in (4.2e-5, 0.56552, 1.63147, 11.34, 179.49975, 7200.0, 86400.0)] == [
         "42.00 µs", "565.52 ms", "1,631.47 ms", "11.34 s", "179.50 s", "120.00 min", "24.00 h"]
+
+
+def test_shipped_files_are_found_from_outside_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's ``workloads/…`` paths from a folder without ``workloads/``: the copy shipped with
+    wsesim, said on stderr (they were "no such file")."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "workloads/qwen3-30b-a3b/experiment.yaml", "--hardware", "tiny8", "--model",
+                     "tiny-moe", "--set", "simulation.granularity=pe", "--set", "training.seq_len=32"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("tiny-moe on tiny8") and "reading the copy shipped with wsesim" in err
+    # the sweep is found too (refused for its --set, before anything runs: so it was read)
+    assert cli.main(["sweep", "workloads/qwen3-30b-a3b/bta-paper.yaml", "--set", "model.top_k=2"]) == 2
+    assert "swept by the sweep" in capsys.readouterr().err
+    mine = tmp_path / "workloads" / "qwen3-30b-a3b" / "experiment.yaml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("kind: nonsense\n", encoding="utf-8")  # a file of that name here is the one read
+    assert cli.main(["run", "workloads/qwen3-30b-a3b/experiment.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wsesim: workloads/qwen3-30b-a3b/experiment.yaml: ") and "shipped" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["workloads"]

@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
     try:
         _no_empty_paths(args)
+        _shipped_inputs(args)
         return _COMMANDS[args.command](args)
     except ConfigError as e:
         say(f"wsesim: {_one_line(str(e))}\n")
@@ -94,6 +95,27 @@ def _no_empty_paths(args: argparse.Namespace) -> None:
     for flag, what in (("out", "a folder"), ("png", "a folder"), ("wafer", "a folder"), ("trace", "a file")):
         if getattr(args, flag, None) == "":
             raise ConfigError(f"expected {what} name, got an empty one", source=f"--{flag}")
+
+
+def _shipped_inputs(args: argparse.Namespace) -> None:
+    """An experiment or sweep file named as the README names it (``workloads/qwen3-30b-a3b/bta-paper.yaml``)
+    from a folder that has no ``workloads/``: the copy shipped with wsesim, said on stderr (a file of that
+    name here is always the one read)."""
+    from pathlib import Path
+
+    from ..config.loader import shipped_file
+
+    for flag in ("experiment", "sweep"):
+        given = getattr(args, flag, None)
+        if not isinstance(given, str) or not given or Path(given).exists():
+            continue
+        parts = Path(given).parts
+        if Path(given).is_absolute() or len(parts) < 2 or parts[0] != "workloads":
+            continue
+        found = shipped_file(str(Path(*parts[1:])))
+        if found.is_file():
+            say(f"wsesim: {given}: not in this folder; reading the copy shipped with wsesim ({found})\n")
+            setattr(args, flag, str(found))
 
 
 def _fill_closed_streams() -> None:
