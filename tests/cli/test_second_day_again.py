@@ -207,3 +207,18 @@ def test_shipped_files_are_found_from_outside_the_checkout(tmp_path: Path, monke
     err = capsys.readouterr().err
     assert err.startswith("wsesim: workloads/qwen3-30b-a3b/experiment.yaml: ") and "shipped" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["workloads"]
+
+
+def test_run_writes_nothing_into_a_sweeps_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out`` and ``--png`` were refused there; ``--trace`` was not, and wrote beside the sweep's CSV."""
+    path = _sweep_file(tmp_path / "s.yaml")
+    folder = tmp_path / "swept"
+    assert cli.main(["sweep", str(path), "--workers", "1", "--out", str(folder)]) == 0
+    before = sorted(p.name for p in folder.iterdir())
+    tiny = ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+            "--set", "training.seq_len=32"]
+    capsys.readouterr()
+    for extra in (["--out", str(folder)], ["--png", str(folder)], ["--trace", str(folder / "step.json")]):
+        assert cli.main([*tiny, *extra]) == 2
+        assert "holds the output of wsesim sweep" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == before

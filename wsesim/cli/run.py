@@ -96,6 +96,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for folder in (args.out, args.png, trace_dir):
         if folder:
             check_output_folder(folder)
+    if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
+        from ..output.files import check_folder_owner
+
+        check_folder_owner(trace_dir, "run")
     if args.out:
         check_output_files(args.out, ["result.json", "wafer.json", "manifest.json"])
     if args.png:
