@@ -202,3 +202,28 @@ def test_the_suggested_override_fits_and_twice_it_does_not() -> None:
     check_work(spec, micro_batches=fit)
     with pytest.raises(ConfigError):
         check_work(spec, micro_batches=2 * fit + 1)
+
+
+def test_the_estimate_counts_the_in_place_mapping_and_the_kernel_model() -> None:
+    """Issue 29: in_place took 2× its estimate and kernel more; the estimate ignored both. In place, the
+    shipped experiment (L=48, E=128, B=3 sequences of 4,096 at top_k 8, 994 PE columns) draws
+    48·128·994 = 6,107,136 column counts of c = 3·4096·8 / (128·994) = 0.7726 copies each, at
+    20 + 27·√c = 43.73 ns: 0.2671 s, and lays 48·128 experts' ops at 18 µs: 0.1106 s (measured on this
+    machine: 0.375 s a run against 0.069 with regions); its one region, the whole wafer, builds no
+    dispatch bases. The kernel model's cost pass: 48·(20 + 0.55·128) = 4,339 lookups at 7.4 µs, 0.0321 s."""
+    import math
+
+    from wsesim.config.loader import load_experiment
+    from wsesim.experiments.estimate import estimate_work
+
+    plain = estimate_work(load_experiment().spec)
+    placed = estimate_work(load_experiment(overrides={"simulation.moe_mapping": "in_place"}).spec)
+    kernel = estimate_work(load_experiment(overrides={"simulation.compute": "kernel"}).spec)
+    c = 3 * 4096 * 8 / (128 * 994)
+    assert c == pytest.approx(0.7726, abs=1e-4)
+    expected = 48 * 128 * 994 * (20e-9 + 27e-9 * math.sqrt(c)) + 48 * 128 * 1.8e-5
+    assert placed.terms["in_place"][0] == pytest.approx(expected, rel=1e-12)
+    assert expected == pytest.approx(0.3777, abs=1e-4)
+    assert "in_place" not in plain.terms and "kernel" not in plain.terms
+    assert placed.regions == 1 and placed.setup_seconds < plain.setup_seconds / 5
+    assert kernel.terms["kernel"][0] == pytest.approx(48 * (20 + 0.55 * 128) * 7.4e-6, rel=1e-12)
