@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config.errors import WsesimError
 from ..config.units import parse_quantity
+from .figure_text import label, with_settings, y_unit
 from .results import STEP_PHASES
 
 TILES = "training.tiles"
@@ -186,17 +187,6 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
     return numeric + [v for v in seen if number(v) is None]
 
 
-_REFERENCES = ("hardware", "model", "cluster.interconnect")  # keys whose value may be a file's path
-
-
-def label(key: str, v: str) -> str:
-    """A swept value as a figure shows it: a preset's name as it is, a file given by its path by the
-    file's name (``qwen3-30b-a3b.json``, not ``/home/…/tests/data/hf/qwen3-30b-a3b.json``)."""
-    if key in _REFERENCES and ("/" in v or "\\" in v):
-        return re.split(r"[/\\]", v.rstrip("/\\"))[-1] or v
-    return v
-
-
 def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
     if v == NOT_SET and key == "training.global_batch":
         return "global_batch not set (each system its own batch)"
@@ -221,17 +211,6 @@ def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
         values = _values(rows, key)
         if len(values) == 1 and values[0] and key.rsplit(".", 1)[-1] not in out:
             out[key] = values[0]
-    return out
-
-
-def with_settings(constant: dict[str, str], settings: dict[str, Any] | None) -> dict[str, str]:
-    """``constant`` and the sweep-wide settings given on the command line (``sweep --set KEY=VALUE``, kept
-    in the folder's manifest): they hold for every row too, but no CSV column says so. A setting the rows
-    already show (``hardware``, ``training.seq_len``) is not said twice."""
-    out = dict(constant)
-    for key, v in (settings or {}).items():
-        if key not in out and key.rsplit(".", 1)[-1] not in out:
-            out[key] = v if isinstance(v, str) else str(v)
     return out
 
 
@@ -344,14 +323,6 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
 
 
 SYSTEMS = "cluster.systems"
-
-
-def y_unit(rows: list[dict[str, str]], column: str, label: str) -> tuple[float, str]:
-    """The y axis's unit: thousand tokens/s, or million once a row passes a million (never "10,000
-    thousand"); its divisor and the label with it."""
-    top = max((float(r[column]) for r in rows if r.get("status") == "ok" and _float(r.get(column))),
-              default=0.0)
-    return (1e6, label.replace("thousand", "million")) if top >= 1e6 else (1e3, label)
 
 
 def _geometric(values: list[str]) -> bool:

@@ -30,7 +30,8 @@ bytes), from the spec alone (no mesh, no placement, no routing is built):
   its constant-time one takes over), and lays every expert's ops out one after another in Python
   (``IN_PLACE_EXPERT_SECONDS`` per micro-batch, layer and expert) where ``regions`` lays them as arrays;
 * ``kernel`` (``simulation.compute: kernel``): the cost pass asks the kernel layer for every op, about
-  ``L·(KERNEL_LOOKUPS[0] + KERNEL_LOOKUPS[1]·E)`` lookups of ``KERNEL_LOOKUP_SECONDS`` (the kernels
+  ``L·(KERNEL_LOOKUPS[0] + KERNEL_LOOKUPS[1]·E)`` lookups of ``COMPUTE_LOOKUP_SECONDS["kernel"]``
+  (these two terms, and their constants, in ``estimate_models``) (the kernels
   themselves are simulated once per shape and process, ~0.1 ms each: a few hundred at most);
 * ``wafer maps`` (``wsesim run --out/--png``): ``MAP`` per PE of the whole wafer.
 
@@ -53,6 +54,7 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
+from .estimate_models import dispatched, model_terms
 from .machine import (
     DEFAULT_MAX_RUN_SECONDS,
     _duration,
@@ -78,12 +80,6 @@ TRACE_BYTES = {"fast": (20e3, 0.9e3), "reference": (40e3, 11e3)}  # per (micro-b
 SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per micro-batch, layer and tile
 ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
 MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
-# in_place, per (layer × expert × PE column): a + b·√(copies each) seconds, at most c (numpy's binomial:
-# 33-44 ns at 0.3-0.8 copies, 67 at 3.9, 123 at 15; a constant ~90 ns past ~30 copies)
-IN_PLACE_DRAW = (20e-9, 27e-9, 110e-9)
-IN_PLACE_EXPERT_SECONDS = 1.8e-5  # in_place: per (micro-batch × layer × expert), its ops laid one by one
-KERNEL_LOOKUPS = (20.0, 0.55)    # compute: kernel: cost lookups per layer, + per expert
-KERNEL_LOOKUP_SECONDS = 7.4e-6   # per lookup (the cached kernel cost and its op's share)
 MEMORY_FRACTION = 0.8
 MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
 FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh node × expert region)
@@ -144,7 +140,7 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     # a region per expert, tiled in whole PEs (``expert_placement``): past the mesh's nodes several share
     # a node, but each is still a column of both bases and of the idle regions' path tables
     regions = min(m.experts, hw.pes)  # 0 for a dense model
-    if regions and sim.moe_mapping == "in_place":  # one region, the whole wafer: nothing is dispatched
+    if regions and not dispatched(sim.moe_mapping):  # one region, the whole wafer: nothing is sent
         regions = 1
     engine = getattr(sim, "engine", "fast")
     terms: dict[str, tuple[float, float]] = {}
@@ -177,11 +173,7 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
     terms["routing"] = (draws * L * max(E, 1) * ROUTE[0], L * max(E, 1) * ROUTE[1])
-    if E and sim.moe_mapping == "in_place":
-        terms["in_place"] = in_place_term(spec, M, sims)
-    if sim.compute == "kernel":
-        lookups = L * (KERNEL_LOOKUPS[0] + KERNEL_LOOKUPS[1] * E)
-        terms["kernel"] = (sims * lookups * KERNEL_LOOKUP_SECONDS, 0.0)
+    terms.update(model_terms(spec, M, sims))  # the mapping's and the compute model's own work
     if surely_infeasible(spec):  # sized, found not to fit, and returned with its reason: nothing built
         terms = {"routing": terms["routing"]}
     if wafer_maps:
@@ -193,25 +185,6 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     return WorkEstimate(nodes, regions, L, E, messages, events, seconds, nbytes, driver, basis_s + mesh_s,
                         micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms,
                         one_system_micro_batches=alone_M)
-
-
-def in_place_term(spec: ExperimentSpec, micro_batches: int, sims: float = 1.0) -> tuple[float, float]:
-    """(seconds, peak bytes) the ``in_place`` mapping adds to a run (see the module docstring): the
-    copies' spread over the PE columns, drawn once per run at the step's size, and the experts' ops laid
-    one by one; the draws hold one layer's ``E × C`` counts at a time."""
-    hw, m, t = spec.hardware, spec.model, spec.training
-    C, E, L = hw.mesh.cols, m.experts, m.layers
-    B = t.batch_per_tile if isinstance(t.batch_per_tile, int) else max(_balanced_batch(spec), 1)
-    copies = B * t.tiles * t.seq_len * m.top_k / (E * C)
-    a, b, most = IN_PLACE_DRAW
-    draw = L * E * C * min(a + b * math.sqrt(copies), most)
-    return sims * (draw + micro_batches * L * E * IN_PLACE_EXPERT_SECONDS), 8.0 * E * C
-
-
-def _balanced_batch(spec: ExperimentSpec) -> int:
-    from ..model.memory import max_batch_per_tile
-
-    return max_batch_per_tile(spec.hardware, spec.model, spec.training)
 
 
 def _one_system_micro_batches(spec: ExperimentSpec, M: int, given: int | None) -> int:

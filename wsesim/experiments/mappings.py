@@ -38,6 +38,7 @@ class MoEMapping:
     description: str
     placement: Callable[[ExperimentSpec, np.random.Generator], Placement]
     expert_costs: Callable[[ExperimentSpec, np.ndarray, Placement], ExpertCosts]
+    dispatched: bool = True  # its tokens cross the fabric to the experts' regions (the dispatch bases built)
 
 
 def spread_stream(seed: int) -> np.random.Generator:
@@ -73,7 +74,7 @@ MOE_MAPPINGS: dict[str, MoEMapping] = {
     "regions": MoEMapping("each expert on a region of its own, its tokens dispatched over the fabric",
                           _regions_placement, _regions_costs),
     "in_place": MoEMapping("every expert on the whole wafer, each token's copies kept in place",
-                           _whole_wafer, _in_place_costs),
+                           _whole_wafer, _in_place_costs, dispatched=False),
 }
 """MoE mappings by name (the ``simulation.moe_mapping`` key)."""
 

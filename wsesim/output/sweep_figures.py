@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..analysis.figure_text import label as value_label
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
-from ..analysis.figures import label as value_label
 from .mpl import PolyCollection, plain_log_axis, plt
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
