@@ -140,8 +140,8 @@ def _baseline(loaded: Loaded, results: list[RunResult]) -> RunResult:
 
     spec = _with_tiling(loaded, 1, loaded.spec.training.batch_per_tile)
     B = size_step(spec).batch_per_tile
-    same = [r for r in results if r.tiles == 1 and r.batch_per_tile == B]
-    return same[0] if same else run_experiment(spec)
+    same = [r for r in results if r.tiles == 1 and (r.batch_per_tile == B or not B)]
+    return same[0] if same else run_experiment(spec)  # (no B fits at G=1: the G=1 candidate, infeasible)
 
 
 def tuned_row(result: TuneResult) -> RunResult:
