@@ -7,7 +7,8 @@ key), one table for the training step and serving alike:
 
 * ``constant`` — an op's FLOPs over the PEs at the global ``gemm_efficiency``, its weights fed through
   each PE row (``model.costs``, docs/model.md §4);
-* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §10.5):
+* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §4.1:
+  the weight-streaming GEMM of §10.7):
   the whole wafer, or an expert's region. Serving's kernels (GEMV, GEMM, the collectives) are always
   simulated, since they are what it runs (``kernels.cost.kernel_cost``, the kernel layer's one cached
   front door): serving reads the ``kernel`` entry.
@@ -71,7 +72,7 @@ def _kernel_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per
 COMPUTE_MODELS: dict[str, ComputeModel] = {
     "constant": ComputeModel("FLOPs at the global gemm_efficiency (docs/model.md §4)", _constant_wafer,
                              region_expert_costs),
-    "kernel": ComputeModel("each op's GEMMs simulated on its PEs (docs/model.md §10.5)", _kernel_wafer,
+    "kernel": ComputeModel("each op's GEMMs simulated on its PEs (docs/model.md §4.1)", _kernel_wafer,
                            kernel_region_expert_costs),
 }
 """Compute models by name (the ``simulation.compute`` key)."""
