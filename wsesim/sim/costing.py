@@ -65,8 +65,8 @@ def _kernel_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per
     """An op's GEMMs simulated on the wafer; a copy has no GEMM and keeps the constant model."""
     if not op.matmuls:
         return _constant_wafer(hw, rows, cols, op, bytes_per_value)
-    return kernel_op_cost(hw, rows, cols, op.kind, op.pass_ == Pass.BWD, op.matmuls, op.flops, op.weight_bytes,
-                          bytes_per_value)
+    return kernel_op_cost(hw, rows, cols, op.kind, op.pass_ == Pass.BWD, op.matmuls, op.flops,
+                          op.weight_bytes, bytes_per_value)
 
 
 COMPUTE_MODELS: dict[str, ComputeModel] = {
