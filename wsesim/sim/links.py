@@ -27,6 +27,27 @@ import simpy
 from .plan import LinkSchedule
 
 
+def consume(free: Any, head: Any, arrival: Any, cycles: Any, pipelined: bool) -> tuple[Any, Any, Any]:
+    """(begin, end, waited) of ``cycles`` of work on a chunk of weights whose first bytes reach the wafer
+    at ``head`` and its last at ``arrival``, on PEs free from ``free`` (floats, or arrays alike).
+
+    Not ``pipelined`` (``compute: constant``, whose op cost is a rate over its FLOPs): the work starts once
+    the chunk is in. ``pipelined`` (``compute: kernel``, docs/model.md §4.1): the weight-streaming GEMM
+    consumes weight rows as they arrive, so the work starts with the first bytes and ends no earlier than
+    the last — the slower of the stream and the GEMM sets the pace (the last row's own FMACs, one
+    output's pace, are not added). ``waited``: the cycles the PEs spent not computing."""
+    if not pipelined:
+        begin = np.maximum(free, arrival) if isinstance(free, np.ndarray) else max(free, arrival)
+        return begin, begin + cycles, begin - free
+    if isinstance(free, np.ndarray):
+        begin = np.maximum(free, head)
+        end = np.maximum(begin + cycles, arrival)
+    else:
+        begin = max(free, head)
+        end = max(begin + cycles, arrival)
+    return begin, end, end - cycles - free
+
+
 class WeightStream:
     """The inbound I/O link and the staging buffer it fills.
 
