@@ -13,7 +13,9 @@ clock cycles.
   step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
 * a ``SERVE`` op is a queue per stage, run as one loop over arrivals in time order (a heap): each
   stage's next start is the later of the arrival and the stage's last finish; on ties of equal cycles
-  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle.
+  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle;
+* a ``SERVE_BATCHES`` op (continuous batching) advances a whole iteration of a stage at a time, in one
+  loop over event times (``batching.run_batches``).
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
+from .batching import run_batches
 from .cluster import io_rate
 from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
@@ -43,6 +46,7 @@ from .program import (
     OptimizerStep,
     Program,
     Serve,
+    ServeBatches,
     Transfer,
     WaferOp,
     Weights,
@@ -59,7 +63,7 @@ class _Engine:
         self.env = CountingEnvironment()
         self.trace = Trace()
         self.events: int | None = None  # a serving run's stage visits (the heap's events)
-        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve}
+        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self._links(plan, program)
@@ -194,6 +198,12 @@ class _Engine:
             order += 1
         self.events = visits
         yield self.env.timeout(trace.stages.end)
+
+    def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
+        """Requests over time, each stage running iteration-level batches (``batching``)."""
+        log = self.trace.batches = run_batches(op, [c.batches for c in self.costs.stages])
+        self.events = len(log.start)  # the iterations
+        yield self.env.timeout(log.end_cycle)
 
     # ----------------------------------------------------------------------------------------- run
     def _step(self) -> Generator[Any, Any, None]:
