@@ -61,25 +61,29 @@ def take_pieces(queue: list[list[int]], budget: int | None) -> list[tuple[int, i
 
 
 def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
-    """Serve ``op``'s requests (see the module's docstring); returns their log."""
+    """Serve ``op``'s requests (see the module's docstring); returns their log. A request has one piece
+    of work in flight at a time, so a decode token queued is its request's index alone: the request's
+    next context (``context[r]``) and tokens still to come (``left[r]``) say the rest."""
     n, S, hid = op.requests, len(op.stages), op.model.hidden_size
     arrival, prompt, output = op.arrival.tolist(), op.prompt.tolist(), op.output.tolist()
+    context = [p + 1 for p in prompt]  # the first decode token's context
+    left = [o - 1 for o in output]  # decode tokens to come
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
     busy = [0.0] * S
     it_stage, it_start, it_end = array("i"), array("d"), array("d")
     it_decodes, it_prompt = array("i"), array("i")
-    dec_r: list[list[int]] = [[] for _ in range(S)]  # decode tokens queued at each stage: request, token
-    dec_t: list[list[int]] = [[] for _ in range(S)]
+    decodes: list[list[int]] = [[] for _ in range(S)]  # the requests whose decode token is queued
     pieces: list[list[list[int]]] = [[] for _ in range(S)]  # prompt pieces queued: [request, start, tokens]
     running: list[tuple | None] = [None] * S  # the iteration a stage runs
     link = [0.0] * S  # the last hand-off's landing on each stage's outbound link
     budget = op.chunk if op.policy == "chunked" else None
+    chunked = op.policy == "chunked"
     waiting: deque[int] = deque()
     flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
     prompts_in: dict[int, int] = {}  # prompt length -> requests in flight with it (for the longest)
-    heap: list[tuple[float, int, int, tuple]] = []  # (cycle, order, stage, items) of hand-offs landing
+    heap: list[tuple[float, int, int, tuple]] = []  # (cycle, order, stage, work): ends and hand-offs
     order = 0
     fit_args = [(w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols) for w in op.stages]
 
@@ -110,73 +114,68 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
         if not prompts_in[p]:
             del prompts_in[p]
 
-    def land(s: int, rs: list[int], ts: list[int], ps: list[tuple[int, int, int]]) -> None:
-        dec_r[s] += rs
-        dec_t[s] += ts
-        pieces[s] += [list(p) for p in ps]
-
     def finish(s: int, now: float) -> None:
         """Stage s's iteration ends at ``now``: its tokens on, out or home."""
         nonlocal order
-        rs, ts, ps = running[s]  # type: ignore[misc]
+        rs, ps = running[s]  # type: ignore[misc]
         running[s] = None
-        cost = costs[s]
         if s < S - 1:
             values = (len(rs) + sum(p[2] for p in ps)) * hid
-            to, out_r, out_t, out_p = s + 1, rs, ts, ps
+            to, out_r, out_p = s + 1, rs, ps
         else:
-            out_r, out_t, out_p, to = [], [], [], 0
-            for r, t in zip(rs, ts, strict=True):
-                if t + 1 < output[r]:
+            to, out_r, out_p = 0, [], []
+            for r in rs:
+                if left[r] > 1:
+                    left[r] -= 1
+                    context[r] += 1
                     out_r.append(r)
-                    out_t.append(t + 1)
                 else:
                     release(r, now)
-            emitted = len(rs)
-            for r, start, tokens in ps:
-                if start + tokens == prompt[r]:  # its prompt's last piece: the first token is out
-                    emitted += 1
+            values = len(rs)
+            for r, begin, tokens in ps:
+                if begin + tokens == prompt[r]:  # its prompt's last piece: the first token is out
+                    values += 1
                     first[r] = now
-                    if output[r] > 1:
+                    if left[r]:
                         out_r.append(r)
-                        out_t.append(1)
                     else:
                         release(r, now)
-            values = emitted
-            out_p = []
             admit(now)
         if out_r or out_p:
-            at = max(now + cost.handoff(values), link[s])
+            at = max(now + costs[s].handoff(values), link[s])
             link[s] = at
             if at == now:
-                land(to, out_r, out_t, out_p)
+                decodes[to] += out_r
+                pieces[to] += out_p
             else:
-                heapq.heappush(heap, (at, order, to, (out_r, out_t, out_p)))
+                heapq.heappush(heap, (at, order, to, (out_r, out_p)))
                 order += 1
 
     def start(s: int, now: float) -> None:
-        if op.policy == "chunked" or not pieces[s]:
-            rs, ts = dec_r[s], dec_t[s]
-            dec_r[s], dec_t[s] = [], []
+        nonlocal order
+        if chunked or not pieces[s]:
+            rs = decodes[s]
+            decodes[s] = []
         else:  # prefill first: the decodes wait for an iteration without prompts
-            rs, ts = [], []
+            rs = []
         ps = take_pieces(pieces[s], budget)
-        cost = costs[s]
-        cycles = cost.iteration([prompt[r] + t for r, t in zip(rs, ts, strict=True)],
-                                [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps])
+        longest = max(map(context.__getitem__, rs)) if rs else 0
+        cycles = costs[s].iteration(len(rs), longest,
+                                    [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps])
         if s == 0:
             for r, begin, _ in ps:
                 if begin == 0:
                     started[r] = now
         end = now + cycles
         busy[s] += cycles
-        running[s] = (rs, ts, ps)
+        running[s] = (rs, ps)
         it_stage.append(s)
         it_start.append(now)
         it_end.append(end)
         it_decodes.append(len(rs))
         it_prompt.append(sum(p[2] for p in ps))
         heapq.heappush(heap, (end, order, -1 - s, ()))
+        order += 1
 
     next_arrival = 0
     while True:
@@ -195,13 +194,14 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
                 refused[r] = True
         admit(now)
         while heap and heap[0][0] == now:
-            _, _, to, items = heapq.heappop(heap)
+            _, _, to, work = heapq.heappop(heap)
             if to < 0:
                 finish(-1 - to, now)
             else:
-                land(to, *items)
+                decodes[to] += work[0]
+                pieces[to] += [list(p) for p in work[1]]
         for s in range(S):
-            if running[s] is None and (dec_r[s] or pieces[s]):
+            if running[s] is None and (decodes[s] or pieces[s]):
                 start(s, now)
 
     f = np.array

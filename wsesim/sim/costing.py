@@ -281,11 +281,13 @@ class BatchCosts:
     """What one stage's iteration-level batches cost (docs/model.md §11.7), each figure computed the
     first time an executor asks and kept: both executors ask the same object, so they cannot disagree.
 
-    An iteration of b decode tokens at contexts c₁ … c_b costs ``decode(b) + Σ attention(cᵢ)``: the
-    layers' kernels with b vectors (``_Grid.cost``'s ``batch``; an MoE layer's experts each see
-    ⌈b·top_k / experts⌉ of them, the mean load of a batch spread evenly) and, per request, its own
-    attention over its own cache (the scores and context GEMVs cannot share one request's keys with
-    another's). A piece of a prompt (``prefill``) costs its layers' prefill kernels at its length and
+    An iteration of b decode tokens at contexts c₁ … c_b costs ``decode(b) + attention(b, max cᵢ)``:
+    the layers' kernels with b vectors (``_Grid.cost``'s ``batch``; an MoE layer's experts each see
+    ⌈b·top_k / experts⌉ of them, the mean load of a batch spread evenly), and the attention kernels
+    with b vectors too, each against its own request's cache: every request's cache is spread over the
+    same grid the same way, so each PE does its share of every request's scores and context and each row
+    reduces them all in one allreduce — the same hops, b times the FMACs and wavelets — at the batch's
+    longest context (for the shorter ones a PE's share is at most that). A piece of a prompt (``prefill``) costs its layers' prefill kernels at its length and
     context, and the LM head once on the last stage when the piece ends its prompt; ``handoff`` moves
     an iteration's values to the next stage. At one request, ``decode(1) + attention(c)`` and a whole
     prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit."""
@@ -298,6 +300,7 @@ class BatchCosts:
         self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
         self._decode: dict[int, float] = {1: fixed}
         self._attention: dict[int, float] = {}
+        self._batch_attention: dict[tuple[int, int], float] = {}
         self._prefill: dict[tuple[int, int, bool], float] = {}
         self._handoff: dict[int, float] = {}
         self._kernels: dict[tuple, float] = {}
@@ -319,6 +322,17 @@ class BatchCosts:
             c = self._attention[context] = self.layers * self._attention_cycles(context)
         return c
 
+    def batch_attention(self, batch: int, context: int) -> float:
+        """Cycles of ``batch`` requests' attention at once, every layer of the stage, at ``context``."""
+        key = (batch, context)
+        c = self._batch_attention.get(key)
+        if c is None:
+            first = self.work.stage.layers[0]
+            c = self._batch_attention[key] = self.layers * sum(
+                self._kernel(op, op.at(context), batch) for op in self.work.decode
+                if op.attention and op.layer == first)
+        return c
+
     def prefill(self, tokens: int, start: int, ends: bool) -> float:
         """Cycles of ``tokens`` prompt tokens from token ``start`` on (attending to ``start + tokens``),
         ``ends``: the piece ends its prompt (the last stage's LM head then runs for its last token)."""
@@ -333,14 +347,13 @@ class BatchCosts:
             self._prefill[key] = c
         return self._prefill[key]
 
-    def iteration(self, contexts: list[int], pieces: list[tuple[int, int, bool]]) -> float:
-        """Cycles of one iteration: decode tokens at ``contexts`` (one per request, in the order taken)
-        and prompt pieces (tokens, start, ends its prompt)."""
+    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
+        """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
+        request's: its context), and prompt pieces (tokens, start, ends its prompt)."""
         cycles = 0.0
-        if contexts:
-            cycles = self.decode(len(contexts))
-            for context in contexts:
-                cycles += self.attention(context)
+        if decodes:
+            cycles = self.decode(decodes)
+            cycles += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
         for tokens, start, ends in pieces:
             cycles += self.prefill(tokens, start, ends)
         return cycles
