@@ -109,36 +109,46 @@ def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
 
 @dataclass(frozen=True, eq=False)
 class RequestTimes:
-    """Each request's times in seconds from cycle 0 (NaN where it never happened: a refused request
-    has no admission, first token or finish; a one-token output no TPOT): ``queueing`` from arrival to
-    the first stage starting its prompt, ``ttft`` from arrival to its first token, ``tpot`` (finish −
-    first token) / (output − 1), ``end_to_end`` from arrival to finish."""
+    """Each request's cycles from cycle 0 (NaN where it never happened: a refused request has no
+    admission, first token or finish) at ``clock`` Hz; as seconds (a one-token output has no TPOT):
+    ``queueing`` from arrival to the first stage starting its prompt, ``ttft`` from arrival to its first
+    token, ``tpot`` (finish − first token) / (output − 1), ``end_to_end`` from arrival to finish. Each
+    difference is taken in cycles, then divided by the clock."""
 
-    arrival: np.ndarray
+    cycles: dict[str, np.ndarray]  # arrival, admitted, started, first, finished
     prompt: np.ndarray
     output: np.ndarray
-    admitted: np.ndarray
-    started: np.ndarray
-    first: np.ndarray
-    finished: np.ndarray
     refused: np.ndarray
+    clock: float
+
+    def seconds(self, name: str) -> np.ndarray:
+        return self.cycles[name] / self.clock
+
+    @property
+    def arrival(self) -> np.ndarray:
+        return self.seconds("arrival")
+
+    @property
+    def finished(self) -> np.ndarray:
+        return self.seconds("finished")
 
     @property
     def queueing(self) -> np.ndarray:
-        return self.started - self.arrival
+        return (self.cycles["started"] - self.cycles["arrival"]) / self.clock
 
     @property
     def ttft(self) -> np.ndarray:
-        return self.first - self.arrival
+        return (self.cycles["first"] - self.cycles["arrival"]) / self.clock
 
     @property
     def tpot(self) -> np.ndarray:
+        c = self.cycles
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.output > 1, (self.finished - self.first) / (self.output - 1), np.nan)
+            return np.where(self.output > 1, (c["finished"] - c["first"]) / (self.output - 1), np.nan) / self.clock
 
     @property
     def end_to_end(self) -> np.ndarray:
-        return self.finished - self.arrival
+        return (self.cycles["finished"] - self.cycles["arrival"]) / self.clock
 
 
 def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace) -> RequestTimes:
@@ -149,8 +159,8 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
     if isinstance(op, ServeBatches):
         b = trace.batches
         assert b is not None, "a continuously batched run's trace has its batch log"
-        return RequestTimes(op.arrival / clock, op.prompt, op.output, b.admitted / clock, b.started / clock,
-                            b.first / clock, b.finished / clock, b.refused)
+        return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
+                             "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused, clock)
     log = trace.stages
     assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
     started = np.full(op.requests, np.nan)
@@ -158,9 +168,9 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
         if sp.track == Track.STAGE and sp.name == ServePhase.PREFILL and sp.args["stage"] == 0:
             started[sp.args["request"]] = sp.start
     zeros = np.zeros(op.requests)
-    return RequestTimes(zeros, np.full(op.requests, op.prompt_len), np.full(op.requests, op.output_len),
-                        zeros, started / clock, log.done[:, 0] / clock, log.done[:, -1] / clock,
-                        np.zeros(op.requests, dtype=bool))
+    return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
+                         "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
+                        np.full(op.requests, op.output_len), np.zeros(op.requests, dtype=bool), clock)
 
 
 REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",
@@ -173,8 +183,9 @@ def requests_csv(t: RequestTimes) -> str:
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(REQUEST_COLUMNS)
-    cols = (t.arrival, t.admitted, t.first, t.finished, t.queueing, t.ttft, t.tpot, t.end_to_end)
-    for r in range(len(t.arrival)):
+    cols = (t.arrival, t.seconds("admitted"), t.seconds("first"), t.finished, t.queueing, t.ttft, t.tpot,
+            t.end_to_end)
+    for r in range(len(t.prompt)):
         times = ["" if np.isnan(c[r]) else repr(float(c[r])) for c in cols]
         w.writerow([r, "refused" if t.refused[r] else "served", times[0], int(t.prompt[r]), int(t.output[r]),
                     *times[1:]])
@@ -198,7 +209,7 @@ def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) 
     window = (float(np.nanmax(t.finished)) - float(t.arrival[served].min())) if served.any() else 0.0
     tpot, ttft = t.tpot, t.ttft
     figures: dict[str, Any] = {
-        "requests": len(t.arrival), "refused": int(t.refused.sum()),
+        "requests": len(t.prompt), "refused": int(t.refused.sum()),
         "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
         "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99),
         "queueing_s": _mean(t.queueing)}
@@ -206,12 +217,12 @@ def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) 
     if b is not None:
         decoding = b.decodes[b.decodes > 0]
         figures["mean_batch"] = float(decoding.mean()) if decoding.size else 0.0
-        events = np.concatenate([t.admitted[served], t.finished[served]])
+        events = np.concatenate([t.cycles["admitted"][served], t.cycles["finished"][served]])
         steps = np.concatenate([np.ones(int(served.sum())), -np.ones(int(served.sum()))])
         order = np.lexsort((steps, events))  # a leave before an entry in the same cycle
         figures["largest_batch"] = int(np.cumsum(steps[order]).max()) if served.any() else 0
     else:
-        figures["mean_batch"], figures["largest_batch"] = 1.0, len(t.arrival)
+        figures["mean_batch"], figures["largest_batch"] = 1.0, len(t.prompt)
     if inf.slo is not None and window > 0:
         met = served & (ttft <= inf.slo.ttft_s) & ((t.output == 1) | (tpot <= inf.slo.tpot_s))
         figures.update(slo_attainment=float(met.sum() / max(int(served.sum()), 1)),

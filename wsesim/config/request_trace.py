@@ -29,11 +29,11 @@ MAX_ROWS = 10_000_000
 MAX_TOKENS = 16_777_216  # inference.prompt_len's bound
 
 
-def _seconds(text: str) -> float:
+def _seconds(text: str) -> float | datetime:
     try:
         return float(text)
     except ValueError:
-        return datetime.fromisoformat(text.strip()).timestamp()
+        return datetime.fromisoformat(text.strip())
 
 
 def read_request_trace(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -65,7 +65,7 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
                                   f"{shown(','.join(header))}",
                                   source=path, path="inference.trace")
             at = [header.index(n) for n in names]
-            times: list[float] = []
+            times: list[float | datetime] = []
             lengths: list[tuple[int, int]] = []
             for line, row in enumerate(rows, start=2):
                 if not row or all(not c.strip() for c in row):
@@ -84,7 +84,14 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
                           path="inference.trace") from None
     if not times:
         raise ConfigError("expected at least one request row, got none", source=path, path="inference.trace")
-    t = np.array(times)
+    if any(isinstance(x, datetime) for x in times):  # to the microsecond, from the first row's
+        if not all(isinstance(x, datetime) for x in times):
+            raise ConfigError("expected every arrival as a date and time or every one as seconds, got both",
+                              source=path, path="inference.trace")
+        start = times[0]
+        t = np.array([(x - start).total_seconds() for x in times])  # type: ignore[operator]
+    else:
+        t = np.array(times, dtype=float)
     back = np.flatnonzero(np.diff(t) < 0)
     if back.size:
         raise ConfigError(f"expected arrival times in order, got row {int(back[0]) + 3} earlier than the row "
@@ -100,13 +107,13 @@ def _cell(row: list[str], i: int, name: str, line: int, path: str) -> str:
     return row[i].strip()
 
 
-def _time(row: list[str], i: int, name: str, line: int, path: str) -> float:
+def _time(row: list[str], i: int, name: str, line: int, path: str) -> float | datetime:
     text = _cell(row, i, name, line, path)
     try:
         t = _seconds(text)
     except ValueError:
         t = float("nan")
-    if not np.isfinite(t):
+    if isinstance(t, float) and not np.isfinite(t):
         raise ConfigError(f"expected {name} as seconds or a date and time, got {shown_repr(text)}",
                           source=path, path=f"inference.trace: row {line}")
     return t
