@@ -144,7 +144,8 @@ class RequestTimes:
     def tpot(self) -> np.ndarray:
         c = self.cycles
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.output > 1, (c["finished"] - c["first"]) / (self.output - 1), np.nan) / self.clock
+            per_token = np.where(self.output > 1, (c["finished"] - c["first"]) / (self.output - 1), np.nan)
+        return per_token / self.clock
 
     @property
     def end_to_end(self) -> np.ndarray:
@@ -160,7 +161,8 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
         b = trace.batches
         assert b is not None, "a continuously batched run's trace has its batch log"
         return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
-                             "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused, clock)
+                             "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
+                            clock)
     log = trace.stages
     assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
     started = np.full(op.requests, np.nan)

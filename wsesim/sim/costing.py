@@ -287,9 +287,10 @@ class BatchCosts:
     with b vectors too, each against its own request's cache: every request's cache is spread over the
     same grid the same way, so each PE does its share of every request's scores and context and each row
     reduces them all in one allreduce — the same hops, b times the FMACs and wavelets — at the batch's
-    longest context (for the shorter ones a PE's share is at most that). A piece of a prompt (``prefill``) costs its layers' prefill kernels at its length and
-    context, and the LM head once on the last stage when the piece ends its prompt; ``handoff`` moves
-    an iteration's values to the next stage. At one request, ``decode(1) + attention(c)`` and a whole
+    longest context (for the shorter ones a PE's share is at most that). A piece of a prompt
+    (``prefill``) costs its layers' prefill kernels at its length and context, and the LM head once
+    on the last stage when the piece ends its prompt; ``handoff`` moves an iteration's values to the
+    next stage. At one request, ``decode(1) + attention(c)`` and a whole
     prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit."""
 
     def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: _Grid, fixed: float,

@@ -452,7 +452,8 @@ class _Reference:
                         room -= take
                 ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
                 taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
-                cycles = cost.iteration(len(ds), max((int(op.prompt[r]) + t for r, t in ds), default=0), taken)
+                longest = max((int(op.prompt[r]) + t for r, t in ds), default=0)
+                cycles = cost.iteration(len(ds), longest, taken)
                 if s == 0:
                     for r, begin, _ in ps:
                         if begin == 0:
