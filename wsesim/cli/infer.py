@@ -100,7 +100,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..output.manifest import manifest, resolved
 
     overrides = parse_overrides(args.set)
-    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
+    vary = _parse_vary(args.vary) if args.vary else {}
+    # the base as its first point (a load's rate may come from --vary alone)
+    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
+                            overrides={**overrides, **{k: v[0] for k, v in vary.items()}})
     if args.vary:
         return _vary(args, overrides)
     for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
