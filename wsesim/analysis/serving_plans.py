@@ -77,7 +77,7 @@ class LoadSeries:
     label: str
     fixed: dict[str, str]
     colour: int
-    points: list[dict[str, Any]] = field(default_factory=list)  # rate, per_user, per_system, point, in rate order
+    points: list[dict[str, Any]] = field(default_factory=list)  # rate, per_user, per_system, point
 
 
 @dataclass

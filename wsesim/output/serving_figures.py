@@ -87,7 +87,12 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
     ax.set_xlabel("tokens/s per user (1 / mean time per output token)")
     ax.set_ylabel("tokens/s per system")
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    tops = [max(p["per_system"] for p in s.points) for s in plan.series if s.points]
+    if tops and min(tops) > 0 and max(tops) / min(tops) > 4:  # series far apart: each visible on a log axis
+        ax.set_yscale("log")
+        ax.set_ylabel("tokens/s per system (log)")
+    else:
+        ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     if any(s.label for s in plan.series):
         ax.legend(fontsize=7)
