@@ -159,6 +159,10 @@ def test_trace_in_the_azure_columns(tmp_path) -> None:
     assert op.arrival.tolist() == [0.0, 2000.0, 50000.0]
     assert op.prompt.tolist() == [8, 5, 12] and op.output.tolist() == [3, 1, 2]
     assert run.result.requests == 3 and run.result.refused == 0
+    first_two = _spec({"inference.arrival": "trace", "inference.trace": str(path), "inference.requests": 2})
+    assert run_inference(first_two).program.body[0].prompt.tolist() == [8, 5]
+    with pytest.raises(ConfigError, match="expected at most the trace's 3 requests, got 4"):
+        _spec({"inference.arrival": "trace", "inference.trace": str(path), "inference.requests": 4})
 
 
 @pytest.mark.parametrize("text,message", [

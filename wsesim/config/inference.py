@@ -218,7 +218,10 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
         from .request_trace import read_request_trace
 
-        read_request_trace(spec.inference.trace)
+        rows = len(read_request_trace(spec.inference.trace)[0])
+        if spec.inference.requests is not None and spec.inference.requests > rows:
+            raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
+                              f"{spec.inference.requests:,}", source=source, path="inference.requests")
     return Loaded(spec, resolved, source, sources)
 
 
