@@ -262,7 +262,7 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
         batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
                              sum(c.cycles for c in prefill))
     return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
-                      _handoff(spec, grid, work.handoff_decode), batches)
+                      _handoff(spec, grid, work.handoff_decode), batches=batches)
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
