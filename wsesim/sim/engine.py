@@ -14,7 +14,9 @@ clock cycles.
   step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
 * a ``SERVE`` op is a queue per stage, run as one loop over arrivals in time order (a heap): each
   stage's next start is the later of the arrival and the stage's last finish; on ties of equal cycles
-  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle.
+  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle;
+* a ``SERVE_BATCHES`` op (continuous batching) advances a whole iteration of a stage at a time, in one
+  loop over event times (``batching.run_batches``).
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -30,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
+from .batching import run_batches
 from .cluster import io_rate
 from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
-from .links import GradientLink, WeightStream, consume
+from .links import GradientLink, Pending, WeightStream, close_wait, consume
 from .plan import Span, StageLog, StepPlan, Trace
 from .program import (
     WAFER_OPS,
@@ -44,6 +47,7 @@ from .program import (
     OptimizerStep,
     Program,
     Serve,
+    ServeBatches,
     Transfer,
     WaferOp,
     Weights,
@@ -63,9 +67,9 @@ class _Engine:
         self.env = CountingEnvironment()
         self.trace = Trace()
         self.events: int | None = None  # a serving run's stage visits (the heap's events)
-        self._pending: tuple[float, float, float, dict[str, Any]] | None = None  # see _links
+        self._pending: Pending | None = None  # see _links
         self._consumed = False  # the current whole-wafer op's first run consumed a weights wait
-        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve}
+        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self._links(plan, program)
@@ -125,12 +129,8 @@ class _Engine:
             self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
 
     def _close_pending(self) -> None:
-        """A weights wait that no whole-wafer op consumed as it arrived: a stall, as unpipelined."""
-        if self._pending is not None:
-            start, _, end, args = self._pending
-            self._pending = None
-            if end > start:
-                self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, end, args))
+        close_wait(self.trace, self._pending)
+        self._pending = None
 
     def _first_run(self, cycles: float) -> tuple[float, float]:
         """(begin, end) of a whole-wafer op's first run: now and now + cycles, or, pipelined after a weights
@@ -237,6 +237,12 @@ class _Engine:
             order += 1
         self.events = visits
         yield self.env.timeout(trace.stages.end)
+
+    def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
+        """Requests over time, each stage running iteration-level batches (``batching``)."""
+        log = self.trace.batches = run_batches(op, [c.batches for c in self.costs.stages])
+        self.events = len(log.start)  # the iterations
+        yield self.env.timeout(log.end_cycle)
 
     # ----------------------------------------------------------------------------------------- run
     def _step(self) -> Generator[Any, Any, None]:

@@ -24,7 +24,18 @@ from typing import Any
 import numpy as np
 import simpy
 
-from .plan import LinkSchedule
+from ..model.vocabulary import Phase, Track
+from .plan import LinkSchedule, Span, Trace
+
+Pending = tuple[float, float, float, dict[str, Any]]
+"""A pipelined weights wait (``compute: kernel``): its start, its first bytes' arrival, its last's, its
+op's args; open until a whole-wafer op consumes it (``consume``) or something else comes first."""
+
+
+def close_wait(trace: Trace, pending: Pending | None) -> None:
+    """A weights wait that no whole-wafer op consumed as it arrived: a stall, as unpipelined."""
+    if pending is not None and pending[2] > pending[0]:
+        trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, pending[0], pending[2], pending[3]))
 
 
 def consume(free: Any, head: Any, arrival: Any, cycles: Any, pipelined: bool) -> tuple[Any, Any, Any]:

@@ -30,7 +30,9 @@ code:
   whole-wafer gradient and once after each backward experts phase, as the fast engine does;
 * serving (a ``SERVE`` op): a process per request, a ``simpy.Resource`` of capacity 1 per stage; each
   token of a request takes every stage in turn (its service a timeout while it holds the stage), then
-  the hand-off's delay.
+  the hand-off's delay;
+* continuous batching (a ``SERVE_BATCHES`` op): processes for the arrivals, each stage and each link
+  between stages, in ``reference_batching``.
 
 Where the fast engine is subtle, what the reference does and why it is the same model:
 
@@ -74,8 +76,8 @@ from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .cluster import io_rate, relay
 from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
-from .links import consume
-from .plan import ExpertOps, LinkSchedule, Span, StageLog, StepPlan, Trace
+from .links import Pending, close_wait, consume
+from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
 from .program import (
     WAFER_OPS,
     Drain,
@@ -84,10 +86,12 @@ from .program import (
     OptimizerStep,
     Program,
     Serve,
+    ServeBatches,
     Transfer,
     WaferOp,
     Weights,
 )
+from .reference_batching import serve_batches, serve_requests
 
 __all__ = ["simulate"]
 
@@ -117,7 +121,7 @@ class _Reference:
         self.trace = Trace()
         self.pipelined = plan is not None and plan.compute == "kernel"  # an op consumes its weights as
         # they arrive (links.consume): the last weights wait, open until an op consumes it
-        self.pending: tuple[float, float, float, dict[str, Any]] | None = None
+        self.pending: Pending | None = None
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self._resources(plan, program)
@@ -194,12 +198,8 @@ class _Reference:
             self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
 
     def _close_pending(self) -> None:
-        """A weights wait no whole-wafer op consumed: a stall."""
-        if self.pending is not None:
-            start, _, end, args = self.pending
-            self.pending = None
-            if end > start:
-                self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, end, args))
+        close_wait(self.trace, self.pending)
+        self.pending = None
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -360,29 +360,16 @@ class _Reference:
 
     # ---------------------------------------------------------------------------------------- serving
     def _serve(self, op: Serve) -> Generator[Any, Any, None]:
-        """A process per request; a stage serves one request's token at a time, first come first served."""
-        env, costs, S, T = self.env, self.costs.stages, len(op.stages), op.output_len
-        stages = [simpy.Resource(env, capacity=1) for _ in range(S)]
-        self.trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
+        """A process per request, a resource per stage (``reference_batching.serve_requests``)."""
+        yield from serve_requests(self.env, op, self.costs.stages, self.trace)
 
-        def request(r: int) -> Generator[Any, Any, None]:
-            for t in range(T):
-                for s in range(S):
-                    arrived = env.now
-                    with stages[s].request() as turn:
-                        yield turn
-                        start = env.now
-                        yield env.timeout(costs[s].service(t))
-                    self.trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1,
-                                           split=costs[s].split(t))
-                    if s == S - 1 and t + 1 == T:
-                        return
-                    yield env.timeout(costs[s].handoff(t))
-
-        yield simpy.AllOf(env, [env.process(request(r)) for r in range(op.requests)])
+    def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
+        """Continuous batching as processes and resources (``reference_batching``)."""
+        self.trace.batches = yield from serve_batches(self.env, op, [c.batches for c in self.costs.stages])
 
     def _step(self) -> Generator[Any, Any, None]:
-        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {OpKind.SERVE: self._serve}
+        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {
+            OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
         if self.program.chunks is not None:
             run.update({kind: self._wafer_op for kind in WAFER_OPS})
             run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
