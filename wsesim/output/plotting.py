@@ -54,6 +54,9 @@ def save_figure(fig: Any, out: Path, stem: str,
     return paths
 
 
+_save = save_figure  # its name before tune_figures used it too (callers on other branches still say _save)
+
+
 _COLUMNS = ("status", "experts", "top_k", "tiles", "batch_per_tile", "throughput_tokens_per_s", "step_time_s",
             "step_cycles", "model", "hardware", "tokens_per_step", "seq_len")  # what _runs reads
 
@@ -271,7 +274,7 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
         written += files
     load = plan_throughput_latency(header, rows)
     if load is not None:  # a sweep over the offered load
-        files = _save(throughput_latency_figure(load), out, load.stem)
+        files = save_figure(throughput_latency_figure(load), out, load.stem)
         listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
         written += files
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
