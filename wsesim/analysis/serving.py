@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
+from .energy import serving_energy
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
@@ -55,6 +56,15 @@ class ServeResult:
     events: int = 0
     wall_s: float = 0.0
     systems_allowed: int = 0  # the wafers inference.systems allows (0: auto); ``systems`` is those used
+    # energy (docs/model.md §12; None: n/a, the hardware has no energy section or no price is given):
+    # the run's joules on all its systems, end to end, by part; their mean power; per output token
+    energy_j: float | None = None
+    energy_by_part_j: dict[str, float] = field(default_factory=dict)
+    power_w: float | None = None
+    joules_per_token: float | None = None
+    tokens_per_s_per_kw: float | None = None
+    usd_per_million_tokens: float | None = None  # with inference.price_per_system_hour
+    energy_events: dict[str, float] = field(default_factory=dict)  # the counts priced
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,8 +127,10 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "total": w.stage.memory.total,
                                         "usable": w.stage.memory.usable}}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
+    energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=mapping.systems,
+                            tokens=inf.batch * inf.output_len, price_per_system_hour=inf.price_per_system_hour)
     return ServeResult(
-        **_base(spec, mapping), feasible=True, ttft_s=ttft, tpot_s=tpot,
+        **_base(spec, mapping), **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
         tokens_per_s=inf.batch * inf.output_len / end if end else 0.0, end_to_end_s=end,
         prefill_tokens_per_s=inf.prompt_len / ttft if ttft else 0.0,

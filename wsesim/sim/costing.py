@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from copy import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from math import ceil
 
@@ -34,6 +34,7 @@ from ..kernels.lines import rotating_reduces
 from ..kernels.machine import Machine
 from ..kernels.step import kernel_op_cost, kernel_region_expert_costs
 from ..model.costs import ExpertCosts, OpCost, op_cost, region_expert_costs
+from ..model.energy import EventCounts
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import StageOpKind
@@ -80,13 +81,17 @@ COMPUTE_MODELS: dict[str, ComputeModel] = {
 class StageCosts:
     """One stage's costs: every prefill kernel's and every decode kernel's (at the run's longest
     context), the decode step's cycles at every context the run reaches (index t − 1 for the t-th
-    output token), and the hand-offs after a prefill and after a decode step."""
+    output token), and the hand-offs after a prefill and after a decode step. ``*_counts``: the events
+    of the same work (FMACs, SRAM bytes, wavelet-hops, I/O bytes), for its energy."""
 
     prefill: tuple[KernelCost, ...]
     decode: tuple[KernelCost, ...]
     decode_cycles: tuple[float, ...]
     handoff_prefill: float
     handoff_decode: float
+    prefill_counts: EventCounts = EventCounts()
+    decode_counts: tuple[EventCounts, ...] = ()  # index t − 1 for the t-th output token, as decode_cycles
+    handoff_counts: tuple[EventCounts, EventCounts] = (EventCounts(), EventCounts())  # prefill, decode
 
     @property
     def prefill_cycles(self) -> float:
@@ -98,6 +103,11 @@ class StageCosts:
 
     def handoff(self, token: int) -> float:
         return self.handoff_prefill if token == 0 else self.handoff_decode
+
+    def counts(self, token: int) -> EventCounts:
+        """The events of the stage's work on a request's ``token`` (0: the prefill) and its hand-off."""
+        work = self.prefill_counts if token == 0 else self.decode_counts[token - 1]
+        return work + self.handoff_counts[token != 0]
 
     def split(self, token: int) -> dict[str, float]:
         """Shares of the stage's work on ``token`` (0: the prefill; a decode step: its kernels at the
@@ -187,7 +197,7 @@ class _Grid:
         it, its descriptors' set-up, the checks between one kernel of the stage's program and the next)."""
         c, launch = self._kernel(op, dims), self.hw.runtime.kernel_launch_cycles
         return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
-                          c.overhead + launch)
+                          c.overhead + launch, c.fmacs, c.wavelet_hops)
 
     def _kernel(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
         kind, m = op.kind, self.machine
@@ -203,33 +213,52 @@ class _Grid:
             wavelets = m.wavelets(max(dims[0], 1))
             if self.cols < 2:
                 return KernelCost(0.0, 0.0, 0.0)
-            return kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
-                               wavelets=wavelets)
+            row = kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
+                              wavelets=wavelets)
+            return replace(row, wavelet_hops=self.rows * row.wavelet_hops)  # every row's links alike
         if kind == StageOpKind.ROW_REDUCES:  # (values per PE per step): one reduce per step of Q·Kᵀ
-            network, issue = rotating_reduces(m, self.cols, m.wavelets(max(dims[0], 1)))
-            return KernelCost(network + issue, 0.0, network, overhead=issue)
+            wavelets = m.wavelets(max(dims[0], 1))
+            network, issue = rotating_reduces(m, self.cols, wavelets)
+            # cols reduces a row, each of cols − 1 chained PEs sending its wavelets one hop
+            hops = self.rows * self.cols * (self.cols - 1) * wavelets
+            return KernelCost(network + issue, 0.0, network, overhead=issue, wavelet_hops=float(hops))
         if kind == StageOpKind.ELEMENTWISE:  # one vector instruction per op over each PE's share of values
             values, ops = dims
             compute, issue = m.instructions(ops, ceil(values / (self.rows * self.cols)))
-            return KernelCost(compute + issue, compute, 0.0, overhead=issue)
+            # each op on each value counted as one FMAC of the lanes, with its SRAM traffic
+            return KernelCost(compute + issue, compute, 0.0, overhead=issue, fmacs=float(values * ops))
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
         return self.transfer(values, hops)
 
     def transfer(self, values: float, hops: int) -> KernelCost:
-        cycles = float(self.machine.transfer(self.machine.wavelets(ceil(values / self.rows)), max(hops, 1)))
-        return KernelCost(cycles, 0.0, cycles)
+        wavelets = self.machine.wavelets(ceil(values / self.rows))
+        cycles = float(self.machine.transfer(wavelets, max(hops, 1)))
+        return KernelCost(cycles, 0.0, cycles, wavelet_hops=float(self.rows * wavelets * max(hops, 1)))
+
+    def counts(self, costs: Iterable[KernelCost]) -> EventCounts:
+        """The events of ``costs``: their FMACs on this grid's lanes (with their SRAM traffic) and
+        wavelet-hops."""
+        fmacs = hops = 0.0
+        for c in costs:
+            fmacs += c.fmacs
+            hops += c.wavelet_hops
+        return EventCounts.of_fmacs(fmacs, self.dtype, wavelet_hops=hops)
 
 
-def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
-    """Cycles to move a hand-off's values from its stage's grid to the next: over the fabric on one
-    wafer, over the wafers' I/O links and one interconnect node between wafers."""
+def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:
+    """Cycles to move a hand-off's values from its stage's grid to the next, and its events: over the
+    fabric on one wafer (wavelet-hops), over the wafers' I/O links and one interconnect node between
+    wafers (the bytes out of one system's I/O and into the other's)."""
     a, b = h.source, h.target
     if a.wafer == b.wafer:
-        hops = abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1])
-        return grid.transfer(h.values, hops).cycles if a.index != b.index else 0.0
+        if a.index == b.index:
+            return 0.0, EventCounts()
+        moved = grid.transfer(h.values, abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1]))
+        return moved.cycles, EventCounts(wavelet_hops=moved.wavelet_hops)
     hw, ic = spec.hardware, spec.inference.interconnect
     latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
+    nbytes = h.values * spec.model.bytes_per_value
+    return nbytes / hw.io_bytes_per_cycle + latency, EventCounts(io_bytes=2.0 * nbytes)
 
 
 def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str]) -> StageCosts:
@@ -241,14 +270,21 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
     attention = [op for op in work.decode if op.attention and op.layer == first]
     layers = len(work.stage.layers)
 
-    def attention_cycles(context: int) -> float:
-        return sum(grid.on(op.region).cost(op, op.at(context)).cycles for op in attention)
+    def attention_costs(context: int) -> list[KernelCost]:
+        return [grid.on(op.region).cost(op, op.at(context)) for op in attention]
 
-    fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
-    per_token = tuple(fixed + layers * attention_cycles(context)
-                      for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
-    return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
-                      _handoff(spec, grid, work.handoff_decode))
+    fixed = sum(c.cycles for c in decode) - layers * sum(c.cycles for c in attention_costs(longest))
+    contexts = [attention_costs(context)
+                for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len)]
+    per_token = tuple(fixed + layers * sum(c.cycles for c in costs) for costs in contexts)
+    # the events of every layer's attention at a token's context are the first layer's, as its cycles
+    fixed_counts = grid.counts(c for op, c in zip(work.decode, decode, strict=True) if not op.attention)
+    per_token_counts = tuple(fixed_counts + grid.counts(costs).scaled(layers) for costs in contexts)
+    (after_prefill, prefill_moved), (after_decode, decode_moved) = (
+        _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
+    return StageCosts(prefill, decode, per_token, after_prefill, after_decode,
+                      prefill_counts=grid.counts(prefill), decode_counts=per_token_counts,
+                      handoff_counts=(prefill_moved, decode_moved))
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
