@@ -73,7 +73,8 @@ def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: flo
     energy = energy_of(hw, counts, seconds, systems)
     if energy is None or not tokens:
         return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
-                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd, "energy_events": counts.to_dict()}
+                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd,
+                "energy_events": counts.to_dict()}
     return {"energy_j": energy.joules, "energy_by_part_j": energy.parts(), "power_w": energy.watts,
             "joules_per_token": energy.joules / tokens,
             "tokens_per_s_per_kw": _per_kw(energy, tokens), "usd_per_million_tokens": usd,

@@ -9,11 +9,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
-from .energy import serving_energy
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, Serve
+from .energy import serving_energy
 
 __all__ = ["ServeResult", "infeasible_serving", "measure_serving"]
 
@@ -128,7 +128,8 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "usable": w.stage.memory.usable}}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=mapping.systems,
-                            tokens=inf.batch * inf.output_len, price_per_system_hour=inf.price_per_system_hour)
+                            tokens=inf.batch * inf.output_len,
+                            price_per_system_hour=inf.price_per_system_hour)
     return ServeResult(
         **_base(spec, mapping), **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,

@@ -100,7 +100,8 @@ def energy_of(hw: HardwareSpec, counts: EventCounts, seconds: float, systems: in
     if e is None:
         return None
     return Energy(fmac=counts.fmacs_fp16 * e.fmac_fp16.joules + counts.fmacs_fp32 * e.fmac_fp32.joules,
-                  sram=counts.sram_read_bytes * e.sram_read.joules + counts.sram_write_bytes * e.sram_write.joules,
+                  sram=(counts.sram_read_bytes * e.sram_read.joules
+                        + counts.sram_write_bytes * e.sram_write.joules),
                   fabric=counts.wavelet_hops * e.wavelet_hop.joules, io=counts.io_bytes * e.io.joules,
                   static=systems * e.static.watts * seconds, seconds=seconds, systems=systems)
 
