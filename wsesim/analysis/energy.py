@@ -82,5 +82,5 @@ def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: flo
 
 
 def _per_kw(energy: Energy, tokens: int) -> float:
-    """Output tokens per second per kW of the run's mean power: tokens / seconds / (joules / seconds / 1000)."""
+    """Output tokens per second per kW of mean power: tokens / seconds / (joules / seconds / 1000)."""
     return tokens / energy.joules * 1000 if energy.joules > 0 else 0.0
