@@ -274,16 +274,17 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
         return [grid.on(op.region).cost(op, op.at(context)) for op in attention]
 
     fixed = sum(c.cycles for c in decode) - layers * sum(c.cycles for c in attention_costs(longest))
-    contexts = [attention_costs(context)
-                for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len)]
-    per_token = tuple(fixed + layers * sum(c.cycles for c in costs) for costs in contexts)
     # the events of every layer's attention at a token's context are the first layer's, as its cycles
     fixed_counts = grid.counts(c for op, c in zip(work.decode, decode, strict=True) if not op.attention)
-    per_token_counts = tuple(fixed_counts + grid.counts(costs).scaled(layers) for costs in contexts)
+    per_token, per_token_counts = [], []
+    for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len):
+        costs = attention_costs(context)
+        per_token.append(fixed + layers * sum(c.cycles for c in costs))
+        per_token_counts.append(fixed_counts + grid.counts(costs).scaled(layers))
     (after_prefill, prefill_moved), (after_decode, decode_moved) = (
         _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
-    return StageCosts(prefill, decode, per_token, after_prefill, after_decode,
-                      prefill_counts=grid.counts(prefill), decode_counts=per_token_counts,
+    return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode,
+                      prefill_counts=grid.counts(prefill), decode_counts=tuple(per_token_counts),
                       handoff_counts=(prefill_moved, decode_moved))
 
 
