@@ -54,11 +54,16 @@ class EventCounts:
         lanes = {"fmacs_fp32": fmacs} if dtype == "fp32" else {"fmacs_fp16": fmacs}
         return cls(**lanes, sram_read_bytes=read, sram_write_bytes=write, **rest)
 
+    # written out, not over ``fields``: a serving run adds counts once per stage and decode token
     def __add__(self, other: EventCounts) -> EventCounts:
-        return EventCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return EventCounts(self.fmacs_fp16 + other.fmacs_fp16, self.fmacs_fp32 + other.fmacs_fp32,
+                           self.sram_read_bytes + other.sram_read_bytes,
+                           self.sram_write_bytes + other.sram_write_bytes,
+                           self.wavelet_hops + other.wavelet_hops, self.io_bytes + other.io_bytes)
 
     def scaled(self, k: float) -> EventCounts:
-        return EventCounts(*(k * getattr(self, f.name) for f in fields(self)))
+        return EventCounts(k * self.fmacs_fp16, k * self.fmacs_fp32, k * self.sram_read_bytes,
+                           k * self.sram_write_bytes, k * self.wavelet_hops, k * self.io_bytes)
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

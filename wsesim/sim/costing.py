@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from copy import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from math import ceil
 
@@ -215,7 +215,8 @@ class _Grid:
                 return KernelCost(0.0, 0.0, 0.0)
             row = kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
                               wavelets=wavelets)
-            return replace(row, wavelet_hops=self.rows * row.wavelet_hops)  # every row's links alike
+            return KernelCost(row.cycles, row.compute, row.communication, row.feasible, row.reason,
+                              row.overhead, row.fmacs, self.rows * row.wavelet_hops)  # each row alike
         if kind == StageOpKind.ROW_REDUCES:  # (values per PE per step): one reduce per step of Q·Kᵀ
             wavelets = m.wavelets(max(dims[0], 1))
             network, issue = rotating_reduces(m, self.cols, wavelets)
