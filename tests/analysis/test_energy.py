@@ -160,3 +160,19 @@ def test_training_energy_is_deterministic_and_none_without_an_energy_section() -
     spec = load_experiment_data({**BASE, "hardware": _tiny8_without_energy()}).spec
     r = run_experiment(spec)
     assert r.feasible and r.energy_per_step_j is None and r.joules_per_token is None and r.energy_static_j is None
+
+
+def test_the_stage_log_counts_every_visit_the_trace_spans_record() -> None:
+    """``StageLog.visits[s, t]`` (what the energy sums) is the number of stage-track spans of stage s and token
+    t: every request once, at every stage, for its prefill and each decode token, in both executors."""
+    from collections import Counter
+
+    from wsesim.model.vocabulary import Track
+
+    two = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1, "batch": 3}}
+    for engine in ("fast", "reference"):
+        run = _serve(data=two, engine=engine)
+        spans = Counter((s.args["stage"], s.args["token"]) for s in run.trace.spans if s.track == Track.STAGE)
+        visits = run.trace.stages.visits
+        assert visits.shape == (2, 3) and (visits == 3).all()
+        assert spans == {(s, t): int(visits[s, t]) for s in range(2) for t in range(3)}

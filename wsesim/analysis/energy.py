@@ -16,13 +16,11 @@ hardware lacks are None (n/a), never 0.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
 from ..model.energy import PARTS, Energy, EventCounts, energy_of
-from ..model.vocabulary import Track
 from ..sim.costing import Costs
 from ..sim.plan import Trace
 
@@ -52,13 +50,16 @@ def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, ste
 
 
 def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
-    """The events of every stage visit the trace records, each at its stage and token (summed by
-    (stage, token) in order, so that both executors give the same sum whatever order they ran in)."""
-    visits = Counter((span.args["stage"], span.args["token"]) for span in trace.spans
-                     if span.track == Track.STAGE)
+    """The events of every stage visit the trace records (``StageLog.visits``), each at its stage and
+    token (summed stage by stage, token by token, so that both executors give the same sum whatever
+    order they ran in)."""
+    log = trace.stages
+    assert log is not None, "a serving run's trace has its stage log"
     total = EventCounts()
-    for (stage, token), n in sorted(visits.items()):
-        total = total + costs.stages[stage].counts(token).scaled(n)
+    for stage, row in enumerate(log.visits.tolist()):
+        for token, n in enumerate(row):
+            if n:
+                total = total + costs.stages[stage].counts(token).scaled(n)
     return total
 
 
