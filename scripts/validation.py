@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 import yaml
+from _energy_anchors import energy_anchors  # (beside this script)
 from _serving_anchors import serving_anchors  # (beside this script)
 
 from wsesim.config.loader import load_experiment, load_hardware
@@ -361,6 +362,7 @@ ANCHORS: list[Anchor] = [
 """Every anchor; ``docs/validation.md`` is rendered from them."""
 ANCHORS = [replace(a, kernel=getattr(a.wsesim, "kernel", None)) if a.kernel is None else a for a in ANCHORS]
 ANCHORS += serving_anchors(Anchor, PREDICTION, PARAMETER)
+ANCHORS += energy_anchors(Anchor, PREDICTION)
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -585,6 +587,24 @@ and 6 micro-batches per system (320–384 sequences, 0.7–0.8 M tokens). The pu
 the two readings.
 The update's bandwidth was not set against it; at the ends of its assumed range (0.15 and 15 TB/s) the
 fixed-batch row would give about 3× and 15.1×. Before the update was modelled both readings gave 16.0×.
+
+## Reading the energy rows
+
+No per-event energy of a wafer is published, so every value in the presets' `energy` sections is
+modelled (docs/model.md §12.1: Horowitz's 45 nm figures scaled to 7 and 5 nm; the floor from the CS-1's
+published split into wafer, cooling and power supply), and none was fitted to these rows. A system's
+published draw is a maximum or a typical figure, not a measurement at a stated load, so it is an upper
+anchor. Even with everything busy the model stays ~27–30 % below it, and at the loads wsesim simulates
+(a dense training step at 32 % MFU, one user served) it gives 10–12 kW, about half. What the model does
+not price is per instruction, not per event (instruction fetch and decode, the DSD engines, task
+scheduling), and the clock tree and leakage may take more than the 30 % of the wafer's power assumed; a
+higher floor would raise every row's joules in proportion to its time, which is why one user's
+joules per token (25 J for LLaMA3-8B on a CS-3, 373 J for LLaMA-3.1-70B on four) are set by the floor:
+the dynamic energy of a token is a few joules, its seconds on idle wafers are the rest. For context, not
+as a fit: NVIDIA's DGX B200 (8 GPUs, ~14.3 kW at most by its datasheet) serves Llama 4 Maverick at up to
+72,000 tokens/s per server at its throughput configuration (NVIDIA developer blog, May 2025), ~0.2 J a
+token at full draw, with a server full of concurrent users; a wafer's joules per token fall the same way
+only as its work per second grows (a batch that shares the seconds, issue 28's continuous batching).
 """
 
 

@@ -32,7 +32,7 @@ def test_every_kind_has_a_schema_in_yaml_key_names() -> None:
     assert hw["required"][0] == "kind" and hw["properties"]["kind"] == {"const": "hardware"}
     assert hw["additionalProperties"] is False
     assert set(hw["properties"]) == {"kind", "name", "description", "mesh", "clock", "pe", "fabric", "io", "memoryx",
-                                     "runtime"}
+                                     "runtime", "energy"}
     pe = hw["$defs"]["PESpec"]["properties"]
     assert set(pe) == {"sram", "simd_width", "sram_bandwidth", "reserved_sram",  # aliases, not sram_bytes
                        "simd_width_fp32", "sram_read", "sram_write", "instruction_issue",

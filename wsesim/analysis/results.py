@@ -19,6 +19,7 @@ from ..config.specs import ExperimentSpec
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Phase, Track
 from ..sim.plan import Trace
+from .energy import training_energy
 
 STEP_PHASES: tuple[Phase, ...] = tuple(Phase)
 """The step's own timeline, partitioned: these sum to ``step_cycles``."""
@@ -82,6 +83,16 @@ class RunResult:
     scaling_efficiency: float = 0.0
     # what the reduce tree alone costs: this system alone on the same share / in the cluster
     tree_efficiency: float = 0.0
+    # energy (docs/model.md §12; None: the hardware has no energy section): the step's joules on all
+    # systems, per token of the global batch, one system's mean power, and the step's joules by part
+    energy_per_step_j: float | None = None
+    joules_per_token: float | None = None
+    power_w: float | None = None
+    energy_fmac_j: float | None = None
+    energy_sram_j: float | None = None
+    energy_fabric_j: float | None = None
+    energy_io_j: float | None = None
+    energy_static_j: float | None = None
     events: int = 0
     wall_s: float = 0.0
 
@@ -178,6 +189,7 @@ def measure(spec: ExperimentSpec, batch_per_tile: int, trace: Trace, *, tokens: 
             systems * n_tokens / step_s / (systems * one_system_throughput) if one_system_throughput
             else 0.0),
         tree_efficiency=(alone_cycles or trace.step_cycles) / trace.step_cycles,
+        **training_energy(hw, m.bytes_per_value, trace, step_s=step_s, systems=systems, tokens=n_tokens),
     )
 
 

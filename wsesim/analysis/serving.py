@@ -20,6 +20,7 @@ from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, Serve, ServeBatches
+from .energy import serving_energy
 
 __all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "request_times",
            "requests_csv"]
@@ -81,6 +82,15 @@ class ServeResult:
     slo_attainment: float = 0.0  # share of served requests meeting both
     goodput_requests_per_s: float = 0.0
     goodput_tokens_per_s: float = 0.0
+    # energy (docs/model.md §12; None: n/a, the hardware has no energy section or no price is given):
+    # the run's joules on all its systems, end to end, by part; their mean power; per output token
+    energy_j: float | None = None
+    energy_by_part_j: dict[str, float] = field(default_factory=dict)
+    power_w: float | None = None
+    joules_per_token: float | None = None
+    tokens_per_s_per_kw: float | None = None
+    usd_per_million_tokens: float | None = None  # with inference.price_per_system_hour
+    energy_events: dict[str, float] = field(default_factory=dict)  # the counts priced
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -296,8 +306,11 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "total": w.stage.memory.total,
                                         "usable": w.stage.memory.usable}}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
+    energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=mapping.systems,
+                            tokens=inf.batch * inf.output_len,
+                            price_per_system_hour=inf.price_per_system_hour)
     return ServeResult(
-        **_base(spec, mapping), feasible=True, ttft_s=ttft, tpot_s=tpot,
+        **_base(spec, mapping), **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
         tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
         tokens_per_s_per_system=tokens / mapping.systems,

@@ -41,8 +41,24 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
         ("I/O per direction", f"{totals['io_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
         ("MemoryX optimizer step", f"{totals['memoryx_update_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"),
     ]
-    print(format_table(rows, ("quantity", "value")))
+    print(format_table(rows + _energy_rows(hw), ("quantity", "value")))
     return EXIT_OK
+
+
+def _energy_rows(hw: Any) -> list[tuple[str, str]]:
+    """Each event's energy with its label, the floor, and the power with everything busy (§12 of
+    docs/model.md)."""
+    from ..model.energy import full_load
+
+    if hw.energy is None:
+        return [("energy", "n/a (no energy section)")]
+    rows = []
+    for key, value in hw.energy.events().items():
+        amount = f"{value.watts / 1e3:g} kW" if hasattr(value, "watts") else f"{value.joules * 1e12:g} pJ"
+        rows.append((f"energy: {key}", f"{amount} ({value.label})"))
+    busy = full_load(hw)["energy"]
+    return [*rows, ("power, everything busy",
+                    f"{busy.joules / 1e3:.2f} kW ({busy.dynamic / 1e3:.2f} kW of events)")]
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

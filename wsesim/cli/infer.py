@@ -21,6 +21,24 @@ from .common import (
 )
 
 
+def _energy_rows(r: Any) -> list[tuple[str, str]]:
+    """A serving result's energy lines (docs/model.md §12); n/a where the hardware has no energy section
+    or no price was given."""
+    if r.joules_per_token is None:
+        why = ("continuous batching's events are not counted yet" if r.batching == "continuous"
+               else "the hardware has no energy section")
+        rows = [("energy per token", f"n/a ({why})")]
+    else:
+        parts = r.energy_by_part_j
+        wafers = f" on {r.systems} systems" if r.systems > 1 else ""
+        rows = [("energy per token", f"{r.joules_per_token:,.3g} J ({r.power_w / 1e3:,.2f} kW mean{wafers}; "
+                                     f"{100 * parts['static'] / r.energy_j:.0f} % of it the static floor)"),
+                ("tokens/s per kW", f"{r.tokens_per_s_per_kw:,.2f}")]
+    price = ("n/a (no inference.price_per_system_hour)" if r.usd_per_million_tokens is None
+             else f"{r.usd_per_million_tokens:,.4g}")
+    return [*rows, ("$ per million tokens", price)]
+
+
 def format_serving(r: Any) -> str:
     """The human view of a ``ServeResult``."""
     batched = r.batching == "continuous"
@@ -47,6 +65,7 @@ def format_serving(r: Any) -> str:
              else "n/a (one output token: no decode step)"),
             ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
             ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
+            *_energy_rows(r),
             ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
             ("bottleneck", r.bottleneck)]
     if batched:

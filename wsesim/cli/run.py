@@ -26,6 +26,17 @@ from .common import (
 WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_placement.png", "gantt.png")
 
 
+def energy_rows(r: Any) -> list[tuple[str, str]]:
+    """A training result's energy lines (docs/model.md §12): per step on every system, per token."""
+    if r.energy_per_step_j is None:
+        return [("energy per step", "n/a (the hardware has no energy section)")]
+    systems = f", {r.systems} systems" if r.systems > 1 else ""
+    return [("energy per step",
+             f"{r.energy_per_step_j:,.1f} J ({r.power_w / 1e3:,.2f} kW mean per system{systems}; "
+             f"{100 * r.energy_static_j / r.energy_per_step_j:.0f} % of it the static floor)"),
+            ("energy per token", f"{r.joules_per_token:.4g} J")]
+
+
 def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
     shape = f"E={r.experts} top_k={r.top_k}" if r.experts else "dense"  # a dense model has no experts to show
@@ -48,6 +59,7 @@ def format_result(r: Any) -> str:
         ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
                              f"({r.binding_memory_phase})"),
     ]
+    rows += energy_rows(r)
     if r.experts:
         rows.append(("expert load imbalance", f"{r.expert_load_imbalance:.3f} (busiest / mean)"))
     if r.systems > 1:  # which figures are the cluster's and which each system's, said on each line

@@ -139,8 +139,52 @@ class RuntimeSpec(Spec):
     kernel_launch_cycles: KernelLaunch = Field(0.0, alias="kernel_launch")
 
 
+# ------------------------------------------------------------------------------------------ energy
+
+# An fp16 FMA is ~1.5 pJ at 45 nm, a 64-bit DRAM access 1.3-2.6 nJ (Horowitz, ISSCC 2014); 10 nJ per
+# event is past anything on a chip or its I/O, and 0 says an event costs nothing beyond the floor.
+EventJoules = quantity("energy", "0 J", "10 nJ", "0.3 pJ")
+# a CS-3 draws ~23 kW; 10 MW is a data hall, and a floor of 0 W is a machine with no idle draw.
+FloorWatts = quantity("power", "0 W", "10 MW", "10 kW")
+EnergyLabel = Literal["measured", "published", "modelled"]
+"""Where a value comes from: measured on the machine, published by its maker or others, or modelled
+from published figures of its process (the reasoning beside the value)."""
+
+
+class EventEnergy(Spec):
+    """The energy of one event, with where the value comes from."""
+
+    joules: EventJoules = Field(alias="value")
+    label: EnergyLabel
+
+
+class FloorPower(Spec):
+    """A power the system draws whenever it is on, with where the value comes from."""
+
+    watts: FloorWatts = Field(alias="value")
+    label: EnergyLabel
+
+
+class EnergySpec(Spec):
+    """What each event the simulation counts costs in energy, and the system's floor (docs/model.md §12):
+    read by ``wsesim.model.energy``, the one home of the arithmetic."""
+
+    fmac_fp16: EventEnergy  # one FMAC on the fp16 lanes (bf16 runs on them too)
+    fmac_fp32: EventEnergy  # one FMAC on the fp32 lanes
+    sram_read: EventEnergy  # one byte read from a PE's SRAM
+    sram_write: EventEnergy  # one byte written to a PE's SRAM
+    wavelet_hop: EventEnergy  # one wavelet over one router hop: the router and the link to the next PE
+    io: EventEnergy  # one byte through the system's I/O ports (in or out)
+    static: FloorPower  # drawn whenever the system is on: cooling, power conversion, leakage, clocks
+
+    def events(self) -> dict[str, EventEnergy | FloorPower]:
+        """Every value by its YAML key, in file order (for tables and docs)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+
 class HardwareSpec(Spec):
-    """A wafer-scale processor: mesh, PE, fabric, off-wafer I/O and runtime parameters."""
+    """A wafer-scale processor: mesh, PE, fabric, off-wafer I/O and runtime parameters, and (optionally)
+    what its events cost in energy (``energy``; without it, energy results are n/a)."""
 
     kind: Literal["hardware"] = "hardware"
     name: Name
@@ -152,6 +196,7 @@ class HardwareSpec(Spec):
     io: IOSpec
     memoryx: MemoryXSpec
     runtime: RuntimeSpec
+    energy: EnergySpec | None = None
 
     @field_validator("runtime")
     @classmethod

@@ -58,6 +58,10 @@ class InferenceSpec(Spec):
     gemv: Literal["meshgemv", "pipeline"] = "meshgemv"  # the decode GEMVs' algorithm (wsesim kernel gemv)
     gemm: Literal["summa", "cannon", "meshgemm"] = "summa"  # the prefill GEMMs' (wsesim kernel gemm)
     allreduce: Literal["chain", "star", "tree", "two-phase", "ring", "ktree"] = "ktree"  # norms and softmax
+    # US dollars per system per hour (a cloud's rental, or a purchase written off over its hours), for
+    # ``usd_per_million_tokens``; None: no price, that figure n/a. A CS-3 is not publicly priced by the
+    # hour; $1,000,000 an hour is past any machine's.
+    price_per_system_hour: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
     # between the wafers of a pipeline (None: one wafer only): a preset name, a path or a mapping
     interconnect: Annotated[InterconnectSpec | None, WithJsonSchema(_INTERCONNECT_REF)] = None
     # the load (docs/model.md §11.7): ``batch`` requests at cycle 0 (together), ``requests`` of them at

@@ -31,6 +31,7 @@ DType = Literal["fp32", "bf16", "fp16"]
 
 from .hardware import (  # noqa: E402, F401 - the hardware specs, re-exported here with the others
     Clock,
+    EnergySpec,
     FabricSpec,
     HardwareSpec,
     IOSpec,

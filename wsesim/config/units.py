@@ -11,6 +11,8 @@ dimension       base unit           example
 ``time``        seconds             "2 ns" -> 2e-9
 ``cycles``      clock cycles        "7 cycles" -> 7.0
 ``fraction``    dimensionless       "25 %" -> 0.25 (a bare 0.25 too)
+``energy``      joules              "0.3 pJ" -> 3e-13
+``power``       watts               "23 kW" -> 23000.0
 ==============  ==================  ============================
 
 A bare number is refused for every dimension but ``fraction``: "48" is not a size.
@@ -26,7 +28,7 @@ from typing import Any, Literal
 
 from .errors import InternalError, UnitError, shown, shown_repr
 
-Dimension = Literal["size", "frequency", "bandwidth", "time", "cycles", "fraction"]
+Dimension = Literal["size", "frequency", "bandwidth", "time", "cycles", "fraction", "energy", "power"]
 
 # root unit (as pint reports it), the factor from that root to our base unit, and an example for errors
 _DIMENSIONS: dict[str, tuple[str, float, str]] = {
@@ -35,9 +37,13 @@ _DIMENSIONS: dict[str, tuple[str, float, str]] = {
     "bandwidth": ("bit / second", 1 / 8, '"1.2 Tbit/s"'),
     "time": ("second", 1.0, '"2 ns"'),
     "fraction": ("dimensionless", 1.0, '"25 %"'),
+    # pint's root of mass is the gram: a joule is 1000 g·m²/s²
+    "energy": ("gram * meter ** 2 / second ** 2", 1e-3, '"0.3 pJ"'),
+    "power": ("gram * meter ** 2 / second ** 3", 1e-3, '"23 kW"'),
 }
 _ARTICLE = {"size": "a size", "frequency": "a frequency", "bandwidth": "a bandwidth", "time": "a time",
-            "cycles": "a cycle count", "fraction": "a fraction"}
+            "cycles": "a cycle count", "fraction": "a fraction", "energy": "an energy",
+            "power": "a power"}
 ARTICLES = _ARTICLE
 _CYCLES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(cycles?|cyc)\s*$")
 
@@ -67,6 +73,10 @@ def _fast_units() -> dict[str, tuple[str, float]]:
         table[f"{prefix}Hz"] = ("frequency", scale)
     table.update({"B/s": ("bandwidth", 1.0), "bit/s": ("bandwidth", 1 / 8), "ms": ("time", 1e-3),
                   "us": ("time", 1e-6), "ns": ("time", 1e-9)})
+    for prefix, scale in {"f": 1e-15, "p": 1e-12, "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0}.items():
+        table[f"{prefix}J"] = ("energy", scale)
+    for prefix, scale in {"": 1.0, "k": 1e3, "M": 1e6}.items():
+        table[f"{prefix}W"] = ("power", scale)
     del table["KB"], table["Kbit"], table["KB/s"], table["Kbit/s"]  # pint reads "K" as kelvin
     return table
 

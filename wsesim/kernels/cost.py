@@ -32,6 +32,9 @@ class KernelCost:
     feasible: bool = True
     reason: str = ""
     overhead: float = 0.0  # instruction issue on the critical path (``pe.instruction_issue`` each)
+    # what the kernel does, summed over its PEs and links (for its energy, ``model.energy``)
+    fmacs: float = 0.0  # multiply-accumulates (a GEMM's or GEMV's FLOPs / 2)
+    wavelet_hops: float = 0.0  # wavelets times the router hops each crossed (the link map's total)
 
     @property
     def bound(self) -> str:
@@ -66,7 +69,8 @@ def _cached(hw: HardwareSpec, kind: str, rows: int, cols: int, dtype: str, algor
             shape: tuple[int, int, int] | None, wavelets: int, staged: bool) -> KernelCost:
     r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets,
                    staged=staged)
-    return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason, r.overhead)
+    return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason, r.overhead,
+                      fmacs=r.flops / 2, wavelet_hops=r.links.wavelet_hops)
 
 
 def kernel_cost(hw: HardwareSpec, kind: str, rows: int, cols: int, *, dtype: str, algorithm: str,

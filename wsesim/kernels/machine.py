@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ..config.errors import ConfigError
 from ..config.hardware import FabricSpec
 from ..config.specs import DTYPE_BYTES, HardwareSpec
+from ..model.energy import fmac_sram_bytes
 
 T_OP = 1
 """Cycles a PE takes to consume one arriving wavelet (its ramp delivers one a cycle): the add of a reduce."""
@@ -108,8 +109,8 @@ class Machine:
         if fmacs <= 0:
             return 0
         lanes = math.ceil(fmacs / self.lanes)
-        ports = max(math.ceil(fmacs * 2 * self.elem_bytes / self.read_bytes),
-                    math.ceil(fmacs * self.elem_bytes / self.write_bytes))
+        read, written = fmac_sram_bytes(fmacs, self.elem_bytes)
+        ports = max(math.ceil(read / self.read_bytes), math.ceil(written / self.write_bytes))
         return max(lanes, ports)
 
     def instructions(self, count: float, length: float) -> tuple[float, float]:

@@ -35,6 +35,7 @@ from ..kernels.lines import rotating_reduces
 from ..kernels.machine import Machine
 from ..kernels.step import kernel_op_cost, kernel_region_expert_costs
 from ..model.costs import ExpertCosts, OpCost, op_cost, region_expert_costs
+from ..model.energy import EventCounts
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
@@ -82,7 +83,8 @@ COMPUTE_MODELS: dict[str, ComputeModel] = {
 class StageCosts:
     """One stage's costs: every prefill kernel's and every decode kernel's (at the run's longest
     context), the decode step's cycles at every context the run reaches (index t − 1 for the t-th
-    output token), and the hand-offs after a prefill and after a decode step."""
+    output token), and the hand-offs after a prefill and after a decode step. ``*_counts``: the events
+    of the same work (FMACs, SRAM bytes, wavelet-hops, I/O bytes), for its energy."""
 
     prefill: tuple[KernelCost, ...]
     decode: tuple[KernelCost, ...]
@@ -90,6 +92,9 @@ class StageCosts:
     handoff_prefill: float
     handoff_decode: float
     batches: BatchCosts | None = field(default=None, compare=False)  # under continuous batching
+    prefill_counts: EventCounts = EventCounts()
+    decode_counts: tuple[EventCounts, ...] = ()  # index t − 1 for the t-th output token, as decode_cycles
+    handoff_counts: tuple[EventCounts, EventCounts] = (EventCounts(), EventCounts())  # prefill, decode
 
     @property
     def prefill_cycles(self) -> float:
@@ -101,6 +106,11 @@ class StageCosts:
 
     def handoff(self, token: int) -> float:
         return self.handoff_prefill if token == 0 else self.handoff_decode
+
+    def counts(self, token: int) -> EventCounts:
+        """The events of the stage's work on a request's ``token`` (0: the prefill) and its hand-off."""
+        work = self.prefill_counts if token == 0 else self.decode_counts[token - 1]
+        return work + self.handoff_counts[token != 0]
 
     def split(self, token: int) -> dict[str, float]:
         """Shares of the stage's work on ``token`` (0: the prefill; a decode step: its kernels at the
@@ -192,7 +202,7 @@ class _Grid:
         values of any other kernel: the same hops, ``batch`` times the FMACs and wavelets)."""
         c, launch = self._kernel(op, dims, batch), self.hw.runtime.kernel_launch_cycles
         return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
-                          c.overhead + launch)
+                          c.overhead + launch, c.fmacs, c.wavelet_hops)
 
     def _kernel(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         kind, m = op.kind, self.machine
@@ -210,33 +220,53 @@ class _Grid:
             wavelets = m.wavelets(max(dims[0], 1))
             if self.cols < 2:
                 return KernelCost(0.0, 0.0, 0.0)
-            return kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
-                               wavelets=wavelets)
+            row = kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
+                              wavelets=wavelets)
+            return KernelCost(row.cycles, row.compute, row.communication, row.feasible, row.reason,
+                              row.overhead, row.fmacs, self.rows * row.wavelet_hops)  # each row alike
         if kind == StageOpKind.ROW_REDUCES:  # (values per PE per step): one reduce per step of Q·Kᵀ
-            network, issue = rotating_reduces(m, self.cols, m.wavelets(max(dims[0], 1)))
-            return KernelCost(network + issue, 0.0, network, overhead=issue)
+            wavelets = m.wavelets(max(dims[0], 1))
+            network, issue = rotating_reduces(m, self.cols, wavelets)
+            # cols reduces a row, each of cols − 1 chained PEs sending its wavelets one hop
+            hops = self.rows * self.cols * (self.cols - 1) * wavelets
+            return KernelCost(network + issue, 0.0, network, overhead=issue, wavelet_hops=float(hops))
         if kind == StageOpKind.ELEMENTWISE:  # one vector instruction per op over each PE's share of values
             values, ops = dims
             compute, issue = m.instructions(ops, ceil(values / (self.rows * self.cols)))
-            return KernelCost(compute + issue, compute, 0.0, overhead=issue)
+            # each op on each value counted as one FMAC of the lanes, with its SRAM traffic
+            return KernelCost(compute + issue, compute, 0.0, overhead=issue, fmacs=float(values * ops))
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
         return self.transfer(values, hops)
 
     def transfer(self, values: float, hops: int) -> KernelCost:
-        cycles = float(self.machine.transfer(self.machine.wavelets(ceil(values / self.rows)), max(hops, 1)))
-        return KernelCost(cycles, 0.0, cycles)
+        wavelets = self.machine.wavelets(ceil(values / self.rows))
+        cycles = float(self.machine.transfer(wavelets, max(hops, 1)))
+        return KernelCost(cycles, 0.0, cycles, wavelet_hops=float(self.rows * wavelets * max(hops, 1)))
+
+    def counts(self, costs: Iterable[KernelCost]) -> EventCounts:
+        """The events of ``costs``: their FMACs on this grid's lanes (with their SRAM traffic) and
+        wavelet-hops."""
+        fmacs = hops = 0.0
+        for c in costs:
+            fmacs += c.fmacs
+            hops += c.wavelet_hops
+        return EventCounts.of_fmacs(fmacs, self.dtype, wavelet_hops=hops)
 
 
-def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
-    """Cycles to move a hand-off's values from its stage's grid to the next: over the fabric on one
-    wafer, over the wafers' I/O links and one interconnect node between wafers."""
+def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:
+    """Cycles to move a hand-off's values from its stage's grid to the next, and its events: over the
+    fabric on one wafer (wavelet-hops), over the wafers' I/O links and one interconnect node between
+    wafers (the bytes out of one system's I/O and into the other's)."""
     a, b = h.source, h.target
     if a.wafer == b.wafer:
-        hops = abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1])
-        return grid.transfer(h.values, hops).cycles if a.index != b.index else 0.0
+        if a.index == b.index:
+            return 0.0, EventCounts()
+        moved = grid.transfer(h.values, abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1]))
+        return moved.cycles, EventCounts(wavelet_hops=moved.wavelet_hops)
     hw, ic = spec.hardware, spec.inference.interconnect
     latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
+    nbytes = h.values * spec.model.bytes_per_value
+    return nbytes / hw.io_bytes_per_cycle + latency, EventCounts(io_bytes=2.0 * nbytes)
 
 
 def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork,
@@ -252,18 +282,29 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     attention = [op for op in work.decode if op.attention and op.layer == first]
     layers = len(work.stage.layers)
 
+    def attention_costs(context: int) -> list[KernelCost]:
+        return [grid.on(op.region).cost(op, op.at(context)) for op in attention]
+
     def attention_cycles(context: int) -> float:
-        return sum(grid.on(op.region).cost(op, op.at(context)).cycles for op in attention)
+        return sum(c.cycles for c in attention_costs(context))
 
     fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
-    per_token = tuple(fixed + layers * attention_cycles(context)
-                      for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
+    # the events of every layer's attention at a token's context are the first layer's, as its cycles
+    fixed_counts = grid.counts(c for op, c in zip(work.decode, decode, strict=True) if not op.attention)
+    per_token, per_token_counts = [], []
+    for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len):
+        costs = attention_costs(context)
+        per_token.append(fixed + layers * sum(c.cycles for c in costs))
+        per_token_counts.append(fixed_counts + grid.counts(costs).scaled(layers))
     batches = None
     if batched:
         batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
                              sum(c.cycles for c in prefill))
-    return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
-                      _handoff(spec, grid, work.handoff_decode), batches=batches)
+    (after_prefill, prefill_moved), (after_decode, decode_moved) = (
+        _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
+    return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode, batches=batches,
+                      prefill_counts=grid.counts(prefill), decode_counts=tuple(per_token_counts),
+                      handoff_counts=(prefill_moved, decode_moved))
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
@@ -364,7 +405,7 @@ class BatchCosts:
         """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
         if values not in self._handoff:
             h = self.work.handoff_decode
-            self._handoff[values] = _handoff(self.spec, self.grid, Handoff(h.source, h.target, values)) \
+            self._handoff[values] = _handoff(self.spec, self.grid, Handoff(h.source, h.target, values))[0] \
                 if values else 0.0
         return self._handoff[values]
 

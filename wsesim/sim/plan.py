@@ -95,11 +95,18 @@ class LinkSchedule:
 @dataclass
 class StageLog:
     """A serving run's stages: ``done[r, t]`` the cycle request r's token t left the last stage (its LM
-    head); ``waited[s]`` cycles requests queued at stage s in all; ``busy[s]`` cycles stage s worked."""
+    head); ``waited[s]`` cycles requests queued at stage s in all; ``busy[s]`` cycles stage s worked;
+    ``visits[s, t]`` how many times stage s worked on a token t (0: a prefill), whose events its energy
+    counts (``analysis.energy``)."""
 
     done: np.ndarray
     waited: np.ndarray
     busy: np.ndarray
+    visits: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+
+    def __post_init__(self) -> None:
+        if not self.visits.size:
+            self.visits = np.zeros((len(self.waited), self.done.shape[1]), dtype=np.int64)
 
     @property
     def end(self) -> float:
@@ -181,6 +188,7 @@ class Trace:
         assert log is not None
         log.waited[stage] += start - arrived
         log.busy[stage] += end - start
+        log.visits[stage, token] += 1
         phase = ServePhase.PREFILL if token == 0 else ServePhase.DECODE
         self.spans.append(Span(Track.STAGE, phase, start, end,
                                {"stage": stage, "request": request, "token": token, **(split or {})}))

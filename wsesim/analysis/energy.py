@@ -1,0 +1,91 @@
+"""A run's energy, from the events its trace and costs record (docs/model.md §12): the counts are
+gathered here, where the results are measured, and priced by ``model.energy`` (the one home of the
+arithmetic).
+
+* Training: the step's executed FLOPs (recomputation included) as FMACs on the model's lanes, with
+  their SRAM operand traffic, and the bytes through the system's I/O (weights in, gradients out). The
+  step's fabric model times a dispatch by its busiest link and records no hop count, so a training step
+  counts no wavelet-hops (docs/model.md §12 says what that leaves out).
+* Serving: every stage visit in the trace (a request's prefill or one decode token at one stage) counts
+  its stage's kernels at that token's context — FMACs, SRAM bytes, wavelet-hops — and its hand-off
+  (wavelet-hops on one wafer, I/O bytes between wafers).
+
+Every system draws its floor for the whole run. Figures that need a price or an energy section the
+hardware lacks are None (n/a), never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config.specs import HardwareSpec
+from ..kernels.cost import lanes_dtype
+from ..model.energy import PARTS, Energy, EventCounts, energy_of
+from ..sim.costing import Costs
+from ..sim.plan import Trace
+
+__all__ = ["TRAINING_ENERGY_FIELDS", "serving_counts", "serving_energy", "training_counts",
+           "training_energy"]
+
+TRAINING_ENERGY_FIELDS = ("energy_per_step_j", "joules_per_token", "power_w",
+                          *(f"energy_{part}_j" for part in PARTS))
+"""A training result's energy fields (``RunResult``), all None when the hardware has no energy section."""
+
+
+def training_counts(bytes_per_value: int, trace: Trace) -> EventCounts:
+    """One system's step: its FLOPs as FMACs on the lanes of the model's values, and its I/O bytes."""
+    return EventCounts.of_fmacs(trace.executed_flops / 2, lanes_dtype(bytes_per_value),
+                                io_bytes=trace.io_bytes_in + trace.io_bytes_out)
+
+
+def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, step_s: float, systems: int,
+                    tokens: int) -> dict[str, Any]:
+    """The energy fields of a training result: the step's joules on all ``systems`` (each runs the same
+    step), per token of the global batch (``tokens`` on one system), and one system's mean power."""
+    energy = energy_of(hw, training_counts(bytes_per_value, trace).scaled(systems), step_s, systems)
+    if energy is None:
+        return dict.fromkeys(TRAINING_ENERGY_FIELDS)
+    return {"energy_per_step_j": energy.joules, "joules_per_token": energy.joules / (systems * tokens),
+            "power_w": energy.watts / systems, **{f"energy_{k}_j": v for k, v in energy.parts().items()}}
+
+
+def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
+    """The events of every stage visit the trace records (``StageLog.visits``), each at its stage and
+    token (summed stage by stage, token by token, so that both executors give the same sum whatever
+    order they ran in)."""
+    log = trace.stages
+    assert log is not None, "a serving run's trace has its stage log"
+    total = EventCounts()
+    for stage, row in enumerate(log.visits.tolist()):
+        for token, n in enumerate(row):
+            if n:
+                total = total + costs.stages[stage].counts(token).scaled(n)
+    return total
+
+
+def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: float, systems: int,
+                   tokens: int, price_per_system_hour: float | None) -> dict[str, Any]:
+    """The energy fields of a serving result: the run's joules on its ``systems`` wafers over ``seconds``
+    (end to end), per output token (``tokens`` in all), tokens/s per kW of mean power, and with a price,
+    US dollars per million output tokens (the systems' hours at that price). Under continuous batching
+    (no stage log of visits) the energy is n/a: its iterations' events are not counted yet."""
+    usd = (price_per_system_hour * systems * seconds / 3600 / tokens * 1e6
+           if price_per_system_hour is not None and tokens else None)
+    if trace.stages is None:  # continuous batching logs iterations, not visits: its events are not counted
+        return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
+                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd, "energy_events": {}}
+    counts = serving_counts(costs, trace)
+    energy = energy_of(hw, counts, seconds, systems)
+    if energy is None or not tokens:
+        return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
+                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd,
+                "energy_events": counts.to_dict()}
+    return {"energy_j": energy.joules, "energy_by_part_j": energy.parts(), "power_w": energy.watts,
+            "joules_per_token": energy.joules / tokens,
+            "tokens_per_s_per_kw": _per_kw(energy, tokens), "usd_per_million_tokens": usd,
+            "energy_events": counts.to_dict()}
+
+
+def _per_kw(energy: Energy, tokens: int) -> float:
+    """Output tokens per second per kW of mean power: tokens / seconds / (joules / seconds / 1000)."""
+    return tokens / energy.joules * 1000 if energy.joules > 0 else 0.0
