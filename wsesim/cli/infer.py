@@ -20,6 +20,10 @@ from .common import (
     parse_overrides,
 )
 
+OBJECTIVES = ("tpot", "ttft", "throughput")
+"""``--objective``'s choices: ``experiments.inference.OBJECTIVES``'s names (a test keeps them equal; the CLI
+does not import the serving code to build its parser)."""
+
 
 def format_serving(r: Any) -> str:
     """The human view of a ``ServeResult``."""
@@ -90,9 +94,13 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         from ..output.files import check_folder_owner
 
         check_folder_owner(args.out, "infer")  # before serving; again under the lock
+    if args.objective and not args.search:
+        raise ConfigError("expected --objective only with --search (it chooses among the mappings the "
+                          "search serves)", source="--objective")
     candidates: list[Any] = []
     if args.search:
-        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast")
+        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
+                                         objective=args.objective or "tpot")
     else:
         run = run_inference(loaded.spec, engine=args.engine or "fast")
     result = run.result
@@ -133,31 +141,41 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
         if candidates:
-            rows = [(c.grid, c.stages, c.systems,
-                     f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
-                     f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
-                    for c in candidates]
-            print(format_table(rows, ("grid", "stages", "wafers", "tokens/s per request",
-                                      "TTFT ms (or why not)")))
-            print()
+            _print_search(candidates, result, args.objective or "tpot")
         print(format_serving(result))
         for path in written:
             print(f"wrote {path}")
     return EXIT_OK
 
 
+def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
+    """The candidates a search served (the best marked) and what it kept the best of."""
+    from ..experiments.inference import OBJECTIVES
+
+    rows = [("*" if c is best else "", c.grid, c.stages, c.systems,
+             f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
+             f"{c.tokens_per_s:,.1f}" if c.feasible else "—",
+             f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
+            for c in candidates]
+    print(format_table(rows, ("best", "grid", "stages", "wafers", "tokens/s per request", "tokens/s",
+                              "TTFT ms (or why not)")))
+    fits = sum(c.feasible for c in candidates)
+    print(f"search: {fits} of {len(candidates)} mappings fit; kept (--objective {objective}) "
+          f"{OBJECTIVES[objective][0]}")
+    print()
+
+
 def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
-    reads it)."""
+    reads it: a hardware or model named by a relative path is the working folder's)."""
     from ..config.errors import ConfigError, shown_repr
-    from ..config.loader import parse_override
 
     vary: dict[str, list[Any]] = {}
     for text in texts:
         key, _, values = text.partition("=")
         if not key or not values or key in vary:
             raise ConfigError(f"expected KEY=v1,v2,... once per key, got {shown_repr(text)}", source="--vary")
-        vary[key] = [parse_override(f"{key}={v}")[1] for v in values.split(",")]
+        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in values.split(",")]
     return vary
 
 
@@ -175,7 +193,8 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from ..output.sweep_folder import SweepJob
     from .sweep import Progress, row_text, run_job, serving_summary_rows
 
-    refused = [flag for flag, given in (("--search", args.search), ("--trace", args.trace),
+    refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
+                                        ("--trace", args.trace),
                                         ("--engine", args.engine is not None)) if given]
     if refused:
         raise ConfigError(f"expected no {refused[0]} with --vary (a sweep serves each point once, on the "
@@ -220,6 +239,10 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p.add_argument("--search", action="store_true",
                    help="try the grids that tile the wafer (rectangles) and keep the fastest mapping "
                         "that fits (like tune)")
+    p.add_argument("--objective", choices=OBJECTIVES,
+                   help="with --search: what the best mapping is best at: tpot (default: the highest "
+                        "tokens/s per request), ttft (the shortest time to first token) or throughput (the "
+                        "highest tokens/s of all requests)")
     p.add_argument("--engine", choices=tuple(ENGINES),
                    help="fast (default) or the plain-SimPy reference executor")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",

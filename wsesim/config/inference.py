@@ -13,7 +13,15 @@ from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count, format_grid, parse_grid
-from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
+from .loader import (
+    REFERENCE_KEYS,
+    Loaded,
+    named_by_set,
+    read_yaml,
+    register_kind,
+    resolve_with_overrides,
+    shipped_file,
+)
 from .specs import HardwareSpec, ModelSpec
 from .validation import validate
 
@@ -137,6 +145,7 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
     """Load an inference experiment file (the shipped example when ``path`` is None); ``hardware`` and
     ``model`` replace its references (a preset name, or a path relative to the current directory)."""
     path, data, given = read_inference(path, hardware=hardware, model=model)
+    given = {**given, **named_by_set(overrides)}  # --set model=... replaces --model
     return load_inference_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 
