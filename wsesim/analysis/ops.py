@@ -89,11 +89,12 @@ def ops_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(OPS_COLUMNS)
     for row in rows:
-        writer.writerow(["" if row[c] is None else _cell(row[c]) for c in OPS_COLUMNS])
+        writer.writerow(["" if row[c] is None else csv_cell(row[c]) for c in OPS_COLUMNS])
     return buf.getvalue()
 
 
-def _cell(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: a whole float as an integer (``3.0`` -> ``3``), anything else as it is."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value

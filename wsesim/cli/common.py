@@ -116,8 +116,24 @@ def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIM
 def load_from_args(args: argparse.Namespace) -> Any:
     from ..config.loader import load_experiment
 
-    return load_experiment(args.experiment, hardware=args.hardware, model=args.model,
-                           overrides=parse_overrides(args.set))
+    loaded = load_experiment(args.experiment, hardware=args.hardware, model=args.model,
+                             overrides=parse_overrides(args.set))
+    warn_beyond_context(loaded.spec)
+    return loaded
+
+
+def warn_beyond_context(spec: Any) -> None:
+    """A training sequence (``training.seq_len``) or a request (prompt and output) longer than the model's
+    ``context_len``: simulated as asked, with one warning line on stderr (``config.specs.beyond_context``)."""
+    from ..config.specs import beyond_context
+
+    if hasattr(spec, "inference"):
+        text = beyond_context(spec.model, spec.inference.prompt_len + spec.inference.output_len - 1,
+                              "a request's prompt and output (inference.prompt_len + output_len - 1)")
+    else:
+        text = beyond_context(spec.model, spec.training.seq_len, "training.seq_len")
+    if text:
+        say(f"wsesim: warning: {text}\n")
 
 
 def check_output_folder(folder: str) -> None:

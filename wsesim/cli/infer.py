@@ -18,6 +18,7 @@ from .common import (
     check_trace_file,
     format_table,
     parse_overrides,
+    warn_beyond_context,
 )
 
 OBJECTIVES = ("tpot", "ttft", "throughput")
@@ -71,11 +72,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..config.errors import ConfigError
     from ..config.inference import load_inference
     from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
+    from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved
 
     overrides = parse_overrides(args.set)
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
+    warn_beyond_context(loaded.spec)
     if args.vary:
         return _vary(args, overrides)
     for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
@@ -107,35 +109,30 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     written: list[Path] = []
     held = contextlib.ExitStack()
     if args.out:
+        from ..output.manifest import write_manifest
+        from ..output.run_folder import serving_files
+
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        data = {k: v for k, v in result.to_dict().items() if k != "wall_s"}
-        atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
-        written.append(out / "result.json")
+        written += serving_files(out, run)  # result.json, ops.csv (one decode step, op by op)
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
                 [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
                  for c in candidates],
                 indent=2) + "\n")
             written.append(out / "candidates.json")
-        from ..output.manifest import write_manifest
-
         written.append(write_manifest(out, manifest(
             "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
                                                              "set": list(args.set or [])},
             sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written],
             wall_s=result.wall_s)))
-    if args.trace and run.trace is not None:
-        from ..analysis.chrome_trace import chrome_trace
+    if args.trace:
+        from ..output.run_folder import write_trace
 
-        prepare_dir(str(Path(args.trace).parent))
-        trace = chrome_trace(run.trace, clock_hz=loaded.spec.hardware.clock_hz)
-        data = json.dumps(trace).encode()
-        if args.trace.endswith(".gz"):  # as run --trace: no timestamp in the header, the same bytes
-            import gzip
-
-            data = gzip.compress(data, compresslevel=6, mtime=0)
-        atomic_write_bytes(args.trace, data)
-        written.append(Path(args.trace))
+        traced = write_trace(run, args.trace, loaded)  # gzip-compressed for a name ending in .gz
+        if traced is not None:
+            written.append(traced)
+        else:
+            sys.stderr.write("wsesim: no trace: nothing was served (the mapping does not fit)\n")
     held.close()
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")

@@ -9,8 +9,6 @@ tuned on each count of systems: the best, and the Pareto front of cluster throug
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,15 +40,6 @@ def parse_systems(text: str) -> list[int]:
     return sorted(set(values))
 
 
-def _csv(rows: list[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[Any, dict[str, Any]]],
                      summary: dict[str, Any]) -> list[Path]:
     """``DIR/candidates.csv`` and ``DIR/manifest.json`` when ``--out`` was given; their paths."""
@@ -59,11 +48,12 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
     from ..experiments.tune import candidates_table
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
+    from ..output.run_folder import records_csv
     from .run import given
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
-        atomic_write_text(path, _csv(candidates_table(marked)))
+        atomic_write_text(path, records_csv(candidates_table(marked)))
         data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
                         **resolved(loaded.spec), files=[CANDIDATES], **summary)
         return [path, write_manifest(out, data)]

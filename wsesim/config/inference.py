@@ -22,7 +22,7 @@ from .loader import (
     resolve_with_overrides,
     shipped_file,
 )
-from .specs import HardwareSpec, ModelSpec
+from .specs import HardwareSpec, ModelSpec, window_problem
 from .validation import validate
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data",
@@ -92,6 +92,10 @@ class InferenceExperimentSpec(Spec):
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
                        f'got "{shown(inference.grid)}"')
+        # every token of a request attends over its prompt and the output before it
+        if problem := window_problem(info.data.get("model"), inference.prompt_len + inference.output_len - 1,
+                                     "inference.prompt_len + output_len - 1"):
+            raise fail(problem)
         return inference
 
 

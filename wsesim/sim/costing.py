@@ -233,10 +233,16 @@ def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
     return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
 
 
+def decode_context(serve: Serve) -> int:
+    """The context a decode step's kernels are costed at (``StageCosts.decode``): the last decode step's,
+    prompt plus all output tokens but the last (at least one)."""
+    return serve.prompt_len + max(serve.output_len - 1, 1)
+
+
 def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str]) -> StageCosts:
     grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
     prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
-    longest = serve.prompt_len + max(serve.output_len - 1, 1)  # the last decode step's context
+    longest = decode_context(serve)
     decode = tuple(grid.on(op.region).cost(op, op.at(longest)) for op in work.decode)
     first = work.stage.layers[0]
     attention = [op for op in work.decode if op.attention and op.layer == first]
