@@ -62,3 +62,31 @@ def decode_ops_csv(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         writer.writerow(["" if row[c] is None else csv_cell(row[c]) for c in DECODE_OPS_COLUMNS])
     return buf.getvalue()
+
+
+PARTS = ("instruction_cycles", "compute_cycles", "communication_cycles", "waiting_cycles")
+"""How a decode op's cycles split along its critical path (the columns of ``DECODE_OPS_COLUMNS``)."""
+
+
+def decode_step_plan(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``wsesim plot`` draws of a serving run's ``ops.csv`` (rows as read: text cells): each stage's
+    decode step split into ``PARTS`` plus its hand-off, and the first stage's first layer op by op, each
+    split the same way. Every row is counted once in ``stages``; ``layer`` holds the ops of one layer."""
+    def cycles(row: dict[str, Any], part: str) -> float:
+        return float(row[part]) if row.get(part) not in (None, "") else 0.0
+
+    stages: dict[str, dict[str, float]] = {}
+    for row in rows:
+        totals = stages.setdefault(str(row["stage"]), {**dict.fromkeys(PARTS, 0.0), "handoff_cycles": 0.0})
+        if row["op"] == "handoff":
+            totals["handoff_cycles"] += cycles(row, "cycles")
+        else:
+            for part in PARTS:
+                totals[part] += cycles(row, part)
+    first = next((r for r in rows if r["op"] != "handoff" and r.get("layer") not in (None, "")), None)
+    layer = [{"op": r["op"], **{part: cycles(r, part) for part in PARTS}} for r in rows
+             if first is not None and r["stage"] == first["stage"] and r.get("layer") == first["layer"]]
+    return {"stages": [{"stage": k, **v} for k, v in stages.items()],
+            "layer": {"stage": first["stage"] if first else None, "layer": first["layer"] if first else None,
+                      "ops": layer},
+            "context": rows[0]["context"] if rows else None}

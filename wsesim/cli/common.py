@@ -85,12 +85,16 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str], left: Sequence[int] = (0,)) -> str:
+    """Columns two spaces apart under a header and a rule; the ``left`` columns (text) aligned left, the
+    others (numbers) right."""
     cells = [[str(c) for c in header], *[[str(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in cells]
+    if len(header) - 1 in left:  # no padding after text that ends a line
+        lines = [line.rstrip() for line in lines]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -330,6 +330,11 @@ def load_model(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> M
     return _load_part(ModelSpec, "model", ref, overrides)
 
 
+def load_part(kind: str, ref: str | Path) -> Any:
+    """A hardware, model or interconnect spec (``kind``) from a preset name or a file, as it is."""
+    return _load_part(SPEC_KINDS[kind], kind, ref, None)
+
+
 def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[str, Any] | None) -> Any:
     """``load_hardware``/``load_model``: an error in an override names the key as the user wrote it."""
     raw = _load_ref(kind, str(ref), Path.cwd(), "<command line>", kind)

@@ -83,3 +83,40 @@ def serving_figure(plan: ServingPlan) -> Any:
                  fontsize=10)
     fig.tight_layout()
     return fig
+
+
+_PART_COLOURS = {"instruction_cycles": "#8e44ad", "compute_cycles": "#27ae60",
+                 "communication_cycles": "#2471a3", "waiting_cycles": "#b2babb", "handoff_cycles": "#d68910"}
+_PART_LABELS = {"instruction_cycles": "instruction issue", "compute_cycles": "arithmetic",
+                "communication_cycles": "wavelets on the fabric", "waiting_cycles": "waiting",
+                "handoff_cycles": "hand-off to the next stage"}
+
+
+def decode_step_figure(plan: dict[str, Any], title: str) -> Any:
+    """A serving run's decode step (``analysis.serving_ops.decode_step_plan``): each stage's cycles as a
+    stacked bar of instruction issue, arithmetic, wavelets, waiting and the hand-off; beside it one layer's
+    ops, each split the same way."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9), gridspec_kw={"width_ratios": [1, 2]})
+    stages = plan["stages"]
+    for axis, bars, parts, names in (
+            (left, stages, [*_PART_COLOURS], [f"stage {s['stage']}" for s in stages]),
+            (right, plan["layer"]["ops"], list(_PART_COLOURS)[:4], [o["op"] for o in plan["layer"]["ops"]])):
+        bottom = [0.0] * len(bars)
+        for part in parts:
+            values = [b.get(part, 0.0) for b in bars]
+            axis.bar(range(len(bars)), values, bottom=bottom, color=_PART_COLOURS[part],
+                     label=_PART_LABELS[part])
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        axis.set_xticks(range(len(bars)), names, rotation=45 if len(bars) > 4 else 0, ha="right"
+                        if len(bars) > 4 else "center", fontsize=7)
+        axis.set_ylabel("cycles")
+        axis.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+        axis.grid(axis="y", alpha=0.3)
+    left.set_title("one decode step, per stage", fontsize=10)
+    layer = plan["layer"]
+    right.set_title(f"stage {layer['stage']}'s layer {layer['layer']}, op by op", fontsize=10)
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
+    fig.suptitle(f"{title}: decode at a context of {plan['context']} tokens", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
