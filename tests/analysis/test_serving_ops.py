@@ -8,7 +8,13 @@ import math
 
 import pytest
 
-from wsesim.analysis.serving_ops import DECODE_OPS_COLUMNS, PARTS, decode_ops, decode_ops_csv, decode_step_plan
+from wsesim.analysis.serving_ops import (
+    DECODE_OPS_COLUMNS,
+    PARTS,
+    decode_ops,
+    decode_ops_csv,
+    decode_step_plan,
+)
 from wsesim.config.inference import load_inference
 from wsesim.experiments.inference import run_inference
 
