@@ -14,13 +14,11 @@ last of ``StageCosts.decode_cycles``), the hand-off after them; the same program
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 from ..sim.costing import Costs, decode_context
 from ..sim.program import Program, Serve
-from .ops import csv_cell
+from .ops import table_csv
 
 DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region", "context", "start",
                       "cycles", "instruction_cycles", "compute_cycles", "communication_cycles",
@@ -56,12 +54,7 @@ def decode_ops(program: Program, costs: Costs) -> list[dict[str, Any]]:
 
 def decode_ops_csv(rows: list[dict[str, Any]]) -> str:
     """The rows as CSV text (header ``DECODE_OPS_COLUMNS``; an empty cell where a value does not apply)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(DECODE_OPS_COLUMNS)
-    for row in rows:
-        writer.writerow(["" if row[c] is None else csv_cell(row[c]) for c in DECODE_OPS_COLUMNS])
-    return buf.getvalue()
+    return table_csv(rows, DECODE_OPS_COLUMNS)
 
 
 PARTS = ("instruction_cycles", "compute_cycles", "communication_cycles", "waiting_cycles")

@@ -1,4 +1,6 @@
-"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets.
+"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets; ``wsesim
+model list``: the shipped models, each with its one-line description, its layers and experts, and the
+context it was made for.
 
 ``--set`` takes the key paths an experiment uses (``hardware.pe.sram='96 KiB'``), or the short form
 without the prefix (``pe.sram='96 KiB'``).
@@ -72,6 +74,17 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_model(args: argparse.Namespace) -> int:
+    models = presets("model")
+    if args.json:
+        print_json(models)
+        return EXIT_OK
+    rows = [(m["name"], m["layers"], f"{m['experts']} (top-{m['top_k']})" if m["experts"] else "dense",
+             f"{m['context_len']:,}" if m["context_len"] else "-", m["description"]) for m in models]
+    print(format_table(rows, ("model", "layers", "experts", "context", "description"), left=(0, 4)))
+    return EXIT_OK
+
+
 def register(sub: Any, commands: dict[str, Any]) -> None:
     h = sub.add_parser("hardware", help="inspect hardware presets")
     hsub = h.add_subparsers(dest="hardware_cmd", required=True, parser_class=Parser, metavar="show|list",
@@ -85,3 +98,10 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     add_json_argument(hl, 'print {"hardware": [...], "interconnects": [...]}, each preset with its name and '
                           "description")
     commands["hardware"] = _cmd_hardware
+    m = sub.add_parser("model", help="list the model presets")
+    msub = m.add_subparsers(dest="model_cmd", required=True, parser_class=Parser, metavar="list",
+                            help="list the presets")
+    ml = msub.add_parser("list", help="the shipped model presets, each with its description")
+    add_json_argument(ml, "print the presets as a JSON list (name, description, layers, experts, top_k, "
+                          "context_len)")
+    commands["model"] = _cmd_model

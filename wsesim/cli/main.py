@@ -55,7 +55,7 @@ class _Version(argparse.Action):
 _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory",
                                  "wsesim.cli.run", "wsesim.cli.tune", "wsesim.cli.sweep", "wsesim.cli.plot",
                                  "wsesim.cli.fabric", "wsesim.cli.kernel", "wsesim.cli.schema",
-                                 "wsesim.cli.infer", "wsesim.cli.compare", "wsesim.cli.model"]
+                                 "wsesim.cli.infer", "wsesim.cli.compare"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
