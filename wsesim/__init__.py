@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from .config.version import __version__ as __version__  # the one place it is written
 
 _EXPORTS = {
     "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",

@@ -49,7 +49,7 @@ def git_commit() -> str | None:
 
 def version_text() -> str:
     """``wsesim --version``: the version, and the commit when run from a checkout."""
-    from .. import __version__
+    from ..config.version import __version__
 
     commit = git_commit()
     return f"wsesim {__version__}" + (f" (commit {commit})" if commit else "")
@@ -80,7 +80,7 @@ def resolved(spec: Any) -> dict[str, Any]:
 
 def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any]:
     """A manifest of ``kind`` (run, sweep, plot) with ``content`` (resolved specs, overrides, files...)."""
-    from .. import __version__
+    from ..config.version import __version__
 
     return {"kind": kind, "wsesim_version": __version__, "wsesim_commit": git_commit(),
             "command": command_line(argv),
