@@ -45,7 +45,7 @@ from pydantic_core import PydanticCustomError
 from ..analysis.results import RunResult
 from ..config.errors import ConfigError, shown_repr
 from ..config.inference import load_inference_data
-from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
+from ..config.loader import Loaded, load_experiment_data, named_by_set, read_yaml, register_kind, validate
 from ..config.specs import Spec
 from .estimate import MAX_SWEEP_POINTS
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
@@ -224,7 +224,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     kind = _base_kind(base_data, base_source)
     load = _LOADERS[kind]
-    base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides)
+    # a hardware or model --set names is the flag's: an error in it is blamed on --set
+    base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides,
+                given=named_by_set(overrides))
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
     if count > MAX_SWEEP_POINTS:
