@@ -251,7 +251,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="with --vary --out: serve only the points missing from DIR/results.csv")
     add_json_argument(p)
     p.add_argument("--out", metavar="DIR",
-                   help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; "
+                   help="write DIR/result.json, DIR/ops.csv (one decode step, op by op), candidates.json "
+                        "with --search, and DIR/manifest.json; "
                         "with --vary, the sweep's folder: DIR/results.csv, the figures, figures.json and "
                         "manifest.json")
     p.add_argument("--trace", metavar="FILE.json[.gz]",
