@@ -126,9 +126,15 @@ def load_from_args(args: argparse.Namespace) -> Any:
     return loaded
 
 
+deferred: list[str] = []
+"""Warnings of the command running, written to stderr by ``main`` after its output and only when it
+finished (a refusal after a warning stays the one line it must be)."""
+
+
 def warn_beyond_context(spec: Any) -> None:
     """A training sequence (``training.seq_len``) or a request (prompt and output) longer than the model's
-    ``context_len``: simulated as asked, with one warning line on stderr (``config.specs.beyond_context``)."""
+    ``context_len``: simulated as asked, with one warning line on stderr once the command has printed its
+    result (``deferred``; ``config.specs.beyond_context``)."""
     from ..config.specs import beyond_context
 
     if hasattr(spec, "inference"):
@@ -136,8 +142,8 @@ def warn_beyond_context(spec: Any) -> None:
                               "a request's prompt and output (inference.prompt_len + output_len - 1)")
     else:
         text = beyond_context(spec.model, spec.training.seq_len, "training.seq_len")
-    if text:
-        say(f"wsesim: warning: {text}\n")
+    if text and text not in deferred:
+        deferred.append(text)
 
 
 def check_output_folder(folder: str) -> None:
