@@ -5,7 +5,7 @@ experiment, and the mapping with each). Prints one markdown table (the one
 in the README) of tuned / G=1 throughput per point, and the tuned curve's spread over 8–128 experts.
 
     python scripts/bta_conditions.py [--quick] [--out FILE.md]
-    python scripts/bta_conditions.py --top-k [--out FILE.md]
+    python scripts/bta_conditions.py --top-k [--compute kernel] [--out FILE.md]
 
 Every cell is a real run of the shipped experiment with the condition's overrides (``wsesim tune`` for
 the tuned G); nothing is fitted. ``--quick`` runs two conditions only (a smoke run).
@@ -13,7 +13,8 @@ the tuned G); nothing is fitted. ``--quick`` runs two conditions only (a smoke r
 ``--top-k`` runs the two top_k tests already tried against the paper's Fig. 3 (128 experts, top_k 8 → 1;
 README "Where both miss", docs/model.md §3.5), so that no one runs them again unknowingly: the shipped
 expert size, and the active parameters held constant (expert size × 8/k as top_k falls); each with the
-throughput read as tokens/s and as model FLOP/s. The answers are in the README.
+throughput read as tokens/s and as model FLOP/s. The answers are in the README. ``--compute kernel``
+runs either table under ``simulation.compute: kernel`` (the weight-streaming GEMMs, docs/model.md §4.1).
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def cell(overrides: dict) -> tuple[float, float]:
             best.throughput_tokens_per_s if best.feasible else 0.0)
 
 
-def row(seq_len: int, layers: int, activations: str, mapping: str) -> str:
-    base = {"training.seq_len": seq_len, "model.layers": layers, "training.activations": activations,
+def row(seq_len: int, layers: int, activations: str, mapping: str, extra: dict) -> str:
+    base = {**extra, "training.seq_len": seq_len, "model.layers": layers, "training.activations": activations,
             "simulation.moe_mapping": mapping}
     runs = [cell({**base, "model.experts": e, "model.top_k": k}) for e, k in POINTS]
     speedups = [f"{t / g:.2f}×" if g and t else "—" for g, t in runs]
@@ -77,7 +78,7 @@ def topk_run(overrides: dict) -> tuple[float, float, float, float]:
     return tokens[0], tokens[1], flops[0], flops[1]
 
 
-def topk_table() -> list[str]:
+def topk_table(extra: dict) -> list[str]:
     """At 128 experts, per top_k: G=1 and tuned throughput in tokens/s and model TFLOP/s, and their ratio
     (the same in both units: one model, one token count), for the two expert sizes."""
     lines = ["| expert size | intermediate | top_k | G=1 tokens/s | tuned tokens/s | speedup | G=1 TFLOP/s | tuned TFLOP/s |",
@@ -85,7 +86,8 @@ def topk_table() -> list[str]:
     for label, constant_active in (("shipped", False), ("× 8/k (active constant)", True)):
         for k in TOPK:
             size = EXPERT_INTERMEDIATE * 8 // k if constant_active else EXPERT_INTERMEDIATE
-            g1, tuned, f1, ft = topk_run({"model.experts": 128, "model.top_k": k, "model.expert_intermediate": size})
+            g1, tuned, f1, ft = topk_run({**extra, "model.experts": 128, "model.top_k": k,
+                                          "model.expert_intermediate": size})
             speedup = f"{tuned / g1:.2f}×" if g1 and tuned else "—"
             lines.append(f"| {label} | {size} | {k} | {g1:,.0f} | {tuned:,.0f} | {speedup} | {f1:.0f} | {ft:.0f} |")
             sys.stderr.write(lines[-1] + "\n")
@@ -97,10 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="two conditions only")
     ap.add_argument("--top-k", action="store_true",
                     help="the top_k tests instead: shipped and constant-active expert sizes, tokens/s and FLOP/s")
+    ap.add_argument("--compute", choices=("constant", "kernel"), default="constant",
+                    help="the compute model (simulation.compute; default constant)")
     ap.add_argument("--out", metavar="FILE.md", help="also write the table to FILE.md")
     args = ap.parse_args(argv)
+    extra = {"simulation.compute": args.compute}
     if args.top_k:
-        text = "\n".join(topk_table()) + "\n"
+        text = "\n".join(topk_table(extra)) + "\n"
         print(text, end="")
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         conditions = [(1024, 16, "recompute", "regions"), (1024, 16, "recompute", "in_place")]
     for condition in conditions:
-        lines.append(row(*condition))
+        lines.append(row(*condition, extra))
         sys.stderr.write(lines[-1] + "\n")
     text = "\n".join(lines) + "\n"
     print(text, end="")

@@ -403,16 +403,37 @@ _APPENDIX = """
 ## Reading the `compute: kernel` rows
 
 `simulation.compute: kernel` (docs/model.md §4.1) prices every op of the training step by its GEMMs,
-simulated on the PEs that run it, instead of its FLOPs at the calibrated 45 % of peak. Nothing was
-refitted. It is not the default, and these rows are why: on the whole wafer a tile's GEMMs are SUMMA
-steps of a few values per PE, each waiting for a panel to cross ~1,000 PEs, so attention costs nearly
-as much at B = 1 as at B = 3 and no G > 1 ever pays off (tuned / G=1 falls to 1.0–1.2× against the
-paper's 1–7×), and the dense rows fall 1–89 % below the measurements, the longer sequences (Llama-2 at
-4,096) worst. The PE's instruction stream (docs/model.md §10.1) made them slower still (GPT-J on a CS-2
-−36 % where it was −11 %): a wafer-wide SUMMA step leaves a few values per PE, so its FMAC instructions
-are short and pay their issue. The CS-2's weight-streaming GEMM pipelines its transfers; SUMMA as
-simulated here does not. The older-release GPT-J rows come closer under it only because everything got
-slower.
+each the machine's weight-streaming GEMM (§10.7) simulated on the PEs that run it, instead of its FLOPs
+at the calibrated 45 % of peak. Nothing was fitted: the GEMM reads the instruction issue and the hop of
+§10.1 and two keys the sources leave open, each set by reasoning (`pe.partial_sum_width` 32 bit,
+`pe.reduction` overlapped). It is not the default, because it misses the ±15 % the dense rows would need
+in four of the six current-release rows: GPT-J on one and two CS-2s comes within −8 % and −15 %,
+LLaMA-7B on a CS-2 −39 %, the CS-3 rows −36 %, −55 % and −79 %. Against SUMMA, which the model ran
+before (−36 to −89 %), every row moved up, and BTA now pays off (tuned / G=1 1.87× at 128 experts,
+top_k 8, against the paper's ~2×) — but not its top_k contrast (2.01× at top_k 1, against 5–7×).
+
+Which mechanism is missing, by what the rows show:
+
+* **the issue per weight.** Every arriving weight is one AXPY instruction of m values, m the tokens a PE
+  row holds. A micro-batch of 9 sequences (LLaMA-7B, batch 99 in 11 micro-batches) leaves m = 25: 7
+  cycles on the lanes behind 7 of issue, so half of every GEMM is issue. With `pe.instruction_issue` at 0
+  the same rows come out 22–71 % *high* on CS-2s: the truth sits between, as if the hardware issued
+  far fewer instructions than one per weight (a multi-dimensional descriptor over a weight row would) —
+  no source says, and no key was added for it;
+* **the WSE-3's ports.** Its 8 fp16 lanes need 32 B of operands a cycle for an AXPY from SRAM; the model's
+  ports (16 B read, assumed as WSE-2's) feed 4, so the CS-3 rows run at half their lanes under this
+  model, where the constant model's 45 % of the full peak lands at +15 % and +24 % (−42 % in Llama-2's
+  other sequence-length reading);
+* **attention at small tiles.** A tile of one 4,096-token sequence leaves 6 tokens a PE row, so BTA's
+  tiles of B = 1 cost more than their FLOPs say and the tuner stops at G = 5 tiles of B = 2: attention
+  takes 61–66 % of the tuned steps and the experts never see the G·B that would make top_k 1 five times
+  faster;
+* not **the weight stream**: under this model an op consumes its weights as they arrive, the slower of
+  the two setting the pace (docs/model.md §4.1), and the dense rows stall for weights under 1 % of
+  their steps anyway.
+
+Miyajima et al.'s fp32 GEMM (33,000³ on 750² PEs) under the weight-streaming GEMM: 807 TFLOP/s against
+their 349 (+131 %; SUMMA +136 %): the fp32 rate, not the dataflow, is what is off there (§10.8).
 
 ## Reading the serving rows
 

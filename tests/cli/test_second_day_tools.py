@@ -102,7 +102,7 @@ def test_infer_out_writes_ops_csv(tmp_path: Path) -> None:
     header = (tmp_path / "o" / "ops.csv").read_text().splitlines()[0]
     assert header.startswith("stage,wafer,op,kind,layer,dims")
     assert json.loads((tmp_path / "o" / "manifest.json").read_text())["files"] == [
-        "result.json", "ops.csv"]
+        "result.json", "requests.csv", "ops.csv"]
 
 
 def test_model_list_and_hardware_list_describe_every_preset(capsys: pytest.CaptureFixture[str]) -> None:

@@ -61,11 +61,11 @@ def test_kernel_from_python_is_the_commands_result(capsys: pytest.CaptureFixture
 def test_write_run_and_trace_of_a_serving_run_are_the_commands_files(tmp_path: Path) -> None:
     loaded = wsesim.load_inference(hardware="tiny8", model="tiny-moe", overrides=TINY)
     written = wsesim.write_run(wsesim.infer(loaded), tmp_path / "py", loaded)
-    assert [p.name for p in written] == ["result.json", "ops.csv", "manifest.json"]
+    assert [p.name for p in written] == ["result.json", "requests.csv", "ops.csv", "manifest.json"]
     assert wsesim.write_trace(wsesim.infer(loaded), tmp_path / "py" / "t.json.gz", loaded) is not None
     assert cli.main(["infer", *TINY_ARGS, "--out", str(tmp_path / "cli"), "--trace",
                      str(tmp_path / "cli" / "t.json.gz")]) == 0
-    for name in ("result.json", "ops.csv", "t.json.gz"):
+    for name in ("result.json", "requests.csv", "ops.csv", "t.json.gz"):
         assert (tmp_path / "py" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
     assert json.loads(gzip.decompress((tmp_path / "py" / "t.json.gz").read_bytes()))["traceEvents"]
     assert json.loads((tmp_path / "py" / "manifest.json").read_text())["kind"] == "infer"

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sim.costing import Costs, decode_context
-from ..sim.program import Program, Serve
+from ..config.inference import InferenceExperimentSpec
+from ..sim.costing import Costs, decode_context, one_request
+from ..sim.program import Program, Serve, ServeBatches
 from .ops import table_csv
 
 DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region", "context", "start",
@@ -25,10 +26,10 @@ DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region",
                       "waiting_cycles", "fits", "reason")
 
 
-def decode_ops(program: Program, costs: Costs) -> list[dict[str, Any]]:
+def decode_ops(spec: InferenceExperimentSpec, program: Program, costs: Costs) -> list[dict[str, Any]]:
     """One dict per op of a decode step, stage by stage (keys ``DECODE_OPS_COLUMNS``; ``None`` where a value
-    does not apply)."""
-    serve = next(op for op in program.body if isinstance(op, Serve))
+    does not apply); under continuous batching, one request's at the spec's lengths (``one_request``)."""
+    serve = one_request(spec, next(op for op in program.body if isinstance(op, Serve | ServeBatches)))
     context = decode_context(serve)
     rows: list[dict[str, Any]] = []
     for work, cost in zip(serve.stages, costs.stages, strict=True):

@@ -226,7 +226,7 @@ class SimulationSpec(Spec):
     # how an MoE layer's experts run (docs/model.md §3): on expert regions that tokens reach over the
     # fabric, or on the whole wafer with each token's k copies kept in place (the Cerebras stack's way)
     moe_mapping: Literal["regions", "in_place"] = "regions"  # wsesim.experiments.mappings.MOE_MAPPINGS
-    # what an op's arithmetic costs (docs/model.md §4, §10.5): its FLOPs over one global gemm_efficiency,
+    # what an op's arithmetic costs (docs/model.md §4, §4.1): its FLOPs over one global gemm_efficiency,
     # or the simulated cycles of its GEMMs on the PEs that run it (wsesim.kernels)
     compute: Literal["constant", "kernel"] = "constant"
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
+from ..model.load import requests_of
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
@@ -29,7 +30,12 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
                      engine: str = "fast") -> ServingEstimate:
     """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
     i = spec.inference
+    if i.continuous:  # every request's tokens through every stage, at most one iteration each
+        load = requests_of(spec)
+        return estimate_serving(len(mapping.stages), len(load), max(1, round(float(load.output.mean()))),
+                                engine)
     return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine)
+
 
 @dataclass
 class ServeRun:
@@ -52,7 +58,7 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, engine))
-    program = serving_program(spec, mapping)
+    program = serving_program(spec, mapping, requests_of(spec) if spec.inference.continuous else None)
     costs = cost_serving(program, spec)
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)

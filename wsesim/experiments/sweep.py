@@ -224,9 +224,16 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     kind = _base_kind(base_data, base_source)
     load = _LOADERS[kind]
-    # a hardware or model --set names is the flag's: an error in it is blamed on --set
-    base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides,
-                given=named_by_set(overrides))
+    given = named_by_set(overrides)  # a hardware or model --set names is the flag's: its error is --set's
+    try:
+        base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
+    except ConfigError as alone:  # a base valid only once a point sets its keys (a load's rate): its first
+        first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
+        try:
+            base = load(base_data, source=base_source, base_dir=base_root,
+                        overrides={**(overrides or {}), **first}, given=given)
+        except ConfigError:
+            raise alone from None
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
     if count > MAX_SWEEP_POINTS:

@@ -51,7 +51,8 @@ def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *
         r = partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
     colours = colours_needed(kind, algorithm, rows, cols)
     r = replace(r, colours=colours)
-    if kind == KernelKind.GEMM and algorithm in (GemmAlgorithm.CANNON, GemmAlgorithm.MESHGEMM) and rows == cols:
+    shifted = (GemmAlgorithm.CANNON, GemmAlgorithm.MESHGEMM)
+    if kind == KernelKind.GEMM and algorithm in shifted and rows == cols:
         skew = skew_colours_needed(rows,
                                    np.arange(rows) if algorithm == GemmAlgorithm.CANNON else ring_order(rows))
         if skew > m.colours:

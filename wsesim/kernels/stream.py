@@ -204,7 +204,8 @@ def weight_grad_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, 
         return [*row_terms(ones(rows), east, west), (SOUTH, fwd, ones(cols)), (NORTH, bwd, ones(cols))]
 
     return _result(GemmAlgorithm.STREAM_DW, m, rows, cols, shape, timing, need, LinkMap(rows, cols, terms),
-                   pace, "the resident activations and output gradients, the streamed and partial-sum buffers")
+                   pace, "the resident activations and output gradients, the streamed and partial-sum "
+                   "buffers")
 
 
 STREAM_ALGORITHMS = {GemmAlgorithm.STREAM: weight_stream, GemmAlgorithm.STREAM_DW: weight_grad_stream}

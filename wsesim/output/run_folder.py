@@ -8,9 +8,9 @@
   serving run's), gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same
   trace, the same bytes).
 * ``run_files`` / ``serving_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest:
-  ``result.json`` (without the host's seconds), ``ops.csv`` (the step's ops, or one decode step's) and a
-  training run's ``wafer.json``; ``write_run`` writes them with the ``manifest.json``, for Python
-  (``wsesim.write_run``).
+  ``result.json`` (without the host's seconds), ``ops.csv`` (the step's ops, or one decode step's), a
+  training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run`` writes them with the
+  ``manifest.json``, for Python (``wsesim.write_run``).
 
 Nothing here runs a simulation or prints; the folder is held (``files.command_folder``) while written.
 """
@@ -107,16 +107,21 @@ def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
     return written
 
 
-def serving_files(folder: Path, run: Any) -> list[Path]:
-    """A serving run's ``result.json`` and, when it was served, ``ops.csv``: one decode step's ops, stage by
-    stage (``analysis.serving_ops``), into ``folder``; the paths written."""
+def serving_files(folder: Path, run: Any, spec: Any) -> list[Path]:
+    """A serving run of ``spec``: its ``result.json`` and, when it was served, ``requests.csv`` (each
+    request's times, ``analysis.serving.request_times``) and ``ops.csv`` (one decode step's ops, stage by
+    stage, ``analysis.serving_ops``), into ``folder``; the paths written."""
+    from ..analysis.serving import request_times, requests_csv
     from ..analysis.serving_ops import decode_ops, decode_ops_csv
 
     data = {k: v for k, v in run.result.to_dict().items() if k != "wall_s"}
     atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
     written = [folder / "result.json"]
+    if run.trace is not None and run.program is not None:
+        atomic_write_text(folder / "requests.csv", requests_csv(request_times(spec, run.program, run.trace)))
+        written.append(folder / "requests.csv")
     if run.result.feasible and run.program is not None and run.costs is not None:
-        atomic_write_text(folder / "ops.csv", decode_ops_csv(decode_ops(run.program, run.costs)))
+        atomic_write_text(folder / "ops.csv", decode_ops_csv(decode_ops(spec, run.program, run.costs)))
         written.append(folder / "ops.csv")
     return written
 
@@ -130,7 +135,7 @@ def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
 
     kind = "infer" if _is_serving(run) else "run"
     with command_folder(prepare_dir(folder), kind) as out:
-        written = serving_files(out, run) if kind == "infer" else run_files(out, run)
+        written = serving_files(out, run, loaded.spec) if kind == "infer" else run_files(out, run)
         data = manifest(kind, None, overrides={"python": True}, sources=loaded.sources,
                         **resolved(loaded.spec), files=[p.name for p in written], wall_s=run.result.wall_s)
         data["command"] = "python: wsesim.write_run"

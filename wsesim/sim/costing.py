@@ -7,7 +7,8 @@ key), one table for the training step and serving alike:
 
 * ``constant`` — an op's FLOPs over the PEs at the global ``gemm_efficiency``, its weights fed through
   each PE row (``model.costs``, docs/model.md §4);
-* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §10.5):
+* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §4.1:
+  the weight-streaming GEMM of §10.7):
   the whole wafer, or an expert's region. Serving's kernels (GEMV, GEMM, the collectives) are always
   simulated, since they are what it runs (``kernels.cost.kernel_cost``, the kernel layer's one cached
   front door): serving reads the ``kernel`` entry.
@@ -39,10 +40,10 @@ from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
 from .plan import StepPlan
-from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
+from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
 
-__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving",
-           "with_defaults"]
+__all__ = ["COMPUTE_MODELS", "BatchCosts", "ComputeModel", "Costs", "StageCosts", "cost_program",
+           "cost_serving", "with_defaults"]
 
 
 @dataclass(frozen=True)
@@ -64,14 +65,14 @@ def _kernel_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per
     """An op's GEMMs simulated on the wafer; a copy has no GEMM and keeps the constant model."""
     if not op.matmuls:
         return _constant_wafer(hw, rows, cols, op, bytes_per_value)
-    return kernel_op_cost(hw, rows, cols, op.kind, op.pass_ == Pass.BWD, op.matmuls, op.flops, op.weight_bytes,
-                          bytes_per_value)
+    return kernel_op_cost(hw, rows, cols, op.kind, op.pass_ == Pass.BWD, op.matmuls, op.flops,
+                          op.weight_bytes, bytes_per_value)
 
 
 COMPUTE_MODELS: dict[str, ComputeModel] = {
     "constant": ComputeModel("FLOPs at the global gemm_efficiency (docs/model.md §4)", _constant_wafer,
                              region_expert_costs),
-    "kernel": ComputeModel("each op's GEMMs simulated on its PEs (docs/model.md §10.5)", _kernel_wafer,
+    "kernel": ComputeModel("each op's GEMMs simulated on its PEs (docs/model.md §4.1)", _kernel_wafer,
                            kernel_region_expert_costs),
 }
 """Compute models by name (the ``simulation.compute`` key)."""
@@ -88,6 +89,7 @@ class StageCosts:
     decode_cycles: tuple[float, ...]
     handoff_prefill: float
     handoff_decode: float
+    batches: BatchCosts | None = field(default=None, compare=False)  # under continuous batching
 
     @property
     def prefill_cycles(self) -> float:
@@ -183,17 +185,21 @@ class _Grid:
         sub.rows, sub.cols = region
         return sub
 
-    def cost(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
+    def cost(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         """The kernel's cost on this grid and its launch (``runtime.kernel_launch``: the call that starts
-        it, its descriptors' set-up, the checks between one kernel of the stage's program and the next)."""
-        c, launch = self._kernel(op, dims), self.hw.runtime.kernel_launch_cycles
+        it, its descriptors' set-up, the checks between one kernel of the stage's program and the next).
+        ``batch``: the decode tokens it serves at once (a GEMV of that many vectors, that many times the
+        values of any other kernel: the same hops, ``batch`` times the FMACs and wavelets)."""
+        c, launch = self._kernel(op, dims, batch), self.hw.runtime.kernel_launch_cycles
         return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
                           c.overhead + launch)
 
-    def _kernel(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
+    def _kernel(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         kind, m = op.kind, self.machine
+        if batch > 1 and kind != StageOpKind.GEMV:  # b tokens' values through the same kernel
+            dims = (dims[0] * batch, *dims[1:])
         if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
-            shape = (1, *dims) if kind == StageOpKind.GEMV else dims
+            shape = (batch, *dims) if kind == StageOpKind.GEMV else dims
             c = kernel_cost(self.hw, kind, self.rows, self.cols, dtype=self.dtype,
                             algorithm=self.algorithm[kind], shape=shape)
             if not c.feasible and c.reason not in self.problems:
@@ -233,15 +239,26 @@ def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
     return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
 
 
+def one_request(spec: InferenceExperimentSpec, serve: Serve | ServeBatches) -> Serve:
+    """What a stage's one-request figures are costed for: the run's own ``Serve``, or under continuous
+    batching one request at the spec's lengths (its mapping's; its requests' lengths vary)."""
+    if isinstance(serve, ServeBatches):
+        return Serve(serve.stages, 1, spec.inference.prompt_len, spec.inference.output_len)
+    return serve
+
+
 def decode_context(serve: Serve) -> int:
     """The context a decode step's kernels are costed at (``StageCosts.decode``): the last decode step's,
     prompt plus all output tokens but the last (at least one)."""
     return serve.prompt_len + max(serve.output_len - 1, 1)
 
 
-def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str]) -> StageCosts:
+def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork,
+           problems: list[str]) -> StageCosts:
     grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
     prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
+    batched = isinstance(serve, ServeBatches)
+    serve = one_request(spec, serve)
     longest = decode_context(serve)
     decode = tuple(grid.on(op.region).cost(op, op.at(longest)) for op in work.decode)
     first = work.stage.layers[0]
@@ -254,17 +271,119 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
     fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
     per_token = tuple(fixed + layers * attention_cycles(context)
                       for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
+    batches = None
+    if batched:
+        batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
+                             sum(c.cycles for c in prefill))
     return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
-                      _handoff(spec, grid, work.handoff_decode))
+                      _handoff(spec, grid, work.handoff_decode), batches=batches)
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
     """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model)."""
     stages, problems = [], []
     for op in program.distinct():
-        if isinstance(op, Serve):
+        if isinstance(op, Serve | ServeBatches):
             for work in op.stages:
                 mine: list[str] = []
                 stages.append(_stage(spec, op, work, mine))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))
+
+
+class BatchCosts:
+    """What one stage's iteration-level batches cost (docs/model.md §11.7), each figure computed the
+    first time an executor asks and kept: both executors ask the same object, so they cannot disagree.
+
+    An iteration of b decode tokens at contexts c₁ … c_b costs ``decode(b) + attention(b, max cᵢ)``:
+    the layers' kernels with b vectors (``_Grid.cost``'s ``batch``; an MoE layer's experts each see
+    ⌈b·top_k / experts⌉ of them, the mean load of a batch spread evenly), and the attention kernels
+    with b vectors too, each against its own request's cache: every request's cache is spread over the
+    same grid the same way, so each PE does its share of every request's scores and context and each row
+    reduces them all in one allreduce — the same hops, b times the FMACs and wavelets — at the batch's
+    longest context (for the shorter ones a PE's share is at most that). A piece of a prompt
+    (``prefill``) costs its layers' prefill kernels at its length and context, and the LM head once
+    on the last stage when the piece ends its prompt; ``handoff`` moves an iteration's values to the
+    next stage. At one request, ``decode(1) + attention(c)`` and a whole
+    prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit."""
+
+    def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: _Grid, fixed: float,
+                 attention_cycles: Callable[[int], float], prompt_len: int, whole_prompt: float) -> None:
+        self.spec, self.work, self.grid, self.whole_prompt = spec, work, grid, whole_prompt
+        self.layers = len(work.stage.layers)
+        self.per_expert = (spec.model.top_k, spec.model.experts) if spec.model.experts else (1, 1)
+        self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
+        self._decode: dict[int, float] = {1: fixed}
+        self._attention: dict[int, float] = {}
+        self._batch_attention: dict[tuple[int, int], float] = {}
+        self._prefill: dict[tuple[int, int, bool], float] = {}
+        self._handoff: dict[int, float] = {}
+        self._kernels: dict[tuple, float] = {}
+
+    def decode(self, batch: int) -> float:
+        """Cycles of the stage's kernels, attention aside, on ``batch`` decode tokens at once (the LM
+        head's on the last stage)."""
+        if batch not in self._decode:
+            top_k, experts = self.per_expert
+            self._decode[batch] = sum(
+                self._kernel(op, op.dims, -(-batch * top_k // experts) if op.region else batch)
+                for op in self.work.decode if not op.attention)
+        return self._decode[batch]
+
+    def attention(self, context: int) -> float:
+        """Cycles of one request's attention, every layer of the stage, at ``context`` tokens cached."""
+        c = self._attention.get(context)
+        if c is None:
+            c = self._attention[context] = self.layers * self._attention_cycles(context)
+        return c
+
+    def batch_attention(self, batch: int, context: int) -> float:
+        """Cycles of ``batch`` requests' attention at once, every layer of the stage, at ``context``."""
+        key = (batch, context)
+        c = self._batch_attention.get(key)
+        if c is None:
+            first = self.work.stage.layers[0]
+            c = self._batch_attention[key] = self.layers * sum(
+                self._kernel(op, op.at(context), batch) for op in self.work.decode
+                if op.attention and op.layer == first)
+        return c
+
+    def prefill(self, tokens: int, start: int, ends: bool) -> float:
+        """Cycles of ``tokens`` prompt tokens from token ``start`` on (attending to ``start + tokens``),
+        ``ends``: the piece ends its prompt (the last stage's LM head then runs for its last token)."""
+        key = (tokens, start, ends)
+        if key not in self._prefill:
+            if start == 0 and tokens == self.prompt_len and ends:  # the whole prompt of §11.4
+                c = self.whole_prompt
+            else:
+                c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, start + tokens))
+                if ends:
+                    c += sum(self._kernel(op, op.dims, 1) for op in self.work.lm_head)
+            self._prefill[key] = c
+        return self._prefill[key]
+
+    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
+        """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
+        request's: its context), and prompt pieces (tokens, start, ends its prompt)."""
+        cycles = 0.0
+        if decodes:
+            cycles = self.decode(decodes)
+            cycles += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
+        for tokens, start, ends in pieces:
+            cycles += self.prefill(tokens, start, ends)
+        return cycles
+
+    def handoff(self, values: int) -> float:
+        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
+        if values not in self._handoff:
+            h = self.work.handoff_decode
+            self._handoff[values] = _handoff(self.spec, self.grid, Handoff(h.source, h.target, values)) \
+                if values else 0.0
+        return self._handoff[values]
+
+    def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:
+        key = (op.kind, dims, op.region, batch)
+        c = self._kernels.get(key)
+        if c is None:
+            c = self._kernels[key] = self.grid.on(op.region).cost(op, dims, batch).cycles
+        return c
