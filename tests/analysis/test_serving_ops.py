@@ -25,11 +25,13 @@ TINY = {"inference.prompt_len": 16, "inference.output_len": 4, "hardware.pe.sram
 @pytest.fixture(scope="module")
 def served():  # type: ignore[no-untyped-def]
     """tiny-moe's 2 layers on 2 stages of 2×2 PEs of tiny8: 16-token prompts, 4 tokens out."""
-    return run_inference(load_inference(hardware="tiny8", model="tiny-moe", overrides=TINY).spec)
+    spec = load_inference(hardware="tiny8", model="tiny-moe", overrides=TINY).spec
+    return spec, run_inference(spec)
 
 
 def test_every_stage_adds_up_to_its_decode_step(served) -> None:  # type: ignore[no-untyped-def]
-    rows = decode_ops(served.program, served.costs)
+    spec, served = served
+    rows = decode_ops(spec, served.program, served.costs)
     assert {r["stage"] for r in rows} == {0, 1}
     for stage, cost in enumerate(served.costs.stages):
         mine = [r for r in rows if r["stage"] == stage]
@@ -47,7 +49,8 @@ def test_every_stage_adds_up_to_its_decode_step(served) -> None:  # type: ignore
 
 
 def test_the_csv_has_its_columns_and_the_plan_every_stage(served) -> None:  # type: ignore[no-untyped-def]
-    text = decode_ops_csv(decode_ops(served.program, served.costs))
+    spec, served = served
+    text = decode_ops_csv(decode_ops(spec, served.program, served.costs))
     lines = text.splitlines()
     assert lines[0] == ",".join(DECODE_OPS_COLUMNS)
     rows = [dict(zip(DECODE_OPS_COLUMNS, line.split(","), strict=True)) for line in lines[1:]]
@@ -56,3 +59,15 @@ def test_the_csv_has_its_columns_and_the_plan_every_stage(served) -> None:  # ty
     total = sum(float(r["cycles"]) for r in rows if r["op"] != "handoff" and r["stage"] == "0")
     assert math.isclose(sum(plan["stages"][0][p] for p in PARTS), total, rel_tol=1e-9)
     assert plan["layer"]["layer"] == "0" and plan["layer"]["ops"]
+
+
+def test_under_continuous_batching_it_is_one_requests_step_at_the_specs_lengths() -> None:
+    """Twenty Poisson requests batched: the decode kernels are costed for one request of 16 + 4 tokens,
+    so the table is the same as a lone request's (its context 19)."""
+    load = {**TINY, "inference.arrival": "poisson", "inference.rate": 1000, "inference.requests": 20,
+            "inference.batching": "continuous"}
+    spec = load_inference(hardware="tiny8", model="tiny-moe", overrides=load).spec
+    batched = run_inference(spec)
+    alone_spec = load_inference(hardware="tiny8", model="tiny-moe", overrides=TINY).spec
+    alone = run_inference(alone_spec)
+    assert decode_ops(spec, batched.program, batched.costs) == decode_ops(alone_spec, alone.program, alone.costs)
