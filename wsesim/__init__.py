@@ -8,6 +8,12 @@ The public API, for use from Python (the ``wsesim`` command wraps the same funct
     print(run_experiment(loaded.spec).throughput_tokens_per_s, tune(loaded).best.tiles)
     frame = results_frame(run_sweep(load_sweep("workloads/qwen3-30b-a3b/bta-paper.yaml")))  # needs pandas
 
+Serving and kernels the same way, and a run's folder or trace written as the commands write them::
+
+    served = wsesim.infer(overrides={"inference.batch": 4})  # a ServeRun; served.result.ttft_s, ...
+    wsesim.write_run(served, "out/serve", wsesim.load_inference(overrides={"inference.batch": 4}))
+    print(wsesim.kernel("gemv", "420x420", shape="1x16384x16384").cycles)
+
 An error in ``overrides`` names the key (``overrides: model.top_k: ...``), not the command line's ``--set``.
 
 The names below are imported on first use, so that ``import wsesim.sim.engine`` loads only the layers the
@@ -20,13 +26,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from .config.version import __version__ as __version__  # the one place it is written
 
 _EXPORTS = {
     "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",
     "load_experiment": "experiments.api", "load_experiment_data": "experiments.api",
     "load_hardware": "experiments.api", "load_model": "experiments.api", "results_frame": "experiments.api",
-    "validate_file": "experiments.api",
+    "validate_file": "experiments.api", "load_inference": "experiments.api", "infer": "experiments.api",
+    "kernel": "experiments.api", "write_run": "output.run_folder", "write_trace": "output.run_folder",
     "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory",
     "max_tiles": "model.memory", "training_memory": "model.memory",
     "RunResult": "analysis.results",

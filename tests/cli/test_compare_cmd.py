@@ -83,7 +83,7 @@ def test_a_run_against_a_sweep_is_refused(runs: Path, tmp_path: Path, capsys: py
     (tmp_path / "results.csv").write_text("point,status\n0,ok\n")
     capsys.readouterr()
     assert cli.main(["compare", str(runs / "a"), str(tmp_path / "results.csv")]) == 2
-    assert "expected two runs or two sweeps" in capsys.readouterr().err
+    assert "expected two of one kind (two training runs, two serving runs, two sweeps" in capsys.readouterr().err
 
 
 def test_two_cluster_sweeps_lead_with_cluster_throughput(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

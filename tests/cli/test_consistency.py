@@ -115,7 +115,10 @@ def test_validate_json_prints_nothing_when_a_file_is_bad(capsys: pytest.CaptureF
 def test_hardware_list_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _main(capsys, "hardware", "list", "--json")
     assert (code, err) == (0, "")
-    assert json.loads(out) == sorted(p.stem for p in (REPO / "hardware").glob("*.yaml"))
+    listed = json.loads(out)
+    assert [h["name"] for h in listed["hardware"]] == sorted(p.stem for p in (REPO / "hardware").glob("*.yaml"))
+    assert [i["name"] for i in listed["interconnects"]] == ["swarmx"]
+    assert all(p["description"] for p in [*listed["hardware"], *listed["interconnects"]])
 
 
 # ----------------------------------------------------------------------------- the same --set key paths

@@ -249,7 +249,9 @@ def test_validate_stops_at_the_first_bad_file(capsys: pytest.CaptureFixture[str]
 def test_hardware_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _main(capsys, "hardware", "list")
     assert (code, err) == (0, "")
-    assert out.split() == sorted(p.stem for p in (REPO / "hardware").glob("*.yaml"))
+    names = [line.split()[0] for line in out.split("\n\n")[0].splitlines()[2:]]
+    assert names == sorted(p.stem for p in (REPO / "hardware").glob("*.yaml"))
+    assert "Cerebras WSE-2 (CS-2)" in out and "swarmx" in out  # descriptions, and the interconnects
 
 
 def test_hardware_show_with_override(capsys: pytest.CaptureFixture[str]) -> None:

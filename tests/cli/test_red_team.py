@@ -307,6 +307,47 @@ CASES += [
 ]
 
 
+TINY_SERVE = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+              "--set", "inference.output_len=4"]
+
+
+def _mistral(folder: Path) -> str:
+    """A Mistral config.json (LLaMA 3 8B's shape, Mistral's 4,096-token sliding window)."""
+    import json
+
+    hf = json.loads((Path(__file__).parents[1] / "data" / "hf" / "llama3-8b.json").read_text())
+    return str(_write(folder, "mistral.json", json.dumps({**hf, "model_type": "mistral", "sliding_window": 4096})))
+
+
+CASES += [
+    # issue 29: serving and kernels on the second day. An error blames the flag that gave the value
+    Case("infer-set-model-unknown", lambda f: [*TINY_SERVE, "--set", "model=nope"],
+         r"--set: model: expected a model preset \(.*\) or a path, got 'nope'"),
+    Case("infer-set-hardware-missing-file", lambda f: [*TINY_SERVE, "--set", "hardware=./nope.yaml"],
+         r"--set: hardware: no such file '.*/nope\.yaml'"),
+    Case("infer-vary-hardware-unknown", lambda f: [*TINY_SERVE, "--vary", "hardware=tiny8,nope"],
+         r"--vary: point 1 \{hardware=nope\}: hardware: expected a hardware preset .*got 'nope'"),
+    Case("sweep-set-hardware-unknown", lambda f: ["sweep", str(_sweep(f, grid={"training.seed": [1, 2]})),
+                                                  "--set", "hardware=nope"],
+         r"--set: hardware: expected a hardware preset \(.*\) or a path, got 'nope'"),
+    Case("infer-objective-without-search", lambda f: [*TINY_SERVE, "--objective", "ttft"],
+         r"--objective: expected --objective only with --search .*"),
+    Case("kernel-out-a-file", lambda f: ["kernel", "allreduce", "--grid", "4x4", "--out",
+                                         str(_write(f, "k", "x"))],
+         r".*/k: expected a folder.*"),
+    Case("fabric-out-a-file", lambda f: ["fabric", "tiny8", "--pattern", "hotspot", "--out",
+                                         str(_write(f, "x", "x"))],
+         r".*/x: expected a folder.*"),
+    Case("plot-an-empty-folder", lambda f: ["plot", str(f)],
+         r".*: expected a sweep's folder \(results\.csv\) or a serving run's \(ops\.csv and result\.json .*"),
+    Case("mistral-window-exceeded", lambda f: ["run", "--model", _mistral(f), "--set", "training.seq_len=8192"],
+         r".*: training\.seq_len: expected at most model\.sliding_window \(4,096 tokens\), got 8,192: .*"),
+    Case("mistral-window-exceeded-serving", lambda f: ["infer", "--model", _mistral(f),
+                                                       "--set", "inference.prompt_len=4096"],
+         r".*: inference\.prompt_len \+ output_len - 1: expected at most model\.sliding_window .*"),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_input_is_one_line_and_exit_2(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:

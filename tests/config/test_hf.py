@@ -66,7 +66,7 @@ def _write(tmp_path: Path, name: str, **changes: Any) -> Path:
     ("qwen3-30b-a3b", {"use_sliding_window": True}, "use_sliding_window", "expected false"),
     ("qwen3-30b-a3b", {"decoder_sparse_step": 2}, "decoder_sparse_step", "expected 1"),
     ("qwen3-30b-a3b", {"mlp_only_layers": [3, 7]}, "mlp_only_layers", "the first layers"),
-    ("mixtral-8x7b", {"sliding_window": 4096}, "sliding_window", "expected null"),
+    ("mixtral-8x7b", {"sliding_window": "4096"}, "sliding_window", "expected an integer"),
     ("deepseek-v3", {"moe_layer_freq": 2}, "moe_layer_freq", "expected 1"),
     ("llama3-8b", {"hidden_act": "relu"}, "hidden_act", "expected one of silu, swish"),
     ("llama3-8b", {"torch_dtype": "float8"}, "torch_dtype", "expected one of bfloat16"),
@@ -109,3 +109,27 @@ def test_serving_takes_a_config_json_too() -> None:
     with pytest.raises(ConfigError) as e:
         load_inference(model="nope")
     assert e.value.source == "--model"
+
+
+def test_a_sliding_window_is_the_models_and_refused_only_where_it_matters(tmp_path: Path) -> None:
+    """Issue 29 (low): Mistral-7B's ``sliding_window: 4096`` (its config, with no ``use_sliding_window``) is
+    read as the model's window. Attention over the whole sequence is the window's own up to 4,096 tokens,
+    so a 4,096-token training sequence and a 4,000 + 97-token request (each token attends over the 4,096
+    before it, itself included) run; one token more is refused, naming the key and the window."""
+    from wsesim.config.inference import load_inference
+
+    mistral = {**json.loads((HF / "llama3-8b.json").read_text()), "model_type": "mistral",
+               "sliding_window": 4096, "max_position_embeddings": 32768}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(mistral))
+    assert load_model(path).sliding_window == 4096 and load_model(path).context_len == 32768
+    assert load_experiment(model=str(path), overrides={"training.seq_len": 4096}).spec.model.sliding_window == 4096
+    with pytest.raises(ConfigError) as e:
+        load_experiment(model=str(path), overrides={"training.seq_len": 4097})
+    assert e.value.message.startswith("training.seq_len: expected at most model.sliding_window (4,096 tokens), "
+                                      "got 4,097: ")
+    ok = {"inference.prompt_len": 4000, "inference.output_len": 97}
+    assert load_inference(model=str(path), overrides=ok).spec.inference.prompt_len == 4000
+    with pytest.raises(ConfigError, match=r"inference.prompt_len \+ output_len - 1: expected at most "
+                                          r"model.sliding_window \(4,096 tokens\), got 4,097"):
+        load_inference(model=str(path), overrides={**ok, "inference.output_len": 98})

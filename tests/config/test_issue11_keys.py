@@ -29,8 +29,9 @@ def test_dense_presets_load_with_their_published_shapes() -> None:
     assert (llama.experts, llama.dense_layer_count, llama.ffn_intermediate, llama.ffn_activation) == (0, 32, 11008, "swiglu")
     assert (gptj.parallel_block, gptj.ffn_activation, gptj.heads, gptj.head_dim) == (True, "gelu", 16, 256)
     assert (gpt3.tie_word_embeddings, gpt3.layers, gpt3.hidden_size) == (True, 24, 2048)
-    assert load_model("llama2-7b").model_dump(exclude={"name", "description"}) == llama.model_dump(
-        exclude={"name", "description"})  # the same shape; only the context (seq_len) differs
+    assert load_model("llama2-7b").model_dump(exclude={"name", "description", "context_len"}) == llama.model_dump(
+        exclude={"name", "description", "context_len"})  # the same shape; only the context differs
+    assert (load_model("llama2-7b").context_len, llama.context_len) == (4096, 2048)
 
 
 def test_a_mixed_model_has_its_first_layers_dense() -> None:

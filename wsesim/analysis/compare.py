@@ -3,10 +3,13 @@ ratio (B / A). Pure functions over data already read (the CLI, ``wsesim compare`
 
 * configuration: the manifests' resolved ``hardware``, ``model`` and ``experiment`` as dotted keys
   (``hardware.pe.sram_bytes``), only those that differ (a key one side lacks is ``None`` there);
-* a run: every numeric field of the two results (``phases`` as ``phase_<name>_cycles``; booleans and the
-  host's wall-clock seconds are no metrics), and the text fields that differ (``hardware``, ``routing``…);
-* two sweeps: rows matched by the swept columns both CSVs have (``set:KEY``, and ``tuned``), or by
-  position when they share none; per matched row the numeric columns, each with its ratio; rows only one
+* a run: every numeric field of the two results (``phases`` as ``phase_<name>_cycles``; a serving run's
+  ``decode_breakdown`` as ``decode_<part>_cycles``, ``prefill_breakdown`` as ``prefill_<part>_cycles``, its
+  ops as ``decode_op_<op>_cycles``; booleans and the host's wall-clock seconds are no metrics), and the
+  text fields that differ (``hardware``, ``routing``, a serving run's ``layers_per_stage`` as ``11+11+10``…);
+* two sweeps (or two of tune's ``candidates.csv``): rows matched by the swept columns both CSVs have
+  (``set:KEY``, and ``tuned``) — candidates, which have none, by their (G, B, micro-batches, systems) — or
+  by position when they share none; per matched row the numeric columns, each with its ratio; rows only one
   side has are listed by their key, and so are swept columns only one side has (not matched on).
 
 A ratio is ``None`` where it has no meaning (a side empty or not a number, A zero).
@@ -64,11 +67,25 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return b / a
 
 
+_CYCLE_MAPS = {"phases": "phase_{}_cycles", "decode_breakdown": "decode_{}_cycles",
+               "prefill_breakdown": "prefill_{}_cycles", "decode_by_op": "decode_op_{}_cycles"}
+"""A result's mappings of cycles, each flattened to one field per entry (a training run's ``phases``, a
+serving run's decode and prefill by part and by op)."""
+
+
 def result_fields(result: dict[str, Any]) -> dict[str, Any]:
-    """A result's fields with ``phases`` flattened to ``phase_<name>_cycles``."""
-    out = {k: v for k, v in result.items() if k != "phases"}
-    for name, cycles in (result.get("phases") or {}).items():
-        out[f"phase_{name}_cycles"] = cycles
+    """A result's fields with its mappings of cycles flattened (``_CYCLE_MAPS``) and a list of numbers as
+    text (``layers_per_stage``: ``11+11+10``); other nested values (a serving run's stages and one layer's
+    ops, its warnings) are left out: what they add up to is already a field."""
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        if key in _CYCLE_MAPS:
+            out.update({_CYCLE_MAPS[key].format(name): cycles for name, cycles in (value or {}).items()})
+        elif isinstance(value, list):
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+                out[key] = "+".join(str(v) for v in value)
+        elif not isinstance(value, dict):
+            out[key] = value
     return out
 
 
@@ -100,17 +117,53 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any], manifest_a: dict[str, Any
             "metrics": metric_rows(fa, fb)}
 
 
+CANDIDATE_KEYS = ("tiles", "micro_batches", "systems")
+"""What a row of tune's candidates is matched by (its ``candidates.csv`` has no swept columns): each side's
+best candidate at each G (``best_per_tiles``), whatever B it took, is compared with the other's."""
+
+
+def best_per_tiles(columns: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tune's candidates reduced to one row per ``CANDIDATE_KEYS`` value: the feasible one with the highest
+    throughput (the first when none is feasible), in the order the G first came."""
+    keys = [c for c in CANDIDATE_KEYS if c in columns]
+    best: dict[tuple[str, ...], dict[str, Any]] = {}
+    for row in rows:
+        k = tuple(str(row.get(c, "")) for c in keys)
+        mine = (str(row.get("feasible")) == "True", number(row.get("throughput_tokens_per_s")) or 0.0)
+        held = best.get(k)
+        if held is None or mine > (str(held.get("feasible")) == "True",
+                                   number(held.get("throughput_tokens_per_s")) or 0.0):
+            best[k] = row
+    return list(best.values())
+
+
+def _status(row: dict[str, Any]) -> str:
+    """A row's status: a sweep's ``status``, a candidate's from ``feasible`` (ok or infeasible)."""
+    return str(row.get("status") or {"True": "ok", "False": "infeasible"}.get(str(row.get("feasible")), ""))
+
+
+def is_candidates(columns: list[str]) -> bool:
+    """Whether a table is tune's ``candidates.csv`` (every (G, B) tried, the best marked)."""
+    return {"best", "tiles", "batch_per_tile"} <= set(columns)
+
+
 def sweep_match_keys(columns_a: list[str], columns_b: list[str]) -> list[str]:
-    """The columns that identify a point in both sweeps: the ``set:`` columns they share, and ``tuned``."""
+    """The columns that identify a point in both sweeps: the ``set:`` columns they share, and ``tuned``;
+    for two tables of tune's candidates, the ``CANDIDATE_KEYS`` both have."""
     shared = [c for c in columns_a if c in columns_b and c.startswith("set:")]
+    if not shared and is_candidates(columns_a) and is_candidates(columns_b):
+        return [c for c in CANDIDATE_KEYS if c in columns_a and c in columns_b]
     return [*shared, "tuned"] if shared and "tuned" in columns_a and "tuned" in columns_b else shared
 
 
 def compare_sweeps(columns_a: list[str], rows_a: list[dict[str, Any]], columns_b: list[str],
                    rows_b: list[dict[str, Any]], manifest_a: dict[str, Any] | None = None,
                    manifest_b: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Two sweeps' results.csv rows, matched by ``sweep_match_keys`` (by position when there are none)."""
+    """Two sweeps' results.csv rows, matched by ``sweep_match_keys`` (by position when there are none); two
+    tables of tune's candidates, each side's best per G (``best_per_tiles``)."""
     keys = sweep_match_keys(columns_a, columns_b)
+    if is_candidates(columns_a) and is_candidates(columns_b):
+        rows_a, rows_b = best_per_tiles(columns_a, rows_a), best_per_tiles(columns_b, rows_b)
 
     def key(row: dict[str, Any], i: int) -> tuple[str, ...]:
         return tuple(str(row.get(k, "")) for k in keys) if keys else (str(i),)
@@ -127,7 +180,7 @@ def compare_sweeps(columns_a: list[str], rows_a: list[dict[str, Any]], columns_b
             continue
         seen.add(k)
         matched.append({"key": dict(zip(keys or ["row"], k, strict=True)),
-                        "status": [row.get("status"), other.get("status")],
+                        "status": [_status(row), _status(other)],
                         "metrics": metric_rows(row, other)})
     only_b = [dict(zip(keys or ["row"], k, strict=True)) for k in by_b if k not in seen]
     swept_a, swept_b = ([c for c in cols if c.startswith("set:")] for cols in (columns_a, columns_b))

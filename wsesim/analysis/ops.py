@@ -82,18 +82,25 @@ def _order(row: dict[str, Any]) -> tuple[Any, ...]:
 
 def ops_csv(rows: list[dict[str, Any]]) -> str:
     """The rows as CSV text (header ``OPS_COLUMNS``; an empty cell where a value does not apply)."""
+    return table_csv(rows, OPS_COLUMNS)
+
+
+def table_csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """Rows as CSV text under the header ``columns`` (an empty cell for ``None``, a whole float as an
+    integer): the one writer of ``ops.csv``, a training step's or a serving run's decode step."""
     import csv
     import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(OPS_COLUMNS)
+    writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if row[c] is None else _cell(row[c]) for c in OPS_COLUMNS])
+        writer.writerow(["" if row[c] is None else csv_cell(row[c]) for c in columns])
     return buf.getvalue()
 
 
-def _cell(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: a whole float as an integer (``3.0`` -> ``3``), anything else as it is."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value

@@ -7,7 +7,10 @@ makes the series: one per combination of their values, so no series is merged wi
 are the key's values in order — numbers ascending, grids by their PEs, anything else (``shift``,
 ``concat``, a preset's name) in the order the sweep ran them — each at its own position on the axis. A
 row that was served is a point at its figure; an infeasible or failed one is a point with ``y`` None
-(drawn as a cross, labelled), never left out. A title says only what is constant over the rows.
+(drawn as a cross, labelled), never left out. A title says only what is constant over the rows. Each
+served point carries the mapping it was served on (``mapping``: stages × the grid of PEs per stage, and
+the wafers, "9 × 250², 1 wafer"): the title's when every row shares one, else written beside each point, so
+that a change of mapping (``grid: auto`` choosing another for a larger batch) is seen where it happens.
 
 When the sweep varies ``inference.rate`` (a load, docs/model.md §11.7) there is one figure more,
 ``throughput_vs_latency``: tokens/s per system against tokens/s per user (1 / TPOT), one point per load,
@@ -63,6 +66,7 @@ class ServingPlan:
     constant: dict[str, str]
     series_keys: list[str]  # the other varying keys, one series per combination
     panels: list[ServingPanel]
+    mapping: str = ""  # the one mapping every served row shares ("" when they differ: each point says it)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,6 +155,18 @@ def value(row: dict[str, str], key: str) -> str:
     return row.get(f"set:{key}") or row.get(f"base:{key}") or result or BASE
 
 
+def mapping_text(row: dict[str, str]) -> str:
+    """A served row's mapping in a few characters: stages × grid of PEs per stage (a square as its side),
+    and the wafers: ``9 × 250², 1 wafer``; "" for a row not served."""
+    if row.get("status") != "ok" or not row.get("grid"):
+        return ""
+    grid = row["grid"]
+    if (m := _GRID.match(grid)) and m.group(1) == m.group(2):
+        grid = f"{m.group(1)}²"
+    systems = row.get("systems", "")
+    return f"{row.get('stages', '')} × {grid}, {systems} wafer{'' if systems == '1' else 's'}"
+
+
 def _order(text: str) -> tuple[int, float]:
     """A value's place on its axis: numbers (quantities too: ``1 MiB``) first by size, then grids by their
     PEs, then the rest (in the order they came)."""
@@ -198,6 +214,8 @@ def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingP
     rows = with_base_values(header, rows)
     varying = [k for k in keys if len(_values(rows, k)) > 1]
     constant = _constant(rows, varying)
+    mappings = {mapping_text(r) for r in rows} - {""}
+    mapping = mappings.pop() if len(mappings) == 1 else ""
     plans = []
     for x in varying or keys[:1]:
         others = [k for k in varying if k != x]
@@ -219,11 +237,12 @@ def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingP
                 point = row.get("point", "")
                 s.points.append({"x": value(row, x), "x_index": x_values.index(value(row, x)),
                                  "y": float(row[metric]) if ok else None, "status": row.get("status", ""),
-                                 "reason": "" if ok else row.get("reason", ""),
+                                 "reason": "" if ok else row.get("reason", ""), "mapping": mapping_text(row),
                                  "point": int(point) if str(point).isdigit() else point, "row": row})
             for s in series:
                 s.points.sort(key=lambda p: p["x_index"])
             panels.append(ServingPanel(metric, y_label, scale, series))
         stem = "serving_vs_" + (re.sub(r"[^A-Za-z0-9._=+-]+", "_", short(x)).strip("_") or "_")
-        plans.append(ServingPlan(stem, x, _label(x), x_values, _title(x, constant), constant, others, panels))
+        title = _title(x, constant) + (f", mapping {mapping}" if mapping else "")
+        plans.append(ServingPlan(stem, x, _label(x), x_values, title, constant, others, panels, mapping))
     return plans

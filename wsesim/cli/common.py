@@ -103,12 +103,16 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str], left: Sequence[int] = (0,)) -> str:
+    """Columns two spaces apart under a header and a rule; the ``left`` columns (text) aligned left, the
+    others (numbers) right."""
     cells = [[str(c) for c in header], *[[str(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+    lines = ["  ".join(c.ljust(w) if i in left else c.rjust(w)
                        for i, (c, w) in enumerate(zip(r, widths, strict=True)))
              for r in cells]
+    if len(header) - 1 in left:  # no padding after text that ends a line
+        lines = [line.rstrip() for line in lines]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -135,8 +139,30 @@ def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIM
 def load_from_args(args: argparse.Namespace) -> Any:
     from ..config.loader import load_experiment
 
-    return load_experiment(args.experiment, hardware=args.hardware, model=args.model,
-                           overrides=parse_overrides(args.set))
+    loaded = load_experiment(args.experiment, hardware=args.hardware, model=args.model,
+                             overrides=parse_overrides(args.set))
+    warn_beyond_context(loaded.spec)
+    return loaded
+
+
+deferred: list[str] = []
+"""Warnings of the command running, written to stderr by ``main`` after its output and only when it
+finished (a refusal after a warning stays the one line it must be)."""
+
+
+def warn_beyond_context(spec: Any) -> None:
+    """A training sequence (``training.seq_len``) or a request (prompt and output) longer than the model's
+    ``context_len``: simulated as asked, with one warning line on stderr once the command has printed its
+    result (``deferred``; ``config.specs.beyond_context``)."""
+    from ..config.specs import beyond_context
+
+    if hasattr(spec, "inference"):
+        text = beyond_context(spec.model, spec.inference.prompt_len + spec.inference.output_len - 1,
+                              "a request's prompt and output (inference.prompt_len + output_len - 1)")
+    else:
+        text = beyond_context(spec.model, spec.training.seq_len, "training.seq_len")
+    if text and text not in deferred:
+        deferred.append(text)
 
 
 def check_output_folder(folder: str) -> None:

@@ -1,9 +1,12 @@
 """``wsesim compare A B``: two runs or two sweeps side by side (wsesim.analysis.compare).
 
-A and B are each a run's ``result.json`` (from ``run --out``), a file of ``run --json`` output, a run's
-output folder (``result.json`` + ``manifest.json``), a sweep's ``results.csv`` or a sweep's folder
-(``results.csv`` + ``manifest.json``). A file's folder's ``manifest.json`` is read when it is of the same
-kind (run or sweep): it gives the resolved configuration whose differences are listed.
+A and B are each a run's ``result.json`` (from ``run --out``, or a serving run's from ``infer --out``), a
+file of ``run --json`` or ``infer --json`` output, a run's output folder (``result.json`` +
+``manifest.json``), a sweep's ``results.csv`` or a sweep's folder (``results.csv`` + ``manifest.json``:
+training, or serving from ``infer --vary --out``), or tune's ``candidates.csv`` or its folder. A file's
+folder's ``manifest.json`` is read when it is of the same kind: it gives the resolved configuration whose
+differences are listed. Both sides must be of one kind (two training runs, two serving runs, two sweeps,
+two candidate tables).
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ from typing import Any
 from .common import EXIT_OK, add_json_argument, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
+SERVING_HEADLINE = ("tokens_per_s_per_request", "tokens_per_s", "ttft_s")
+"""A serving sweep's columns in the table: tokens/s per request with both sides, the others' ratios."""
+_KINDS = {"run": "a training run", "served": "a serving run", "sweep": "a sweep",
+          "candidates": "tune's candidates"}
 
 
 def _fail(message: str, source: str) -> Any:
@@ -34,38 +41,42 @@ def _manifest(folder: Path, kind: str) -> dict[str, Any] | None:
 
 
 def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
-    """("run", result dict, manifest) or ("sweep", (columns, rows), manifest) from a path as typed."""
+    """(kind, data, manifest) from a path as typed: ("run" or "served", a result dict, its manifest), or
+    ("sweep" or "candidates", (columns, rows), its manifest)."""
     path = Path(text)
     if path.is_dir():
-        if (path / "results.csv").is_file():
-            path = path / "results.csv"
-        elif (path / "result.json").is_file():
-            path = path / "result.json"
-        else:
-            raise _fail("expected a run's folder (result.json) or a sweep's (results.csv), found neither",
-                        text)
+        found = [path / n for n in ("results.csv", "result.json", "candidates.csv") if (path / n).is_file()]
+        if not found:
+            raise _fail("expected a run's folder (result.json), a sweep's (results.csv) or tune's "
+                        "(candidates.csv), found none of them", text)
+        path = found[0]
     elif not path.is_file():
         raise _fail("no such file or folder", text)
     if path.suffix == ".csv":
+        from ..analysis.compare import is_candidates
         from ..experiments.table import read_results_table
 
         try:
             columns, rows = read_results_table(path)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise _fail(f"expected a sweep's results.csv, got an unreadable file ({e})", str(path)) from None
+        if is_candidates(columns):  # tune --out's candidates.csv
+            return "candidates", (columns, rows), _manifest(path.parent, "tune")
         if "status" not in columns:
-            raise _fail("expected a sweep's results.csv (a status column), got the columns "
-                        f"{', '.join(columns[:6])}", str(path))
+            raise _fail("expected a sweep's results.csv (a status column) or tune's candidates.csv (best, "
+                        f"tiles, batch_per_tile), got the columns {', '.join(columns[:6])}", str(path))
         return "sweep", (columns, rows), _manifest(path.parent, "sweep")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise _fail(f"expected a run's result.json or a results.csv, got a file that is not JSON ({e})",
                     str(path)) from None
+    if isinstance(data, dict) and "feasible" in data and "tokens_per_s_per_request" in data:
+        return "served", data, _manifest(path.parent, "infer")
     if not isinstance(data, dict) or "feasible" not in data or "throughput_tokens_per_s" not in data:
         got = f"a JSON {type(data).__name__}" + (f" with keys {', '.join(list(data)[:5])}"
                                                  if isinstance(data, dict) else "")
-        raise _fail(f"expected a run's result (wsesim run --out or --json), got {got}", str(path))
+        raise _fail(f"expected a run's result (wsesim run or infer, --out or --json), got {got}", str(path))
     return "run", data, _manifest(path.parent, "run")
 
 
@@ -108,6 +119,8 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
         if data[f"swept_only_in_{side}"]:
             out.append(f"swept only in {side.upper()} (not matched on): "
                        + ", ".join(c.removeprefix("set:") for c in data[f"swept_only_in_{side}"]))
+    if data.get("serving"):
+        return "\n".join([*out, *_serving_rows(data)])
     # a cluster's throughput is the cluster's: the headline is it wherever a row ran on more than one system
     cluster = any((m["a"] or 0) > 1 or (m["b"] or 0) > 1 for row in data["rows"] for m in row["metrics"]
                   if m["metric"] == "systems")
@@ -126,15 +139,37 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
     header = [k.removeprefix("set:") for k in keys] + ["status A/B", f"{what} A", f"{what} B", "B/A",
                                                        "step time B/A", "MFU B/A"]
     out.append(format_table(rows, header) if rows else "no rows match (see only in A / only in B)")
-    for side in ("a", "b"):
-        missing = data[f"only_in_{side}"]
-        if missing:
-            out.append(f"only in {side.upper()}: "
-                       + "; ".join(", ".join(f"{k.removeprefix('set:')}={v}" for k, v in r.items())
-                                   for r in missing))
+    out += _only_in(data)
     out.append("(--json has every metric of every row"
                + (", each system's throughput too)" if cluster else ")"))
     return "\n".join(out)
+
+
+def _serving_rows(data: dict[str, Any]) -> list[str]:
+    """Two serving sweeps' matched rows: tokens/s per request on both sides, then the ratios of tokens/s
+    in all and of the time to first token."""
+    keys, rows = data["match_by"], []
+    for row in data["rows"]:
+        by = {m["metric"]: m for m in row["metrics"]}
+        none = {"a": None, "b": None, "ratio": None}
+        first = by.get(SERVING_HEADLINE[0], none)
+        rows.append([*(str(row["key"][k]) for k in keys), "/".join(str(s) for s in row["status"]),
+                     _num(first["a"]), _num(first["b"]), _ratio(first["ratio"]),
+                     *(_ratio(by.get(m, none)["ratio"]) for m in SERVING_HEADLINE[1:])])
+    header = [k.removeprefix("set:") for k in keys] + ["status A/B", "tokens/s per request A",
+                                                       "tokens/s per request B", "B/A", "tokens/s B/A",
+                                                       "TTFT B/A"]
+    out = [format_table(rows, header) if rows else "no rows match (see only in A / only in B)"]
+    return [*out, *_only_in(data), "(--json has every metric of every row)"]
+
+
+def _only_in(data: dict[str, Any]) -> list[str]:
+    """The rows only one side has, by their keys."""
+    def shown(row: dict[str, Any]) -> str:
+        return ", ".join(f"{k.removeprefix('set:')}={v}" for k, v in row.items())
+
+    return [f"only in {side.upper()}: " + "; ".join(shown(r) for r in data[f"only_in_{side}"])
+            for side in ("a", "b") if data[f"only_in_{side}"]]
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -143,11 +178,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     kind_a, a, manifest_a = read_side(args.a)
     kind_b, b, manifest_b = read_side(args.b)
     if kind_a != kind_b:
-        raise _fail(f"expected two runs or two sweeps, got a {kind_a} ({args.a}) and a {kind_b}", args.b)
-    if kind_a == "run":
+        raise _fail(f"expected two of one kind (two training runs, two serving runs, two sweeps or two of "
+                    f"tune's candidates), got {_KINDS[kind_a]} ({args.a}) and {_KINDS[kind_b]}", args.b)
+    if kind_a in ("run", "served"):
         data = compare_runs(a, b, manifest_a, manifest_b)
     else:
         data = compare_sweeps(a[0], a[1], b[0], b[1], manifest_a, manifest_b)
+        data["serving"] = SERVING_HEADLINE[0] in a[0] and SERVING_HEADLINE[0] in b[0]
     if args.json:
         print_json({"a": args.a, "b": args.b, **data})
     else:
@@ -158,8 +195,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("compare", help="two runs or two sweeps side by side: configuration differences and "
                                        "each metric with its ratio B/A")
-    p.add_argument("a", metavar="A", help="a run's result.json or folder, a run --json file, or a sweep's "
-                                          "results.csv or folder")
+    p.add_argument("a", metavar="A", help="a run's result.json or folder (run or infer), a run --json or "
+                                          "infer --json file, a sweep's results.csv or folder (sweep or "
+                                          "infer --vary), or tune's candidates.csv or folder")
     p.add_argument("b", metavar="B", help="the same kind as A")
     add_json_argument(p, 'print {"config": [...], "metrics": [...]} (two sweeps: "rows", each with its '
                          'metrics)')

@@ -106,6 +106,10 @@ _OPTIONS = {"granularity", "mesh", "hops", "wavelets", "experts", "placement", "
 def _cmd_fabric(args: argparse.Namespace) -> int:
     from ..config.loader import load_hardware
 
+    if args.out:
+        from .common import check_output_folder
+
+        check_output_folder(args.out)
     hw = load_hardware(args.hardware, parse_overrides(args.set))
     try:
         mesh, result = _simulate(args, hw)
@@ -119,14 +123,43 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
 
         plot_link_load(mesh, result, args.png,
                        f"{hw.name} {args.pattern} ({args.mode}): {result.cycles:,.0f} cycles")
+    written = [args.png] if args.png else []
+    if args.out:
+        written += _write_out(args, hw, out)
     if args.json:
         print_json(out)
     else:
         print(_human(out))
-        if args.png:
-            print(f"wrote {args.png}")
+        for path in written:
+            print(f"wrote {path}")
     sys.stdout.flush()
     return EXIT_OK
+
+
+FABRIC_CSV, HOTTEST_CSV = "fabric.csv", "hottest_links.csv"
+
+
+def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[Any]:
+    """``--out DIR``: ``DIR/fabric.csv`` (the run as one row: every scalar of ``--json``, the mesh's as
+    ``mesh_rows``...), ``DIR/hottest_links.csv`` (its busiest links, from and to, bytes) and
+    ``DIR/manifest.json`` (the flags as given, the hardware resolved)."""
+    from ..output.files import atomic_write_text, command_folder, prepare_dir
+    from ..output.manifest import manifest, write_manifest
+    from ..output.run_folder import flat, records_csv
+
+    hottest = [{"from_row": h["from"][0], "from_col": h["from"][1], "to_row": h["to"][0],
+                "to_col": h["to"][1], "bytes": h["bytes"]} for h in out["hottest"] or []]
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "func", "json", "png", "out", "argv")
+             and not callable(v)}
+    with command_folder(prepare_dir(args.out), "fabric") as folder:
+        atomic_write_text(folder / FABRIC_CSV, records_csv([flat(out)]))
+        files = [FABRIC_CSV]
+        if hottest:
+            atomic_write_text(folder / HOTTEST_CSV, records_csv(hottest))
+            files.append(HOTTEST_CSV)
+        data = manifest("fabric", getattr(args, "argv", None), overrides=flags,
+                        hardware=hw.model_dump(mode="json"), files=files)
+        return [*(folder / f for f in files), write_manifest(folder, data)]
 
 
 def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
@@ -183,4 +216,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="seed of uniform-random and random placement")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--png", metavar="FILE", help="draw the link load over the mesh to FILE")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"write DIR/{FABRIC_CSV} (the run as one row, every scalar of --json), "
+                        f"DIR/{HOTTEST_CSV} and DIR/manifest.json")
     commands["fabric"] = _cmd_fabric

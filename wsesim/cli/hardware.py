@@ -1,4 +1,6 @@
-"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets.
+"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets; ``wsesim
+model list``: the shipped models, each with its one-line description, its layers and experts, and the
+context it was made for.
 
 ``--set`` takes the key paths an experiment uses (``hardware.pe.sram='96 KiB'``), or the short form
 without the prefix (``pe.sram='96 KiB'``).
@@ -12,15 +14,42 @@ from typing import Any
 from .common import EXIT_OK, Parser, add_json_argument, format_table, parse_overrides, print_json
 
 
+def presets(kind: str) -> list[dict[str, Any]]:
+    """Every shipped preset of ``kind`` (hardware, model, interconnect): its name, its one-line description
+    and what says most about it in a few words (a wafer's mesh, a model's layers and experts)."""
+    from ..config.loader import load_hardware, load_model, load_part, preset_names
+
+    out = []
+    for name in preset_names(kind):
+        if kind == "hardware":
+            hw = load_hardware(name)
+            out.append({"name": name, "description": hw.description, "mesh": f"{hw.mesh.rows}x{hw.mesh.cols}",
+                        "clock_hz": hw.clock_hz})
+        elif kind == "model":
+            m = load_model(name)
+            out.append({"name": name, "description": m.description, "layers": m.layers, "experts": m.experts,
+                        "top_k": m.top_k, "context_len": m.context_len})
+        else:
+            part = load_part(kind, name)
+            out.append({"name": name, "description": part.description})
+    return out
+
+
 def _cmd_hardware(args: argparse.Namespace) -> int:
-    from ..config.loader import load_hardware, preset_names
+    from ..config.loader import load_hardware
 
     if args.hardware_cmd == "list":
+        wafers, links = presets("hardware"), presets("interconnect")
         if args.json:
-            print_json(preset_names("hardware"))
+            print_json({"hardware": wafers, "interconnects": links})
             return EXIT_OK
-        for name in preset_names("hardware"):
-            print(name)
+        print(format_table([(h["name"], h["mesh"], h["description"]) for h in wafers],
+                           ("hardware", "mesh (PEs)", "description"), left=(0, 2)))
+        print()
+        print(format_table([(i["name"], i["description"]) for i in links], ("interconnect", "description"),
+                           left=(0, 1)))
+        print("(an interconnect joins the wafers of a cluster, cluster.interconnect, or of a serving "
+              "pipeline, inference.interconnect)")
         return EXIT_OK
     hw = load_hardware(args.ref, parse_overrides(args.set))
     totals = hw.totals()
@@ -61,6 +90,17 @@ def _energy_rows(hw: Any) -> list[tuple[str, str]]:
                     f"{busy.joules / 1e3:.2f} kW ({busy.dynamic / 1e3:.2f} kW of events)")]
 
 
+def _cmd_model(args: argparse.Namespace) -> int:
+    models = presets("model")
+    if args.json:
+        print_json(models)
+        return EXIT_OK
+    rows = [(m["name"], m["layers"], f"{m['experts']} (top-{m['top_k']})" if m["experts"] else "dense",
+             f"{m['context_len']:,}" if m["context_len"] else "-", m["description"]) for m in models]
+    print(format_table(rows, ("model", "layers", "experts", "context", "description"), left=(0, 4)))
+    return EXIT_OK
+
+
 def register(sub: Any, commands: dict[str, Any]) -> None:
     h = sub.add_parser("hardware", help="inspect hardware presets")
     hsub = h.add_subparsers(dest="hardware_cmd", required=True, parser_class=Parser, metavar="show|list",
@@ -70,6 +110,14 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     hs.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a key, e.g. hardware.pe.sram='96 KiB' (pe.sram=… also works; repeatable)")
     add_json_argument(hs, "print the totals as one JSON object")
-    hl = hsub.add_parser("list", help="names of the shipped presets")
-    add_json_argument(hl, "print the names as a JSON list")
+    hl = hsub.add_parser("list", help="the shipped hardware and interconnect presets, with descriptions")
+    add_json_argument(hl, 'print {"hardware": [...], "interconnects": [...]}, each preset with its name and '
+                          "description")
     commands["hardware"] = _cmd_hardware
+    m = sub.add_parser("model", help="list the model presets")
+    msub = m.add_subparsers(dest="model_cmd", required=True, parser_class=Parser, metavar="list",
+                            help="list the presets")
+    ml = msub.add_parser("list", help="the shipped model presets, each with its description")
+    add_json_argument(ml, "print the presets as a JSON list (name, description, layers, experts, top_k, "
+                          "context_len)")
+    commands["model"] = _cmd_model

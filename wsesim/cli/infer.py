@@ -18,7 +18,12 @@ from .common import (
     check_trace_file,
     format_table,
     parse_overrides,
+    warn_beyond_context,
 )
+
+OBJECTIVES = ("tpot", "ttft", "throughput")
+"""``--objective``'s choices: ``experiments.inference.OBJECTIVES``'s names (a test keeps them equal; the CLI
+does not import the serving code to build its parser)."""
 
 
 def _energy_rows(r: Any) -> list[tuple[str, str]]:
@@ -115,14 +120,17 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..config.errors import ConfigError
     from ..config.inference import load_inference
     from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
+    from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved
 
     overrides = parse_overrides(args.set)
     vary = _parse_vary(args.vary) if args.vary else {}
-    # the base as its first point (a load's rate may come from --vary alone)
+    # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
+    # names stays the file's here, so that an error in one is --vary's (its sweep's points say it)
+    first = {k: v[0] for k, v in vary.items() if k not in ("hardware", "model")}
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
-                            overrides={**overrides, **{k: v[0] for k, v in vary.items()}})
+                            overrides={**overrides, **first})
+    warn_beyond_context(loaded.spec)
     if args.vary:
         return _vary(args, overrides)
     for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
@@ -141,80 +149,83 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         from ..output.files import check_folder_owner
 
         check_folder_owner(args.out, "infer")  # before serving; again under the lock
+    if args.objective and not args.search:
+        raise ConfigError("expected --objective only with --search (it chooses among the mappings the "
+                          "search serves)", source="--objective")
     candidates: list[Any] = []
     if args.search:
-        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast")
+        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
+                                         objective=args.objective or "tpot")
     else:
         run = run_inference(loaded.spec, engine=args.engine or "fast")
     result = run.result
     written: list[Path] = []
     held = contextlib.ExitStack()
     if args.out:
-        out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        data = {k: v for k, v in result.to_dict().items() if k != "wall_s"}
-        atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
-        written.append(out / "result.json")
-        if run.trace is not None and run.program is not None:
-            from ..analysis.serving import request_times, requests_csv
+        from ..output.manifest import write_manifest
+        from ..output.run_folder import serving_files
 
-            atomic_write_text(out / "requests.csv", requests_csv(request_times(loaded.spec, run.program,
-                                                                               run.trace)))
-            written.append(out / "requests.csv")
+        out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
+        written += serving_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
                 [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
                  for c in candidates],
                 indent=2) + "\n")
             written.append(out / "candidates.json")
-        from ..output.manifest import write_manifest
-
         written.append(write_manifest(out, manifest(
             "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
                                                              "set": list(args.set or [])},
             sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written],
             wall_s=result.wall_s)))
-    if args.trace and run.trace is not None:
-        from ..analysis.chrome_trace import chrome_trace
+    if args.trace:
+        from ..output.run_folder import write_trace
 
-        prepare_dir(str(Path(args.trace).parent))
-        trace = chrome_trace(run.trace, clock_hz=loaded.spec.hardware.clock_hz)
-        data = json.dumps(trace).encode()
-        if args.trace.endswith(".gz"):  # as run --trace: no timestamp in the header, the same bytes
-            import gzip
-
-            data = gzip.compress(data, compresslevel=6, mtime=0)
-        atomic_write_bytes(args.trace, data)
-        written.append(Path(args.trace))
+        traced = write_trace(run, args.trace, loaded)  # gzip-compressed for a name ending in .gz
+        if traced is not None:
+            written.append(traced)
+        else:
+            sys.stderr.write("wsesim: no trace: nothing was served (the mapping does not fit)\n")
     held.close()
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
         if candidates:
-            rows = [(c.grid, c.stages, c.systems,
-                     f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
-                     f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
-                    for c in candidates]
-            print(format_table(rows, ("grid", "stages", "wafers", "tokens/s per request",
-                                      "TTFT ms (or why not)")))
-            print()
+            _print_search(candidates, result, args.objective or "tpot")
         print(format_serving(result))
         for path in written:
             print(f"wrote {path}")
     return EXIT_OK
 
 
+def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
+    """The candidates a search served (the best marked) and what it kept the best of."""
+    from ..experiments.inference import OBJECTIVES
+
+    rows = [("*" if c is best else "", c.grid, c.stages, c.systems,
+             f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
+             f"{c.tokens_per_s:,.1f}" if c.feasible else "—",
+             f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
+            for c in candidates]
+    print(format_table(rows, ("best", "grid", "stages", "wafers", "tokens/s per request", "tokens/s",
+                              "TTFT ms (or why not)")))
+    fits = sum(c.feasible for c in candidates)
+    print(f"search: {fits} of {len(candidates)} mappings fit; kept (--objective {objective}) "
+          f"{OBJECTIVES[objective][0]}")
+    print()
+
+
 def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
-    reads it)."""
+    reads it: a hardware or model named by a relative path is the working folder's)."""
     from ..config.errors import ConfigError, shown_repr
-    from ..config.loader import parse_override
 
     vary: dict[str, list[Any]] = {}
     for text in texts:
         key, _, values = text.partition("=")
         if not key or not values or key in vary:
             raise ConfigError(f"expected KEY=v1,v2,... once per key, got {shown_repr(text)}", source="--vary")
-        vary[key] = [parse_override(f"{key}={v}")[1] for v in values.split(",")]
+        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in values.split(",")]
     return vary
 
 
@@ -232,7 +243,8 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from ..output.sweep_folder import SweepJob
     from .sweep import Progress, row_text, run_job, serving_summary_rows
 
-    refused = [flag for flag, given in (("--search", args.search), ("--trace", args.trace),
+    refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
+                                        ("--trace", args.trace),
                                         ("--engine", args.engine is not None)) if given]
     if refused:
         raise ConfigError(f"expected no {refused[0]} with --vary (a sweep serves each point once, on the "
@@ -277,6 +289,10 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p.add_argument("--search", action="store_true",
                    help="try the grids that tile the wafer (rectangles) and keep the fastest mapping "
                         "that fits (like tune)")
+    p.add_argument("--objective", choices=OBJECTIVES,
+                   help="with --search: what the best mapping is best at: tpot (default: the highest "
+                        "tokens/s per request), ttft (the shortest time to first token) or throughput (the "
+                        "highest tokens/s of all requests)")
     p.add_argument("--engine", choices=tuple(ENGINES),
                    help="fast (default) or the plain-SimPy reference executor")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",
@@ -288,7 +304,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="with --vary --out: serve only the points missing from DIR/results.csv")
     add_json_argument(p)
     p.add_argument("--out", metavar="DIR",
-                   help="write DIR/result.json, DIR/requests.csv (each request's times), candidates.json "
+                   help="write DIR/result.json, DIR/requests.csv (each request's times), DIR/ops.csv (one "
+                        "decode step, op by op), candidates.json "
                         "with --search, and DIR/manifest.json; "
                         "with --vary, the sweep's folder: DIR/results.csv, the figures, figures.json and "
                         "manifest.json")

@@ -19,7 +19,6 @@ from ..config.errors import ConfigError, shown
 from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 
-_SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$", re.ASCII)
 _COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are not numbers here
 MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
 
@@ -38,14 +37,14 @@ def _split(text: str | None) -> list[str]:
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
-    m = _SHAPE.match(text)
-    if not m or min(int(g) for g in m.groups()) <= 0 or max(len(g) for g in m.groups()) > 15:
-        raise ConfigError(f'expected MxKxN of positive integers like "1x16384x16384", got "{shown(text)}"',
-                          path="--shape")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+    """``--shape MxKxN`` (``config.fields.parse_shape``; an error is the flag's)."""
+    from ..config.fields import parse_shape as parse
+
+    return parse(text, path="--shape")
 
 
-def _runs(args: argparse.Namespace) -> list[Any]:
+def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The hardware and every run of the comma-lists' product, in order."""
     from ..config.loader import load_hardware
     from ..kernels import run_kernel
 
@@ -84,7 +83,7 @@ def _runs(args: argparse.Namespace) -> list[Any]:
                 raise ConfigError(e.message, path=f"--{e.path}") from None
             raise
         out.append(r)
-    return out
+    return hw, out
 
 
 def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, int] | None,
@@ -145,19 +144,29 @@ def _human(r: dict[str, Any]) -> str:
 
 
 def _table(runs: list[dict[str, Any]]) -> str:
+    """A sweep's runs, one line each: a GEMM's or GEMV's shape and efficiency, a collective's wavelets per PE
+    (its efficiency n/a: it computes next to nothing); a run that does not fit is "no [n]", its reason the
+    n-th line under the table (each reason once)."""
+    reasons = list(dict.fromkeys(r["reason"] for r in runs if not r["feasible"]))
     rows = [(f"{r['grid']['rows']}x{r['grid']['cols']}",
-             f"{r['shape']['m']}x{r['shape']['k']}x{r['shape']['n']}",
+             f"{r['shape']['m']}x{r['shape']['k']}x{r['shape']['n']}" if r["wavelets"] is None
+             else f"{r['wavelets']:,} wavelet{'' if r['wavelets'] == 1 else 's'}",
              r["dtype"], r["algorithm"], f"{r['cycles']:,.0f}", f"{r['seconds'] * 1e6:,.3f}",
-             f"{100 * r['efficiency']:.1f}", f"{r['sram']['peak_bytes_per_pe']:,.0f}",
-             "yes" if r["feasible"] else "no") for r in runs]
-    return format_table(rows, ("grid", "shape", "dtype", "algorithm", "cycles", "us", "eff %", "SRAM B",
-                               "fits"))
+             f"{100 * r['efficiency']:.1f}" if r["flops"] else "n/a",
+             f"{r['sram']['peak_bytes_per_pe']:,.0f}",
+             "yes" if r["feasible"] else f"no [{reasons.index(r['reason']) + 1}]") for r in runs]
+    what = "shape" if all(r["wavelets"] is None for r in runs) else "size per PE"
+    table = format_table(rows, ("grid", what, "dtype", "algorithm", "cycles", "us", "eff %", "SRAM B",
+                                "fits"))
+    return "\n".join([table, *(f"[{i}] {reason} (cycles as if it fitted)"
+                               for i, reason in enumerate(reasons, 1))])
 
 
 def _cmd_kernel(args: argparse.Namespace) -> int:
-    if args.png:
-        check_output_folder(args.png)
-    results = _runs(args)
+    for folder in (args.png, args.out):
+        if folder:
+            check_output_folder(folder)
+    hw, results = _runs(args)
     written = []
     if args.png:
         from ..output.files import command_folder, prepare_dir
@@ -168,6 +177,8 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     runs = [r.to_dict() for r in results]
     for run, path in zip(runs, written, strict=False):
         run["png"] = str(path)
+    if args.out:
+        written += _write_out(args, hw, runs)
     if args.json:
         print_json(runs[0] if len(runs) == 1 else {"runs": runs})
     else:
@@ -176,6 +187,28 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
     sys.stdout.flush()
     return EXIT_OK
+
+
+KERNELS_CSV = "kernels.csv"
+
+
+def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) -> list[Any]:
+    """``--out DIR``: ``DIR/kernels.csv``, one row per run (every field of ``--json``, nested ones flattened:
+    ``critical_path_compute``, ``links_max_wavelets``), and ``DIR/manifest.json`` (the flags as given, the
+    hardware resolved)."""
+    from ..output.files import atomic_write_text, command_folder, prepare_dir
+    from ..output.manifest import manifest, write_manifest
+    from ..output.run_folder import flat, records_csv
+
+    flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
+                                                    "wavelets")}
+    with command_folder(prepare_dir(args.out), "kernel") as out:
+        atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
+                                                          for r in runs]))
+        data = manifest("kernel", getattr(args, "argv", None),
+                        overrides={**flags, "set": list(args.set or [])}, hardware=hw.model_dump(mode="json"),
+                        files=[KERNELS_CSV])
+        return [out / KERNELS_CSV, write_manifest(out, data)]
 
 
 def _algorithm_help() -> str:
@@ -203,4 +236,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object (a top-level cycles key)")
     p.add_argument("--png", metavar="DIR",
                    help="draw each run's link map (wavelets per link) as a wafer picture in DIR")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"write DIR/{KERNELS_CSV} (one row per run, every field of --json) and "
+                        "DIR/manifest.json")
     commands["kernel"] = _cmd_kernel

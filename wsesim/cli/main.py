@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..config.errors import ConfigError, shown
-from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, say
+from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, deferred, say
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -66,10 +66,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
+    deferred.clear()
     try:
         _no_empty_paths(args)
         _shipped_inputs(args)
-        return _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
+        for warning in deferred:  # after the output, and only when it ran: an error stays one line
+            say(f"wsesim: warning: {warning}\n")
+        return code
     except ConfigError as e:
         say(f"wsesim: {_one_line(str(e))}\n")
         return EXIT_USAGE

@@ -46,6 +46,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         from ..output.plotting import plot_results
 
         csv_path = Path(args.results)
+        if csv_path.is_dir() and (csv_path / "results.csv").is_file():  # a sweep's folder
+            csv_path = csv_path / "results.csv"
+        elif csv_path.is_dir():  # a serving run's folder (infer --out)
+            return _plot_serving_run(args, csv_path)
         if not csv_path.exists():  # a FIFO or a device is refused by name when read
             raise ConfigError("no such file", source=str(csv_path))
         out = Path(args.out or csv_path.parent)
@@ -65,6 +69,25 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             paths = _plot_manifest(args, paths, source)
         _print_paths(args, paths)
         return EXIT_OK
+
+
+def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
+    """``wsesim plot DIR`` of ``wsesim infer --out DIR``: its decode step, stage by stage and op by op."""
+    from ..output.files import command_folder, prepare_dir
+    from ..output.plotting import plot_serving_run
+
+    out = Path(args.out or folder)
+    check_output_folder(str(out))
+    check_output_files(out, ["figures.json", "manifest.json"])
+    if not (folder / "ops.csv").is_file():
+        from ..config.errors import ConfigError
+
+        raise ConfigError("expected a sweep's folder (results.csv) or a serving run's (ops.csv and "
+                          "result.json from wsesim infer --out DIR)", source=str(folder))
+    with command_folder(prepare_dir(out), "plot") as held:
+        paths = _plot_manifest(args, plot_serving_run(folder, held), folder / "ops.csv")
+    _print_paths(args, paths)
+    return EXIT_OK
 
 
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
@@ -92,8 +115,9 @@ def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
 def register(sub: Any, commands: dict[str, Any]) -> None:
     p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG, SVG and PDF), or a run's wafer "
                                     "pictures")
-    p.add_argument("results", metavar="RESULTS.csv", nargs="?",
-                   help="a sweep's results.csv (from wsesim sweep)")
+    p.add_argument("results", metavar="RESULTS.csv|DIR", nargs="?",
+                   help="a sweep's results.csv or folder (wsesim sweep, infer --vary --out), or a serving "
+                        "run's folder (wsesim infer --out: its decode step, stage by stage and op by op)")
     p.add_argument("--wafer", metavar="RUN_DIR",
                    help="draw the wafer pictures of a run saved with wsesim run --out")
     p.add_argument("--out", metavar="DIR", help="output folder (default: next to the CSV)")

@@ -81,13 +81,9 @@ def format_result(r: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import gzip
-    import json
-
-    from ..analysis.results import WALL_CLOCK_FIELDS
     from ..config.errors import ConfigError, shown_repr
     from ..experiments.runner import simulate_experiment
-    from ..output.files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
+    from ..output.files import command_folder, prepare_dir
     from ..output.manifest import write_manifest
 
     loaded = load_from_args(args)
@@ -128,43 +124,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
                             + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
             run = simulate_experiment(s)
         result, written = run.result, []
-        if out is not None:  # without the host's wall-clock time: the same inputs, the same bytes
-            data = {k: v for k, v in result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
-            atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
-            written.append(out / "result.json")
-        if result.feasible and out is not None:  # the step's timeline, op by op (analysis/ops.py)
-            from ..analysis.ops import ops_csv, ops_table
-
-            atomic_write_text(out / "ops.csv", ops_csv(ops_table(run.trace)))
-            written.append(out / "ops.csv")
+        maps = None
         if result.feasible and (out is not None or png is not None):
             from ..analysis.wafer import wafer_maps
 
             maps = wafer_maps(run)
-            if out is not None:
-                atomic_write_text(out / "wafer.json", json.dumps(maps.to_dict()))
-                written.append(out / "wafer.json")
-            if png is not None:
-                from ..output.plotting import plot_wafer
-                from ..output.wafer_figures import left_out
+        if out is not None:  # result.json (without the host's seconds), ops.csv, wafer.json
+            from ..output.run_folder import run_files
 
-                written += plot_wafer(maps, png)
-                # pictures of experts a dense model does not have: not drawn, and said so
-                skipped = left_out(maps)
-                if skipped:
-                    sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
-                                     f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
-        if args.trace and result.feasible:
-            from ..analysis.chrome_trace import chrome_trace
+            written += run_files(out, run, maps)
+        if png is not None and maps is not None:
+            from ..output.plotting import plot_wafer
+            from ..output.wafer_figures import left_out
 
-            prepare_dir(trace_dir)  # made only now: an infeasible run leaves no empty folder
-            data = json.dumps(chrome_trace(run.trace, run.plan)).encode()
-            if args.trace.endswith(".gz"):  # no timestamp in the header: the same trace, the same bytes
-                data = gzip.compress(data, compresslevel=6, mtime=0)
-            atomic_write_bytes(args.trace, data)
-            written.append(args.trace)
-        elif args.trace:
-            say("wsesim: no trace: the configuration is infeasible\n")
+            written += plot_wafer(maps, png)
+            # pictures of experts a dense model does not have: not drawn, and said so
+            skipped = left_out(maps)
+            if skipped:
+                sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
+                                 f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
+        if args.trace:  # its folder made only now: an infeasible run leaves no empty folder
+            from ..output.run_folder import write_trace
+
+            traced = write_trace(run, args.trace)  # gzip for .gz, no timestamp: the same bytes
+            if traced is not None:
+                written.append(args.trace)
+            else:
+                say("wsesim: no trace: the configuration is infeasible\n")
         for folder in dict.fromkeys(f for f in (out, png) if f is not None):
             mine = [Path(p) for p in written if Path(p).parent == folder]
             written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))

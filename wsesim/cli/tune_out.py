@@ -10,8 +10,6 @@ efficiency). With ``--out`` the candidates are drawn too (``output.tune_figures`
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,15 +42,6 @@ def parse_systems(text: str) -> list[int]:
     return sorted(set(values))
 
 
-def _csv(rows: list[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[Any, dict[str, Any]]],
                      summary: dict[str, Any], search: Any = None) -> list[Path]:
     """``DIR/candidates.csv``, its figures (``output.tune_figures``: the candidates, and the front of a
@@ -62,12 +51,13 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
     from ..experiments.tune import candidates_table
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
+    from ..output.run_folder import records_csv
     from ..output.tune_figures import tune_figures
     from .run import given
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
-        atomic_write_text(path, _csv(candidates_table(marked)))
+        atomic_write_text(path, records_csv(candidates_table(marked)))
         figures = tune_figures(out, marked, search)
         data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
                         **resolved(loaded.spec), files=[CANDIDATES, *(p.name for p in figures)], **summary)

@@ -89,6 +89,19 @@ def parse_grid(text: object, *, path: str = "grid") -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+_SHAPE = re.compile(r"^\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*$", re.ASCII)
+
+
+def parse_shape(text: object, *, path: str = "shape") -> tuple[int, int, int]:
+    """``"1x16384x16384"`` -> (1, 16384, 16384): a GEMM's or GEMV's M × K × N, each a positive integer of
+    ASCII digits (at most 15), joined by x, X or ×. Raises ``ConfigError`` at ``path`` for anything else."""
+    m = _SHAPE.match(text) if isinstance(text, str) else None
+    if not m or min(int(g) for g in m.groups()) <= 0 or max(len(g) for g in m.groups()) > 15:
+        raise ConfigError('expected MxKxN of positive integers like "1x16384x16384", '
+                          f'got "{shown(str(text))}"', path=path)
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
 def format_grid(rows: int, cols: int) -> str:
     """(420, 420) -> ``"420x420"``: how a spec writes a grid (``parse_grid`` reads it back)."""
     return f"{rows}x{cols}"

@@ -143,6 +143,7 @@ class _Reader:
             "vocab_size": self.integer("vocab_size"),
             "tie_word_embeddings": self._bool("tie_word_embeddings"),
             "dtype": self._dtype(),
+            "context_len": self.integer("n_positions" if gptj else "max_position_embeddings", 0),
         }
         if gptj:
             return {**out, "head_dim": hidden // heads,
@@ -150,7 +151,7 @@ class _Reader:
                     "ffn_activation": self._gelu(), "parallel_block": True}
         if not _one_of(d.get("hidden_act", "silu"), _GATED):
             raise self.fail("hidden_act", f"one of {', '.join(sorted(_GATED))} (a gated FFN, SwiGLU)")
-        self._no_sliding_window()
+        out |= self._sliding_window()
         if self.family.startswith("deepseek"):
             return self._deepseek(out, heads)
         experts = {"mixtral": "num_local_experts", "qwen2_moe": "num_experts",
@@ -188,16 +189,21 @@ class _Reader:
         return out | ({"dense_layers": dense, "ffn_intermediate": self.integer("intermediate_size")}
                       if dense else {})
 
-    def _no_sliding_window(self) -> None:
+    def _sliding_window(self) -> dict[str, int]:
+        """Mistral's and Mixtral's ``sliding_window`` (no ``use_sliding_window`` key: a number is in force) as
+        the model's; a sequence longer than it is refused when an experiment is validated
+        (``specs.window_problem``). Qwen's windows, in force on only some layers, are refused here."""
         d = self.data
         if d.get("use_sliding_window"):
             raise self.fail("use_sliding_window", "false (wsesim's attention is over the whole sequence)")
+        window = {}
         if "use_sliding_window" not in d and d.get("sliding_window") is not None:
-            raise self.fail("sliding_window", "null (wsesim's attention is over the whole sequence)")
+            window = {"sliding_window": self.integer("sliding_window")}
         types = d.get("layer_types")
         if types is not None and (not isinstance(types, list) or any(t != "full_attention" for t in types)):
             raise ConfigError("expected every layer full_attention (wsesim has no sliding-window layers), "
                               f"got {shown_repr(types)}", source=self.source, path="layer_types")
+        return window
 
     def _bool(self, key: str) -> bool:
         value = self.data.get(key, False)

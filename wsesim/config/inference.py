@@ -14,8 +14,16 @@ from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count, format_grid, parse_grid, quantity
-from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
-from .specs import HardwareSpec, ModelSpec, Seed
+from .loader import (
+    REFERENCE_KEYS,
+    Loaded,
+    named_by_set,
+    read_yaml,
+    register_kind,
+    resolve_with_overrides,
+    shipped_file,
+)
+from .specs import HardwareSpec, ModelSpec, Seed, window_problem
 from .validation import validate
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "load_inference", "load_inference_data",
@@ -196,6 +204,10 @@ class InferenceExperimentSpec(Spec):
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
                        f'got "{shown(inference.grid)}"')
+        # every token of a request attends over its prompt and the output before it
+        if problem := window_problem(info.data.get("model"), inference.prompt_len + inference.output_len - 1,
+                                     "inference.prompt_len + output_len - 1"):
+            raise fail(problem)
         return inference
 
 
@@ -267,6 +279,7 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
     """Load an inference experiment file (the shipped example when ``path`` is None); ``hardware`` and
     ``model`` replace its references (a preset name, or a path relative to the current directory)."""
     path, data, given = read_inference(path, hardware=hardware, model=model)
+    given = {**given, **named_by_set(overrides)}  # --set model=... replaces --model
     return load_inference_data(data, source=str(path), base_dir=path.parent, overrides=overrides, given=given)
 
 

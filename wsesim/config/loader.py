@@ -199,7 +199,8 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
         if kind not in data:
             raise ConfigError("required key is missing", source=source, path=kind)
         if given and kind in given:  # a relative path there is the working folder's
-            raw = _load_ref(kind, data[kind], Path.cwd(), given[kind], None)
+            raw = _load_ref(kind, data[kind], Path.cwd(), given[kind],
+                            kind if given[kind] == "--set" else None)
         else:
             raw = _load_ref(kind, data[kind], base_dir, source, kind)
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
@@ -290,7 +291,15 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
     if model is not None:
         data["model"], given["model"] = from_cwd(model), "--model"
     return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides,
-                                given=given)
+                                given={**given, **named_by_set(overrides)})  # --set replaces --model
+
+
+def named_by_set(overrides: Mapping[str, Any] | None) -> dict[str, str]:
+    """The references (``hardware``, ``model``) that ``--set`` names by preset or file, as ``given`` to the
+    loaders: an error in one is blamed on ``--set``, not on the experiment file it replaced, and a relative
+    path there is the working folder's (as ``--set`` makes it)."""
+    return {k: "--set" for k in REFERENCE_KEYS
+            if k in (overrides or {}) and not isinstance((overrides or {})[k], dict)}
 
 
 def from_cwd(ref: str) -> str:
@@ -319,6 +328,11 @@ def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -
 def load_model(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> ModelSpec:
     """A model spec from a preset name or a file; overrides as ``model.experts`` or ``experts``."""
     return _load_part(ModelSpec, "model", ref, overrides)
+
+
+def load_part(kind: str, ref: str | Path) -> Any:
+    """A hardware, model or interconnect spec (``kind``) from a preset name or a file, as it is."""
+    return _load_part(SPEC_KINDS[kind], kind, ref, None)
 
 
 def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[str, Any] | None) -> Any:

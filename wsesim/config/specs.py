@@ -88,6 +88,12 @@ class ModelSpec(Spec):
     vocab_size: Vocabulary
     tie_word_embeddings: bool = False
     dtype: DType = "bf16"
+    # the longest sequence the model was made for (config.json max_position_embeddings; 0: not stated): a
+    # longer one is simulated as asked, with a warning (``beyond_context``)
+    context_len: Annotated[int, Field(ge=0, le=16_777_216)] = 0
+    # attention over the last sliding_window tokens only (Mistral; 0: the whole sequence, as wsesim models
+    # it): a sequence longer than the window is refused, one within it is attention over the whole
+    sliding_window: Annotated[int, Field(ge=0, le=16_777_216)] = 0
 
     @field_validator("kv_heads")
     @classmethod
@@ -261,6 +267,13 @@ class ExperimentSpec(Spec):
             raise _fail(f"training.global_batch: {problem}")
         return cluster
 
+    @field_validator("training")
+    @classmethod
+    def _within_window(cls, training: TrainingSpec, info: ValidationInfo) -> TrainingSpec:
+        if problem := window_problem(info.data.get("model"), training.seq_len, "training.seq_len"):
+            raise _fail(problem)
+        return training
+
     @field_validator("simulation")
     @classmethod
     def _block_fits(cls, simulation: SimulationSpec, info: ValidationInfo) -> SimulationSpec:
@@ -270,6 +283,27 @@ class ExperimentSpec(Spec):
                         f"({min(hw.mesh.rows, hw.mesh.cols) // 2} PEs, so that experts get regions of their "
                         f'own), got "{shown(simulation.granularity)}"')
         return simulation
+
+
+def window_problem(model: ModelSpec | None, tokens: int, what: str) -> str:
+    """Why a sequence of ``tokens`` cannot be simulated with ``model``'s sliding window ("" when it can):
+    wsesim's attention is over the whole sequence, which is the window's own as long as the sequence fits
+    in it."""
+    if model is None or not model.sliding_window or tokens <= model.sliding_window:
+        return ""
+    return (f"{what}: expected at most model.sliding_window ({model.sliding_window:,} tokens), got "
+            f"{tokens:,}: {model.name} attends over its last {model.sliding_window:,} tokens only, and "
+            "wsesim models attention over the whole sequence (shorten the sequence)")
+
+
+def beyond_context(model: ModelSpec, tokens: int, what: str) -> str:
+    """A warning when ``tokens`` are more than ``model`` was made for (its ``context_len``), "" otherwise:
+    the run is simulated as asked (the cost of a longer sequence is well defined), but the model would
+    not serve or train at that length as published."""
+    if not model.context_len or tokens <= model.context_len:
+        return ""
+    return (f"{what} of {tokens:,} tokens is beyond {model.name}'s context of {model.context_len:,} tokens "
+            "(model.context_len): simulated as asked, but the model was not made for it")
 
 
 SPEC_KINDS: dict[str, type[Spec]] = {

@@ -1,5 +1,6 @@
-"""The Python face of wsesim (``wsesim.load_experiment``, ``wsesim.results_frame``, ...): the loader's
-functions with errors that speak to a Python caller, and results as a pandas DataFrame.
+"""The Python face of wsesim (``wsesim.load_experiment``, ``wsesim.infer``, ``wsesim.kernel``,
+``wsesim.results_frame``, ...): the loader's functions with errors that speak to a Python caller, serving
+and kernels beside training, and results as a pandas DataFrame.
 
 The loader names the source of an override ``--set``, as the command line gives them; here overrides
 come as a mapping, so an error in one names ``overrides`` and the key (``overrides: model.top_k:
@@ -37,6 +38,66 @@ load_experiment = _python_errors(loader.load_experiment)
 load_experiment_data = _python_errors(loader.load_experiment_data)
 load_hardware = _python_errors(loader.load_hardware)
 load_model = _python_errors(loader.load_model)
+
+
+@_python_errors
+def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
+                   overrides: Mapping[str, Any] | None = None) -> Any:
+    """A serving experiment (``kind: inference``; the shipped LLaMA3-8B on WSE-2 when ``path`` is None), as
+    ``wsesim infer`` loads it: ``hardware``/``model`` a preset name or a file, ``overrides`` dotted keys
+    (``{"inference.batch": 4, "model": "llama2-7b"}``). Returns a ``Loaded`` (its ``spec`` validated)."""
+    from ..config.inference import load_inference as load
+
+    return load(path, hardware=hardware, model=model, overrides=dict(overrides or {}))
+
+
+@_python_errors
+def infer(experiment: Any = None, *, hardware: str | None = None, model: str | None = None,
+          overrides: Mapping[str, Any] | None = None, engine: str = "fast", search: bool = False,
+          objective: str = "tpot") -> Any:
+    """Serve a model as ``wsesim infer`` does: ``experiment`` a ``kind: inference`` file (None: the shipped
+    example) or what ``load_inference`` returned; ``search`` tries the rectangles that tile the wafer and
+    keeps the best by ``objective`` (``tpot``, ``ttft`` or ``throughput``: ``inference.OBJECTIVES``).
+    Returns a ``ServeRun``: its ``result`` (a ``ServeResult``: ``ttft_s``, ``tpot_s``,
+    ``tokens_per_s_per_request``, ``tokens_per_s``, ``feasible``, ...) and what made it (mapping, program,
+    costs, trace) for ``wsesim.write_run`` and ``wsesim.write_trace``. A mapping that does not fit is a
+    result with its reason; work that cannot finish here is a ``ConfigError``."""
+    from ..config.loader import Loaded
+    from .inference import run_inference, search_mapping
+
+    if isinstance(experiment, Loaded):
+        if hardware or model or overrides:
+            raise ConfigError("expected hardware=, model= and overrides= only with a file (or None), not "
+                              "with an experiment already loaded", source=OVERRIDES)
+        loaded = experiment
+    else:
+        loaded = load_inference(experiment, hardware=hardware, model=model, overrides=overrides)
+    if search:
+        return search_mapping(loaded.spec, engine=engine, objective=objective)[0]
+    return run_inference(loaded.spec, engine=engine)
+
+
+@_python_errors
+def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
+           shape: str | tuple[int, int, int] | None = None, hardware: str | Path = "wse2",
+           overrides: Mapping[str, Any] | None = None, dtype: str = "fp16", algorithm: str | None = None,
+           wavelets: int = 1) -> Any:
+    """Simulate one kernel as ``wsesim kernel`` does: ``kind`` gemm, gemv, reduce, allreduce, broadcast or
+    alltoall; ``grid`` rows × columns of PEs (``"420x420"`` or ``(420, 420)``; None: the whole mesh);
+    ``shape`` M × K × N for a GEMM or GEMV (``"1x16384x16384"`` or a tuple); ``wavelets`` per PE for a
+    collective; ``hardware`` a preset or file, ``overrides`` its keys (``{"hardware.pe.sram": "96 KiB"}``).
+    Returns a ``KernelResult`` (``cycles``, ``seconds``, ``efficiency``, ``feasible``, ``reason``,
+    ``to_dict()`` as ``--json`` prints it)."""
+    from ..config.fields import parse_grid, parse_shape
+    from ..kernels import run_kernel
+
+    hw = load_hardware(hardware, overrides)
+    rows, cols = (parse_grid(grid) if isinstance(grid, str) else grid) if grid is not None else (
+        hw.mesh.rows, hw.mesh.cols)
+    if isinstance(shape, str):
+        shape = parse_shape(shape)
+    return run_kernel(hw, kind, int(rows), int(cols), dtype=dtype, algorithm=algorithm, shape=shape,
+                      wavelets=wavelets)
 
 
 def validate_file(path: str | Path) -> tuple[str, Any]:

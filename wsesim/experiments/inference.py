@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
@@ -22,7 +23,7 @@ from ..sim.plan import Trace
 from ..sim.program import Program
 from .serving_estimate import ServingEstimate, check_serving, estimate_serving
 
-__all__ = ["ServeRun", "run_inference", "search_mapping", "serving_estimate"]
+__all__ = ["OBJECTIVES", "ServeRun", "run_inference", "search_mapping", "serving_estimate"]
 
 
 def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
@@ -79,15 +80,29 @@ def spread(items: list[Mapping], limit: int) -> list[Mapping]:
     return [items[round(i * (n - 1) / (limit - 1))] for i in range(limit)]
 
 
-def search_mapping(spec: InferenceExperimentSpec,
-                   engine: str = "fast") -> tuple[ServeRun, list[ServeResult]]:
-    """The fastest mapping that fits (highest tokens/s per request, then aggregate tokens/s). Every
+OBJECTIVES: dict[str, tuple[str, Any]] = {
+    "tpot": ("the highest tokens/s per request (the shortest time per output token), then tokens/s in all",
+             lambda r: (r.tokens_per_s_per_request, r.tokens_per_s)),
+    "ttft": ("the shortest time to first token, then the highest tokens/s per request",
+             lambda r: (-r.ttft_s, r.tokens_per_s_per_request)),
+    "throughput": ("the highest tokens/s of all requests (end to end), then tokens/s per request",
+                   lambda r: (r.tokens_per_s, r.tokens_per_s_per_request)),
+}
+"""What ``search_mapping`` keeps the best of: objective -> (what it means, the sort key of a feasible
+``ServeResult``, larger is better). ``tpot`` is the default."""
+
+
+def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
+                   objective: str = "tpot") -> tuple[ServeRun, list[ServeResult]]:
+    """The best mapping that fits by ``objective`` (``OBJECTIVES``; by default the highest tokens/s per
+    request, then aggregate tokens/s). Every
     candidate grid of ``grid: auto`` (the rectangles that tile the wafer, largest first) is mapped, which
     costs little; the feasible ones are served (``spread`` to ``SEARCH_LIMIT`` of them when more fit, as
     for a tiny model, where every grid does). Returns the best and the results of the served candidates
     and of up to ``SHOWN_INFEASIBLE`` grids larger than every one that fits (infeasible, with their
     reasons), in candidate order; when nothing fits, the best is the first candidate, with its reason.
     Each is served by ``engine``; the work of every one is estimated, and checked, before any runs."""
+    better = entry(OBJECTIVES, objective, "objective")[1]  # an unknown one before any work
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
     largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)
@@ -105,5 +120,5 @@ def search_mapping(spec: InferenceExperimentSpec,
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]
-    best = max(feasible, key=lambda c: (c.result.tokens_per_s_per_request, c.result.tokens_per_s))
+    best = max(feasible, key=lambda c: better(c.result))
     return best, [c.result for c in candidates]

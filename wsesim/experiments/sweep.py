@@ -45,7 +45,7 @@ from pydantic_core import PydanticCustomError
 from ..analysis.results import RunResult
 from ..config.errors import ConfigError, shown_repr
 from ..config.inference import load_inference_data
-from ..config.loader import Loaded, load_experiment_data, read_yaml, register_kind, validate
+from ..config.loader import Loaded, load_experiment_data, named_by_set, read_yaml, register_kind, validate
 from ..config.specs import Spec
 from .estimate import MAX_SWEEP_POINTS
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
@@ -224,13 +224,14 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     kind = _base_kind(base_data, base_source)
     load = _LOADERS[kind]
+    given = named_by_set(overrides)  # a hardware or model --set names is the flag's: its error is --set's
     try:
-        base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides)
+        base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
     except ConfigError as alone:  # a base valid only once a point sets its keys (a load's rate): its first
         first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
         try:
             base = load(base_data, source=base_source, base_dir=base_root,
-                        overrides={**(overrides or {}), **first})
+                        overrides={**(overrides or {}), **first}, given=given)
         except ConfigError:
             raise alone from None
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]

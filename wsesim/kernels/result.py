@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kinds import Algorithm, KernelKind
+from .kinds import MATMULS, Algorithm, KernelKind
 from .linkmap import LinkMap, LinkSummary
 from .machine import Machine
 
@@ -57,6 +57,11 @@ class KernelResult:
         return self.flops / self.seconds if self.cycles > 0 else 0.0
 
     @property
+    def wavelets(self) -> int | None:
+        """A collective's 32-bit wavelets per PE (what ``run_kernel`` was given); None for a GEMM or GEMV."""
+        return None if self.kind in MATMULS else self.shape[1] // self.machine.per_wavelet
+
+    @property
     def efficiency(self) -> float:
         """Useful FLOPs over the grid's peak for the time taken (0 for a collective)."""
         peak = self.rows * self.cols * self.machine.peak_flops_per_cycle * self.cycles
@@ -67,7 +72,8 @@ class KernelResult:
         return {
             "cycles": self.cycles, "seconds": self.seconds, "kind": self.kind, "algorithm": self.algorithm,
             "hardware": m.name, "grid": {"rows": self.rows, "cols": self.cols},
-            "shape": {"m": self.shape[0], "k": self.shape[1], "n": self.shape[2]}, "dtype": self.dtype,
+            "shape": {"m": self.shape[0], "k": self.shape[1], "n": self.shape[2]}, "wavelets": self.wavelets,
+            "dtype": self.dtype,
             "flops": self.flops, "flops_per_s": self.flops_per_s, "efficiency": self.efficiency,
             "flops_per_cycle_per_pe": (self.flops / (self.cycles * self.rows * self.cols)
                                        if self.cycles else 0.0),

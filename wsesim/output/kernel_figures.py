@@ -22,7 +22,7 @@ DIRECTIONS = ("east", "west", "south", "north")  # the link map's last axis (wse
 def figure_stem(r: Any) -> str:
     """A file stem that tells a sweep's runs apart: kind, algorithm, grid, shape or wavelets, dtype."""
     m, k, n = r.shape
-    what = f"{m}x{k}x{n}" if r.kind in ("gemm", "gemv") else f"b{k // r.machine.per_wavelet}"
+    what = f"{m}x{k}x{n}" if r.wavelets is None else f"b{r.wavelets}"
     return f"links_{r.kind}_{r.algorithm}_{r.rows}x{r.cols}_{what}_{r.dtype}"
 
 

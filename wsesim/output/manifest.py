@@ -67,7 +67,7 @@ def git_dirty() -> bool | None:
 def version_text() -> str:
     """``wsesim --version``: the version, and the commit when run from a checkout (``, dirty`` when it has
     uncommitted changes)."""
-    from .. import __version__
+    from ..config.version import __version__
 
     commit = git_commit()
     dirty = ", dirty: uncommitted changes" if commit and git_dirty() else ""
@@ -99,7 +99,7 @@ def resolved(spec: Any) -> dict[str, Any]:
 
 def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any]:
     """A manifest of ``kind`` (run, sweep, plot) with ``content`` (resolved specs, overrides, files...)."""
-    from .. import __version__
+    from ..config.version import __version__
 
     return {"kind": kind, "wsesim_version": __version__, "wsesim_commit": git_commit(),
             "wsesim_dirty": git_dirty(),

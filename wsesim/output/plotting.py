@@ -253,6 +253,44 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
                           source=str(path)) from None
 
 
+def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
+    """A serving run's folder (``wsesim infer --out``): ``decode_step`` (PNG, SVG, PDF) from its
+    ``ops.csv`` and ``result.json``, and ``figures.json`` listing what it drew (every stage's parts and one
+    layer's ops). Raises ``ConfigError`` for a folder without them."""
+    import csv
+    import json
+
+    from ..analysis.serving_ops import DECODE_OPS_COLUMNS, decode_step_plan
+    from ..config.errors import ConfigError
+    from ..config.yaml_strict import read_bounded
+    from .files import atomic_write_text, prepare_dir
+    from .serving_figures import decode_step_figure
+
+    folder = Path(folder)
+    ops, result = folder / "ops.csv", folder / "result.json"
+    if not ops.is_file() or not result.is_file():
+        raise ConfigError("expected a serving run's folder with ops.csv and result.json (from wsesim infer "
+                          "--out DIR, of a mapping that fits)", source=str(folder))
+    try:
+        served = json.loads(read_bounded(result, limit=2**28, what="a serving result").decode("utf-8"))
+        rows = list(csv.DictReader(read_bounded(ops, limit=2**30, what="ops.csv").decode("utf-8")
+                                   .splitlines()))
+        if not rows or any(c not in rows[0] for c in DECODE_OPS_COLUMNS):
+            raise ValueError(f"expected the columns {', '.join(DECODE_OPS_COLUMNS)}")
+        plan = decode_step_plan(rows)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"expected ops.csv and result.json written by wsesim infer, got one it cannot read "
+                          f"({str(e)[:120]})", source=str(folder)) from None
+    out = prepare_dir(out)
+    title = (f"{served.get('model')} on {served.get('hardware')}, {served.get('stages')} × "
+             f"{served.get('grid')} on {served.get('systems')} wafer(s), batch {served.get('batch')}")
+    files = _save(decode_step_figure(plan, title), out, "decode_step")
+    listing = {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
+                                                "files": [p.name for p in files]}]}
+    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
+    return [*files, out / "figures.json"]
+
+
 def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, str]],
                   out: str | Path) -> list[Path]:
     """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even

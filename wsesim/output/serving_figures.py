@@ -3,7 +3,10 @@ grid, prompt length, KV layout, hardware, ...), tokens/s per request, tokens/s o
 time to first token side by side, one line per combination of the other swept keys. Each x value has its
 own position (a categorical axis: numbers and grids in order, names as they came); a point that was not
 served is a cross at the bottom of its panel, labelled "does not fit" (or "failed"), crosses of several
-series at one x side by side; its reason is in ``figures.json``.
+series at one x side by side; its reason is in ``figures.json``. The mapping each point was served on
+(stages × grid, wafers) is in the title when one mapping serves every row, else written beside each point
+of the first panel where its series' mapping changes (at its first point and wherever it differs from the
+point before; up to ``MAX_MAPPING_LABELS`` served points; beyond, the title says where to read them).
 
 matplotlib comes through ``output.mpl`` (the one module that imports it); ``plotting.plot_results``
 saves these figures.
@@ -19,6 +22,7 @@ from .mpl import plt
 COLOURS = ["#2471a3", "#c0392b", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
 MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
+MAX_MAPPING_LABELS = 40  # points whose mapping is written beside them
 _NOT_SERVED = {"infeasible": "does not fit", "error": "failed"}
 
 
@@ -34,7 +38,9 @@ def serving_figure(plan: ServingPlan) -> Any:
     fig, axes = plt.subplots(1, len(plan.panels), figsize=(4.5 * len(plan.panels), 3.9), squeeze=False)
     n = len(plan.x_values)
     step = max(1, -(-n // MAX_TICKS))
-    for ax, panel in zip(axes[0], plan.panels, strict=True):
+    served = [p for s in plan.panels[0].series for p in s.points if p["y"] is not None]
+    label_mappings = not plan.mapping and len(served) <= MAX_MAPPING_LABELS
+    for number, (ax, panel) in enumerate(zip(axes[0], plan.panels, strict=True)):
         top = max((p["y"] * panel.scale for s in panel.series for p in s.points if p["y"] is not None),
                   default=1.0)
         crossed: dict[int, list[tuple[str, str]]] = {}  # x_index -> (colour, status) of each point not served
@@ -44,9 +50,15 @@ def serving_figure(plan: ServingPlan) -> Any:
             ax.plot([p["x_index"] for p in ran], [p["y"] * panel.scale for p in ran], marker=marker,
                     linestyle=style, color=colour, ms=7 - 0.8 * (s.colour % len(MARKERS)), alpha=0.9,
                     label=s.label or None)
+            last = None
             for p in s.points:
                 if p["y"] is None:
                     crossed.setdefault(p["x_index"], []).append((colour, p["status"]))
+                elif label_mappings and number == 0 and p["mapping"] != last:  # where the mapping changes
+                    last = p["mapping"]
+                    ax.annotate(p["mapping"], (p["x_index"], p["y"] * panel.scale),
+                                textcoords="offset points", xytext=(4, 3), fontsize=5.5, color=colour,
+                                alpha=0.9)
         for x, marks in crossed.items():  # side by side where several share an x
             for i, (colour, status) in enumerate(marks):
                 at = x + 0.12 * (i - (len(marks) - 1) / 2)
@@ -66,8 +78,47 @@ def serving_figure(plan: ServingPlan) -> Any:
     if any(s.label for s in plan.panels[0].series):
         axes[0][0].legend(fontsize=7)
     crosses = any(p["y"] is None for panel in plan.panels for s in panel.series for p in s.points)
-    fig.suptitle(plan.title.replace("\n", ": ", 1) + ("  (x: not served)" if crosses else ""), fontsize=10)
+    unlabelled = "  (each point's mapping: figures.json)" if not plan.mapping and not label_mappings else ""
+    fig.suptitle(plan.title.replace("\n", ": ", 1) + ("  (x: not served)" if crosses else "") + unlabelled,
+                 fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+_PART_COLOURS = {"instruction_cycles": "#8e44ad", "compute_cycles": "#27ae60",
+                 "communication_cycles": "#2471a3", "waiting_cycles": "#b2babb", "handoff_cycles": "#d68910"}
+_PART_LABELS = {"instruction_cycles": "instruction issue", "compute_cycles": "arithmetic",
+                "communication_cycles": "wavelets on the fabric", "waiting_cycles": "waiting",
+                "handoff_cycles": "hand-off to the next stage"}
+
+
+def decode_step_figure(plan: dict[str, Any], title: str) -> Any:
+    """A serving run's decode step (``analysis.serving_ops.decode_step_plan``): each stage's cycles as a
+    stacked bar of instruction issue, arithmetic, wavelets, waiting and the hand-off; beside it one layer's
+    ops, each split the same way."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.9), gridspec_kw={"width_ratios": [1, 2]})
+    stages = plan["stages"]
+    for axis, bars, parts, names in (
+            (left, stages, [*_PART_COLOURS], [f"stage {s['stage']}" for s in stages]),
+            (right, plan["layer"]["ops"], list(_PART_COLOURS)[:4], [o["op"] for o in plan["layer"]["ops"]])):
+        bottom = [0.0] * len(bars)
+        for part in parts:
+            values = [b.get(part, 0.0) for b in bars]
+            axis.bar(range(len(bars)), values, bottom=bottom, color=_PART_COLOURS[part],
+                     label=_PART_LABELS[part])
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        axis.set_xticks(range(len(bars)), names, rotation=45 if len(bars) > 4 else 0, ha="right"
+                        if len(bars) > 4 else "center", fontsize=7)
+        axis.set_ylabel("cycles")
+        axis.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+        axis.grid(axis="y", alpha=0.3)
+    left.set_title("one decode step, per stage", fontsize=10)
+    layer = plan["layer"]
+    right.set_title(f"stage {layer['stage']}'s layer {layer['layer']}, op by op", fontsize=10)
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
+    fig.suptitle(f"{title}: decode at a context of {plan['context']} tokens", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 

@@ -269,14 +269,27 @@ def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[fl
     return nbytes / hw.io_bytes_per_cycle + latency, EventCounts(io_bytes=2.0 * nbytes)
 
 
+def one_request(spec: InferenceExperimentSpec, serve: Serve | ServeBatches) -> Serve:
+    """What a stage's one-request figures are costed for: the run's own ``Serve``, or under continuous
+    batching one request at the spec's lengths (its mapping's; its requests' lengths vary)."""
+    if isinstance(serve, ServeBatches):
+        return Serve(serve.stages, 1, spec.inference.prompt_len, spec.inference.output_len)
+    return serve
+
+
+def decode_context(serve: Serve) -> int:
+    """The context a decode step's kernels are costed at (``StageCosts.decode``): the last decode step's,
+    prompt plus all output tokens but the last (at least one)."""
+    return serve.prompt_len + max(serve.output_len - 1, 1)
+
+
 def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork,
            problems: list[str]) -> StageCosts:
     grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
     prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
     batched = isinstance(serve, ServeBatches)
-    if batched:  # the one-request figures at the spec's lengths (its mapping's); its requests' vary
-        serve = Serve(serve.stages, 1, spec.inference.prompt_len, spec.inference.output_len)
-    longest = serve.prompt_len + max(serve.output_len - 1, 1)  # the last decode step's context
+    serve = one_request(spec, serve)
+    longest = decode_context(serve)
     decode = tuple(grid.on(op.region).cost(op, op.at(longest)) for op in work.decode)
     first = work.stage.layers[0]
     attention = [op for op in work.decode if op.attention and op.layer == first]

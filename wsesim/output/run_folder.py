@@ -1,0 +1,142 @@
+"""What a command writes into its folder, each file once, for the command line and for Python alike:
+
+* ``records_csv`` — a list of flat records as CSV (the columns in order of first appearance), and
+  ``flat``, a nested record (a kernel's ``critical_path``, a fabric run's ``mesh``) as one flat row
+  (``critical_path_compute``); ``tune --out``'s ``candidates.csv``, ``kernel --out``'s ``kernels.csv``,
+  ``fabric --out``'s ``fabric.csv``.
+* ``trace_bytes`` and ``write_trace`` — a finished run's Chrome/Perfetto trace (a training step's or a
+  serving run's), gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same
+  trace, the same bytes).
+* ``run_files`` / ``serving_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest:
+  ``result.json`` (without the host's seconds), ``ops.csv`` (the step's ops, or one decode step's), a
+  training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run`` writes them with the
+  ``manifest.json``, for Python (``wsesim.write_run``).
+
+Nothing here runs a simulation or prints; the folder is held (``files.command_folder``) while written.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .files import atomic_write_bytes, atomic_write_text
+
+__all__ = ["flat", "records_csv", "run_files", "serving_files", "trace_bytes", "write_run", "write_trace"]
+
+
+def flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested record as one flat row: ``{"grid": {"rows": 4}}`` -> ``{"grid_rows": 4}``; a list of plain
+    values joined by "; " (a list of records is left out: ``records_csv`` is one row per record)."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flat(value, f"{name}_"))
+        elif isinstance(value, (list, tuple)):
+            if all(not isinstance(v, (Mapping, list, tuple)) for v in value):
+                out[name] = "; ".join(str(v) for v in value)
+        else:
+            out[name] = "" if value is None else value
+    return out
+
+
+def records_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows as CSV text, one column per key in order of first appearance (a key a row lacks: empty)."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _is_serving(run: Any) -> bool:
+    return hasattr(run, "mapping")  # experiments.inference.ServeRun; a training Run has a plan instead
+
+
+def trace_bytes(run: Any, name: str, clock_hz: float | None = None) -> bytes | None:
+    """The trace of a finished run as the file ``name`` holds it (gzip for ``.gz``); None when nothing ran
+    (an infeasible configuration). A serving run's timestamps need its hardware's ``clock_hz``."""
+    from ..analysis.chrome_trace import chrome_trace
+
+    if run.trace is None or not run.result.feasible:
+        return None
+    trace = (chrome_trace(run.trace, clock_hz=clock_hz) if _is_serving(run)
+             else chrome_trace(run.trace, run.plan))
+    data = json.dumps(trace).encode()
+    return gzip.compress(data, compresslevel=6, mtime=0) if str(name).endswith(".gz") else data
+
+
+def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
+    """Write ``run``'s trace to ``path`` (``.json`` or ``.json.gz``); its folder is made. A serving run
+    needs the ``loaded`` experiment it served (its clock). Returns the path, or None when nothing ran."""
+    clock = loaded.spec.hardware.clock_hz if loaded is not None else None
+    if _is_serving(run) and clock is None:
+        raise ValueError("a serving run's trace needs loaded= (the experiment it served: its clock)")
+    data = trace_bytes(run, str(path), clock)
+    if data is None:
+        return None
+    from .files import prepare_dir
+
+    prepare_dir(Path(path).parent)
+    atomic_write_bytes(path, data)
+    return Path(path)
+
+
+def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
+    """A training run's ``result.json``, and when it ran its ``ops.csv`` and (``maps``: its wafer maps,
+    made here when not given) ``wafer.json``, into ``folder``; the paths written."""
+    from ..analysis.ops import ops_csv, ops_table
+    from ..analysis.results import WALL_CLOCK_FIELDS
+
+    data = {k: v for k, v in run.result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
+    atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
+    written = [folder / "result.json"]
+    if run.result.feasible:
+        from ..analysis.wafer import wafer_maps
+
+        atomic_write_text(folder / "ops.csv", ops_csv(ops_table(run.trace)))
+        atomic_write_text(folder / "wafer.json", json.dumps((maps or wafer_maps(run)).to_dict()))
+        written += [folder / "ops.csv", folder / "wafer.json"]
+    return written
+
+
+def serving_files(folder: Path, run: Any, spec: Any) -> list[Path]:
+    """A serving run of ``spec``: its ``result.json`` and, when it was served, ``requests.csv`` (each
+    request's times, ``analysis.serving.request_times``) and ``ops.csv`` (one decode step's ops, stage by
+    stage, ``analysis.serving_ops``), into ``folder``; the paths written."""
+    from ..analysis.serving import request_times, requests_csv
+    from ..analysis.serving_ops import decode_ops, decode_ops_csv
+
+    data = {k: v for k, v in run.result.to_dict().items() if k != "wall_s"}
+    atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
+    written = [folder / "result.json"]
+    if run.trace is not None and run.program is not None:
+        atomic_write_text(folder / "requests.csv", requests_csv(request_times(spec, run.program, run.trace)))
+        written.append(folder / "requests.csv")
+    if run.result.feasible and run.program is not None and run.costs is not None:
+        atomic_write_text(folder / "ops.csv", decode_ops_csv(decode_ops(spec, run.program, run.costs)))
+        written.append(folder / "ops.csv")
+    return written
+
+
+def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
+    """``wsesim run --out`` (a training ``Run``) or ``wsesim infer --out`` (a ``ServeRun``) from Python:
+    the run's files and a ``manifest.json`` (command ``python``, the ``loaded`` experiment resolved) into
+    ``folder``, held while written; the paths written."""
+    from .files import command_folder, prepare_dir
+    from .manifest import manifest, resolved, write_manifest
+
+    kind = "infer" if _is_serving(run) else "run"
+    with command_folder(prepare_dir(folder), kind) as out:
+        written = serving_files(out, run, loaded.spec) if kind == "infer" else run_files(out, run)
+        data = manifest(kind, None, overrides={"python": True}, sources=loaded.sources,
+                        **resolved(loaded.spec), files=[p.name for p in written], wall_s=run.result.wall_s)
+        data["command"] = "python: wsesim.write_run"
+        return [*written, write_manifest(out, data)]
