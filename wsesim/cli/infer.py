@@ -32,6 +32,12 @@ def format_serving(r: Any) -> str:
                  f"KV cache {r.kv_layout}")
     else:
         head += f"mapping: none that fits (tried {r.grid} PEs per stage, KV cache {r.kv_layout})"
+    if r.moe:  # how the experts are placed and routed, when asked for
+        m = r.moe
+        seed = f" (seed {m['seed']})" if m["routing"] != "balanced" else ""
+        grids = f"{m['expert_grids']} grid{'s' if m['expert_grids'] > 1 else ''}"
+        head += (f"\nexperts: each MoE stage over {grids}, {m['experts_per_grid']} experts a grid, "
+                 f"{m['grids']} grids in all; routing {m['routing']}{seed}")
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows = [("time to first token",
@@ -53,12 +59,17 @@ def format_serving(r: Any) -> str:
                f"{s['decode_cycles']:,.0f}", f"{100 * s['busy']:.0f} %",
                f"{s['sram_bytes_per_pe']['total']:,.0f} / {s['sram_bytes_per_pe']['usable']:,.0f}")
               for s in r.per_stage]
+    columns = ("stage", "wafer", "layers", "prefill cycles", "decode cycles", "busy", "SRAM per PE (B)")
+    if r.moe:  # each stage's grids, and with sampled routing how its tokens used them
+        columns += ("grids", "expert load", "tokens on each grid")
+        stages = [(*row, s["grids"], f"{s['expert_load']:.2f}" if "expert_load" in s else "",
+                   " / ".join(f"{100 * u:.0f} %" for u in s.get("expert_grid_use", ())))
+                  for row, s in zip(stages, r.per_stage, strict=True)]
     out = [head, format_table(rows, ("", "")).split("\n", 2)[2], "",
            format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
            format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
-           format_table(stages, ("stage", "wafer", "layers", "prefill cycles", "decode cycles", "busy",
-                                 "SRAM per PE (B)"))]
+           format_table(stages, columns)]
     out += [f"warning: {w}" for w in r.warnings]
     return "\n".join([*out, f"({r.events:,} stage visits in {r.wall_s:.2f} s)"])
 

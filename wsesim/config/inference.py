@@ -14,7 +14,7 @@ from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count, format_grid, parse_grid
 from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
-from .specs import HardwareSpec, ModelSpec
+from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, zipf_of
 from .validation import validate
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data",
@@ -25,6 +25,7 @@ Tokens = count(16_777_216)
 Requests = count(65_536)
 Systems = count(65_536)
 StageLayers = count(16_384)
+ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
 
 
 class InferenceSpec(Spec):
@@ -45,6 +46,28 @@ class InferenceSpec(Spec):
     allreduce: Literal["chain", "star", "tree", "two-phase", "ring", "ktree"] = "ktree"  # norms and softmax
     # between the wafers of a pipeline (None: one wafer only): a preset name, a path or a mapping
     interconnect: Annotated[InterconnectSpec | None, WithJsonSchema(_INTERCONNECT_REF)] = None
+    # MoE serving (docs/model.md §11.8): "balanced" every token's top_k experts on k regions, one expert's
+    # time (no sampling); "uniform" or "zipf:<alpha>" each token's experts drawn, as training.routing's
+    routing: str = "balanced"
+    # the grids one MoE layer's experts spread over (expert parallelism): 1, N, or auto (the mapping decides)
+    expert_grids: ExpertGrids | Literal["auto"] = 1
+    seed: Seed = 0  # of the sampled routing
+
+    @field_validator("routing")
+    @classmethod
+    def _routing_kind(cls, routing: str) -> str:
+        if problem := routing_problem(routing, ("balanced", "uniform")):
+            raise fail(problem)
+        return routing
+
+    @property
+    def sampled(self) -> bool:
+        """Whether each decode token's experts are drawn (``routing`` other than balanced)."""
+        return self.routing != "balanced"
+
+    @property
+    def zipf_alpha(self) -> float | None:
+        return zipf_of(self.routing)
 
     @field_validator("grid")
     @classmethod

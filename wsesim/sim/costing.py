@@ -39,6 +39,7 @@ from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
+from .moe_serving import ExpertTrips, balanced_trips, grid_trips, sampled_trips
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
 
@@ -89,14 +90,20 @@ class StageCosts:
     decode_cycles: tuple[float, ...]
     handoff_prefill: float
     handoff_decode: float
+    experts: ExpertTrips | None = field(default=None, compare=False)  # MoE layers over several grids
 
     @property
     def prefill_cycles(self) -> float:
         return sum(c.cycles for c in self.prefill)
 
-    def service(self, token: int) -> float:
-        """Cycles the stage works on a request's ``token`` (0: the prefill)."""
-        return self.prefill_cycles if token == 0 else self.decode_cycles[token - 1]
+    def service(self, token: int, request: int = 0) -> float:
+        """Cycles the stage works on a request's ``token`` (0: the prefill); with sampled routing, a
+        decode token's trips to the further grids its experts are on (``ExpertTrips``) added."""
+        if token == 0:
+            return self.prefill_cycles
+        if self.experts is None:
+            return self.decode_cycles[token - 1]
+        return self.decode_cycles[token - 1] + float(self.experts.extra[request, token - 1])
 
     def handoff(self, token: int) -> float:
         return self.handoff_prefill if token == 0 else self.handoff_decode
@@ -222,26 +229,54 @@ class _Grid:
         return KernelCost(cycles, 0.0, cycles)
 
 
-def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
-    """Cycles to move a hand-off's values from its stage's grid to the next: over the fabric on one
-    wafer, over the wafers' I/O links and one interconnect node between wafers."""
-    a, b = h.source, h.target
-    if a.wafer == b.wafer:
-        hops = abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1])
-        return grid.transfer(h.values, hops).cycles if a.index != b.index else 0.0
+def _move(spec: InferenceExperimentSpec, grid: _Grid, source: tuple[int, tuple[int, int]],
+          target: tuple[int, tuple[int, int]], values: int) -> float:
+    """Cycles to move ``values`` from the grid at (wafer, origin) ``source`` to ``target``: over the
+    fabric on one wafer (the grids' origins' hops apart), over the wafers' I/O links and one
+    interconnect node between wafers."""
+    (a_wafer, a), (b_wafer, b) = source, target
+    if a_wafer == b_wafer:
+        return grid.transfer(values, abs(a[0] - b[0]) + abs(a[1] - b[1])).cycles
     hw, ic = spec.hardware, spec.inference.interconnect
     latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
+    return values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
 
 
-def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str]) -> StageCosts:
-    grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
-    prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
+def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
+    """Cycles to move a hand-off's values from its stage's grid to the next (``_move``; none to
+    itself, a one-stage pipeline's)."""
+    a, b = h.source, h.target
+    if a.index == b.index:
+        return 0.0
+    return _move(spec, grid, (a.wafer, a.origin), (b.wafer, b.origin), h.values)
+
+
+def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str],
+           draw: Callable[[int], np.ndarray] | None = None) -> StageCosts:
+    stage = work.stage
+    grid = _Grid(spec, stage.rows, stage.cols, problems)
+    experts, trip_cost = None, {}
+    if stage.grids > 1 or draw is not None:
+        home = (stage.wafer, stage.origin)
+        trips = grid_trips(stage, spec.model.hidden_size,
+                           lambda place, values: _move(spec, grid, home, place, values))
+        if draw is not None:
+            experts = sampled_trips(stage, spec.model, draw, trips, serve.requests, serve.output_len - 1)
+            trip_cost = experts.mean
+        else:
+            trip_cost = dict.fromkeys(stage.layers, balanced_trips(trips, spec.model.top_k))
+
+    def cost(op: Kernel, context: int) -> KernelCost:
+        if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids: no kernel of the grid's own
+            return KernelCost(trip_cost[op.layer], 0.0, trip_cost[op.layer])
+        return grid.on(op.region).cost(op, op.at(context))
+
+    prefill = tuple(cost(op, 0) for op in work.prefill)
     longest = serve.prompt_len + max(serve.output_len - 1, 1)  # the last decode step's context
-    decode = tuple(grid.on(op.region).cost(op, op.at(longest)) for op in work.decode)
-    first = work.stage.layers[0]
+    decode = tuple(cost(op, longest) for op in work.decode)
+    first = stage.layers[0]
     attention = [op for op in work.decode if op.attention and op.layer == first]
-    layers = len(work.stage.layers)
+    layers = len(stage.layers)
 
     def attention_cycles(context: int) -> float:
         return sum(grid.on(op.region).cost(op, op.at(context)).cycles for op in attention)
@@ -250,16 +285,20 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
     per_token = tuple(fixed + layers * attention_cycles(context)
                       for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
     return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
-                      _handoff(spec, grid, work.handoff_decode))
+                      _handoff(spec, grid, work.handoff_decode), experts)
 
 
-def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
-    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model)."""
+def cost_serving(program: Program, spec: InferenceExperimentSpec,
+                 draw: Callable[[int], np.ndarray] | None = None) -> Costs:
+    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model);
+    with ``draw`` (sampled routing: ``draw(layer)`` each decode token's experts in that layer,
+    ``[requests · (output_len − 1), top_k]``, asked for in layer order), each stage's decode tokens'
+    trips to its experts' grids one by one."""
     stages, problems = [], []
     for op in program.distinct():
         if isinstance(op, Serve):
             for work in op.stages:
                 mine: list[str] = []
-                stages.append(_stage(spec, op, work, mine))
+                stages.append(_stage(spec, op, work, mine, draw))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))

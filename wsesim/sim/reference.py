@@ -339,7 +339,7 @@ class _Reference:
                     with stages[s].request() as turn:
                         yield turn
                         start = env.now
-                        yield env.timeout(costs[s].service(t))
+                        yield env.timeout(costs[s].service(t, r))
                     self.trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1,
                                            split=costs[s].split(t))
                     if s == S - 1 and t + 1 == T:
