@@ -256,7 +256,8 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     experts, trip_cost = None, {}
-    if stage.grids > 1 or draw is not None:
+    moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
+    if moe and (stage.grids > 1 or draw is not None):
         home = (stage.wafer, stage.origin)
         trips = grid_trips(stage, spec.model.hidden_size,
                            lambda place, values: _move(spec, grid, home, place, values))
