@@ -171,3 +171,16 @@ def test_bad_routing_is_one_line() -> None:
         load_inference(overrides={"inference.routing": "zipf:-1"})
     assert experts_per_grid(256, 3) == 86 and experts_per_grid(4, 1) == 4
     assert load_model("deepseek-v3").dense_layers == 3
+
+
+def test_the_work_estimate_counts_the_draws() -> None:
+    """Sampled routing draws one key per (decode token, expert, MoE layer): batch 3 × 4 decode tokens
+    × 4 experts × 2 layers = 96 keys, none when balanced."""
+    from wsesim.experiments.inference import serving_estimate
+    from wsesim.experiments.serving_estimate import ROUTING_DRAW_S
+
+    spec = _spec(batch=3, routing="uniform")
+    e = serving_estimate(spec, map_stages(spec))
+    assert e.draws == 96 and serving_estimate(_spec(batch=3), map_stages(spec)).draws == 0
+    assert e.seconds == pytest.approx(serving_estimate(_spec(batch=3), map_stages(spec)).seconds
+                                      + 96 * ROUTING_DRAW_S)

@@ -148,8 +148,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                      f"{c.tokens_per_s_per_request:,.1f}" if c.feasible else "—",
                      f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
                     for c in candidates]
-            print(format_table(rows, ("grid", "stages", "wafers", "tokens/s per request",
-                                      "TTFT ms (or why not)")))
+            head = ("grid", "stages", "wafers", "tokens/s per request", "TTFT ms (or why not)")
+            if any(c.moe for c in candidates):  # which G each candidate spreads its experts over
+                rows = [(row[0], c.moe.get("expert_grids", 1), *row[1:]) for row, c in zip(rows, candidates,
+                                                                                          strict=True)]
+                head = (head[0], "expert grids", *head[1:])
+            print(format_table(rows, head))
             print()
         print(format_serving(result))
         for path in written:

@@ -31,8 +31,10 @@ __all__ = ["ServeRun", "run_inference", "search_mapping", "serving_estimate"]
 def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
                      engine: str = "fast") -> ServingEstimate:
     """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
-    i = spec.inference
-    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine)
+    i, m = spec.inference, spec.model
+    draws = (i.batch * max(i.output_len - 1, 0) * m.experts * (m.layers - m.dense_layer_count)
+             if i.sampled and m.experts else 0)
+    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine, draws=draws)
 
 @dataclass
 class ServeRun:
@@ -114,7 +116,8 @@ def search_mapping(spec: InferenceExperimentSpec,
     if each:  # every candidate's work counted before any is served
         largest = max(each, key=lambda e: e.bytes)
         check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
-                                       visits=sum(e.visits for e in each), runs=len(each)),
+                                       visits=sum(e.visits for e in each), runs=len(each),
+                                       draws=sum(e.draws for e in each)),
                       what="this search")
     candidates = [run_inference(s, engine, check=False) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]
