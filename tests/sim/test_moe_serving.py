@@ -26,11 +26,12 @@ def _spec(**inference):
     return load_inference_data(TINY, overrides={f"inference.{k}": v for k, v in inference.items()}).spec
 
 
-def _by_name(spec, name: str) -> list[float]:
+def _by_name(spec, name: str, phase: str = "decode") -> list[float]:
     program = serving_program(spec, map_stages(spec))
     costs = cost_serving(program, spec, decode_experts(spec))
     work, = program.body[0].stages
-    return [c.cycles for op, c in zip(work.decode, costs.stages[0].decode, strict=True) if op.name == name]
+    return [c.cycles for op, c in zip(getattr(work, phase), getattr(costs.stages[0], phase), strict=True)
+            if op.name == name]
 
 
 def test_two_grids_on_one_wafer_by_hand() -> None:
@@ -44,7 +45,11 @@ def test_two_grids_on_one_wafer_by_hand() -> None:
     8 + 2·2 + 4 + 1 = 17 cycles each way (``Machine.transfer``, the hand-off's move), 34 there and back.
     Balanced, a token's k = 2 experts reach min(2, 2) = 2 grids, the second one of them: 34 cycles a
     layer. Sampled, a token reaches the second grid unless both its experts are 0 and 1: with uniform
-    routing that is 1 − 1/C(4, 2) = 5/6 of the tokens, so the kernels' mean is 34 · (share reaching it)."""
+    routing that is 1 − 1/C(4, 2) = 5/6 of the tokens, so the kernels' mean is 34 · (share reaching it).
+
+    The prefill's 16 tokens, their k = 2 experts each over min(2, 2) = 2 grids evenly: the second grid
+    takes ⌈16 · 2/2⌉ = 16 tokens' vectors, 1,024 values, 256 a row, 128 wavelets: 128 + 5 + 4 = 137
+    cycles each way, 274 a layer."""
     spec = _spec(expert_grids=2)
     mapping = map_stages(spec)
     stage, = mapping.stages
@@ -53,6 +58,7 @@ def test_two_grids_on_one_wafer_by_hand() -> None:
     work, = serving_program(spec, mapping).body[0].stages
     assert {op.region for op in work.decode if op.name == "expert_gate_up"} == {(4, 4)}
     assert _by_name(spec, "expert_grids") == [34.0, 34.0]
+    assert _by_name(spec, "expert_grids", "prefill") == [274.0, 274.0]
     # the second grid holds half the experts: the first grid's weights are 2 experts short per layer
     m = spec.model
     expert = 3 * 64 * 32 * 2
@@ -75,13 +81,15 @@ def test_two_grids_on_one_wafer_by_hand() -> None:
 def test_two_grids_across_wafers_by_hand() -> None:
     """At 8 × 8 PEs a grid (the whole tiny8 wafer), two grids are two wafers: the trip goes over the
     I/O links and one SwarmX node: 64 values · 2 B / 4 B a cycle + 2 µs · 1 GHz = 32 + 2,000 = 2,032
-    cycles each way, 4,064 there and back, once a layer for a balanced token (the hand-off's formula)."""
+    cycles each way, 4,064 there and back, once a layer for a balanced token (the hand-off's formula);
+    the prefill's 16 tokens: 1,024 values, 2,048 B / 4 + 2,000 = 2,512 each way, 5,024 a layer."""
     spec = load_inference_data({**TINY, "inference": {**TINY["inference"], "grid": "8x8",
                                                       "interconnect": "swarmx"}},
                                overrides={"inference.expert_grids": 2}).spec
     mapping = map_stages(spec)
     assert mapping.systems == 2 and mapping.stages[0].expert_grids == ((1, (0, 0)),)
     assert _by_name(spec, "expert_grids") == [4064.0, 4064.0]
+    assert _by_name(spec, "expert_grids", "prefill") == [5024.0, 5024.0]
     no_link = load_inference_data({**TINY, "inference": {**TINY["inference"], "grid": "8x8"}},
                                   overrides={"inference.expert_grids": 2}).spec
     assert "set inference.interconnect" in map_stages(no_link).reason

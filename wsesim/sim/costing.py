@@ -255,21 +255,22 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
            draw: Callable[[int], np.ndarray] | None = None) -> StageCosts:
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
-    experts, trip_cost = None, {}
-    moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
-    if moe and (stage.grids > 1 or draw is not None):
-        home = (stage.wafer, stage.origin)
-        trips = grid_trips(stage, spec.model.hidden_size,
-                           lambda place, values: _move(spec, grid, home, place, values))
-        if draw is not None:
-            experts = sampled_trips(stage, spec.model, draw, trips, serve.requests, serve.output_len - 1)
-            trip_cost = experts.mean
-        else:
-            trip_cost = dict.fromkeys(stage.layers, balanced_trips(trips, spec.model.top_k))
+    home = (stage.wafer, stage.origin)
+
+    def trips(values: int) -> np.ndarray:
+        return grid_trips(stage, values, lambda place, n: _move(spec, grid, home, place, n))
+
+    experts = None
+    if draw is not None and any(not spec.model.is_dense(layer) for layer in stage.layers):
+        experts = sampled_trips(stage, spec.model, draw, trips(spec.model.hidden_size), serve.requests,
+                                serve.output_len - 1)
 
     def cost(op: Kernel, context: int) -> KernelCost:
         if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids: no kernel of the grid's own
-            return KernelCost(trip_cost[op.layer], 0.0, trip_cost[op.layer])
+            values, reached = op.dims  # a sampled decode token: at the run's mean, ``experts.extra`` its own
+            cycles = (experts.mean[op.layer] if experts is not None and context else
+                      balanced_trips(trips(int(values)), int(reached) + 1))
+            return KernelCost(cycles, 0.0, cycles)
         return grid.on(op.region).cost(op, op.at(context))
 
     prefill = tuple(cost(op, 0) for op in work.prefill)

@@ -37,10 +37,11 @@ def grid_trips(stage: Stage, values: int, move: Move) -> np.ndarray:
     return np.array([0.0, *(2.0 * move(place, values) for place in stage.expert_grids)])
 
 
-def balanced_trips(trips: np.ndarray, top_k: int) -> float:
-    """A balanced token's trips: its k experts on min(k, G) grids, the first of them grid 0 (the
-    nearest further grids next, in slot order)."""
-    return float(trips[1:min(top_k, len(trips))].sum())
+def balanced_trips(trips: np.ndarray, grids: int) -> float:
+    """The trips to the first ``grids`` − 1 further grids (a balanced decode token's k experts reach
+    min(k, G) grids, grid 0 the first of them, the nearest further grids next, in slot order; a prefill
+    reaches all G)."""
+    return float(trips[1:min(grids, len(trips))].sum())
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,18 @@ class _Layer:
                 Kernel(GEMM, "gate_up", layer, mm["gate_up"]),
                 Kernel(ELEMENTWISE, "activation", layer, (tokens * mm["down"][1], 4)),
                 Kernel(GEMM, "down", layer, mm["down"]),
+                *self.prefill_trips(layer, tokens),
                 Kernel(ELEMENTWISE, "residual", layer, (tokens * hid, 2))]
+
+    def prefill_trips(self, layer: int, tokens: int) -> list[Kernel]:
+        """With an MoE layer's experts over G grids, the prompt's tokens to the further grids and back:
+        its k experts a token reach min(k, G) grids, spread evenly, so each further grid takes
+        ⌈S·min(k, G)/G⌉ tokens' hidden vectors and sends as many back (``GRID_TRIPS`` over all G − 1)."""
+        if self.grids == 1 or self.m.is_dense(layer):
+            return []
+        reach = -(-tokens * min(self.m.top_k, self.grids) // self.grids)
+        values = reach * self.m.hidden_size
+        return [Kernel(StageOpKind.GRID_TRIPS, "expert_grids", layer, (values, self.grids - 1))]
 
     def scores_reduce(self, layer: int, tokens: int) -> list[Kernel]:
         """WaferLLM's prefill Q·Kᵀ (``matmul_T``) splits the head dimension along each row, so every
