@@ -428,9 +428,9 @@ Which mechanism is missing, by what the rows show:
   tiles of B = 1 cost more than their FLOPs say and the tuner stops at G = 5 tiles of B = 2: attention
   takes 61–66 % of the tuned steps and the experts never see the G·B that would make top_k 1 five times
   faster;
-* **the weight stream and the GEMM** are not yet one pipeline (docs/model.md §4.1): an op starts when its
-  weights are in. The dense rows stall for weights under 1 % of their steps, so this is not what they
-  miss.
+* not **the weight stream**: under this model an op consumes its weights as they arrive, the slower of
+  the two setting the pace (docs/model.md §4.1), and the dense rows stall for weights under 1 % of
+  their steps anyway.
 
 Miyajima et al.'s fp32 GEMM (33,000³ on 750² PEs) under the weight-streaming GEMM: 807 TFLOP/s against
 their 349 (+131 %; SUMMA +136 %): the fp32 rate, not the dataflow, is what is off there (§10.8).

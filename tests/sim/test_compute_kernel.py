@@ -93,3 +93,40 @@ def test_the_kernel_model_moves_the_step_and_constant_stays() -> None:
     kernel = simulate_experiment(load_experiment_data(TINY).spec)
     assert kernel.result.step_cycles != constant.result.step_cycles
     assert kernel.plan.compute == "kernel" and constant.plan.compute == "constant"
+
+
+def test_consume_is_the_slower_of_the_stream_and_the_work() -> None:
+    """A chunk whose first bytes reach the wafer at 10 and its last at 50, on PEs free from 20: 15 cycles
+    of work start at 50 and end at 65 unpipelined; pipelined they start at 20 and end at max(35, 50) = 50
+    (the stream is slower: 15 cycles not computing), and 60 cycles end at 80 (the work is slower)."""
+    from wsesim.sim.links import consume
+
+    assert consume(20.0, 10.0, 50.0, 15.0, False) == (50.0, 65.0, 30.0)
+    assert consume(20.0, 10.0, 50.0, 15.0, True) == (20.0, 50.0, 15.0)
+    assert consume(20.0, 10.0, 50.0, 60.0, True) == (20.0, 80.0, 0.0)
+    begin, end, waited = consume(np.array([20.0, 0.0]), np.array([10.0, 10.0]), np.array([50.0, 50.0]),
+                                 np.array([15.0, 60.0]), True)
+    assert begin.tolist() == [20.0, 10.0] and end.tolist() == [50.0, 70.0] and waited.tolist() == [15.0, 10.0]
+
+
+DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
+
+
+@pytest.mark.parametrize("engine", ["fast", "reference"])
+def test_the_kernel_model_pipelines_an_op_with_its_weights(engine: str) -> None:
+    """Under ``compute: kernel`` a whole-wafer op consumes its weights as they arrive: with the I/O
+    slowed to 0.05 B a cycle, layer 0's forward FFN starts before its chunk has arrived (at the chunk's
+    first bytes, or when the wafer is free) and ends exactly at its arrival, bound by the stream — where
+    ``constant`` starts it at the arrival."""
+    slow = {**DENSE, "hardware.io.bandwidth": "50 MB/s", "simulation.engine": engine}
+    for compute in ("kernel", "constant"):
+        run = simulate_experiment(load_experiment_data(TINY, overrides={**slow, "simulation.compute": compute}).spec)
+        io = run.trace.io_in
+        i = io.names.index(("fwd", 0, "ffn"))
+        ffn = next(s for s in run.trace.spans if s.name == "ffn" and s.args.get("layer") == 0
+                   and s.args.get("pass") == "fwd")
+        if compute == "kernel":
+            assert io.start[i] <= ffn.start < io.arrival[i] and ffn.end == pytest.approx(io.arrival[i])
+            assert ffn.args["bound"] == "stream"
+        else:
+            assert ffn.start >= io.arrival[i]

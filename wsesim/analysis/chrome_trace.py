@@ -2,7 +2,8 @@
 the one writer of traces, for a training step and for serving alike.
 
 Timestamps are simulated microseconds (cycles / clock). A serving run is one process, "pipeline
-stages", with a thread per stage and a span per request's token the stage served (prefill or decode).
+stages", with a thread per stage and a span per request's token the stage served (prefill or decode);
+under continuous batching, a span per iteration (its decode tokens and prompt tokens in its args).
 A training step's tracks, named with metadata events:
 
 =====  =========================  ==========================================================
@@ -77,6 +78,8 @@ def chrome_trace(trace: Trace, plan: StepPlan | None = None, *,
 
     if trace.stages is not None:
         return _stage_trace(trace, span, events)
+    if trace.batches is not None:
+        return _batch_trace(trace, span, events)
     assert plan is not None, "a training step's trace is drawn with its plan"
     for track, name, start, end, args in trace.spans:
         if track == Track.STEP:
@@ -117,6 +120,22 @@ def _stage_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
         if track == Track.STAGE:
             span(1, args["stage"] + 1, f"{name} r{args['request']} t{args['token']}", start, end, args,
                  str(name))
+    return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
+
+
+def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """A continuously batched serving run: a thread per stage, a span per iteration."""
+    b = trace.batches
+    assert b is not None
+    meta: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "pipeline stages"}},
+        *({"name": "thread_name", "ph": "M", "pid": 1, "tid": s + 1, "args": {"name": f"stage {s}"}}
+          for s in range(len(b.busy)))]
+    for s, start, end, decodes, prompt in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
+                                              b.decodes.tolist(), b.prompt_tokens.tolist(), strict=True):
+        name = f"{decodes} decode" + (f" + {prompt} prompt" if prompt else "")
+        span(1, s + 1, name, start, end, {"stage": s, "decodes": decodes, "prompt_tokens": prompt},
+             "iteration")
     return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
 
 

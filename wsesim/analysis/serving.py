@@ -1,21 +1,29 @@
-"""A serving run's result, measured from its trace (docs/model.md §11.5): time to first token, time per
-output token, tokens per second per request and in all, where a decode step's time goes (arithmetic,
-wavelets, waiting), per op kind and per stage, and each stage's SRAM per PE."""
+"""A serving run's result, measured from its trace (docs/model.md §11.5, §11.7): time to first token, time
+per output token (means, medians and 99th percentiles over requests), tokens per second per request, in
+all and per system, goodput against the latency targets, where a decode step's time goes (arithmetic,
+wavelets, waiting), per op kind and per stage, and each stage's SRAM per PE; and each request's times
+(``RequestTimes``, the rows of ``requests.csv``)."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..config.inference import InferenceExperimentSpec
 from ..model.serving import experts_per_grid
+from ..model.vocabulary import ServePhase, Track
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
-from ..sim.program import Program, Serve
+from ..sim.program import Program, Serve, ServeBatches
 
-__all__ = ["ServeResult", "infeasible_serving", "measure_serving"]
+__all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "request_times",
+           "requests_csv"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,24 @@ class ServeResult:
     # MoE serving when asked for (sampled routing or expert_grids other than 1; docs/model.md §11.8):
     # routing, expert_grids G, experts_per_grid, grids in all; empty otherwise, and then left out
     moe: dict[str, Any] = field(default_factory=dict)
+    # the load and its latencies over requests (docs/model.md §11.7)
+    arrival: str = "together"
+    batching: str = "none"
+    requests: int = 0  # in all (refused included)
+    refused: int = 0  # whose KV cache fits no stage even alone
+    ttft_p50_s: float = 0.0
+    ttft_p99_s: float = 0.0
+    tpot_p50_s: float = 0.0
+    tpot_p99_s: float = 0.0
+    queueing_s: float = 0.0  # mean, from arrival to the first stage starting its prompt
+    tokens_per_s_per_system: float = 0.0
+    mean_batch: float = 0.0  # decode tokens per iteration that had any, mean (1 without batching)
+    largest_batch: int = 0  # the most requests in flight at once
+    slo_ttft_s: float = 0.0  # the targets (0: none given)
+    slo_tpot_s: float = 0.0
+    slo_attainment: float = 0.0  # share of served requests meeting both
+    goodput_requests_per_s: float = 0.0
+    goodput_tokens_per_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -89,21 +115,175 @@ def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
 
 
 def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: str) -> ServeResult:
-    return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason)
+    return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason,
+                       **_load_keys(spec))
+
+
+def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
+    inf = spec.inference
+    slo = {"slo_ttft_s": inf.slo.ttft_s, "slo_tpot_s": inf.slo.tpot_s} if inf.slo else {}
+    return {"arrival": inf.arrival, "batching": "continuous" if inf.continuous else "none", **slo}
+
+
+@dataclass(frozen=True, eq=False)
+class RequestTimes:
+    """Each request's cycles from cycle 0 (NaN where it never happened: a refused request has no
+    admission, first token or finish) at ``clock`` Hz; as seconds (a one-token output has no TPOT):
+    ``queueing`` from arrival to the first stage starting its prompt, ``ttft`` from arrival to its first
+    token, ``tpot`` (finish − first token) / (output − 1), ``end_to_end`` from arrival to finish. Each
+    difference is taken in cycles, then divided by the clock."""
+
+    cycles: dict[str, np.ndarray]  # arrival, admitted, started, first, finished
+    prompt: np.ndarray
+    output: np.ndarray
+    refused: np.ndarray
+    clock: float
+
+    def seconds(self, name: str) -> np.ndarray:
+        return self.cycles[name] / self.clock
+
+    @property
+    def arrival(self) -> np.ndarray:
+        return self.seconds("arrival")
+
+    @property
+    def finished(self) -> np.ndarray:
+        return self.seconds("finished")
+
+    @property
+    def queueing(self) -> np.ndarray:
+        return (self.cycles["started"] - self.cycles["arrival"]) / self.clock
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return (self.cycles["first"] - self.cycles["arrival"]) / self.clock
+
+    @property
+    def tpot(self) -> np.ndarray:
+        c = self.cycles
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_token = np.where(self.output > 1, (c["finished"] - c["first"]) / (self.output - 1), np.nan)
+        return per_token / self.clock
+
+    @property
+    def end_to_end(self) -> np.ndarray:
+        return (self.cycles["finished"] - self.cycles["arrival"]) / self.clock
+
+
+def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace) -> RequestTimes:
+    """The requests' times of a run: its ``BatchLog`` under continuous batching, else its stage log
+    (every request at cycle 0, its prompt started when the first stage's prefill span starts)."""
+    clock = spec.hardware.clock_hz
+    op = program.body[0]
+    if isinstance(op, ServeBatches):
+        b = trace.batches
+        assert b is not None, "a continuously batched run's trace has its batch log"
+        return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
+                             "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
+                            clock)
+    log = trace.stages
+    assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
+    started = np.full(op.requests, np.nan)
+    for sp in trace.spans:
+        if sp.track == Track.STAGE and sp.name == ServePhase.PREFILL and sp.args["stage"] == 0:
+            started[sp.args["request"]] = sp.start
+    zeros = np.zeros(op.requests)
+    return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
+                         "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
+                        np.full(op.requests, op.output_len), np.zeros(op.requests, dtype=bool), clock)
+
+
+REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",
+                   "first_token_s", "finish_s", "queueing_s", "ttft_s", "tpot_s", "end_to_end_s")
+"""The columns of ``requests.csv``, one row per request in arrival order."""
+
+
+def requests_csv(t: RequestTimes) -> str:
+    """``requests.csv``'s text: each request's times in seconds (``repr``: exact), empty where none."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(REQUEST_COLUMNS)
+    cols = (t.arrival, t.seconds("admitted"), t.seconds("first"), t.finished, t.queueing, t.ttft, t.tpot,
+            t.end_to_end)
+    for r in range(len(t.prompt)):
+        times = ["" if np.isnan(c[r]) else repr(float(c[r])) for c in cols]
+        w.writerow([r, "refused" if t.refused[r] else "served", times[0], int(t.prompt[r]), int(t.output[r]),
+                    *times[1:]])
+    return out.getvalue()
+
+
+def _percentile(x: np.ndarray, q: float) -> float:
+    x = x[~np.isnan(x)]
+    return float(np.percentile(x, q)) if x.size else 0.0
+
+
+def _mean(x: np.ndarray) -> float:
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else 0.0
+
+
+def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) -> dict[str, Any]:
+    """The latency percentiles, queueing, batch sizes and goodput of a run's requests."""
+    inf = spec.inference
+    served = ~t.refused
+    window = (float(np.nanmax(t.finished)) - float(t.arrival[served].min())) if served.any() else 0.0
+    tpot, ttft = t.tpot, t.ttft
+    figures: dict[str, Any] = {
+        "requests": len(t.prompt), "refused": int(t.refused.sum()),
+        "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
+        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99),
+        "queueing_s": _mean(t.queueing)}
+    b = trace.batches
+    if b is not None:
+        decoding = b.decodes[b.decodes > 0]
+        figures["mean_batch"] = float(decoding.mean()) if decoding.size else 0.0
+        events = np.concatenate([t.cycles["admitted"][served], t.cycles["finished"][served]])
+        steps = np.concatenate([np.ones(int(served.sum())), -np.ones(int(served.sum()))])
+        order = np.lexsort((steps, events))  # a leave before an entry in the same cycle
+        figures["largest_batch"] = int(np.cumsum(steps[order]).max()) if served.any() else 0
+    else:
+        figures["mean_batch"], figures["largest_batch"] = 1.0, len(t.prompt)
+    if inf.slo is not None and window > 0:
+        met = served & (ttft <= inf.slo.ttft_s) & ((t.output == 1) | (tpot <= inf.slo.tpot_s))
+        figures.update(slo_attainment=float(met.sum() / max(int(served.sum()), 1)),
+                       goodput_requests_per_s=float(met.sum()) / window,
+                       goodput_tokens_per_s=float(t.output[met].sum()) / window)
+    return figures
 
 
 def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
                     trace: Trace, wall_s: float = 0.0) -> ServeResult:
-    inf, clock, log = spec.inference, spec.hardware.clock_hz, trace.stages
-    assert log is not None, "a serving run's trace has its stage log"
-    serve = next(op for op in program.body if isinstance(op, Serve))
-    first = log.done[:, 0]
-    ttft = float(first.mean()) / clock
-    if inf.output_len > 1:
-        tpot = float(((log.done[:, -1] - first) / (inf.output_len - 1)).mean()) / clock
+    inf, clock = spec.inference, spec.hardware.clock_hz
+    times = request_times(spec, program, trace)
+    load = {**_load_keys(spec), **_load_figures(spec, times, trace)}
+    serve = program.body[0]
+    assert isinstance(serve, Serve | ServeBatches)
+    log = trace.stages
+    if log is None:  # continuous batching: the requests served, from the first arrival to the last finish
+        served = ~times.refused
+        ttft, tpot = _mean(times.ttft), _mean(times.tpot)
+        end = float(np.nanmax(times.finished)) if served.any() else 0.0
+        span = end - float(times.arrival[served].min()) if served.any() else 0.0
+        tokens = float(times.output[served].sum()) / span if span else 0.0
+        assert trace.batches is not None
+        busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
+        waited = np.zeros(len(costs.stages))
+        step_cycles = sum(sum(c.cycles for c in cost.decode) for cost in costs.stages)
+        handoffs = sum(c.handoff_decode for c in costs.stages)
+        waiting = max(0.0, tpot * clock - step_cycles - handoffs) if tpot else 0.0
+        prompt_rate = _mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
     else:
-        tpot = 0.0
-    end = log.end / clock
+        first = log.done[:, 0]
+        ttft = float(first.mean()) / clock
+        if inf.output_len > 1:
+            tpot = float(((log.done[:, -1] - first) / (inf.output_len - 1)).mean()) / clock
+        else:
+            tpot = 0.0
+        end = log.end / clock
+        tokens = inf.batch * inf.output_len / end if end else 0.0
+        busy_cycles, waited, end_cycles = log.busy, log.waited, log.end
+        waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
+        prompt_rate = inf.prompt_len / ttft if ttft else 0.0
     by_op: dict[str, float] = defaultdict(float)
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
@@ -111,7 +291,6 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     handoff = sum(c.handoff_decode for c in costs.stages)
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
     step = sum(decode.values()) + handoff
-    waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
     breakdown = {**decode, "handoff": handoff, "waiting": waiting}
     prefill = {**split_costs(c for cost in costs.stages for c in cost.prefill),
                "handoff": sum(c.handoff_prefill for c in costs.stages)}
@@ -121,7 +300,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     for op, c in zip(first_stage.decode, costs.stages[0].decode, strict=True):
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
-    busy = log.busy / max(log.end, 1e-30)
+    busy = busy_cycles / max(end_cycles, 1e-30)
     moe = _moe(spec, mapping)
     per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer,
                   "layers": [w.stage.layers[0], w.stage.layers[-1]],
@@ -129,7 +308,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                   "prefill_cycles": c.prefill_cycles,
                   "decode_cycles": c.decode_cycles[-1] if c.decode_cycles else 0.0,
                   "handoff_decode_cycles": c.handoff_decode, "busy": float(busy[i]),
-                  "waiting_cycles": float(log.waited[i]),
+                  "waiting_cycles": float(waited[i]),
                   "sram_bytes_per_pe": {"weights": w.stage.memory.weights,
                                         "kv_cache": w.stage.memory.kv_cache,
                                         "activations": w.stage.memory.activations,
@@ -140,12 +319,12 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     return ServeResult(
         **_base(spec, mapping), feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
-        tokens_per_s=inf.batch * inf.output_len / end if end else 0.0, end_to_end_s=end,
-        prefill_tokens_per_s=inf.prompt_len / ttft if ttft else 0.0,
+        tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
+        tokens_per_s_per_system=tokens / mapping.systems,
         bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
-        per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s)
+        per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s, **load)
 
 
 def _stage_experts(stage: Any, cost: Any) -> dict[str, Any]:

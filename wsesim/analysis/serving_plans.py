@@ -8,6 +8,12 @@ are the key's values in order — numbers ascending, grids by their PEs, anythin
 ``concat``, a preset's name) in the order the sweep ran them — each at its own position on the axis. A
 row that was served is a point at its figure; an infeasible or failed one is a point with ``y`` None
 (drawn as a cross, labelled), never left out. A title says only what is constant over the rows.
+
+When the sweep varies ``inference.rate`` (a load, docs/model.md §11.7) there is one figure more,
+``throughput_vs_latency``: tokens/s per system against tokens/s per user (1 / TPOT), one point per load,
+labelled with its rate, one line per combination of the other varying keys, as GPU serving studies draw
+it; a row that was not served cannot be placed on those axes, so the plan lists it (``left_out``, with
+its reason) and the figure says so.
 """
 
 from __future__ import annotations
@@ -60,6 +66,67 @@ class ServingPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+RATE = "inference.rate"
+"""The swept key that makes the throughput–latency figure."""
+
+
+@dataclass
+class LoadSeries:
+    label: str
+    fixed: dict[str, str]
+    colour: int
+    points: list[dict[str, Any]] = field(default_factory=list)  # rate, per_user, per_system, point
+
+
+@dataclass
+class ThroughputLatencyPlan:
+    stem: str
+    title: str
+    constant: dict[str, str]
+    series_keys: list[str]
+    series: list[LoadSeries]
+    left_out: list[dict[str, Any]]  # rows not served: point, rate, status, reason
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> ThroughputLatencyPlan | None:
+    """The throughput–latency figure of a sweep that varies ``inference.rate`` (None otherwise, or for a
+    CSV without per-system tokens/s)."""
+    keys = swept_keys(header)
+    rows = with_base_values(header, rows)
+    if RATE not in keys or "tokens_per_s_per_system" not in header or len(_values(rows, RATE)) < 2:
+        return None
+    varying = [k for k in keys if len(_values(rows, k)) > 1]
+    others = [k for k in varying if k != RATE]
+    combos: list[tuple[str, ...]] = []
+    for row in rows:
+        combo = tuple(value(row, k) for k in others)
+        if combo not in combos:
+            combos.append(combo)
+    series = [LoadSeries(", ".join(f"{short(k)} {v}" for k, v in zip(others, c, strict=True)),
+                         dict(zip(others, c, strict=True)), i) for i, c in enumerate(combos)]
+    left_out = []
+    for row in rows:
+        rate, point = value(row, RATE), row.get("point", "")
+        point = int(point) if str(point).isdigit() else point
+        served = row.get("status") == "ok" and row.get("tokens_per_s_per_system", "") != "" \
+            and float(row.get("tokens_per_s_per_request") or 0) > 0
+        if not served:
+            left_out.append({"point": point, "rate": rate, "status": row.get("status", ""),
+                             "reason": row.get("reason", "") or "no decode step (one output token)"})
+            continue
+        s = series[combos.index(tuple(value(row, k) for k in others))]
+        s.points.append({"rate": rate, "per_user": float(row["tokens_per_s_per_request"]),
+                         "per_system": float(row["tokens_per_s_per_system"]), "point": point})
+    for s in series:
+        s.points.sort(key=lambda p: number(p["rate"]) or 0.0)
+    constant = _constant(rows, varying)
+    title = _title(RATE, constant).replace("Serving vs rate", "Tokens/s per system against tokens/s per user")
+    return ThroughputLatencyPlan("throughput_vs_latency", title, constant, others, series, left_out)
 
 
 def is_serving(header: list[str]) -> bool:

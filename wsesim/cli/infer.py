@@ -23,8 +23,14 @@ from .common import (
 
 def format_serving(r: Any) -> str:
     """The human view of a ``ServeResult``."""
-    head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
-            f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
+    batched = r.batching == "continuous"
+    if batched:
+        head = (f"{r.model} on {r.hardware}: {r.requests:,} requests arriving {r.arrival}, "
+                f"continuous batching of up to {r.batch} at once (mapped for prompt {r.prompt_len:,} + "
+                f"output {r.output_len:,})\n")
+    else:
+        head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
+                f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
     if r.feasible:
         allowed = f" of {r.systems_allowed} allowed" if r.systems_allowed else ""
         head += (f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
@@ -49,6 +55,8 @@ def format_serving(r: Any) -> str:
             ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
             ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
             ("bottleneck", r.bottleneck)]
+    if batched:
+        rows[0:4] = _load_rows(r)
     total = sum(r.decode_breakdown.values()) or 1.0
     parts = [(k, f"{v:,.0f}", f"{100 * v / total:.1f} %") for k, v in r.decode_breakdown.items()]
     whole = sum(r.prefill_breakdown.values()) or 1.0
@@ -71,7 +79,28 @@ def format_serving(r: Any) -> str:
            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
            format_table(stages, columns)]
     out += [f"warning: {w}" for w in r.warnings]
-    return "\n".join([*out, f"({r.events:,} stage visits in {r.wall_s:.2f} s)"])
+    visits = "iterations" if batched else "stage visits"
+    return "\n".join([*out, f"({r.events:,} {visits} in {r.wall_s:.2f} s)"])
+
+
+def _load_rows(r: Any) -> list[tuple[str, str]]:
+    """The rows a continuously batched run prints in place of the one-request figures."""
+    rows = [("time to first token", f"mean {r.ttft_s * 1e3:,.2f} ms, p50 {r.ttft_p50_s * 1e3:,.2f}, p99 "
+                                    f"{r.ttft_p99_s * 1e3:,.2f} (queueing {r.queueing_s * 1e3:,.2f} mean)"),
+            ("time per output token", f"mean {r.tpot_s * 1e6:,.1f} us, p50 {r.tpot_p50_s * 1e6:,.1f}, "
+                                      f"p99 {r.tpot_p99_s * 1e6:,.1f}" if r.tpot_s else "n/a"),
+            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.tpot_s else "n/a"),
+            ("tokens/s, all requests",
+             f"{r.tokens_per_s:,.1f} ({r.tokens_per_s_per_system:,.1f} per system)"),
+            ("batch", f"{r.mean_batch:,.1f} decode tokens per iteration (mean), at most {r.largest_batch} "
+                      "in flight")]
+    if r.refused:
+        rows.append(("refused", f"{r.refused:,} requests whose KV cache fits no stage even alone"))
+    if r.slo_ttft_s:
+        rows.append(("goodput", f"{r.goodput_tokens_per_s:,.1f} tokens/s, {r.goodput_requests_per_s:,.2f} "
+                                f"requests/s ({100 * r.slo_attainment:.1f} % meet TTFT <= "
+                                f"{r.slo_ttft_s * 1e3:g} ms and TPOT <= {r.slo_tpot_s * 1e3:g} ms)"))
+    return rows
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
@@ -82,7 +111,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..output.manifest import manifest, resolved
 
     overrides = parse_overrides(args.set)
-    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model, overrides=overrides)
+    vary = _parse_vary(args.vary) if args.vary else {}
+    # the base as its first point (a load's rate may come from --vary alone)
+    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
+                            overrides={**overrides, **{k: v[0] for k, v in vary.items()}})
     if args.vary:
         return _vary(args, overrides)
     for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
@@ -114,6 +146,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         data = {k: v for k, v in result.to_dict().items() if k != "wall_s"}
         atomic_write_text(out / "result.json", json.dumps(data, indent=2) + "\n")
         written.append(out / "result.json")
+        if run.trace is not None and run.program is not None:
+            from ..analysis.serving import request_times, requests_csv
+
+            atomic_write_text(out / "requests.csv", requests_csv(request_times(loaded.spec, run.program,
+                                                                               run.trace)))
+            written.append(out / "requests.csv")
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
                 [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
@@ -246,7 +284,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="with --vary --out: serve only the points missing from DIR/results.csv")
     add_json_argument(p)
     p.add_argument("--out", metavar="DIR",
-                   help="write DIR/result.json (and candidates.json with --search) and DIR/manifest.json; "
+                   help="write DIR/result.json, DIR/requests.csv (each request's times), candidates.json "
+                        "with --search, and DIR/manifest.json; "
                         "with --vary, the sweep's folder: DIR/results.csv, the figures, figures.json and "
                         "manifest.json")
     p.add_argument("--trace", metavar="FILE.json[.gz]",

@@ -1,23 +1,24 @@
 """Specs of serving a model on wafers (``kind: inference``; docs/model.md §11): the requests (prompt
-length, output length, how many at once) and the mapping (the grid of PEs each pipeline stage runs on,
-how many layers it holds, how many wafers), and the loader of such experiments."""
+length, output length, how many at once; how they arrive, how long they are, how a stage batches them,
+the latency targets) and the mapping (the grid of PEs each pipeline stage runs on, how many layers it
+holds, how many wafers), and the loader of such experiments."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, WithJsonSchema, field_validator
+from pydantic import Field, ValidationInfo, WithJsonSchema, field_validator
 
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import Description, Name, count, format_grid, parse_grid
+from .fields import Description, Name, count, format_grid, parse_grid, quantity
 from .loader import REFERENCE_KEYS, Loaded, read_yaml, register_kind, resolve_with_overrides, shipped_file
 from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, zipf_of
 from .validation import validate
 
-__all__ = ["InferenceExperimentSpec", "InferenceSpec", "load_inference", "load_inference_data",
+__all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "load_inference", "load_inference_data",
            "read_inference"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
@@ -26,6 +27,20 @@ Requests = count(65_536)
 Systems = count(65_536)
 StageLayers = count(16_384)
 ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
+# a wafer serves a request in milliseconds: 10^6 requests/s is past any load one could offer it
+Rate = Annotated[float, Field(gt=0, le=1e6)]
+# the σ of ln(length): 0.5-1.5 fits published traces' prompt and output lengths; 4 is past any of them
+Sigma = Annotated[float, Field(gt=0, le=4)]
+# a latency target: a token in microseconds to a first token in minutes
+Target = quantity("time", "1 us", "3600 s", "500 ms")
+
+
+class SloSpec(Spec):
+    """Latency targets a request must meet to count as goodput: its time to first token and its mean
+    time per output token (docs/model.md §11.7)."""
+
+    ttft_s: Target = Field(alias="ttft")
+    tpot_s: Target = Field(alias="tpot")
 
 
 class InferenceSpec(Spec):
@@ -46,18 +61,117 @@ class InferenceSpec(Spec):
     allreduce: Literal["chain", "star", "tree", "two-phase", "ring", "ktree"] = "ktree"  # norms and softmax
     # between the wafers of a pipeline (None: one wafer only): a preset name, a path or a mapping
     interconnect: Annotated[InterconnectSpec | None, WithJsonSchema(_INTERCONNECT_REF)] = None
+    # the load (docs/model.md §11.7): ``batch`` requests at cycle 0 (together), ``requests`` of them at
+    # ``rate`` per second (poisson), or the rows of a CSV file (trace)
+    arrival: Literal["together", "poisson", "trace"] = "together"
+    rate: Rate | None = Field(None, validate_default=True)  # requests per second, with poisson
+    trace: str | None = Field(None, validate_default=True)  # the CSV file, with trace
+    requests: Requests | None = Field(None, validate_default=True)  # in all (default: batch; a trace's rows)
+    # synthetic requests' lengths: prompt_len and output_len each, or lognormal with those medians
+    lengths: Literal["fixed", "lognormal"] = "fixed"
+    length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
+    # none: a stage serves one request's token at a time (the pipeline of §11.4); continuous: iteration-
+    # level batches (§11.7); auto: none when all arrive together, else continuous
+    batching: Literal["auto", "none", "continuous"] = Field("auto", validate_default=True)
+    prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
+    chunk: Tokens | None = Field(None, validate_default=True)  # prompt tokens per batch, chunked (512)
+    slo: SloSpec | None = None  # the targets goodput counts against
+    seed: Seed = 0  # of the synthetic load (arrival times, lengths) and of sampled routing
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, rate: float | None, info: ValidationInfo) -> float | None:
+        arrival = info.data.get("arrival")
+        if (arrival == "poisson") != (rate is not None):
+            raise fail("expected a rate (requests per second) with arrival: poisson, got none" if rate is None
+                       else f"expected no rate with arrival: {arrival} (only poisson arrivals have one), "
+                            f"got {rate:g}")
+        return rate
+
+    @field_validator("trace")
+    @classmethod
+    def _trace(cls, trace: str | None, info: ValidationInfo) -> str | None:
+        arrival = info.data.get("arrival")
+        if (arrival == "trace") != (trace is not None):
+            raise fail("expected a trace file (CSV) with arrival: trace, got none" if trace is None
+                       else f"expected no trace with arrival: {arrival}, got {shown_repr(trace)}")
+        return trace
+
+    @field_validator("requests")
+    @classmethod
+    def _requests(cls, requests: int | None, info: ValidationInfo) -> int | None:
+        if requests is None and info.data.get("arrival") == "poisson":
+            raise fail("expected a number of requests with arrival: poisson, got none")
+        return requests
+
+    @field_validator("length_sigma")
+    @classmethod
+    def _sigma(cls, sigma: float | None, info: ValidationInfo) -> float | None:
+        if sigma is not None and info.data.get("lengths") != "lognormal":
+            raise fail(f"expected no length_sigma with lengths: {info.data.get('lengths')} (only lognormal "
+                       f"lengths have one), got {sigma:g}")
+        if sigma is not None and info.data.get("arrival") == "trace":
+            raise fail("expected no length_sigma with arrival: trace (the trace gives each length)")
+        return sigma
+
+    @field_validator("batching")
+    @classmethod
+    def _batching(cls, batching: str, info: ValidationInfo) -> str:
+        d = info.data
+        if batching == "none" and d.get("arrival") != "together":
+            raise fail(f"expected batching: continuous or auto with arrival: {d.get('arrival')} (one token "
+                       "at a time serves only requests that all arrive together), got none")
+        if batching != "continuous" and d.get("arrival") == "together":  # the pipeline of §11.4
+            requests = d.get("requests")
+            if requests is not None and requests != d.get("batch"):
+                raise fail(f"expected requests equal to batch ({d.get('batch')}) with arrival: together "
+                           f"and batching: {batching} (all are served at once), got {requests}; "
+                           "batching: continuous admits them as the batch allows")
+            if d.get("lengths") != "fixed":
+                raise fail(f"expected lengths: fixed with batching: {batching} and arrival: together, got "
+                           f"{d.get('lengths')}; batching: continuous serves lengths that differ")
+        return batching
+
+    @field_validator("chunk")
+    @classmethod
+    def _chunk(cls, chunk: int | None, info: ValidationInfo) -> int | None:
+        if chunk is not None and info.data.get("prefill") != "chunked":
+            raise fail(f"expected no chunk with prefill: {info.data.get('prefill')} (only chunked prefill "
+                       f"has one), got {chunk}")
+        return chunk
+
+    @property
+    def continuous(self) -> bool:
+        """Whether stages run iteration-level batches (``batching``, ``auto`` read)."""
+        return self.batching == "continuous" or (self.batching == "auto" and self.arrival != "together")
+
+    @property
+    def chunk_tokens(self) -> int:
+        """Prompt tokens a chunked prefill takes per batch (512 unless ``chunk`` says)."""
+        return self.chunk or 512
+
+    @property
+    def sigma(self) -> float:
+        """Lognormal lengths' σ of ln (1 unless ``length_sigma`` says)."""
+        return self.length_sigma or 1.0
+
     # MoE serving (docs/model.md §11.8): "balanced" every token's top_k experts on k regions, one expert's
     # time (no sampling); "uniform" or "zipf:<alpha>" each token's experts drawn, as training.routing's
     routing: str = "balanced"
     # the grids one MoE layer's experts spread over (expert parallelism): 1, N, or auto (the mapping decides)
     expert_grids: ExpertGrids | Literal["auto"] = 1
-    seed: Seed = 0  # of the sampled routing
 
     @field_validator("routing")
     @classmethod
-    def _routing_kind(cls, routing: str) -> str:
+    def _routing_kind(cls, routing: str, info: ValidationInfo) -> str:
         if problem := routing_problem(routing, ("balanced", "uniform")):
             raise fail(problem)
+        batching, arrival = info.data.get("batching"), info.data.get("arrival")
+        continuous = batching == "continuous" or (batching == "auto" and arrival != "together")
+        if routing != "balanced" and continuous:
+            raise fail(f"expected routing: balanced with continuous batching (a batch's tokens take their "
+                       f"experts evenly; sampled routing is the one-token pipeline's, batching: none), got "
+                       f"{shown_repr(routing)}")
         return routing
 
     @property
@@ -127,9 +241,27 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         data = {**data, **named}
     base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
+    _trace_path(resolved, "inference.trace" in overrides, base_dir)
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
+    if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
+        from .request_trace import read_request_trace
+
+        rows = len(read_request_trace(spec.inference.trace)[0])
+        if spec.inference.requests is not None and spec.inference.requests > rows:
+            raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
+                              f"{spec.inference.requests:,}", source=source, path="inference.requests")
     return Loaded(spec, resolved, source, sources)
+
+
+def _trace_path(resolved: dict[str, Any], overridden: bool, base_dir: Path | None) -> None:
+    """``inference.trace`` made absolute: a file's relative path is the file's folder's, ``--set``'s the
+    working folder's (as ``--set hardware=PATH``)."""
+    inf = resolved.get("inference")
+    trace = inf.get("trace") if isinstance(inf, dict) else None
+    if isinstance(trace, str) and trace and not Path(trace).is_absolute():
+        base = Path.cwd() if overridden or base_dir is None else base_dir
+        resolved["inference"] = {**inf, "trace": str((base / trace).resolve())}
 
 
 def default_inference_path() -> Path:

@@ -16,6 +16,7 @@ import numpy as np
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
+from ..model.load import requests_of
 from ..model.routing import sample_layer
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
@@ -32,9 +33,14 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
                      engine: str = "fast") -> ServingEstimate:
     """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
     i, m = spec.inference, spec.model
+    if i.continuous:  # every request's tokens through every stage, at most one iteration each
+        load = requests_of(spec)
+        return estimate_serving(len(mapping.stages), len(load), max(1, round(float(load.output.mean()))),
+                                engine)
     draws = (i.batch * max(i.output_len - 1, 0) * m.experts * (m.layers - m.dense_layer_count)
              if i.sampled and m.experts else 0)
     return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine, draws=draws)
+
 
 @dataclass
 class ServeRun:
@@ -57,7 +63,7 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, engine))
-    program = serving_program(spec, mapping)
+    program = serving_program(spec, mapping, requests_of(spec) if spec.inference.continuous else None)
     costs = cost_serving(program, spec, decode_experts(spec))
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)

@@ -224,7 +224,15 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     kind = _base_kind(base_data, base_source)
     load = _LOADERS[kind]
-    base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides)
+    try:
+        base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides)
+    except ConfigError as alone:  # a base valid only once a point sets its keys (a load's rate): its first
+        first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
+        try:
+            base = load(base_data, source=base_source, base_dir=base_root,
+                        overrides={**(overrides or {}), **first})
+        except ConfigError:
+            raise alone from None
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
     count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
     if count > MAX_SWEEP_POINTS:

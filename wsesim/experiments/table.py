@@ -52,12 +52,18 @@ SPEEDUP = "speedup"
 SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems", "layers_per_stage",
                    "kv_layout", "batch", "prompt_len", "output_len", "ttft_s", "tpot_s",
                    "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s", "prefill_tokens_per_s",
-                   "decode_step_cycles", "max_output_len", "bottleneck")
+                   "decode_step_cycles", "max_output_len", "bottleneck", "arrival", "batching", "requests",
+                   "refused", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "queueing_s",
+                   "tokens_per_s_per_system", "mean_batch", "largest_batch", "slo_attainment",
+                   "goodput_requests_per_s", "goodput_tokens_per_s")
 """The fields of a ``ServeResult`` a serving sweep's CSV keeps, after the swept keys: what was served,
 the mapping it was served on (a grid of PEs per stage, stages, wafers) and its figures. The host's
 wall-clock time is no column (the file is a function of the sweep)."""
 SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s",
-                    "prefill_tokens_per_s", "decode_step_cycles", "bottleneck")
+                    "prefill_tokens_per_s", "decode_step_cycles", "bottleneck", "refused", "ttft_p50_s",
+                    "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "queueing_s", "tokens_per_s_per_system",
+                    "mean_batch", "largest_batch", "slo_attainment", "goodput_requests_per_s",
+                    "goodput_tokens_per_s")
 """Columns only a served run fills: empty on an infeasible (or failed) row."""
 
 

@@ -1,17 +1,20 @@
-"""GEMV y[1×N] = x[1×K] · W[K×N] on a P × Q grid of PEs (docs/model.md §10.4).
+"""GEMV y[M×N] = x[M×K] · W[K×N] on a P × Q grid of PEs (docs/model.md §10.4): one vector (M = 1), or a
+skinny GEMM of M vectors against the same resident weights (a decode batch's tokens, §11.7), which
+takes the same hops with M times the FMACs and the wavelets.
 
 PE (r, c) holds W's block of rows c·k … (c + 1)·k − 1 and columns r·n … (r + 1)·n − 1 (k = ⌈K/Q⌉,
 n = ⌈N/P⌉), and x's slice c, which the previous op's allreduce left on every PE of column c (the decode
-loop of WaferLLM and the vendor's example keep x there). Each PE does k·n FMACs, then every row
-allreduces its n partial sums (⌈n / elements per wavelet⌉ wavelets) so that y ends on every PE of the
-row, ready for the next GEMV. Every row does the same, so one row is simulated:
+loop of WaferLLM and the vendor's example keep x there). Each PE does M·k·n FMACs (one vector
+instruction of n per value of x), then every row allreduces its M·n partial sums (⌈M·n / elements per
+wavelet⌉ wavelets) so that y ends on every PE of the row, ready for the next GEMV. Every row does the
+same, so one row is simulated:
 
 * ``pipeline`` — the vendor's: a chain reduce along the row to its first PE, pipelined per wavelet, and
   a multicast of the result back along the row;
 * ``meshgemv`` — WaferLLM's centred K-tree allreduce (``ktree``): two chains converging on the middle
   of each group, the same over the group roots to the row's middle, a multicast both ways.
 
-cycles = compute(k·n) + the allreduce of one row (``collectives.allreduce_line``).
+cycles = compute(M·k·n) + the allreduce of one row (``collectives.allreduce_line``).
 """
 
 from __future__ import annotations
@@ -62,24 +65,25 @@ def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, i
     tree = ROW_TREES[algorithm]
 
     def run(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> KernelResult:
-        one, kk, nn = shape
-        if one != 1 or kk < 1 or nn < 1:
-            raise ConfigError(f"expected a GEMV shape 1 x K x N, got {one} x {kk} x {nn}", path="shape")
+        vectors, kk, nn = shape
+        if vectors < 1 or kk < 1 or nn < 1:
+            raise ConfigError(f"expected a GEMV shape M x K x N of positive sizes, got {vectors} x {kk} x "
+                              f"{nn}", path="shape")
         m.check_grid(rows, cols)
         k, n = -(-kk // cols), -(-nn // rows)
-        compute, issue = m.instructions(k, n)  # one FMAC instruction per x value, a block column long
-        wav = m.wavelets(n)
+        compute, issue = m.instructions(vectors * k, n)  # one FMAC instruction per x value, n long
+        wav = m.wavelets(vectors * n)
         reduce, steps, hops = allreduce_line(m, cols, wav, tree)
         issue += phases(tree) * m.issue * (cols > 1)
         cycles = compute + issue + reduce
         comm = min(reduce, wav + m.path(steps, hops)) if reduce else 0.0
-        need = m.elem_bytes * (k * n + k + 2 * n)  # W block, x slice, y partial and the incoming one
+        need = m.elem_bytes * (k * n + vectors * (k + 2 * n))  # W block; x slices, y partials, incoming
         links = LinkMap(rows, cols, lambda: gemv_terms(rows, cols, wav, tree))
         reason = sram_check(m, need, "the GEMV")
         return KernelResult(KernelKind.GEMV, algorithm, rows, cols, shape, m.dtype, cycles,
-                            compute + steps * T_OP, comm, 2.0 * kk * nn, need, links, m, not reason, reason,
-                            (f"{k} x {n} block per PE: {k} FMAC instructions of {n}; {tree} allreduce of "
-                             f"{wav} wavelets per row",), overhead=issue)
+                            compute + steps * T_OP, comm, 2.0 * vectors * kk * nn, need, links, m, not reason,
+                            reason, (f"{k} x {n} block per PE: {vectors * k} FMAC instructions of {n}; "
+                                     f"{tree} allreduce of {wav} wavelets per row",), overhead=issue)
 
     return run
 

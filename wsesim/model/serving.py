@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from ..config.specs import ModelSpec
 from .shapes import LayerShapes
 
-__all__ = ["StageMemory", "experts_per_grid", "kv_bytes_per_token", "layer_weight_bytes", "stage_memory"]
+__all__ = ["StageMemory", "activation_bytes", "experts_per_grid", "kv_bytes_per_token", "kv_cache_bytes",
+           "layer_weight_bytes", "requests_fit", "stage_memory"]
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float:
@@ -70,6 +71,32 @@ class StageMemory:
         return self.total <= self.usable
 
 
+def kv_cache_bytes(per_token: float, prompt: float, output: float, rows: int, cols: int,
+                   layout: str) -> float:
+    """KV cache per PE of ``prompt`` + ``output`` tokens (a request's, or summed over requests) at
+    ``per_token`` bytes a token (every layer of the stage): ``shift`` over the whole grid, ``concat`` the
+    prompt over the rows and every decoded token on the last row."""
+    if layout == "shift":
+        return per_token * (prompt + output) / (rows * cols)
+    return per_token * (prompt / rows + output) / cols
+
+
+def activation_bytes(model: ModelSpec, batch: int, prompt: int, rows: int, cols: int) -> float:
+    """Activations per PE: two hidden vectors per request in flight over a row, or four of the
+    ``prompt``'s (the longest being prefilled) over the grid, whichever is more."""
+    return max(batch * model.hidden_size * model.bytes_per_value * 2 / cols,
+               prompt * model.hidden_size * model.bytes_per_value * 4 / (rows * cols))
+
+
+def requests_fit(model: ModelSpec, memory: StageMemory, layers: int, rows: int, cols: int, layout: str,
+                 batch: int, prompts: int, outputs: int, longest: int) -> bool:
+    """Whether a stage (its weights per PE as ``memory`` holds them) holds the KV cache of ``batch``
+    requests of ``prompts`` + ``outputs`` tokens in all, the longest prompt ``longest``, and their
+    activations: what continuous batching admits (docs/model.md §11.7)."""
+    kv = kv_cache_bytes(kv_bytes_per_token(model) * layers, prompts, outputs, rows, cols, layout)
+    return memory.weights + kv + activation_bytes(model, batch, longest, rows, cols) <= memory.usable
+
+
 def stage_memory(model: ModelSpec, weight_bytes: float, layers: int, rows: int, cols: int, usable: float,
                  prompt_len: int, output_len: int, batch: int, layout: str) -> StageMemory:
     """Per-PE SRAM of a stage holding ``weight_bytes`` of weights and ``layers`` layers' KV cache for
@@ -81,14 +108,12 @@ def stage_memory(model: ModelSpec, weight_bytes: float, layers: int, rows: int, 
     pes = rows * cols
     per_token = kv_bytes_per_token(model) * layers * batch  # one token of every request, every layer here
     weights = weight_bytes / pes
-    activations = max(batch * model.hidden_size * model.bytes_per_value * 2 / cols,
-                      prompt_len * model.hidden_size * model.bytes_per_value * 4 / pes)
+    activations = activation_bytes(model, batch, prompt_len, rows, cols)
     free = usable - weights - activations
+    kv = kv_cache_bytes(per_token, prompt_len, output_len, rows, cols, layout)
     if layout == "shift":
-        kv = per_token * (prompt_len + output_len) / pes
         room = free * pes / per_token - prompt_len if per_token else float("inf")
     else:  # concat: the last row of PEs holds its share of the prompt and every decoded token
-        kv = per_token * (prompt_len / rows + output_len) / cols
         room = free * cols / per_token - prompt_len / rows if per_token else float("inf")
     max_output = int(max(0.0, min(room, 2**31 - 1)))
     return StageMemory(weights, kv, activations, usable, max_output)

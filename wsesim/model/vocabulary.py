@@ -77,6 +77,7 @@ class OpKind(Name):
     REDUCE_DRAIN = "reduce_drain"  # wait for its sum to come through a cluster's reduce tree
     OPTIMIZER_STEP = "optimizer_step"  # MemoryX updates every weight before the next step can stream
     SERVE = "serve"  # requests through a pipeline of stages, each stage a queue
+    SERVE_BATCHES = "serve_batches"  # requests over time, each stage running iteration-level batches
 
 
 class StageOpKind(Name):

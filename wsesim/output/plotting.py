@@ -248,9 +248,9 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
     when no row was served."""
     import json
 
-    from ..analysis.serving_plans import plan_serving
+    from ..analysis.serving_plans import plan_serving, plan_throughput_latency
     from .files import atomic_write_text, prepare_dir
-    from .serving_figures import serving_figure
+    from .serving_figures import serving_figure, throughput_latency_figure
 
     if not rows:
         return []
@@ -260,6 +260,11 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
     for plan in plan_serving(header, rows):
         files = _save(serving_figure(plan), out, plan.stem)
         listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+        written += files
+    load = plan_throughput_latency(header, rows)
+    if load is not None:  # a sweep over the offered load
+        files = _save(throughput_latency_figure(load), out, load.stem)
+        listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
         written += files
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
     return [*written, out / "figures.json"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.serving_plans import ServingPlan
+from ..analysis.serving_plans import ServingPlan, ThroughputLatencyPlan
 from .mpl import plt
 
 COLOURS = ["#2471a3", "#c0392b", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
@@ -68,4 +68,38 @@ def serving_figure(plan: ServingPlan) -> Any:
     crosses = any(p["y"] is None for panel in plan.panels for s in panel.series for p in s.points)
     fig.suptitle(plan.title.replace("\n", ": ", 1) + ("  (x: not served)" if crosses else ""), fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
+    """Tokens/s per system against tokens/s per user, one marker per load labelled with its rate
+    (requests/s), a line per series through the loads in rate order; the rows it could not place are
+    named below the axes."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for s in plan.series:
+        colour, (marker, style) = COLOURS[s.colour % len(COLOURS)], MARKERS[s.colour % len(MARKERS)]
+        x = [p["per_user"] for p in s.points]
+        y = [p["per_system"] for p in s.points]
+        ax.plot(x, y, marker=marker, linestyle=style, color=colour, label=s.label or None)
+        for p in s.points:
+            ax.annotate(f"{p['rate']}/s", (p["per_user"], p["per_system"]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=7, color=colour)
+    ax.set_xlabel("tokens/s per user (1 / mean time per output token)")
+    ax.set_ylabel("tokens/s per system")
+    ax.set_xlim(left=0)
+    tops = [max(p["per_system"] for p in s.points) for s in plan.series if s.points]
+    if tops and min(tops) > 0 and max(tops) / min(tops) > 4:  # series far apart: each visible on a log axis
+        ax.set_yscale("log")
+        ax.set_ylabel("tokens/s per system (log)")
+    else:
+        ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if any(s.label for s in plan.series):
+        ax.legend(fontsize=7)
+    if plan.left_out:
+        shown = ", ".join(f"{p['rate']}/s ({p['status'] or 'not served'})" for p in plan.left_out[:6])
+        more = f" and {len(plan.left_out) - 6} more" if len(plan.left_out) > 6 else ""
+        fig.text(0.01, 0.01, f"not drawn: {shown}{more} (figures.json: reasons)", fontsize=7)
+    ax.set_title(plan.title.replace("\n", "\n", 1), fontsize=9)
+    fig.tight_layout(rect=(0, 0.04 if plan.left_out else 0, 1, 1))
     return fig

@@ -41,10 +41,10 @@ from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
 from .moe_serving import ExpertTrips, balanced_trips, grid_trips, sampled_trips
 from .plan import StepPlan
-from .program import Handoff, Kernel, Op, Program, Serve, StageWork, WaferOp
+from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
 
-__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program", "cost_serving",
-           "with_defaults"]
+__all__ = ["COMPUTE_MODELS", "BatchCosts", "ComputeModel", "Costs", "StageCosts", "cost_program",
+           "cost_serving", "with_defaults"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,8 @@ class StageCosts:
     decode_cycles: tuple[float, ...]
     handoff_prefill: float
     handoff_decode: float
-    experts: ExpertTrips | None = field(default=None, compare=False)  # MoE layers over several grids
+    batches: BatchCosts | None = field(default=None, compare=False)  # under continuous batching
+    experts: ExpertTrips | None = field(default=None, compare=False)  # sampled routing's per-token trips
 
     @property
     def prefill_cycles(self) -> float:
@@ -181,6 +182,8 @@ class _Grid:
         self.machine = Machine.of(self.hw, self.dtype)
         self.algorithm = {StageOpKind.GEMV: inf.gemv, StageOpKind.GEMM: inf.gemm,
                           StageOpKind.ALLREDUCE: inf.allreduce}
+        # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
+        self.trips: Callable[[int], np.ndarray] | None = None
 
     def on(self, region: tuple[int, int] | None) -> _Grid:
         """The same kernels on ``region`` (an expert's rectangle of this grid; its problems are this
@@ -191,17 +194,23 @@ class _Grid:
         sub.rows, sub.cols = region
         return sub
 
-    def cost(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
+    def cost(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         """The kernel's cost on this grid and its launch (``runtime.kernel_launch``: the call that starts
-        it, its descriptors' set-up, the checks between one kernel of the stage's program and the next)."""
-        c, launch = self._kernel(op, dims), self.hw.runtime.kernel_launch_cycles
+        it, its descriptors' set-up, the checks between one kernel of the stage's program and the next).
+        ``batch``: the decode tokens it serves at once (a GEMV of that many vectors, that many times the
+        values of any other kernel: the same hops, ``batch`` times the FMACs and wavelets)."""
+        c, launch = self._kernel(op, dims, batch), self.hw.runtime.kernel_launch_cycles
+        if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids, part of the dispatch: no kernel launched
+            return c
         return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
                           c.overhead + launch)
 
-    def _kernel(self, op: Kernel, dims: tuple[int, ...]) -> KernelCost:
+    def _kernel(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         kind, m = op.kind, self.machine
+        if batch > 1 and kind != StageOpKind.GEMV:  # b tokens' values through the same kernel
+            dims = (dims[0] * batch, *dims[1:])
         if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
-            shape = (1, *dims) if kind == StageOpKind.GEMV else dims
+            shape = (batch, *dims) if kind == StageOpKind.GEMV else dims
             c = kernel_cost(self.hw, kind, self.rows, self.cols, dtype=self.dtype,
                             algorithm=self.algorithm[kind], shape=shape)
             if not c.feasible and c.reason not in self.problems:
@@ -221,6 +230,11 @@ class _Grid:
             values, ops = dims
             compute, issue = m.instructions(ops, ceil(values / (self.rows * self.cols)))
             return KernelCost(compute + issue, compute, 0.0, overhead=issue)
+        if kind == StageOpKind.GRID_TRIPS:  # (values, further grids reached): moves between the stage's grids
+            assert self.trips is not None, "a stage's grid knows the trips to its further grids"
+            values, reached = dims
+            cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
+            return KernelCost(cycles, 0.0, cycles)
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
         return self.transfer(values, hops)
 
@@ -251,29 +265,27 @@ def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
     return _move(spec, grid, (a.wafer, a.origin), (b.wafer, b.origin), h.values)
 
 
-def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problems: list[str],
+def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork, problems: list[str],
            draw: Callable[[int], np.ndarray] | None = None) -> StageCosts:
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     home = (stage.wafer, stage.origin)
-
-    def trips(values: int) -> np.ndarray:
-        return grid_trips(stage, values, lambda place, n: _move(spec, grid, home, place, n))
-
+    grid.trips = lambda values: grid_trips(stage, values, lambda place, n: _move(spec, grid, home, place, n))
     experts = None
-    if draw is not None and any(not spec.model.is_dense(layer) for layer in stage.layers):
-        experts = sampled_trips(stage, spec.model, draw, trips(spec.model.hidden_size), serve.requests,
+    moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
+    if draw is not None and isinstance(serve, Serve) and moe:
+        experts = sampled_trips(stage, spec.model, draw, grid.trips(spec.model.hidden_size), serve.requests,
                                 serve.output_len - 1)
 
     def cost(op: Kernel, context: int) -> KernelCost:
-        if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids: no kernel of the grid's own
-            values, reached = op.dims  # a sampled decode token: at the run's mean, ``experts.extra`` its own
-            cycles = (experts.mean[op.layer] if experts is not None and context else
-                      balanced_trips(trips(int(values)), int(reached) + 1))
-            return KernelCost(cycles, 0.0, cycles)
+        if experts is not None and context and op.kind == StageOpKind.GRID_TRIPS:  # at the run's mean;
+            return KernelCost(experts.mean[op.layer], 0.0, experts.mean[op.layer])  # ``extra``: each its own
         return grid.on(op.region).cost(op, op.at(context))
 
     prefill = tuple(cost(op, 0) for op in work.prefill)
+    batched = isinstance(serve, ServeBatches)
+    if batched:  # the one-request figures at the spec's lengths (its mapping's); its requests' vary
+        serve = Serve(serve.stages, 1, spec.inference.prompt_len, spec.inference.output_len)
     longest = serve.prompt_len + max(serve.output_len - 1, 1)  # the last decode step's context
     decode = tuple(cost(op, longest) for op in work.decode)
     first = stage.layers[0]
@@ -286,8 +298,12 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve, work: StageWork, problem
     fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
     per_token = tuple(fixed + layers * attention_cycles(context)
                       for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
+    batches = None
+    if batched:
+        batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
+                             sum(c.cycles for c in prefill))
     return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
-                      _handoff(spec, grid, work.handoff_decode), experts)
+                      _handoff(spec, grid, work.handoff_decode), batches=batches, experts=experts)
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec,
@@ -298,9 +314,107 @@ def cost_serving(program: Program, spec: InferenceExperimentSpec,
     trips to its experts' grids one by one."""
     stages, problems = [], []
     for op in program.distinct():
-        if isinstance(op, Serve):
+        if isinstance(op, Serve | ServeBatches):
             for work in op.stages:
                 mine: list[str] = []
                 stages.append(_stage(spec, op, work, mine, draw))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))
+
+
+class BatchCosts:
+    """What one stage's iteration-level batches cost (docs/model.md §11.7), each figure computed the
+    first time an executor asks and kept: both executors ask the same object, so they cannot disagree.
+
+    An iteration of b decode tokens at contexts c₁ … c_b costs ``decode(b) + attention(b, max cᵢ)``:
+    the layers' kernels with b vectors (``_Grid.cost``'s ``batch``; an MoE layer's experts each see
+    ⌈b·top_k / experts⌉ of them, the mean load of a batch spread evenly), and the attention kernels
+    with b vectors too, each against its own request's cache: every request's cache is spread over the
+    same grid the same way, so each PE does its share of every request's scores and context and each row
+    reduces them all in one allreduce — the same hops, b times the FMACs and wavelets — at the batch's
+    longest context (for the shorter ones a PE's share is at most that). A piece of a prompt
+    (``prefill``) costs its layers' prefill kernels at its length and context, and the LM head once
+    on the last stage when the piece ends its prompt; ``handoff`` moves an iteration's values to the
+    next stage. At one request, ``decode(1) + attention(c)`` and a whole
+    prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit."""
+
+    def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: _Grid, fixed: float,
+                 attention_cycles: Callable[[int], float], prompt_len: int, whole_prompt: float) -> None:
+        self.spec, self.work, self.grid, self.whole_prompt = spec, work, grid, whole_prompt
+        self.layers = len(work.stage.layers)
+        self.per_expert = (spec.model.top_k, spec.model.experts) if spec.model.experts else (1, 1)
+        self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
+        self._decode: dict[int, float] = {1: fixed}
+        self._attention: dict[int, float] = {}
+        self._batch_attention: dict[tuple[int, int], float] = {}
+        self._prefill: dict[tuple[int, int, bool], float] = {}
+        self._handoff: dict[int, float] = {}
+        self._kernels: dict[tuple, float] = {}
+
+    def decode(self, batch: int) -> float:
+        """Cycles of the stage's kernels, attention aside, on ``batch`` decode tokens at once (the LM
+        head's on the last stage)."""
+        if batch not in self._decode:
+            top_k, experts = self.per_expert
+            self._decode[batch] = sum(
+                self._kernel(op, op.dims, -(-batch * top_k // experts) if op.region else batch)
+                for op in self.work.decode if not op.attention)
+        return self._decode[batch]
+
+    def attention(self, context: int) -> float:
+        """Cycles of one request's attention, every layer of the stage, at ``context`` tokens cached."""
+        c = self._attention.get(context)
+        if c is None:
+            c = self._attention[context] = self.layers * self._attention_cycles(context)
+        return c
+
+    def batch_attention(self, batch: int, context: int) -> float:
+        """Cycles of ``batch`` requests' attention at once, every layer of the stage, at ``context``."""
+        key = (batch, context)
+        c = self._batch_attention.get(key)
+        if c is None:
+            first = self.work.stage.layers[0]
+            c = self._batch_attention[key] = self.layers * sum(
+                self._kernel(op, op.at(context), batch) for op in self.work.decode
+                if op.attention and op.layer == first)
+        return c
+
+    def prefill(self, tokens: int, start: int, ends: bool) -> float:
+        """Cycles of ``tokens`` prompt tokens from token ``start`` on (attending to ``start + tokens``),
+        ``ends``: the piece ends its prompt (the last stage's LM head then runs for its last token)."""
+        key = (tokens, start, ends)
+        if key not in self._prefill:
+            if start == 0 and tokens == self.prompt_len and ends:  # the whole prompt of §11.4
+                c = self.whole_prompt
+            else:
+                c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, start + tokens))
+                if ends:
+                    c += sum(self._kernel(op, op.dims, 1) for op in self.work.lm_head)
+            self._prefill[key] = c
+        return self._prefill[key]
+
+    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
+        """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
+        request's: its context), and prompt pieces (tokens, start, ends its prompt)."""
+        cycles = 0.0
+        if decodes:
+            cycles = self.decode(decodes)
+            cycles += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
+        for tokens, start, ends in pieces:
+            cycles += self.prefill(tokens, start, ends)
+        return cycles
+
+    def handoff(self, values: int) -> float:
+        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
+        if values not in self._handoff:
+            h = self.work.handoff_decode
+            self._handoff[values] = _handoff(self.spec, self.grid, Handoff(h.source, h.target, values)) \
+                if values else 0.0
+        return self._handoff[values]
+
+    def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:
+        key = (op.kind, dims, op.region, batch)
+        c = self._kernels.get(key)
+        if c is None:
+            c = self._kernels[key] = self.grid.on(op.region).cost(op, dims, batch).cycles
+        return c

@@ -8,12 +8,15 @@ clock cycles.
 * the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
 * ``_step`` (a process) runs the program's ops in order, once per micro-batch (every weight streams in
   again for each): a ``WEIGHTS`` op waits for its chunks, a whole-wafer op takes its cost model's cycles,
-  per tile when it is tiled, a fabric op the fabric's, the ``EXPERTS`` op the experts phase
+  per tile when it is tiled (under ``compute: kernel`` its first run consumes its weights as they arrive:
+  ``links.consume``), a fabric op the fabric's, the ``EXPERTS`` op the experts phase
   (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
   step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
 * a ``SERVE`` op is a queue per stage, run as one loop over arrivals in time order (a heap): each
   stage's next start is the later of the arrival and the stage's last finish; on ties of equal cycles
-  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle.
+  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle;
+* a ``SERVE_BATCHES`` op (continuous batching) advances a whole iteration of a stage at a time, in one
+  loop over event times (``batching.run_batches``).
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -29,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
+from .batching import run_batches
 from .cluster import io_rate
 from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
-from .links import GradientLink, WeightStream
+from .links import GradientLink, Pending, WeightStream, close_wait, consume
 from .plan import Span, StageLog, StepPlan, Trace
 from .program import (
     WAFER_OPS,
@@ -43,6 +47,7 @@ from .program import (
     OptimizerStep,
     Program,
     Serve,
+    ServeBatches,
     Transfer,
     WaferOp,
     Weights,
@@ -52,6 +57,9 @@ __all__ = ["simulate"]
 
 Run = Callable[[Op], Generator[Any, Any, None]]
 
+_CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
+"""The ops before which a pipelined weights wait stays open: another wait, or the op that consumes it."""
+
 
 class _Engine:
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
@@ -59,7 +67,9 @@ class _Engine:
         self.env = CountingEnvironment()
         self.trace = Trace()
         self.events: int | None = None  # a serving run's stage visits (the heap's events)
-        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve}
+        self._pending: Pending | None = None  # see _links
+        self._consumed = False  # the current whole-wafer op's first run consumed a weights wait
+        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self._links(plan, program)
@@ -73,6 +83,9 @@ class _Engine:
         self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
         self.sizes = chunks.sizes
         self.copied_out = np.zeros(len(chunks), dtype=bool)  # whole-wafer chunks already freed
+        # compute: kernel pipelines an op with its weights' arrival (links.consume): the last weights wait
+        # (its start, the first bytes' arrival, the last's, its args) until an op consumes it
+        self.pipelined = plan.compute == "kernel"
         staging = chunks.staging_bytes  # half for weights in, half for gradients out
         rate, latency = io_rate(hw, plan.tree), (plan.tree.latency if plan.tree else 0.0)
         self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, rate, latency)
@@ -99,6 +112,7 @@ class _Engine:
         router, LM head, embedding) are copied out of the staging buffer into their resident place as
         each piece arrives, so the buffer never has to hold all of them at once."""
         env, stream, start = self.env, self.stream, self.env.now
+        self._close_pending()
         first, last = self.keys[op.key]
         for i in range(first, last + 1):
             if i >= stream.next:
@@ -109,20 +123,49 @@ class _Engine:
             if not self.copied_out[i]:  # a recompute and its backward wait for the same copy: free it once
                 self.copied_out[i] = True
                 stream.free(self.sizes[i])
-        if env.now > start:
+        if self.pipelined:  # the next whole-wafer op may have started with the first bytes (links.consume)
+            self._pending = (start, float(stream.start[first]) + stream.latency, env.now, dict(op.args))
+        elif env.now > start:
             self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
+
+    def _close_pending(self) -> None:
+        close_wait(self.trace, self._pending)
+        self._pending = None
+
+    def _first_run(self, cycles: float) -> tuple[float, float]:
+        """(begin, end) of a whole-wafer op's first run: now and now + cycles, or, pipelined after a weights
+        wait (``_consumed``), from its weights' first bytes to no earlier than their last
+        (``links.consume``)."""
+        self._consumed = self._pending is not None
+        if self._pending is None:
+            return self.env.now, self.env.now + cycles
+        start, head, arrival, args = self._pending
+        self._pending = None
+        begin, end, _ = consume(start, head, arrival, cycles, True)
+        if begin > start:
+            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, begin, args))
+        return begin, end
 
     # ---------------------------------------------------------------------------------- compute ops
     def _wafer(self, op: WaferOp) -> Generator[Any, Any, None]:
         """A whole-wafer op, or its ``tiles`` runs back to back (one span each)."""
         cost = self.costs.wafer[op]
         start, cycles, spans = self.env.now, cost.cycles, self.trace.spans
+        begin, first_end = self._first_run(cycles)
+        # after its first run, each run takes its cycles (the weights are resident)
+        shift = first_end - (start + cycles) if self._consumed else 0.0
         for i in range(op.runs):
             args = {**op.args, **({"tile": i} if op.tiles else {}), "flops": op.flops,
                     "weight_bytes": op.weight_bytes, "bound": cost.bound}
-            spans.append(Span(Track.STEP, op.kind, start + i * cycles, start + (i + 1) * cycles, args))
+            if i == 0 and self._consumed:
+                if first_end > begin + cycles:
+                    args["bound"] = "stream"  # paced by its weights' arrival
+                spans.append(Span(Track.STEP, op.kind, begin, first_end, args))
+                continue
+            spans.append(Span(Track.STEP, op.kind, start + i * cycles + shift,
+                              start + (i + 1) * cycles + shift, args))
         self.trace.executed_flops += op.executed_flops
-        yield self.env.timeout(op.runs * cycles)
+        yield self.env.timeout(op.runs * cycles + shift)
 
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
         nbytes = (self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size
@@ -195,6 +238,12 @@ class _Engine:
         self.events = visits
         yield self.env.timeout(trace.stages.end)
 
+    def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
+        """Requests over time, each stage running iteration-level batches (``batching``)."""
+        log = self.trace.batches = run_batches(op, [c.batches for c in self.costs.stages])
+        self.events = len(log.start)  # the iterations
+        yield self.env.timeout(log.end_cycle)
+
     # ----------------------------------------------------------------------------------------- run
     def _step(self) -> Generator[Any, Any, None]:
         run, program = self._run, self.program
@@ -202,7 +251,10 @@ class _Engine:
             if program.chunks is not None:
                 self._use_micro_batch(i)
             for op in program.body:
+                if op.kind not in _CONSUMERS:
+                    self._close_pending()
                 yield from run[op.kind](op)
+        self._close_pending()
         for op in program.tail:
             yield from run[op.kind](op)
 

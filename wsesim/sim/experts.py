@@ -29,7 +29,7 @@ from ..config.specs import DTYPE_BYTES
 from ..model.shapes import BACKWARD_OPS, EXPERT_SHARE, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, Pass
 from .chunks import ChunkPlan
-from .links import GradientLink, WeightStream
+from .links import GradientLink, WeightStream, consume
 from .plan import ExpertOps, StepPlan, Trace
 from .program import Experts
 
@@ -70,6 +70,7 @@ class ExpertsPhase:
         for r, experts in enumerate(members):
             self.slots[: len(experts), r] = experts
         self._phase = MAPPINGS[plan.moe_mapping] if plan.model.experts else None
+        self.pipelined = plan.compute == "kernel"  # an op consumes its weights as they arrive (links.consume)
 
     def use_micro_batch(self, i: int) -> None:
         """Index micro-batch i's copy of the experts' chunks."""
@@ -108,10 +109,10 @@ def regions_phase(eng: ExpertsPhase, layer: int, pass_: str, chunk_pass: str,
                     resume.extend((int(r), j, k, piece) for r in regions[unscheduled])
                     stopped[regions[unscheduled]] = True
                     regions, ex, index, arrival = (a[~unscheduled] for a in (regions, ex, index, arrival))
-                begin = np.maximum(t[regions], arrival)
-                end = begin + eng.cost[op, backward][layer, ex] / pieces
-                record(eng, op, pass_, layer, backward, ex, begin, end, begin - t[regions], pieces)
-                wait[regions] += begin - t[regions]
+                begin, end, waited = consume(t[regions], stream.start[index] + stream.latency, arrival,
+                                             eng.cost[op, backward][layer, ex] / pieces, eng.pipelined)
+                record(eng, op, pass_, layer, backward, ex, begin, end, waited, pieces)
+                wait[regions] += waited
                 t[regions] = end
                 if last_use:
                     stream.free_at(end, eng.chunk_bytes[index])
@@ -140,7 +141,8 @@ def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: 
     can, the loop waits for the earliest chunk any of them still needs.
 
     The timeline is the one each region would have as a process of its own. A region's op starts at
-    max(region free, chunk arrival) either way; registering its frees as soon as its chunk is scheduled
+    max(region free, chunk arrival) either way (``links.consume``; pipelined, its first bytes' arrival);
+    registering its frees as soon as its chunk is scheduled
     (not when the chunk arrives) is only earlier, and the stream decides nothing beyond the next event
     in the queue — here the arrival of the earliest chunk waited for, which no pending region's free
     precedes (its chunk comes later on the in-order link).
@@ -172,10 +174,8 @@ def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: 
                 continue
             pieces = chunks[op_index].shape[0]
             rr, ee, ii = r[go], e[go], i[go]
-            free = t[rr]
-            begin = np.maximum(free, stream.arrival[ii])
-            end = begin + eng.cost[op, backward][layer, ee] / pieces
-            waited = begin - free
+            begin, end, waited = consume(t[rr], stream.start[ii] + stream.latency, stream.arrival[ii],
+                                         eng.cost[op, backward][layer, ee] / pieces, eng.pipelined)
             pg = p[go]
             if pieces == 1 or (pg == pg[0]).all():  # one piece of the op in this round: one record
                 record(eng, op, pass_, layer, backward, ee, begin, end, waited, pieces)
@@ -224,13 +224,14 @@ def in_place_phase(eng: ExpertsPhase, layer: int, pass_: str, chunk_pass: str,
                         yield env.timeout(t - env.now)
                     if i >= stream.next:
                         yield stream.wait(i)
-                begin = max(t, float(stream.arrival[i]))
+                begin, end, wait = consume(t, float(stream.start[i]) + stream.latency,
+                                           float(stream.arrival[i]), cycles, eng.pipelined)
                 experts, begins, ends, waits = laid.setdefault((k, piece), ([], [], [], []))
                 experts.append(e)
                 begins.append(begin)
-                waits.append(begin - t)
-                waited += begin - t
-                t = begin + cycles
+                waits.append(wait)
+                waited += wait
+                t = end
                 ends.append(t)
                 if last_use:
                     frees[0].append(t)

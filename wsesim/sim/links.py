@@ -24,7 +24,39 @@ from typing import Any
 import numpy as np
 import simpy
 
-from .plan import LinkSchedule
+from ..model.vocabulary import Phase, Track
+from .plan import LinkSchedule, Span, Trace
+
+Pending = tuple[float, float, float, dict[str, Any]]
+"""A pipelined weights wait (``compute: kernel``): its start, its first bytes' arrival, its last's, its
+op's args; open until a whole-wafer op consumes it (``consume``) or something else comes first."""
+
+
+def close_wait(trace: Trace, pending: Pending | None) -> None:
+    """A weights wait that no whole-wafer op consumed as it arrived: a stall, as unpipelined."""
+    if pending is not None and pending[2] > pending[0]:
+        trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, pending[0], pending[2], pending[3]))
+
+
+def consume(free: Any, head: Any, arrival: Any, cycles: Any, pipelined: bool) -> tuple[Any, Any, Any]:
+    """(begin, end, waited) of ``cycles`` of work on a chunk of weights whose first bytes reach the wafer
+    at ``head`` and its last at ``arrival``, on PEs free from ``free`` (floats, or arrays alike).
+
+    Not ``pipelined`` (``compute: constant``, whose op cost is a rate over its FLOPs): the work starts once
+    the chunk is in. ``pipelined`` (``compute: kernel``, docs/model.md §4.1): the weight-streaming GEMM
+    consumes weight rows as they arrive, so the work starts with the first bytes and ends no earlier than
+    the last — the slower of the stream and the GEMM sets the pace (the last row's own FMACs, one
+    output's pace, are not added). ``waited``: the cycles the PEs spent not computing."""
+    if not pipelined:
+        begin = np.maximum(free, arrival) if isinstance(free, np.ndarray) else max(free, arrival)
+        return begin, begin + cycles, begin - free
+    if isinstance(free, np.ndarray):
+        begin = np.maximum(free, head)
+        end = np.maximum(begin + cycles, arrival)
+    else:
+        begin = max(free, head)
+        end = max(begin + cycles, arrival)
+    return begin, end, end - cycles - free
 
 
 class WeightStream:

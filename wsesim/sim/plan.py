@@ -107,12 +107,40 @@ class StageLog:
 
 
 @dataclass
+class BatchLog:
+    """A continuously batched serving run (docs/model.md §11.7), per request r (NaN where it never
+    happened: a refused request, ``refused[r]``): the cycle it was ``admitted``, the cycle the first
+    iteration taking its prompt ``started`` at the first stage, its ``first`` token's cycle and the cycle
+    it ``finished``; per stage s ``busy[s]`` cycles of iterations; and every iteration, in the order
+    they ran: its ``stage``, ``start`` and ``end`` cycles, ``decodes`` (decode tokens) and
+    ``prompt_tokens`` (prompt tokens it took in)."""
+
+    admitted: np.ndarray
+    started: np.ndarray
+    first: np.ndarray
+    finished: np.ndarray
+    refused: np.ndarray
+    busy: np.ndarray
+    stage: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    decodes: np.ndarray
+    prompt_tokens: np.ndarray
+
+    @property
+    def end_cycle(self) -> float:
+        done = self.finished[~np.isnan(self.finished)]
+        return float(done.max()) if done.size else 0.0
+
+
+@dataclass
 class Trace:
     """What happened, recorded during the run; metrics are computed from it afterwards.
 
     ``spans`` are (track, name, start, end, args) in cycles on the step's own timeline and the links
     (a serving run's: one per stage visit, on the stage track); ``expert_ops`` hold the expert regions'
-    ops as arrays; ``io_in`` is the inbound link's schedule; ``stages`` a serving run's stage log.
+    ops as arrays; ``io_in`` is the inbound link's schedule; ``stages`` a serving run's stage log
+    (``batches`` a continuously batched one's).
     """
 
     spans: list[Span] = field(default_factory=list)
@@ -131,6 +159,7 @@ class Trace:
     restreamed_for_recompute: bool = False
     staging_held_at_end: float = 0.0  # weight bytes still reserved in the staging buffer (0 when all freed)
     stages: StageLog | None = None
+    batches: BatchLog | None = None
 
     def fabric_span(self, op: Transfer, start: float, end: float, total_bytes: float,
                     max_load: float) -> None:

@@ -18,12 +18,14 @@ An op is one of a small tagged union of records, each carrying what its handler 
 * ``Drain`` — the end of the step: the last gradient out, or its sum through a cluster's tree;
 * ``OptimizerStep`` — MemoryX's update of every weight;
 * ``Serve`` — requests through a pipeline of stages (``StageWork``: each stage's ``Kernel`` ops for a
-  prefill and for one decode step, and its ``Handoff`` to the next stage).
+  prefill and for one decode step, and its ``Handoff`` to the next stage);
+* ``ServeBatches`` — requests arriving over time through the same stages, each stage running
+  iteration-level batches (continuous batching, docs/model.md §11.7).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,11 +34,14 @@ from ..model.shapes import Matmul
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, StageOpKind
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from ..config.specs import ModelSpec
     from .chunks import ChunkPlan
     from .mapping import Stage
 
 __all__ = ["WAFER_OPS", "Drain", "Experts", "GradientOut", "Handoff", "Kernel", "Op", "OptimizerStep",
-           "PerToken", "Program", "Serve", "StageWork", "Transfer", "WaferOp", "Weights"]
+           "PerToken", "Program", "Serve", "ServeBatches", "StageWork", "Transfer", "WaferOp", "Weights"]
 
 ChunkKey = tuple[Any, ...]  # (copy, layer, tensor) or (tensor,): a key of the chunk plan
 
@@ -190,13 +195,18 @@ class Handoff:
 @dataclass(frozen=True, slots=True, eq=False)
 class StageWork:
     """What one pipeline stage does for a request: its prompt's prefill, one decode step (its ops at
-    a decode context; ``attention`` ops re-costed per token), and the hand-off after each."""
+    a decode context; ``attention`` ops re-costed per token), and the hand-off after each.
+    ``prefill_of(tokens, context)``: the prefill kernels of a piece of ``tokens`` prompt tokens whose
+    attention reaches ``context`` tokens (a chunk, or a prompt of another length), its layers' only
+    (the LM head is ``lm_head``, the decode step's last kernels on the last stage)."""
 
     stage: Stage
     prefill: tuple[Kernel, ...]
     decode: tuple[Kernel, ...]
     handoff_prefill: Handoff
     handoff_decode: Handoff
+    prefill_of: Callable[[int, int], tuple[Kernel, ...]] | None = None
+    lm_head: tuple[Kernel, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -213,7 +223,36 @@ class Serve:
     args: Mapping[str, Any] = field(default_factory=_args)
 
 
-Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | Serve
+@dataclass(frozen=True, slots=True, eq=False)
+class ServeBatches:
+    """Requests through ``stages`` under continuous batching (docs/model.md §11.7): request r arrives at
+    cycle ``arrival[r]`` (in order) with ``prompt[r]`` prompt tokens and ``output[r]`` output tokens.
+    It is admitted, first come first served, when fewer than ``cap`` are in flight and its KV cache
+    (prompt + output tokens, reserved whole) fits every stage beside theirs (``model.serving.
+    requests_fit`` under ``layout``), and leaves when its last token does; one that fits no stage even
+    alone is refused. Each stage, whenever it is idle and has work queued, runs one iteration: every
+    decode token queued, as one batch, and prompt tokens by ``policy`` — ``prefill_first``: every
+    prompt piece queued instead of the decodes; ``chunked``: besides them, up to ``chunk`` prompt
+    tokens, the rest of a prompt waiting for the next iteration."""
+
+    kind: ClassVar[OpKind] = OpKind.SERVE_BATCHES
+    stages: tuple[StageWork, ...]
+    arrival: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    cap: int
+    policy: str
+    chunk: int
+    model: ModelSpec
+    layout: str
+    args: Mapping[str, Any] = field(default_factory=_args)
+
+    @property
+    def requests(self) -> int:
+        return len(self.arrival)
+
+
+Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | Serve | ServeBatches
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ code:
   one process per tile, queued on the wafer in tile order, one timeout each; each expert region runs one
   process per phase over its experts in slot order (ascending expert index), every op, and every piece
   of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
-  region is free;
+  region is free; under ``compute: kernel`` an op consumes its weights as they arrive
+  (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to no earlier
+  than their arrival, the first run of a whole-wafer op after its weights wait likewise;
 * in a cluster, chunks come down and gradients go up the tree at its rate, a process per level (``relay``);
 * the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
   I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
@@ -28,7 +30,9 @@ code:
   whole-wafer gradient and once after each backward experts phase, as the fast engine does;
 * serving (a ``SERVE`` op): a process per request, a ``simpy.Resource`` of capacity 1 per stage; each
   token of a request takes every stage in turn (its service a timeout while it holds the stage), then
-  the hand-off's delay.
+  the hand-off's delay;
+* continuous batching (a ``SERVE_BATCHES`` op): processes for the arrivals, each stage and each link
+  between stages, in ``reference_batching``.
 
 Where the fast engine is subtle, what the reference does and why it is the same model:
 
@@ -72,7 +76,8 @@ from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .cluster import io_rate, relay
 from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
-from .plan import ExpertOps, LinkSchedule, Span, StageLog, StepPlan, Trace
+from .links import Pending, close_wait, consume
+from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
 from .program import (
     WAFER_OPS,
     Drain,
@@ -81,12 +86,17 @@ from .program import (
     OptimizerStep,
     Program,
     Serve,
+    ServeBatches,
     Transfer,
     WaferOp,
     Weights,
 )
+from .reference_batching import serve_batches, serve_requests
 
 __all__ = ["simulate"]
+
+_CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
+"""The ops before which a pipelined weights wait stays open: another wait, or the op that consumes it."""
 
 SLACK = 1 + 1e-12
 """Relative slack on both staging buffers' capacity, as in the fast engine (``links``)."""
@@ -109,6 +119,9 @@ class _Reference:
         self.plan, self.program, self.costs = plan, program, costs
         self.env = CountingEnvironment()
         self.trace = Trace()
+        self.pipelined = plan is not None and plan.compute == "kernel"  # an op consumes its weights as
+        # they arrive (links.consume): the last weights wait, open until an op consumes it
+        self.pending: Pending | None = None
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self._resources(plan, program)
@@ -121,6 +134,7 @@ class _Reference:
         self.b = m.bytes_per_value
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = io_rate(hw, plan.tree)
+        self.latency = plan.tree.latency if plan.tree is not None else 0.0  # first bytes: start + latency
         self.recompute = plan.training.activations == "recompute"
         self.chunks = program.chunks
         self.offset = 0  # the current micro-batch's first chunk
@@ -170,6 +184,7 @@ class _Reference:
 
     def _weights(self, op: Weights) -> Generator[Any, Any, None]:
         """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
+        self._close_pending()
         env, start = self.env, self.env.now
         first, last = (self.offset + i for i in self.chunks.keys[op.key])
         for i in range(first, last + 1):
@@ -177,8 +192,14 @@ class _Reference:
             if i not in self.copied:  # a recompute and its backward share the backward copy
                 self.copied.add(i)
                 self._free(i)
-        if env.now > start:
+        if self.pipelined:
+            self.pending = (start, float(self.start[first]) + self.latency, env.now, dict(op.args))
+        elif env.now > start:
             self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
+
+    def _close_pending(self) -> None:
+        close_wait(self.trace, self.pending)
+        self.pending = None
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -227,12 +248,23 @@ class _Reference:
     def _on_wafer(self, op: WaferOp, args: dict[str, Any]) -> Generator[Any, Any, None]:
         """One run of a whole-wafer op, once the wafer is free."""
         cost = self.costs.wafer[op]
+        bound = cost.bound
         with self.wafer.request() as request:
             yield request
             start = self.env.now
-            yield self.env.timeout(cost.cycles)
+            if self.pending is None:
+                yield self.env.timeout(cost.cycles)
+            else:  # the first run after a weights wait: from the first bytes, no earlier than the last
+                wait, head, arrival, wait_args = self.pending
+                self.pending = None
+                start, end, _ = consume(wait, head, arrival, cost.cycles, True)
+                if start > wait:
+                    self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, wait, start, wait_args))
+                if end > start + cost.cycles:
+                    bound = "stream"
+                yield self.env.timeout(end - self.env.now)
         self.trace.spans.append(Span(Track.STEP, op.kind, start, self.env.now, {
-            **args, "flops": op.flops, "weight_bytes": op.weight_bytes, "bound": cost.bound}))
+            **args, "flops": op.flops, "weight_bytes": op.weight_bytes, "bound": bound}))
         if op.useful:
             self.trace.executed_flops += op.flops
 
@@ -270,13 +302,14 @@ class _Reference:
                         yield request
                         free = env.now
                         yield self.arrived[i]
-                        begin = env.now
-                        self.waited[r] += begin - free
-                        yield env.timeout(cycles / len(chunks))
+                        begin, end, waited = consume(free, float(self.start[i]) + self.latency, env.now,
+                                                     cycles / len(chunks), self.pipelined)
+                        self.waited[r] += waited
+                        yield env.timeout(end - env.now if self.pipelined else cycles / len(chunks))
                         self.ended[r] = env.now
                     self.trace.expert_ops.append(ExpertOps(
                         op, pass_, layer, backward, np.array([e]), np.array([begin]), np.array([env.now]),
-                        np.array([begin - free]), np.array([bound]), len(chunks)))
+                        np.array([waited]), np.array([bound]), len(chunks)))
                     self.trace.executed_flops += flops / len(chunks)
                     if frees:
                         self._free(i)
@@ -327,29 +360,16 @@ class _Reference:
 
     # ---------------------------------------------------------------------------------------- serving
     def _serve(self, op: Serve) -> Generator[Any, Any, None]:
-        """A process per request; a stage serves one request's token at a time, first come first served."""
-        env, costs, S, T = self.env, self.costs.stages, len(op.stages), op.output_len
-        stages = [simpy.Resource(env, capacity=1) for _ in range(S)]
-        self.trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
+        """A process per request, a resource per stage (``reference_batching.serve_requests``)."""
+        yield from serve_requests(self.env, op, self.costs.stages, self.trace)
 
-        def request(r: int) -> Generator[Any, Any, None]:
-            for t in range(T):
-                for s in range(S):
-                    arrived = env.now
-                    with stages[s].request() as turn:
-                        yield turn
-                        start = env.now
-                        yield env.timeout(costs[s].service(t, r))
-                    self.trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1,
-                                           split=costs[s].split(t))
-                    if s == S - 1 and t + 1 == T:
-                        return
-                    yield env.timeout(costs[s].handoff(t))
-
-        yield simpy.AllOf(env, [env.process(request(r)) for r in range(op.requests)])
+    def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
+        """Continuous batching as processes and resources (``reference_batching``)."""
+        self.trace.batches = yield from serve_batches(self.env, op, [c.batches for c in self.costs.stages])
 
     def _step(self) -> Generator[Any, Any, None]:
-        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {OpKind.SERVE: self._serve}
+        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {
+            OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
         if self.program.chunks is not None:
             run.update({kind: self._wafer_op for kind in WAFER_OPS})
             run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
@@ -360,6 +380,8 @@ class _Reference:
         for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
             if self.program.chunks is not None:
                 self.offset = micro_batch * self.chunks.per_micro_batch
+            if op.kind not in _CONSUMERS:
+                self._close_pending()
             yield from run[op.kind](op)
 
     def run(self) -> Trace:

@@ -22,11 +22,12 @@ from __future__ import annotations
 from math import ceil, isqrt
 
 from ...config.inference import InferenceExperimentSpec
+from ...model.load import Requests
 from ...model.serving import experts_per_grid
 from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
 from ...model.vocabulary import StageOpKind
 from ..mapping import Mapping, Stage
-from ..program import Handoff, Kernel, PerToken, Program, Serve, StageWork
+from ..program import Handoff, Kernel, PerToken, Program, Serve, ServeBatches, StageWork
 
 __all__ = ["serving_program"]
 
@@ -102,9 +103,12 @@ class _Layer:
                     self._gemv("shared_down", layer, mm["shared_down"])]
         return ops
 
-    def prefill(self, layer: int, tokens: int) -> list[Kernel]:
+    def prefill(self, layer: int, tokens: int, context: int | None = None) -> list[Kernel]:
+        """The layer on ``tokens`` prompt tokens attending to ``context`` tokens (default: themselves;
+        more for a later chunk of a prompt, whose keys and values before it are cached)."""
         m, rows, hid = self.m, self.rows, self.m.hidden_size
-        mm = layer_matmuls(self.shapes, tokens, tokens, self.m.is_dense(layer))
+        context = tokens if context is None else context
+        mm = layer_matmuls(self.shapes, tokens, context, self.m.is_dense(layer))
         q, k, _v, _o = self.shapes.qkvo_widths
         per_row = ceil(tokens / rows)
         return [Kernel(ELEMENTWISE, "attn_norm", layer, (tokens * hid, 2)),
@@ -112,8 +116,8 @@ class _Layer:
                 Kernel(GEMM, "qkv", layer, mm["qkv"]),
                 Kernel(ELEMENTWISE, "rope", layer, (tokens * (q + k), 4)),
                 Kernel(GEMM, "scores", layer, mm["scores"]),
-                *self.scores_reduce(layer, tokens),
-                Kernel(ELEMENTWISE, "softmax", layer, (m.heads * tokens * tokens, 3)),
+                *self.scores_reduce(layer, tokens, context),
+                Kernel(ELEMENTWISE, "softmax", layer, (m.heads * tokens * context, 3)),
                 Kernel(ALLREDUCE, "softmax_sums", layer, (2 * m.heads * per_row,)),
                 Kernel(GEMM, "context", layer, mm["context"]),
                 Kernel(GEMM, "o_proj", layer, mm["o_proj"]),
@@ -135,14 +139,14 @@ class _Layer:
         values = reach * self.m.hidden_size
         return [Kernel(StageOpKind.GRID_TRIPS, "expert_grids", layer, (values, self.grids - 1))]
 
-    def scores_reduce(self, layer: int, tokens: int) -> list[Kernel]:
+    def scores_reduce(self, layer: int, tokens: int, context: int) -> list[Kernel]:
         """WaferLLM's prefill Q·Kᵀ (``matmul_T``) splits the head dimension along each row, so every
         step's block of partial scores, ⌈S/P⌉ × ⌈S/Q⌉ per PE, is summed along the row before the next
         step: one reduce per step (``ROW_REDUCES``), with MeshGEMM only (the other algorithms'
         scores are a plain GEMM)."""
         if self.gemm != "meshgemm" or self.cols < 2:
             return []
-        block = ceil(tokens / self.rows) * ceil(tokens / self.cols)
+        block = ceil(tokens / self.rows) * ceil(context / self.cols)
         return [Kernel(StageOpKind.ROW_REDUCES, "scores_reduce", layer, (block,))]
 
     def lm_head(self) -> list[Kernel]:
@@ -150,20 +154,30 @@ class _Layer:
                 Kernel(ALLREDUCE, "argmax", None, (2,))]
 
 
-def serving_program(spec: InferenceExperimentSpec, mapping: Mapping) -> Program:
-    """Every stage's kernels for the run's requests, as one ``Serve`` op over the mapping's stages."""
+def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
+                    requests: Requests | None = None) -> Program:
+    """Every stage's kernels for the run's requests, as one ``Serve`` op over the mapping's stages; with
+    ``requests`` (continuous batching, ``inference.batching``), one ``ServeBatches`` op of them."""
     inf, stages, works = spec.inference, mapping.stages, []
     for stage in stages:
         layer = _Layer(spec, stage)
         prefill = [op for i in stage.layers for op in layer.prefill(i, inf.prompt_len)]
         decode = [op for i in stage.layers for op in layer.decode(i)]
-        if stage.lm_head:
-            prefill += layer.lm_head()
-            decode += layer.lm_head()
+        head = tuple(layer.lm_head()) if stage.lm_head else ()
+        prefill += head
+        decode += head
         nxt = stages[(stage.index + 1) % len(stages)]
         last = stage.index == len(stages) - 1
         values = 1 if last else spec.model.hidden_size  # the last stage sends the new token back
+
+        def prefill_of(tokens: int, context: int, layer: _Layer = layer,
+                       stage: Stage = stage) -> tuple[Kernel, ...]:
+            return tuple(op for i in stage.layers for op in layer.prefill(i, tokens, context))
+
         works.append(StageWork(stage, tuple(prefill), tuple(decode),
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
-                               Handoff(stage, nxt, values)))
-    return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
+                               Handoff(stage, nxt, values), prefill_of, head))
+    if requests is None:
+        return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
+    return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
+                                 inf.prefill, inf.chunk_tokens, spec.model, inf.kv_layout),))

@@ -1,0 +1,80 @@
+"""``wsesim infer`` under a load (docs/model.md §11.7): Poisson arrivals print the latency percentiles
+and per-system tokens/s and write ``requests.csv``, one row per request; the SLO's goodput; a bad key
+is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from wsesim import cli
+
+LOAD = ["--set", "inference.arrival=poisson", "--set", "inference.rate=4", "--set", "inference.requests=40",
+        "--set", "inference.batch=8", "--set", "inference.prompt_len=512", "--set", "inference.output_len=32"]
+
+
+def test_poisson_load_prints_percentiles_and_writes_requests_csv(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert cli.main(["infer", "--hardware", "wse3", *LOAD, "--set", "inference.slo.ttft=500 ms",
+                     "--set", "inference.slo.tpot=5 ms", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for part in ("40 requests arriving poisson", "p50", "p99", "per system)", "goodput", "requests.csv"):
+        assert part in text
+    rows = list(csv.DictReader((out / "requests.csv").open()))
+    assert len(rows) == 40 and all(r["status"] == "served" for r in rows)
+    result = json.loads((out / "result.json").read_text())
+    for key in ("ttft_s", "tpot_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "tokens_per_s",
+                "tokens_per_s_per_system", "goodput_tokens_per_s"):
+        assert result[key] > 0, key
+    ttft = sorted(float(r["ttft_s"]) for r in rows)
+    assert result["ttft_s"] == pytest.approx(sum(ttft) / 40)
+    for r in rows:  # each row's columns are each other's differences
+        assert float(r["ttft_s"]) == pytest.approx(float(r["first_token_s"]) - float(r["arrival_s"]))
+        assert float(r["end_to_end_s"]) == pytest.approx(float(r["finish_s"]) - float(r["arrival_s"]))
+    assert result["ttft_p99_s"] <= ttft[-1] and result["ttft_p50_s"] >= ttft[0]
+
+
+def test_bad_load_key_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    assert cli.main(["infer", "--set", "inference.arrival=poisson", "--set", "inference.requests=5",
+                     "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "inference.rate: expected a rate (requests per second) with arrival: poisson" in err
+    assert "\n" not in err and not out.exists()
+
+
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+        "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB", "--set", "inference.arrival=poisson",
+        "--set", "inference.requests=20", "--set", "inference.batch=4"]
+
+
+def test_trace_has_a_span_per_iteration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.json"
+    assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--trace", str(path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    spans = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == result["events"]  # the iterations
+    assert sum(e["args"]["decodes"] for e in spans) == 20 * 3  # every decode token, once
+    assert sum(e["args"]["prompt_tokens"] for e in spans) == 20 * 16
+
+
+def test_a_sweep_over_the_rate_draws_throughput_against_latency(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--vary inference.rate: one labelled point per load on tokens/s per system against per user; the
+    base needs no rate of its own (the first point's validates it)."""
+    out = tmp_path / "sweep"
+    assert cli.main(["infer", *TINY, "--vary", "inference.rate=20000,100000,500000", "--out", str(out)]) == 0
+    figures = json.loads((out / "figures.json").read_text())["figures"]
+    load = next(f for f in figures if f["stem"] == "throughput_vs_latency")
+    (series,) = load["series"]
+    assert [p["rate"] for p in series["points"]] == ["20000", "100000", "500000"]
+    assert not load["left_out"]
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    for p, row in zip(series["points"], rows, strict=True):
+        assert p["per_system"] == float(row["tokens_per_s_per_system"])
+        assert p["per_user"] == float(row["tokens_per_s_per_request"])
+    assert (out / "throughput_vs_latency.png").stat().st_size > 0

@@ -1,0 +1,127 @@
+"""A serving load read from a CSV file (``inference.arrival: trace``, docs/model.md §11.7): one request
+a row, its arrival time, prompt length and output length. Two spellings of the columns are read:
+
+* this project's own: ``arrival_s,prompt_len,output_len`` (seconds from the trace's start, tokens);
+* the Azure LLM inference trace 2023's (``AzureLLMInferenceTrace_code.csv`` and ``_conv.csv``, published
+  by Microsoft with the Splitwise paper): ``TIMESTAMP,ContextTokens,GeneratedTokens``, the timestamp a
+  date and time (``2023-11-16 18:15:46.6805900``) or seconds.
+
+Arrivals are taken relative to the earliest row and must not go back in time; lengths are whole tokens,
+at least 1. Any other file is one clear line: the file, the row, what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import csv
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConfigError, shown, shown_repr
+
+__all__ = ["COLUMNS", "read_request_trace"]
+
+COLUMNS = (("arrival_s", "prompt_len", "output_len"), ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+"""The column names read, each spelling (arrival, prompt, output)."""
+MAX_ROWS = 10_000_000
+MAX_TOKENS = 16_777_216  # inference.prompt_len's bound
+
+
+def _seconds(text: str) -> float | datetime:
+    try:
+        return float(text)
+    except ValueError:
+        return datetime.fromisoformat(text.strip())
+
+
+def read_request_trace(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival seconds from the first row, prompt tokens, output tokens) of each row of ``path``, in
+    the file's order. Raises ``ConfigError`` naming the file and row for what does not read."""
+    p = Path(path)
+    try:
+        stat = p.stat()
+    except OSError as e:
+        raise ConfigError(f"expected a readable CSV file of requests, got {e.strerror or e}",
+                          source=path, path="inference.trace") from None
+    if not p.is_file():
+        raise ConfigError("expected a CSV file of requests, got a directory or a special file",
+                          source=path, path="inference.trace")
+    return _read(str(p.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The file as read once (the loader checks it, the run reads it; keyed by size and time)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = csv.reader(f)
+            header = [h.strip() for h in next(rows, [])]
+            names = next((c for c in COLUMNS if set(c) <= set(header)), None)
+            if names is None:
+                raise ConfigError(f"expected a header with columns {', '.join(COLUMNS[0])} (or the Azure "
+                                  f"LLM inference trace's {', '.join(COLUMNS[1])}), got "
+                                  f"{shown(','.join(header))}",
+                                  source=path, path="inference.trace")
+            at = [header.index(n) for n in names]
+            times: list[float | datetime] = []
+            lengths: list[tuple[int, int]] = []
+            for line, row in enumerate(rows, start=2):
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(times) >= MAX_ROWS:
+                    raise ConfigError(f"expected at most {MAX_ROWS:,} requests, got more", source=path,
+                                      path="inference.trace")
+                times.append(_time(row, at[0], names[0], line, path))
+                lengths.append((_tokens(row, at[1], names[1], line, path),
+                                _tokens(row, at[2], names[2], line, path)))
+    except UnicodeDecodeError:
+        raise ConfigError("expected a UTF-8 text file of requests, got bytes that do not decode", source=path,
+                          path="inference.trace") from None
+    except csv.Error as e:
+        raise ConfigError(f"expected a CSV file, got {shown(e)}", source=path,
+                          path="inference.trace") from None
+    if not times:
+        raise ConfigError("expected at least one request row, got none", source=path, path="inference.trace")
+    if any(isinstance(x, datetime) for x in times):  # to the microsecond, from the first row's
+        if not all(isinstance(x, datetime) for x in times):
+            raise ConfigError("expected every arrival as a date and time or every one as seconds, got both",
+                              source=path, path="inference.trace")
+        start = times[0]
+        t = np.array([(x - start).total_seconds() for x in times])  # type: ignore[operator]
+    else:
+        t = np.array(times, dtype=float)
+    back = np.flatnonzero(np.diff(t) < 0)
+    if back.size:
+        raise ConfigError(f"expected arrival times in order, got row {int(back[0]) + 3} earlier than the row "
+                          "before it", source=path, path="inference.trace")
+    n = np.array(lengths, dtype=np.int64).reshape(-1, 2)
+    return t - t[0], n[:, 0], n[:, 1]
+
+
+def _cell(row: list[str], i: int, name: str, line: int, path: str) -> str:
+    if i >= len(row) or not row[i].strip():
+        raise ConfigError(f"expected a value in column {name}, got none", source=path,
+                          path=f"inference.trace: row {line}")
+    return row[i].strip()
+
+
+def _time(row: list[str], i: int, name: str, line: int, path: str) -> float | datetime:
+    text = _cell(row, i, name, line, path)
+    try:
+        t = _seconds(text)
+    except ValueError:
+        t = float("nan")
+    if isinstance(t, float) and not np.isfinite(t):
+        raise ConfigError(f"expected {name} as seconds or a date and time, got {shown_repr(text)}",
+                          source=path, path=f"inference.trace: row {line}")
+    return t
+
+
+def _tokens(row: list[str], i: int, name: str, line: int, path: str) -> int:
+    text = _cell(row, i, name, line, path)
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_TOKENS:
+        raise ConfigError(f"expected {name} as a whole number of tokens from 1 to {MAX_TOKENS:,}, got "
+                          f"{shown_repr(text)}", source=path, path=f"inference.trace: row {line}")
+    return int(text)

@@ -1,0 +1,211 @@
+"""The fast engine's continuous batching (a ``SERVE_BATCHES`` op, docs/model.md §11.7): one loop over
+event times, each stage advancing a whole iteration at a time, never a SimPy event per layer or per
+token. The costs are the cost pass's (``costing.BatchCosts``: per batch size, per context, per prompt
+piece, each computed once); the rules are the op's (``program.ServeBatches``):
+
+* at each event time every event of that time is handled — arrivals, iterations ending, hand-offs
+  landing — and only then does each idle stage with work queued start its next iteration, so work that
+  lands in the cycle a stage frees joins that stage's next batch;
+* admission is first come first served with head-of-line blocking: a request waits while it would not
+  fit beside those in flight (``model.serving.requests_fit`` on every stage) or ``cap`` are in flight,
+  and those behind it wait too; one that fits no stage even alone is refused;
+* an iteration takes its stage's queued decode tokens in the order they came, then its prompt pieces
+  in order (every one under ``prefill_first``, where decodes then wait; up to ``chunk`` tokens under
+  ``chunked``, a prompt cut where the budget ends); its values leave for the next stage over a link
+  that delivers in order (a hand-off lands no earlier than the one before it on the same link);
+* at the last stage a decode token is an output token, a piece ending its prompt the first one; a
+  request whose last token is out leaves, and its KV cache room is given to the next in line.
+
+``reference.py`` runs the same rules as SimPy processes and resources; both agree exactly
+(``tests/sim/test_batching.py``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections import deque
+
+import numpy as np
+
+from ..model.serving import requests_fit
+from .costing import BatchCosts
+from .plan import BatchLog
+from .program import ServeBatches
+
+__all__ = ["fits_alone", "run_batches", "take_pieces"]
+
+
+def fits_alone(op: ServeBatches, r: int) -> bool:
+    """Whether request r's KV cache fits every stage with no other request."""
+    p, o = int(op.prompt[r]), int(op.output[r])
+    return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
+                            op.layout, 1, p, o, p) for w in op.stages)
+
+
+def take_pieces(queue: list[list[int]], budget: int | None) -> list[tuple[int, int, int]]:
+    """Prompt pieces ``[request, start, tokens]`` taken from the front of ``queue`` (removed, or cut
+    where ``budget`` prompt tokens end; None: all of them) as (request, start, tokens)."""
+    taken: list[tuple[int, int, int]] = []
+    while queue and (budget is None or budget > 0):
+        r, start, n = queue[0]
+        if budget is not None and n > budget:
+            taken.append((r, start, budget))
+            queue[0] = [r, start + budget, n - budget]
+            break
+        taken.append((r, start, n))
+        queue.pop(0)
+        if budget is not None:
+            budget -= n
+    return taken
+
+
+def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
+    """Serve ``op``'s requests (see the module's docstring); returns their log. A request has one piece
+    of work in flight at a time, so a decode token queued is its request's index alone: the request's
+    next context (``context[r]``) and tokens still to come (``left[r]``) say the rest."""
+    n, S, hid = op.requests, len(op.stages), op.model.hidden_size
+    arrival, prompt, output = op.arrival.tolist(), op.prompt.tolist(), op.output.tolist()
+    context = [p + 1 for p in prompt]  # the first decode token's context
+    left = [o - 1 for o in output]  # decode tokens to come
+    nan = float("nan")
+    admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
+    refused = [False] * n
+    busy = [0.0] * S
+    it_stage, it_start, it_end = array("i"), array("d"), array("d")
+    it_decodes, it_prompt = array("i"), array("i")
+    decodes: list[list[int]] = [[] for _ in range(S)]  # the requests whose decode token is queued
+    pieces: list[list[list[int]]] = [[] for _ in range(S)]  # prompt pieces queued: [request, start, tokens]
+    running: list[tuple | None] = [None] * S  # the iteration a stage runs
+    link = [0.0] * S  # the last hand-off's landing on each stage's outbound link
+    budget = op.chunk if op.policy == "chunked" else None
+    chunked = op.policy == "chunked"
+    waiting: deque[int] = deque()
+    flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
+    prompts_in: dict[int, int] = {}  # prompt length -> requests in flight with it (for the longest)
+    heap: list[tuple[float, int, int, tuple]] = []  # (cycle, order, stage, work): ends and hand-offs
+    order = 0
+    fit_args = [(w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols) for w in op.stages]
+
+    def admit(now: float) -> None:
+        while waiting and flight[0] < op.cap:
+            r = waiting[0]
+            p, o = prompt[r], output[r]
+            longest = max(max(prompts_in), p) if prompts_in else p
+            if not all(requests_fit(op.model, mem, layers, rows, cols, op.layout, flight[0] + 1,
+                                    flight[1] + p, flight[2] + o, longest)
+                       for mem, layers, rows, cols in fit_args):
+                return
+            waiting.popleft()
+            flight[0] += 1
+            flight[1] += p
+            flight[2] += o
+            prompts_in[p] = prompts_in.get(p, 0) + 1
+            admitted[r] = now
+            pieces[0].append([r, 0, p])
+
+    def release(r: int, now: float) -> None:
+        finished[r] = now
+        flight[0] -= 1
+        flight[1] -= prompt[r]
+        flight[2] -= output[r]
+        p = prompt[r]
+        prompts_in[p] -= 1
+        if not prompts_in[p]:
+            del prompts_in[p]
+
+    def finish(s: int, now: float) -> None:
+        """Stage s's iteration ends at ``now``: its tokens on, out or home."""
+        nonlocal order
+        rs, ps = running[s]  # type: ignore[misc]
+        running[s] = None
+        if s < S - 1:
+            values = (len(rs) + sum(p[2] for p in ps)) * hid
+            to, out_r, out_p = s + 1, rs, ps
+        else:
+            to, out_r, out_p = 0, [], []
+            for r in rs:
+                if left[r] > 1:
+                    left[r] -= 1
+                    context[r] += 1
+                    out_r.append(r)
+                else:
+                    release(r, now)
+            values = len(rs)
+            for r, begin, tokens in ps:
+                if begin + tokens == prompt[r]:  # its prompt's last piece: the first token is out
+                    values += 1
+                    first[r] = now
+                    if left[r]:
+                        out_r.append(r)
+                    else:
+                        release(r, now)
+            admit(now)
+        if out_r or out_p:
+            at = max(now + costs[s].handoff(values), link[s])
+            link[s] = at
+            if at == now:
+                decodes[to] += out_r
+                pieces[to] += out_p
+            else:
+                heapq.heappush(heap, (at, order, to, (out_r, out_p)))
+                order += 1
+
+    def start(s: int, now: float) -> None:
+        nonlocal order
+        if chunked or not pieces[s]:
+            rs = decodes[s]
+            decodes[s] = []
+        else:  # prefill first: the decodes wait for an iteration without prompts
+            rs = []
+        ps = take_pieces(pieces[s], budget)
+        longest = max(map(context.__getitem__, rs)) if rs else 0
+        cycles = costs[s].iteration(len(rs), longest,
+                                    [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps])
+        if s == 0:
+            for r, begin, _ in ps:
+                if begin == 0:
+                    started[r] = now
+        end = now + cycles
+        busy[s] += cycles
+        running[s] = (rs, ps)
+        it_stage.append(s)
+        it_start.append(now)
+        it_end.append(end)
+        it_decodes.append(len(rs))
+        it_prompt.append(sum(p[2] for p in ps))
+        heapq.heappush(heap, (end, order, -1 - s, ()))
+        order += 1
+
+    next_arrival = 0
+    while True:
+        if next_arrival < n and (not heap or arrival[next_arrival] <= heap[0][0]):
+            now = arrival[next_arrival]
+        elif heap:
+            now = heap[0][0]
+        else:
+            break
+        while next_arrival < n and arrival[next_arrival] == now:
+            r = next_arrival
+            next_arrival += 1
+            if fits_alone(op, r):
+                waiting.append(r)
+            else:
+                refused[r] = True
+        admit(now)
+        while heap and heap[0][0] == now:
+            _, _, to, work = heapq.heappop(heap)
+            if to < 0:
+                finish(-1 - to, now)
+            else:
+                decodes[to] += work[0]
+                pieces[to] += [list(p) for p in work[1]]
+        for s in range(S):
+            if running[s] is None and (decodes[s] or pieces[s]):
+                start(s, now)
+
+    f = np.array
+    return BatchLog(f(admitted), f(started), f(first), f(finished), f(refused, dtype=bool), f(busy),
+                    np.frombuffer(it_stage, dtype=np.int32).copy(), np.frombuffer(it_start).copy(),
+                    np.frombuffer(it_end).copy(), np.frombuffer(it_decodes, dtype=np.int32).copy(),
+                    np.frombuffer(it_prompt, dtype=np.int32).copy())

@@ -1,0 +1,194 @@
+"""The reference engine's serving, in plain SimPy: one request's token at a time per stage (a ``SERVE``
+op, ``serve_requests``), and continuous batching (a ``SERVE_BATCHES`` op, docs/model.md §11.7), written
+apart from the fast engine's loop (``batching``) to vouch for it: they share the op's rules and the cost
+pass's ``BatchCosts``, never scheduling code.
+
+A process for the arrivals, one per stage and one per link between stages. A stage sleeps on an event
+until work lands in its queue, then waits for the end of the cycle (an event scheduled at a priority
+after every ordinary event of that cycle, so that all work landing in it is queued), takes its batch,
+holds a timeout of the iteration's cycles, and puts the iteration's tokens into its link's
+``simpy.Store``; the link process takes them one at a time and lands each after its hand-off's delay
+(so a hand-off never overtakes the one before it). Admission is a check run on every arrival and every
+departure, over the requests in flight as a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from ..model.serving import requests_fit
+from .costing import BatchCosts, StageCosts
+from .plan import BatchLog, StageLog, Trace
+from .program import Serve, ServeBatches
+
+__all__ = ["serve_batches", "serve_requests"]
+
+LATE = 2
+"""The end-of-cycle event's priority: after SimPy's URGENT (0) and NORMAL (1) events of the same cycle."""
+
+
+def serve_requests(env: simpy.Environment, op: Serve, costs: tuple[StageCosts, ...],
+                   trace: Trace) -> Generator[Any, Any, None]:
+    """A process per request; a stage (a ``simpy.Resource``) serves one request's token at a time, first
+    come first served; every visit is logged in ``trace``."""
+    S, T = len(op.stages), op.output_len
+    stages = [simpy.Resource(env, capacity=1) for _ in range(S)]
+    trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
+
+    def request(r: int) -> Generator[Any, Any, None]:
+        for t in range(T):
+            for s in range(S):
+                arrived = env.now
+                with stages[s].request() as turn:
+                    yield turn
+                    start = env.now
+                    yield env.timeout(costs[s].service(t, r))
+                trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1, split=costs[s].split(t))
+                if s == S - 1 and t + 1 == T:
+                    return
+                yield env.timeout(costs[s].handoff(t))
+
+    yield simpy.AllOf(env, [env.process(request(r)) for r in range(op.requests)])
+
+
+def serve_batches(env: simpy.Environment, op: ServeBatches,
+                  costs: list[BatchCosts]) -> Generator[Any, Any, BatchLog]:
+    """Serve ``op``'s requests as processes (see the module's docstring); returns their log."""
+    S, n = len(op.stages), op.requests
+    nan = np.nan
+    admitted, started, first, finished = (np.full(n, nan) for _ in range(4))
+    refused = np.zeros(n, dtype=bool)
+    busy = np.zeros(S)
+    iterations: list[tuple[int, float, float, int, int]] = []
+    decodes: list[list[tuple[int, int]]] = [[] for _ in range(S)]
+    prompts: list[list[tuple[int, int, int]]] = [[] for _ in range(S)]
+    woken: list[simpy.Event | None] = [None] * S
+    links = [simpy.Store(env) for _ in range(S)]
+    waiting: list[int] = []
+    flight: list[int] = []  # the requests in flight
+    all_done = env.event()
+    gone = [0]
+
+    def fits(rs: list[int]) -> bool:
+        p, o = [int(op.prompt[r]) for r in rs], [int(op.output[r]) for r in rs]
+        return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
+                                op.layout, len(rs), sum(p), sum(o), max(p)) for w in op.stages)
+
+    def put(s: int, ds: list[tuple[int, int]], ps: list[tuple[int, int, int]]) -> None:
+        decodes[s].extend(ds)
+        prompts[s].extend(ps)
+        if woken[s] is not None and not woken[s].triggered:
+            woken[s].succeed()
+
+    def admit() -> None:
+        while waiting and len(flight) < op.cap and fits([*flight, waiting[0]]):
+            r = waiting.pop(0)
+            flight.append(r)
+            admitted[r] = env.now
+            put(0, [], [(r, 0, int(op.prompt[r]))])
+
+    def leave(r: int) -> None:
+        finished[r] = env.now
+        flight.remove(r)
+        count(1)
+
+    def count(k: int) -> None:
+        gone[0] += k
+        if gone[0] == n and not all_done.triggered:
+            all_done.succeed()
+
+    def arrivals() -> Generator[Any, Any, None]:
+        for r in range(n):
+            yield env.timeout(float(op.arrival[r]) - env.now)
+            if fits([r]):
+                waiting.append(r)
+                admit()
+            else:
+                refused[r] = True
+                count(1)
+
+    def end_of_cycle() -> simpy.Event:
+        ev = env.event()
+        ev._ok, ev._value = True, None  # triggered, and run after every ordinary event of this cycle
+        env.schedule(ev, priority=LATE)
+        return ev
+
+    def link(s: int) -> Generator[Any, Any, None]:
+        while True:
+            at, to, ds, ps = yield links[s].get()
+            if at > env.now:
+                yield env.timeout(at - env.now)
+            else:
+                yield env.timeout(0)
+            put(to, ds, ps)
+
+    def stage(s: int) -> Generator[Any, Any, None]:
+        cost, last = costs[s], s == S - 1
+        while True:
+            while not (decodes[s] or prompts[s]):
+                woken[s] = env.event()
+                yield woken[s]
+            yield end_of_cycle()
+            ds: list[tuple[int, int]] = []
+            if op.policy == "chunked" or not prompts[s]:
+                ds, decodes[s] = decodes[s], []
+            ps: list[tuple[int, int, int]] = []
+            room = op.chunk if op.policy == "chunked" else None
+            while prompts[s] and (room is None or room > 0):
+                r, begin, tokens = prompts[s][0]
+                take = tokens if room is None else min(tokens, room)
+                ps.append((r, begin, take))
+                if take == tokens:
+                    prompts[s].pop(0)
+                else:
+                    prompts[s][0] = (r, begin + take, tokens - take)
+                if room is not None:
+                    room -= take
+            ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
+            taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
+            longest = max((int(op.prompt[r]) + t for r, t in ds), default=0)
+            cycles = cost.iteration(len(ds), longest, taken)
+            if s == 0:
+                for r, begin, _ in ps:
+                    if begin == 0:
+                        started[r] = env.now
+            iterations.append((s, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps)))
+            busy[s] += cycles
+            yield env.timeout(cycles)
+            if not last:
+                values = (len(ds) + sum(p[2] for p in ps)) * op.model.hidden_size
+                links[s].put((env.now + cost.handoff(values), s + 1, ds, ps))
+                continue
+            home: list[tuple[int, int]] = []
+            for r, t in ds:
+                if t + 1 < int(op.output[r]):
+                    home.append((r, t + 1))
+                else:
+                    leave(r)
+            for (r, _, _), e in zip(ps, ends, strict=True):
+                if e:
+                    first[r] = env.now
+                    if int(op.output[r]) > 1:
+                        home.append((r, 1))
+                    else:
+                        leave(r)
+            admit()
+            if home:
+                links[s].put((env.now + cost.handoff(len(ds) + sum(ends)), 0, home, []))
+
+    for s in range(S):
+        env.process(stage(s))
+        env.process(link(s))
+    env.process(arrivals())
+    if n:
+        yield all_done
+    order = sorted(range(len(iterations)), key=lambda i: (iterations[i][1], iterations[i][0]))
+    it = [iterations[i] for i in order]
+    col = [np.array([x[k] for x in it]) for k in range(5)]
+    return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
+                    col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
+                    col[4].astype(np.int32))
