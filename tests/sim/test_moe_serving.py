@@ -11,6 +11,7 @@ from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
 from wsesim.config.loader import load_model
 from wsesim.experiments.inference import decode_experts, run_inference
+from wsesim.model.load import requests_of
 from wsesim.model.routing import sample_experts, sample_layer
 from wsesim.model.serving import experts_per_grid, layer_weight_bytes
 from wsesim.sim import engine, reference
@@ -192,3 +193,17 @@ def test_the_work_estimate_counts_the_draws() -> None:
     assert e.draws == 96 and serving_estimate(_spec(batch=3), map_stages(spec)).draws == 0
     assert e.seconds == pytest.approx(serving_estimate(_spec(batch=3), map_stages(spec)).seconds
                                       + 96 * ROUTING_DRAW_S)
+
+
+def test_continuous_batches_pay_the_trips_and_refuse_sampling() -> None:
+    """Under continuous batching a batch of b decode tokens sends b vectors to the further grid: for
+    b = 2 on the 4 × 8 grids, 128 values, 32 a row, 16 wavelets: 16 + 5 + 4 = 25 cycles each way, 50 a
+    layer (b = 1: 34, as in the pipeline). Sampled routing is the one-token pipeline's: refused here."""
+    spec = _spec(expert_grids=2, arrival="poisson", rate=1000, requests=4)
+    program = serving_program(spec, map_stages(spec), requests_of(spec))
+    cost, = cost_serving(program, spec).stages
+    trips = [op for op in program.body[0].stages[0].decode if op.name == "expert_grids"]
+    assert [cost.batches._kernel(op, op.dims, b) for op in trips for b in (1, 2)] == [34.0, 50.0] * 2
+    assert run_inference(spec).result.feasible
+    with pytest.raises(ConfigError, match="expected routing: balanced with continuous batching"):
+        _spec(arrival="poisson", rate=1000, requests=4, routing="uniform")
