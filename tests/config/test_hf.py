@@ -18,8 +18,6 @@ HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 
 # Where a published config.json and the preset knowingly part (each preset's comment says why):
 DIFFERENCES: dict[str, dict[str, tuple[Any, Any]]] = {
-    # the preset keeps the 58 MoE layers only; the config has 61, the first 3 dense (first_k_dense_replace)
-    "deepseek-v3": {"layers": (61, 58), "dense_layers": (3, 0), "ffn_intermediate": (18432, 0)},
     "gpt-j-6b": {"vocab_size": (50400, 50257)},  # Hugging Face pads the vocabulary; the Model Zoo runs 50257
     # checkpoints stored in float16; the presets train in bf16 (2 bytes either way)
     "llama2-13b": {"dtype": ("fp16", "bf16")}, "llama2-7b": {"dtype": ("fp16", "bf16")},

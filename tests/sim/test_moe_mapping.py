@@ -116,9 +116,11 @@ REDUCED_WSE2 = {"hardware.mesh.rows": 40, "hardware.mesh.cols": 48, "simulation.
 @pytest.mark.parametrize("model", MODEL_PRESETS)
 def test_both_mappings_run_every_model_preset(model: str, mapping: str) -> None:
     """Every shipped model, two of its layers, on a reduced WSE-2 (40 × 48 PEs, SRAM enough for the full
-    vocabulary's LM head on so few PEs): both mappings give a feasible step; in place nothing is dispatched."""
+    vocabulary's LM head on so few PEs): both mappings give a feasible step; in place nothing is dispatched.
+    DeepSeek-V3 keeps one of its dense layers, so that its second is an MoE layer."""
+    dense = {"model.dense_layers": 1} if load_model(model).dense_layers else {}
     spec = load_experiment(hardware="wse2", model=model,
-                           overrides={**REDUCED_WSE2, "simulation.moe_mapping": mapping}).spec
+                           overrides={**REDUCED_WSE2, **dense, "simulation.moe_mapping": mapping}).spec
     r = simulate_experiment(spec).result
     assert r.feasible, r.infeasible_reason
     assert r.step_cycles > 0 and r.throughput_tokens_per_s > 0

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..config.inference import InferenceExperimentSpec
+from ..model.serving import experts_per_grid
 from ..model.vocabulary import ServePhase, Track
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
@@ -64,6 +65,9 @@ class ServeResult:
     events: int = 0
     wall_s: float = 0.0
     systems_allowed: int = 0  # the wafers inference.systems allows (0: auto); ``systems`` is those used
+    # MoE serving when asked for (sampled routing or expert_grids other than 1; docs/model.md §11.8):
+    # routing, expert_grids G, experts_per_grid, grids in all; empty otherwise, and then left out
+    moe: dict[str, Any] = field(default_factory=dict)
     # the load and its latencies over requests (docs/model.md §11.7)
     arrival: str = "together"
     batching: str = "none"
@@ -93,12 +97,26 @@ class ServeResult:
     energy_events: dict[str, float] = field(default_factory=dict)  # the counts priced
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.moe:  # nothing of MoE serving asked for: the result as it was before it existed
+            del out["moe"]
+        return out
+
+
+def _moe(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
+    """The MoE serving block: how the experts are placed and routed, when anything of it was asked."""
+    inf, m = spec.inference, spec.model
+    if not m.experts or (not inf.sampled and inf.expert_grids == 1):
+        return {}
+    return {"routing": inf.routing, "seed": inf.seed, "expert_grids": mapping.expert_grids,
+            "experts_per_grid": experts_per_grid(m.experts, mapping.expert_grids),
+            "grids": mapping.grids_used}
 
 
 def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
     inf = spec.inference
-    return {"hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.prompt_len,
+    return {"moe": _moe(spec, mapping),
+            "hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.prompt_len,
             "output_len": inf.output_len, "batch": inf.batch, "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
             "stages": len(mapping.stages), "systems": mapping.systems,
             "systems_allowed": mapping.allowed or 0,
@@ -293,6 +311,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
     busy = busy_cycles / max(end_cycles, 1e-30)
+    moe = _moe(spec, mapping)
     per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer,
                   "layers": [w.stage.layers[0], w.stage.layers[-1]],
                   "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
@@ -304,7 +323,8 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "kv_cache": w.stage.memory.kv_cache,
                                         "activations": w.stage.memory.activations,
                                         "total": w.stage.memory.total,
-                                        "usable": w.stage.memory.usable}}
+                                        "usable": w.stage.memory.usable},
+                  **(_stage_experts(w.stage, c) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=mapping.systems,
                             tokens=inf.batch * inf.output_len,
@@ -318,6 +338,15 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
         per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s, **load)
+
+
+def _stage_experts(stage: Any, cost: Any) -> dict[str, Any]:
+    """A stage's grids and, with sampled routing, how its decode tokens used them: the share of (token,
+    MoE layer) pairs with an expert on each grid, and the busiest expert's draws over the mean."""
+    out: dict[str, Any] = {"grids": stage.grids}
+    if cost.experts is not None:
+        out |= {"expert_grid_use": list(cost.experts.grid_use), "expert_load": cost.experts.expert_load}
+    return out
 
 
 def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any) -> str:

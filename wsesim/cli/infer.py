@@ -61,6 +61,12 @@ def format_serving(r: Any) -> str:
                  f"KV cache {r.kv_layout}")
     else:
         head += f"mapping: none that fits (tried {r.grid} PEs per stage, KV cache {r.kv_layout})"
+    if r.moe:  # how the experts are placed and routed, when asked for
+        m = r.moe
+        seed = f" (seed {m['seed']})" if m["routing"] != "balanced" else ""
+        grids = f"{m['expert_grids']} grid{'s' if m['expert_grids'] > 1 else ''}"
+        head += (f"\nexperts: each MoE stage over {grids}, {m['experts_per_grid']} experts a grid, "
+                 f"{m['grids']} grids in all; routing {m['routing']}{seed}")
     if not r.feasible:
         return f"{head}\ninfeasible: {r.infeasible_reason}"
     rows = [("time to first token",
@@ -85,12 +91,17 @@ def format_serving(r: Any) -> str:
                f"{s['decode_cycles']:,.0f}", f"{100 * s['busy']:.0f} %",
                f"{s['sram_bytes_per_pe']['total']:,.0f} / {s['sram_bytes_per_pe']['usable']:,.0f}")
               for s in r.per_stage]
+    columns = ("stage", "wafer", "layers", "prefill cycles", "decode cycles", "busy", "SRAM per PE (B)")
+    if r.moe:  # each stage's grids, and with sampled routing how its tokens used them
+        columns += ("grids", "expert load", "tokens on each grid")
+        stages = [(*row, s["grids"], f"{s['expert_load']:.2f}" if "expert_load" in s else "",
+                   " / ".join(f"{100 * u:.0f} %" for u in s.get("expert_grid_use", ())))
+                  for row, s in zip(stages, r.per_stage, strict=True)]
     out = [head, format_table(rows, ("", "")).split("\n", 2)[2], "",
            format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
            format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
-           format_table(stages, ("stage", "wafer", "layers", "prefill cycles", "decode cycles", "busy",
-                                 "SRAM per PE (B)"))]
+           format_table(stages, columns)]
     out += [f"warning: {w}" for w in r.warnings]
     visits = "iterations" if batched else "stage visits"
     return "\n".join([*out, f"({r.events:,} {visits} in {r.wall_s:.2f} s)"])
@@ -207,8 +218,12 @@ def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
              f"{c.tokens_per_s:,.1f}" if c.feasible else "—",
              f"{c.ttft_s * 1e3:,.2f}" if c.feasible else c.infeasible_reason[:60])
             for c in candidates]
-    print(format_table(rows, ("best", "grid", "stages", "wafers", "tokens/s per request", "tokens/s",
-                              "TTFT ms (or why not)")))
+    head = ("best", "grid", "stages", "wafers", "tokens/s per request", "tokens/s", "TTFT ms (or why not)")
+    if any(c.moe for c in candidates):  # which G each candidate spreads its experts over
+        rows = [(*row[:2], c.moe.get("expert_grids", 1), *row[2:])
+                for row, c in zip(rows, candidates, strict=True)]
+        head = (*head[:2], "expert grids", *head[2:])
+    print(format_table(rows, head))
     fits = sum(c.feasible for c in candidates)
     print(f"search: {fits} of {len(candidates)} mappings fit; kept (--objective {objective}) "
           f"{OBJECTIVES[objective][0]}")

@@ -23,7 +23,7 @@ from .loader import (
     resolve_with_overrides,
     shipped_file,
 )
-from .specs import HardwareSpec, ModelSpec, Seed, window_problem
+from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
 from .validation import validate
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "load_inference", "load_inference_data",
@@ -34,6 +34,7 @@ Tokens = count(16_777_216)
 Requests = count(65_536)
 Systems = count(65_536)
 StageLayers = count(16_384)
+ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
 # a wafer serves a request in milliseconds: 10^6 requests/s is past any load one could offer it
 Rate = Annotated[float, Field(gt=0, le=1e6)]
 # the σ of ln(length): 0.5-1.5 fits published traces' prompt and output lengths; 4 is past any of them
@@ -87,7 +88,7 @@ class InferenceSpec(Spec):
     prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
     chunk: Tokens | None = Field(None, validate_default=True)  # prompt tokens per batch, chunked (512)
     slo: SloSpec | None = None  # the targets goodput counts against
-    seed: Seed = 0  # of the synthetic load (arrival times, lengths)
+    seed: Seed = 0  # of the synthetic load (arrival times, lengths) and of sampled routing
 
     @field_validator("rate")
     @classmethod
@@ -165,6 +166,34 @@ class InferenceSpec(Spec):
     def sigma(self) -> float:
         """Lognormal lengths' σ of ln (1 unless ``length_sigma`` says)."""
         return self.length_sigma or 1.0
+
+    # MoE serving (docs/model.md §11.8): "balanced" every token's top_k experts on k regions, one expert's
+    # time (no sampling); "uniform" or "zipf:<alpha>" each token's experts drawn, as training.routing's
+    routing: str = "balanced"
+    # the grids one MoE layer's experts spread over (expert parallelism): 1, N, or auto (the mapping decides)
+    expert_grids: ExpertGrids | Literal["auto"] = 1
+
+    @field_validator("routing")
+    @classmethod
+    def _routing_kind(cls, routing: str, info: ValidationInfo) -> str:
+        if problem := routing_problem(routing, ("balanced", "uniform")):
+            raise fail(problem)
+        batching, arrival = info.data.get("batching"), info.data.get("arrival")
+        continuous = batching == "continuous" or (batching == "auto" and arrival != "together")
+        if routing != "balanced" and continuous:
+            raise fail(f"expected routing: balanced with continuous batching (a batch's tokens take their "
+                       f"experts evenly; sampled routing is the one-token pipeline's, batching: none), got "
+                       f"{shown_repr(routing)}")
+        return routing
+
+    @property
+    def sampled(self) -> bool:
+        """Whether each decode token's experts are drawn (``routing`` other than balanced)."""
+        return self.routing != "balanced"
+
+    @property
+    def zipf_alpha(self) -> float | None:
+        return zipf_of(self.routing)
 
     @field_validator("grid")
     @classmethod

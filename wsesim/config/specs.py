@@ -151,6 +151,23 @@ Tokens = count(16_777_216)
 Seed = count(2**64 - 1, low=0)  # numpy's seeds are unbounded; 64 bits are plenty
 
 
+def zipf_of(routing: str) -> float | None:
+    """The exponent of a ``zipf:<alpha>`` routing, None for any other."""
+    m = _ZIPF.match(routing)
+    return float(m.group(1)) if m else None
+
+
+def routing_problem(routing: str, plain: tuple[str, ...] = ("uniform",)) -> str:
+    """Why ``routing`` is not one of the ``plain`` names or ``zipf:<alpha>`` with alpha from 0 to
+    ``ZIPF_MAX`` ("" when it is): the one vocabulary of training's and serving's routing keys."""
+    alpha = zipf_of(routing)
+    if routing in plain or (alpha is not None and alpha <= ZIPF_MAX):
+        return ""
+    names = ", ".join(f'"{name}"' for name in plain)
+    return (f'expected {names} or "zipf:<alpha>" with alpha from 0 to {ZIPF_MAX} (e.g. "zipf:1.2"), '
+            f'got "{shown(routing)}"')
+
+
 class TrainingSpec(Spec):
     """One training step: sequence length, the BTA tiling (B per tile, G tiles) and memory policies."""
 
@@ -179,10 +196,8 @@ class TrainingSpec(Spec):
     @field_validator("routing")
     @classmethod
     def _routing_kind(cls, routing: str) -> str:
-        m = _ZIPF.match(routing)
-        if routing != "uniform" and not (m and float(m.group(1)) <= ZIPF_MAX):
-            raise _fail(f'expected "uniform" or "zipf:<alpha>" with alpha from 0 to {ZIPF_MAX} '
-                        f'(e.g. "zipf:1.2"), got "{shown(routing)}"')
+        if problem := routing_problem(routing):
+            raise _fail(problem)
         return routing
 
     @field_validator("global_batch")
@@ -196,8 +211,7 @@ class TrainingSpec(Spec):
 
     @property
     def zipf_alpha(self) -> float | None:
-        m = _ZIPF.match(self.routing)
-        return float(m.group(1)) if m else None
+        return zipf_of(self.routing)
 
 
 _BLOCK = re.compile(r"^block:([1-9][0-9]*)$")

@@ -8,13 +8,17 @@ sweep of serving points runs each through ``run_inference`` (``experiments.servi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
 from ..model.load import requests_of
+from ..model.routing import sample_layer
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
@@ -29,12 +33,14 @@ __all__ = ["OBJECTIVES", "ServeRun", "run_inference", "search_mapping", "serving
 def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
                      engine: str = "fast") -> ServingEstimate:
     """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
-    i = spec.inference
+    i, m = spec.inference, spec.model
     if i.continuous:  # every request's tokens through every stage, at most one iteration each
         load = requests_of(spec)
         return estimate_serving(len(mapping.stages), len(load), max(1, round(float(load.output.mean()))),
                                 engine)
-    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine)
+    draws = (i.batch * max(i.output_len - 1, 0) * m.experts * (m.layers - m.dense_layer_count)
+             if i.sampled and m.experts else 0)
+    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine, draws=draws)
 
 
 @dataclass
@@ -59,10 +65,26 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, engine))
     program = serving_program(spec, mapping, requests_of(spec) if spec.inference.continuous else None)
-    costs = cost_serving(program, spec)
+    costs = cost_serving(program, spec, decode_experts(spec))
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
     return ServeRun(result, mapping, program, costs, trace)
+
+
+def decode_experts(spec: InferenceExperimentSpec) -> Callable[[int], np.ndarray] | None:
+    """Each decode token's experts under sampled routing (``inference.routing``: uniform or zipf), one
+    layer at a time (``draw(layer)``: ``[requests · (output_len − 1), top_k]``, asked for in layer order),
+    from ``inference.seed``'s routing stream (its second spawned generator: the first is left to the
+    load); None with balanced routing or a dense model."""
+    inf, m = spec.inference, spec.model
+    if not inf.sampled or not m.experts:
+        return None
+    rng = np.random.default_rng(inf.seed).spawn(2)[1]
+    tokens = inf.batch * max(inf.output_len - 1, 0)
+
+    def draw(layer: int) -> np.ndarray:
+        return sample_layer(m.experts, m.top_k, inf.zipf_alpha, tokens, rng)
+    return draw
 
 
 SEARCH_LIMIT = 64
@@ -109,12 +131,14 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
     shown = [mp for mp in mappings if not mp.feasible and mp.grid[0] * mp.grid[1] > largest]
     keep = {id(mp) for mp in served} | {id(mp) for mp in shown[:SHOWN_INFEASIBLE]}
     specs = [(spec.model_copy(update={"inference": spec.inference.model_copy(
-        update={"grid": f"{mp.grid[0]}x{mp.grid[1]}"})}), mp) for mp in mappings if id(mp) in keep]
+        update={"grid": f"{mp.grid[0]}x{mp.grid[1]}", "expert_grids": mp.expert_grids})}), mp)
+        for mp in mappings if id(mp) in keep]
     each = [serving_estimate(s, mp, engine) for s, mp in specs if mp.feasible]
     if each:  # every candidate's work counted before any is served
         largest = max(each, key=lambda e: e.bytes)
         check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
-                                       visits=sum(e.visits for e in each), runs=len(each)),
+                                       visits=sum(e.visits for e in each), runs=len(each),
+                                       draws=sum(e.draws for e in each)),
                       what="this search")
     candidates = [run_inference(s, engine, check=False) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]

@@ -15,6 +15,9 @@ from .machine import _duration, _size, machine_memory, max_run_seconds
 # measured 7 µs, 370 B (Qwen3-235B-A22B, batch 64, 2,000 output tokens on 32 stages: 4.1 M visits, 28 s,
 # 1.5 GB); the reference executor visits each about 4 times (128,019 visits for fast's 32,000)
 SERVE_VISIT = {"fast": (7.5e-6, 400.0), "reference": (30e-6, 1600.0)}
+# seconds per (decode token, expert, MoE layer) key of sampled routing's Gumbel draw (inference.routing
+# uniform or zipf): measured 42 ns (DeepSeek-V3's 256 experts, 20,000 tokens, 2-core machine under load)
+ROUTING_DRAW_S = 45e-9
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,12 @@ class ServingEstimate:
     engine: str
     runs: int = 1  # candidates of a search, each on its own mapping (``visits`` their sum)
     visits: int = 0
+    draws: int = 0  # sampled routing's keys: decode tokens × experts × MoE layers (0: balanced)
 
     @property
     def seconds(self) -> float:
-        return SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[0] * self.visits
+        visit = SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[0]
+        return visit * self.visits + ROUTING_DRAW_S * self.draws
 
     @property
     def bytes(self) -> float:  # the largest run's trace: runs are one after another
@@ -39,11 +44,12 @@ class ServingEstimate:
 
 
 def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
-                     visits: int | None = None, runs: int = 1) -> ServingEstimate:
+                     visits: int | None = None, runs: int = 1, draws: int = 0) -> ServingEstimate:
     """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
-    ``runs`` candidates with ``visits`` stage visits in all, when a search tries several)."""
+    ``runs`` candidates with ``visits`` stage visits in all, when a search tries several), with
+    ``draws`` keys of sampled routing."""
     own = stages * batch * output_len
-    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits)
+    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits, draws)
 
 
 def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
@@ -68,4 +74,4 @@ def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None
                       f"{e.output_len:,}), or a smaller inference.batch")
 
 
-__all__ = ["SERVE_VISIT", "ServingEstimate", "check_serving", "estimate_serving"]
+__all__ = ["ROUTING_DRAW_S", "SERVE_VISIT", "ServingEstimate", "check_serving", "estimate_serving"]

@@ -21,16 +21,53 @@ def route_tokens(model: ModelSpec, training: TrainingSpec, tokens: int,
     expert gets every token. A dense layer (``model.is_dense``) routes nothing: its row is zeros.
     """
     E, L, k = model.experts, model.layers, model.top_k
-    alpha = training.zipf_alpha
     out = np.zeros((L, E), dtype=np.int64)
     if E == 0:
         return out
-    p = _capped(np.full(E, 1.0 / E), k)
     for layer in range(model.dense_layer_count, L):
-        if alpha is not None:
-            with np.errstate(over="ignore"):  # rank^alpha past a double's range: that expert's weight is 0
-                p = _capped(rng.permutation(1.0 / np.arange(1, E + 1) ** alpha), k)
-        out[layer] = _draw(rng, tokens, k, p)
+        out[layer] = _draw(rng, tokens, k, popularity(E, k, training.zipf_alpha, rng))
+    return out
+
+
+def popularity(experts: int, top_k: int, alpha: float | None, rng: np.random.Generator) -> np.ndarray:
+    """One layer's expert popularity (``[experts]``, summing to 1): equal shares (``uniform``, alpha
+    None), or rank^-alpha with the ranks permuted (``zipf:alpha``, one permutation drawn from ``rng``);
+    capped at 1/top_k, since top-k routing picks k distinct experts."""
+    if alpha is None:
+        return _capped(np.full(experts, 1.0 / experts), top_k)
+    with np.errstate(over="ignore"):  # rank^alpha past a double's range: that expert's weight is 0
+        return _capped(rng.permutation(1.0 / np.arange(1, experts + 1) ** alpha), top_k)
+
+
+SAMPLE_BLOCK = 1 << 20
+"""``sample_layer`` draws at most this many (token, expert) keys at once (8 MiB of scratch)."""
+
+
+def sample_layer(experts: int, top_k: int, alpha: float | None, tokens: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """One MoE layer's draw for ``tokens`` tokens (``[tokens, top_k]`` ints): one ``popularity`` p
+    (uniform, or Zipf with its ranks permuted), then each token's k distinct experts drawn without
+    replacement with weights p (the Gumbel top-k draw: the k largest of log p_e + Gumbel noise, which
+    is drawing one expert at a time by p among those not yet drawn). With uniform p each expert is
+    among a token's k with probability k/E."""
+    out = np.empty((tokens, top_k), dtype=np.int64)
+    with np.errstate(divide="ignore"):  # an underflowed weight: log 0 = −inf, never drawn
+        log_p = np.log(popularity(experts, top_k, alpha, rng))
+    rows = max(1, SAMPLE_BLOCK // experts)
+    for start in range(0, tokens, rows):
+        keys = log_p + rng.gumbel(size=(min(rows, tokens - start), experts))
+        out[start:start + len(keys)] = np.argpartition(-keys, top_k - 1, axis=1)[:, :top_k]
+    return out
+
+
+def sample_experts(model: ModelSpec, alpha: float | None, tokens: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Every layer's ``sample_layer`` in layer order (``[layers, tokens, top_k]``; a dense layer's
+    rows −1): what serving's cost pass draws one layer at a time."""
+    out = np.full((model.layers, tokens, model.top_k), -1, dtype=np.int64)
+    if model.experts:
+        for layer in range(model.dense_layer_count, model.layers):
+            out[layer] = sample_layer(model.experts, model.top_k, alpha, tokens, rng)
     return out
 
 

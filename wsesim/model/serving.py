@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from ..config.specs import ModelSpec
 from .shapes import LayerShapes
 
-__all__ = ["StageMemory", "activation_bytes", "kv_bytes_per_token", "kv_cache_bytes", "layer_weight_bytes",
-           "requests_fit", "stage_memory"]
+__all__ = ["StageMemory", "activation_bytes", "experts_per_grid", "kv_bytes_per_token", "kv_cache_bytes",
+           "layer_weight_bytes", "requests_fit", "stage_memory"]
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float:
@@ -34,11 +34,21 @@ def kv_bytes_per_token(model: ModelSpec) -> float:
     return float((k + v) * model.bytes_per_value)
 
 
-def layer_weight_bytes(model: ModelSpec, layer: int) -> float:
-    """Weights of one layer held on its stage (every expert of an MoE layer: all of them are resident)."""
+def layer_weight_bytes(model: ModelSpec, layer: int, expert_grids: int = 1) -> float:
+    """Weights of one layer held on its stage's first grid: a dense layer whole; an MoE layer's
+    attention, router and shared expert, and its share of the routed experts when they are spread over
+    ``expert_grids`` grids (``experts_per_grid``; with one grid every expert, all of them resident)."""
     s = LayerShapes(model)
-    params = s.dense_layer_params if model.is_dense(layer) else s.moe_layer_params
-    return float(params * model.bytes_per_value)
+    if model.is_dense(layer):
+        return float(s.dense_layer_params * model.bytes_per_value)
+    routed = (model.experts - experts_per_grid(model.experts, expert_grids)) * s.expert_params
+    return float((s.moe_layer_params - routed) * model.bytes_per_value)
+
+
+def experts_per_grid(experts: int, grids: int) -> int:
+    """The most experts of one layer a grid holds when its ``experts`` are dealt over ``grids`` grids
+    in blocks of ⌈E/G⌉ (the first grids full, the last with the rest)."""
+    return -(-experts // max(grids, 1))
 
 
 @dataclass(frozen=True)

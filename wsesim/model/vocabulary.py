@@ -86,7 +86,9 @@ class StageOpKind(Name):
     ``wsesim.kernels`` kind of the same name), SIMD work on every PE's own values (``ELEMENTWISE``:
     norms' squares, RoPE, softmax's exponentials, activations, residuals), or values moved across the
     grid (``TRANSFER``: an MoE token to its experts' regions and back), or the reduce that follows every
-    step of WaferLLM's prefill Q·Kᵀ along each row (``ROW_REDUCES``, ``kernels.lines.rotating_reduces``)."""
+    step of WaferLLM's prefill Q·Kᵀ along each row (``ROW_REDUCES``, ``kernels.lines.rotating_reduces``),
+    or an MoE token's trips from its stage's first grid to the further grids its experts are on and
+    back (``GRID_TRIPS``: expert parallelism, over the fabric or the interconnect)."""
 
     GEMM = "gemm"
     GEMV = "gemv"
@@ -94,6 +96,7 @@ class StageOpKind(Name):
     ELEMENTWISE = "elementwise"
     TRANSFER = "transfer"
     ROW_REDUCES = "row_reduces"
+    GRID_TRIPS = "grid_trips"
 
 
 class Phase(Name):

@@ -40,6 +40,7 @@ from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
+from .moe_serving import ExpertTrips, balanced_trips, grid_trips, sampled_trips
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
 
@@ -95,14 +96,20 @@ class StageCosts:
     prefill_counts: EventCounts = EventCounts()
     decode_counts: tuple[EventCounts, ...] = ()  # index t − 1 for the t-th output token, as decode_cycles
     handoff_counts: tuple[EventCounts, EventCounts] = (EventCounts(), EventCounts())  # prefill, decode
+    experts: ExpertTrips | None = field(default=None, compare=False)  # sampled routing's per-token trips
 
     @property
     def prefill_cycles(self) -> float:
         return sum(c.cycles for c in self.prefill)
 
-    def service(self, token: int) -> float:
-        """Cycles the stage works on a request's ``token`` (0: the prefill)."""
-        return self.prefill_cycles if token == 0 else self.decode_cycles[token - 1]
+    def service(self, token: int, request: int = 0) -> float:
+        """Cycles the stage works on a request's ``token`` (0: the prefill); with sampled routing, a
+        decode token's trips to the further grids its experts are on (``ExpertTrips``) added."""
+        if token == 0:
+            return self.prefill_cycles
+        if self.experts is None:
+            return self.decode_cycles[token - 1]
+        return self.decode_cycles[token - 1] + float(self.experts.extra[request, token - 1])
 
     def handoff(self, token: int) -> float:
         return self.handoff_prefill if token == 0 else self.handoff_decode
@@ -185,6 +192,8 @@ class _Grid:
         self.machine = Machine.of(self.hw, self.dtype)
         self.algorithm = {StageOpKind.GEMV: inf.gemv, StageOpKind.GEMM: inf.gemm,
                           StageOpKind.ALLREDUCE: inf.allreduce}
+        # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
+        self.trips: Callable[[int], np.ndarray] | None = None
 
     def on(self, region: tuple[int, int] | None) -> _Grid:
         """The same kernels on ``region`` (an expert's rectangle of this grid; its problems are this
@@ -201,6 +210,8 @@ class _Grid:
         ``batch``: the decode tokens it serves at once (a GEMV of that many vectors, that many times the
         values of any other kernel: the same hops, ``batch`` times the FMACs and wavelets)."""
         c, launch = self._kernel(op, dims, batch), self.hw.runtime.kernel_launch_cycles
+        if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids, part of the dispatch: no kernel launched
+            return c
         return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
                           c.overhead + launch, c.fmacs, c.wavelet_hops)
 
@@ -235,6 +246,11 @@ class _Grid:
             compute, issue = m.instructions(ops, ceil(values / (self.rows * self.cols)))
             # each op on each value counted as one FMAC of the lanes, with its SRAM traffic
             return KernelCost(compute + issue, compute, 0.0, overhead=issue, fmacs=float(values * ops))
+        if kind == StageOpKind.GRID_TRIPS:  # (values, further grids reached): moves between the stage's grids
+            assert self.trips is not None, "a stage's grid knows the trips to its further grids"
+            values, reached = dims
+            cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
+            return KernelCost(cycles, 0.0, cycles)
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
         return self.transfer(values, hops)
 
@@ -253,20 +269,29 @@ class _Grid:
         return EventCounts.of_fmacs(fmacs, self.dtype, wavelet_hops=hops)
 
 
-def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:
-    """Cycles to move a hand-off's values from its stage's grid to the next, and its events: over the
-    fabric on one wafer (wavelet-hops), over the wafers' I/O links and one interconnect node between
-    wafers (the bytes out of one system's I/O and into the other's)."""
-    a, b = h.source, h.target
-    if a.wafer == b.wafer:
-        if a.index == b.index:
-            return 0.0, EventCounts()
-        moved = grid.transfer(h.values, abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1]))
+def _move(spec: InferenceExperimentSpec, grid: _Grid, source: tuple[int, tuple[int, int]],
+          target: tuple[int, tuple[int, int]], values: int) -> tuple[float, EventCounts]:
+    """Cycles to move ``values`` from the grid at (wafer, origin) ``source`` to ``target``, and its
+    events: over the fabric on one wafer (the grids' origins' hops apart; wavelet-hops), over the wafers'
+    I/O links and one interconnect node between wafers (the bytes out of one system's I/O and into the
+    other's)."""
+    (a_wafer, a), (b_wafer, b) = source, target
+    if a_wafer == b_wafer:
+        moved = grid.transfer(values, abs(a[0] - b[0]) + abs(a[1] - b[1]))
         return moved.cycles, EventCounts(wavelet_hops=moved.wavelet_hops)
     hw, ic = spec.hardware, spec.inference.interconnect
     latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    nbytes = h.values * spec.model.bytes_per_value
+    nbytes = values * spec.model.bytes_per_value
     return nbytes / hw.io_bytes_per_cycle + latency, EventCounts(io_bytes=2.0 * nbytes)
+
+
+def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:
+    """Cycles to move a hand-off's values from its stage's grid to the next (``_move``; none to
+    itself, a one-stage pipeline's), and its events."""
+    a, b = h.source, h.target
+    if a.index == b.index:
+        return 0.0, EventCounts()
+    return _move(spec, grid, (a.wafer, a.origin), (b.wafer, b.origin), h.values)
 
 
 def one_request(spec: InferenceExperimentSpec, serve: Serve | ServeBatches) -> Serve:
@@ -283,17 +308,32 @@ def decode_context(serve: Serve) -> int:
     return serve.prompt_len + max(serve.output_len - 1, 1)
 
 
-def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork,
-           problems: list[str]) -> StageCosts:
-    grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
-    prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
+def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork, problems: list[str],
+           draw: Callable[[int], np.ndarray] | None = None) -> StageCosts:
+    stage = work.stage
+    grid = _Grid(spec, stage.rows, stage.cols, problems)
+    home = (stage.wafer, stage.origin)
+    grid.trips = lambda values: grid_trips(stage, values,
+                                           lambda place, n: _move(spec, grid, home, place, n)[0])
+    experts = None
+    moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
+    if draw is not None and isinstance(serve, Serve) and moe:
+        experts = sampled_trips(stage, spec.model, draw, grid.trips(spec.model.hidden_size), serve.requests,
+                                serve.output_len - 1)
+
+    def cost(op: Kernel, context: int) -> KernelCost:
+        if experts is not None and context and op.kind == StageOpKind.GRID_TRIPS:  # at the run's mean;
+            return KernelCost(experts.mean[op.layer], 0.0, experts.mean[op.layer])  # ``extra``: each its own
+        return grid.on(op.region).cost(op, op.at(context))
+
+    prefill = tuple(cost(op, 0) for op in work.prefill)
     batched = isinstance(serve, ServeBatches)
     serve = one_request(spec, serve)
     longest = decode_context(serve)
-    decode = tuple(grid.on(op.region).cost(op, op.at(longest)) for op in work.decode)
-    first = work.stage.layers[0]
+    decode = tuple(cost(op, longest) for op in work.decode)
+    first = stage.layers[0]
     attention = [op for op in work.decode if op.attention and op.layer == first]
-    layers = len(work.stage.layers)
+    layers = len(stage.layers)
 
     def attention_costs(context: int) -> list[KernelCost]:
         return [grid.on(op.region).cost(op, op.at(context)) for op in attention]
@@ -317,17 +357,21 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
         _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
     return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode, batches=batches,
                       prefill_counts=grid.counts(prefill), decode_counts=tuple(per_token_counts),
-                      handoff_counts=(prefill_moved, decode_moved))
+                      handoff_counts=(prefill_moved, decode_moved), experts=experts)
 
 
-def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
-    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model)."""
+def cost_serving(program: Program, spec: InferenceExperimentSpec,
+                 draw: Callable[[int], np.ndarray] | None = None) -> Costs:
+    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model);
+    with ``draw`` (sampled routing: ``draw(layer)`` each decode token's experts in that layer,
+    ``[requests · (output_len − 1), top_k]``, asked for in layer order), each stage's decode tokens'
+    trips to its experts' grids one by one."""
     stages, problems = [], []
     for op in program.distinct():
         if isinstance(op, Serve | ServeBatches):
             for work in op.stages:
                 mine: list[str] = []
-                stages.append(_stage(spec, op, work, mine))
+                stages.append(_stage(spec, op, work, mine, draw))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))
 

@@ -227,7 +227,7 @@ class _Engine:
         while heap:
             at, _, r, t, s = heapq.heappop(heap)
             start = max(at, free[s])
-            end = free[s] = start + stages[s].service(t)
+            end = free[s] = start + stages[s].service(t, r)
             trace.stage_visit(s, t, r, at, start, end, last=s == S - 1, split=stages[s].split(t))
             visits += 1
             if s == S - 1 and t + 1 == T:

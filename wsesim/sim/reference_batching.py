@@ -46,7 +46,7 @@ def serve_requests(env: simpy.Environment, op: Serve, costs: tuple[StageCosts, .
                 with stages[s].request() as turn:
                     yield turn
                     start = env.now
-                    yield env.timeout(costs[s].service(t))
+                    yield env.timeout(costs[s].service(t, r))
                 trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1, split=costs[s].split(t))
                 if s == S - 1 and t + 1 == T:
                     return

@@ -23,6 +23,7 @@ from math import ceil, isqrt
 
 from ...config.inference import InferenceExperimentSpec
 from ...model.load import Requests
+from ...model.serving import experts_per_grid
 from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
 from ...model.vocabulary import StageOpKind
 from ..mapping import Mapping, Stage
@@ -41,6 +42,7 @@ class _Layer:
 
     def __init__(self, spec: InferenceExperimentSpec, stage: Stage) -> None:
         self.m, self.rows, self.cols = spec.model, stage.rows, stage.cols
+        self.grids = stage.grids
         self.gemm = spec.inference.gemm
         self.shapes = LayerShapes(self.m)
 
@@ -76,9 +78,12 @@ class _Layer:
     def moe(self, layer: int, mm: dict) -> list[Kernel]:
         """The router on the grid; the token to its top_k experts' regions (the grid cut into one
         region per expert) and back; their GEMVs run at once, one expert's time; the shared expert's on
-        the grid."""
+        the grid. With the experts spread over G grids (expert parallelism), each grid is cut into one
+        region per expert it holds (⌈E/G⌉), and the token also travels to the further grids its experts
+        are on and back (``GRID_TRIPS``: with balanced routing its k experts reach min(k, G) grids, the
+        first one of them; sampled, the grids its drawn experts are on, ``sim.moe_serving``)."""
         m, rows, cols, hid = self.m, self.rows, self.cols, self.m.hidden_size
-        side = max(1, isqrt(rows * cols // m.experts))
+        side = max(1, isqrt(rows * cols // experts_per_grid(m.experts, self.grids)))
         region = (min(side, rows), min(side, cols))
         hops = (rows + cols) // 4  # a region's centre from the grid's, on average
         gate_up, down = (expert_op_matmuls(self.shapes, op, 1, False)[0] for op in ("gate_up", "down"))
@@ -90,6 +95,9 @@ class _Layer:
                       region),
                self._gemv("expert_down", layer, down, region),
                Kernel(TRANSFER, "combine", layer, (hid, hops))]
+        if self.grids > 1:  # (values each way, further grids a balanced token reaches)
+            reached = min(m.top_k, self.grids) - 1
+            ops.append(Kernel(StageOpKind.GRID_TRIPS, "expert_grids", layer, (hid, reached)))
         if m.shared_expert_intermediate:
             ops += [self._gemv("shared_gate_up", layer, mm["shared_gate_up"]),
                     self._gemv("shared_down", layer, mm["shared_down"])]
@@ -118,7 +126,18 @@ class _Layer:
                 Kernel(GEMM, "gate_up", layer, mm["gate_up"]),
                 Kernel(ELEMENTWISE, "activation", layer, (tokens * mm["down"][1], 4)),
                 Kernel(GEMM, "down", layer, mm["down"]),
+                *self.prefill_trips(layer, tokens),
                 Kernel(ELEMENTWISE, "residual", layer, (tokens * hid, 2))]
+
+    def prefill_trips(self, layer: int, tokens: int) -> list[Kernel]:
+        """With an MoE layer's experts over G grids, the prompt's tokens to the further grids and back:
+        its k experts a token reach min(k, G) grids, spread evenly, so each further grid takes
+        ⌈S·min(k, G)/G⌉ tokens' hidden vectors and sends as many back (``GRID_TRIPS`` over all G − 1)."""
+        if self.grids == 1 or self.m.is_dense(layer):
+            return []
+        reach = -(-tokens * min(self.m.top_k, self.grids) // self.grids)
+        values = reach * self.m.hidden_size
+        return [Kernel(StageOpKind.GRID_TRIPS, "expert_grids", layer, (values, self.grids - 1))]
 
     def scores_reduce(self, layer: int, tokens: int, context: int) -> list[Kernel]:
         """WaferLLM's prefill Q·Kᵀ (``matmul_T``) splits the head dimension along each row, so every

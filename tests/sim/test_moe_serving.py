@@ -1,0 +1,209 @@
+"""MoE serving at scale (docs/model.md §11.8): one layer's experts over several grids (expert
+parallelism) with the trips between them derived by hand on tiny8, each decode token's experts sampled
+(uniform's expected load, determinism), and nothing changed when neither is asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wsesim.config.errors import ConfigError
+from wsesim.config.inference import load_inference, load_inference_data
+from wsesim.config.loader import load_model
+from wsesim.experiments.inference import decode_experts, run_inference
+from wsesim.model.load import requests_of
+from wsesim.model.routing import sample_experts, sample_layer
+from wsesim.model.serving import experts_per_grid, layer_weight_bytes
+from wsesim.sim import engine, reference
+from wsesim.sim.builders.serving import serving_program
+from wsesim.sim.costing import cost_serving
+from wsesim.sim.mapping import map_stages
+
+TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
+        "inference": {"prompt_len": 16, "output_len": 5, "grid": "4x8"}}
+
+
+def _spec(**inference):
+    return load_inference_data(TINY, overrides={f"inference.{k}": v for k, v in inference.items()}).spec
+
+
+def _by_name(spec, name: str, phase: str = "decode") -> list[float]:
+    program = serving_program(spec, map_stages(spec))
+    costs = cost_serving(program, spec, decode_experts(spec))
+    work, = program.body[0].stages
+    return [c.cycles for op, c in zip(getattr(work, phase), getattr(costs.stages[0], phase), strict=True)
+            if op.name == name]
+
+
+def test_two_grids_on_one_wafer_by_hand() -> None:
+    """tiny-moe (H 64, 2 MoE layers of 4 experts, top-2, bf16) on tiny8's 8 × 8 mesh at 4 × 8 PEs a
+    grid: two grids, at (0, 0) and (4, 0). ``expert_grids: 2`` makes one stage of both: the first holds
+    the attention and experts 0-1 of each layer, the second experts 2-3 (⌈4/2⌉ = 2 a grid), so each
+    grid is cut into 2 regions of ⌊√(32/2)⌋ = 4 on a side (one grid: ⌊√(32/4)⌋ = 2).
+
+    A token's trip to the second grid: H = 64 values spread over the grid's 4 rows, 16 a row, 8
+    wavelets of two bf16 values, over the 4 hops between the origins: B + 2·T_R + d·t_h + T_OP =
+    8 + 2·2 + 4 + 1 = 17 cycles each way (``Machine.transfer``, the hand-off's move), 34 there and back.
+    Balanced, a token's k = 2 experts reach min(2, 2) = 2 grids, the second one of them: 34 cycles a
+    layer. Sampled, a token reaches the second grid unless both its experts are 0 and 1: with uniform
+    routing that is 1 − 1/C(4, 2) = 5/6 of the tokens, so the kernels' mean is 34 · (share reaching it).
+
+    The prefill's 16 tokens, their k = 2 experts each over min(2, 2) = 2 grids evenly: the second grid
+    takes ⌈16 · 2/2⌉ = 16 tokens' vectors, 1,024 values, 256 a row, 128 wavelets: 128 + 5 + 4 = 137
+    cycles each way, 274 a layer."""
+    spec = _spec(expert_grids=2)
+    mapping = map_stages(spec)
+    stage, = mapping.stages
+    assert (mapping.expert_grids, mapping.grids_used, stage.grids) == (2, 2, 1 + 1)
+    assert stage.expert_grids == ((0, (4, 0)),)
+    work, = serving_program(spec, mapping).body[0].stages
+    assert {op.region for op in work.decode if op.name == "expert_gate_up"} == {(4, 4)}
+    assert _by_name(spec, "expert_grids") == [34.0, 34.0]
+    assert _by_name(spec, "expert_grids", "prefill") == [274.0, 274.0]
+    # the second grid holds half the experts: the first grid's weights are 2 experts short per layer
+    m = spec.model
+    expert = 3 * 64 * 32 * 2
+    assert layer_weight_bytes(m, 0, 1) - layer_weight_bytes(m, 0, 2) == 2 * expert
+    # sampled: every decode token's cost is the balanced one, less 34 per layer it stays on grid 0
+    sampled = _spec(expert_grids=2, routing="uniform", batch=3)
+    program = serving_program(sampled, map_stages(sampled))
+    cost, = cost_serving(program, sampled, decode_experts(sampled)).stages
+    balanced, = cost_serving(program, sampled).stages
+    picks = sample_experts(m, None, 3 * 4, np.random.default_rng(0).spawn(2)[1])
+    reached = (picks >= 2).any(axis=2).sum(axis=0)  # layers in which each token reaches grid 1
+    for r in range(3):
+        for t in range(1, 5):
+            saved = 34 * (2 - reached[r * 4 + t - 1])
+            assert cost.service(t, r) == pytest.approx(balanced.service(t) - saved, abs=1e-9)
+    assert cost.experts is not None and cost.experts.mean == pytest.approx({
+        layer: 34 * float((picks[layer] >= 2).any(axis=1).mean()) for layer in (0, 1)})
+
+
+def test_two_grids_across_wafers_by_hand() -> None:
+    """At 8 × 8 PEs a grid (the whole tiny8 wafer), two grids are two wafers: the trip goes over the
+    I/O links and one SwarmX node: 64 values · 2 B / 4 B a cycle + 2 µs · 1 GHz = 32 + 2,000 = 2,032
+    cycles each way, 4,064 there and back, once a layer for a balanced token (the hand-off's formula);
+    the prefill's 16 tokens: 1,024 values, 2,048 B / 4 + 2,000 = 2,512 each way, 5,024 a layer."""
+    spec = load_inference_data({**TINY, "inference": {**TINY["inference"], "grid": "8x8",
+                                                      "interconnect": "swarmx"}},
+                               overrides={"inference.expert_grids": 2}).spec
+    mapping = map_stages(spec)
+    assert mapping.systems == 2 and mapping.stages[0].expert_grids == ((1, (0, 0)),)
+    assert _by_name(spec, "expert_grids") == [4064.0, 4064.0]
+    assert _by_name(spec, "expert_grids", "prefill") == [5024.0, 5024.0]
+    no_link = load_inference_data({**TINY, "inference": {**TINY["inference"], "grid": "8x8"}},
+                                  overrides={"inference.expert_grids": 2}).spec
+    assert "set inference.interconnect" in map_stages(no_link).reason
+
+
+def test_uniform_sampling_has_the_expected_load() -> None:
+    """Uniform: every token's k experts are distinct, and expert e is among them with probability k/E,
+    so over N tokens each expert's count is a binomial of mean N·k/E and variance N·(k/E)(1 − k/E):
+    here N = 40,000, k/E = 2/4, mean 20,000 and σ = 100; every count within 5σ, and all sum to N·k."""
+    rng = np.random.default_rng(7)
+    picks = sample_layer(4, 2, None, 40_000, rng)
+    assert all(len(set(row)) == 2 for row in picks[:1000])
+    counts = np.bincount(picks.ravel(), minlength=4)
+    assert counts.sum() == 80_000 and np.all(np.abs(counts - 20_000) < 500)
+    # a skew concentrates the draws: the busiest expert's count grows with alpha
+    busiest = [np.bincount(sample_layer(64, 4, alpha, 4_000, np.random.default_rng(1)).ravel()).max()
+               for alpha in (None, 0.5, 1.2, 3.0)]
+    assert busiest == sorted(busiest) and busiest[-1] > 2 * busiest[0]
+
+
+def test_imbalance_and_tpot() -> None:
+    """One grid: each expert has a region of its own and a decode token's k experts run at once, so
+    which experts it draws cannot change its time: sampled TPOT equals balanced exactly. Over two
+    grids a balanced token reaches both (the most a token can), so a sampled one is never slower; the
+    busier expert (skew) shows in ``expert_load`` and in the grids' use."""
+    base = run_inference(_spec(batch=2)).result
+    for routing in ("uniform", "zipf:1.2", "zipf:3"):
+        assert run_inference(_spec(batch=2, routing=routing)).result.tpot_s == base.tpot_s
+    two = run_inference(_spec(batch=2, expert_grids=2)).result
+    loads = []
+    for routing in ("uniform", "zipf:3"):
+        r = run_inference(_spec(batch=2, expert_grids=2, routing=routing, output_len=40)).result
+        assert r.tpot_s <= two.tpot_s
+        stage, = r.per_stage
+        assert 1 <= sum(stage["expert_grid_use"]) <= 2
+        loads.append(stage["expert_load"])
+    assert loads[1] > loads[0] >= 1
+
+
+def test_sampled_serving_is_deterministic_and_the_executors_agree() -> None:
+    spec = _spec(batch=3, expert_grids=2, routing="zipf:1.2", seed=5)
+    a, b = run_inference(spec).result.to_dict(), run_inference(spec).result.to_dict()
+    a.pop("wall_s"), b.pop("wall_s")
+    assert a == b
+    program = serving_program(spec, map_stages(spec))
+    costs = cost_serving(program, spec, decode_experts(spec))
+    fast, ref = engine.simulate(None, program, costs), reference.simulate(None, program, costs)
+    assert np.array_equal(fast.stages.done, ref.stages.done)
+    other = _spec(batch=3, expert_grids=2, routing="zipf:1.2", seed=6)
+    assert run_inference(other).result.tpot_s != a["tpot_s"]
+
+
+@pytest.mark.parametrize("model", ["tiny-moe", "llama3-8b-dense-tiny"])
+def test_nothing_asked_changes_nothing(model: str) -> None:
+    """Balanced routing and one grid a layer are the defaults: a result with them said explicitly is
+    the default's, byte for byte, with no ``moe`` block (a dense model too, whatever routing says)."""
+    overrides = {} if model == "tiny-moe" else {"model.experts": 0, "model.top_k": 0,
+                                                "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
+    plain = load_inference_data(TINY, overrides=overrides).spec
+    said = load_inference_data(TINY, overrides={**overrides, "inference.routing": "balanced",
+                                                "inference.expert_grids": 1}).spec
+    a, b = run_inference(plain).result.to_dict(), run_inference(said).result.to_dict()
+    a.pop("wall_s"), b.pop("wall_s")
+    assert a == b and "moe" not in a and "grids" not in a["per_stage"][0]
+    if model != "tiny-moe":
+        dense = load_inference_data(TINY, overrides={**overrides, "inference.routing": "uniform"}).spec
+        d = run_inference(dense).result.to_dict()
+        d.pop("wall_s")
+        assert d == a
+
+
+def test_deepseek_v3_is_served_with_expert_parallelism() -> None:
+    """DeepSeek-V3 (3 dense layers, then 58 of 256 experts) on CS-3s: one layer per wafer at one grid a
+    layer; with ``expert_grids: auto`` the search spreads each MoE stage's experts over more grids and
+    needs fewer wafers."""
+    one = map_stages(load_inference(hardware="wse3", model="deepseek-v3").spec)
+    auto = map_stages(load_inference(hardware="wse3", model="deepseek-v3",
+                                     overrides={"inference.expert_grids": "auto"}).spec)
+    assert one.feasible and auto.feasible and auto.expert_grids > 1
+    assert auto.systems < one.systems
+    assert auto.stages[0].layers == (0, 1, 2) and auto.stages[0].grids == 1  # the dense layers on one grid
+    assert all(s.grids == auto.expert_grids for s in auto.stages[1:])
+
+
+def test_bad_routing_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r'inference.routing: expected "balanced", "uniform" or "zipf'):
+        load_inference(overrides={"inference.routing": "zipf:-1"})
+    assert experts_per_grid(256, 3) == 86 and experts_per_grid(4, 1) == 4
+    assert load_model("deepseek-v3").dense_layers == 3
+
+
+def test_the_work_estimate_counts_the_draws() -> None:
+    """Sampled routing draws one key per (decode token, expert, MoE layer): batch 3 × 4 decode tokens
+    × 4 experts × 2 layers = 96 keys, none when balanced."""
+    from wsesim.experiments.inference import serving_estimate
+    from wsesim.experiments.serving_estimate import ROUTING_DRAW_S
+
+    spec = _spec(batch=3, routing="uniform")
+    e = serving_estimate(spec, map_stages(spec))
+    assert e.draws == 96 and serving_estimate(_spec(batch=3), map_stages(spec)).draws == 0
+    assert e.seconds == pytest.approx(serving_estimate(_spec(batch=3), map_stages(spec)).seconds
+                                      + 96 * ROUTING_DRAW_S)
+
+
+def test_continuous_batches_pay_the_trips_and_refuse_sampling() -> None:
+    """Under continuous batching a batch of b decode tokens sends b vectors to the further grid: for
+    b = 2 on the 4 × 8 grids, 128 values, 32 a row, 16 wavelets: 16 + 5 + 4 = 25 cycles each way, 50 a
+    layer (b = 1: 34, as in the pipeline). Sampled routing is the one-token pipeline's: refused here."""
+    spec = _spec(expert_grids=2, arrival="poisson", rate=1000, requests=4)
+    program = serving_program(spec, map_stages(spec), requests_of(spec))
+    cost, = cost_serving(program, spec).stages
+    trips = [op for op in program.body[0].stages[0].decode if op.name == "expert_grids"]
+    assert [cost.batches._kernel(op, op.dims, b) for op in trips for b in (1, 2)] == [34.0, 50.0] * 2
+    assert run_inference(spec).result.feasible
+    with pytest.raises(ConfigError, match="expected routing: balanced with continuous batching"):
+        _spec(arrival="poisson", rate=1000, requests=4, routing="uniform")
