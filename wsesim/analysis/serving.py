@@ -21,8 +21,8 @@ from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, Serve, ServeBatches
 
-__all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "request_times",
-           "requests_csv"]
+__all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown",
+           "request_times", "requests_csv"]
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,15 @@ class ServeResult:
     slo_attainment: float = 0.0  # share of served requests meeting both
     goodput_requests_per_s: float = 0.0
     goodput_tokens_per_s: float = 0.0
+    # speculative decoding's figures (docs/model.md §11.8) and split prefill's (§11.9); empty when off
+    speculative: dict[str, Any] = field(default_factory=dict)
+    split_prefill: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, those of a feature that is off (an empty mapping) left out: a run without it
+        writes what it wrote before the feature existed."""
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("speculative", "split_prefill") or v}
 
 
 def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
@@ -172,7 +178,8 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
     zeros = np.zeros(op.requests)
     return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
                          "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
-                        np.full(op.requests, op.output_len), np.zeros(op.requests, dtype=bool), clock)
+                        np.full(op.requests, spec.inference.output_len), np.zeros(op.requests, dtype=bool),
+                        clock)
 
 
 REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",
@@ -274,8 +281,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
     step = sum(decode.values()) + handoff
     breakdown = {**decode, "handoff": handoff, "waiting": waiting}
-    prefill = {**split_costs(c for cost in costs.stages for c in cost.prefill),
-               "handoff": sum(c.handoff_prefill for c in costs.stages)}
+    prefill = prefill_breakdown(costs)
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
@@ -305,6 +311,12 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
         per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s, **load)
+
+
+def prefill_breakdown(costs: Costs) -> dict[str, float]:
+    """Every stage's prefill kernels split by what they are (``split_costs``), and their hand-offs."""
+    return {**split_costs(c for cost in costs.stages for c in cost.prefill),
+            "handoff": sum(c.handoff_prefill for c in costs.stages)}
 
 
 def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any) -> str:

@@ -43,7 +43,7 @@ from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
 
 __all__ = ["COMPUTE_MODELS", "BatchCosts", "ComputeModel", "Costs", "StageCosts", "cost_program",
-           "cost_serving", "with_defaults"]
+           "cost_serving", "wafer_handoff", "with_defaults"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,11 @@ class StageCosts:
     handoff_prefill: float
     handoff_decode: float
     batches: BatchCosts | None = field(default=None, compare=False)  # under continuous batching
+    # the hand-off after each decode step when they differ (speculative decoding's last stage: the
+    # draft's work between verify passes, docs/model.md §11.8); empty: ``handoff_decode`` after each
+    handoff_steps: tuple[float, ...] = ()
+    # cycles of a request's first token spent on other wafers before this stage (split prefill, §11.9)
+    elsewhere: float = 0.0
 
     @property
     def prefill_cycles(self) -> float:
@@ -97,10 +102,12 @@ class StageCosts:
 
     def service(self, token: int) -> float:
         """Cycles the stage works on a request's ``token`` (0: the prefill)."""
-        return self.prefill_cycles if token == 0 else self.decode_cycles[token - 1]
+        return self.prefill_cycles + self.elsewhere if token == 0 else self.decode_cycles[token - 1]
 
     def handoff(self, token: int) -> float:
-        return self.handoff_prefill if token == 0 else self.handoff_decode
+        if token == 0:
+            return self.handoff_prefill
+        return self.handoff_steps[token - 1] if self.handoff_steps else self.handoff_decode
 
     def split(self, token: int) -> dict[str, float]:
         """Shares of the stage's work on ``token`` (0: the prefill; a decode step: its kernels at the
@@ -234,13 +241,20 @@ def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> float:
     if a.wafer == b.wafer:
         hops = abs(a.origin[0] - b.origin[0]) + abs(a.origin[1] - b.origin[1])
         return grid.transfer(h.values, hops).cycles if a.index != b.index else 0.0
+    return wafer_handoff(spec, h.values * spec.model.bytes_per_value)
+
+
+def wafer_handoff(spec: InferenceExperimentSpec, nbytes: float) -> float:
+    """Cycles to move ``nbytes`` from one wafer to another: through the system's I/O link at
+    ``io.bandwidth`` (``io_bytes_per_cycle``), then one node of ``inference.interconnect`` (its
+    latency): nbytes / io_bytes_per_cycle + latency_s · clock."""
     hw, ic = spec.hardware, spec.inference.interconnect
     latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    return h.values * spec.model.bytes_per_value / hw.io_bytes_per_cycle + latency
+    return nbytes / hw.io_bytes_per_cycle + latency
 
 
 def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork,
-           problems: list[str]) -> StageCosts:
+           problems: list[str], with_batches: bool = False) -> StageCosts:
     grid = _Grid(spec, work.stage.rows, work.stage.cols, problems)
     prefill = tuple(grid.on(op.region).cost(op, op.at(0)) for op in work.prefill)
     batched = isinstance(serve, ServeBatches)
@@ -259,21 +273,23 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     per_token = tuple(fixed + layers * attention_cycles(context)
                       for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len))
     batches = None
-    if batched:
+    if batched or with_batches:
         batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
                              sum(c.cycles for c in prefill))
     return StageCosts(prefill, decode, per_token, _handoff(spec, grid, work.handoff_prefill),
                       _handoff(spec, grid, work.handoff_decode), batches=batches)
 
 
-def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
-    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model)."""
+def cost_serving(program: Program, spec: InferenceExperimentSpec, batches: bool = False) -> Costs:
+    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model);
+    ``batches``: each stage's ``BatchCosts`` too under one-request serving (a verify pass's K + 1
+    vectors, a draft's step at any context)."""
     stages, problems = [], []
     for op in program.distinct():
         if isinstance(op, Serve | ServeBatches):
             for work in op.stages:
                 mine: list[str] = []
-                stages.append(_stage(spec, op, work, mine))
+                stages.append(_stage(spec, op, work, mine, batches))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))
 
