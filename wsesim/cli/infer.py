@@ -78,10 +78,11 @@ def _layout_rows(r: Any) -> list[tuple[str, str]]:
     sp, split = getattr(r, "speculative", {}), getattr(r, "split_prefill", {})
     if sp:
         wafers = f"{sp['systems']} wafer{'s' if sp['systems'] > 1 else ''}"
-        return [("speculative decoding",
-                 f"draft {sp['draft']} ({sp['stages']} stage of {sp['grid']} PEs on {wafers} of its own), "
-                 f"K = {sp['tokens']}, acceptance {sp['acceptance']:g}: {sp['expected_tokens_per_verify']:.3f} "
-                 f"tokens per verify, {sp['rounds']:,} rounds"),
+        return [("speculative decoding", f"draft {sp['draft']} on {wafers} of its own ({sp['stages']} stage"
+                                         f"{'s' if sp['stages'] > 1 else ''} of {sp['grid']} PEs)"),
+                ("  drafted, accepted", f"K = {sp['tokens']}, acceptance {sp['acceptance']:g}: "
+                                        f"{sp['expected_tokens_per_verify']:.3f} tokens per verify pass, "
+                                        f"{sp['rounds']:,} passes"),
                 ("  without it", f"{sp['tokens_per_s_per_request_without']:,.1f} tokens/s per request "
                                  f"({sp['speedup']:.2f}x with it)")]
     if split:
