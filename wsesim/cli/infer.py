@@ -88,8 +88,8 @@ def _layout_rows(r: Any) -> list[tuple[str, str]]:
     if split:
         return [("split prefill", f"{split['placement']} ({split['stages']} stage"
                                   f"{'s' if split['stages'] > 1 else ''} of {split['grid']} PEs)"),
-                ("  KV cache hand-off", f"{split['kv_bytes'] / 1e6:,.2f} MB in {split['kv_handoff_s'] * 1e3:,.3f} "
-                                        "ms per request"),
+                ("  KV cache hand-off", f"{split['kv_bytes'] / 1e6:,.2f} MB in "
+                                        f"{split['kv_handoff_s'] * 1e3:,.3f} ms per request"),
                 ("  without it", f"{split['tokens_per_s_per_request_without']:,.1f} tokens/s per request, "
                                  f"TTFT {split['ttft_s_without'] * 1e3:,.2f} ms")]
     return []

@@ -14,7 +14,15 @@ from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
 from .fields import Description, Name, count, format_grid, parse_grid, quantity
-from .loader import REFERENCE_KEYS, Loaded, load_ref, read_yaml, register_kind, resolve_with_overrides, shipped_file
+from .loader import (
+    REFERENCE_KEYS,
+    Loaded,
+    load_ref,
+    read_yaml,
+    register_kind,
+    resolve_with_overrides,
+    shipped_file,
+)
 from .specs import HardwareSpec, ModelSpec, Seed
 from .validation import validate
 
