@@ -87,14 +87,14 @@ def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
     update: dict[str, Any] = {"tokens_per_s_per_system": result.tokens_per_s / systems,
                               "warnings": [*result.warnings, *(p for p in extra_costs.problems
                                                                if p not in result.warnings)]}
+    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
     if inf.speculative is not None:
         sp = inf.speculative
         update["speculative"] = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
-                                 "placement": f"its own wafers ({other.systems}), after the target's",
+                                 "placement": f"{wafers} of its own, after the target's",
                                  **common, "speedup": result.tokens_per_s_per_request
                                  / max(plain.tokens_per_s_per_request, 1e-30)}
     else:
-        wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
         update["split_prefill"] = {"placement": f"{wafers} of its own, before the decode's", **common}
         update["prefill_breakdown"] = prefill_breakdown(extra_costs)
         update["per_stage"] = [{**s, "prefill_cycles": 0.0} for s in result.per_stage]
