@@ -23,8 +23,8 @@ from ..sim.plan import Trace
 from ..sim.program import Program, Serve, ServeBatches
 from .energy import serving_energy
 
-__all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "request_times",
-           "requests_csv"]
+__all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown",
+           "request_times", "requests_csv"]
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,18 @@ class ServeResult:
     usd_per_million_tokens: float | None = None  # with inference.price_per_system_hour
     energy_events: dict[str, float] = field(default_factory=dict)  # the counts priced
 
+    # speculative decoding's figures (docs/model.md §11.9) and split prefill's (§11.10); empty when off
+    speculative: dict[str, Any] = field(default_factory=dict)
+    split_prefill: dict[str, Any] = field(default_factory=dict)
+
+
     def to_dict(self) -> dict[str, Any]:
+        """Every field, those of a feature that is off left out (MoE serving's block, speculative
+        decoding's, split prefill's): a run without it writes what it wrote before the feature existed."""
         out = asdict(self)
-        if not self.moe:  # nothing of MoE serving asked for: the result as it was before it existed
+        if not self.moe:
             del out["moe"]
-        return out
+        return {k: v for k, v in out.items() if k not in ("speculative", "split_prefill") or v}
 
 
 def _moe(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
@@ -200,7 +207,8 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
     zeros = np.zeros(op.requests)
     return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
                          "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
-                        np.full(op.requests, op.output_len), np.zeros(op.requests, dtype=bool), clock)
+                        np.full(op.requests, spec.inference.output_len), np.zeros(op.requests, dtype=bool),
+                        clock)
 
 
 REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",
@@ -302,8 +310,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
     step = sum(decode.values()) + handoff
     breakdown = {**decode, "handoff": handoff, "waiting": waiting}
-    prefill = {**split_costs(c for cost in costs.stages for c in cost.prefill),
-               "handoff": sum(c.handoff_prefill for c in costs.stages)}
+    prefill = prefill_breakdown(costs)
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
@@ -347,6 +354,12 @@ def _stage_experts(stage: Any, cost: Any) -> dict[str, Any]:
     if cost.experts is not None:
         out |= {"expert_grid_use": list(cost.experts.grid_use), "expert_load": cost.experts.expert_load}
     return out
+
+
+def prefill_breakdown(costs: Costs) -> dict[str, float]:
+    """Every stage's prefill kernels split by what they are (``split_costs``), and their hand-offs."""
+    return {**split_costs(c for cost in costs.stages for c in cost.prefill),
+            "handoff": sum(c.handoff_prefill for c in costs.stages)}
 
 
 def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any) -> str:

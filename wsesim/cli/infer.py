@@ -81,6 +81,7 @@ def format_serving(r: Any) -> str:
             ("bottleneck", r.bottleneck)]
     if batched:
         rows[0:4] = _load_rows(r)
+    rows[3:3] = _layout_rows(r)
     total = sum(r.decode_breakdown.values()) or 1.0
     parts = [(k, f"{v:,.0f}", f"{100 * v / total:.1f} %") for k, v in r.decode_breakdown.items()]
     whole = sum(r.prefill_breakdown.values()) or 1.0
@@ -105,6 +106,28 @@ def format_serving(r: Any) -> str:
     out += [f"warning: {w}" for w in r.warnings]
     visits = "iterations" if batched else "stage visits"
     return "\n".join([*out, f"({r.events:,} {visits} in {r.wall_s:.2f} s)"])
+
+
+def _layout_rows(r: Any) -> list[tuple[str, str]]:
+    """The rows of speculative decoding or split prefill (docs/model.md §11.9, §11.10), none when off."""
+    sp, split = getattr(r, "speculative", {}), getattr(r, "split_prefill", {})
+    if sp:
+        wafers = f"{sp['systems']} wafer{'s' if sp['systems'] > 1 else ''}"
+        return [("speculative decoding", f"draft {sp['draft']} on {wafers} of its own ({sp['stages']} stage"
+                                         f"{'s' if sp['stages'] > 1 else ''} of {sp['grid']} PEs)"),
+                ("  drafted, accepted", f"K = {sp['tokens']}, acceptance {sp['acceptance']:g}: "
+                                        f"{sp['expected_tokens_per_verify']:.3f} tokens per verify pass, "
+                                        f"{sp['rounds']:,} passes"),
+                ("  without it", f"{sp['tokens_per_s_per_request_without']:,.1f} tokens/s per request "
+                                 f"({sp['speedup']:.2f}x with it)")]
+    if split:
+        return [("split prefill", f"{split['placement']} ({split['stages']} stage"
+                                  f"{'s' if split['stages'] > 1 else ''} of {split['grid']} PEs)"),
+                ("  KV cache hand-off", f"{split['kv_bytes'] / 1e6:,.2f} MB in "
+                                        f"{split['kv_handoff_s'] * 1e3:,.3f} ms per request"),
+                ("  without it", f"{split['tokens_per_s_per_request_without']:,.1f} tokens/s per request, "
+                                 f"TTFT {split['ttft_s_without'] * 1e3:,.2f} ms")]
+    return []
 
 
 def _load_rows(r: Any) -> list[tuple[str, str]]:

@@ -17,6 +17,7 @@ from .fields import Description, Name, count, format_grid, parse_grid, quantity
 from .loader import (
     REFERENCE_KEYS,
     Loaded,
+    load_ref,
     named_by_set,
     read_yaml,
     register_kind,
@@ -26,8 +27,8 @@ from .loader import (
 from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
 from .validation import validate
 
-__all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "load_inference", "load_inference_data",
-           "read_inference"]
+__all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
+           "load_inference_data", "read_inference"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
@@ -49,6 +50,22 @@ class SloSpec(Spec):
 
     ttft_s: Target = Field(alias="ttft")
     tpot_s: Target = Field(alias="tpot")
+
+
+# draft tokens per verify pass: speculative decoding papers use 2-8; past 32 the draft's misses dominate
+DraftTokens = count(32)
+Acceptance = Annotated[float, Field(ge=0, le=1)]
+
+
+class SpeculativeSpec(Spec):
+    """Speculative decoding (docs/model.md §11.9): a ``draft`` model (a preset name or a model file,
+    resolved when loaded) proposes ``tokens`` (K) tokens one decode step at a time, then the target
+    verifies the K + 1 positions in one pass; each drafted token is accepted with probability
+    ``acceptance`` (α, an input: no rate is published for a wafer)."""
+
+    draft: ModelSpec
+    tokens: DraftTokens = 4
+    acceptance: Acceptance
 
 
 class InferenceSpec(Spec):
@@ -89,6 +106,30 @@ class InferenceSpec(Spec):
     chunk: Tokens | None = Field(None, validate_default=True)  # prompt tokens per batch, chunked (512)
     slo: SloSpec | None = None  # the targets goodput counts against
     seed: Seed = 0  # of the synthetic load (arrival times, lengths) and of sampled routing
+    # speculative decoding with a draft model (docs/model.md §11.9); none: off
+    speculative: SpeculativeSpec | None = Field(None, validate_default=True)
+    # prefill on its own wafers, the KV cache handed to the decode wafers (§11.10); none: on the same
+    prefill_systems: Systems | None = Field(None, validate_default=True)
+
+    @field_validator("speculative", "prefill_systems")
+    @classmethod
+    def _one_request(cls, value: Any, info: ValidationInfo) -> Any:
+        """Speculative decoding and split prefill are modelled for one request at a time (its per-user
+        speed, the cost of its layout): a draft or prefill wafers shared by requests are not queued."""
+        d, what = info.data, info.field_name
+        if value is None:
+            return value
+        if d.get("arrival") != "together" or d.get("batching") == "continuous":
+            raise fail(f"expected arrival: together and batching: none or auto with {what} (it is modelled "
+                       f"for one request through the pipeline), got arrival: {d.get('arrival')}, batching: "
+                       f"{d.get('batching')}")
+        if d.get("batch") != 1:
+            raise fail(f"expected batch: 1 with {what} (requests sharing a draft or prefill wafers are not "
+                       f"modelled), got {d.get('batch')}")
+        if what == "prefill_systems" and d.get("speculative") is not None:
+            raise fail("expected speculative or prefill_systems, not both (their combination is not "
+                       f"modelled), got prefill_systems: {value}")
+        return value
 
     @field_validator("rate")
     @classmethod
@@ -237,6 +278,10 @@ class InferenceExperimentSpec(Spec):
         if problem := window_problem(info.data.get("model"), inference.prompt_len + inference.output_len - 1,
                                      "inference.prompt_len + output_len - 1"):
             raise fail(problem)
+        model, spec = info.data.get("model"), inference.speculative
+        if model is not None and spec is not None and spec.draft.vocab_size != model.vocab_size:
+            raise fail(f"expected a speculative draft with the target's vocabulary ({model.vocab_size:,} "
+                       f"tokens: it proposes the target's tokens), got {spec.draft.vocab_size:,}")
         return inference
 
 
@@ -258,6 +303,7 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
     base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
     _trace_path(resolved, "inference.trace" in overrides, base_dir)
+    resolved = _draft(resolved, base_dir, "--set" if "inference.speculative.draft" in overrides else source)
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
@@ -278,6 +324,16 @@ def _trace_path(resolved: dict[str, Any], overridden: bool, base_dir: Path | Non
     if isinstance(trace, str) and trace and not Path(trace).is_absolute():
         base = Path.cwd() if overridden or base_dir is None else base_dir
         resolved["inference"] = {**inf, "trace": str((base / trace).resolve())}
+
+
+def _draft(resolved: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:
+    """``inference.speculative.draft`` (a model preset name or a path) inlined, as ``model:`` is."""
+    inf = resolved.get("inference")
+    spec = inf.get("speculative") if isinstance(inf, dict) else None
+    if not isinstance(spec, dict) or "draft" not in spec or isinstance(spec["draft"], dict):
+        return resolved
+    raw = load_ref("model", spec["draft"], base_dir, source, "inference.speculative.draft")
+    return {**resolved, "inference": {**inf, "speculative": {**spec, "draft": raw.data}}}
 
 
 def default_inference_path() -> Path:

@@ -78,7 +78,7 @@ class _Raw:
     source: str
 
 
-def _load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str | None) -> _Raw:
+def load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str | None) -> _Raw:
     """Resolve a ``hardware:``/``model:`` value: inline mapping, preset name or path."""
     if isinstance(ref, dict):
         return _Raw(ref, source)
@@ -199,10 +199,10 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
         if kind not in data:
             raise ConfigError("required key is missing", source=source, path=kind)
         if given and kind in given:  # a relative path there is the working folder's
-            raw = _load_ref(kind, data[kind], Path.cwd(), given[kind],
+            raw = load_ref(kind, data[kind], Path.cwd(), given[kind],
                             kind if given[kind] == "--set" else None)
         else:
-            raw = _load_ref(kind, data[kind], base_dir, source, kind)
+            raw = load_ref(kind, data[kind], base_dir, source, kind)
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
         sources[kind] = raw.source
     return data, sources
@@ -271,7 +271,7 @@ def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: s
     part = data.get(section)
     if not isinstance(part, dict) or isinstance(part.get("interconnect", {}), dict):
         return data
-    raw = _load_ref("interconnect", part["interconnect"], base_dir, source, f"{section}.interconnect")
+    raw = load_ref("interconnect", part["interconnect"], base_dir, source, f"{section}.interconnect")
     inlined = {k: v for k, v in raw.data.items() if k != "kind"}
     return {**data, section: {**part, "interconnect": inlined}}
 
@@ -337,7 +337,7 @@ def load_part(kind: str, ref: str | Path) -> Any:
 
 def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[str, Any] | None) -> Any:
     """``load_hardware``/``load_model``: an error in an override names the key as the user wrote it."""
-    raw = _load_ref(kind, str(ref), Path.cwd(), "<command line>", kind)
+    raw = load_ref(kind, str(ref), Path.cwd(), "<command line>", kind)
     base = {k: v for k, v in raw.data.items() if k != "kind"}
     prefix = f"{kind}."
     short = {key.removeprefix(prefix): value for key, value in (overrides or {}).items()}

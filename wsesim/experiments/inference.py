@@ -58,6 +58,17 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     """Map, build and serve ``spec``; an infeasible mapping is a result with its reason. Work that cannot
     finish here (``experiments.estimate.check_serving``) is a ``ConfigError`` before anything is built
     (``check=False``: already checked, as a search checks all its candidates at once)."""
+    inf = spec.inference
+    if inf.speculative is not None or inf.prefill_systems is not None:  # the run without, then with
+        from .serving_layouts import serve_layout
+
+        plain = run_inference(spec.model_copy(update={"inference": inf.model_copy(
+            update={"speculative": None, "prefill_systems": None})}), engine, check=check)
+        if not plain.result.feasible:
+            return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
+                            plain.mapping)
+        result, program, costs, trace = serve_layout(spec, engine, plain.result, plain.mapping)
+        return ServeRun(result, plain.mapping, program, costs, trace)
     t0 = time.perf_counter()
     mapping = map_stages(spec)
     if not mapping.feasible:

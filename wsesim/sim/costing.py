@@ -39,13 +39,14 @@ from ..model.energy import EventCounts
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
+from .batch_costs import BatchCosts
 from .builders.training import training_program
 from .moe_serving import ExpertTrips, balanced_trips, grid_trips, sampled_trips
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
 
 __all__ = ["COMPUTE_MODELS", "BatchCosts", "ComputeModel", "Costs", "StageCosts", "cost_program",
-           "cost_serving", "with_defaults"]
+           "cost_serving", "wafer_handoff", "with_defaults"]
 
 
 @dataclass(frozen=True)
@@ -97,22 +98,30 @@ class StageCosts:
     decode_counts: tuple[EventCounts, ...] = ()  # index t − 1 for the t-th output token, as decode_cycles
     handoff_counts: tuple[EventCounts, EventCounts] = (EventCounts(), EventCounts())  # prefill, decode
     experts: ExpertTrips | None = field(default=None, compare=False)  # sampled routing's per-token trips
+    # the hand-off after each decode step when they differ (speculative decoding's last stage: the
+    # draft's work between verify passes, docs/model.md §11.9); empty: ``handoff_decode`` after each
+    handoff_steps: tuple[float, ...] = ()
+    # cycles of a request's first token spent on other wafers before this stage (split prefill, §11.10)
+    elsewhere: float = 0.0
 
     @property
     def prefill_cycles(self) -> float:
         return sum(c.cycles for c in self.prefill)
 
     def service(self, token: int, request: int = 0) -> float:
-        """Cycles the stage works on a request's ``token`` (0: the prefill); with sampled routing, a
-        decode token's trips to the further grids its experts are on (``ExpertTrips``) added."""
+        """Cycles the stage works on a request's ``token`` (0: the prefill, and with split prefill the
+        cycles spent on other wafers before it); with sampled routing, a decode token's trips to the
+        further grids its experts are on (``ExpertTrips``) added."""
         if token == 0:
-            return self.prefill_cycles
+            return self.prefill_cycles + self.elsewhere
         if self.experts is None:
             return self.decode_cycles[token - 1]
         return self.decode_cycles[token - 1] + float(self.experts.extra[request, token - 1])
 
     def handoff(self, token: int) -> float:
-        return self.handoff_prefill if token == 0 else self.handoff_decode
+        if token == 0:
+            return self.handoff_prefill
+        return self.handoff_steps[token - 1] if self.handoff_steps else self.handoff_decode
 
     def counts(self, token: int) -> EventCounts:
         """The events of the stage's work on a request's ``token`` (0: the prefill) and its hand-off."""
@@ -279,10 +288,17 @@ def _move(spec: InferenceExperimentSpec, grid: _Grid, source: tuple[int, tuple[i
     if a_wafer == b_wafer:
         moved = grid.transfer(values, abs(a[0] - b[0]) + abs(a[1] - b[1]))
         return moved.cycles, EventCounts(wavelet_hops=moved.wavelet_hops)
+    nbytes = values * spec.model.bytes_per_value
+    return wafer_handoff(spec, nbytes), EventCounts(io_bytes=2.0 * nbytes)
+
+
+def wafer_handoff(spec: InferenceExperimentSpec, nbytes: float) -> float:
+    """Cycles to move ``nbytes`` from one wafer to another: through the system's I/O link at
+    ``io.bandwidth`` (``io_bytes_per_cycle``), then one node of ``inference.interconnect`` (its
+    latency): nbytes / io_bytes_per_cycle + latency_s · clock."""
     hw, ic = spec.hardware, spec.inference.interconnect
     latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    nbytes = values * spec.model.bytes_per_value
-    return nbytes / hw.io_bytes_per_cycle + latency, EventCounts(io_bytes=2.0 * nbytes)
+    return nbytes / hw.io_bytes_per_cycle + latency
 
 
 def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:
@@ -309,7 +325,7 @@ def decode_context(serve: Serve) -> int:
 
 
 def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork, problems: list[str],
-           draw: Callable[[int], np.ndarray] | None = None) -> StageCosts:
+           draw: Callable[[int], np.ndarray] | None = None, with_batches: bool = False) -> StageCosts:
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     home = (stage.wafer, stage.origin)
@@ -350,9 +366,9 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
         per_token.append(fixed + layers * sum(c.cycles for c in costs))
         per_token_counts.append(fixed_counts + grid.counts(costs).scaled(layers))
     batches = None
-    if batched:
+    if batched or with_batches:
         batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
-                             sum(c.cycles for c in prefill))
+                             sum(c.cycles for c in prefill), lambda h: _handoff(spec, grid, h)[0])
     (after_prefill, prefill_moved), (after_decode, decode_moved) = (
         _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
     return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode, batches=batches,
@@ -361,114 +377,17 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec,
-                 draw: Callable[[int], np.ndarray] | None = None) -> Costs:
+                 draw: Callable[[int], np.ndarray] | None = None, batches: bool = False) -> Costs:
     """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model);
     with ``draw`` (sampled routing: ``draw(layer)`` each decode token's experts in that layer,
     ``[requests · (output_len − 1), top_k]``, asked for in layer order), each stage's decode tokens'
-    trips to its experts' grids one by one."""
+    trips to its experts' grids one by one; ``batches``: each stage's ``BatchCosts`` too under
+    one-request serving (a verify pass's K + 1 vectors, a draft's step at any context)."""
     stages, problems = [], []
     for op in program.distinct():
         if isinstance(op, Serve | ServeBatches):
             for work in op.stages:
                 mine: list[str] = []
-                stages.append(_stage(spec, op, work, mine, draw))
+                stages.append(_stage(spec, op, work, mine, draw, batches))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))
-
-
-class BatchCosts:
-    """What one stage's iteration-level batches cost (docs/model.md §11.7), each figure computed the
-    first time an executor asks and kept: both executors ask the same object, so they cannot disagree.
-
-    An iteration of b decode tokens at contexts c₁ … c_b costs ``decode(b) + attention(b, max cᵢ)``:
-    the layers' kernels with b vectors (``_Grid.cost``'s ``batch``; an MoE layer's experts each see
-    ⌈b·top_k / experts⌉ of them, the mean load of a batch spread evenly), and the attention kernels
-    with b vectors too, each against its own request's cache: every request's cache is spread over the
-    same grid the same way, so each PE does its share of every request's scores and context and each row
-    reduces them all in one allreduce — the same hops, b times the FMACs and wavelets — at the batch's
-    longest context (for the shorter ones a PE's share is at most that). A piece of a prompt
-    (``prefill``) costs its layers' prefill kernels at its length and context, and the LM head once
-    on the last stage when the piece ends its prompt; ``handoff`` moves an iteration's values to the
-    next stage. At one request, ``decode(1) + attention(c)`` and a whole
-    prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit."""
-
-    def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: _Grid, fixed: float,
-                 attention_cycles: Callable[[int], float], prompt_len: int, whole_prompt: float) -> None:
-        self.spec, self.work, self.grid, self.whole_prompt = spec, work, grid, whole_prompt
-        self.layers = len(work.stage.layers)
-        self.per_expert = (spec.model.top_k, spec.model.experts) if spec.model.experts else (1, 1)
-        self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
-        self._decode: dict[int, float] = {1: fixed}
-        self._attention: dict[int, float] = {}
-        self._batch_attention: dict[tuple[int, int], float] = {}
-        self._prefill: dict[tuple[int, int, bool], float] = {}
-        self._handoff: dict[int, float] = {}
-        self._kernels: dict[tuple, float] = {}
-
-    def decode(self, batch: int) -> float:
-        """Cycles of the stage's kernels, attention aside, on ``batch`` decode tokens at once (the LM
-        head's on the last stage)."""
-        if batch not in self._decode:
-            top_k, experts = self.per_expert
-            self._decode[batch] = sum(
-                self._kernel(op, op.dims, -(-batch * top_k // experts) if op.region else batch)
-                for op in self.work.decode if not op.attention)
-        return self._decode[batch]
-
-    def attention(self, context: int) -> float:
-        """Cycles of one request's attention, every layer of the stage, at ``context`` tokens cached."""
-        c = self._attention.get(context)
-        if c is None:
-            c = self._attention[context] = self.layers * self._attention_cycles(context)
-        return c
-
-    def batch_attention(self, batch: int, context: int) -> float:
-        """Cycles of ``batch`` requests' attention at once, every layer of the stage, at ``context``."""
-        key = (batch, context)
-        c = self._batch_attention.get(key)
-        if c is None:
-            first = self.work.stage.layers[0]
-            c = self._batch_attention[key] = self.layers * sum(
-                self._kernel(op, op.at(context), batch) for op in self.work.decode
-                if op.attention and op.layer == first)
-        return c
-
-    def prefill(self, tokens: int, start: int, ends: bool) -> float:
-        """Cycles of ``tokens`` prompt tokens from token ``start`` on (attending to ``start + tokens``),
-        ``ends``: the piece ends its prompt (the last stage's LM head then runs for its last token)."""
-        key = (tokens, start, ends)
-        if key not in self._prefill:
-            if start == 0 and tokens == self.prompt_len and ends:  # the whole prompt of §11.4
-                c = self.whole_prompt
-            else:
-                c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, start + tokens))
-                if ends:
-                    c += sum(self._kernel(op, op.dims, 1) for op in self.work.lm_head)
-            self._prefill[key] = c
-        return self._prefill[key]
-
-    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
-        """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
-        request's: its context), and prompt pieces (tokens, start, ends its prompt)."""
-        cycles = 0.0
-        if decodes:
-            cycles = self.decode(decodes)
-            cycles += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
-        for tokens, start, ends in pieces:
-            cycles += self.prefill(tokens, start, ends)
-        return cycles
-
-    def handoff(self, values: int) -> float:
-        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
-        if values not in self._handoff:
-            h = self.work.handoff_decode
-            self._handoff[values] = _handoff(self.spec, self.grid, Handoff(h.source, h.target, values))[0] \
-                if values else 0.0
-        return self._handoff[values]
-
-    def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:
-        key = (op.kind, dims, op.region, batch)
-        c = self._kernels.get(key)
-        if c is None:
-            c = self._kernels[key] = self.grid.on(op.region).cost(op, dims, batch).cycles
-        return c

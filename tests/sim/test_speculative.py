@@ -1,0 +1,152 @@
+"""Speculative decoding (docs/model.md §11.8) and split prefill (§11.9) on tiny cases by hand: the expected
+tokens of a verify pass, the rounds' contexts, a verify pass of K + 1 vectors on one PE, the hand-offs
+between wafers, the KV cache's bytes and hand-off time, the timelines on both executors, determinism."""
+
+from __future__ import annotations
+
+import pytest
+
+from wsesim.config.inference import load_inference_data
+from wsesim.experiments.inference import run_inference
+from wsesim.model.speculative import expected_tokens, round_contexts
+from wsesim.sim.builders.serving import serving_program
+from wsesim.sim.costing import cost_serving, wafer_handoff
+from wsesim.sim.mapping import map_stages
+
+# the tiny dense model of tests/sim/test_serving.py (H 64, q 64, k 32, v 32, o 64, F 96, 2 layers, vocabulary
+# 256) on one PE of tiny8 (1 GHz, 4 FMAC lanes in fp16, I/O 4 B a cycle); swarmx: 2 us = 2,000 cycles a node
+DENSE = {"experts": 0, "top_k": 0, "expert_intermediate": 0, "ffn_intermediate": 96}
+TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
+        "inference": {"prompt_len": 8, "output_len": 9, "grid": "1x1", "interconnect": "swarmx"}}
+SET = {**{f"model.{k}": v for k, v in DENSE.items()}, "hardware.pe.sram": "1 MiB"}
+DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
+         "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
+
+
+def _spec(**overrides: object):
+    return load_inference_data(TINY, overrides={**SET, **overrides}).spec
+
+
+def _speculative(k: int = 4, alpha: float = 0.5, **overrides: object):
+    return _spec(**{"inference.speculative": {"draft": DRAFT, "tokens": k, "acceptance": alpha}, **overrides})
+
+
+def test_expected_tokens_per_verify_pass() -> None:
+    """E = (1 − α^(K+1)) / (1 − α) = 1 + α + … + α^K: K = 4, α = 0.5: 1 + 0.5 + 0.25 + 0.125 + 0.0625 =
+    1.9375; α = 1: K + 1; α = 0: 1 (only the target's own token)."""
+    assert expected_tokens(4, 0.5) == 1.9375
+    assert expected_tokens(4, 1.0) == 5.0
+    assert expected_tokens(4, 0.0) == 1.0
+    assert expected_tokens(2, 0.8) == pytest.approx(1 + 0.8 + 0.64)
+
+
+def test_round_contexts_by_hand() -> None:
+    """Prompt 8, output 9 (8 tokens after the first), E = 1.9375: ⌈8 / 1.9375⌉ = 5 rounds, from contexts
+    9 + ⌊(j − 1)·E⌋ = 9 + 0, 1, 3, 5, 7; at α = 1, K = 4 (E = 5): 2 rounds, from 9 and 14."""
+    assert round_contexts(8, 9, 4, 0.5) == (9, 10, 12, 14, 16)
+    assert round_contexts(8, 9, 4, 1.0) == (9, 14)
+    assert round_contexts(8, 9, 4, 0.0) == tuple(range(9, 17))  # α = 0: one token a round
+
+
+def test_a_verify_pass_of_k_plus_1_vectors_on_one_pe_by_hand() -> None:
+    """On one PE every kernel of b vectors is b times its one-vector cycles when each vector's values are
+    a multiple of the 4 lanes (a GEMV K × N: b·K instructions of ⌈N/4⌉; an elementwise op over b·V values;
+    a row of one PE reduces nothing): a layer at context T is b·(7,968 + 64·⌈T/4⌉ + 19T) (the one-vector
+    layer of test_serving), the LM head b·64·⌈256/4⌉ = 4,096b. K = 4 (b = 5), the first round from context
+    9 verifies up to T = 13: 5·(2·(7,968 + 256 + 247) + 4,096) = 5·21,038 = 105,190 cycles."""
+    run = run_inference(_speculative())
+    assert run.result.speculative["verify_cycles_per_round"] == 105_190 == 5 * (2 * (7968 + 64 * 4 + 19 * 13) + 4096)
+    assert run.costs is not None
+    stage, = run.costs.stages
+    assert stage.decode_cycles[0] == 105_190
+
+
+def test_hand_offs_between_the_draft_and_the_target_by_hand() -> None:
+    """Between wafers: bytes / 4 B a cycle + 2,000 cycles. After a round the K + 1 = 5 verified tokens go
+    back to the draft (10 B: 2.5 + 2,000) and its K = 4 drafted ones to the target (8 B: 2 + 2,000): 4,004.5
+    cycles a round besides the draft's steps; after the prefill the first token goes (2 B: 2,000.5)."""
+    spec = _speculative()
+    assert wafer_handoff(spec, 10) == 2002.5 and wafer_handoff(spec, 8) == 2002.0
+    run = run_inference(spec)
+    sp = run.result.speculative
+    assert sp["handoff_cycles_per_round"] == 4004.5
+    stage, = run.costs.stages
+    assert stage.handoff_steps[0] == 4004.5 + _draft_round(spec, 10)  # round 2 starts from context 10
+    assert stage.handoff_prefill == 2000.5 + 4004.5 - 2002.5 + _draft_round(spec, 9)
+
+
+def _draft_round(spec, context: int) -> float:
+    """The draft's K = 4 steps from ``context``: its own one-request decode steps there, costed apart
+    (its one stage hands the token back to its own grid: no hand-off between the steps)."""
+    draft = spec.model_copy(update={"model": spec.inference.speculative.draft, "inference": spec.inference.model_copy(
+        update={"speculative": None, "grid": "auto", "output_len": 16})})
+    mapping = map_stages(draft)
+    stage, = cost_serving(serving_program(draft, mapping), draft).stages
+    assert stage.handoff_decode == 0.0
+    return sum(stage.decode_cycles[context + i - 9] for i in range(4))
+
+
+def test_the_timeline_by_hand_on_both_executors() -> None:
+    """One stage: the first token at the prefill's end (unchanged), then after the first hand-off the
+    5 rounds, each its verify pass and (but the last) the hand-off to the next: the last token at prefill
+    + handoff_prefill + Σ verify + Σ hand-offs; TPOT is that less the prefill over the 8 tokens after the
+    first. Both executors give it to the bit; the run without it is the one-request pipeline's."""
+    spec = _speculative()
+    fast, ref = run_inference(spec, "fast"), run_inference(spec, "reference")
+    stage, = fast.costs.stages
+    span = stage.handoff_prefill + sum(stage.decode_cycles) + sum(stage.handoff_steps[:-1])
+    r = fast.result
+    assert r.tpot_s == pytest.approx(span / 8 / 1e9, rel=1e-12)
+    plain = run_inference(_spec())
+    assert r.ttft_s == plain.result.ttft_s
+    assert r.speculative["tokens_per_s_per_request_without"] == plain.result.tokens_per_s_per_request
+    a, b = fast.result.to_dict(), ref.result.to_dict()
+    for d in (a, b):
+        d.pop("wall_s"), d.pop("events")
+        d["speculative"].pop("placement")
+    assert a == b
+    assert r.systems == 1 and r.speculative["systems"] == 1
+    assert r.tokens_per_s_per_system == r.tokens_per_s / 2  # the target's wafer and the draft's
+
+
+def test_speculative_is_deterministic_and_off_by_default() -> None:
+    a, b = run_inference(_speculative(2, 0.7)).result.to_dict(), run_inference(_speculative(2, 0.7)).result.to_dict()
+    a.pop("wall_s"), b.pop("wall_s")
+    assert a == b
+    off = run_inference(_spec()).result.to_dict()
+    assert "speculative" not in off and "split_prefill" not in off
+
+
+def test_without_an_interconnect_the_draft_is_infeasible_with_a_reason() -> None:
+    bare = {**TINY, "inference": {k: v for k, v in TINY["inference"].items() if k != "interconnect"}}
+    spec = load_inference_data(bare, overrides={**SET, "inference.speculative": {"draft": DRAFT, "acceptance": 0.5}}).spec
+    r = run_inference(spec).result
+    assert not r.feasible and "set inference.interconnect" in r.infeasible_reason
+
+
+def test_split_prefill_kv_cache_and_its_hand_off_by_hand() -> None:
+    """The KV cache of the prompt: (k + v) = 64 values a token a layer, 2 B each, 2 layers, 8 tokens:
+    2,048 B, all through one prefill wafer's I/O and one decode wafer's: 2,048 / 4 + 2,000 = 2,512 cycles.
+    The first token is out when the prefill wafer's prefill is (the same 1x1 grid: the same 136,380 cycles
+    as without), and the first decode step starts 2,512 cycles later: the 8 tokens after the first take
+    the plain run's Σ decode steps + 2,512 (one stage: no hand-off after its prefill)."""
+    spec = _spec(**{"inference.prefill_systems": 1})
+    fast, ref = run_inference(spec, "fast"), run_inference(spec, "reference")
+    plain = run_inference(_spec())
+    sp = fast.result.split_prefill
+    assert (sp["kv_bytes"], sp["kv_handoff_cycles"], sp["kv_handoff_s"]) == (2048.0, 2512.0, 2.512e-6)
+    assert sp["prefill_cycles"] == 136_380 and fast.result.ttft_s == plain.result.ttft_s == 136_380 / 1e9
+    stage, = plain.costs.stages
+    assert stage.handoff_prefill == 0.0
+    assert fast.result.tpot_s == pytest.approx((sum(stage.decode_cycles) + 2512) / 8 / 1e9, rel=1e-12)
+    assert [s["prefill_cycles"] for s in fast.result.per_stage] == [0.0]
+    a, b = fast.result.to_dict(), ref.result.to_dict()
+    for d in (a, b):
+        d.pop("wall_s"), d.pop("events")
+    assert a == b
+
+
+def test_split_prefill_that_does_not_fit_its_wafers_is_infeasible_with_a_reason() -> None:
+    r = run_inference(_spec(**{"inference.prefill_systems": 1, "inference.grid": "auto",
+                               "hardware.pe.sram": "64 KiB", "inference.prompt_len": 4096})).result
+    assert not r.feasible and r.infeasible_reason.startswith("the prefill wafers: the weights do not fit 1 wafer")

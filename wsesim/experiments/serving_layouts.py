@@ -1,0 +1,101 @@
+"""Serving layouts beyond one pipeline of stages (docs/model.md §11.9, §11.10): speculative decoding, a
+draft model on wafers of its own beside the target, and split prefill, the prompt prefilled on wafers
+of its own and its KV cache handed to the decode wafers. Each maps its extra model or wafers with the
+same mapping (``sim.mapping``), costs them with the same pass, turns the target's costs into those of
+the layout (``sim.speculative``, ``sim.split_prefill``) and serves them with the same executors; the
+result's breakdowns stay the target's one-token step, and the layout's figures are its own mapping
+(``speculative``, ``split_prefill``), beside the run without it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..analysis.serving import ServeResult, infeasible_serving, measure_serving, prefill_breakdown
+from ..config.inference import InferenceExperimentSpec
+from ..config.tables import entry, load
+from ..sim.builders.serving import serving_program
+from ..sim.costing import Costs, cost_serving
+from ..sim.engines import ENGINES
+from ..sim.mapping import Mapping, map_stages
+from ..sim.program import Program, Serve
+from ..sim.speculative import prefill_path, speculative_costs
+from ..sim.split_prefill import kv_handoff, split_prefill_costs
+
+__all__ = ["serve_layout"]
+
+
+def _other(spec: InferenceExperimentSpec, **update: Any) -> InferenceExperimentSpec:
+    """``spec`` with neither layout, ``update`` applied (``model`` at the top level, the rest to
+    ``inference``)."""
+    model = update.pop("model", spec.model)
+    inf = spec.inference.model_copy(update={"speculative": None, "prefill_systems": None, **update})
+    return spec.model_copy(update={"model": model, "inference": inf})
+
+
+def _mapped(spec: InferenceExperimentSpec) -> tuple[Mapping, Program, Costs]:
+    mapping = map_stages(spec)
+    if not mapping.feasible:
+        return mapping, Program(()), Costs()
+    program = serving_program(spec, mapping)
+    return mapping, program, cost_serving(program, spec, batches=True)
+
+
+def _where(mapping: Mapping) -> dict[str, Any]:
+    return {"grid": f"{mapping.grid[0]}x{mapping.grid[1]}", "stages": len(mapping.stages),
+            "systems": mapping.systems, "layers_per_stage": [len(s.layers) for s in mapping.stages]}
+
+
+def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
+                 mapping: Mapping) -> tuple[ServeResult, Program | None, Costs | None, Any]:
+    """Serve ``spec``'s layout on the target's ``mapping`` (feasible); ``plain`` is the run without it.
+    Returns (result, program, costs, trace) of the layout; an extra model or wafers that do not fit, or
+    wafers without an interconnect between them, is an infeasible result with its reason."""
+    t0, inf = time.perf_counter(), spec.inference
+    if inf.interconnect is None:
+        what = "a speculative draft" if inf.speculative else "split prefill"
+        return infeasible_serving(spec, mapping, f"{what} runs on wafers of its own: set inference."
+                                  "interconnect (a preset name, a path or a mapping)"), None, None, None
+    program = serving_program(spec, mapping)
+    costs = cost_serving(program, spec, batches=True)
+    serve = program.body[0]
+    assert isinstance(serve, Serve)
+    if inf.speculative is not None:
+        sp = inf.speculative
+        other, extra, extra_costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
+                                                   systems="auto"))
+        if not other.feasible:
+            return infeasible_serving(spec, mapping, f"the draft {sp.draft.name}: {other.reason}"), \
+                None, None, None
+        serve, run_costs, figures = speculative_costs(spec, serve, costs, extra_costs)
+        run_program = replace(program, body=(serve,))
+    else:
+        other, extra, extra_costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1))
+        if not other.feasible:
+            return infeasible_serving(spec, mapping, f"the prefill wafers: {other.reason}"), None, None, None
+        kv_bytes, kv_cycles = kv_handoff(spec, other, mapping)
+        run_costs, run_program = split_prefill_costs(costs, extra_costs, kv_cycles), program
+        figures = {"kv_bytes": kv_bytes, "kv_handoff_cycles": kv_cycles,
+                   "kv_handoff_s": kv_cycles / spec.hardware.clock_hz,
+                   "prefill_cycles": prefill_path(extra_costs)}
+    trace = load(entry(ENGINES, engine, "engine"))(None, run_program, run_costs)
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
+    systems = mapping.systems + other.systems
+    common = {**_where(other), **figures, "tokens_per_s_per_request_without": plain.tokens_per_s_per_request,
+              "ttft_s_without": plain.ttft_s}
+    update: dict[str, Any] = {"tokens_per_s_per_system": result.tokens_per_s / systems,
+                              "warnings": [*result.warnings, *(p for p in extra_costs.problems
+                                                               if p not in result.warnings)]}
+    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
+    if inf.speculative is not None:
+        sp = inf.speculative
+        update["speculative"] = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
+                                 "placement": f"{wafers} of its own, after the target's",
+                                 **common, "speedup": result.tokens_per_s_per_request
+                                 / max(plain.tokens_per_s_per_request, 1e-30)}
+    else:
+        update["split_prefill"] = {"placement": f"{wafers} of its own, before the decode's", **common}
+        update["prefill_breakdown"] = prefill_breakdown(extra_costs)
+        update["per_stage"] = [{**s, "prefill_cycles": 0.0} for s in result.per_stage]
+    return replace(result, **update), run_program, run_costs, trace
