@@ -70,10 +70,16 @@ def _narrow(u_min: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]
             np.where(key > NONE, key, EMPTY).astype(np.int32))
 
 
-def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256) -> np.ndarray:
-    """``a[rows]`` for distinct ``rows``, built in ``a``'s own memory (``a`` is overwritten; the answer is
-    a view of its first ``len(rows)`` rows), so a basis is never held twice. Each cycle of the
-    permutation moves a block of rows at a time (scratch: ``block`` rows)."""
+GATHER_BYTES = 64 << 20  # a basis up to this size is gathered into a new array; a larger one moved in place
+
+
+def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256, gather_bytes: int = GATHER_BYTES) -> np.ndarray:
+    """``a[rows]`` for distinct ``rows``. Up to ``gather_bytes`` a plain gather (one array more, briefly);
+    beyond, built in ``a``'s own memory (``a`` is overwritten; the answer is a view of its first
+    ``len(rows)`` rows), so a large basis is never held twice: each cycle of the permutation moves a block
+    of rows at a time (scratch: ``block`` rows), a Python loop over the rows (~1 µs a row)."""
+    if a.nbytes <= gather_bytes:
+        return a[rows]
     k = len(rows)
     source = np.empty(len(a), dtype=np.int64)  # row i takes the row source[i]: ``rows``, then the rest
     source[:k] = rows

@@ -65,15 +65,25 @@ class _Segments:
             key = np.where(row, m_rs, R + m_cs) * width
             self.m = (key + lo, key + hi, width)
 
-    def loads(self, weight: np.ndarray, group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
+    def loads(self, weight: np.ndarray, group: np.ndarray | None = None, groups: int = 1,
+              out: np.ndarray | None = None) -> np.ndarray:
         """Sum of ``weight`` (one per message of the traffic) over each directed link, shape (nodes * 6,),
         or (nodes * 6, groups) with each message's ``group`` (0 .. groups − 1) summed apart (a link's
-        groups side by side: the dispatch model's basis, one row per link)."""
+        groups side by side: the dispatch model's basis, one row per link). ``out``: where to write the
+        grouped sums, shape (nodes * 6, groups), a view into a larger array (a block of its columns):
+        the same numbers, without a block-sized scratch array and its copy."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         w = np.asarray(weight, dtype=np.float64)[self.remote]
         g = (np.zeros(len(w), dtype=np.int32) if group is None
              else as_index(np.asarray(group)[self.remote], groups))
-        load = np.zeros((R, C, LINKS_PER_NODE, groups))
+        if out is None:
+            load = np.zeros((R, C, LINKS_PER_NODE, groups))
+        else:  # every cell below is written when there are messages (each direction, ramps included)
+            load = out.reshape(R, C, LINKS_PER_NODE, groups)  # a view: only the link axis is split
+            if not np.may_share_memory(load, out):
+                raise InternalError("expected a view of the output array, got a copy")
+            if not len(w):
+                load[...] = 0.0
         if len(w):
             # the running sums go straight into the link array (a view per direction: no copies)
             _running(self.h, w, 2 * R, C + 1, g, groups, out=(load[:, :, EAST], load[:, :, WEST]),
@@ -90,19 +100,19 @@ class _Segments:
                 lo, hi, width = self.m
                 e = _running((lo, hi), w[self.mc], R + C, width, g[self.mc], groups)
                 load[:, :, EJECT] += e[:R, :C] + e[R:, :R].transpose(1, 0, 2)
-        flat = _clean(mesh, load.reshape(-1, groups))
+        flat = _clean(mesh, load.reshape(-1, groups) if out is None else out)
         return flat[:, 0] if group is None else flat
 
-    def path(self, live: np.ndarray, group: np.ndarray | None = None,
+    def path(self, live: np.ndarray | None = None, group: np.ndarray | None = None,
              groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(u_min, key, longest) over each directed link from the ``live`` messages' routes
-        (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the largest
-        ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of any
-        route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
+        """(u_min, key, longest) over each directed link from the ``live`` messages' routes (None: every
+        message's) (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the
+        largest ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of
+        any route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
         (nodes * 6,) each, or (groups, nodes * 6) with each message's ``group`` (0 .. groups − 1) kept
         apart (the longest route then all 0: not computed); ``NONE`` keys (and +inf, 0) where no route."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
-        sel = np.asarray(live, dtype=bool)[self.remote]
+        sel: np.ndarray | slice = slice(None) if live is None else np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
         g = (np.zeros(len(h), dtype=np.int32) if group is None
@@ -122,8 +132,12 @@ class _Segments:
                 base = u0 - sign * p0
                 cols = np.stack([base * (w - 1) + h, -base, h][:nc], axis=1).astype(np.int32)
                 # each group its own copy of the lines
-                shift = as_index(g, groups * rows * width) * (rows * width)
-                x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), cols, groups * rows, width)
+                if group is None:
+                    at = bounds[0][sel], bounds[1][sel]
+                else:
+                    shift = as_index(g, groups * rows * width) * (rows * width)
+                    at = bounds[0][sel] + shift, bounds[1][sel] + shift
+                x = range_max(at, cols, groups * rows, width)
                 x = x.reshape(groups, rows, width, nc)[:, :, :width - 1]
                 p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
                 some = x[..., 0] > EMPTY
@@ -136,8 +150,12 @@ class _Segments:
                     out[:, :, :, fwd], out[:, :, :, back] = (half[0].transpose(0, 2, 1, 3),
                                                              half[1].transpose(0, 2, 1, 3))
             ramps = out.reshape(groups * R * C, LINKS_PER_NODE, nc)
-            at = as_index(g, groups * R * C) * (R * C)
-            at_src, at_dst, h32 = at + self.src[sel], at + self.dst[sel], h.astype(np.int32)
+            if group is None:
+                at_src, at_dst = self.src[sel], self.dst[sel]
+            else:
+                at = as_index(g, groups * R * C) * (R * C)
+                at_src, at_dst = at + self.src[sel], at + self.dst[sel]
+            h32 = h.astype(np.int32)
             np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
             ramps[at_src, INJECT, 1] = 0
             np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
@@ -232,7 +250,7 @@ def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     out = np.empty((mesh.nodes * LINKS_PER_NODE, groups))
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        out[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
+        segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo, out=out[:, lo:hi])
     return out
 
 
@@ -247,8 +265,8 @@ def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
     u_min, key, longest = np.full(links, np.inf), np.full(links, NONE), np.zeros(links)
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        loads[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
-        u, k, h = segments.path(np.ones(len(segments.remote), dtype=bool))
+        segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo, out=loads[:, lo:hi])
+        u, k, h = segments.path()
         np.minimum(u_min, u, out=u_min)
         np.maximum(key, k, out=key)
         np.maximum(longest, h, out=longest)
@@ -264,8 +282,7 @@ def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray
     u_min, key = np.empty((groups, links)), np.empty((groups, links))
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(len(segments.remote), dtype=bool),
-                                                     group[mine] - lo, hi - lo)
+        u_min[lo:hi], key[lo:hi], _ = segments.path(None, group[mine] - lo, hi - lo)
     return u_min, key
 
 

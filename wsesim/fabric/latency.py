@@ -45,6 +45,14 @@ def decode(u_min: np.ndarray, key: np.ndarray) -> np.ndarray:
 EMPTY = np.iinfo(np.int32).min // 2  # ``range_max`` of int32 values where no range covers a cell
 
 
+def _floor_log2(n: np.ndarray) -> np.ndarray:
+    """⌊log2 n⌋ of positive integers, as int64."""
+    return np.floor(np.log2(n)).astype(np.int64)
+
+
+_FLOOR_LOG2 = np.r_[0, _floor_log2(np.arange(1, 4097))]  # by length (0 unused): a range's level
+
+
 def range_max(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int) -> np.ndarray:
     """Largest ``w`` over the ranges [start, stop) (flat indices into a ``rows × width`` array, each range
     within one row) that cover each cell. ``w`` is one value per range, or a column of values per range
@@ -58,14 +66,18 @@ def range_max(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, w
     one = w.ndim == 1
     w = w.reshape(len(w), -1)
     cols, fill = w.shape[1], NONE if w.dtype.kind == "f" else EMPTY
-    keep = bounds[0] < bounds[1]
+    keep = np.flatnonzero(bounds[0] < bounds[1])
     lo, hi, w = bounds[0][keep], bounds[1][keep], w[keep]
     size = rows * width
-    k = np.floor(np.log2(hi - lo)).astype(np.int64)
+    # ⌊log2 n⌋ of each length, looked up: a range lies within one row, so n ≤ width
+    k = _FLOOR_LOG2[hi - lo] if width < len(_FLOOR_LOG2) else _floor_log2(hi - lo)
     table = np.full((cols, int(k.max(initial=0)) + 1, size), fill, dtype=w.dtype)
-    cell = np.r_[lo, hi - (1 << k)] + np.r_[k, k] * size
+    level = k * size
+    first, last = lo + level, hi - (1 << k) + level  # the two blocks of 2^k: from each end
     for c in range(cols):
-        np.maximum.at(table[c].reshape(-1), cell, np.r_[w[:, c], w[:, c]])
+        cells = table[c].reshape(-1)
+        np.maximum.at(cells, first, w[:, c])
+        np.maximum.at(cells, last, w[:, c])
     # a block of 2^j at p holds the blocks of 2^(j−1) at p and p + 2^(j−1)
     for j in range(table.shape[1] - 1, 0, -1):
         half, up, down = 1 << (j - 1), table[:, j], table[:, j - 1]
