@@ -190,7 +190,8 @@ def size_step(spec: ExperimentSpec) -> Sizing:
     return Sizing(B, tokens, load, mem, mem.reason, micro_batches, placement)
 
 
-def _size_for_global_batch(spec: ExperimentSpec, placement: Placement, route_rng: np.random.Generator) -> Sizing:
+def _size_for_global_batch(spec: ExperimentSpec, placement: Placement,
+                           route_rng: np.random.Generator) -> Sizing:
     """``size_step`` with ``training.global_batch`` (validated to split evenly): each micro-batch routes
     as one draw at its own size, and the memory is checked at that B under that draw's load."""
     hw, m, t = spec.hardware, spec.model, spec.training
@@ -216,7 +217,8 @@ def _size_for_global_batch(spec: ExperimentSpec, placement: Placement, route_rng
     mem = training_memory(hw, m, t, batch_per_tile=1)
     why = mem.reason or "the routed load does not fit at any B that divides it"
     return Sizing(0, None, 1.0, mem,
-                  f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})", placement=placement)
+                  f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})",
+                  placement=placement)
 
 
 def _divisors(n: int) -> list[int]:

@@ -73,7 +73,8 @@ def _narrow(u_min: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 GATHER_BYTES = 64 << 20  # a basis up to this size is gathered into a new array; a larger one moved in place
 
 
-def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256, gather_bytes: int = GATHER_BYTES) -> np.ndarray:
+def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256,
+               gather_bytes: int = GATHER_BYTES) -> np.ndarray:
     """``a[rows]`` for distinct ``rows``. Up to ``gather_bytes`` a plain gather (one array more, briefly);
     beyond, built in ``a``'s own memory (``a`` is overwritten; the answer is a view of its first
     ``len(rows)`` rows), so a large basis is never held twice: each cycle of the permutation moves a block
