@@ -12,7 +12,14 @@ from wsesim.fabric import DispatchModel, dispatch_traffic
 from wsesim.fabric import flow as flow_module
 from wsesim.fabric.dispatch import _dispatch_plan, _take_rows
 from wsesim.fabric.dispatch_plan import region_plan
-from wsesim.fabric.flow import _Segments, group_blocks, grouped_links, grouped_loads, grouped_path
+from wsesim.fabric.flow import (
+    _Segments,
+    group_blocks,
+    grouped_links,
+    grouped_loads,
+    grouped_longest,
+    grouped_path,
+)
 from wsesim.fabric.indices import INT32_LIMIT, as_index, index_dtype
 from wsesim.fabric.mesh import Mesh
 from wsesim.fabric.placement import place
@@ -82,8 +89,14 @@ def test_grouped_passes_by_block_equal_one_pass_bit_for_bit(routing: str, monkey
     segments = _Segments(m, src, dst, routing, None)
     for g in (0, groups - 1):
         np.testing.assert_allclose(one[0][0][:, g], segments.loads(np.where(group == g, weight, 0.0)), rtol=1e-12)
-    for want, got in zip(segments.path(np.ones(n, dtype=bool)), one[0][1:], strict=True):
+    for want, got in zip(segments.path(np.ones(n, dtype=bool), numbers="all"), one[0][1:], strict=True):
         np.testing.assert_array_equal(got, want)
+    # the longest route alone (the dispatch model's bound, found when first needed) and the latency alone
+    np.testing.assert_array_equal(grouped_longest(m, src, dst, group, groups, routing), one[0][3])
+    latency = grouped_links(m, src, dst, weight, group, groups, routing, longest=False)
+    for want, got in zip(one[0][:3], latency[:3], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert not latency[3].any()
 
 
 def test_dispatch_plan_indices_are_int32_and_the_model_still_equals_flow(monkeypatch: pytest.MonkeyPatch) -> None:

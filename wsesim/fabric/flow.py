@@ -103,23 +103,28 @@ class _Segments:
         flat = _clean(mesh, load.reshape(-1, groups) if out is None else out)
         return flat[:, 0] if group is None else flat
 
-    def path(self, live: np.ndarray | None = None, group: np.ndarray | None = None,
-             groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def path(self, live: np.ndarray | None = None, group: np.ndarray | None = None, groups: int = 1,
+             numbers: str = "latency") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(u_min, key, longest) over each directed link from the ``live`` messages' routes (None: every
         message's) (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the
         largest ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of
         any route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
         (nodes * 6,) each, or (groups, nodes * 6) with each message's ``group`` (0 .. groups − 1) kept
-        apart (the longest route then all 0: not computed); ``NONE`` keys (and +inf, 0) where no route."""
+        apart; ``NONE`` keys (and +inf, 0) where no route. ``numbers`` says which are computed (the others
+        come back +inf, ``NONE`` or 0 everywhere): ``"latency"`` (u_min and key), ``"all"`` (and the
+        longest route: over all the messages together only) or ``"longest"``."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
+        latency, longest = numbers in ("latency", "all"), numbers in ("all", "longest")
+        if longest and group is not None or not (latency or longest):
+            raise InternalError(f"expected latency, all or longest (over all messages), got {numbers}")
         sel: np.ndarray | slice = slice(None) if live is None else np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
         g = (np.zeros(len(h), dtype=np.int32) if group is None
              else as_index(np.asarray(group)[self.remote][sel], groups))
-        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min (the
-        # longest route only over all the messages together: per group it is not asked for)
-        nc = 3 if group is None else 2
+        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number: the key, −u for u_min,
+        # the longest route, as asked for
+        nc, hc = 2 * latency + longest, 2 * latency  # columns, and the longest route's
         out = np.full((groups, R, C, LINKS_PER_NODE, nc), EMPTY, dtype=np.int32)
         if len(h):
             # a leg starting at position p0 with u0 hops behind it has u = u0 + σ(p − p0) at position p
@@ -130,7 +135,8 @@ class _Segments:
                      (SOUTH, NORTH)))
             for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
                 base = u0 - sign * p0
-                cols = np.stack([base * (w - 1) + h, -base, h][:nc], axis=1).astype(np.int32)
+                cols = np.stack(([base * (w - 1) + h, -base] if latency else []) + ([h] if longest else []),
+                                axis=1).astype(np.int32)
                 # each group its own copy of the lines
                 if group is None:
                     at = bounds[0][sel], bounds[1][sel]
@@ -139,10 +145,12 @@ class _Segments:
                     at = bounds[0][sel] + shift, bounds[1][sel] + shift
                 x = range_max(at, cols, groups * rows, width)
                 x = x.reshape(groups, rows, width, nc)[:, :, :width - 1]
-                p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
-                some = x[..., 0] > EMPTY
-                x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
-                x[..., 1] -= np.where(some, p, 0).astype(np.int32)
+                if latency:
+                    p = (np.arange(width - 1)[None, :]
+                         * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
+                    some = x[..., 0] > EMPTY
+                    x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
+                    x[..., 1] -= np.where(some, p, 0).astype(np.int32)
                 half = x[:, :rows // 2], x[:, rows // 2:]
                 if fwd == EAST:
                     out[:, :, :, fwd], out[:, :, :, back] = half
@@ -156,28 +164,31 @@ class _Segments:
                 at = as_index(g, groups * R * C) * (R * C)
                 at_src, at_dst = at + self.src[sel], at + self.dst[sel]
             h32 = h.astype(np.int32)
-            np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
-            ramps[at_src, INJECT, 1] = 0
-            np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
-            np.maximum.at(ramps[:, EJECT, 1], at_dst, -h32)
-            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)) if nc == 3 else ():
-                np.maximum.at(ramps[:, ramp, 2], at, h32)
+            if latency:
+                np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
+                ramps[at_src, INJECT, 1] = 0
+                np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
+                np.maximum.at(ramps[:, EJECT, 1], at_dst, -h32)
+            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)) if longest else ():
+                np.maximum.at(ramps[:, ramp, hc], at, h32)
             if self.mc is not None:  # a multicast's k-th receiver: u = k, t = h − k (few: one at a time)
                 for gi, r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (g, rs, cs, rd, cd)), strict=True):
                     n = abs(r1 - r0) + abs(c1 - c0)
                     k = np.arange(1, n + 1)
                     nodes = gi * R * C + (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
-                    np.maximum.at(ramps[:, EJECT, 0], nodes, k * w + (n - k))
-                    np.maximum.at(ramps[:, EJECT, 1], nodes, -k)
-                    if nc == 3:
-                        np.maximum.at(ramps[:, EJECT, 2], nodes, n)
+                    if latency:
+                        np.maximum.at(ramps[:, EJECT, 0], nodes, k * w + (n - k))
+                        np.maximum.at(ramps[:, EJECT, 1], nodes, -k)
+                    if longest:
+                        np.maximum.at(ramps[:, EJECT, hc], nodes, n)
         out = out.reshape(groups, -1, nc)
         out[:, mesh.link_parallel.reshape(-1) == 0] = EMPTY
-        none = out[..., 0] <= EMPTY
-        key, u_min = out[..., 0].astype(np.float64), -out[..., 1].astype(np.float64)
-        longest = out[..., 2].astype(np.float64) if nc == 3 else np.zeros(key.shape)
-        key[none], u_min[none], longest[none] = NONE, np.inf, 0.0
-        return (u_min[0], key[0], longest[0]) if group is None else (u_min, key, longest)
+        none = out[..., 0] <= EMPTY  # every number is EMPTY where no route crosses, and only there
+        key = out[..., 0].astype(np.float64) if latency else np.full(none.shape, NONE)
+        u_min = -out[..., 1].astype(np.float64) if latency else np.full(none.shape, np.inf)
+        most = out[..., hc].astype(np.float64) if longest else np.zeros(none.shape)
+        key[none], u_min[none], most[none] = NONE, np.inf, 0.0
+        return (u_min[0], key[0], most[0]) if group is None else (u_min, key, most)
 
 
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
@@ -255,22 +266,34 @@ def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarr
 
 
 def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray,
-                  groups: int, routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  groups: int, routing: str = "xy",
+                  longest: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``grouped_loads`` and, over all the messages together, the (u_min, key) the path latency comes
-    from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and the most hops of any
-    route over each link, each of shape ``(nodes * 6,)``: per block, then the minimum (u_min) or maximum
-    of the blocks'. The per-group path data of chosen links comes from ``latency.RouteIndex``."""
+    from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and (unless ``longest`` is
+    False: then 0) the most hops of any route over each link, each of shape ``(nodes * 6,)``: per block,
+    then the minimum (u_min) or maximum of the blocks'. The per-group path data of chosen links comes
+    from ``latency.RouteIndex``."""
     links = mesh.nodes * LINKS_PER_NODE
     loads = np.empty((links, groups))
-    u_min, key, longest = np.full(links, np.inf), np.full(links, NONE), np.zeros(links)
+    u_min, key, most = np.full(links, np.inf), np.full(links, NONE), np.zeros(links)
     group = np.asarray(group)
     for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
         segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo, out=loads[:, lo:hi])
-        u, k, h = segments.path()
+        u, k, h = segments.path(numbers="all" if longest else "latency")
         np.minimum(u_min, u, out=u_min)
         np.maximum(key, k, out=key)
-        np.maximum(longest, h, out=longest)
-    return loads, u_min, key, longest
+        np.maximum(most, h, out=most)
+    return loads, u_min, key, most
+
+
+def grouped_longest(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
+                    routing: str = "xy") -> np.ndarray:
+    """The most hops of any of the messages' routes over each directed link (0 where none), shape
+    ``(nodes * 6,)``, a block of groups at a time: ``grouped_links``'s ``longest``, on its own."""
+    most = np.zeros(mesh.nodes * LINKS_PER_NODE)
+    for _, _, _, segments in _by_block(mesh, src, dst, np.asarray(group), groups, routing):
+        np.maximum(most, segments.path(numbers="longest")[2], out=most)
+    return most
 
 
 def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
