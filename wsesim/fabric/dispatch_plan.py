@@ -129,7 +129,14 @@ def dispatch_plan(mesh: Mesh, placement: Placement) -> Plan:
     # issue order: by the rank of the shift (region − src) mod T, then by source; a stable counting sort
     # (the messages of one (region, source) pair are consecutive and keep their order)
     key = _shift_rank(tiles).astype(it)[(region - src) % tiles] * n + src
-    counts = np.bincount(key, minlength=tiles * n)
+    issue = _stable_order(key, tiles * n, it)
+    return src[issue], dst[issue], region[issue], share[issue]
+
+
+def _stable_order(key: np.ndarray, size: int, it: type[np.signedinteger]) -> np.ndarray:
+    """The stable sort of ``key`` (integers in [0, size) whose equal values are consecutive: the messages
+    of one (region, source) pair), by counting: ``argsort(key, kind="stable")`` in a few linear passes."""
+    counts = np.bincount(key, minlength=size)
     start = np.cumsum(counts, dtype=it)
     start -= counts.astype(it)
     del counts
@@ -137,10 +144,10 @@ def dispatch_plan(mesh: Mesh, placement: Placement) -> Plan:
     place = np.arange(len(key), dtype=it)
     place -= np.repeat(run, np.diff(np.r_[run, len(key)]))       # the place within its run
     place += start[key]
-    del start, key
-    issue = np.empty(len(place), dtype=it)
-    issue[place] = np.arange(len(place), dtype=it)
-    return src[issue], dst[issue], region[issue], share[issue]
+    del start
+    order = np.empty(len(place), dtype=it)
+    order[place] = np.arange(len(place), dtype=it)
+    return order
 
 
 def region_plan(mesh: Mesh, placement: Placement) -> Plan:
@@ -165,7 +172,7 @@ def region_plan(mesh: Mesh, placement: Placement) -> Plan:
         r0 = r - lo
         rank = before[r0, step[(r - s) % tiles]] + s // tiles
         # a stable sort of the block by (region, rank): a source's messages keep their walk order
-        order = np.argsort(r0 * n + rank, kind="stable")
+        order = _stable_order((r0 * n + rank).astype(it), (hi - lo) * n, it)
         end = done + len(order)
         src[done:end], dst[done:end], region[done:end], share[done:end] = (s[order], d[order], r[order],
                                                                            f[order])
