@@ -10,16 +10,11 @@ import pytest
 from wsesim.config.loader import load_hardware
 from wsesim.fabric import DispatchModel, dispatch_traffic
 from wsesim.fabric import flow as flow_module
+from wsesim.fabric import grouped as grouped_module
 from wsesim.fabric.dispatch import _dispatch_plan, _take_rows
 from wsesim.fabric.dispatch_plan import region_plan
-from wsesim.fabric.flow import (
-    _Segments,
-    group_blocks,
-    grouped_links,
-    grouped_loads,
-    grouped_longest,
-    grouped_path,
-)
+from wsesim.fabric.flow import _Segments
+from wsesim.fabric.grouped import group_blocks, grouped_links, grouped_loads, grouped_longest, grouped_path
 from wsesim.fabric.indices import INT32_LIMIT, as_index, index_dtype
 from wsesim.fabric.mesh import Mesh
 from wsesim.fabric.placement import place
@@ -78,8 +73,8 @@ def test_grouped_passes_by_block_equal_one_pass_bit_for_bit(routing: str, monkey
     weight = rng.random(n) * 1e3
     one = grouped_links(m, src, dst, weight, group, groups, routing), grouped_path(m, src, dst, group, groups, routing)
     assert len(group_blocks(groups, n)) == 1
-    monkeypatch.setattr(flow_module, "BLOCK_MESSAGES", 97)  # ~31 blocks of one group or so
-    assert len(group_blocks(groups, n, flow_module.BLOCK_MESSAGES)) == groups
+    monkeypatch.setattr(grouped_module, "BLOCK_MESSAGES", 97)  # ~31 blocks of one group or so
+    assert len(group_blocks(groups, n, grouped_module.BLOCK_MESSAGES)) == groups
     blocked = (grouped_links(m, src, dst, weight, group, groups, routing),
                grouped_path(m, src, dst, group, groups, routing))
     for want, got in zip((*one[0], *one[1]), (*blocked[0], *blocked[1]), strict=True):
@@ -104,7 +99,7 @@ def test_dispatch_plan_indices_are_int32_and_the_model_still_equals_flow(monkeyp
     p = place(m, 12, "random", np.random.default_rng(5))
     src, dst, region, share = _dispatch_plan(m, p)
     assert src.dtype == dst.dtype == region.dtype == np.int32 and share.dtype == np.float64
-    monkeypatch.setattr(flow_module, "BLOCK_MESSAGES", 50)  # the model built a few regions at a time
+    monkeypatch.setattr(grouped_module, "BLOCK_MESSAGES", 50)  # the model built a few regions at a time
     x = np.random.default_rng(1).random(12) * 1e5
     for reverse in (False, True):
         flow = flow_module.FlowFabric(m).simulate(dispatch_traffic(m, p, x, reverse=reverse))

@@ -9,7 +9,8 @@ import pytest
 
 from wsesim.config.loader import load_hardware
 from wsesim.fabric import FlowFabric, OuterTraffic, Traffic, link_loads
-from wsesim.fabric.flow import _Segments, grouped_path, link_busy
+from wsesim.fabric.flow import _Segments, link_busy
+from wsesim.fabric.grouped import grouped_path
 from wsesim.fabric.latency import NONE, RouteIndex, decode, outer_latency
 from wsesim.fabric.mesh import EJECT, INJECT, LINKS_PER_NODE, Mesh
 

@@ -16,7 +16,8 @@ from ..config.errors import InternalError
 from .colours import DIRECTION_RULE, over_budget
 from .dispatch_plan import Plan, region_plan
 from .dispatch_plan import dispatch_plan as _dispatch_plan
-from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_longest, grouped_path
+from .flow import flow_cycles
+from .grouped import group_blocks, grouped_links, grouped_loads, grouped_longest, grouped_path
 from .latency import EMPTY, NONE, RouteIndex, decode
 from .mesh import LINKS_PER_NODE, Mesh, check_routing
 from .placement import Placement

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.errors import InternalError
-from .flow import BLOCK_MESSAGES
+from .grouped import BLOCK_MESSAGES
 from .indices import index_dtype
 from .mesh import Mesh
 from .placement import Placement
