@@ -10,9 +10,11 @@ import pytest
 from wsesim.config.loader import load_hardware
 from wsesim.fabric import DispatchModel, dispatch_traffic
 from wsesim.fabric import flow as flow_module
+from wsesim.fabric import grouped as grouped_module
 from wsesim.fabric.dispatch import _dispatch_plan, _take_rows
 from wsesim.fabric.dispatch_plan import region_plan
-from wsesim.fabric.flow import _Segments, group_blocks, grouped_links, grouped_loads, grouped_path
+from wsesim.fabric.flow import _Segments
+from wsesim.fabric.grouped import group_blocks, grouped_links, grouped_loads, grouped_longest, grouped_path
 from wsesim.fabric.indices import INT32_LIMIT, as_index, index_dtype
 from wsesim.fabric.mesh import Mesh
 from wsesim.fabric.placement import place
@@ -42,9 +44,16 @@ def test_take_rows_in_place_equals_the_gather(block: int) -> None:
             rows[: n // 3] = np.arange(n // 3)  # some fixed points among the cycles
             rows = np.r_[rows[: n // 3], rng.permutation(np.arange(n // 3, n))]
         want = a[rows]
-        got = _take_rows(a, rows, block)
+        got = _take_rows(a, rows, block, gather_bytes=0)  # in place, however small
         np.testing.assert_array_equal(got, want)
         assert np.shares_memory(got, a)
+
+
+def test_take_rows_gathers_a_small_basis_into_a_new_array() -> None:
+    a = np.arange(12.0).reshape(4, 3)
+    got = _take_rows(a, np.array([2, 0]))
+    np.testing.assert_array_equal(got, [[6, 7, 8], [0, 1, 2]])
+    assert not np.shares_memory(got, a) and a[0, 0] == 0.0  # the source left as it was
 
 
 def test_group_blocks_cover_the_groups_in_order() -> None:
@@ -64,8 +73,8 @@ def test_grouped_passes_by_block_equal_one_pass_bit_for_bit(routing: str, monkey
     weight = rng.random(n) * 1e3
     one = grouped_links(m, src, dst, weight, group, groups, routing), grouped_path(m, src, dst, group, groups, routing)
     assert len(group_blocks(groups, n)) == 1
-    monkeypatch.setattr(flow_module, "BLOCK_MESSAGES", 97)  # ~31 blocks of one group or so
-    assert len(group_blocks(groups, n, flow_module.BLOCK_MESSAGES)) == groups
+    monkeypatch.setattr(grouped_module, "BLOCK_MESSAGES", 97)  # ~31 blocks of one group or so
+    assert len(group_blocks(groups, n, grouped_module.BLOCK_MESSAGES)) == groups
     blocked = (grouped_links(m, src, dst, weight, group, groups, routing),
                grouped_path(m, src, dst, group, groups, routing))
     for want, got in zip((*one[0], *one[1]), (*blocked[0], *blocked[1]), strict=True):
@@ -75,8 +84,14 @@ def test_grouped_passes_by_block_equal_one_pass_bit_for_bit(routing: str, monkey
     segments = _Segments(m, src, dst, routing, None)
     for g in (0, groups - 1):
         np.testing.assert_allclose(one[0][0][:, g], segments.loads(np.where(group == g, weight, 0.0)), rtol=1e-12)
-    for want, got in zip(segments.path(np.ones(n, dtype=bool)), one[0][1:], strict=True):
+    for want, got in zip(segments.path(np.ones(n, dtype=bool), numbers="all"), one[0][1:], strict=True):
         np.testing.assert_array_equal(got, want)
+    # the longest route alone (the dispatch model's bound, found when first needed) and the latency alone
+    np.testing.assert_array_equal(grouped_longest(m, src, dst, group, groups, routing), one[0][3])
+    latency = grouped_links(m, src, dst, weight, group, groups, routing, longest=False)
+    for want, got in zip(one[0][:3], latency[:3], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert not latency[3].any()
 
 
 def test_dispatch_plan_indices_are_int32_and_the_model_still_equals_flow(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +99,7 @@ def test_dispatch_plan_indices_are_int32_and_the_model_still_equals_flow(monkeyp
     p = place(m, 12, "random", np.random.default_rng(5))
     src, dst, region, share = _dispatch_plan(m, p)
     assert src.dtype == dst.dtype == region.dtype == np.int32 and share.dtype == np.float64
-    monkeypatch.setattr(flow_module, "BLOCK_MESSAGES", 50)  # the model built a few regions at a time
+    monkeypatch.setattr(grouped_module, "BLOCK_MESSAGES", 50)  # the model built a few regions at a time
     x = np.random.default_rng(1).random(12) * 1e5
     for reverse in (False, True):
         flow = flow_module.FlowFabric(m).simulate(dispatch_traffic(m, p, x, reverse=reverse))

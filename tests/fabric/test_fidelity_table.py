@@ -65,9 +65,9 @@ def test_every_fidelity_times_a_dispatch_as_its_fabric_does(name: str, wafer: tu
 def test_flow_builds_its_dispatch_models_once_per_wafer_and_placement(wafer: tuple[Mesh, object]) -> None:
     """A tuner or sweep worker runs many steps on one wafer and placement: the bases are built once."""
     m, placement = wafer
-    fidelity._flow_models.cache_clear()
+    fidelity.dispatch_models.cache_clear()
     first = dispatch_timer("flow", m, placement)  # type: ignore[arg-type]
     second = dispatch_timer("flow", m, placement)  # type: ignore[arg-type]
-    info = fidelity._flow_models.cache_info()
+    info = fidelity.dispatch_models.cache_info()
     assert (info.misses, info.hits) == (1, 1)
     assert first(np.full(4, 100.0), False) == second(np.full(4, 100.0), False)

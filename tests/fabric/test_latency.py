@@ -9,7 +9,8 @@ import pytest
 
 from wsesim.config.loader import load_hardware
 from wsesim.fabric import FlowFabric, OuterTraffic, Traffic, link_loads
-from wsesim.fabric.flow import _Segments, grouped_path, link_busy
+from wsesim.fabric.flow import _Segments, link_busy
+from wsesim.fabric.grouped import grouped_path
 from wsesim.fabric.latency import NONE, RouteIndex, decode, outer_latency
 from wsesim.fabric.mesh import EJECT, INJECT, LINKS_PER_NODE, Mesh
 
@@ -101,7 +102,7 @@ def test_route_index_gives_each_groups_path_and_the_longest_route_bounds_it(rout
                 route = m.route(s, d, routing)
                 on = list(route.links)
                 longest[on] = np.maximum(longest[on], route.hops)
-        np.testing.assert_array_equal(segments.path(np.ones(n, dtype=bool))[2], longest)
+        np.testing.assert_array_equal(segments.path(np.ones(n, dtype=bool), numbers="longest")[2], longest)
         hops = decode(u_min.min(axis=1), key.max(axis=1))
         assert np.all(hops[hops > NONE] <= longest[links][hops > NONE])
 
@@ -146,3 +147,20 @@ def test_product_form_and_its_listing_time_the_same() -> None:
     for _ in range(5):
         outer = OuterTraffic(rng.random(m.nodes) * (rng.random(m.nodes) < 0.5), rng.random(m.nodes))
         assert FlowFabric(m).simulate(outer).cycles == FlowFabric(m).simulate(outer.to_traffic()).cycles
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_range_max_is_the_largest_value_of_the_ranges_covering_each_cell(dtype: type) -> None:
+    """Against the cell-by-cell maximum, empty ranges (start == stop) included: they cover no cell."""
+    from wsesim.fabric.latency import EMPTY, range_max
+
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        rows, width, n = int(rng.integers(1, 6)), int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        line, a, b = rng.integers(0, rows, n), rng.integers(0, width, n), rng.integers(0, width, n)
+        lo, hi = (line * width + np.minimum(a, b)).astype(np.int32), (line * width + np.maximum(a, b)).astype(np.int32)
+        w = rng.integers(-1000, 1000, (n, 2)).astype(dtype)
+        want = np.full((rows * width, 2), NONE if dtype is np.float64 else EMPTY, dtype=dtype)
+        for i in range(n):
+            want[lo[i]:hi[i]] = np.maximum(want[lo[i]:hi[i]], w[i])
+        np.testing.assert_array_equal(range_max((lo, hi), w, rows, width).reshape(-1, 2), want)

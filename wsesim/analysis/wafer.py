@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fabric.dispatch import DispatchModel
+from ..fabric.fidelity import dispatch_models
 from ..fabric.mesh import INJECT, LINKS_PER_NODE
 from ..model.memory import EXPERT_PARTS, training_memory
 from ..model.routing import region_load
@@ -100,7 +100,7 @@ def wafer_maps(run: Any) -> WaferMaps:
     per_layer = tokens.astype(float) * m.hidden_size * m.bytes_per_value
     passes = 3 if t.activations == "recompute" else 2  # forward, (recompute,) backward
     link = np.zeros(mesh.nodes * LINKS_PER_NODE)
-    for model in DispatchModel.pair(mesh, placement):
+    for model in dispatch_models(mesh, placement).values():  # the models the step was timed with
         link += passes * model.link_load(per_layer.sum(axis=0))
     link_out = link.reshape(mesh.nodes, LINKS_PER_NODE)[:, :INJECT].max(axis=1)  # the four mesh links
 

@@ -1,6 +1,6 @@
 """The ``wsesim`` command: one module per command group; the only layer (with ``wsesim.output``) that
 chooses paths and prints."""
 
-from .main import main
+from .main import command, main
 
-__all__ = ["main"]
+__all__ = ["command", "main"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import gc
 import importlib
 import os
 import sys
@@ -59,6 +60,17 @@ _EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "
                                  "wsesim.cli.run", "wsesim.cli.tune", "wsesim.cli.sweep", "wsesim.cli.plot",
                                  "wsesim.cli.fabric", "wsesim.cli.kernel", "wsesim.cli.schema",
                                  "wsesim.cli.infer", "wsesim.cli.compare"]
+
+
+def command() -> int:
+    """The ``wsesim`` process (the console script and ``python -m wsesim``): ``main`` on the command line,
+    then everything still alive handed to the cyclic collector's permanent generation (``gc.freeze``),
+    so that the interpreter's exit does not walk every module, class and array once more to free memory
+    the process is giving back anyway (a few tens of milliseconds of a sub-second command). Files are
+    closed and streams flushed as usual: only the final search for reference cycles is skipped."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

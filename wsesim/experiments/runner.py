@@ -11,6 +11,7 @@ independent streams for placement and routing, so a run is a pure function of it
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -40,13 +41,16 @@ def _mesh(hw: HardwareSpec, granularity: str) -> Mesh:
 
 
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
-              place_rng: np.random.Generator, micro_batches: int = 1) -> tuple[StepPlan, Mesh, Placement]:
+              place_rng: np.random.Generator | None = None, micro_batches: int = 1, *,
+              placement: Placement | None = None) -> tuple[StepPlan, Mesh, Placement]:
     """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing,
     the cost of every expert op under the MoE mapping, the micro-batches and the cluster's tree. A dense
-    model has no experts: no regions, and no fabric phase to time."""
+    model has no experts: no regions, and no fabric phase to time. ``placement``: the one the step was
+    sized against (``Sizing.placement``), else drawn from ``place_rng``."""
     hw, m, t = spec.hardware, spec.model, spec.training
     mesh = _mesh(hw, spec.simulation.granularity)
-    placement = expert_placement(spec, place_rng)
+    if placement is None:
+        placement = expert_placement(spec, place_rng)
     moe = m.experts > 0
     plan = StepPlan(
         hw=hw, model=m, training=t, batch_per_tile=batch_per_tile, tiles=t.tiles,
@@ -92,6 +96,12 @@ def random_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]
     return place_rng, route_rng
 
 
+def _route_draw(route_rng: np.random.Generator) -> np.random.Generator:
+    """The routing stream from its start, for one trial of the batch search: every B is routed by the
+    same draws, as a run at that B alone would be (``route_rng`` itself is never advanced)."""
+    return copy.deepcopy(route_rng)
+
+
 @dataclass(frozen=True)
 class Run:
     """A run's result, and (when it ran) the trace and plan it came from, for traces and pictures."""
@@ -130,7 +140,8 @@ class Sizing:
     ``wsesim memory training`` reports (one function, so the two cannot disagree).
 
     ``tokens`` are the routed slots per layer and expert at that B (None when not even B=1 fits);
-    ``expert_load`` the busiest region's tokens per PE over the mean; ``memory`` the SRAM table.
+    ``expert_load`` the busiest region's tokens per PE over the mean; ``memory`` the SRAM table;
+    ``placement`` the expert placement the load was measured on (the plan's: drawn once a run).
     """
 
     batch_per_tile: int
@@ -139,6 +150,7 @@ class Sizing:
     memory: TrainingMemory
     reason: str  # why it does not fit ('' when it does)
     micro_batches: int = 1  # micro-batches of G·B per step (gradient accumulation)
+    placement: Placement | None = None
 
     @property
     def feasible(self) -> bool:
@@ -155,10 +167,11 @@ def size_step(spec: ExperimentSpec) -> Sizing:
     from ``micro_batches`` (or the reverse), and with both ``auto`` the fewest micro-batches whose B fits
     (docs/model.md §2.4)."""
     hw, m, t = spec.hardware, spec.model, spec.training
-    placement = expert_placement(spec, random_streams(t.seed)[0])
-    region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
+    place_rng, route_rng = random_streams(t.seed)
+    placement = expert_placement(spec, place_rng)
     if t.global_batch is not None:
-        return _size_for_global_batch(spec, region_of, region_pes)
+        return _size_for_global_batch(spec, placement, route_rng)
+    region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
     micro_batches = 1 if t.micro_batches == "auto" else int(t.micro_batches)
     auto = t.batch_per_tile == "auto"
     load, B = 1.0, 0 if auto else int(t.batch_per_tile)
@@ -167,27 +180,30 @@ def size_step(spec: ExperimentSpec) -> Sizing:
             B = max_batch_per_tile(hw, m, t, expert_load=load)
             if B == 0:
                 mem = training_memory(hw, m, t, batch_per_tile=1, expert_load=load)
-                return Sizing(0, None, load, mem, f"batch_per_tile auto: not even B=1 fits ({mem.reason})")
-        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, random_streams(t.seed)[1])
+                return Sizing(0, None, load, mem, f"batch_per_tile auto: not even B=1 fits ({mem.reason})",
+                              placement=placement)
+        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, _route_draw(route_rng))
         load = expert_load(tokens, region_of, region_pes, hw.pes)
         mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
         if mem.feasible:
             break
-    return Sizing(B, tokens, load, mem, mem.reason, micro_batches)
+    return Sizing(B, tokens, load, mem, mem.reason, micro_batches, placement)
 
 
-def _size_for_global_batch(spec: ExperimentSpec, region_of: tuple[int, ...], region_pes: list[int]) -> Sizing:
+def _size_for_global_batch(spec: ExperimentSpec, placement: Placement,
+                           route_rng: np.random.Generator) -> Sizing:
     """``size_step`` with ``training.global_batch`` (validated to split evenly): each micro-batch routes
     as one draw at its own size, and the memory is checked at that B under that draw's load."""
     hw, m, t = spec.hardware, spec.model, spec.training
     assert t.global_batch is not None
     per_tile = t.global_batch // spec.cluster.systems // t.tiles  # sequences per tile over the micro-batches
+    region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
 
     def fit(B: int) -> Sizing:
-        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, random_streams(t.seed)[1])
+        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, _route_draw(route_rng))
         load = expert_load(tokens, region_of, region_pes, hw.pes)
         mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
-        return Sizing(B, tokens, load, mem, mem.reason, per_tile // B)
+        return Sizing(B, tokens, load, mem, mem.reason, per_tile // B, placement)
 
     if t.batch_per_tile != "auto":
         return fit(int(t.batch_per_tile))
@@ -201,7 +217,8 @@ def _size_for_global_batch(spec: ExperimentSpec, region_of: tuple[int, ...], reg
     mem = training_memory(hw, m, t, batch_per_tile=1)
     why = mem.reason or "the routed load does not fit at any B that divides it"
     return Sizing(0, None, 1.0, mem,
-                  f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})")
+                  f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})",
+                  placement=placement)
 
 
 def _divisors(n: int) -> list[int]:
@@ -223,7 +240,7 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
     assert size.tokens is not None
     if size.micro_batches > planned.micro_batches:  # the routed load asked for more than the fewest
         check_work(spec, micro_batches=size.micro_batches)
-    plan, mesh, placement = make_plan(spec, B, size.tokens, random_streams(spec.training.seed)[0], N)
+    plan, mesh, placement = make_plan(spec, B, size.tokens, micro_batches=N, placement=size.placement)
     simulate_plan = engine_for(spec)
     trace = simulate_plan(plan)
     # a cluster's scaling efficiency: against one system alone on the same share (no tree)

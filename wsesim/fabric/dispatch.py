@@ -8,13 +8,16 @@ calls it many times per step). Combine is the same traffic reversed. Units: byte
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from ..config.errors import InternalError
 from .colours import DIRECTION_RULE, over_budget
 from .dispatch_plan import Plan, region_plan
 from .dispatch_plan import dispatch_plan as _dispatch_plan
-from .flow import flow_cycles, group_blocks, grouped_links, grouped_loads, grouped_path
+from .flow import flow_cycles
+from .grouped import group_blocks, grouped_links, grouped_loads, grouped_longest, grouped_path
 from .latency import EMPTY, NONE, RouteIndex, decode
 from .mesh import LINKS_PER_NODE, Mesh, check_routing
 from .placement import Placement
@@ -70,10 +73,17 @@ def _narrow(u_min: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]
             np.where(key > NONE, key, EMPTY).astype(np.int32))
 
 
-def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256) -> np.ndarray:
-    """``a[rows]`` for distinct ``rows``, built in ``a``'s own memory (``a`` is overwritten; the answer is
-    a view of its first ``len(rows)`` rows), so a basis is never held twice. Each cycle of the
-    permutation moves a block of rows at a time (scratch: ``block`` rows)."""
+GATHER_BYTES = 64 << 20  # a basis up to this size is gathered into a new array; a larger one moved in place
+
+
+def _take_rows(a: np.ndarray, rows: np.ndarray, block: int = 256,
+               gather_bytes: int = GATHER_BYTES) -> np.ndarray:
+    """``a[rows]`` for distinct ``rows``. Up to ``gather_bytes`` a plain gather (one array more, briefly);
+    beyond, built in ``a``'s own memory (``a`` is overwritten; the answer is a view of its first
+    ``len(rows)`` rows), so a large basis is never held twice: each cycle of the permutation moves a block
+    of rows at a time (scratch: ``block`` rows), a Python loop over the rows (~1 µs a row)."""
+    if a.nbytes <= gather_bytes:
+        return a[rows]
     k = len(rows)
     source = np.empty(len(a), dtype=np.int64)  # row i takes the row source[i]: ``rows``, then the rest
     source[:k] = rows
@@ -123,7 +133,7 @@ class DispatchModel:
         tiles = len(placement.regions)
         bw = mesh.link_bytes_per_cycle
         # every region's loads at once, each region summed apart; the path data of all regions together
-        loads, u_min, key, longest = grouped_links(mesh, src, dst, share, region, tiles, routing)
+        loads, u_min, key, _ = grouped_links(mesh, src, dst, share, region, tiles, routing, longest=False)
         # keep only links some region uses (beyond rounding residue): the rest can never be the busiest
         peak = loads.max(axis=1)
         self._links = np.flatnonzero(peak > 1e-12 * max(float(peak.max()), 1e-300))
@@ -142,15 +152,25 @@ class DispatchModel:
         self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
         self._path_all = decode(u_min[self._rows], key[self._rows])
         self._path_all_max = float(self._path_all.max(initial=0.0))
-        # per row, a bound for any subset of regions: u_min + t* ≤ the hops of the longest route over it
-        self._path_bound = longest[self._rows].astype(np.float64)
-        self._path_bound_max = float(self._path_bound.max(initial=0.0))
         # per (row, region) path data, found only when a call has regions that send nothing (most calls
         # have none): by row from an index of the routes, or for all rows at once (``_region_path``)
         self._messages = (src, dst, region, share)
         self._routes: RouteIndex | None = None
         self._have = np.zeros(len(self._rows), dtype=bool)
         self._row_u = self._row_key = np.empty((0, tiles), dtype=np.int32)
+
+    @cached_property
+    def _path_bound(self) -> np.ndarray:
+        """Per row, a bound on its latency for any subset of regions: u_min + t* ≤ the hops of the longest
+        route over it. Found when first needed (a call with regions that send nothing), by one more pass
+        over the messages."""
+        src, dst, region, _ = self._messages
+        longest = grouped_longest(self.mesh, src, dst, region, len(self.placement.regions), self.routing)
+        return longest[self._rows].astype(np.float64)
+
+    @cached_property
+    def _path_bound_max(self) -> float:
+        return float(self._path_bound.max(initial=0.0))
 
     def _colours(self) -> tuple[int, str]:
         """(colours at the busiest node, '' or the reason it is over budget) of the links some region

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.errors import InternalError
-from .flow import BLOCK_MESSAGES
+from .grouped import BLOCK_MESSAGES
 from .indices import index_dtype
 from .mesh import Mesh
 from .placement import Placement
@@ -129,7 +129,14 @@ def dispatch_plan(mesh: Mesh, placement: Placement) -> Plan:
     # issue order: by the rank of the shift (region − src) mod T, then by source; a stable counting sort
     # (the messages of one (region, source) pair are consecutive and keep their order)
     key = _shift_rank(tiles).astype(it)[(region - src) % tiles] * n + src
-    counts = np.bincount(key, minlength=tiles * n)
+    issue = _stable_order(key, tiles * n, it)
+    return src[issue], dst[issue], region[issue], share[issue]
+
+
+def _stable_order(key: np.ndarray, size: int, it: type[np.signedinteger]) -> np.ndarray:
+    """The stable sort of ``key`` (integers in [0, size) whose equal values are consecutive: the messages
+    of one (region, source) pair), by counting: ``argsort(key, kind="stable")`` in a few linear passes."""
+    counts = np.bincount(key, minlength=size)
     start = np.cumsum(counts, dtype=it)
     start -= counts.astype(it)
     del counts
@@ -137,10 +144,10 @@ def dispatch_plan(mesh: Mesh, placement: Placement) -> Plan:
     place = np.arange(len(key), dtype=it)
     place -= np.repeat(run, np.diff(np.r_[run, len(key)]))       # the place within its run
     place += start[key]
-    del start, key
-    issue = np.empty(len(place), dtype=it)
-    issue[place] = np.arange(len(place), dtype=it)
-    return src[issue], dst[issue], region[issue], share[issue]
+    del start
+    order = np.empty(len(place), dtype=it)
+    order[place] = np.arange(len(place), dtype=it)
+    return order
 
 
 def region_plan(mesh: Mesh, placement: Placement) -> Plan:
@@ -151,17 +158,21 @@ def region_plan(mesh: Mesh, placement: Placement) -> Plan:
     step = _shift_rank(tiles)
     most = tiles * n + int(w.kept.sum())  # messages before slivers are dropped
     src, dst, region, share = np.empty(most, it), np.empty(most, it), np.empty(most, it), np.empty(most)
-    done, per_block, sources = 0, max(1, BLOCK_MESSAGES // n), np.arange(n)
+    done, per_block = 0, max(1, BLOCK_MESSAGES // n)
+    # a region's issue order is its sources' by (shift rank, source). The sources of shift k are those
+    # ≡ r − k (mod T), ``per_residue`` of each residue, so source s of region r comes after every source
+    # of the shifts ranked before its own, and after the s // T of its residue below it
+    per_residue = np.bincount(np.arange(n) % tiles, minlength=tiles)
+    shift_of_rank = np.argsort(step)
     for lo in range(0, tiles, per_block):
         hi = min(tiles, lo + per_block)
         s, d, r, f = _points(w, lo, hi)
-        # a region's issue order is its sources' by (shift rank, source): the rank of each source in that
-        # order, then a stable sort of the block by (region, that rank)
-        key = step[(np.arange(lo, hi)[:, None] - sources[None, :]) % tiles] * n + sources[None, :]
-        rank = np.empty_like(key)
-        np.put_along_axis(rank, np.argsort(key, axis=1), sources[None, :], axis=1)
+        taken = per_residue[(np.arange(lo, hi)[:, None] - shift_of_rank[None, :]) % tiles]
+        before = np.cumsum(taken, axis=1) - taken  # per region and shift rank: sources issued before it
         r0 = r - lo
-        order = np.argsort(r0 * n + rank[r0, s], kind="stable")
+        rank = before[r0, step[(r - s) % tiles]] + s // tiles
+        # a stable sort of the block by (region, rank): a source's messages keep their walk order
+        order = _stable_order((r0 * n + rank).astype(it), (hi - lo) * n, it)
         end = done + len(order)
         src[done:end], dst[done:end], region[done:end], share[done:end] = (s[order], d[order], r[order],
                                                                            f[order])

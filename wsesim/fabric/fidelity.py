@@ -56,9 +56,10 @@ class Fidelity:
 
 
 @lru_cache(maxsize=8)
-def _flow_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchModel]:
-    """Dispatch and combine models of a mesh and placement, built once per process (a tuner or a sweep
-    worker runs many steps on the same wafer and placement)."""
+def dispatch_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchModel]:
+    """Dispatch (False) and combine (True) flow models of a mesh and placement, built once per process
+    and kept for the last few (a tuner or a sweep worker runs many steps on the same wafer and
+    placement; a run's wafer maps read the link loads of the models its step was timed with)."""
     from .dispatch import DispatchModel
 
     dispatch, combine = DispatchModel.pair(mesh, placement)
@@ -67,7 +68,7 @@ def _flow_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchModel]:
 
 def _flow_dispatch(kind: str, mesh: Mesh, placement: Placement) -> DispatchTimer:
     """Flow times a dispatch from the placement's precomputed link and path bases (``DispatchModel``)."""
-    models = _flow_models(mesh, placement)
+    models = dispatch_models(mesh, placement)
     return lambda nbytes, reverse: models[reverse].cycles(nbytes)
 
 

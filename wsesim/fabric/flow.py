@@ -7,13 +7,11 @@ last, and a running sum along each row (or column) gives every link's load. Prod
 (``OuterTraffic``) needs no message list at all: the load on a link is (bytes from the sources on one
 side) × (share of destinations on the other), both prefix sums. Path latencies: range maxima over the
 route segments, or prefix scans of where the sources and destinations lie (``wsesim.fabric.latency``).
-The dispatch model's grouped passes (one column per region) go a block of regions at a time, so their
-scratch does not grow with the traffic. Units: bytes, cycles.
+The dispatch model's grouped passes (one column per region, ``wsesim.fabric.grouped``) go a block of
+regions at a time, so their scratch does not grow with the traffic. Units: bytes, cycles.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -65,15 +63,25 @@ class _Segments:
             key = np.where(row, m_rs, R + m_cs) * width
             self.m = (key + lo, key + hi, width)
 
-    def loads(self, weight: np.ndarray, group: np.ndarray | None = None, groups: int = 1) -> np.ndarray:
+    def loads(self, weight: np.ndarray, group: np.ndarray | None = None, groups: int = 1,
+              out: np.ndarray | None = None) -> np.ndarray:
         """Sum of ``weight`` (one per message of the traffic) over each directed link, shape (nodes * 6,),
         or (nodes * 6, groups) with each message's ``group`` (0 .. groups − 1) summed apart (a link's
-        groups side by side: the dispatch model's basis, one row per link)."""
+        groups side by side: the dispatch model's basis, one row per link). ``out``: where to write the
+        grouped sums, shape (nodes * 6, groups), a view into a larger array (a block of its columns):
+        the same numbers, without a block-sized scratch array and its copy."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
         w = np.asarray(weight, dtype=np.float64)[self.remote]
         g = (np.zeros(len(w), dtype=np.int32) if group is None
              else as_index(np.asarray(group)[self.remote], groups))
-        load = np.zeros((R, C, LINKS_PER_NODE, groups))
+        if out is None:
+            load = np.zeros((R, C, LINKS_PER_NODE, groups))
+        else:  # every cell below is written when there are messages (each direction, ramps included)
+            load = out.reshape(R, C, LINKS_PER_NODE, groups)  # a view: only the link axis is split
+            if not np.may_share_memory(load, out):
+                raise InternalError("expected a view of the output array, got a copy")
+            if not len(w):
+                load[...] = 0.0
         if len(w):
             # the running sums go straight into the link array (a view per direction: no copies)
             _running(self.h, w, 2 * R, C + 1, g, groups, out=(load[:, :, EAST], load[:, :, WEST]),
@@ -90,26 +98,31 @@ class _Segments:
                 lo, hi, width = self.m
                 e = _running((lo, hi), w[self.mc], R + C, width, g[self.mc], groups)
                 load[:, :, EJECT] += e[:R, :C] + e[R:, :R].transpose(1, 0, 2)
-        flat = _clean(mesh, load.reshape(-1, groups))
+        flat = _clean(mesh, load.reshape(-1, groups) if out is None else out)
         return flat[:, 0] if group is None else flat
 
-    def path(self, live: np.ndarray, group: np.ndarray | None = None,
-             groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(u_min, key, longest) over each directed link from the ``live`` messages' routes
-        (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the largest
-        ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of any
-        route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
+    def path(self, live: np.ndarray | None = None, group: np.ndarray | None = None, groups: int = 1,
+             numbers: str = "latency") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(u_min, key, longest) over each directed link from the ``live`` messages' routes (None: every
+        message's) (``wsesim.fabric.latency``): the fewest hops behind of any route over the link, the
+        largest ``u·W + t`` (``decode`` gives the hops the flow rule charges the link) and the most hops of
+        any route over it (a bound on those hops for any subset of the routes: u_min + t* ≤ h). Shape
         (nodes * 6,) each, or (groups, nodes * 6) with each message's ``group`` (0 .. groups − 1) kept
-        apart (the longest route then all 0: not computed); ``NONE`` keys (and +inf, 0) where no route."""
+        apart; ``NONE`` keys (and +inf, 0) where no route. ``numbers`` says which are computed (the others
+        come back +inf, ``NONE`` or 0 everywhere): ``"latency"`` (u_min and key), ``"all"`` (and the
+        longest route: over all the messages together only) or ``"longest"``."""
         mesh, R, C = self.mesh, self.mesh.rows, self.mesh.cols
-        sel = np.asarray(live, dtype=bool)[self.remote]
+        latency, longest = numbers in ("latency", "all"), numbers in ("all", "longest")
+        if longest and group is not None or not (latency or longest):
+            raise InternalError(f"expected latency, all or longest (over all messages), got {numbers}")
+        sel: np.ndarray | slice = slice(None) if live is None else np.asarray(live, dtype=bool)[self.remote]
         rs, cs, rd, cd = (x[sel] for x in self.rc)
         h = self.hops[sel]
         g = (np.zeros(len(h), dtype=np.int32) if group is None
              else as_index(np.asarray(group)[self.remote][sel], groups))
-        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number, −u for u_min (the
-        # longest route only over all the messages together: per group it is not asked for)
-        nc = 3 if group is None else 2
+        # kept as int32 (keys < 2^31), EMPTY where no route; one column per number: the key, −u for u_min,
+        # the longest route, as asked for
+        nc, hc = 2 * latency + longest, 2 * latency  # columns, and the longest route's
         out = np.full((groups, R, C, LINKS_PER_NODE, nc), EMPTY, dtype=np.int32)
         if len(h):
             # a leg starting at position p0 with u0 hops behind it has u = u0 + σ(p − p0) at position p
@@ -120,15 +133,22 @@ class _Segments:
                      (SOUTH, NORTH)))
             for bounds, rows, width, sign, p0, u0, (fwd, back) in legs:
                 base = u0 - sign * p0
-                cols = np.stack([base * (w - 1) + h, -base, h][:nc], axis=1).astype(np.int32)
+                cols = np.stack(([base * (w - 1) + h, -base] if latency else []) + ([h] if longest else []),
+                                axis=1).astype(np.int32)
                 # each group its own copy of the lines
-                shift = as_index(g, groups * rows * width) * (rows * width)
-                x = range_max((bounds[0][sel] + shift, bounds[1][sel] + shift), cols, groups * rows, width)
+                if group is None:
+                    at = bounds[0][sel], bounds[1][sel]
+                else:
+                    shift = as_index(g, groups * rows * width) * (rows * width)
+                    at = bounds[0][sel] + shift, bounds[1][sel] + shift
+                x = range_max(at, cols, groups * rows, width)
                 x = x.reshape(groups, rows, width, nc)[:, :, :width - 1]
-                p = (np.arange(width - 1)[None, :] * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
-                some = x[..., 0] > EMPTY
-                x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
-                x[..., 1] -= np.where(some, p, 0).astype(np.int32)
+                if latency:
+                    p = (np.arange(width - 1)[None, :]
+                         * np.repeat([1, -1], rows // 2)[:, None]).astype(np.int32)
+                    some = x[..., 0] > EMPTY
+                    x[..., 0] += np.where(some, p * (w - 1), 0).astype(np.int32)  # σ·p: +p forward, −p back
+                    x[..., 1] -= np.where(some, p, 0).astype(np.int32)
                 half = x[:, :rows // 2], x[:, rows // 2:]
                 if fwd == EAST:
                     out[:, :, :, fwd], out[:, :, :, back] = half
@@ -136,30 +156,37 @@ class _Segments:
                     out[:, :, :, fwd], out[:, :, :, back] = (half[0].transpose(0, 2, 1, 3),
                                                              half[1].transpose(0, 2, 1, 3))
             ramps = out.reshape(groups * R * C, LINKS_PER_NODE, nc)
-            at = as_index(g, groups * R * C) * (R * C)
-            at_src, at_dst, h32 = at + self.src[sel], at + self.dst[sel], h.astype(np.int32)
-            np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
-            ramps[at_src, INJECT, 1] = 0
-            np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
-            np.maximum.at(ramps[:, EJECT, 1], at_dst, -h32)
-            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)) if nc == 3 else ():
-                np.maximum.at(ramps[:, ramp, 2], at, h32)
+            if group is None:
+                at_src, at_dst = self.src[sel], self.dst[sel]
+            else:
+                at = as_index(g, groups * R * C) * (R * C)
+                at_src, at_dst = at + self.src[sel], at + self.dst[sel]
+            h32 = h.astype(np.int32)
+            if latency:
+                np.maximum.at(ramps[:, INJECT, 0], at_src, h32)      # inject: u = 0, t = h
+                ramps[at_src, INJECT, 1] = 0
+                np.maximum.at(ramps[:, EJECT, 0], at_dst, h32 * w)   # eject: u = h, t = 0
+                np.maximum.at(ramps[:, EJECT, 1], at_dst, -h32)
+            for ramp, at in ((INJECT, at_src), (EJECT, at_dst)) if longest else ():
+                np.maximum.at(ramps[:, ramp, hc], at, h32)
             if self.mc is not None:  # a multicast's k-th receiver: u = k, t = h − k (few: one at a time)
                 for gi, r0, c0, r1, c1 in zip(*(x[self.mc[sel]] for x in (g, rs, cs, rd, cd)), strict=True):
                     n = abs(r1 - r0) + abs(c1 - c0)
                     k = np.arange(1, n + 1)
                     nodes = gi * R * C + (r0 + np.sign(r1 - r0) * k) * C + c0 + np.sign(c1 - c0) * k
-                    np.maximum.at(ramps[:, EJECT, 0], nodes, k * w + (n - k))
-                    np.maximum.at(ramps[:, EJECT, 1], nodes, -k)
-                    if nc == 3:
-                        np.maximum.at(ramps[:, EJECT, 2], nodes, n)
+                    if latency:
+                        np.maximum.at(ramps[:, EJECT, 0], nodes, k * w + (n - k))
+                        np.maximum.at(ramps[:, EJECT, 1], nodes, -k)
+                    if longest:
+                        np.maximum.at(ramps[:, EJECT, hc], nodes, n)
         out = out.reshape(groups, -1, nc)
         out[:, mesh.link_parallel.reshape(-1) == 0] = EMPTY
-        none = out[..., 0] <= EMPTY
-        key, u_min = out[..., 0].astype(np.float64), -out[..., 1].astype(np.float64)
-        longest = out[..., 2].astype(np.float64) if nc == 3 else np.zeros(key.shape)
-        key[none], u_min[none], longest[none] = NONE, np.inf, 0.0
-        return (u_min[0], key[0], longest[0]) if group is None else (u_min, key, longest)
+        none = out[..., 0] <= EMPTY  # every number is EMPTY where no route crosses, and only there
+        key = out[..., 0].astype(np.float64) if latency else np.full(none.shape, NONE)
+        u_min = -out[..., 1].astype(np.float64) if latency else np.full(none.shape, np.inf)
+        most = out[..., hc].astype(np.float64) if longest else np.zeros(none.shape)
+        key[none], u_min[none], most[none] = NONE, np.inf, 0.0
+        return (u_min[0], key[0], most[0]) if group is None else (u_min, key, most)
 
 
 def _running(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int,
@@ -193,80 +220,6 @@ def link_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray,
     their own node use no link. A multicast also loads the eject ramp of every node after its source.
     """
     return _Segments(mesh, np.asarray(src), np.asarray(dst), routing, multicast).loads(weight)
-
-
-BLOCK_MESSAGES = 1 << 17
-"""Messages per pass of the grouped functions: their scratch is a few hundred bytes a message, so a pass
-over a block of groups holds tens of MB however large the traffic (a full-wafer dispatch to 512 regions
-is 1.5 M messages)."""
-
-
-def group_blocks(groups: int, messages: int, per_block: int | None = None) -> list[tuple[int, int]]:
-    """Consecutive ranges [lo, hi) of ``groups`` groups, each with about ``per_block`` (by default
-    ``BLOCK_MESSAGES``) of the ``messages`` when the groups are about equal (a dispatch's regions are)."""
-    blocks = max(1, min(groups, -(-messages // (per_block or BLOCK_MESSAGES))))
-    return [(groups * i // blocks, groups * (i + 1) // blocks) for i in range(blocks)]
-
-
-def _by_block(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
-              routing: str) -> Iterator[tuple[int, int, np.ndarray | slice, _Segments]]:
-    """(lo, hi, which messages, their segments) for each block of groups [lo, hi): each block's messages
-    alone, in their order (a slice when the messages come sorted by group). A link's sum for a group adds
-    that group's messages in the same order as one pass over all of them, so the blocks give the same
-    numbers, bit for bit, with scratch for one block."""
-    src, dst, group = np.asarray(src), np.asarray(dst), np.asarray(group)
-    blocks = group_blocks(groups, len(src))
-    ends = np.searchsorted(group, [hi for _, hi in blocks]) if np.all(group[1:] >= group[:-1]) else None
-    for i, (lo, hi) in enumerate(blocks):
-        if ends is not None:
-            mine: np.ndarray | slice = slice(int(ends[i - 1]) if i else 0, int(ends[i]))
-        else:
-            mine = (group >= lo) & (group < hi) if len(blocks) > 1 else np.ones(len(src), dtype=bool)
-        yield lo, hi, mine, _Segments(mesh, src[mine], dst[mine], routing, None)
-
-
-def grouped_loads(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray,
-                  groups: int, routing: str = "xy") -> np.ndarray:
-    """For unicast messages in ``groups`` groups: the link loads of ``weight`` per group, shape
-    ``(nodes * 6, groups)`` (a link's groups side by side), computed a block of groups at a time."""
-    out = np.empty((mesh.nodes * LINKS_PER_NODE, groups))
-    group = np.asarray(group)
-    for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        out[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
-    return out
-
-
-def grouped_links(mesh: Mesh, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, group: np.ndarray,
-                  groups: int, routing: str = "xy") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``grouped_loads`` and, over all the messages together, the (u_min, key) the path latency comes
-    from (``_Segments.path``; ``decode`` gives the hops the flow rule charges) and the most hops of any
-    route over each link, each of shape ``(nodes * 6,)``: per block, then the minimum (u_min) or maximum
-    of the blocks'. The per-group path data of chosen links comes from ``latency.RouteIndex``."""
-    links = mesh.nodes * LINKS_PER_NODE
-    loads = np.empty((links, groups))
-    u_min, key, longest = np.full(links, np.inf), np.full(links, NONE), np.zeros(links)
-    group = np.asarray(group)
-    for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        loads[:, lo:hi] = segments.loads(np.asarray(weight)[mine], group[mine] - lo, hi - lo)
-        u, k, h = segments.path(np.ones(len(segments.remote), dtype=bool))
-        np.minimum(u_min, u, out=u_min)
-        np.maximum(key, k, out=key)
-        np.maximum(longest, h, out=longest)
-    return loads, u_min, key, longest
-
-
-def grouped_path(mesh: Mesh, src: np.ndarray, dst: np.ndarray, group: np.ndarray, groups: int,
-                 routing: str = "xy") -> tuple[np.ndarray, np.ndarray]:
-    """(u_min, key) of every directed link per ``group`` of unicast messages, shape ``(groups, nodes * 6)``
-    each (``_Segments.path``), a block of groups at a time: what ``latency.RouteIndex`` gives for chosen
-    links, for all at once."""
-    links = mesh.nodes * LINKS_PER_NODE
-    u_min, key = np.empty((groups, links)), np.empty((groups, links))
-    group = np.asarray(group)
-    for lo, hi, mine, segments in _by_block(mesh, src, dst, group, groups, routing):
-        u_min[lo:hi], key[lo:hi], _ = segments.path(np.ones(len(segments.remote), dtype=bool),
-                                                     group[mine] - lo, hi - lo)
-    return u_min, key
 
 
 def _clean(mesh: Mesh, load: np.ndarray) -> np.ndarray:

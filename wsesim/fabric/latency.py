@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config.errors import InternalError
 from .indices import index_dtype
 from .mesh import EAST, EJECT, INJECT, LINKS_PER_NODE, NORTH, SOUTH, WEST, Mesh
 
@@ -45,29 +46,47 @@ def decode(u_min: np.ndarray, key: np.ndarray) -> np.ndarray:
 EMPTY = np.iinfo(np.int32).min // 2  # ``range_max`` of int32 values where no range covers a cell
 
 
+def _floor_log2(n: np.ndarray) -> np.ndarray:
+    """⌊log2 n⌋ of positive integers, as int64."""
+    return np.floor(np.log2(n)).astype(np.int64)
+
+
+
 def range_max(bounds: tuple[np.ndarray, np.ndarray], w: np.ndarray, rows: int, width: int) -> np.ndarray:
     """Largest ``w`` over the ranges [start, stop) (flat indices into a ``rows × width`` array, each range
-    within one row) that cover each cell. ``w`` is one value per range, or a column of values per range
-    (shape ``(n, c)``: c maxima at once); float values give ``NONE``, int32 ``EMPTY`` where no range
+    within one row, start ≤ stop) that cover each cell. ``w`` is one value per range, or a column of values
+    per range (shape ``(n, c)``: c maxima at once); float values give ``NONE``, int32 ``EMPTY`` where no range
     covers a cell. Shape ``(rows, width)`` or ``(rows, width, c)``.
 
     A range of length n is the union of two blocks of 2^k cells, k = ⌊log2 n⌋, one at each end (they may
     overlap: harmless for a maximum), so each range marks two cells of level k; then each level passes its
-    blocks' values down to the two halves of each block, level by level, to single cells."""
+    blocks' values down to the two halves of each block, level by level, to single cells. An empty range
+    marks a level above the top one, which nothing reads (no range is filtered out)."""
     w = np.asarray(w)
     one = w.ndim == 1
     w = w.reshape(len(w), -1)
     cols, fill = w.shape[1], NONE if w.dtype.kind == "f" else EMPTY
-    keep = bounds[0] < bounds[1]
-    lo, hi, w = bounds[0][keep], bounds[1][keep], w[keep]
+    lo, hi = bounds
     size = rows * width
-    k = np.floor(np.log2(hi - lo)).astype(np.int64)
-    table = np.full((cols, int(k.max(initial=0)) + 1, size), fill, dtype=w.dtype)
-    cell = np.r_[lo, hi - (1 << k)] + np.r_[k, k] * size
+    # by length (a range lies within one row: at most width cells): its level, where that level's cells
+    # start in the table, and the block's length 2^k; length 0 goes to the unread level
+    k = _floor_log2(np.arange(1, width + 1))
+    levels = int(k[-1]) + 1 if width else 1
+    it = np.result_type(np.asarray(lo).dtype, index_dtype((levels + 1) * size))
+    start = np.r_[levels, k].astype(it) * size
+    block = np.r_[0, np.left_shift(1, k)].astype(it)
+    length = hi - lo
+    if len(length) and length.min() < 0:
+        raise InternalError("expected ranges with start <= stop")
+    at_level = start[length]
+    first, last = lo + at_level, hi - block[length] + at_level  # the two blocks of 2^k: from each end
+    table = np.full((cols, levels + 1, size), fill, dtype=w.dtype)
     for c in range(cols):
-        np.maximum.at(table[c].reshape(-1), cell, np.r_[w[:, c], w[:, c]])
+        cells = table[c].reshape(-1)
+        np.maximum.at(cells, first, w[:, c])
+        np.maximum.at(cells, last, w[:, c])
     # a block of 2^j at p holds the blocks of 2^(j−1) at p and p + 2^(j−1)
-    for j in range(table.shape[1] - 1, 0, -1):
+    for j in range(levels - 1, 0, -1):
         half, up, down = 1 << (j - 1), table[:, j], table[:, j - 1]
         np.maximum(down, up, out=down)
         np.maximum(down[:, half:], up[:, :-half], out=down[:, half:])
