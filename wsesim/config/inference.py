@@ -131,24 +131,20 @@ class InferenceSpec(Spec):
                        f"modelled), got prefill_systems: {value}")
         return value
 
-    @field_validator("rate")
+    @field_validator("rate", "trace")
     @classmethod
-    def _rate(cls, rate: float | None, info: ValidationInfo) -> float | None:
-        arrival = info.data.get("arrival")
-        if (arrival == "poisson") != (rate is not None):
-            raise fail("expected a rate (requests per second) with arrival: poisson, got none" if rate is None
-                       else f"expected no rate with arrival: {arrival} (only poisson arrivals have one), "
-                            f"got {rate:g}")
-        return rate
-
-    @field_validator("trace")
-    @classmethod
-    def _trace(cls, trace: str | None, info: ValidationInfo) -> str | None:
-        arrival = info.data.get("arrival")
-        if (arrival == "trace") != (trace is not None):
-            raise fail("expected a trace file (CSV) with arrival: trace, got none" if trace is None
-                       else f"expected no trace with arrival: {arrival}, got {shown_repr(trace)}")
-        return trace
+    def _for_arrival(cls, value: Any, info: ValidationInfo) -> Any:
+        """``rate`` belongs to poisson arrivals and ``trace`` to trace arrivals: each given exactly then."""
+        arrival, key = info.data.get("arrival"), info.field_name
+        mode, wanted = {"rate": ("poisson", "a rate (requests per second)"),
+                        "trace": ("trace", "a trace file (CSV)")}[key]
+        if (arrival == mode) != (value is not None):
+            if value is None:
+                raise fail(f"expected {wanted} with arrival: {mode}, got none")
+            why, shown = ((" (only poisson arrivals have one)", f"{value:g}") if key == "rate"
+                          else ("", shown_repr(value)))
+            raise fail(f"expected no {key} with arrival: {arrival}{why}, got {shown}")
+        return value
 
     @field_validator("requests")
     @classmethod
