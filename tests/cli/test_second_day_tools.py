@@ -128,3 +128,31 @@ def test_a_sequence_beyond_the_models_context_is_warned_of_once(capsys: pytest.C
     assert cli.main(["memory", "training", "--model", "gpt3-xl", "--set", "training.seq_len=2048",
                      "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_sweep_warns_of_each_point_beyond_the_context(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A context of 20 tokens: a request of 16 + 4 - 1 = 19 tokens fits it, 16 + 6 - 1 = 21 does not; the
+    warning names that point by its value (the base, the first point, fits). Every point of a sweep is
+    checked, not only its base."""
+    at = TINY.index("inference.output_len=4")
+    tiny = TINY[:at - 1] + TINY[at + 1:]
+    code = cli.main(["infer", *tiny, "--set", "model.context_len=20", "--vary", "inference.output_len=4,6"])
+    assert code == 0
+    err = capsys.readouterr().err.splitlines()[-1]  # after the progress lines
+    assert err == ("wsesim: warning: sweep point {inference.output_len=6}: a request's prompt and output "
+                   "(inference.prompt_len + output_len - 1) of 21 tokens is beyond tiny-moe's context of 20 "
+                   "tokens (model.context_len): simulated as asked, but the model was not made for it")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"kind: sweep\nname: ctx\nbase: {REPO / 'workloads/qwen3-30b-a3b/experiment.yaml'}\n"
+                     "grid:\n  training.seq_len: [32, 64]\n")
+    assert cli.main(["sweep", str(sweep), "--set", "hardware=tiny8", "--set", "model=tiny-moe", "--set",
+                     "model.context_len=20", "--set", "simulation.granularity=pe", "--workers", "1",
+                     "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "warning" in line] == [
+        "wsesim: warning: sweep point {training.seq_len=32}: training.seq_len of 32 tokens is beyond "
+        "tiny-moe's context of 20 tokens (model.context_len): simulated as asked, but the model was not made "
+        "for it", "wsesim: warning: sweep point {training.seq_len=64}: training.seq_len of 64 tokens is "
+        "beyond tiny-moe's context of 20 tokens (model.context_len): simulated as asked, but the model was "
+        "not made for it"]

@@ -151,18 +151,17 @@ finished (a refusal after a warning stays the one line it must be)."""
 
 
 def warn_beyond_context(spec: Any) -> None:
-    """A training sequence (``training.seq_len``) or a request (prompt and output) longer than the model's
-    ``context_len``: simulated as asked, with one warning line on stderr once the command has printed its
-    result (``deferred``; ``config.specs.beyond_context``)."""
-    from ..config.specs import beyond_context
+    """A training sequence or a request longer than the model's ``context_len``: simulated as asked, with
+    one warning line on stderr once the command has printed its result (``deferred``;
+    ``config.specs.context_warning``)."""
+    from ..config.specs import context_warning
 
-    if hasattr(spec, "inference"):
-        text = beyond_context(spec.model, spec.inference.prompt_len + spec.inference.output_len - 1,
-                              "a request's prompt and output (inference.prompt_len + output_len - 1)")
-    else:
-        text = beyond_context(spec.model, spec.training.seq_len, "training.seq_len")
-    if text and text not in deferred:
-        deferred.append(text)
+    defer(context_warning(spec))
+
+
+def defer(*warnings: str) -> None:
+    """Add ``warnings`` to ``deferred``, each once (empty ones skipped)."""
+    deferred.extend(w for w in dict.fromkeys(warnings) if w and w not in deferred)
 
 
 def check_output_folder(folder: str) -> None:

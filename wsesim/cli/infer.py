@@ -16,6 +16,7 @@ from .common import (
     add_json_argument,
     check_output_folder,
     check_trace_file,
+    defer,
     format_table,
     parse_overrides,
     warn_beyond_context,
@@ -164,9 +165,9 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     first = {k: v[0] for k, v in vary.items() if k not in ("hardware", "model")}
     loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
                             overrides={**overrides, **first})
-    warn_beyond_context(loaded.spec)
     if args.vary:
         return _vary(args, overrides)
+    warn_beyond_context(loaded.spec)
     for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
         if given:  # they shape a --vary sweep; without one they would change nothing
             raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
@@ -298,6 +299,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     sweep = sweep_from_data({"kind": "sweep", "name": name or path.stem, "base": data}, source=str(path),
                             base_dir=path.parent, overrides=overrides, grid=_parse_vary(args.vary),
                             grid_flag="--vary")
+    defer(*sweep.warnings)
     check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
                 args.workers)
     progress = Progress()

@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, format_table, parse_grid_pairs, parse_overrides, print_json, say
+from .common import EXIT_OK, defer, format_table, parse_grid_pairs, parse_overrides, print_json, say
 from .progress import time_left
 
 
@@ -106,6 +106,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
                           source="--workers")
     sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid_pairs(args.grid))
+    defer(*sweep.warnings)
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)
         check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),

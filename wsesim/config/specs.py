@@ -14,7 +14,7 @@ division by zero. The field types (and their JSON Schemas) are in ``wsesim.confi
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -318,6 +318,15 @@ def beyond_context(model: ModelSpec, tokens: int, what: str) -> str:
         return ""
     return (f"{what} of {tokens:,} tokens is beyond {model.name}'s context of {model.context_len:,} tokens "
             "(model.context_len): simulated as asked, but the model was not made for it")
+
+
+def context_warning(spec: Any) -> str:
+    """``beyond_context`` of an experiment: a training sequence (``training.seq_len``) or a request's
+    prompt and output (a serving experiment's ``inference``) longer than its model's ``context_len``."""
+    if hasattr(spec, "inference"):
+        return beyond_context(spec.model, spec.inference.prompt_len + spec.inference.output_len - 1,
+                              "a request's prompt and output (inference.prompt_len + output_len - 1)")
+    return beyond_context(spec.model, spec.training.seq_len, "training.seq_len")
 
 
 SPEC_KINDS: dict[str, type[Spec]] = {

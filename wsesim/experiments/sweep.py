@@ -46,7 +46,7 @@ from ..analysis.results import RunResult
 from ..config.errors import ConfigError, shown_repr
 from ..config.inference import load_inference_data
 from ..config.loader import Loaded, load_experiment_data, named_by_set, read_yaml, register_kind, validate
-from ..config.specs import Spec
+from ..config.specs import Spec, context_warning
 from .estimate import MAX_SWEEP_POINTS
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
 from .serving_sweep import INFERENCE, run_serving_point, serving_plan_key, serving_work
@@ -162,6 +162,8 @@ class Sweep:
     base: Loaded
     points: tuple[Point, ...]
     kind: str = "experiment"
+    # what the points' experiments warn of (a sequence beyond the model's context), each with its points
+    warnings: tuple[str, ...] = ()
 
     @property
     def serving(self) -> bool:
@@ -257,6 +259,7 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
                               "(the grid's value would replace this one): set it in one place",
                               source=source, path=f"points[{i}].{k}")
     points = []
+    warned: dict[str, list[dict[str, Any]]] = {}  # a warning's text -> the points it is about (values)
     swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
     for i, ov in enumerate(overrides):
         point = Point(i, ov, base_key, swept, base_dir=None if base_root is None else str(base_root))
@@ -274,12 +277,25 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
             flag = bool(grid) and bool(e.path) and any(_overlap(e.path, k) for k in grid or {})
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
                               source=grid_flag if flag else source, path=None if flag else where) from None
+        if text := context_warning(loaded.spec):
+            warned.setdefault(text, []).append(ov)
         resolved_key = ""
         if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True,
                                                      default=str).encode()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
-    return Sweep(spec, source, base, tuple(points), kind)
+    return Sweep(spec, source, base, tuple(points), kind, tuple(_point_warning(named, text, len(points))
+                                                                for text, named in warned.items()))
+
+
+def _point_warning(points: list[dict[str, Any]], text: str, count: int) -> str:
+    """A warning of some of a sweep's ``count`` points, naming them by their values (the first five, then
+    how many more)."""
+    if len(points) == count > 1:
+        return f"every point of the sweep: {text}"
+    named = ", ".join(_describe(p) for p in points[:5]) + (f" and {len(points) - 5:,} more"
+                                                           if len(points) > 5 else "")
+    return f"sweep point{'s' if len(points) > 1 else ''} {named}: {text}"
 
 
 _REFERENCES = ("hardware", "model", "cluster", "cluster.interconnect", INFERENCE,
