@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..config.specs import HardwareSpec
-from .registry import run_kernel
 
 __all__ = ["KernelCost", "kernel_cost", "lanes_dtype", "whole_blocks"]
 
@@ -67,6 +66,9 @@ def whole_blocks(kind: str, algorithm: str, rows: int, cols: int,
 @lru_cache(maxsize=65536)
 def _cached(hw: HardwareSpec, kind: str, rows: int, cols: int, dtype: str, algorithm: str,
             shape: tuple[int, int, int] | None, wavelets: int, staged: bool) -> KernelCost:
+    from .registry import run_kernel  # the kernels themselves only when one is costed (a training step
+    # under ``compute: constant`` costs none)
+
     r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets,
                    staged=staged)
     return KernelCost(r.cycles, r.compute, r.communication, r.feasible, r.reason, r.overhead,

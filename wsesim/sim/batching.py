@@ -29,7 +29,7 @@ from collections import deque
 import numpy as np
 
 from ..model.serving import requests_fit
-from .costing import BatchCosts
+from .batch_costs import BatchCosts
 from .plan import BatchLog
 from .program import ServeBatches
 

@@ -25,10 +25,10 @@ from copy import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import ceil
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config.inference import InferenceExperimentSpec
 from ..config.specs import HardwareSpec
 from ..kernels.cost import KernelCost, kernel_cost, lanes_dtype
 from ..kernels.lines import rotating_reduces
@@ -39,13 +39,16 @@ from ..model.energy import EventCounts
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
-from .batch_costs import BatchCosts
 from .builders.training import training_program
-from .moe_serving import ExpertTrips, balanced_trips, grid_trips, sampled_trips
 from .plan import StepPlan
 from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
 
-__all__ = ["COMPUTE_MODELS", "BatchCosts", "ComputeModel", "Costs", "StageCosts", "cost_program",
+if TYPE_CHECKING:  # serving's own modules are imported where a serving run needs them, not by a training step
+    from ..config.inference import InferenceExperimentSpec
+    from .batch_costs import BatchCosts
+    from .moe_serving import ExpertTrips
+
+__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program",
            "cost_serving", "wafer_handoff", "with_defaults"]
 
 
@@ -258,6 +261,8 @@ class _Grid:
         if kind == StageOpKind.GRID_TRIPS:  # (values, further grids reached): moves between the stage's grids
             assert self.trips is not None, "a stage's grid knows the trips to its further grids"
             values, reached = dims
+            from .moe_serving import balanced_trips
+
             cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
             return KernelCost(cycles, 0.0, cycles)
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
@@ -326,6 +331,9 @@ def decode_context(serve: Serve) -> int:
 
 def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork, problems: list[str],
            draw: Callable[[int], np.ndarray] | None = None, with_batches: bool = False) -> StageCosts:
+    from .batch_costs import BatchCosts
+    from .moe_serving import grid_trips, sampled_trips
+
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     home = (stage.wafer, stage.origin)

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
-from .batching import run_batches
 from .cluster import io_rate
 from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
@@ -240,6 +239,8 @@ class _Engine:
 
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Requests over time, each stage running iteration-level batches (``batching``)."""
+        from .batching import run_batches  # serving's continuous batching only
+
         log = self.trace.batches = run_batches(op, [c.batches for c in self.costs.stages])
         self.events = len(log.start)  # the iterations
         yield self.env.timeout(log.end_cycle)

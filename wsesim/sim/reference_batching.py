@@ -21,7 +21,8 @@ import numpy as np
 import simpy
 
 from ..model.serving import requests_fit
-from .costing import BatchCosts, StageCosts
+from .batch_costs import BatchCosts
+from .costing import StageCosts
 from .plan import BatchLog, StageLog, Trace
 from .program import Serve, ServeBatches
 

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.speculative import expected_tokens, round_contexts
-from .costing import BatchCosts, Costs, StageCosts, wafer_handoff
+from .batch_costs import BatchCosts
+from .costing import Costs, StageCosts, wafer_handoff
 from .program import Serve
 
 __all__ = ["prefill_path", "speculative_costs"]
