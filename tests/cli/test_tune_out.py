@@ -23,14 +23,14 @@ def test_tune_out_writes_every_candidate_and_a_manifest(tmp_path: Path, capsys: 
     assert cli.main(["tune", *TINY, "--out", str(tmp_path / "t")]) == 0
     figures = [f"candidates.{x}" for x in ("png", "svg", "pdf")]
     assert capsys.readouterr().out.endswith("".join(f"wrote {tmp_path / 't' / name}\n" for name in
-                                                    ["candidates.csv", *figures, "manifest.json"]))
+                                                    ["candidates.csv", *figures, "figures.json", "manifest.json"]))
     rows = list(csv.DictReader((tmp_path / "t" / "candidates.csv").open(encoding="utf-8")))
     assert len(rows) == len(printed["candidates"]) and "wall_s" not in rows[0]
     [best] = [r for r in rows if r["best"] == "True"]
     assert (int(best["tiles"]), int(best["batch_per_tile"])) == (printed["best"]["tiles"],
                                                                 printed["best"]["batch_per_tile"])
     manifest = json.loads((tmp_path / "t" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["kind"] == "tune" and manifest["files"] == ["candidates.csv", *figures]
+    assert manifest["kind"] == "tune" and manifest["files"] == ["candidates.csv", *figures, "figures.json"]
     assert all((tmp_path / "t" / name).stat().st_size > 0 for name in figures)
     assert manifest["best"] == {"tiles": printed["best"]["tiles"], "batch_per_tile": printed["best"]["batch_per_tile"]}
 
