@@ -1,7 +1,9 @@
 """``wsesim tune``'s options beyond the (G, B) search: ``--out DIR`` (every candidate in
 ``DIR/candidates.csv`` with ``DIR/manifest.json``) and ``--search-systems N,N,...`` (a fixed global batch
 tuned on each count of systems: the best, and the Pareto front of cluster throughput against per-system
-efficiency). With ``--out`` the candidates are drawn too (``output.tune_figures``).
+efficiency, each candidate's efficiency a column of the CSV). With ``--out`` the candidates are drawn too,
+from the CSV's text as ``wsesim plot`` draws the file (``output.plotting.plot_candidates``), and
+``DIR/figures.json`` lists the plans.
 
 ``wsesim tune`` itself is registered in ``cli/tune.py``, which calls ``add_tune_arguments``,
 ``tune_systems`` and ``write_candidates`` from here.

@@ -18,6 +18,13 @@ From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``outpu
   against each swept key, one line per combination of the others, every row drawn (one not served as a
   labelled cross).
 
+From tune's candidates.csv (``tune --out`` draws from the text it writes, ``wsesim plot`` from the file;
+``plot_candidates``, planned by ``analysis.tune_plans``, drawn by ``output.tune_figures``):
+
+* ``candidates`` — every candidate's throughput and peak SRAM per PE against G;
+* ``systems_front`` — with ``--search-systems``, each count's best: cluster throughput against per-system
+  efficiency, the Pareto front joined.
+
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
 ``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
 CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
