@@ -58,6 +58,15 @@ def test_search_systems_for_a_global_batch(tmp_path: Path, capsys: pytest.Captur
     assert drawn <= set(manifest["files"])
 
 
+def test_a_search_where_every_count_is_skipped_writes_its_csv_and_draws_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """48 sequences split over neither 5 nor 7 systems: no candidate, so no figure (and no error)."""
+    assert cli.main(["tune", *TINY, "--set", "training.global_batch=48", "--search-systems", "5,7",
+                     "--out", str(tmp_path / "z")]) == 0
+    assert "nothing fits on any number of systems" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "z").iterdir()) == ["candidates.csv", "manifest.json"]
+
+
 @pytest.mark.parametrize(("extra", "says"), [
     (["--search-systems", "1,2"], "--search-systems: expected training.global_batch to be set"),
     (["--set", "training.global_batch=8", "--search-systems", "0,x"], "--search-systems: expected whole numbers of systems"),

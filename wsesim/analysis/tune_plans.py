@@ -71,7 +71,10 @@ class SystemsFrontPlan:
 def parse_candidates(text: str) -> tuple[list[str], list[dict[str, str]]]:
     """The header and rows of a ``candidates.csv``'s text; a row with the wrong number of cells is a
     ``ValueError`` naming it (tune writes whole files, so a short row is damage, not a run cut short)."""
-    lines = list(csv.reader(io.StringIO(text, newline="")))
+    try:
+        lines = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise ValueError(str(e)) from None
     header = lines[0] if lines else []
     rows = []
     for i, cells in enumerate(lines[1:], start=1):

@@ -63,7 +63,8 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
         path = out / CANDIDATES
         text = records_csv(candidates_table(marked))
         atomic_write_text(path, text)
-        figures = plot_candidates(text, path, out)  # as wsesim plot draws the file: the same plans
+        # as wsesim plot draws the file: the same plans (no candidates, every count skipped: nothing to draw)
+        figures = plot_candidates(text, path, out) if marked else []
         data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
                         **resolved(loaded.spec), files=[CANDIDATES, *(p.name for p in figures)], **summary)
         return [path, *figures, write_manifest(out, data)]

@@ -201,9 +201,7 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
         if not rows:
             raise ConfigError(f"{_TUNE_CSV}, got its header and no candidates", source=str(source))
         plans = plan_tune(header, rows)
-    except ConfigError:
-        raise
-    except ValueError as e:
+    except ValueError as e:  # (a ConfigError is not one: it passes)
         raise ConfigError(f"{_TUNE_CSV}, got a row it cannot read ({shown(e, 120)})",
                           source=str(source)) from None
     out = prepare_dir(out)
