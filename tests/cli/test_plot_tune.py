@@ -4,12 +4,14 @@ planned from the CSV alone — the same ``figures.json`` and the same image byte
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,20 +30,18 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A plain ``tune --out`` folder, as tune left it (copied before each test that writes into it)."""
+    """A plain ``tune --out`` folder, as tune left it (copied by a test that writes into it)."""
     out = tmp_path_factory.mktemp("tune") / "t"
     assert cli.main(["tune", *TINY, "--out", str(out)]) == 0
     return out
 
 
 @pytest.fixture(scope="module")
-def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """A ``tune --search-systems 1,2,4 --out`` folder and the search's ``--json``."""
     base = tmp_path_factory.mktemp("search")
     args = ["tune", *TINY, "--set", "training.global_batch=48", "--search-systems", "1,2,4"]
     assert cli.main([*args, "--out", str(base / "s")]) == 0
-    import contextlib
-
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         assert cli.main([*args, "--json"]) == 0
@@ -99,7 +99,7 @@ def test_plot_of_the_csv_path_into_another_folder_gives_tunes_plans(tuned: Path,
     assert json.loads((tmp_path / "o" / "manifest.json").read_text())["kind"] == "plot"
 
 
-def test_plot_of_a_search_systems_folder_redraws_the_front(searched: tuple[Path, dict[str, object]], tmp_path: Path,
+def test_plot_of_a_search_systems_folder_redraws_the_front(searched: tuple[Path, dict[str, Any]], tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     folder, search = searched
     assert cli.main(["plot", str(folder), "--out", str(tmp_path / "o")]) == 0
@@ -112,10 +112,10 @@ def test_plot_of_a_search_systems_folder_redraws_the_front(searched: tuple[Path,
     assert front["stem"] == "systems_front" and front["title"].startswith("Global batch 48 on each number")
     # each count's best, its efficiency as the search computed it (the CSV's column, not recomputed)
     assert [(p["systems"], p["efficiency_per_system"]) for p in front["points"]] == [
-        (e["systems"], e["efficiency"]) for e in search["efficiency"]]  # type: ignore[attr-defined]
+        (e["systems"], e["efficiency"]) for e in search["efficiency"]]
     assert [p["systems"] for p in front["points"] if p["pareto"]] == [
-        p["systems"] for p in search["pareto"]]  # type: ignore[attr-defined]
-    assert [p["systems"] for p in front["points"] if p["best"]] == [search["best"]["systems"]]  # type: ignore[index]
+        p["systems"] for p in search["pareto"]]
+    assert [p["systems"] for p in front["points"] if p["best"]] == [search["best"]["systems"]]
     rows = list(csv.DictReader((folder / "candidates.csv").open(encoding="utf-8")))
     assert all((r["efficiency_per_system"] == "") == (r["feasible"] == "False") for r in rows)
 
