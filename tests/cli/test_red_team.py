@@ -339,7 +339,8 @@ CASES += [
                                          str(_write(f, "x", "x"))],
          r".*/x: expected a folder.*"),
     Case("plot-an-empty-folder", lambda f: ["plot", str(f)],
-         r".*: expected a sweep's folder \(results\.csv\) or a serving run's \(ops\.csv and result\.json .*"),
+         r".*: expected a sweep's folder \(results\.csv\), a tune folder \(candidates\.csv from wsesim tune --out "
+         r"DIR\) or a serving run's \(ops\.csv and result\.json .*"),
     Case("mistral-window-exceeded", lambda f: ["run", "--model", _mistral(f), "--set", "training.seq_len=8192"],
          r".*: training\.seq_len: expected at most model\.sliding_window \(4,096 tokens\), got 8,192: .*"),
     Case("mistral-window-exceeded-serving", lambda f: ["infer", "--model", _mistral(f),

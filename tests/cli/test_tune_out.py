@@ -23,14 +23,14 @@ def test_tune_out_writes_every_candidate_and_a_manifest(tmp_path: Path, capsys: 
     assert cli.main(["tune", *TINY, "--out", str(tmp_path / "t")]) == 0
     figures = [f"candidates.{x}" for x in ("png", "svg", "pdf")]
     assert capsys.readouterr().out.endswith("".join(f"wrote {tmp_path / 't' / name}\n" for name in
-                                                    ["candidates.csv", *figures, "manifest.json"]))
+                                                    ["candidates.csv", *figures, "figures.json", "manifest.json"]))
     rows = list(csv.DictReader((tmp_path / "t" / "candidates.csv").open(encoding="utf-8")))
     assert len(rows) == len(printed["candidates"]) and "wall_s" not in rows[0]
     [best] = [r for r in rows if r["best"] == "True"]
     assert (int(best["tiles"]), int(best["batch_per_tile"])) == (printed["best"]["tiles"],
                                                                 printed["best"]["batch_per_tile"])
     manifest = json.loads((tmp_path / "t" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["kind"] == "tune" and manifest["files"] == ["candidates.csv", *figures]
+    assert manifest["kind"] == "tune" and manifest["files"] == ["candidates.csv", *figures, "figures.json"]
     assert all((tmp_path / "t" / name).stat().st_size > 0 for name in figures)
     assert manifest["best"] == {"tiles": printed["best"]["tiles"], "batch_per_tile": printed["best"]["batch_per_tile"]}
 
@@ -56,6 +56,15 @@ def test_search_systems_for_a_global_batch(tmp_path: Path, capsys: pytest.Captur
     assert drawn <= {p.name for p in (tmp_path / "s").iterdir()}  # the search's figure and its candidates
     manifest = json.loads((tmp_path / "s" / "manifest.json").read_text(encoding="utf-8"))
     assert drawn <= set(manifest["files"])
+
+
+def test_a_search_where_every_count_is_skipped_writes_its_csv_and_draws_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """48 sequences split over neither 5 nor 7 systems: no candidate, so no figure (and no error)."""
+    assert cli.main(["tune", *TINY, "--set", "training.global_batch=48", "--search-systems", "5,7",
+                     "--out", str(tmp_path / "z")]) == 0
+    assert "nothing fits on any number of systems" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "z").iterdir()) == ["candidates.csv", "manifest.json"]
 
 
 @pytest.mark.parametrize(("extra", "says"), [

@@ -166,7 +166,7 @@ def test_wsesim_plot_results_csv(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (["plot"], "wsesim: wsesim plot: expected RESULTS.csv or --wafer DIR"),
+    (["plot"], "wsesim: wsesim plot: expected RESULTS.csv, CANDIDATES.csv, a folder or --wafer DIR"),
     (["plot", "missing.csv"], "wsesim: missing.csv: no such file"),
     (["plot", "--wafer", "."], "wsesim: .: expected a run folder with wafer.json (from wsesim run --out DIR)"),
 ])

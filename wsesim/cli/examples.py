@@ -32,6 +32,7 @@ EXAMPLES: dict[str, list[str]] = {
               "--out out/bta-in-place --plot",
               "wsesim sweep workloads/gpt3-xl/cluster-scaling.yaml --grid hardware=wse2,wse3 --workers 2"],
     "plot": ["wsesim plot out/bta-paper/results.csv --out out/bta-figures",
+             "wsesim plot out/tune-llama",
              "wsesim plot --wafer out/llama"],
     "fabric": ["wsesim fabric wse2 --pattern dispatch --experts 128 --granularity block:16",
                "wsesim fabric tiny8 --pattern all-to-all --mode packet --bytes 64"],

@@ -1,5 +1,5 @@
-"""``wsesim plot``: a sweep's figures from its results.csv (training's or serving's), or a run's wafer
-pictures from its folder."""
+"""``wsesim plot``: a sweep's figures from its results.csv (training's or serving's), tune's from its
+candidates.csv (``tune --out``), a serving run's decode step from its folder, or a run's wafer pictures."""
 
 from __future__ import annotations
 
@@ -42,12 +42,15 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         return EXIT_OK
     else:
         if not args.results:
-            raise ConfigError("expected RESULTS.csv or --wafer DIR", source="wsesim plot")
+            raise ConfigError("expected RESULTS.csv, CANDIDATES.csv, a folder or --wafer DIR",
+                              source="wsesim plot")
         from ..output.plotting import plot_results
 
         csv_path = Path(args.results)
         if csv_path.is_dir() and (csv_path / "results.csv").is_file():  # a sweep's folder
             csv_path = csv_path / "results.csv"
+        elif csv_path.is_dir() and (csv_path / "candidates.csv").is_file():  # a tune folder (tune --out)
+            csv_path = csv_path / "candidates.csv"
         elif csv_path.is_dir():  # a serving run's folder (infer --out)
             return _plot_serving_run(args, csv_path)
         if not csv_path.exists():  # a FIFO or a device is refused by name when read
@@ -82,8 +85,9 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
     if not (folder / "ops.csv").is_file():
         from ..config.errors import ConfigError
 
-        raise ConfigError("expected a sweep's folder (results.csv) or a serving run's (ops.csv and "
-                          "result.json from wsesim infer --out DIR)", source=str(folder))
+        raise ConfigError("expected a sweep's folder (results.csv), a tune folder (candidates.csv from "
+                          "wsesim tune --out DIR) or a serving run's (ops.csv and result.json from wsesim "
+                          "infer --out DIR)", source=str(folder))
     with command_folder(prepare_dir(out), "plot") as held:
         paths = _plot_manifest(args, plot_serving_run(folder, held), folder / "ops.csv")
     _print_paths(args, paths)
@@ -113,11 +117,13 @@ def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("plot", help="plot a sweep's results.csv (PNG, SVG and PDF), or a run's wafer "
-                                    "pictures")
-    p.add_argument("results", metavar="RESULTS.csv|DIR", nargs="?",
-                   help="a sweep's results.csv or folder (wsesim sweep, infer --vary --out), or a serving "
-                        "run's folder (wsesim infer --out: its decode step, stage by stage and op by op)")
+    p = sub.add_parser("plot", help="plot a sweep's results.csv or tune's candidates.csv (PNG, SVG and PDF), "
+                                    "or a run's wafer pictures")
+    p.add_argument("results", metavar="RESULTS.csv|CANDIDATES.csv|DIR", nargs="?",
+                   help="a sweep's results.csv or folder (wsesim sweep, infer --vary --out), tune's "
+                        "candidates.csv or folder (wsesim tune --out: the candidates against G, and with "
+                        "--search-systems the systems front), or a serving run's folder (wsesim infer --out: "
+                        "its decode step, stage by stage and op by op)")
     p.add_argument("--wafer", metavar="RUN_DIR",
                    help="draw the wafer pictures of a run saved with wsesim run --out")
     p.add_argument("--out", metavar="DIR", help="output folder (default: next to the CSV)")

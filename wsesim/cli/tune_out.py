@@ -1,7 +1,9 @@
 """``wsesim tune``'s options beyond the (G, B) search: ``--out DIR`` (every candidate in
 ``DIR/candidates.csv`` with ``DIR/manifest.json``) and ``--search-systems N,N,...`` (a fixed global batch
 tuned on each count of systems: the best, and the Pareto front of cluster throughput against per-system
-efficiency). With ``--out`` the candidates are drawn too (``output.tune_figures``).
+efficiency, each candidate's efficiency a column of the CSV). With ``--out`` the candidates are drawn too,
+from the CSV's text as ``wsesim plot`` draws the file (``output.plotting.plot_candidates``), and
+``DIR/figures.json`` lists the plans.
 
 ``wsesim tune`` itself is registered in ``cli/tune.py``, which calls ``add_tune_arguments``,
 ``tune_systems`` and ``write_candidates`` from here.
@@ -22,7 +24,8 @@ CANDIDATES = "candidates.csv"
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR",
                    help=f"write every candidate to DIR/{CANDIDATES} (the best marked), their figure "
-                        "(candidates.png|svg|pdf: throughput and SRAM against G) and DIR/manifest.json")
+                        "(candidates.png|svg|pdf: throughput and SRAM against G), DIR/figures.json and "
+                        "DIR/manifest.json (wsesim plot DIR draws them again)")
     p.add_argument("--search-systems", metavar="N,N,...",
                    help="with training.global_batch set: tune it on each number of systems (behind swarmx "
                         "unless cluster.interconnect is set); print the best and the Pareto front of cluster "
@@ -43,22 +46,25 @@ def parse_systems(text: str) -> list[int]:
 
 
 def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[Any, dict[str, Any]]],
-                     summary: dict[str, Any], search: Any = None) -> list[Path]:
-    """``DIR/candidates.csv``, its figures (``output.tune_figures``: the candidates, and the front of a
-    ``search`` over systems) and ``DIR/manifest.json`` when ``--out`` was given; their paths."""
+                     summary: dict[str, Any]) -> list[Path]:
+    """``DIR/candidates.csv``, its figures drawn from that CSV's text (``output.plotting.plot_candidates``:
+    the candidates, and with ``--search-systems`` the front), ``DIR/figures.json`` and ``DIR/manifest.json``
+    when ``--out`` was given; their paths."""
     if not args.out:
         return []
     from ..experiments.tune import candidates_table
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
+    from ..output.plotting import plot_candidates
     from ..output.run_folder import records_csv
-    from ..output.tune_figures import tune_figures
     from .run import given
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
-        atomic_write_text(path, records_csv(candidates_table(marked)))
-        figures = tune_figures(out, marked, search)
+        text = records_csv(candidates_table(marked))
+        atomic_write_text(path, text)
+        # as wsesim plot draws the file: the same plans (no candidates, every count skipped: nothing to draw)
+        figures = plot_candidates(text, path, out) if marked else []
         data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
                         **resolved(loaded.spec), files=[CANDIDATES, *(p.name for p in figures)], **summary)
         return [path, *figures, write_manifest(out, data)]
@@ -92,14 +98,15 @@ def tune_systems(args: argparse.Namespace) -> int:
             f"N={r.systems} G={r.tiles}: " + (f"{r.cluster_throughput_tokens_per_s:,.0f} tokens/s (cluster)"
                                               if r.feasible else "does not fit")))
     best, front = search.best, search.pareto()
-    marked = [(c, {"best": c is best, "pareto": any(c is f for f in front), "best_of_systems": c is t.best})
+    marked = [(c, {"best": c is best, "pareto": any(c is f for f in front), "best_of_systems": c is t.best,
+                   "efficiency_per_system": search.efficiency(c) if c.feasible else None})
               for _, t in search.per_systems for c in t.candidates]
     summary = {"global_batch": search.global_batch, "search_systems": systems,
                "best": None if best is None else {
                    "systems": best.systems, "tiles": best.tiles, "micro_batches": best.micro_batches,
                    "cluster_throughput_tokens_per_s": best.cluster_throughput_tokens_per_s},
                "skipped": [{"systems": n, "why": why} for n, why in search.skipped]}
-    written = write_candidates(args, loaded, marked, summary, search)
+    written = write_candidates(args, loaded, marked, summary)
     if args.json:
         print_json(search.to_dict())
         return EXIT_OK

@@ -18,6 +18,13 @@ From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``outpu
   against each swept key, one line per combination of the others, every row drawn (one not served as a
   labelled cross).
 
+From tune's candidates.csv (``tune --out`` draws from the text it writes, ``wsesim plot`` from the file;
+``plot_candidates``, planned by ``analysis.tune_plans``, drawn by ``output.tune_figures``):
+
+* ``candidates`` — every candidate's throughput and peak SRAM per PE against G;
+* ``systems_front`` — with ``--search-systems``, each count's best: cluster throughput against per-system
+  efficiency, the Pareto front joined.
+
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
 ``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
 CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
@@ -61,19 +68,19 @@ _COLUMNS = ("status", "experts", "top_k", "tiles", "batch_per_tile", "throughput
             "step_cycles", "model", "hardware", "tokens_per_step", "seq_len")  # what _runs reads
 
 
-def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    """The header and rows of a sweep's results.csv; any other file (binary, empty, another program's CSV,
-    a damaged row) is a ``ConfigError`` naming it, before anything is drawn or made."""
-    import csv
-    import io
+_SWEEP_CSV = "expected a results.csv written by wsesim sweep"
+_TUNE_CSV = "expected a candidates.csv written by wsesim tune --out"
 
-    from ..config.errors import ConfigError, shown
 
-    expected, source = "expected a results.csv written by wsesim sweep", str(csv_path)
+def _read_text(csv_path: str | Path, expected: str) -> str:
+    """A CSV's text; a file that is not one (binary, not UTF-8, empty) is a ``ConfigError`` naming it,
+    saying what was ``expected``."""
+    from ..config.errors import ConfigError
     from ..config.yaml_strict import read_bounded
     from ..experiments.table import MAX_CSV_BYTES, allow_long_fields
 
-    data = read_bounded(csv_path, limit=MAX_CSV_BYTES, what="a results.csv written by wsesim sweep")
+    source = str(csv_path)
+    data = read_bounded(csv_path, limit=MAX_CSV_BYTES, what=expected.removeprefix("expected "))
     allow_long_fields()
     try:
         text = data.decode("utf-8")
@@ -84,34 +91,56 @@ def _read_table(csv_path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
         raise ConfigError(f"{expected}, got binary data (a NUL byte at byte {data.index(0)})", source=source)
     if not text.strip():
         raise ConfigError(f"{expected}, got an empty file", source=source)
-    header = next(csv.reader(io.StringIO(text, newline="")), [])
-    from ..analysis.serving_plans import REQUIRED, check_serving_rows, is_serving
+    return text
 
-    serving = is_serving(header)
-    missing = [c for c in (REQUIRED if serving else _COLUMNS) if c not in header]
+
+def _missing(missing: list[str], expected: str, source: str | Path) -> None:
+    from ..config.errors import ConfigError, shown
+
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise ConfigError(f"{expected}, got a CSV without the columns {shown(', '.join(missing[:3]))}{more}",
-                          source=source)
+                          source=str(source))
+
+
+def _read_table(csv_path: str | Path, header: list[str]) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a sweep's results.csv (its text read and its ``header`` parsed); another
+    program's CSV or a damaged row is a ``ConfigError`` naming it, before anything is drawn or made."""
+    from ..analysis.serving_plans import REQUIRED, check_serving_rows, is_serving
+    from ..config.errors import ConfigError, shown
+
+    serving = is_serving(header)
+    _missing([c for c in (REQUIRED if serving else _COLUMNS) if c not in header], _SWEEP_CSV, csv_path)
     try:
         header, rows = read_results_table(csv_path)
         (check_serving_rows if serving else check_rows)(rows)
         return header, rows
     except (ValueError, TypeError, KeyError) as e:
-        raise ConfigError(f"{expected}, got a row it cannot read ({shown(e, 120)})", source=source) from None
+        raise ConfigError(f"{_SWEEP_CSV}, got a row it cannot read ({shown(e, 120)})",
+                          source=str(csv_path)) from None
 
 
 def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any] | None = None) -> list[Path]:
     """Write the figures for a results CSV into ``out``, and ``figures.json`` (see the module docstring);
     returns the paths written. ``settings``: the sweep-wide ``--set`` overrides (its manifest's
     ``base_overrides``), said in every title and in ``figures.json``, since no CSV column holds them.
-    Raises ``ConfigError`` for a file that is not a sweep's results.csv."""
+    Tune's ``candidates.csv`` (by its name or its columns) is drawn by ``plot_candidates``. Raises
+    ``ConfigError`` for a file that is not a sweep's results.csv or tune's candidates.csv."""
+    import csv
+    import io
     import json
 
+    from ..analysis.compare import is_candidates
     from ..analysis.figures import plan_figures, plan_phases
+    from ..analysis.tune_plans import CANDIDATES
     from .sweep_figures import phases_figure, throughput_figure
 
-    header, rows = _read_table(csv_path)
+    named = Path(csv_path).name == CANDIDATES
+    text = _read_text(csv_path, _TUNE_CSV if named else _SWEEP_CSV)
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    if named or is_candidates(header):
+        return plot_candidates(text, csv_path, out)
+    header, rows = _read_table(csv_path, header)
     from ..analysis.serving_plans import is_serving
 
     if is_serving(header):
@@ -148,6 +177,39 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
                                          "efficiency_vs_n_times_one": p["vs_one"],
                                          "tree_efficiency": p["tree"]} for p in points]}
             for label, points in series.items()], "files": [p.name for p in files]}
+        written += files
+    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
+    return [*written, out / "figures.json"]
+
+
+def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path]:
+    """Tune's figures (``analysis.tune_plans``, drawn by ``output.tune_figures``) from the text of its
+    ``candidates.csv`` (``source``: the file's path, as ``figures.json`` names it) into ``out``, and
+    ``figures.json`` listing each plan; the paths written. ``tune --out`` draws from the text it writes,
+    ``wsesim plot`` from the file: the same plans. Raises ``ConfigError`` (before anything is made) for text
+    that is not a candidates.csv."""
+    import json
+
+    from ..analysis.tune_plans import missing_columns, parse_candidates, plan_tune
+    from ..config.errors import ConfigError, shown
+    from .files import atomic_write_text, prepare_dir
+    from .tune_figures import tune_figure
+
+    try:
+        header, rows = parse_candidates(text)
+        _missing(missing_columns(header), _TUNE_CSV, source)
+        if not rows:
+            raise ConfigError(f"{_TUNE_CSV}, got its header and no candidates", source=str(source))
+        plans = plan_tune(header, rows)
+    except ValueError as e:  # (a ConfigError is not one: it passes)
+        raise ConfigError(f"{_TUNE_CSV}, got a row it cannot read ({shown(e, 120)})",
+                          source=str(source)) from None
+    out = prepare_dir(out)
+    written: list[Path] = []
+    listing: dict[str, Any] = {"source": str(source), "figures": []}
+    for plan in plans:
+        files = save_figure(tune_figure(plan), out, plan.stem)
+        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
     return [*written, out / "figures.json"]
