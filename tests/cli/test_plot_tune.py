@@ -188,3 +188,23 @@ def test_plot_waits_for_a_tune_still_writing_its_folder(tuned: Path, tmp_path: P
     (tmp_path / "o" / "figures.json").mkdir(parents=True)  # a folder where figures.json is to be written
     assert cli.main(["plot", str(folder), "--out", str(tmp_path / "o")]) == 2
     assert "figures.json" in capsys.readouterr().err and not (tmp_path / "o" / "candidates.png").exists()
+
+
+def test_an_older_search_csv_without_efficiencies_draws_its_candidates_and_says_the_front_is_left_out(
+        searched: tuple[Path, dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder, _ = searched
+    rows = list(csv.DictReader((folder / "candidates.csv").open(encoding="utf-8")))
+    older = tmp_path / "older.csv"
+    with older.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, [c for c in rows[0] if c != "efficiency_per_system"], lineterminator="\n",
+                                extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert cli.main(["plot", str(older), "--out", str(tmp_path / "o")]) == 0
+    out, err = capsys.readouterr()
+    assert "systems_front" not in out and "candidates.png" in out
+    assert err.startswith("wsesim: left out systems_front.png: this --search-systems CSV has no "
+                          "efficiency_per_system column")
+    listing = json.loads((tmp_path / "o" / "figures.json").read_text())
+    assert [f["stem"] for f in listing["figures"]] == ["candidates"]
+    assert set(listing["left_out"]) == {"systems_front"}

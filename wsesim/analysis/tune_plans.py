@@ -178,6 +178,17 @@ def plan_systems_front(header: list[str], rows: list[dict[str, str]]) -> Systems
     return SystemsFrontPlan("systems_front", title, f"cluster throughput ({unit} tokens/s)", scale, points)
 
 
+def left_out(header: list[str]) -> dict[str, str]:
+    """The figures a ``candidates.csv`` cannot give, by stem, with the reason: a ``--search-systems`` CSV
+    written before ``efficiency_per_system`` was a column has no front to draw (the efficiency is the
+    search's, never recomputed here)."""
+    search = [c for c in FRONT if c != "efficiency_per_system"]
+    if all(c in header for c in search) and "efficiency_per_system" not in header:
+        return {"systems_front": "this --search-systems CSV has no efficiency_per_system column (an older "
+                                 "wsesim wrote it); run the search again to draw its front"}
+    return {}
+
+
 def plan_tune(header: list[str], rows: list[dict[str, str]]) -> list[CandidatesPlan | SystemsFrontPlan]:
     """Every figure of a ``candidates.csv``: ``candidates``, then ``systems_front`` where it has one."""
     front = plan_systems_front(header, rows)

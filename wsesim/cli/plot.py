@@ -109,6 +109,15 @@ def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) ->
 
 
 def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
+    """The paths written (stdout), and on stderr the figures a figures.json among them says it left out."""
+    import json
+    import sys
+
+    for listing in (p for p in paths if p.name == "figures.json"):
+        skipped = json.loads(listing.read_text(encoding="utf-8")).get("left_out", {})
+        if isinstance(skipped, dict) and skipped:
+            sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
+                             f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
     if args.json:
         print_json([str(path) for path in paths])
         return

@@ -190,7 +190,7 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     that is not a candidates.csv."""
     import json
 
-    from ..analysis.tune_plans import missing_columns, parse_candidates, plan_tune
+    from ..analysis.tune_plans import left_out, missing_columns, parse_candidates, plan_tune
     from ..config.errors import ConfigError, shown
     from .files import atomic_write_text, prepare_dir
     from .tune_figures import tune_figure
@@ -207,6 +207,8 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     out = prepare_dir(out)
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(source), "figures": []}
+    if skipped := left_out(header):
+        listing["left_out"] = skipped
     for plan in plans:
         files = save_figure(tune_figure(plan), out, plan.stem)
         listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
