@@ -71,6 +71,10 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
+    offset = [0] * n  # where request r's output tokens' cycles begin in ``emitted``
+    for r in range(1, n):
+        offset[r] = offset[r - 1] + output[r - 1]
+    emitted = array("d", [nan]) * (offset[-1] + output[-1] if n else 0)
     busy = [0.0] * S
     it_stage, it_start, it_end = array("i"), array("d"), array("d")
     it_decodes, it_prompt = array("i"), array("i")
@@ -125,6 +129,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
         else:
             to, out_r, out_p = 0, [], []
             for r in rs:
+                emitted[offset[r] + output[r] - left[r]] = now  # its token output − left (left: to come)
                 if left[r] > 1:
                     left[r] -= 1
                     context[r] += 1
@@ -135,7 +140,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
             for r, begin, tokens in ps:
                 if begin + tokens == prompt[r]:  # its prompt's last piece: the first token is out
                     values += 1
-                    first[r] = now
+                    first[r] = emitted[offset[r]] = now
                     if left[r]:
                         out_r.append(r)
                     else:
@@ -208,4 +213,4 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
     return BatchLog(f(admitted), f(started), f(first), f(finished), f(refused, dtype=bool), f(busy),
                     np.frombuffer(it_stage, dtype=np.int32).copy(), np.frombuffer(it_start).copy(),
                     np.frombuffer(it_end).copy(), np.frombuffer(it_decodes, dtype=np.int32).copy(),
-                    np.frombuffer(it_prompt, dtype=np.int32).copy())
+                    np.frombuffer(it_prompt, dtype=np.int32).copy(), np.frombuffer(emitted).copy())
