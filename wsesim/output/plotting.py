@@ -179,10 +179,10 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
 def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
     """Cluster throughput (top, with N × one system's dashed) and efficiency (bottom) against systems."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.8), sharex=True, height_ratios=(2, 1.2))
-    from .sweep_figures import series_colour
+    from .palette import blue_first
 
     for i, (label, points) in enumerate(series.items()):
-        colour = series_colour((1, 0, 2, 3)[i] if i < 4 else i)  # blue, red, green, purple, then new ones
+        colour = blue_first(i)  # blue, red, green, purple, then the palette's others
         n = [p["systems"] for p in points]
         top.plot(n, [p["cluster"] / 1e6 for p in points], "o-", color=colour, label=label)
         if points[0]["systems"] == 1:
