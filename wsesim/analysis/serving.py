@@ -206,7 +206,8 @@ class RequestTimes:
         none), in seconds."""
         gaps = np.diff(self.emitted)
         keep = np.ones(gaps.size, dtype=bool)
-        keep[np.cumsum(self.outputs)[:-1] - 1] = False  # from one request's last output to the next's first
+        # not from one request's last output to the next one's first
+        keep[np.cumsum(self.outputs, dtype=np.int64)[:-1] - 1] = False
         gaps = gaps[keep]
         return gaps[~np.isnan(gaps)] / self.clock
 

@@ -5,10 +5,10 @@ i-th series is ``colour(i)`` and ``marker(i)`` (a marker and its line style).
 ``COLOURS`` are 16 hand-picked colours: the first eight are those the figures have always had (red, blue,
 green, purple, orange, teal, grey, brown), the other eight are apart from them and from each other by at
 least as much as the first eight are among themselves (CIELAB distance, checked by a test), and none is so
-light that it fades on white. Past the sixteenth, hues go round by the golden angle at two lightnesses, so
-no two series of a figure ever share a colour; markers cycle through six (with six line styles), so the
-pair of colour and marker is never shared either. Serving figures and the cluster figure begin with the
-blue (``blue_first``), as they always have.
+light that it fades on white. Past the sixteenth, hues go round by the golden angle at two lightnesses
+(no two of the first 500 series share a colour); markers cycle through six (with six line styles), so no
+two of 1,000 series share colour and marker (both checked by a test). Serving figures and the cluster
+figure begin with the blue (``blue_first``), as they always have.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ MARKERS: tuple[tuple[str, Any], ...] = (("o", "-"), ("s", "--"), ("^", ":"), ("D
 
 def colour(index: int) -> str:
     """The ``index``-th series' colour: ``COLOURS``, then hues spread by the golden angle (alternately
-    darker and lighter), none the same as another's."""
+    darker and lighter)."""
     if index < len(COLOURS):
         return COLOURS[index]
     k = index - len(COLOURS)
