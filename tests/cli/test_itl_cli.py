@@ -102,3 +102,15 @@ def test_a_csv_without_the_columns_keeps_three_panels(tmp_path: Path) -> None:
     assert cli.main(["plot", str(path), "--out", str(tmp_path / "figs")]) == 0
     figures = json.loads((tmp_path / "figs" / "figures.json").read_text())["figures"]
     assert [p["metric"] for p in figures[0]["panels"]] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s"]
+
+
+def test_the_sweep_table_has_itl_p99(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``infer --vary``'s table: ITL p99 in ms beside TTFT, as results.csv has it."""
+    assert cli.main(["infer", *TINY, *LOAD[:6], "--vary", "inference.batch=2,4", "--out", str(tmp_path / "a")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(line for line in lines if line.startswith("inference.batch"))
+    assert "TTFT ms  ITL p99 ms  status" in head
+    _, rows = read_results_table(tmp_path / "a" / "results.csv")
+    for row in rows:
+        line = next(x for x in lines if x.split()[:1] == [row["set:inference.batch"]])
+        assert line.split()[-2] == f"{1e3 * float(row['itl_p99_s']):,.3f}"

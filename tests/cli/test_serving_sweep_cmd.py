@@ -69,7 +69,7 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
     printed = capsys.readouterr()
     assert printed.out.splitlines()[0].split() == [
         "inference.batch", "grid", "stages", "systems", "tokens/s", "per", "request", "tokens/s", "TTFT", "ms",
-        "status", "reason"]
+        "ITL", "p99", "ms", "status", "reason"]
     assert "[2/2] inference.batch=2: ok " in printed.err
     assert "(1 stage of 8x8 PEs on 1 wafer)" in printed.err
 
