@@ -205,11 +205,10 @@ class RequestTimes:
         """Every gap between two consecutive outputs of a request, request by request (a refused one has
         none), in seconds."""
         gaps = np.diff(self.emitted)
-        keep = np.ones(gaps.size, dtype=bool)
-        # not from one request's last output to the next one's first
-        keep[np.cumsum(self.outputs, dtype=np.int64)[:-1] - 1] = False
-        gaps = gaps[keep]
-        return gaps[~np.isnan(gaps)] / self.clock
+        gaps[np.cumsum(self.outputs, dtype=np.int64)[:-1] - 1] = np.nan  # one's last to the next's first
+        gaps = gaps[~np.isnan(gaps)]
+        gaps /= self.clock
+        return gaps
 
 
 def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace) -> RequestTimes:
@@ -260,6 +259,15 @@ def _percentile(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if x.size else 0.0
 
 
+def _spread(x: np.ndarray) -> tuple[float, float, float]:
+    """Mean, median and 99th percentile of ``x`` (no NaN in it), each 0 when it is empty: as ``_mean`` and
+    ``_percentile`` give them, without their copies of a large array."""
+    if not x.size:
+        return 0.0, 0.0, 0.0
+    p50, p99 = np.percentile(x, (50, 99))
+    return float(x.mean()), float(p50), float(p99)
+
+
 def _mean(x: np.ndarray) -> float:
     x = x[~np.isnan(x)]
     return float(x.mean()) if x.size else 0.0
@@ -270,12 +278,12 @@ def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) 
     inf = spec.inference
     served = ~t.refused
     window = (float(np.nanmax(t.finished)) - float(t.arrival[served].min())) if served.any() else 0.0
-    tpot, ttft, itl, e2e = t.tpot, t.ttft, t.itl, t.end_to_end
+    tpot, ttft, e2e = t.tpot, t.ttft, t.end_to_end
+    itl = dict(zip(("itl_s", "itl_p50_s", "itl_p99_s"), _spread(t.itl), strict=True))
     figures: dict[str, Any] = {
         "requests": len(t.prompt), "refused": int(t.refused.sum()),
         "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
-        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99),
-        "itl_s": _mean(itl), "itl_p50_s": _percentile(itl, 50), "itl_p99_s": _percentile(itl, 99),
+        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99), **itl,
         "e2e_mean_s": _mean(e2e), "e2e_p50_s": _percentile(e2e, 50), "e2e_p99_s": _percentile(e2e, 99),
         "queueing_s": _mean(t.queueing)}
     b = trace.batches
