@@ -14,9 +14,9 @@ by ``output.sweep_figures``:
 
 From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``output.serving_figures``):
 
-* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests and the time to first token
-  against each swept key, one line per combination of the others, every row drawn (one not served as a
-  labelled cross).
+* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests, the time to first token and the
+  99th percentiles of the inter-token latency and of each request's end to end against each swept key,
+  one line per combination of the others, every row drawn (one not served as a labelled cross).
 
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
 ``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
