@@ -58,7 +58,8 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
             "manifest.json", "sweep.json"} <= {p.name for p in out.iterdir()}
     [figure] = json.loads((out / "figures.json").read_text())["figures"]
     assert figure["stem"] == "serving_vs_batch" and figure["x_values"] == ["1", "2"]
-    assert [p["metric"] for p in figure["panels"]] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s"]
+    assert [p["metric"] for p in figure["panels"]] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s",
+                                                       "itl_p99_s", "e2e_p99_s"]
     for panel in figure["panels"]:  # every row drawn once in each panel
         assert sorted(p["point"] for s in panel["series"] for p in s["points"]) == [0, 1]
     manifest = json.loads((out / "manifest.json").read_text())
@@ -68,7 +69,7 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
     printed = capsys.readouterr()
     assert printed.out.splitlines()[0].split() == [
         "inference.batch", "grid", "stages", "systems", "tokens/s", "per", "request", "tokens/s", "TTFT", "ms",
-        "status", "reason"]
+        "ITL", "p99", "ms", "status", "reason"]
     assert "[2/2] inference.batch=2: ok " in printed.err
     assert "(1 stage of 8x8 PEs on 1 wafer)" in printed.err
 

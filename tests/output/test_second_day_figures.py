@@ -8,8 +8,9 @@ from typing import Any
 
 from wsesim.analysis.figures import plan_figures
 from wsesim.output.mpl import PlainLogLocator, plain_log_axis, plt
+from wsesim.output.palette import colour as series_colour
 from wsesim.output.plotting import _cluster_figure
-from wsesim.output.sweep_figures import series_colour, throughput_figure
+from wsesim.output.sweep_figures import throughput_figure
 
 
 def _labels(axis: Any) -> list[str]:

@@ -1,6 +1,7 @@
 """A serving sweep's figures (wsesim.analysis.serving_plans, wsesim.output.serving_figures), from its
-results.csv: one figure per varying key, three panels, every row once per panel (one not served at y
-None, with its reason), categorical keys on their own positions, grids by their PEs, figures.json."""
+results.csv: one figure per varying key, five panels (three from a CSV older than ITL), every row once
+per panel (one not served at y None, with its reason), categorical keys on their own positions, grids by
+their PEs, figures.json."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_each_varying_key_is_a_view_and_every_row_a_point_of_each_panel(tmp_path
         ("serving_vs_kv_layout", "inference.kv_layout", ["concat", "shift"]),  # as the sweep ran them
         ("serving_vs_grid", "inference.grid", ["1x1", "4x4", "8x8"])]  # by their PEs
     for plan in plans:
-        assert [p.metric for p in plan.panels] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s"]
+        assert [p.metric for p in plan.panels] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s",
+                                                   "itl_p99_s", "e2e_p99_s"]
         for panel in plan.panels:
             points = [p for s in panel.series for p in s.points]
             assert sorted(p["point"] for p in points) == list(range(6))

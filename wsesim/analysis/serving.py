@@ -1,5 +1,6 @@
-"""A serving run's result, measured from its trace (docs/model.md §11.5, §11.7): time to first token, time
-per output token (means, medians and 99th percentiles over requests), tokens per second per request, in
+"""A serving run's result, measured from its trace (docs/model.md §11.5, §11.7): time to first token,
+time per output token and end to end (means, medians and 99th percentiles over requests), inter-token
+latency (the same over every gap between two outputs of a request), tokens per second per request, in
 all and per system, goodput against the latency targets, where a decode step's time goes (arithmetic,
 wavelets, waiting), per op kind and per stage, and each stage's SRAM per PE; and each request's times
 (``RequestTimes``, the rows of ``requests.csv``)."""
@@ -77,6 +78,15 @@ class ServeResult:
     ttft_p99_s: float = 0.0
     tpot_p50_s: float = 0.0
     tpot_p99_s: float = 0.0
+    # inter-token latency: every gap between two consecutive outputs of a served request, pooled (a
+    # speculative verify pass's accepted tokens are one output); mean, median, 99th percentile
+    itl_s: float = 0.0
+    itl_p50_s: float = 0.0
+    itl_p99_s: float = 0.0
+    # each served request's arrival to its last token (``end_to_end_s`` is the run's end)
+    e2e_mean_s: float = 0.0
+    e2e_p50_s: float = 0.0
+    e2e_p99_s: float = 0.0
     queueing_s: float = 0.0  # mean, from arrival to the first stage starting its prompt
     tokens_per_s_per_system: float = 0.0
     mean_batch: float = 0.0  # decode tokens per iteration that had any, mean (1 without batching)
@@ -147,14 +157,18 @@ class RequestTimes:
     """Each request's cycles from cycle 0 (NaN where it never happened: a refused request has no
     admission, first token or finish) at ``clock`` Hz; as seconds (a one-token output has no TPOT):
     ``queueing`` from arrival to the first stage starting its prompt, ``ttft`` from arrival to its first
-    token, ``tpot`` (finish − first token) / (output − 1), ``end_to_end`` from arrival to finish. Each
-    difference is taken in cycles, then divided by the clock."""
+    token, ``tpot`` (finish − first token) / (output − 1), ``end_to_end`` from arrival to finish; ``itl``
+    the gaps between consecutive outputs of each request, pooled. Each difference is taken in cycles,
+    then divided by the clock. ``emitted`` holds every output's cycle, request by request, ``outputs[r]``
+    of request r's (its tokens; with speculative decoding its verify passes after the first token)."""
 
     cycles: dict[str, np.ndarray]  # arrival, admitted, started, first, finished
     prompt: np.ndarray
     output: np.ndarray
     refused: np.ndarray
     clock: float
+    emitted: np.ndarray
+    outputs: np.ndarray
 
     def seconds(self, name: str) -> np.ndarray:
         return self.cycles[name] / self.clock
@@ -186,6 +200,16 @@ class RequestTimes:
     def end_to_end(self) -> np.ndarray:
         return (self.cycles["finished"] - self.cycles["arrival"]) / self.clock
 
+    @property
+    def itl(self) -> np.ndarray:
+        """Every gap between two consecutive outputs of a request, request by request (a refused one has
+        none), in seconds."""
+        gaps = np.diff(self.emitted)
+        gaps[np.cumsum(self.outputs, dtype=np.int64)[:-1] - 1] = np.nan  # one's last to the next's first
+        gaps = gaps[~np.isnan(gaps)]
+        gaps /= self.clock
+        return gaps
+
 
 def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace) -> RequestTimes:
     """The requests' times of a run: its ``BatchLog`` under continuous batching, else its stage log
@@ -197,7 +221,7 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
         assert b is not None, "a continuously batched run's trace has its batch log"
         return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
                              "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
-                            clock)
+                            clock, b.emitted, op.output)
     log = trace.stages
     assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
     started = np.full(op.requests, np.nan)
@@ -208,7 +232,7 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
     return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
                          "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
                         np.full(op.requests, spec.inference.output_len), np.zeros(op.requests, dtype=bool),
-                        clock)
+                        clock, log.done.ravel(), np.full(op.requests, log.done.shape[1]))
 
 
 REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",
@@ -235,6 +259,15 @@ def _percentile(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q)) if x.size else 0.0
 
 
+def _spread(x: np.ndarray) -> tuple[float, float, float]:
+    """Mean, median and 99th percentile of ``x`` (no NaN in it), each 0 when it is empty: as ``_mean`` and
+    ``_percentile`` give them, without their copies of a large array."""
+    if not x.size:
+        return 0.0, 0.0, 0.0
+    p50, p99 = np.percentile(x, (50, 99))
+    return float(x.mean()), float(p50), float(p99)
+
+
 def _mean(x: np.ndarray) -> float:
     x = x[~np.isnan(x)]
     return float(x.mean()) if x.size else 0.0
@@ -245,11 +278,13 @@ def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) 
     inf = spec.inference
     served = ~t.refused
     window = (float(np.nanmax(t.finished)) - float(t.arrival[served].min())) if served.any() else 0.0
-    tpot, ttft = t.tpot, t.ttft
+    tpot, ttft, e2e = t.tpot, t.ttft, t.end_to_end
+    itl = dict(zip(("itl_s", "itl_p50_s", "itl_p99_s"), _spread(t.itl), strict=True))
     figures: dict[str, Any] = {
         "requests": len(t.prompt), "refused": int(t.refused.sum()),
         "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
-        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99),
+        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99), **itl,
+        "e2e_mean_s": _mean(e2e), "e2e_p50_s": _percentile(e2e, 50), "e2e_p99_s": _percentile(e2e, 99),
         "queueing_s": _mean(t.queueing)}
     b = trace.batches
     if b is not None:

@@ -1,16 +1,18 @@
 """What a serving sweep's figures show, planned from its results CSV (pure: rows in, plans out;
 ``output.serving_figures`` draws them and ``figures.json`` lists each plan).
 
-One figure per swept key that varies (its x axis; ``serving_vs_<key>``), each of three panels: tokens/s
-per request, tokens/s of all requests, and the time to first token. Every other swept key that varies
-makes the series: one per combination of their values, so no series is merged with another. The x values
-are the key's values in order — numbers ascending, grids by their PEs, anything else (``shift``,
-``concat``, a preset's name) in the order the sweep ran them — each at its own position on the axis. A
-row that was served is a point at its figure; an infeasible or failed one is a point with ``y`` None
-(drawn as a cross, labelled), never left out. A title says only what is constant over the rows. Each
-served point carries the mapping it was served on (``mapping``: stages × the grid of PEs per stage, and
-the wafers, "9 × 250², 1 wafer"): the title's when every row shares one, else written beside each point, so
-that a change of mapping (``grid: auto`` choosing another for a larger batch) is seen where it happens.
+One figure per swept key that varies (its x axis; ``serving_vs_<key>``), each of five panels: tokens/s per
+request, tokens/s of all requests, the time to first token (mean), and the 99th percentiles of the
+inter-token latency and of each request's end to end (a CSV written before those columns existed has the
+first three). Every other swept key that varies makes the series: one per combination of their values, so
+no series is merged with another. The x values are the key's values in order — numbers ascending, grids by
+their PEs, anything else (``shift``, ``concat``, a preset's name) in the order the sweep ran them — each
+at its own position on the axis. A row that was served is a point at its figure; an infeasible or failed
+one is a point with ``y`` None (drawn as a cross, labelled), never left out. A title says only what is
+constant over the rows. Each served point carries the mapping it was served on (``mapping``: stages × the
+grid of PEs per stage, and the wafers, "9 × 250², 1 wafer"): the title's when every row shares one, else
+written beside each point, so that a change of mapping (``grid: auto`` choosing another for a larger
+batch) is seen where it happens.
 
 When the sweep varies ``inference.rate`` (a load, docs/model.md §11.7) there is one figure more,
 ``throughput_vs_latency``: tokens/s per system against tokens/s per user (1 / TPOT), one point per load,
@@ -29,8 +31,11 @@ from .figures import number, short, swept_keys, with_base_values
 
 METRICS = (("tokens_per_s_per_request", "tokens/s per request", 1.0),
            ("tokens_per_s", "tokens/s, all requests", 1.0),
-           ("ttft_s", "time to first token (ms)", 1e3))
-"""The panels: the column drawn, its axis label, and the factor from the column's unit to the axis's."""
+           ("ttft_s", "time to first token (ms)", 1e3),
+           ("itl_p99_s", "inter-token latency p99 (ms)", 1e3),
+           ("e2e_p99_s", "end to end per request p99 (s)", 1.0))
+"""The panels: the column drawn, its axis label, and the factor from the column's unit to the axis's;
+one whose column the CSV lacks (an older sweep's) is left out."""
 REQUIRED = ("status", "reason", "model", "hardware", "grid", "stages", "systems", "tokens_per_s_per_request",
             "tokens_per_s", "ttft_s")
 """The columns a serving sweep's CSV must have to be drawn."""
@@ -143,7 +148,8 @@ def check_serving_rows(rows: list[dict[str, str]]) -> None:
     for row in rows:
         if row.get("status") == "ok":
             for metric, _, _ in METRICS:
-                float(row[metric])
+                if metric in REQUIRED or metric in row:
+                    float(row[metric])
 
 
 def value(row: dict[str, str], key: str) -> str:
@@ -228,7 +234,7 @@ def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingP
         order = {k: _values(rows, k) for k in others}
         combos.sort(key=lambda c: [order[k].index(v) for k, v in zip(others, c, strict=True)])
         panels = []
-        for metric, y_label, scale in METRICS:
+        for metric, y_label, scale in (m for m in METRICS if m[0] in header):
             series = [ServingSeries(", ".join(f"{short(k)} {v}" for k, v in zip(others, c, strict=True)),
                                     dict(zip(others, c, strict=True)), i) for i, c in enumerate(combos)]
             for row in rows:

@@ -19,8 +19,9 @@ from typing import Any
 from .common import EXIT_OK, add_json_argument, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
-SERVING_HEADLINE = ("tokens_per_s_per_request", "tokens_per_s", "ttft_s")
-"""A serving sweep's columns in the table: tokens/s per request with both sides, the others' ratios."""
+SERVING_HEADLINE = ("tokens_per_s_per_request", "tokens_per_s", "ttft_s", "itl_p99_s", "e2e_p99_s")
+"""A serving sweep's columns in the table: tokens/s per request with both sides, the others' ratios (an
+older sweep's CSV without ITL or end to end: ``-``)."""
 _KINDS = {"run": "a training run", "served": "a serving run", "sweep": "a sweep",
           "candidates": "tune's candidates"}
 
@@ -147,7 +148,8 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
 
 def _serving_rows(data: dict[str, Any]) -> list[str]:
     """Two serving sweeps' matched rows: tokens/s per request on both sides, then the ratios of tokens/s
-    in all and of the time to first token."""
+    in all, of the time to first token and of the 99th percentiles of inter-token latency and of end to
+    end."""
     keys, rows = data["match_by"], []
     for row in data["rows"]:
         by = {m["metric"]: m for m in row["metrics"]}
@@ -158,7 +160,7 @@ def _serving_rows(data: dict[str, Any]) -> list[str]:
                      *(_ratio(by.get(m, none)["ratio"]) for m in SERVING_HEADLINE[1:])])
     header = [k.removeprefix("set:") for k in keys] + ["status A/B", "tokens/s per request A",
                                                        "tokens/s per request B", "B/A", "tokens/s B/A",
-                                                       "TTFT B/A"]
+                                                       "TTFT B/A", "ITL p99 B/A", "e2e p99 B/A"]
     out = [format_table(rows, header) if rows else "no rows match (see only in A / only in B)"]
     return [*out, *_only_in(data), "(--json has every metric of every row)"]
 

@@ -75,14 +75,15 @@ def format_serving(r: Any) -> str:
             # one output token is the first: no decode step to time
             ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
              else "n/a (one output token: no decode step)"),
+            *_spread_rows(r),
             ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
             ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
             *_energy_rows(r),
             ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
             ("bottleneck", r.bottleneck)]
     if batched:
-        rows[0:4] = _load_rows(r)
-    rows[3:3] = _layout_rows(r)
+        rows[0:6] = _load_rows(r)
+    rows[5:5] = _layout_rows(r)  # after tokens/s per request
     total = sum(r.decode_breakdown.values()) or 1.0
     parts = [(k, f"{v:,.0f}", f"{100 * v / total:.1f} %") for k, v in r.decode_breakdown.items()]
     whole = sum(r.prefill_breakdown.values()) or 1.0
@@ -131,12 +132,23 @@ def _layout_rows(r: Any) -> list[tuple[str, str]]:
     return []
 
 
+def _spread_rows(r: Any) -> list[tuple[str, str]]:
+    """Inter-token latency over every gap between two outputs of a request, and each request's end to end
+    (arrival to last token): mean, p50, p99."""
+    itl = (f"mean {r.itl_s * 1e6:,.1f} us, p50 {r.itl_p50_s * 1e6:,.1f}, p99 {r.itl_p99_s * 1e6:,.1f}"
+           if r.itl_s else "n/a (one output token: no gap)")
+    return [("inter-token latency", itl),
+            ("end to end per request", f"mean {r.e2e_mean_s * 1e3:,.2f} ms, p50 {r.e2e_p50_s * 1e3:,.2f}, "
+                                       f"p99 {r.e2e_p99_s * 1e3:,.2f}")]
+
+
 def _load_rows(r: Any) -> list[tuple[str, str]]:
     """The rows a continuously batched run prints in place of the one-request figures."""
     rows = [("time to first token", f"mean {r.ttft_s * 1e3:,.2f} ms, p50 {r.ttft_p50_s * 1e3:,.2f}, p99 "
                                     f"{r.ttft_p99_s * 1e3:,.2f} (queueing {r.queueing_s * 1e3:,.2f} mean)"),
             ("time per output token", f"mean {r.tpot_s * 1e6:,.1f} us, p50 {r.tpot_p50_s * 1e6:,.1f}, "
                                       f"p99 {r.tpot_p99_s * 1e6:,.1f}" if r.tpot_s else "n/a"),
+            *_spread_rows(r),
             ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.tpot_s else "n/a"),
             ("tokens/s, all requests",
              f"{r.tokens_per_s:,.1f} ({r.tokens_per_s_per_system:,.1f} per system)"),

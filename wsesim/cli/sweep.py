@@ -52,7 +52,8 @@ def summary_rows(rows: list[dict[str, Any]], keys: list[str]) -> tuple[list[tupl
 def serving_summary_rows(rows: list[dict[str, Any]],
                          keys: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
     """A serving sweep's table: one line per point, its settings, the mapping it was served on (grid of PEs
-    per stage, stages, wafers) and its figures, or why it was not served."""
+    per stage, stages, wafers) and its figures (the inter-token latency's p99 "-" in a row kept from an
+    older CSV without it), or why it was not served."""
     out = []
     for row in rows:
         ok = row.get("status") == "ok"
@@ -61,10 +62,11 @@ def serving_summary_rows(rows: list[dict[str, Any]],
                     f"{float(row['tokens_per_s_per_request']):,.1f}"
                     if ok and float(row['tokens_per_s_per_request']) > 0 else "-",
                     f"{float(row['tokens_per_s']):,.1f}" if ok else "-",
-                    f"{1e3 * float(row['ttft_s']):,.3f}" if ok else "-", row.get("status", ""),
-                    (row.get("reason") or "")[:60]))
-    return out, [*keys, "grid", "stages", "systems", "tokens/s per request", "tokens/s", "TTFT ms", "status",
-                 "reason"]
+                    f"{1e3 * float(row['ttft_s']):,.3f}" if ok else "-",
+                    f"{1e3 * float(row['itl_p99_s']):,.3f}" if ok and row.get("itl_p99_s") not in (None, "")
+                    else "-", row.get("status", ""), (row.get("reason") or "")[:60]))
+    return out, [*keys, "grid", "stages", "systems", "tokens/s per request", "tokens/s", "TTFT ms",
+                 "ITL p99 ms", "status", "reason"]
 
 
 def row_text(row: dict[str, Any], keys: list[str]) -> str:

@@ -53,7 +53,8 @@ SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems",
                    "kv_layout", "batch", "prompt_len", "output_len", "ttft_s", "tpot_s",
                    "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s", "prefill_tokens_per_s",
                    "decode_step_cycles", "max_output_len", "bottleneck", "arrival", "batching", "requests",
-                   "refused", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "queueing_s",
+                   "refused", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s",
+                   "itl_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "queueing_s",
                    "tokens_per_s_per_system", "mean_batch", "largest_batch", "slo_attainment",
                    "goodput_requests_per_s", "goodput_tokens_per_s",
                    "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
@@ -63,7 +64,8 @@ included (empty where n/a). The host's wall-clock time is no column (the file is
 sweep)."""
 SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s",
                     "prefill_tokens_per_s", "decode_step_cycles", "bottleneck", "refused", "ttft_p50_s",
-                    "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "queueing_s", "tokens_per_s_per_system",
+                    "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s", "itl_p99_s", "e2e_mean_s",
+                    "e2e_p50_s", "e2e_p99_s", "queueing_s", "tokens_per_s_per_system",
                     "mean_batch", "largest_batch", "slo_attainment", "goodput_requests_per_s",
                     "goodput_tokens_per_s",
                    "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")

@@ -14,9 +14,9 @@ by ``output.sweep_figures``:
 
 From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``output.serving_figures``):
 
-* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests and the time to first token
-  against each swept key, one line per combination of the others, every row drawn (one not served as a
-  labelled cross).
+* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests, the time to first token and the
+  99th percentiles of the inter-token latency and of each request's end to end against each swept key,
+  one line per combination of the others, every row drawn (one not served as a labelled cross).
 
 From tune's candidates.csv (``tune --out`` draws from the text it writes, ``wsesim plot`` from the file;
 ``plot_candidates``, planned by ``analysis.tune_plans``, drawn by ``output.tune_figures``):
@@ -243,10 +243,10 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
 def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
     """Cluster throughput (top, with N × one system's dashed) and efficiency (bottom) against systems."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.8), sharex=True, height_ratios=(2, 1.2))
-    from .sweep_figures import series_colour
+    from .palette import blue_first
 
     for i, (label, points) in enumerate(series.items()):
-        colour = series_colour((1, 0, 2, 3)[i] if i < 4 else i)  # blue, red, green, purple, then new ones
+        colour = blue_first(i)  # blue, red, green, purple, then the palette's others
         n = [p["systems"] for p in points]
         top.plot(n, [p["cluster"] / 1e6 for p in points], "o-", color=colour, label=label)
         if points[0]["systems"] == 1:

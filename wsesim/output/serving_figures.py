@@ -1,12 +1,14 @@
 """The serving figures, drawn from the plans of ``analysis.serving_plans``: against one swept key (batch,
 grid, prompt length, KV layout, hardware, ...), tokens/s per request, tokens/s of all requests and the
-time to first token side by side, one line per combination of the other swept keys. Each x value has its
-own position (a categorical axis: numbers and grids in order, names as they came); a point that was not
-served is a cross at the bottom of its panel, labelled "does not fit" (or "failed"), crosses of several
-series at one x side by side; its reason is in ``figures.json``. The mapping each point was served on
-(stages × grid, wafers) is in the title when one mapping serves every row, else written beside each point
-of the first panel where its series' mapping changes (at its first point and wherever it differs from the
-point before; up to ``MAX_MAPPING_LABELS`` served points; beyond, the title says where to read them).
+time to first token side by side, below them the 99th percentiles of the inter-token latency and of each
+request's end to end, one line per combination of the other swept keys (colours and markers from
+``output.palette``). Each x value has its own position (a categorical axis: numbers and grids in order,
+names as they came); a point that was not served is a cross at the bottom of its panel, labelled "does not
+fit" (or "failed"), crosses of several series at one x side by side; its reason is in ``figures.json``.
+The mapping each point was served on (stages × grid, wafers) is in the title when one mapping serves every
+row, else written beside each point of the first panel where its series' mapping changes (at its first
+point and wherever it differs from the point before; up to ``MAX_MAPPING_LABELS`` served points; beyond,
+the title says where to read them).
 
 matplotlib comes through ``output.mpl`` (the one module that imports it); ``plotting.plot_results``
 saves these figures.
@@ -18,10 +20,10 @@ from typing import Any
 
 from ..analysis.serving_plans import ServingPlan, ThroughputLatencyPlan
 from .mpl import plt
+from .palette import MARKERS, blue_first, marker
 
-COLOURS = ["#2471a3", "#c0392b", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
-MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
+PANELS_PER_ROW = 3  # the five panels as two rows: three, then two
 MAX_MAPPING_LABELS = 40  # points whose mapping is written beside them
 _NOT_SERVED = {"infeasible": "does not fit", "error": "failed"}
 
@@ -35,19 +37,24 @@ def _tick(plan: ServingPlan, text: str) -> str:
 
 
 def serving_figure(plan: ServingPlan) -> Any:
-    fig, axes = plt.subplots(1, len(plan.panels), figsize=(4.5 * len(plan.panels), 3.9), squeeze=False)
+    cols = min(len(plan.panels), PANELS_PER_ROW)
+    rows = -(-len(plan.panels) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.9 * rows), squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    for spare in axes[len(plan.panels):]:
+        spare.set_visible(False)
     n = len(plan.x_values)
     step = max(1, -(-n // MAX_TICKS))
     served = [p for s in plan.panels[0].series for p in s.points if p["y"] is not None]
     label_mappings = not plan.mapping and len(served) <= MAX_MAPPING_LABELS
-    for number, (ax, panel) in enumerate(zip(axes[0], plan.panels, strict=True)):
+    for number, (ax, panel) in enumerate(zip(axes[:len(plan.panels)], plan.panels, strict=True)):
         top = max((p["y"] * panel.scale for s in panel.series for p in s.points if p["y"] is not None),
                   default=1.0)
         crossed: dict[int, list[tuple[str, str]]] = {}  # x_index -> (colour, status) of each point not served
         for s in panel.series:
-            colour, (marker, style) = COLOURS[s.colour % len(COLOURS)], MARKERS[s.colour % len(MARKERS)]
+            colour, (symbol, style) = blue_first(s.colour), marker(s.colour)
             ran = [p for p in s.points if p["y"] is not None]  # coinciding series still show: each its marker
-            ax.plot([p["x_index"] for p in ran], [p["y"] * panel.scale for p in ran], marker=marker,
+            ax.plot([p["x_index"] for p in ran], [p["y"] * panel.scale for p in ran], marker=symbol,
                     linestyle=style, color=colour, ms=7 - 0.8 * (s.colour % len(MARKERS)), alpha=0.9,
                     label=s.label or None)
             last = None
@@ -76,7 +83,7 @@ def serving_figure(plan: ServingPlan) -> Any:
         ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.4g}" if y < 1000 else f"{y:,.0f}"))
         ax.grid(alpha=0.3)
     if any(s.label for s in plan.panels[0].series):
-        axes[0][0].legend(fontsize=7)
+        axes[0].legend(fontsize=7)
     crosses = any(p["y"] is None for panel in plan.panels for s in panel.series for p in s.points)
     unlabelled = "  (each point's mapping: figures.json)" if not plan.mapping and not label_mappings else ""
     fig.suptitle(plan.title.replace("\n", ": ", 1) + ("  (x: not served)" if crosses else "") + unlabelled,
@@ -128,10 +135,10 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
     named below the axes."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for s in plan.series:
-        colour, (marker, style) = COLOURS[s.colour % len(COLOURS)], MARKERS[s.colour % len(MARKERS)]
+        colour, (symbol, style) = blue_first(s.colour), marker(s.colour)
         x = [p["per_user"] for p in s.points]
         y = [p["per_system"] for p in s.points]
-        ax.plot(x, y, marker=marker, linestyle=style, color=colour, label=s.label or None)
+        ax.plot(x, y, marker=symbol, linestyle=style, color=colour, label=s.label or None)
         for p in s.points:
             ax.annotate(f"{p['rate']}/s", (p["per_user"], p["per_system"]), textcoords="offset points",
                         xytext=(4, 4), fontsize=7, color=colour)

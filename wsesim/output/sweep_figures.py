@@ -15,12 +15,12 @@ from typing import Any
 from ..analysis.figure_text import label as value_label
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
 from .mpl import PolyCollection, plain_log_axis, plt
+from .palette import COLOURS, MARKERS
+from .palette import colour as series_colour
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
 MAX_BARS = 48   # phase bars drawn one by one, each labelled (beyond, one collection, every n-th labelled)
-COLOURS = ["#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000"]
-MARKERS = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1))), ("P", (0, (1, 3)))]
 PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
                  "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
                  "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
@@ -33,18 +33,6 @@ def _colour(plan: FigurePlan, index: int) -> str:
         # as the README has always had them
         return COLOURS[0] if plan.colour_values[index] == "1" else COLOURS[1]
     return series_colour(index + 1)
-
-
-def series_colour(index: int) -> str:
-    """The ``index``-th series' colour: ``COLOURS``, then hues spread by the golden angle, so that no two
-    series of a figure share one however many there are."""
-    if index < len(COLOURS):
-        return COLOURS[index]
-    import colorsys
-
-    hue = (0.11 + 0.618034 * (index - len(COLOURS))) % 1.0
-    r, g, b = colorsys.hls_to_rgb(hue, 0.42, 0.65)
-    return f"#{round(255 * r):02x}{round(255 * g):02x}{round(255 * b):02x}"
 
 
 def throughput_figure(plan: FigurePlan) -> Any:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .mpl import plain_log_axis, plt
-from .sweep_figures import MARKERS, series_colour
+from .palette import MARKERS
+from .palette import colour as series_colour
 
 KIB = 1024
 THROUGHPUT = "cluster_throughput_tokens_per_s"  # one system's when there is one

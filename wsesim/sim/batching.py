@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 from array import array
 from collections import deque
+from itertools import accumulate
 
 import numpy as np
 
@@ -71,6 +72,8 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
+    stop = list(accumulate(output))  # request r's output tokens' cycles end before stop[r] in ``emitted``
+    emitted = array("d", [nan]) * (stop[-1] if n else 0)
     busy = [0.0] * S
     it_stage, it_start, it_end = array("i"), array("d"), array("d")
     it_decodes, it_prompt = array("i"), array("i")
@@ -125,6 +128,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
         else:
             to, out_r, out_p = 0, [], []
             for r in rs:
+                emitted[stop[r] - left[r]] = now  # its token output − left (left counts this one)
                 if left[r] > 1:
                     left[r] -= 1
                     context[r] += 1
@@ -135,7 +139,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
             for r, begin, tokens in ps:
                 if begin + tokens == prompt[r]:  # its prompt's last piece: the first token is out
                     values += 1
-                    first[r] = now
+                    first[r] = emitted[stop[r] - output[r]] = now
                     if left[r]:
                         out_r.append(r)
                     else:
@@ -208,4 +212,5 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
     return BatchLog(f(admitted), f(started), f(first), f(finished), f(refused, dtype=bool), f(busy),
                     np.frombuffer(it_stage, dtype=np.int32).copy(), np.frombuffer(it_start).copy(),
                     np.frombuffer(it_end).copy(), np.frombuffer(it_decodes, dtype=np.int32).copy(),
-                    np.frombuffer(it_prompt, dtype=np.int32).copy())
+                    np.frombuffer(it_prompt, dtype=np.int32).copy(),
+                    np.frombuffer(emitted))  # no copy: the array is done with and the biggest here

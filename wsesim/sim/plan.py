@@ -118,9 +118,11 @@ class BatchLog:
     """A continuously batched serving run (docs/model.md §11.7), per request r (NaN where it never
     happened: a refused request, ``refused[r]``): the cycle it was ``admitted``, the cycle the first
     iteration taking its prompt ``started`` at the first stage, its ``first`` token's cycle and the cycle
-    it ``finished``; per stage s ``busy[s]`` cycles of iterations; and every iteration, in the order
+    it ``finished``; per stage s ``busy[s]`` cycles of iterations; every iteration, in the order
     they ran: its ``stage``, ``start`` and ``end`` cycles, ``decodes`` (decode tokens) and
-    ``prompt_tokens`` (prompt tokens it took in)."""
+    ``prompt_tokens`` (prompt tokens it took in); and every output token's cycle, ``emitted``: request
+    r's token k (0: its first) at ``emitted[o_r + k]``, o_r the sum of the outputs of the requests
+    before r (``ServeBatches.output``; a refused request's tokens NaN), 8 bytes an output token."""
 
     admitted: np.ndarray
     started: np.ndarray
@@ -133,6 +135,7 @@ class BatchLog:
     end: np.ndarray
     decodes: np.ndarray
     prompt_tokens: np.ndarray
+    emitted: np.ndarray
 
     @property
     def end_cycle(self) -> float:

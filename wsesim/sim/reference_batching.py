@@ -63,6 +63,8 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     nan = np.nan
     admitted, started, first, finished = (np.full(n, nan) for _ in range(4))
     refused = np.zeros(n, dtype=bool)
+    offset = (np.cumsum(op.output) - op.output).astype(np.int64)
+    emitted = np.full(int(np.sum(op.output)), nan)  # request r's token t at offset[r] + t
     busy = np.zeros(S)
     iterations: list[tuple[int, float, float, int, int]] = []
     decodes: list[list[tuple[int, int]]] = [[] for _ in range(S)]
@@ -166,13 +168,14 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 continue
             home: list[tuple[int, int]] = []
             for r, t in ds:
+                emitted[offset[r] + t] = env.now
                 if t + 1 < int(op.output[r]):
                     home.append((r, t + 1))
                 else:
                     leave(r)
             for (r, _, _), e in zip(ps, ends, strict=True):
                 if e:
-                    first[r] = env.now
+                    first[r] = emitted[offset[r]] = env.now
                     if int(op.output[r]) > 1:
                         home.append((r, 1))
                     else:
@@ -192,4 +195,4 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     col = [np.array([x[k] for x in it]) for k in range(5)]
     return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
                     col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
-                    col[4].astype(np.int32))
+                    col[4].astype(np.int32), emitted)
