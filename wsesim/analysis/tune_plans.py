@@ -33,8 +33,8 @@ KIB = 1024
 class CandidateSeries:
     systems: int
     label: str
-    colour: int  # the series colour's index (``output.sweep_figures.series_colour``)
-    marker: int  # the index of its peak-SRAM marker (``MARKERS``), its size shrinking with it
+    colour: int  # the series colour's index (``output.palette.colour``)
+    marker: int  # the index of its peak-SRAM marker (``output.palette.MARKERS``), its size shrinking with it
     points: list[dict[str, Any]] = field(default_factory=list)  # tiles, batch_per_tile, feasible,
     #   cluster_throughput_tokens_per_s, peak_sram_bytes_per_pe, ring ("best", "best_of_systems" or ""), row
 
