@@ -7,9 +7,14 @@ in-process split into its stages (imports once, then sizing, planning — mesh, 
 model, expert costs —, the chunk plan, and the simulation). Bare SimPy's event rate is measured in the
 same run, and the machine's core count printed, so figures from different machines can be compared.
 Commands run with Python's bytecode cache, as an installed wsesim has it (an environment with
-``PYTHONDONTWRITEBYTECODE`` set recompiles every module at each start: ~0.04 s more per command).
+``PYTHONDONTWRITEBYTECODE`` set recompiles every module at each start: ~0.1 s more per command).
 
-    python scripts/bench_scaling.py [--repeat N] [--quick]
+    python scripts/bench_scaling.py [--repeat N] [--quick] [--paired N]
+
+``--paired N`` times the paper point as a command N times, each run right after bare SimPy's rate is
+measured, and prints the medians of both and of the run's time at the rate the README's figures were
+measured at (each run scaled by its own rate: on a shared machine whose speed drifts by tens of percent,
+a time alone says little).
 
 Cases: the BTA paper point (Qwen3-30B-A3B on WSE-2, G=19 B=1, 128 experts, top_k 1), the same shape with
 256 and 512 experts, Qwen3-235B-A22B, and DeepSeek-V3's MoE layers (256 experts + 1 shared, flash
@@ -61,6 +66,27 @@ def command_seconds(args: list[str], repeat: int) -> tuple[float, float]:
     return min(wall for wall, _ in runs), max(peak for _, peak in runs)
 
 
+README_RATE = 1.47e6
+"""Bare SimPy's timeouts per second on the machine the README's figures come from (its Performance
+section: 1.45–1.49 M), the rate ``--paired`` scales to."""
+
+
+def paired(repeat: int) -> None:
+    """``--paired``: see the module docstring."""
+    import statistics
+
+    command = [sys.executable, "-m", "wsesim", "run", *PAPER, "--json"]
+    run_command(command)  # warm
+    rates, walls = [], []
+    for _ in range(repeat):
+        rates.append(bare_simpy_events_per_s(100_000))
+        walls.append(run_command(command)[0])
+    scaled = [w * r / README_RATE for w, r in zip(walls, rates, strict=True)]
+    print(f"paper point, {repeat} runs: median {statistics.median(walls):.3f} s (min {min(walls):.3f}); bare "
+          f"SimPy median {statistics.median(rates) / 1e6:.2f} M/s (min {min(rates) / 1e6:.2f}, max "
+          f"{max(rates) / 1e6:.2f}); at {README_RATE / 1e6:.2f} M/s: median {statistics.median(scaled):.3f} s")
+
+
 def stages(args: list[str]) -> dict[str, float]:
     """In a fresh interpreter: seconds per stage of one ``wsesim run``."""
     code = f"""
@@ -96,7 +122,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="command runs per case (the best is reported)")
     ap.add_argument("--quick", action="store_true", help="the paper point only, once")
+    ap.add_argument("--paired", type=int, metavar="N", help="the paper point N times, each beside bare "
+                                                              "SimPy's rate, scaled to the README's rate")
     args = ap.parse_args()
+    if args.paired:
+        paired(args.paired)
+        return 0
     cases = dict(list(CASES.items())[:1]) if args.quick else CASES
     repeat = 1 if args.quick else args.repeat
     print(f"{os.cpu_count()} cores; bare SimPy: {bare_simpy_events_per_s():,.0f} timeouts/s in this run")
