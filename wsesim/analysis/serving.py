@@ -278,13 +278,13 @@ def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) 
     inf = spec.inference
     served = ~t.refused
     window = (float(np.nanmax(t.finished)) - float(t.arrival[served].min())) if served.any() else 0.0
-    tpot, ttft, e2e = t.tpot, t.ttft, t.end_to_end
+    tpot, ttft, end = t.tpot, t.ttft, t.end_to_end
     itl = dict(zip(("itl_s", "itl_p50_s", "itl_p99_s"), _spread(t.itl), strict=True))
+    e2e = dict(zip(("e2e_mean_s", "e2e_p50_s", "e2e_p99_s"), _spread(end[~np.isnan(end)]), strict=True))
     figures: dict[str, Any] = {
         "requests": len(t.prompt), "refused": int(t.refused.sum()),
         "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
-        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99), **itl,
-        "e2e_mean_s": _mean(e2e), "e2e_p50_s": _percentile(e2e, 50), "e2e_p99_s": _percentile(e2e, 99),
+        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99), **itl, **e2e,
         "queueing_s": _mean(t.queueing)}
     b = trace.batches
     if b is not None:
