@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import simpy
 
-from wsesim.analysis.serving import RequestTimes, _load_figures, request_times
+from wsesim.analysis.requests import RequestTimes, load_figures, request_times
 from wsesim.config.inference import load_inference_data
 from wsesim.experiments.inference import run_inference
 from wsesim.model.load import requests_of
@@ -57,7 +57,7 @@ def test_mean_p50_p99_of_known_gaps() -> None:
     emitted = np.concatenate(([0.0], np.cumsum(np.arange(1.0, 101.0))))
     t = _times(list(emitted), [101])
     t.cycles["finished"][:] = emitted[-1]
-    figures = _load_figures(_spec(), t, Trace())
+    figures = load_figures(_spec(), t, Trace())
     assert (figures["itl_s"], figures["itl_p50_s"]) == (50.5, 50.5)
     assert figures["itl_p99_s"] == pytest.approx(99.01, rel=1e-12)
 
@@ -98,7 +98,7 @@ def test_two_requests_batched_by_hand_on_both_executors() -> None:
         assert t.itl.tolist() == [120.0, 10.0, 20.0]
         assert t.tpot.tolist() == [65.0, 20.0]
         assert t.end_to_end.tolist() == [230.0, 205.0]
-        figures = _load_figures(spec, t, Trace(batches=log))
+        figures = load_figures(spec, t, Trace(batches=log))
         assert (figures["itl_s"], figures["itl_p50_s"]) == (50.0, 20.0)
         assert figures["itl_p99_s"] == pytest.approx(118.0, rel=1e-12)
         assert (figures["e2e_mean_s"], figures["e2e_p50_s"]) == (217.5, 217.5)

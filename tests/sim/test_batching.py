@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wsesim.analysis.serving import request_times
+from wsesim.analysis.requests import request_times
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
 from wsesim.experiments.inference import run_inference

@@ -3,12 +3,11 @@ time per output token and end to end (means, medians and 99th percentiles over r
 latency (the same over every gap between two outputs of a request), tokens per second per request, in
 all and per system, goodput against the latency targets, where a decode step's time goes (arithmetic,
 wavelets, waiting), per op kind and per stage, and each stage's SRAM per PE; and each request's times
-(``RequestTimes``, the rows of ``requests.csv``)."""
+(``RequestTimes``, the rows of ``requests.csv``, in ``analysis.requests``, with the figures over
+requests)."""
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,15 +16,14 @@ import numpy as np
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.serving import experts_per_grid
-from ..model.vocabulary import ServePhase, Track
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, Serve, ServeBatches
 from .energy import serving_energy
+from .requests import load_figures, nan_mean, request_times
 
-__all__ = ["RequestTimes", "ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown",
-           "request_times", "requests_csv"]
+__all__ = ["ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown"]
 
 
 @dataclass(frozen=True)
@@ -152,169 +150,17 @@ def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
     return {"arrival": inf.arrival, "batching": "continuous" if inf.continuous else "none", **slo}
 
 
-@dataclass(frozen=True, eq=False)
-class RequestTimes:
-    """Each request's cycles from cycle 0 (NaN where it never happened: a refused request has no
-    admission, first token or finish) at ``clock`` Hz; as seconds (a one-token output has no TPOT):
-    ``queueing`` from arrival to the first stage starting its prompt, ``ttft`` from arrival to its first
-    token, ``tpot`` (finish − first token) / (output − 1), ``end_to_end`` from arrival to finish; ``itl``
-    the gaps between consecutive outputs of each request, pooled. Each difference is taken in cycles,
-    then divided by the clock. ``emitted`` holds every output's cycle, request by request, ``outputs[r]``
-    of request r's (its tokens; with speculative decoding its verify passes after the first token)."""
-
-    cycles: dict[str, np.ndarray]  # arrival, admitted, started, first, finished
-    prompt: np.ndarray
-    output: np.ndarray
-    refused: np.ndarray
-    clock: float
-    emitted: np.ndarray
-    outputs: np.ndarray
-
-    def seconds(self, name: str) -> np.ndarray:
-        return self.cycles[name] / self.clock
-
-    @property
-    def arrival(self) -> np.ndarray:
-        return self.seconds("arrival")
-
-    @property
-    def finished(self) -> np.ndarray:
-        return self.seconds("finished")
-
-    @property
-    def queueing(self) -> np.ndarray:
-        return (self.cycles["started"] - self.cycles["arrival"]) / self.clock
-
-    @property
-    def ttft(self) -> np.ndarray:
-        return (self.cycles["first"] - self.cycles["arrival"]) / self.clock
-
-    @property
-    def tpot(self) -> np.ndarray:
-        c = self.cycles
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_token = np.where(self.output > 1, (c["finished"] - c["first"]) / (self.output - 1), np.nan)
-        return per_token / self.clock
-
-    @property
-    def end_to_end(self) -> np.ndarray:
-        return (self.cycles["finished"] - self.cycles["arrival"]) / self.clock
-
-    @property
-    def itl(self) -> np.ndarray:
-        """Every gap between two consecutive outputs of a request, request by request (a refused one has
-        none), in seconds."""
-        gaps = np.diff(self.emitted)
-        gaps[np.cumsum(self.outputs, dtype=np.int64)[:-1] - 1] = np.nan  # one's last to the next's first
-        gaps = gaps[~np.isnan(gaps)]
-        gaps /= self.clock
-        return gaps
-
-
-def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace) -> RequestTimes:
-    """The requests' times of a run: its ``BatchLog`` under continuous batching, else its stage log
-    (every request at cycle 0, its prompt started when the first stage's prefill span starts)."""
-    clock = spec.hardware.clock_hz
-    op = program.body[0]
-    if isinstance(op, ServeBatches):
-        b = trace.batches
-        assert b is not None, "a continuously batched run's trace has its batch log"
-        return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
-                             "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
-                            clock, b.emitted, op.output)
-    log = trace.stages
-    assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
-    started = np.full(op.requests, np.nan)
-    for sp in trace.spans:
-        if sp.track == Track.STAGE and sp.name == ServePhase.PREFILL and sp.args["stage"] == 0:
-            started[sp.args["request"]] = sp.start
-    zeros = np.zeros(op.requests)
-    return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
-                         "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
-                        np.full(op.requests, spec.inference.output_len), np.zeros(op.requests, dtype=bool),
-                        clock, log.done.ravel(), np.full(op.requests, log.done.shape[1]))
-
-
-REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",
-                   "first_token_s", "finish_s", "queueing_s", "ttft_s", "tpot_s", "end_to_end_s")
-"""The columns of ``requests.csv``, one row per request in arrival order."""
-
-
-def requests_csv(t: RequestTimes) -> str:
-    """``requests.csv``'s text: each request's times in seconds (``repr``: exact), empty where none."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(REQUEST_COLUMNS)
-    cols = (t.arrival, t.seconds("admitted"), t.seconds("first"), t.finished, t.queueing, t.ttft, t.tpot,
-            t.end_to_end)
-    for r in range(len(t.prompt)):
-        times = ["" if np.isnan(c[r]) else repr(float(c[r])) for c in cols]
-        w.writerow([r, "refused" if t.refused[r] else "served", times[0], int(t.prompt[r]), int(t.output[r]),
-                    *times[1:]])
-    return out.getvalue()
-
-
-def _percentile(x: np.ndarray, q: float) -> float:
-    x = x[~np.isnan(x)]
-    return float(np.percentile(x, q)) if x.size else 0.0
-
-
-def _spread(x: np.ndarray) -> tuple[float, float, float]:
-    """Mean, median and 99th percentile of ``x`` (no NaN in it), each 0 when it is empty: as ``_mean`` and
-    ``_percentile`` give them, without their copies of a large array."""
-    if not x.size:
-        return 0.0, 0.0, 0.0
-    p50, p99 = np.percentile(x, (50, 99))
-    return float(x.mean()), float(p50), float(p99)
-
-
-def _mean(x: np.ndarray) -> float:
-    x = x[~np.isnan(x)]
-    return float(x.mean()) if x.size else 0.0
-
-
-def _load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) -> dict[str, Any]:
-    """The latency percentiles, queueing, batch sizes and goodput of a run's requests."""
-    inf = spec.inference
-    served = ~t.refused
-    window = (float(np.nanmax(t.finished)) - float(t.arrival[served].min())) if served.any() else 0.0
-    tpot, ttft, end = t.tpot, t.ttft, t.end_to_end
-    itl = dict(zip(("itl_s", "itl_p50_s", "itl_p99_s"), _spread(t.itl), strict=True))
-    e2e = dict(zip(("e2e_mean_s", "e2e_p50_s", "e2e_p99_s"), _spread(end[~np.isnan(end)]), strict=True))
-    figures: dict[str, Any] = {
-        "requests": len(t.prompt), "refused": int(t.refused.sum()),
-        "ttft_p50_s": _percentile(ttft, 50), "ttft_p99_s": _percentile(ttft, 99),
-        "tpot_p50_s": _percentile(tpot, 50), "tpot_p99_s": _percentile(tpot, 99), **itl, **e2e,
-        "queueing_s": _mean(t.queueing)}
-    b = trace.batches
-    if b is not None:
-        decoding = b.decodes[b.decodes > 0]
-        figures["mean_batch"] = float(decoding.mean()) if decoding.size else 0.0
-        events = np.concatenate([t.cycles["admitted"][served], t.cycles["finished"][served]])
-        steps = np.concatenate([np.ones(int(served.sum())), -np.ones(int(served.sum()))])
-        order = np.lexsort((steps, events))  # a leave before an entry in the same cycle
-        figures["largest_batch"] = int(np.cumsum(steps[order]).max()) if served.any() else 0
-    else:
-        figures["mean_batch"], figures["largest_batch"] = 1.0, len(t.prompt)
-    if inf.slo is not None and window > 0:
-        met = served & (ttft <= inf.slo.ttft_s) & ((t.output == 1) | (tpot <= inf.slo.tpot_s))
-        figures.update(slo_attainment=float(met.sum() / max(int(served.sum()), 1)),
-                       goodput_requests_per_s=float(met.sum()) / window,
-                       goodput_tokens_per_s=float(t.output[met].sum()) / window)
-    return figures
-
-
 def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
                     trace: Trace, wall_s: float = 0.0) -> ServeResult:
     inf, clock = spec.inference, spec.hardware.clock_hz
     times = request_times(spec, program, trace)
-    load = {**_load_keys(spec), **_load_figures(spec, times, trace)}
+    load = {**_load_keys(spec), **load_figures(spec, times, trace)}
     serve = program.body[0]
     assert isinstance(serve, Serve | ServeBatches)
     log = trace.stages
     if log is None:  # continuous batching: the requests served, from the first arrival to the last finish
         served = ~times.refused
-        ttft, tpot = _mean(times.ttft), _mean(times.tpot)
+        ttft, tpot = nan_mean(times.ttft), nan_mean(times.tpot)
         end = float(np.nanmax(times.finished)) if served.any() else 0.0
         span = end - float(times.arrival[served].min()) if served.any() else 0.0
         tokens = float(times.output[served].sum()) / span if span else 0.0
@@ -324,7 +170,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         step_cycles = sum(sum(c.cycles for c in cost.decode) for cost in costs.stages)
         handoffs = sum(c.handoff_decode for c in costs.stages)
         waiting = max(0.0, tpot * clock - step_cycles - handoffs) if tpot else 0.0
-        prompt_rate = _mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
+        prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
     else:
         first = log.done[:, 0]
         ttft = float(first.mean()) / clock

@@ -109,9 +109,9 @@ def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
 
 def serving_files(folder: Path, run: Any, spec: Any) -> list[Path]:
     """A serving run of ``spec``: its ``result.json`` and, when it was served, ``requests.csv`` (each
-    request's times, ``analysis.serving.request_times``) and ``ops.csv`` (one decode step's ops, stage by
+    request's times, ``analysis.requests.request_times``) and ``ops.csv`` (one decode step's ops, stage by
     stage, ``analysis.serving_ops``), into ``folder``; the paths written."""
-    from ..analysis.serving import request_times, requests_csv
+    from ..analysis.requests import request_times, requests_csv
     from ..analysis.serving_ops import decode_ops, decode_ops_csv
 
     data = {k: v for k, v in run.result.to_dict().items() if k != "wall_s"}
