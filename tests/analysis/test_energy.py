@@ -169,7 +169,8 @@ def test_the_stage_log_counts_every_visit_the_trace_spans_record() -> None:
 
     from wsesim.model.vocabulary import Track
 
-    two = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1, "batch": 3}}
+    two = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1, "batch": 3,
+                                                 "batching": "none"}}
     for engine in ("fast", "reference"):
         run = _serve(data=two, engine=engine)
         spans = Counter((s.args["stage"], s.args["token"]) for s in run.trace.spans if s.track == Track.STAGE)

@@ -110,7 +110,7 @@ def test_stage_log_gaps_are_the_done_differences_and_average_to_tpot() -> None:
     done[r, t] exactly, 15 of them; each request's mean gap is its TPOT, so ITL's mean is TPOT's mean;
     end to end is each request's last token (all arrive at 0)."""
     spec = _spec(**{"inference.batch": 3, "inference.output_len": 6, "inference.grid": "2x2",
-                    "inference.layers_per_stage": 1})
+                    "inference.layers_per_stage": 1, "inference.batching": "none"})
     run = run_inference(spec)
     done = run.trace.stages.done
     t = request_times(spec, run.program, run.trace)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # only for annotations: the result is reached through run_inf
     from wsesim.analysis.serving import ServeResult
 
 BASE: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-                        "inference": {"prompt_len": 16, "output_len": 4}}
+                        "inference": {"prompt_len": 16, "output_len": 4, "batching": "none"}}
+"""The one-token pipeline of docs/model.md §11.4 (``batching: none``; ``auto`` batches a batch of more than one)."""
 CLOCK = 1e9
 ENGINES = ["fast", "reference"]
 ONE_PE = {"inference.grid": "1x1", "hardware.pe.sram": "1 MiB"}

@@ -105,8 +105,8 @@ def test_the_timeline_by_hand_on_both_executors() -> None:
         d.pop("wall_s"), d.pop("events")
         d["speculative"].pop("placement")
     assert a == b
-    assert r.systems == 1 and r.speculative["systems"] == 1
-    assert r.tokens_per_s_per_system == r.tokens_per_s / 2  # the target's wafer and the draft's
+    assert r.systems == 2 and r.speculative["systems"] == 1  # every wafer in use: the target's and the draft's
+    assert r.tokens_per_s_per_system == r.tokens_per_s / 2
 
 
 def test_speculative_is_deterministic_and_off_by_default() -> None:

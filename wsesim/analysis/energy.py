@@ -8,7 +8,9 @@ arithmetic).
   counts no wavelet-hops (docs/model.md §12 says what that leaves out).
 * Serving: every stage visit in the trace (a request's prefill or one decode token at one stage) counts
   its stage's kernels at that token's context — FMACs, SRAM bytes, wavelet-hops — and its hand-off
-  (wavelet-hops on one wafer, I/O bytes between wafers).
+  (wavelet-hops on one wafer, I/O bytes between wafers); under continuous batching every iteration in
+  the log counts its kernels at its batch, contexts and prompt pieces (``BatchCosts.counts``) and its
+  hand-off the same way.
 
 Every system draws its floor for the whole run. Figures that need a price or an energy section the
 hardware lacks are None (n/a), never 0.
@@ -22,9 +24,9 @@ from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
 from ..model.energy import PARTS, Energy, EventCounts, energy_of
 from ..sim.costing import Costs
-from ..sim.plan import Trace
+from ..sim.plan import BatchLog, Trace
 
-__all__ = ["TRAINING_ENERGY_FIELDS", "serving_counts", "serving_energy", "training_counts",
+__all__ = ["TRAINING_ENERGY_FIELDS", "batch_counts", "serving_counts", "serving_energy", "training_counts",
            "training_energy"]
 
 TRAINING_ENERGY_FIELDS = ("energy_per_step_j", "joules_per_token", "power_w",
@@ -49,10 +51,32 @@ def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, ste
             "power_w": energy.watts / systems, **{f"energy_{k}_j": v for k, v in energy.parts().items()}}
 
 
+def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
+    """The events of every iteration a continuously batched run logged, and of its hand-off (summed in
+    the log's order, the same for both executors)."""
+    total = EventCounts()
+    rows = zip(log.stage.tolist(), log.decodes.tolist(), log.longest.tolist(), log.pieces.tolist(),
+               log.prompt_tokens.tolist(), log.reach.tolist(), log.ends.tolist(), log.moved.tolist(),
+               strict=True)
+    seen: dict[tuple[int, ...], EventCounts] = {}
+    for key in rows:
+        c = seen.get(key)
+        if c is None:
+            s, decodes, longest, pieces, tokens, reach, ends, moved = key
+            batches = costs.stages[s].batches
+            assert batches is not None, "a continuously batched run's stages have their batch costs"
+            c = seen[key] = (batches.counts(decodes, longest, pieces, tokens, reach, ends)
+                             + batches.handoff_counts(moved))
+        total = total + c
+    return total
+
+
 def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
     """The events of every stage visit the trace records (``StageLog.visits``), each at its stage and
     token (summed stage by stage, token by token, so that both executors give the same sum whatever
-    order they ran in)."""
+    order they ran in); under continuous batching, of every iteration (``batch_counts``)."""
+    if trace.batches is not None:
+        return batch_counts(costs, trace.batches)
     log = trace.stages
     assert log is not None, "a serving run's trace has its stage log"
     total = EventCounts()
@@ -67,13 +91,9 @@ def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: flo
                    tokens: int, price_per_system_hour: float | None) -> dict[str, Any]:
     """The energy fields of a serving result: the run's joules on its ``systems`` wafers over ``seconds``
     (end to end), per output token (``tokens`` in all), tokens/s per kW of mean power, and with a price,
-    US dollars per million output tokens (the systems' hours at that price). Under continuous batching
-    (no stage log of visits) the energy is n/a: its iterations' events are not counted yet."""
+    US dollars per million output tokens (the systems' hours at that price)."""
     usd = (price_per_system_hour * systems * seconds / 3600 / tokens * 1e6
            if price_per_system_hour is not None and tokens else None)
-    if trace.stages is None:  # continuous batching logs iterations, not visits: its events are not counted
-        return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
-                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd, "energy_events": {}}
     counts = serving_counts(costs, trace)
     energy = energy_of(hw, counts, seconds, systems)
     if energy is None or not tokens:

@@ -151,7 +151,10 @@ def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
 
 
 def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
-                    trace: Trace, wall_s: float = 0.0) -> ServeResult:
+                    trace: Trace, wall_s: float = 0.0, extra_systems: int = 0) -> ServeResult:
+    """The result of a serving run (see the module's docstring). ``extra_systems``: wafers the run uses
+    beside ``mapping``'s (a speculative draft's, split prefill's), counted in ``systems``, its floor's
+    energy, its price and its per-system figures."""
     inf, clock = spec.inference, spec.hardware.clock_hz
     times = request_times(spec, program, trace)
     load = {**_load_keys(spec), **load_figures(spec, times, trace)}
@@ -163,7 +166,8 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         ttft, tpot = nan_mean(times.ttft), nan_mean(times.tpot)
         end = float(np.nanmax(times.finished)) if served.any() else 0.0
         span = end - float(times.arrival[served].min()) if served.any() else 0.0
-        tokens = float(times.output[served].sum()) / span if span else 0.0
+        produced = int(times.output[served].sum())
+        tokens = produced / span if span else 0.0
         assert trace.batches is not None
         busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
         waited = np.zeros(len(costs.stages))
@@ -179,7 +183,8 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         else:
             tpot = 0.0
         end = log.end / clock
-        tokens = inf.batch * inf.output_len / end if end else 0.0
+        produced = inf.batch * inf.output_len
+        tokens = produced / end if end else 0.0
         busy_cycles, waited, end_cycles = log.busy, log.waited, log.end
         waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
         prompt_rate = inf.prompt_len / ttft if ttft else 0.0
@@ -214,14 +219,15 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "usable": w.stage.memory.usable},
                   **(_stage_experts(w.stage, c) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
-    energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=mapping.systems,
-                            tokens=inf.batch * inf.output_len,
+    systems = mapping.systems + extra_systems
+    energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems,
+                            tokens=produced,
                             price_per_system_hour=inf.price_per_system_hour)
     return ServeResult(
-        **_base(spec, mapping), **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
+        **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
         tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
-        tokens_per_s_per_system=tokens / mapping.systems,
+        tokens_per_s_per_system=tokens / systems,
         bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),

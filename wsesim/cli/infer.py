@@ -31,9 +31,7 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
     """A serving result's energy lines (docs/model.md §12); n/a where the hardware has no energy section
     or no price was given."""
     if r.joules_per_token is None:
-        why = ("continuous batching's events are not counted yet" if r.batching == "continuous"
-               else "the hardware has no energy section")
-        rows = [("energy per token", f"n/a ({why})")]
+        rows = [("energy per token", "n/a (the hardware has no energy section)")]
     else:
         parts = r.energy_by_part_j
         wafers = f" on {r.systems} systems" if r.systems > 1 else ""

@@ -68,6 +68,13 @@ class SpeculativeSpec(Spec):
     acceptance: Acceptance
 
 
+def _auto_continuous(arrival: Any, batch: Any, one_at_a_time: bool) -> bool:
+    """``batching: auto``: iteration-level batches for every load but one request arriving alone (the
+    pipeline of §11.4, which a batch of one equals) and what is modelled one request at a time (a
+    speculative draft, split prefill, sampled MoE routing)."""
+    return not one_at_a_time and (arrival != "together" or (isinstance(batch, int) and batch > 1))
+
+
 class InferenceSpec(Spec):
     """Requests and their mapping onto wafers. ``grid`` is each pipeline stage's rectangle of PEs
     ("auto": the best of the grids that tile the wafer, ``sim.mapping.rank``); ``layers_per_stage`` how
@@ -100,10 +107,15 @@ class InferenceSpec(Spec):
     lengths: Literal["fixed", "lognormal"] = "fixed"
     length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
     # none: a stage serves one request's token at a time (the pipeline of §11.4); continuous: iteration-
-    # level batches (§11.7); auto: none when all arrive together, else continuous
+    # level batches (§11.7); auto: continuous, but none for one request arriving alone (which equals it)
+    # and for speculative decoding, split prefill and sampled routing (modelled one token at a time)
     batching: Literal["auto", "none", "continuous"] = Field("auto", validate_default=True)
     prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
-    chunk: Tokens | None = Field(None, validate_default=True)  # prompt tokens per batch, chunked (512)
+    # tokens one iteration takes at most (prompt tokens, and decode tokens under chunked), its GEMMs'
+    # rows shared by every prompt in it (docs/model.md §11.7); auto: enough to fill the grid's rows
+    # (``builders.serving.default_token_budget``)
+    token_budget: Tokens | Literal["auto"] = "auto"
+    chunk: Any = Field(None, validate_default=True)  # renamed token_budget: refused in one line
     slo: SloSpec | None = None  # the targets goodput counts against
     seed: Seed = 0  # of the synthetic load (arrival times, lengths) and of sampled routing
     # speculative decoding with a draft model (docs/model.md §11.9); none: off
@@ -170,7 +182,9 @@ class InferenceSpec(Spec):
         if batching == "none" and d.get("arrival") != "together":
             raise fail(f"expected batching: continuous or auto with arrival: {d.get('arrival')} (one token "
                        "at a time serves only requests that all arrive together), got none")
-        if batching != "continuous" and d.get("arrival") == "together":  # the pipeline of §11.4
+        continuous = batching == "continuous" or (batching == "auto" and _auto_continuous(
+            d.get("arrival"), d.get("batch"), False))
+        if not continuous and d.get("arrival") == "together":  # the pipeline of §11.4
             requests = d.get("requests")
             if requests is not None and requests != d.get("batch"):
                 raise fail(f"expected requests equal to batch ({d.get('batch')}) with arrival: together "
@@ -183,21 +197,19 @@ class InferenceSpec(Spec):
 
     @field_validator("chunk")
     @classmethod
-    def _chunk(cls, chunk: int | None, info: ValidationInfo) -> int | None:
-        if chunk is not None and info.data.get("prefill") != "chunked":
-            raise fail(f"expected no chunk with prefill: {info.data.get('prefill')} (only chunked prefill "
-                       f"has one), got {chunk}")
-        return chunk
+    def _chunk(cls, chunk: Any) -> None:
+        if chunk is not None:
+            raise fail(f"expected inference.token_budget (tokens per iteration, prompt pieces and, under "
+                       f"chunked, decode tokens; the key chunk was renamed), got chunk: {shown_repr(chunk)}")
+        return None
 
     @property
     def continuous(self) -> bool:
-        """Whether stages run iteration-level batches (``batching``, ``auto`` read)."""
-        return self.batching == "continuous" or (self.batching == "auto" and self.arrival != "together")
-
-    @property
-    def chunk_tokens(self) -> int:
-        """Prompt tokens a chunked prefill takes per batch (512 unless ``chunk`` says)."""
-        return self.chunk or 512
+        """Whether stages run iteration-level batches (``batching``, ``auto`` read: continuous unless one
+        request, or requests that speculative decoding or split prefill serve one at a time)."""
+        return self.batching == "continuous" or (self.batching == "auto" and _auto_continuous(
+            self.arrival, self.batch, self.speculative is not None or self.prefill_systems is not None
+            or self.sampled))
 
     @property
     def sigma(self) -> float:
@@ -215,7 +227,8 @@ class InferenceSpec(Spec):
     def _routing_kind(cls, routing: str, info: ValidationInfo) -> str:
         if problem := routing_problem(routing, ("balanced", "uniform")):
             raise fail(problem)
-        batching, arrival = info.data.get("batching"), info.data.get("arrival")
+        d = info.data
+        batching, arrival = d.get("batching"), d.get("arrival")
         continuous = batching == "continuous" or (batching == "auto" and arrival != "together")
         if routing != "balanced" and continuous:
             raise fail(f"expected routing: balanced with continuous batching (a batch's tokens take their "

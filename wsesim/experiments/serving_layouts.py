@@ -80,12 +80,12 @@ def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
                    "kv_handoff_s": kv_cycles / spec.hardware.clock_hz,
                    "prefill_cycles": prefill_path(extra_costs)}
     trace = load(entry(ENGINES, engine, "engine"))(None, run_program, run_costs)
-    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
-    systems = mapping.systems + other.systems
+    # every wafer in use counted: the draft's or the prefill wafers' floor, price and share of the tokens
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
+                             extra_systems=other.systems)
     common = {**_where(other), **figures, "tokens_per_s_per_request_without": plain.tokens_per_s_per_request,
               "ttft_s_without": plain.ttft_s}
-    update: dict[str, Any] = {"tokens_per_s_per_system": result.tokens_per_s / systems,
-                              "warnings": [*result.warnings, *(p for p in extra_costs.problems
+    update: dict[str, Any] = {"warnings": [*result.warnings, *(p for p in extra_costs.problems
                                                                if p not in result.warnings)]}
     wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
     if inf.speculative is not None:

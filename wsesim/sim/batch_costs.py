@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
+from ..model.energy import EventCounts
 from .program import Handoff, Kernel, StageWork
 
 __all__ = ["BatchCosts"]
@@ -26,13 +27,15 @@ class BatchCosts:
     (``prefill``) costs its layers' prefill kernels at its length and context, and the LM head once
     on the last stage when the piece ends its prompt; ``handoff`` moves an iteration's values to the
     next stage (``move``, the cost pass's hand-off). At one request, ``decode(1) + attention(c)`` and a whole
-    prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit."""
+    prompt of the run's ``prompt_len`` are the one-request pipeline's figures (§11.4) to the bit.
+    ``counts`` and ``handoff_counts`` are the same work's events (FMACs, SRAM bytes, wavelet-hops, I/O
+    bytes), for its energy."""
 
     def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: Any, fixed: float,
                  attention_cycles: Callable[[int], float], prompt_len: int, whole_prompt: float,
-                 move: Callable[[Handoff], float]) -> None:
+                 move: Callable[[Handoff], tuple[float, EventCounts]]) -> None:
         self.spec, self.work, self.grid, self.whole_prompt = spec, work, grid, whole_prompt
-        self.move = move  # a hand-off's cycles (``costing._handoff``: the one formula)
+        self.move = move  # a hand-off's cycles and events (``costing._handoff``: the one formula)
         self.layers = len(work.stage.layers)
         self.per_expert = (spec.model.top_k, spec.model.experts) if spec.model.experts else (1, 1)
         self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
@@ -40,8 +43,10 @@ class BatchCosts:
         self._attention: dict[int, float] = {}
         self._batch_attention: dict[tuple[int, int], float] = {}
         self._prefill: dict[tuple[int, int, bool], float] = {}
-        self._handoff: dict[int, float] = {}
-        self._kernels: dict[tuple, float] = {}
+        self._mixed: dict[tuple[int, int, int, int, int], float] = {}
+        self._handoff: dict[int, tuple[float, EventCounts]] = {}
+        self._kernels: dict[tuple, Any] = {}
+        self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
 
     def decode(self, batch: int) -> float:
         """Cycles of the stage's kernels, attention aside, on ``batch`` decode tokens at once (the LM
@@ -87,25 +92,103 @@ class BatchCosts:
 
     def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
         """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
-        request's: its context), and prompt pieces (tokens, start, ends its prompt)."""
-        cycles = 0.0
-        if decodes:
-            cycles = self.decode(decodes)
-            cycles += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
-        for tokens, start, ends in pieces:
-            cycles += self.prefill(tokens, start, ends)
-        return cycles
+        request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
+        are a batch of GEMVs; one piece alone is its prefill; anything more is one pass (``mixed``)."""
+        if not pieces:
+            if not decodes:
+                return 0.0
+            return self.decode(decodes) + (self.attention(longest) if decodes == 1
+                                           else self.batch_attention(decodes, longest))
+        if len(pieces) == 1 and not decodes:
+            return self.prefill(*pieces[0])
+        tokens = sum(p[0] for p in pieces)
+        context = max(start + n for n, start, _ in pieces)
+        ends = sum(1 for p in pieces if p[2])
+        return self.mixed(tokens, context, ends, decodes, longest if decodes else 0)
+
+    def mixed(self, tokens: int, context: int, ends: int, decodes: int, longest: int) -> float:
+        """Cycles of one pass over ``tokens`` prompt tokens of several pieces, ``ends`` of which end their
+        prompts, and ``decodes`` decode tokens (the longest at context ``longest``), as production servers
+        pack them (vLLM's token budget, Sarathi-Serve's stall-free batches; docs/model.md §11.7):
+
+        * every kernel but attention's once, on tokens + decodes rows: the prompt GEMMs' M is the
+          iteration's, a decode token one more row of them;
+        * the prompts' attention as one prefill's of ``tokens`` queries against ``context`` keys, the
+          longest piece's reach: each piece's keys are spread over the grid as its own, so a PE does its
+          share of every piece's scores at most at the longest's (as a decode batch's attention, above);
+        * the decode tokens' attention as a decode batch's;
+        * on the last stage the LM head once, a GEMV of one vector per decode and per prompt ending."""
+        key = (tokens, context, ends, decodes, longest)
+        c = self._mixed.get(key)
+        if c is None:
+            c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens + decodes, context)
+                    if not op.attention)
+            c += sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, context)
+                     if op.attention)
+            if decodes:
+                c += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
+            if decodes + ends:
+                c += sum(self._kernel(op, op.dims, decodes + ends) for op in self.work.lm_head)
+            self._mixed[key] = c
+        return c
 
     def handoff(self, values: int) -> float:
         """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
+        return self._moved(values)[0]
+
+    def handoff_counts(self, values: int) -> EventCounts:
+        """The events of handing ``values`` to the next stage."""
+        return self._moved(values)[1]
+
+    def _moved(self, values: int) -> tuple[float, EventCounts]:
         if values not in self._handoff:
             h = self.work.handoff_decode
-            self._handoff[values] = self.move(Handoff(h.source, h.target, values)) if values else 0.0
+            self._handoff[values] = self.move(Handoff(h.source, h.target, values)) if values else (
+                0.0, EventCounts())
         return self._handoff[values]
 
+    def counts(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
+               ends: int) -> EventCounts:
+        """The events of an iteration of ``decodes`` decode tokens (the longest at context ``longest``) and
+        ``pieces`` prompt pieces of ``tokens`` tokens in all, reaching context ``reach`` at most, ``ends``
+        of them ending their prompts: the kernels ``iteration`` times, each with its batch."""
+        key = (decodes, longest, pieces, tokens, reach, ends)
+        c = self._counts.get(key)
+        if c is None:
+            c = self._counts[key] = self._events(self._items(*key))
+        return c
+
+    def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
+               ends: int) -> list[tuple[Kernel, tuple, int, int]]:
+        """(kernel, dims, batch, times) of an iteration, as ``iteration`` and its helpers cost them."""
+        first = self.work.stage.layers[0]
+        attention = [(op, op.at(longest), decodes, self.layers) for op in self.work.decode
+                     if op.attention and op.layer == first] if decodes else []
+        if not pieces:
+            top_k, experts = self.per_expert
+            return [(op, op.dims, -(-decodes * top_k // experts) if op.region else decodes, 1)
+                    for op in self.work.decode if not op.attention] + attention
+        head = [(op, op.dims, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
+        if pieces == 1 and not decodes:
+            return [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
+        return ([(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens + decodes, reach) if not op.attention]
+                + [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
+                + attention + head)
+
+    def _events(self, items: list[tuple[Kernel, tuple, int, int]]) -> EventCounts:
+        fmacs = hops = 0.0
+        for op, dims, batch, times in items:
+            c = self._cost(op, dims, batch)
+            fmacs += times * c.fmacs
+            hops += times * c.wavelet_hops
+        return EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops)
+
     def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:
+        return self._cost(op, dims, batch).cycles
+
+    def _cost(self, op: Kernel, dims: tuple, batch: int) -> Any:
         key = (op.kind, dims, op.region, batch)
         c = self._kernels.get(key)
         if c is None:
-            c = self._kernels[key] = self.grid.on(op.region).cost(op, dims, batch).cycles
+            c = self._kernels[key] = self.grid.on(op.region).cost(op, dims, batch)
         return c

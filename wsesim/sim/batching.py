@@ -10,8 +10,9 @@ piece, each computed once); the rules are the op's (``program.ServeBatches``):
   fit beside those in flight (``model.serving.requests_fit`` on every stage) or ``cap`` are in flight,
   and those behind it wait too; one that fits no stage even alone is refused;
 * an iteration takes its stage's queued decode tokens in the order they came, then its prompt pieces
-  in order (every one under ``prefill_first``, where decodes then wait; up to ``chunk`` tokens under
-  ``chunked``, a prompt cut where the budget ends); its values leave for the next stage over a link
+  in order (whole prompts within the op's token budget under ``prefill_first``, where decodes then
+  wait; up to the budget less the decodes under ``chunked``, a prompt cut where it ends), all of them
+  through one pass of the stage's kernels; its values leave for the next stage over a link
   that delivers in order (a hand-off lands no earlier than the one before it on the same link);
 * at the last stage a decode token is an output token, a piece ending its prompt the first one; a
   request whose last token is out leaves, and its KV cache room is given to the next in line.
@@ -44,20 +45,23 @@ def fits_alone(op: ServeBatches, r: int) -> bool:
                             op.layout, 1, p, o, p) for w in op.stages)
 
 
-def take_pieces(queue: list[list[int]], budget: int | None) -> list[tuple[int, int, int]]:
-    """Prompt pieces ``[request, start, tokens]`` taken from the front of ``queue`` (removed, or cut
-    where ``budget`` prompt tokens end; None: all of them) as (request, start, tokens)."""
+def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[int, int, int]]:
+    """Prompt pieces ``[request, start, tokens]`` taken from the front of ``queue`` (removed) as
+    (request, start, tokens), at most ``room`` tokens in all: ``whole`` (prefill first) whole prompts
+    while they fit, the first one always; else the last one cut where the room ends."""
     taken: list[tuple[int, int, int]] = []
-    while queue and (budget is None or budget > 0):
+    while queue and room > 0:
         r, start, n = queue[0]
-        if budget is not None and n > budget:
-            taken.append((r, start, budget))
-            queue[0] = [r, start + budget, n - budget]
-            break
+        if n > room:
+            if whole and taken:
+                break
+            if not whole:
+                taken.append((r, start, room))
+                queue[0] = [r, start + room, n - room]
+                break
         taken.append((r, start, n))
         queue.pop(0)
-        if budget is not None:
-            budget -= n
+        room -= n
     return taken
 
 
@@ -77,11 +81,11 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
     busy = [0.0] * S
     it_stage, it_start, it_end = array("i"), array("d"), array("d")
     it_decodes, it_prompt = array("i"), array("i")
+    it_longest, it_pieces, it_reach, it_ends, it_moved = (array("q") for _ in range(5))
     decodes: list[list[int]] = [[] for _ in range(S)]  # the requests whose decode token is queued
     pieces: list[list[list[int]]] = [[] for _ in range(S)]  # prompt pieces queued: [request, start, tokens]
     running: list[tuple | None] = [None] * S  # the iteration a stage runs
     link = [0.0] * S  # the last hand-off's landing on each stage's outbound link
-    budget = op.chunk if op.policy == "chunked" else None
     chunked = op.policy == "chunked"
     waiting: deque[int] = deque()
     flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
@@ -120,7 +124,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
     def finish(s: int, now: float) -> None:
         """Stage s's iteration ends at ``now``: its tokens on, out or home."""
         nonlocal order
-        rs, ps = running[s]  # type: ignore[misc]
+        rs, ps, index = running[s]  # type: ignore[misc]
         running[s] = None
         if s < S - 1:
             values = (len(rs) + sum(p[2] for p in ps)) * hid
@@ -146,6 +150,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
                         release(r, now)
             admit(now)
         if out_r or out_p:
+            it_moved[index] = values
             at = max(now + costs[s].handoff(values), link[s])
             link[s] = at
             if at == now:
@@ -162,17 +167,22 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
             decodes[s] = []
         else:  # prefill first: the decodes wait for an iteration without prompts
             rs = []
-        ps = take_pieces(pieces[s], budget)
+        ps = take_pieces(pieces[s], op.budget - len(rs), not chunked)
         longest = max(map(context.__getitem__, rs)) if rs else 0
-        cycles = costs[s].iteration(len(rs), longest,
-                                    [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps])
+        taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
+        cycles = costs[s].iteration(len(rs), longest, taken)
         if s == 0:
             for r, begin, _ in ps:
                 if begin == 0:
                     started[r] = now
         end = now + cycles
         busy[s] += cycles
-        running[s] = (rs, ps)
+        running[s] = (rs, ps, len(it_stage))
+        it_longest.append(longest)
+        it_pieces.append(len(ps))
+        it_reach.append(max((begin + tokens for tokens, begin, _ in taken), default=0))
+        it_ends.append(sum(1 for t in taken if t[2]))
+        it_moved.append(0)
         it_stage.append(s)
         it_start.append(now)
         it_end.append(end)
@@ -213,4 +223,6 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
                     np.frombuffer(it_stage, dtype=np.int32).copy(), np.frombuffer(it_start).copy(),
                     np.frombuffer(it_end).copy(), np.frombuffer(it_decodes, dtype=np.int32).copy(),
                     np.frombuffer(it_prompt, dtype=np.int32).copy(),
-                    np.frombuffer(emitted))  # no copy: the array is done with and the biggest here
+                    np.frombuffer(emitted),  # no copy: the array is done with and the biggest here
+                    *(np.frombuffer(a, dtype=np.int64) for a in (it_longest, it_pieces, it_reach, it_ends,
+                                                                 it_moved)))

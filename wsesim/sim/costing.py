@@ -376,7 +376,7 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     batches = None
     if batched or with_batches:
         batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
-                             sum(c.cycles for c in prefill), lambda h: _handoff(spec, grid, h)[0])
+                             sum(c.cycles for c in prefill), lambda h: _handoff(spec, grid, h))
     (after_prefill, prefill_moved), (after_decode, decode_moved) = (
         _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
     return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode, batches=batches,

@@ -122,7 +122,10 @@ class BatchLog:
     they ran: its ``stage``, ``start`` and ``end`` cycles, ``decodes`` (decode tokens) and
     ``prompt_tokens`` (prompt tokens it took in); and every output token's cycle, ``emitted``: request
     r's token k (0: its first) at ``emitted[o_r + k]``, o_r the sum of the outputs of the requests
-    before r (``ServeBatches.output``; a refused request's tokens NaN), 8 bytes an output token."""
+    before r (``ServeBatches.output``; a refused request's tokens NaN), 8 bytes an output token. What
+    each iteration was made of, for its events (``BatchCosts.counts``): its ``longest`` decode context
+    (0 without decodes), its prompt ``pieces``, the context the furthest of them ``reach``es, how many
+    ``ends`` its prompt, and the values ``moved`` to the next stage after it (0: none)."""
 
     admitted: np.ndarray
     started: np.ndarray
@@ -136,6 +139,11 @@ class BatchLog:
     decodes: np.ndarray
     prompt_tokens: np.ndarray
     emitted: np.ndarray
+    longest: np.ndarray
+    pieces: np.ndarray
+    reach: np.ndarray
+    ends: np.ndarray
+    moved: np.ndarray
 
     @property
     def end_cycle(self) -> float:

@@ -168,7 +168,8 @@ class Kernel:
     """One kernel of a stage's work, as shapes on the stage's grid (or on ``region``, an expert's
     rectangle of it). ``dims`` by kind: GEMM (M, K, N); GEMV (K, N); ALLREDUCE (values per row of PEs,);
     ELEMENTWISE (values, SIMD ops per value); DISPATCH/COMBINE (values, hops). A ``PerToken`` dim is
-    the decode step's context; ``attention`` marks the ops re-costed at every token's context."""
+    the decode step's context; ``attention`` marks the ops of attention, each request's own (a decode
+    step's are re-costed at every token's context; an iteration's prompts share every other kernel)."""
 
     kind: StageOpKind
     name: str
@@ -231,9 +232,11 @@ class ServeBatches:
     (prompt + output tokens, reserved whole) fits every stage beside theirs (``model.serving.
     requests_fit`` under ``layout``), and leaves when its last token does; one that fits no stage even
     alone is refused. Each stage, whenever it is idle and has work queued, runs one iteration: every
-    decode token queued, as one batch, and prompt tokens by ``policy`` — ``prefill_first``: every
-    prompt piece queued instead of the decodes; ``chunked``: besides them, up to ``chunk`` prompt
-    tokens, the rest of a prompt waiting for the next iteration."""
+    decode token queued, as one batch, and prompt tokens by ``policy`` — ``prefill_first``: whole
+    prompts queued, in order, while their tokens stay within ``budget`` (the first one always), instead
+    of the decodes; ``chunked``: besides them, prompt tokens up to ``budget`` less the decodes, a prompt
+    cut where the budget ends, its rest waiting for the next iteration (``take_pieces``). The prompt
+    tokens of one iteration share its GEMMs (``BatchCosts.iteration``)."""
 
     kind: ClassVar[OpKind] = OpKind.SERVE_BATCHES
     stages: tuple[StageWork, ...]
@@ -242,7 +245,7 @@ class ServeBatches:
     output: np.ndarray
     cap: int
     policy: str
-    chunk: int
+    budget: int
     model: ModelSpec
     layout: str
     args: Mapping[str, Any] = field(default_factory=_args)

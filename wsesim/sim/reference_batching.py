@@ -66,7 +66,8 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     offset = (np.cumsum(op.output) - op.output).astype(np.int64)
     emitted = np.full(int(np.sum(op.output)), nan)  # request r's token t at offset[r] + t
     busy = np.zeros(S)
-    iterations: list[tuple[int, float, float, int, int]] = []
+    iterations: list[list[Any]] = []  # stage, start, end, decodes, prompt tokens, longest, pieces, reach,
+    # ends, values moved after it
     decodes: list[list[tuple[int, int]]] = [[] for _ in range(S)]
     prompts: list[list[tuple[int, int, int]]] = [[] for _ in range(S)]
     woken: list[simpy.Event | None] = [None] * S
@@ -140,17 +141,21 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             if op.policy == "chunked" or not prompts[s]:
                 ds, decodes[s] = decodes[s], []
             ps: list[tuple[int, int, int]] = []
-            room = op.chunk if op.policy == "chunked" else None
-            while prompts[s] and (room is None or room > 0):
+            room = op.budget - len(ds)
+            while prompts[s] and room > 0:
                 r, begin, tokens = prompts[s][0]
-                take = tokens if room is None else min(tokens, room)
+                if op.policy == "chunked":
+                    take = min(tokens, room)
+                elif tokens <= room or not ps:
+                    take = tokens
+                else:  # prefill first: whole prompts, the next one in the next iteration
+                    break
                 ps.append((r, begin, take))
                 if take == tokens:
                     prompts[s].pop(0)
                 else:
                     prompts[s][0] = (r, begin + take, tokens - take)
-                if room is not None:
-                    room -= take
+                room -= take
             ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
             taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
             longest = max((int(op.prompt[r]) + t for r, t in ds), default=0)
@@ -159,11 +164,14 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 for r, begin, _ in ps:
                     if begin == 0:
                         started[r] = env.now
-            iterations.append((s, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps)))
+            record = [s, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
+                      max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), 0]
+            iterations.append(record)
             busy[s] += cycles
             yield env.timeout(cycles)
             if not last:
                 values = (len(ds) + sum(p[2] for p in ps)) * op.model.hidden_size
+                record[9] = values
                 links[s].put((env.now + cost.handoff(values), s + 1, ds, ps))
                 continue
             home: list[tuple[int, int]] = []
@@ -182,6 +190,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                         leave(r)
             admit()
             if home:
+                record[9] = len(ds) + sum(ends)
                 links[s].put((env.now + cost.handoff(len(ds) + sum(ends)), 0, home, []))
 
     for s in range(S):
@@ -192,7 +201,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
         yield all_done
     order = sorted(range(len(iterations)), key=lambda i: (iterations[i][1], iterations[i][0]))
     it = [iterations[i] for i in order]
-    col = [np.array([x[k] for x in it]) for k in range(5)]
+    col = [np.array([x[k] for x in it]) for k in range(10)]
     return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
                     col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
-                    col[4].astype(np.int32), emitted)
+                    col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:]))

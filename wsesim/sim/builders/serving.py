@@ -22,6 +22,8 @@ from __future__ import annotations
 from math import ceil, isqrt
 
 from ...config.inference import InferenceExperimentSpec
+from ...kernels.cost import lanes_dtype
+from ...kernels.machine import Machine
 from ...model.load import Requests
 from ...model.serving import experts_per_grid
 from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
@@ -115,11 +117,11 @@ class _Layer:
                 Kernel(ALLREDUCE, "attn_norm_sum", layer, (per_row,)),
                 Kernel(GEMM, "qkv", layer, mm["qkv"]),
                 Kernel(ELEMENTWISE, "rope", layer, (tokens * (q + k), 4)),
-                Kernel(GEMM, "scores", layer, mm["scores"]),
+                Kernel(GEMM, "scores", layer, mm["scores"], attention=True),
                 *self.scores_reduce(layer, tokens, context),
-                Kernel(ELEMENTWISE, "softmax", layer, (m.heads * tokens * context, 3)),
-                Kernel(ALLREDUCE, "softmax_sums", layer, (2 * m.heads * per_row,)),
-                Kernel(GEMM, "context", layer, mm["context"]),
+                Kernel(ELEMENTWISE, "softmax", layer, (m.heads * tokens * context, 3), attention=True),
+                Kernel(ALLREDUCE, "softmax_sums", layer, (2 * m.heads * per_row,), attention=True),
+                Kernel(GEMM, "context", layer, mm["context"], attention=True),
                 Kernel(GEMM, "o_proj", layer, mm["o_proj"]),
                 Kernel(ELEMENTWISE, "ffn_norm", layer, (tokens * hid, 3)),
                 Kernel(ALLREDUCE, "ffn_norm_sum", layer, (per_row,)),
@@ -147,11 +149,22 @@ class _Layer:
         if self.gemm != "meshgemm" or self.cols < 2:
             return []
         block = ceil(tokens / self.rows) * ceil(context / self.cols)
-        return [Kernel(StageOpKind.ROW_REDUCES, "scores_reduce", layer, (block,))]
+        return [Kernel(StageOpKind.ROW_REDUCES, "scores_reduce", layer, (block,), attention=True)]
 
     def lm_head(self) -> list[Kernel]:
         return [self._gemv("lm_head", None, layer_matmuls(self.shapes, 1, 1)["lm_head"]),
                 Kernel(ALLREDUCE, "argmax", None, (2,))]
+
+
+def default_token_budget(spec: InferenceExperimentSpec, rows: int) -> int:
+    """``inference.token_budget: auto`` on a grid of ``rows`` rows of PEs: the tokens at which a prompt
+    GEMM's vector instructions spend as long on their lanes as on their issue. A GEMM's rows of tokens
+    are spread over the grid's rows, so each PE's instruction walks ⌈M / rows⌉ tokens on ``lanes`` SIMD
+    lanes after ``issue`` cycles to start it: below M = rows · lanes · issue the issue, not the
+    arithmetic, sets its pace, and one more prompt in the iteration costs little (docs/model.md §11.7).
+    At least rows · lanes (a machine whose issue is free)."""
+    machine = Machine.of(spec.hardware, lanes_dtype(spec.model.bytes_per_value))
+    return rows * machine.lanes * max(1, ceil(machine.issue))
 
 
 def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
@@ -179,5 +192,7 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
                                Handoff(stage, nxt, values), prefill_of, head))
     if requests is None:
         return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
+    budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
+              else inf.token_budget)
     return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
-                                 inf.prefill, inf.chunk_tokens, spec.model, inf.kv_layout),))
+                                 inf.prefill, budget, spec.model, inf.kv_layout),))
