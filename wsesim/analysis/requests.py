@@ -43,6 +43,15 @@ class RequestTimes:
     def seconds(self, name: str) -> np.ndarray:
         return self.cycles[name] / self.clock
 
+    def after(self, warmup: int) -> RequestTimes:
+        """The requests after the first ``warmup`` (``inference.warmup``: left out of the figures)."""
+        if not warmup:
+            return self
+        first = int(self.outputs[:warmup].sum())
+        return RequestTimes({k: v[warmup:] for k, v in self.cycles.items()}, self.prompt[warmup:],
+                            self.output[warmup:], self.refused[warmup:], self.clock, self.emitted[first:],
+                            self.outputs[warmup:])
+
     @property
     def arrival(self) -> np.ndarray:
         return self.seconds("arrival")

@@ -21,7 +21,7 @@ from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, Serve, ServeBatches
 from .energy import serving_energy
-from .requests import load_figures, nan_mean, request_times
+from .requests import RequestTimes, load_figures, nan_mean, request_times
 
 __all__ = ["ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown"]
 
@@ -94,6 +94,13 @@ class ServeResult:
     slo_attainment: float = 0.0  # share of served requests meeting both
     goodput_requests_per_s: float = 0.0
     goodput_tokens_per_s: float = 0.0
+    # steady state (continuous batching): the requests left out of the figures at the run's start
+    # (``inference.warmup``); the prompt tokens of the counted requests per second of their span; the
+    # requests per second the busiest stage can serve, those served over its busy seconds (0 without
+    # continuous batching): an offered load above it grows the queue for as long as the run lasts
+    warmup: int = 0
+    prompt_tokens_per_s: float = 0.0
+    capacity_requests_per_s: float = 0.0
     # energy (docs/model.md §12; None: n/a, the hardware has no energy section or no price is given):
     # the run's joules on all its systems, end to end, by part; their mean power; per output token
     energy_j: float | None = None
@@ -156,18 +163,22 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     beside ``mapping``'s (a speculative draft's, split prefill's), counted in ``systems``, its floor's
     energy, its price and its per-system figures."""
     inf, clock = spec.inference, spec.hardware.clock_hz
-    times = request_times(spec, program, trace)
-    load = {**_load_keys(spec), **load_figures(spec, times, trace)}
+    whole = request_times(spec, program, trace)
+    times = whole.after(inf.warmup)  # the figures over requests: those after the warm-up
+    load = {**_load_keys(spec), **load_figures(spec, times, trace),
+            "requests": len(whole.prompt), "refused": int(whole.refused.sum())}  # the run's, warm-up included
     serve = program.body[0]
     assert isinstance(serve, Serve | ServeBatches)
     log = trace.stages
     if log is None:  # continuous batching: the requests served, from the first arrival to the last finish
         served = ~times.refused
         ttft, tpot = nan_mean(times.ttft), nan_mean(times.tpot)
-        end = float(np.nanmax(times.finished)) if served.any() else 0.0
-        span = end - float(times.arrival[served].min()) if served.any() else 0.0
-        produced = int(times.output[served].sum())
-        tokens = produced / span if span else 0.0
+        end = float(np.nanmax(whole.finished)) if (~whole.refused).any() else 0.0  # the run's end
+        last = float(np.nanmax(times.finished)) if served.any() else 0.0
+        span = last - float(times.arrival[served].min()) if served.any() else 0.0
+        tokens = float(times.output[served].sum()) / span if span else 0.0
+        produced = int(whole.output[~whole.refused].sum())  # every token the energy was spent on
+        steady = _steady(spec, whole, times, trace, span)
         assert trace.batches is not None
         busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
         waited = np.zeros(len(costs.stages))
@@ -188,6 +199,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         busy_cycles, waited, end_cycles = log.busy, log.waited, log.end
         waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
         prompt_rate = inf.prompt_len / ttft if ttft else 0.0
+        steady = {}
     by_op: dict[str, float] = defaultdict(float)
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
@@ -231,7 +243,31 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
-        per_stage=per_stage, warnings=list(costs.problems), events=trace.events, wall_s=wall_s, **load)
+        per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
+        wall_s=wall_s, **load, **steady)
+
+
+def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTimes, trace: Trace,
+            span: float) -> dict[str, Any]:
+    """A continuously batched run's steady-state figures (``ServeResult.warmup`` …
+    ``capacity_requests_per_s``) and, when the requests arrived faster than the busiest stage could serve
+    them (its busy seconds longer than their arrivals' span), the warning that says so."""
+    assert trace.batches is not None
+    clock, served = spec.hardware.clock_hz, ~whole.refused
+    busiest = float(trace.batches.busy.max()) / clock if trace.batches.busy.size else 0.0
+    capacity = float(served.sum()) / busiest if busiest else 0.0
+    counted = ~times.refused
+    out: dict[str, Any] = {"warmup": spec.inference.warmup, "capacity_requests_per_s": capacity,
+                           "prompt_tokens_per_s": float(times.prompt[counted].sum()) / span if span else 0.0}
+    arrivals = whole.arrival[served]
+    window = float(arrivals.max() - arrivals.min()) if arrivals.size > 1 else 0.0
+    if window and busiest > window:
+        offered = (arrivals.size - 1) / window
+        out["warnings"] = [f"the offered load ({offered:,.3g} requests/s) exceeds the measured capacity "
+                           f"({capacity:,.3g} requests/s: the busiest stage was busy {busiest:,.3g} s for "
+                           f"requests that arrived over {window:,.3g} s): the queue grows for as long as the "
+                           "run lasts, and its latencies are the run's length's, not a steady state's"]
+    return out
 
 
 def _stage_experts(stage: Any, cost: Any) -> dict[str, Any]:

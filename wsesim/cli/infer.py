@@ -151,7 +151,12 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
             ("tokens/s, all requests",
              f"{r.tokens_per_s:,.1f} ({r.tokens_per_s_per_system:,.1f} per system)"),
             ("batch", f"{r.mean_batch:,.1f} decode tokens per iteration (mean), at most {r.largest_batch} "
-                      "in flight")]
+                      "in flight"),
+            ("prompt tokens/s", f"{r.prompt_tokens_per_s:,.0f} (prefill under load, all requests)"),
+            ("capacity", f"{r.capacity_requests_per_s:,.3g} requests/s (served over the busiest stage's "
+                         "busy time)")]
+    if r.warmup:
+        rows.append(("warm-up", f"the first {r.warmup:,} requests left out of the figures above"))
     if r.refused:
         rows.append(("refused", f"{r.refused:,} requests whose KV cache fits no stage even alone"))
     if r.slo_ttft_s:

@@ -236,6 +236,27 @@ class InferenceSpec(Spec):
                        f"{shown_repr(routing)}")
         return routing
 
+    # the first requests (in arrival order) left out of every figure over requests, so that a run's
+    # figures are its steady state's, not its start's (docs/model.md §11.7)
+    warmup: count(65_535, 0) = Field(0, validate_default=True)
+
+    @field_validator("warmup")
+    @classmethod
+    def _warmup(cls, warmup: int, info: ValidationInfo) -> int:
+        d = info.data
+        one_at_a_time = (d.get("speculative") is not None or d.get("prefill_systems") is not None
+                         or d.get("routing", "balanced") != "balanced")
+        continuous = d.get("batching") == "continuous" or (
+            d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch"), one_at_a_time))
+        if warmup and not continuous:
+            raise fail(f"expected no warmup without continuous batching (the one-token pipeline serves "
+                       f"requests that all start at cycle 0: no steady state to reach), got {warmup:,}")
+        n = d.get("requests") or (d.get("batch") if d.get("arrival") != "trace" else None)
+        if warmup and n is not None and warmup >= n:
+            raise fail(f"expected a warmup below the run's {n:,} requests (the figures need some left), "
+                       f"got {warmup:,}")
+        return warmup
+
     @property
     def sampled(self) -> bool:
         """Whether each decode token's experts are drawn (``routing`` other than balanced)."""
