@@ -13,7 +13,8 @@ import pytest
 
 from wsesim import cli
 
-TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16"]
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+        "--set", "inference.batching=none"]  # the one-token pipeline's spans: a stage visit each
 EPS = 1e-6  # µs: the trace's float rounding, far below a cycle (0.001 µs)
 
 

@@ -171,7 +171,8 @@ class BatchCosts:
         head = [(op, op.dims, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
         if pieces == 1 and not decodes:
             return [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
-        return ([(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens + decodes, reach) if not op.attention]
+        rows = self.work.prefill_of(tokens + decodes, reach)
+        return ([(op, op.dims, 1, 1) for op in rows if not op.attention]
                 + [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
                 + attention + head)
 
