@@ -78,3 +78,32 @@ def test_a_sweep_over_the_rate_draws_throughput_against_latency(tmp_path: Path,
         assert p["per_system"] == float(row["tokens_per_s_per_system"])
         assert p["per_user"] == float(row["tokens_per_s_per_request"])
     assert (out / "throughput_vs_latency.png").stat().st_size > 0
+
+
+SLO_FIELDS = ("slo_ttft_s", "slo_tpot_s", "slo_attainment", "goodput_requests_per_s", "goodput_tokens_per_s")
+
+
+def test_without_an_slo_goodput_is_n_a_never_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No ``inference.slo``: the targets, the attainment and goodput are None in result.json, empty in a
+    serving sweep's results.csv and no metric of ``compare`` (issue 40: they read 0.0, as if nothing met
+    targets never given); with targets they are numbers."""
+    out = tmp_path / "run"
+    assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--out", str(out)]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["feasible"] and all(result[k] is None for k in SLO_FIELDS), {k: result[k] for k in SLO_FIELDS}
+    sweep = tmp_path / "sweep"
+    assert cli.main(["infer", *TINY, "--vary", "inference.rate=20000,100000", "--out", str(sweep)]) == 0
+    rows = list(csv.DictReader((sweep / "results.csv").open()))
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert all(r[k] == "" for r in rows for k in SLO_FIELDS if k in r)
+    capsys.readouterr()
+    for a in (out, sweep):
+        assert cli.main(["compare", str(a), str(a), "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        metrics = [m["metric"] for m in data["metrics"]] if "metrics" in data else [
+            m["metric"] for row in data["rows"] for m in row["metrics"]]
+        assert metrics and not set(metrics) & set(SLO_FIELDS)
+    assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--set", "inference.slo.ttft=1 s",
+                     "--set", "inference.slo.tpot=1 s", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["slo_attainment"] == 1.0 and result["goodput_tokens_per_s"] == result["tokens_per_s"]

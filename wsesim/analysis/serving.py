@@ -89,11 +89,12 @@ class ServeResult:
     tokens_per_s_per_system: float = 0.0
     mean_batch: float = 0.0  # decode tokens per iteration that had any, mean (1 without batching)
     largest_batch: int = 0  # the most requests in flight at once
-    slo_ttft_s: float = 0.0  # the targets (0: none given)
-    slo_tpot_s: float = 0.0
-    slo_attainment: float = 0.0  # share of served requests meeting both
-    goodput_requests_per_s: float = 0.0
-    goodput_tokens_per_s: float = 0.0
+    # the latency targets (inference.slo) and what met them; None: n/a, no targets given (never 0)
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    slo_attainment: float | None = None  # share of the requests meeting both, refused ones included
+    goodput_requests_per_s: float | None = None
+    goodput_tokens_per_s: float | None = None
     # energy (docs/model.md §12; None: n/a, the hardware has no energy section or no price is given):
     # the run's joules on all its systems, end to end, by part; their mean power; per output token
     energy_j: float | None = None
