@@ -124,3 +124,27 @@ def test_a_refused_request_does_not_meet_the_slo(tmp_path: Path, capsys: pytest.
     assert (result["requests"], result["refused"]) == (3, 1)
     assert result["slo_attainment"] == pytest.approx(2 / 3)
     assert result["goodput_tokens_per_s"] == pytest.approx(result["tokens_per_s"])  # the 2 served met both
+
+
+def test_every_request_refused_is_infeasible_not_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace whose 2 requests each want a 10,000,000-token output, which fits no stage: nothing is served,
+    so the run is infeasible with its reason (issue 40: it was feasible with TTFT, TPOT and end to end 0.0,
+    the best point of a figure); in a sweep, an infeasible row with its latencies empty."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_len,output_len\n0,16,10000000\n0.001,16,10000000\n")
+    base = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+            "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB", "--set", "inference.arrival=trace",
+            "--set", "inference.batch=4"]
+    assert cli.main([*base, "--set", f"inference.trace={trace}", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert not result["feasible"] and (result["requests"], result["refused"]) == (2, 2)
+    assert result["infeasible_reason"].startswith("every request refused: each one's KV cache")
+    assert "16 + 10,000,000 tokens" in result["infeasible_reason"]
+    assert cli.main([*base, "--set", f"inference.trace={trace}"]) == 0
+    text = capsys.readouterr().out
+    assert "mapping: 1 stage of 8x8 PEs" in text and "infeasible: every request refused" in text
+    sweep = tmp_path / "sweep"
+    assert cli.main([*base, "--vary", f"inference.trace={trace}", "--out", str(sweep)]) == 0
+    (row,) = csv.DictReader((sweep / "results.csv").open())
+    assert row["status"] == "infeasible" and row["reason"].startswith("every request refused")
+    assert row["ttft_s"] == row["tpot_s"] == row["end_to_end_s"] == ""

@@ -145,6 +145,18 @@ def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: 
                        **_load_keys(spec))
 
 
+def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any) -> ServeResult:
+    """The infeasible result of a load whose every request was refused (its KV cache fits no stage even
+    alone), naming the smallest such request."""
+    n = len(times.prompt)
+    smallest = int(np.argmin(times.prompt + times.output))
+    reason = (f"every request refused: each one's KV cache (prompt + output) fits no stage even alone "
+              f"({n:,} request{'s' if n != 1 else ''}, the smallest {int(times.prompt[smallest]):,} + "
+              f"{int(times.output[smallest]):,} tokens, on {mapping.grid[0]}x{mapping.grid[1]} PEs a stage)")
+    return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason, requests=n,
+                       refused=n, **_load_keys(spec))
+
+
 def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
     inf = spec.inference
     slo = {"slo_ttft_s": inf.slo.ttft_s, "slo_tpot_s": inf.slo.tpot_s} if inf.slo else {}
@@ -155,6 +167,8 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                     trace: Trace, wall_s: float = 0.0) -> ServeResult:
     inf, clock = spec.inference, spec.hardware.clock_hz
     times = request_times(spec, program, trace)
+    if times.refused.all():  # nothing served: no latency to report, not a run whose latencies are 0
+        return _all_refused(spec, mapping, times)
     load = {**_load_keys(spec), **load_figures(spec, times, trace)}
     serve = program.body[0]
     assert isinstance(serve, Serve | ServeBatches)

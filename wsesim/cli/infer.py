@@ -55,7 +55,7 @@ def format_serving(r: Any) -> str:
     else:
         head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
                 f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
-    if r.feasible:
+    if r.feasible or r.refused:  # every request refused: the mapping fits, the requests do not
         allowed = f" of {r.systems_allowed} allowed" if r.systems_allowed else ""
         head += (f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
                  f"wafer{'s' if r.systems > 1 else ''}{allowed}, layers per stage {r.layers_per_stage}, "
@@ -232,7 +232,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         if traced is not None:
             written.append(traced)
         else:
-            sys.stderr.write("wsesim: no trace: nothing was served (the mapping does not fit)\n")
+            sys.stderr.write(f"wsesim: no trace: nothing was served ({result.infeasible_reason})\n")
     held.close()
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
