@@ -126,6 +126,9 @@ class InferenceSpec(Spec):
         if d.get("batch") != 1:
             raise fail(f"expected batch: 1 with {what} (requests sharing a draft or prefill wafers are not "
                        f"modelled), got {d.get('batch')}")
+        if what == "speculative" and d.get("output_len") == 1:
+            raise fail("expected output_len of at least 2 with speculative (the first output token is the "
+                       "prefill's: a draft has nothing to propose), got output_len: 1")
         if what == "prefill_systems" and d.get("speculative") is not None:
             raise fail("expected speculative or prefill_systems, not both (their combination is not "
                        f"modelled), got prefill_systems: {value}")
