@@ -295,7 +295,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
     from ..output.manifest import command_line
     from ..output.sweep_folder import SweepJob
-    from .sweep import Progress, row_text, run_job, serving_summary_rows
+    from .sweep import Progress, died_exit, row_text, run_job, serving_summary_rows
 
     refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
                                         ("--trace", args.trace),
@@ -330,9 +330,9 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     if args.json:
         columns = table_columns(sweep)
         sys.stdout.write(json.dumps([{c: r.get(c, "") for c in columns} for r in rows], indent=2) + "\n")
-        return EXIT_OK
+        return died_exit(rows, resumable=False)
     print(format_table(*serving_summary_rows(rows, keys)))
-    return EXIT_OK
+    return died_exit(rows, resumable=False)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
