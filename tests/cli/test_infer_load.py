@@ -115,15 +115,18 @@ def test_a_refused_request_does_not_meet_the_slo(tmp_path: Path, capsys: pytest.
     counts the 2."""
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_len,output_len\n0,16,4\n0.001,16,4\n0.002,16,10000000\n")
-    assert cli.main(["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-                     "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB",
-                     "--set", "inference.arrival=trace", "--set", f"inference.trace={trace}",
-                     "--set", "inference.batch=4", "--set", "inference.slo.ttft=1 s",
-                     "--set", "inference.slo.tpot=1 s", "--json"]) == 0
+    argv = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+            "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB",
+            "--set", "inference.arrival=trace", "--set", f"inference.trace={trace}",
+            "--set", "inference.batch=4", "--set", "inference.slo.ttft=1 s",
+            "--set", "inference.slo.tpot=1 s", "--json"]
+    assert cli.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert (result["requests"], result["refused"]) == (3, 1)
     assert result["slo_attainment"] == pytest.approx(2 / 3)
     assert result["goodput_tokens_per_s"] == pytest.approx(result["tokens_per_s"])  # the 2 served met both
+    assert cli.main(argv[:-1]) == 0
+    assert "1 request whose KV cache fits no stage even alone" in capsys.readouterr().out  # not "1 requests"
 
 
 def test_every_request_refused_is_infeasible_not_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,7 +131,7 @@ CASES += [
     # trace's first rows), never a smaller batch (the same tokens are served)
     Case("infer-poisson-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
                                               "--set", "hardware.pe.sram=1 MiB", *_POISSON],
-         r"this serving run cannot finish here: .*\(1 stages? × 3,000 requests × 400 output tokens = 1,200,000 stage "
+         r"this serving run cannot finish here: .*\(1 stage × 3,000 requests × 400 output tokens = 1,200,000 stage "
          r"visits, on the fast engine\); --set inference\.requests=\d+ would fit \(now 3,000\), or a shorter "
          r"inference\.output_len", env={"WSESIM_MAX_RUN_S": "1"}),
     Case("infer-trace-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",

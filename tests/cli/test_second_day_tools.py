@@ -85,6 +85,7 @@ def test_plot_a_serving_runs_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
         "decode_step.png", "decode_step.svg", "decode_step.pdf", "figures.json", "manifest.json"]
     [figure] = json.loads((out / "figures.json").read_text())["figures"]
     assert [s["stage"] for s in figure["stages"]] == ["0", "1"]  # every stage drawn
+    assert "2 × 2x2 on 1 wafer, batch 1" in figure["title"]  # one wafer, not "1 wafer(s)"
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "infer" and "plot" in manifest["also"]
 

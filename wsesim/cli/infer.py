@@ -158,7 +158,8 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
             ("batch", f"{r.mean_batch:,.1f} decode tokens per iteration (mean), at most {r.largest_batch} "
                       "in flight")]
     if r.refused:
-        rows.append(("refused", f"{r.refused:,} requests whose KV cache fits no stage even alone"))
+        requests = f"{r.refused:,} request{'s' if r.refused != 1 else ''}"
+        rows.append(("refused", f"{requests} whose KV cache fits no stage even alone"))
     if r.slo_ttft_s:
         rows.append(("goodput", f"{r.goodput_tokens_per_s:,.1f} tokens/s, {r.goodput_requests_per_s:,.2f} "
                                 f"requests/s ({100 * r.slo_attainment:.1f} % meet TTFT <= "

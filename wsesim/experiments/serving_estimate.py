@@ -70,7 +70,8 @@ def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None
                    MEMORY_FRACTION * memory / e.bytes if too_big else 1.0)
     took = _duration(e.seconds)
     took = took if took.startswith("under") else f"about {took}"
-    counts = f"{e.stages:,} stages × {e.batch:,} requests × {e.output_len:,} output tokens"
+    counts = " × ".join(f"{n:,} {what}{'s' if n != 1 else ''}" for n, what in (
+        (e.stages, "stage"), (e.batch, "request"), (e.output_len, "output token")))
     counts = (f"{e.visits:,} stage visits over {e.runs} candidate mappings, the largest {counts}"
               if e.runs > 1 else f"{counts} = {e.visits:,} stage visits")
     raise ConfigError(f"{what} cannot finish here: it {why}: {took} and {_size(e.bytes)} ({counts}, on the "

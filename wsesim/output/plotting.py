@@ -349,8 +349,10 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
         raise ConfigError(f"expected ops.csv and result.json written by wsesim infer, got one it cannot read "
                           f"({str(e)[:120]})", source=str(folder)) from None
     out = prepare_dir(out)
+    wafers = served.get("systems")
+    wafers = f"{wafers} wafer{'' if wafers == 1 else 's'}"
     title = (f"{served.get('model')} on {served.get('hardware')}, {served.get('stages')} × "
-             f"{served.get('grid')} on {served.get('systems')} wafer(s), batch {served.get('batch')}")
+             f"{served.get('grid')} on {wafers}, batch {served.get('batch')}")
     files = _save(decode_step_figure(plan, title), out, "decode_step")
     listing = {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
                                                 "files": [p.name for p in files]}]}
