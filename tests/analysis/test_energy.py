@@ -177,3 +177,44 @@ def test_the_stage_log_counts_every_visit_the_trace_spans_record() -> None:
         visits = run.trace.stages.visits
         assert visits.shape == (2, 3) and (visits == 3).all()
         assert spans == {(s, t): int(visits[s, t]) for s in range(2) for t in range(3)}
+
+
+# ------------------------------------------------------------------------------------- zero energies
+
+
+def _tiny8_energy_only(event: str) -> dict:
+    """tiny8 with every energy value 0 but ``event`` (none: all 0)."""
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "hardware" / "tiny8.yaml").read_text("utf-8"))
+    for name, entry in data["energy"].items():
+        if name != event:
+            entry["value"] = "0 W" if name == "static" else "0 pJ"
+    return data
+
+
+def test_an_energy_section_of_only_zeros_is_refused_in_one_line() -> None:
+    """Every event and the floor at 0 (issue 40: accepted, then a ZeroDivisionError in infer and run): a
+    machine that spends nothing, refused at the key ``energy``; one value above 0 is a machine."""
+    from wsesim.config.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        _serve(data={**TINY, "hardware": _tiny8_energy_only("")})
+    assert "energy: expected at least one event or the static floor above 0, got every value 0" in str(e.value)
+    assert "\n" not in str(e.value)
+    assert _serve(data={**TINY, "hardware": _tiny8_energy_only("static")}).result.energy_j > 0
+
+
+def test_a_run_whose_counted_events_cost_nothing_prints_and_has_no_tokens_per_kw() -> None:
+    """Only I/O bytes cost energy and one stage on one wafer moves none (nor does a training step count a
+    wavelet-hop): the run's energy is 0 J, its tokens/s per kW n/a (None, not 0), and the printouts, which
+    divided by the energy for the floor's share, say what happened."""
+    from wsesim.cli.infer import format_serving
+    from wsesim.cli.run import energy_rows
+
+    r = _serve(data={**TINY, "hardware": _tiny8_energy_only("io")}).result
+    assert r.energy_j == 0 and r.joules_per_token == 0 and r.tokens_per_s_per_kw is None
+    text = format_serving(r)
+    assert "no event it counted costs energy, nor the floor" in text and "n/a (no power drawn)" in text
+    spec = load_experiment_data({**BASE, "hardware": _tiny8_energy_only("wavelet_hop")}).spec
+    t = run_experiment(spec)
+    assert t.energy_per_step_j == 0
+    assert "no event it counted costs energy" in energy_rows(t)[0][1]

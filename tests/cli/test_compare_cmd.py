@@ -96,3 +96,15 @@ def test_two_cluster_sweeps_lead_with_cluster_throughput(tmp_path: Path, capsys:
     out = capsys.readouterr().out
     assert "swept only in B (not matched on): training.seq_len" in out
     assert "cluster tokens/s A" in out and "360" in out and "400" in out
+
+
+def test_a_configuration_value_is_shown_without_float_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """0.23 pJ is 2.3000000000000003e-13 J after the unit conversion; the table shows 2.3e-13 (issue 40)."""
+    serve = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+             "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+    assert cli.main([*serve, "--out", str(tmp_path / "a")]) == 0
+    assert cli.main([*serve, "--set", "hardware.energy.fmac_fp16.value=0.23 pJ", "--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("hardware.energy.fmac_fp16")]
+    assert line.split()[1:] == ["1e-12", "2.3e-13"]

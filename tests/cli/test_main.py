@@ -304,3 +304,47 @@ def test_memory_training_auto_on_the_shipped_example(capsys: pytest.CaptureFixtu
     assert data["batch_per_tile"] == data["auto_batch_per_tile"] > 0 and data["feasible"] is True
     code, out, _ = _main(capsys, "memory", "training")
     assert code == 0 and f"batch_per_tile auto -> {data['auto_batch_per_tile']}" in out
+
+
+# ----------------------------------------------------- a sweep's workers with stdin and stderr closed
+
+SERVE_TINY = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+              "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB",
+              "--set", "inference.arrival=poisson", "--set", "inference.requests=3", "--set", "inference.batch=4"]
+
+
+def test_a_vary_on_two_workers_with_stdin_and_stderr_closed_serves_every_point(tmp_path: Path) -> None:
+    """``wsesim infer --vary ... --workers 2 2>&- <&-`` (issue 40): the stream made for the closed stdin
+    took fd 2, non-inheritable, so the workers started without a stderr, died, and every point was a
+    "worker died" row, exit 0. Now each point is served."""
+    def close_stdin_and_stderr() -> None:
+        os.close(0)
+        os.close(2)
+
+    r = subprocess.run([sys.executable, "-m", "wsesim", *SERVE_TINY, "--vary", "inference.rate=1000,2000",
+                        "--workers", "2", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                       preexec_fn=close_stdin_and_stderr, check=False, timeout=300, text=True)
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert [row["status"] for row in json.loads(r.stdout)] == ["ok", "ok"]
+
+
+def test_a_sweep_whose_worker_died_exits_1_and_says_so(tmp_path: Path) -> None:
+    """Point 1's worker is killed (as the out-of-memory killer would): the other points are served, its
+    row says why, and the command says on stderr that a point was not run and exits 1, not 0."""
+    (tmp_path / "dyingpoint.py").write_text(
+        "import os\nfrom wsesim.experiments import sweep\nreal = sweep.run_point\n\n\n"
+        "def run_point(raw, source, point):\n    if point.index == 1:\n        os.kill(os.getpid(), 9)\n"
+        "    return real(raw, source, point)\n", encoding="utf-8")
+    argv = [*SERVE_TINY, "--vary", "inference.rate=1000,2000,3000", "--workers", "2", "--json"]
+    (tmp_path / "driver.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport dyingpoint\nfrom wsesim import cli\n"
+        "from wsesim.experiments import sweep\nif __name__ == '__main__':\n"
+        "    sweep.run_point = dyingpoint.run_point\n"
+        f"    sys.exit(cli.main({argv!r}))\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], cwd=tmp_path, capture_output=True,
+                       stdin=subprocess.DEVNULL, check=False, timeout=300, text=True)
+    assert r.returncode == 1, r.stderr[-2000:]
+    rows = {str(row["set:inference.rate"]): row for row in json.loads(r.stdout)}
+    assert [rows[k]["status"] for k in ("1000", "2000", "3000")] == ["ok", "error", "ok"]
+    assert rows["2000"]["reason"].startswith("the worker process running this point died")
+    assert "wsesim: 1 point of 3 not run: the worker process running each died" in r.stderr

@@ -127,6 +127,18 @@ CASES += [
          r"\(\d+ stages × 16 requests × 10,000 output tokens = [\d,]+ stage visits, on the fast engine\); "
          r"--set inference\.output_len=\d+ would fit \(now 10,000\), or a smaller inference\.batch",
          env={"WSESIM_MAX_RUN_S": "1"}),
+    # issue 40: a load under continuous batching is its requests' tokens: the advice is fewer requests (a
+    # trace's first rows), never a smaller batch (the same tokens are served)
+    Case("infer-poisson-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
+                                              "--set", "hardware.pe.sram=1 MiB", *_POISSON],
+         r"this serving run cannot finish here: .*\(1 stage × 3,000 requests × 400 output tokens = 1,200,000 stage "
+         r"visits, on the fast engine\); --set inference\.requests=\d+ would fit \(now 3,000\), or a shorter "
+         r"inference\.output_len", env={"WSESIM_MAX_RUN_S": "1"}),
+    Case("infer-trace-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
+                                            "--set", "hardware.pe.sram=1 MiB", "--set", "inference.prompt_len=16",
+                                            "--set", "inference.arrival=trace", "--set", f"inference.trace={_trace(f)}"],
+         r"this serving run cannot finish here: .*; --set inference\.requests=(\d+) \(the trace's first [\d,]+ rows\) "
+         r"would fit \(now 3,000\)", env={"WSESIM_MAX_RUN_S": "1"}),
     Case("infer-search-output-len", lambda f: ["infer", "--search", "--set", "inference.batch=16",
                                                "--set", "inference.output_len=10000"],
          r"this search cannot finish here: .*stage visits over \d+ candidate mappings, the largest .*; "
@@ -309,6 +321,17 @@ CASES += [
 
 TINY_SERVE = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
               "--set", "inference.output_len=4"]
+
+
+_POISSON = ["--set", "inference.prompt_len=16", "--set", "inference.output_len=400", "--set", "inference.arrival=poisson",
+            "--set", "inference.requests=3000", "--set", "inference.batch=4", "--set", "inference.rate=1000"]
+
+
+def _trace(folder: Path) -> Path:
+    """A trace of 3,000 requests of 16 + 400 tokens, 1 ms apart."""
+    path = folder / "trace.csv"
+    path.write_text("arrival_s,prompt_len,output_len\n" + "".join(f"{i / 1000},16,400\n" for i in range(3000)))
+    return path
 
 
 def _mistral(folder: Path) -> str:

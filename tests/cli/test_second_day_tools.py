@@ -85,8 +85,25 @@ def test_plot_a_serving_runs_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
         "decode_step.png", "decode_step.svg", "decode_step.pdf", "figures.json", "manifest.json"]
     [figure] = json.loads((out / "figures.json").read_text())["figures"]
     assert [s["stage"] for s in figure["stages"]] == ["0", "1"]  # every stage drawn
+    assert "2 × 2x2 on 1 wafer, batch 1" in figure["title"]  # one wafer, not "1 wafer(s)"
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "infer" and "plot" in manifest["also"]
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "3", '"result"'])
+def test_plot_a_serving_folder_whose_result_is_no_object_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str) -> None:
+    """A result.json holding a JSON list (or a number, a string) beside a good ops.csv: one line, exit 2,
+    nothing drawn (issue 40: an AttributeError, the list's ``.get``)."""
+    out = tmp_path / "s"
+    assert cli.main(["infer", *TINY, "--out", str(out)]) == 0
+    (out / "result.json").write_text(content)
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert cli.main(["plot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected result.json to hold a JSON object, got a JSON " in err
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 def test_plot_a_folder_with_neither_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

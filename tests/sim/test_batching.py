@@ -173,6 +173,12 @@ def test_trace_in_the_azure_columns(tmp_path) -> None:
     ("arrival_s,prompt_len,output_len\n1,1,1\n0.5,4,2\n", "expected arrival times in order, got row 3"),
     ("arrival_s,prompt_len,output_len\n", "expected at least one request row"),
     ("arrival_s,prompt_len,output_len\nsoon,1,1\n", "expected arrival_s as seconds or a date and time"),
+    # a zone on one time and none on the next (a TypeError once); a blank row between is no row
+    ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46+00:00,8,3\n\n2023-11-16 18:15:47,5,1\n",
+     "row 4: expected every arrival with a time zone or every one without, got '2023-11-16 18:15:47' without"),
+    ("arrival_s,prompt_len,output_len\n2023-11-16 18:15:46,8,3\n2023-11-16 18:15:47+01:00,5,1\n",
+     "row 3: expected every arrival with a time zone or every one without"),
+    ("arrival_s,prompt_len,output_len\n1,1,1\n\n0.5,4,2\n", "expected arrival times in order, got row 4"),
 ])
 def test_bad_traces_are_one_line(tmp_path, text: str, message: str) -> None:
     path = tmp_path / "t.csv"

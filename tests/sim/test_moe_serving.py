@@ -146,7 +146,8 @@ def test_sampled_serving_is_deterministic_and_the_executors_agree() -> None:
 @pytest.mark.parametrize("model", ["tiny-moe", "llama3-8b-dense-tiny"])
 def test_nothing_asked_changes_nothing(model: str) -> None:
     """Balanced routing and one grid a layer are the defaults: a result with them said explicitly is
-    the default's, byte for byte, with no ``moe`` block (a dense model too, whatever routing says)."""
+    the default's, byte for byte, with no ``moe`` block (a dense model too; sampled routing on it is
+    refused: test_expert_keys_the_model_cannot_use_are_one_line)."""
     overrides = {} if model == "tiny-moe" else {"model.experts": 0, "model.top_k": 0,
                                                 "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
     plain = load_inference_data(TINY, overrides=overrides).spec
@@ -155,11 +156,6 @@ def test_nothing_asked_changes_nothing(model: str) -> None:
     a, b = run_inference(plain).result.to_dict(), run_inference(said).result.to_dict()
     a.pop("wall_s"), b.pop("wall_s")
     assert a == b and "moe" not in a and "grids" not in a["per_stage"][0]
-    if model != "tiny-moe":
-        dense = load_inference_data(TINY, overrides={**overrides, "inference.routing": "uniform"}).spec
-        d = run_inference(dense).result.to_dict()
-        d.pop("wall_s")
-        assert d == a
 
 
 def test_deepseek_v3_is_served_with_expert_parallelism() -> None:
@@ -180,6 +176,29 @@ def test_bad_routing_is_one_line() -> None:
         load_inference(overrides={"inference.routing": "zipf:-1"})
     assert experts_per_grid(256, 3) == 86 and experts_per_grid(4, 1) == 4
     assert load_model("deepseek-v3").dense_layers == 3
+
+
+@pytest.mark.parametrize(("overrides", "line"), [
+    ({"inference.expert_grids": 5},
+     "--set: inference.expert_grids: expected expert_grids at most the model's 4 experts (a grid beyond them "
+     "would hold none), got 5"),
+    ({**{f"model.{k}": 0 for k in ("experts", "top_k", "expert_intermediate")}, "model.ffn_intermediate": 96,
+      "inference.expert_grids": 2},
+     "--set: inference.expert_grids: expected expert_grids: 1 or auto with a dense model (tiny-moe has no experts"),
+    ({**{f"model.{k}": 0 for k in ("experts", "top_k", "expert_intermediate")}, "model.ffn_intermediate": 96,
+      "inference.routing": "uniform"},
+     "--set: inference.routing: expected routing: balanced with a dense model (tiny-moe has no experts to route)"),
+])
+def test_expert_keys_the_model_cannot_use_are_one_line(overrides: dict, line: str) -> None:
+    """Issue 40: 5 grids for 4 experts (one grid empty) was served; expert_grids and sampled routing on a
+    dense model were ignored. Each is refused at its key; 4 grids of 4 experts, and auto on a dense model,
+    are not."""
+    with pytest.raises(ConfigError) as e:
+        load_inference_data(TINY, overrides=overrides)
+    assert str(e.value).startswith(line) and "\n" not in str(e.value)
+    assert _spec(expert_grids=4).inference.expert_grids == 4
+    dense = {**{f"model.{k}": 0 for k in ("experts", "top_k", "expert_intermediate")}, "model.ffn_intermediate": 96}
+    assert load_inference_data(TINY, overrides={**dense, "inference.expert_grids": "auto"}).spec.model.experts == 0
 
 
 def test_the_work_estimate_counts_the_draws() -> None:

@@ -150,3 +150,15 @@ def test_split_prefill_that_does_not_fit_its_wafers_is_infeasible_with_a_reason(
     r = run_inference(_spec(**{"inference.prefill_systems": 1, "inference.grid": "auto",
                                "hardware.pe.sram": "64 KiB", "inference.prompt_len": 4096})).result
     assert not r.feasible and r.infeasible_reason.startswith("the prefill wafers: the weights do not fit 1 wafer")
+
+
+def test_one_output_token_with_a_draft_is_refused_in_one_line() -> None:
+    """output_len 1: the only output token is the prefill's, so no round is drafted (issue 40: an IndexError
+    on the rounds' contexts); refused at inference.speculative. Two tokens: one round."""
+    from wsesim.config.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        _speculative(**{"inference.output_len": 1})
+    assert "inference.speculative: expected output_len of at least 2 with speculative" in str(e.value)
+    assert "\n" not in str(e.value)
+    assert run_inference(_speculative(**{"inference.output_len": 2})).result.speculative["rounds"] == 1

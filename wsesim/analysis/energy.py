@@ -106,6 +106,7 @@ def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: flo
             "energy_events": counts.to_dict()}
 
 
-def _per_kw(energy: Energy, tokens: int) -> float:
-    """Output tokens per second per kW of mean power: tokens / seconds / (joules / seconds / 1000)."""
-    return tokens / energy.joules * 1000 if energy.joules > 0 else 0.0
+def _per_kw(energy: Energy, tokens: int) -> float | None:
+    """Output tokens per second per kW of mean power: tokens / seconds / (joules / seconds / 1000); None
+    (n/a, not 0) when the run drew no power (every event it counted, and the floor, cost 0)."""
+    return tokens / energy.joules * 1000 if energy.joules > 0 else None

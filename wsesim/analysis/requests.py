@@ -177,9 +177,10 @@ def load_figures(spec: InferenceExperimentSpec, t: RequestTimes, trace: Trace) -
         figures["largest_batch"] = int(np.cumsum(steps[order]).max()) if served.any() else 0
     else:
         figures["mean_batch"], figures["largest_batch"] = 1.0, len(t.prompt)
-    if inf.slo is not None and window > 0:
+    if inf.slo is not None:  # without targets the three stay None: n/a, not 0
+        # over every request: a refused one meets no target (it never gets a first token)
         met = served & (ttft <= inf.slo.ttft_s) & ((t.output == 1) | (tpot <= inf.slo.tpot_s))
-        figures.update(slo_attainment=float(met.sum() / max(int(served.sum()), 1)),
-                       goodput_requests_per_s=float(met.sum()) / window,
-                       goodput_tokens_per_s=float(t.output[met].sum()) / window)
+        figures.update(slo_attainment=float(met.sum() / max(len(t.prompt), 1)),
+                       goodput_requests_per_s=float(met.sum()) / window if window else 0.0,
+                       goodput_tokens_per_s=float(t.output[met].sum()) / window if window else 0.0)
     return figures

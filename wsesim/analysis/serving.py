@@ -89,11 +89,12 @@ class ServeResult:
     tokens_per_s_per_system: float = 0.0
     mean_batch: float = 0.0  # decode tokens per iteration that had any, mean (1 without batching)
     largest_batch: int = 0  # the most requests in flight at once
-    slo_ttft_s: float = 0.0  # the targets (0: none given)
-    slo_tpot_s: float = 0.0
-    slo_attainment: float = 0.0  # share of served requests meeting both
-    goodput_requests_per_s: float = 0.0
-    goodput_tokens_per_s: float = 0.0
+    # the latency targets (inference.slo) and what met them; None: n/a, no targets given (never 0)
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    slo_attainment: float | None = None  # share of the requests meeting both, refused ones included
+    goodput_requests_per_s: float | None = None
+    goodput_tokens_per_s: float | None = None
     # steady state (continuous batching): the requests left out of the figures at the run's start
     # (``inference.warmup``); the prompt tokens of the counted requests per second of their span; the
     # requests per second the busiest stage can serve, those served over its busy seconds (0 without
@@ -151,6 +152,18 @@ def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: 
                        **_load_keys(spec))
 
 
+def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any) -> ServeResult:
+    """The infeasible result of a load whose every request was refused (its KV cache fits no stage even
+    alone), naming the smallest such request."""
+    n = len(times.prompt)
+    smallest = int(np.argmin(times.prompt + times.output))
+    reason = (f"every request refused: each one's KV cache (prompt + output) fits no stage even alone "
+              f"({n:,} request{'s' if n != 1 else ''}, the smallest {int(times.prompt[smallest]):,} + "
+              f"{int(times.output[smallest]):,} tokens, on {mapping.grid[0]}x{mapping.grid[1]} PEs a stage)")
+    return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason, requests=n,
+                       refused=n, **_load_keys(spec))
+
+
 def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
     inf = spec.inference
     slo = {"slo_ttft_s": inf.slo.ttft_s, "slo_tpot_s": inf.slo.tpot_s} if inf.slo else {}
@@ -164,6 +177,8 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     energy, its price and its per-system figures."""
     inf, clock = spec.inference, spec.hardware.clock_hz
     whole = request_times(spec, program, trace)
+    if whole.refused.all():  # nothing served: no latency to report, not a run whose latencies are 0
+        return _all_refused(spec, mapping, whole)
     times = whole.after(inf.warmup)  # the figures over requests: those after the warm-up
     load = {**_load_keys(spec), **load_figures(spec, times, trace),
             "requests": len(whole.prompt), "refused": int(whole.refused.sum())}  # the run's, warm-up included

@@ -96,6 +96,10 @@ def _ratio(value: float | None) -> str:
 
 
 def _shown(value: Any) -> str:
+    """A configuration value as text: a float to 12 significant digits, its shortest spelling (0.23 pJ is
+    2.3e-13 J, not the unit conversion's 2.3000000000000003e-13), anything else as it is."""
+    if isinstance(value, float):
+        value = float(f"{value:.12g}")
     text = "-" if value is None else str(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -35,9 +35,12 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
     else:
         parts = r.energy_by_part_j
         wafers = f" on {r.systems} systems" if r.systems > 1 else ""
+        share = (f"{100 * parts['static'] / r.energy_j:.0f} % of it the static floor" if r.energy_j
+                 else "no event it counted costs energy, nor the floor")
         rows = [("energy per token", f"{r.joules_per_token:,.3g} J ({r.power_w / 1e3:,.2f} kW mean{wafers}; "
-                                     f"{100 * parts['static'] / r.energy_j:.0f} % of it the static floor)"),
-                ("tokens/s per kW", f"{r.tokens_per_s_per_kw:,.2f}")]
+                                     f"{share})"),
+                ("tokens/s per kW", "n/a (no power drawn)" if r.tokens_per_s_per_kw is None
+                 else f"{r.tokens_per_s_per_kw:,.2f}")]
     price = ("n/a (no inference.price_per_system_hour)" if r.usd_per_million_tokens is None
              else f"{r.usd_per_million_tokens:,.4g}")
     return [*rows, ("$ per million tokens", price)]
@@ -53,7 +56,7 @@ def format_serving(r: Any) -> str:
     else:
         head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
                 f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")
-    if r.feasible:
+    if r.feasible or r.refused:  # every request refused: the mapping fits, the requests do not
         allowed = f" of {r.systems_allowed} allowed" if r.systems_allowed else ""
         head += (f"mapping: {r.stages} stage{'s' if r.stages > 1 else ''} of {r.grid} PEs on {r.systems} "
                  f"wafer{'s' if r.systems > 1 else ''}{allowed}, layers per stage {r.layers_per_stage}, "
@@ -158,7 +161,8 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
     if r.warmup:
         rows.append(("warm-up", f"the first {r.warmup:,} requests left out of the figures above"))
     if r.refused:
-        rows.append(("refused", f"{r.refused:,} requests whose KV cache fits no stage even alone"))
+        requests = f"{r.refused:,} request{'s' if r.refused != 1 else ''}"
+        rows.append(("refused", f"{requests} whose KV cache fits no stage even alone"))
     if r.slo_ttft_s:
         rows.append(("goodput", f"{r.goodput_tokens_per_s:,.1f} tokens/s, {r.goodput_requests_per_s:,.2f} "
                                 f"requests/s ({100 * r.slo_attainment:.1f} % meet TTFT <= "
@@ -235,7 +239,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         if traced is not None:
             written.append(traced)
         else:
-            sys.stderr.write("wsesim: no trace: nothing was served (the mapping does not fit)\n")
+            sys.stderr.write(f"wsesim: no trace: nothing was served ({result.infeasible_reason})\n")
     held.close()
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -295,7 +299,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
     from ..output.manifest import command_line
     from ..output.sweep_folder import SweepJob
-    from .sweep import Progress, row_text, run_job, serving_summary_rows
+    from .sweep import Progress, died_exit, row_text, run_job, serving_summary_rows
 
     refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
                                         ("--trace", args.trace),
@@ -330,9 +334,9 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     if args.json:
         columns = table_columns(sweep)
         sys.stdout.write(json.dumps([{c: r.get(c, "") for c in columns} for r in rows], indent=2) + "\n")
-        return EXIT_OK
+        return died_exit(rows, resumable=False)
     print(format_table(*serving_summary_rows(rows, keys)))
-    return EXIT_OK
+    return died_exit(rows, resumable=False)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

@@ -139,8 +139,12 @@ def _fill_closed_streams() -> None:
     None, and whatever it prints, or whatever flushes them (loky starting a worker), fails. Each closed
     descriptor 0-2 is given ``/dev/null`` — so that no file opened later takes its number and receives
     what was meant for the terminal — and each missing stream is a stream to ``/dev/null``: the output is
-    discarded, as the user asked, and the work is done and written as usual."""
-    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+    discarded, as the user asked, and the work is done and written as usual. Every descriptor is filled
+    before any stream is made, and a stream is made on its own descriptor: a stream opened on a new one
+    took the lowest free number, a closed fd 2 (``2>&- <&-``), as a non-inheritable file, and the
+    workers of a sweep then started without a stderr and died."""
+    streams = ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w"))
+    for fd, _, _ in streams:
         try:
             os.fstat(fd)
         except OSError:  # closed: take the number now (os.open returns the lowest free one)
@@ -152,9 +156,10 @@ def _fill_closed_streams() -> None:
                 os.dup2(new, fd)
                 os.close(new)
             os.set_inheritable(fd, True)
+    for fd, name, mode in streams:
         if getattr(sys, name) is None:
             with contextlib.suppress(OSError):
-                setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
+                setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
 
 
 _REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EISDIR, errno.ENOTDIR, errno.EROFS,

@@ -33,7 +33,8 @@ def energy_rows(r: Any) -> list[tuple[str, str]]:
     systems = f", {r.systems} systems" if r.systems > 1 else ""
     return [("energy per step",
              f"{r.energy_per_step_j:,.1f} J ({r.power_w / 1e3:,.2f} kW mean per system{systems}; "
-             f"{100 * r.energy_static_j / r.energy_per_step_j:.0f} % of it the static floor)"),
+             + (f"{100 * r.energy_static_j / r.energy_per_step_j:.0f} % of it the static floor)"
+                if r.energy_per_step_j else "no event it counted costs energy, nor the floor)")),
             ("energy per token", f"{r.joules_per_token:.4g} J")]
 
 

@@ -14,7 +14,16 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, defer, format_table, parse_grid_pairs, parse_overrides, print_json, say
+from .common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    defer,
+    format_table,
+    parse_grid_pairs,
+    parse_overrides,
+    print_json,
+    say,
+)
 from .progress import time_left
 
 
@@ -94,6 +103,21 @@ def _count(n: Any, what: str) -> str:
     return f"{n} {what}{'' if str(n) == '1' else 's'}"
 
 
+def died_exit(rows: list[dict[str, Any]], *, resumable: bool) -> int:
+    """The exit code of a finished sweep: ``EXIT_FAIL``, said on stderr, when a worker process died under
+    any of its points (those were not run: the out-of-memory killer, or a worker that could not start),
+    else ``EXIT_OK``. A point's own error or infeasibility is a result, not a failure of the sweep."""
+    from ..experiments.table import WORKER_DIED
+
+    died = sum(str(r.get("reason", "")).startswith(WORKER_DIED) for r in rows)
+    if not died:
+        return EXIT_OK
+    again = "; --resume runs them again" if resumable else ""
+    say(f"wsesim: {_count(died, 'point')} of {len(rows)} not run: the worker process running each died "
+        f"(see the reason in its row){again}\n")
+    return EXIT_FAIL
+
+
 EXIT_TERMINATED = 128 + 15  # as if killed by SIGTERM, after cleaning up
 
 
@@ -165,12 +189,12 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
 
         columns = table_columns(job.sweep)
         print_json([{c: r.get(c, "") for c in columns} for r in outcome.rows])
-        return EXIT_OK
+        return died_exit(outcome.rows, resumable=True)
     summary = serving_summary_rows if job.sweep.serving else summary_rows
     print(format_table(*summary(outcome.rows, outcome.keys)))  # printed once every file is written
     for path in outcome.files:
         print(f"wrote {path}")
-    return EXIT_OK
+    return died_exit(outcome.rows, resumable=True)
 
 
 def _command(args: argparse.Namespace) -> str:

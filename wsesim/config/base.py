@@ -7,9 +7,10 @@ from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
 
 
-def fail(message: str) -> PydanticCustomError:
-    """A cross-field rule's error: ``validation`` shows its message as it is, at the field's path."""
-    return PydanticCustomError("cross_field", "{msg}", {"msg": message})
+def fail(message: str, at: str = "") -> PydanticCustomError:
+    """A cross-field rule's error: ``validation`` shows its message as it is, at the field's path, or at
+    the key ``at`` below it (a rule on a whole section that is about one of its keys)."""
+    return PydanticCustomError("cross_field", "{msg}", {"msg": message, **({"at": at} if at else {})})
 
 
 class Spec(BaseModel):

@@ -198,6 +198,17 @@ class HardwareSpec(Spec):
     runtime: RuntimeSpec
     energy: EnergySpec | None = None
 
+    @field_validator("energy")
+    @classmethod
+    def _spends_something(cls, energy: EnergySpec | None) -> EnergySpec | None:
+        """A zero may be right for one event or the floor, not for all: a machine that spends nothing
+        has no joules per token to divide by (leave the section out and energy is n/a)."""
+        if energy is not None and not any(e.joules if isinstance(e, EventEnergy) else e.watts
+                                          for e in energy.events().values()):
+            raise _fail("expected at least one event or the static floor above 0, got every value 0 (a "
+                        "machine that spends no energy; leave the section out for energy n/a)")
+        return energy
+
     @field_validator("runtime")
     @classmethod
     def _staging_fits(cls, runtime: RuntimeSpec, info: ValidationInfo) -> RuntimeSpec:

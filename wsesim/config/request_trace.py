@@ -67,6 +67,7 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
             at = [header.index(n) for n in names]
             times: list[float | datetime] = []
             lengths: list[tuple[int, int]] = []
+            lines: list[int] = []  # each request's row in the file (blank rows are skipped)
             for line, row in enumerate(rows, start=2):
                 if not row or all(not c.strip() for c in row):
                     continue
@@ -74,6 +75,7 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
                     raise ConfigError(f"expected at most {MAX_ROWS:,} requests, got more", source=path,
                                       path="inference.trace")
                 times.append(_time(row, at[0], names[0], line, path))
+                lines.append(line)
                 lengths.append((_tokens(row, at[1], names[1], line, path),
                                 _tokens(row, at[2], names[2], line, path)))
     except UnicodeDecodeError:
@@ -88,14 +90,22 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
         if not all(isinstance(x, datetime) for x in times):
             raise ConfigError("expected every arrival as a date and time or every one as seconds, got both",
                               source=path, path="inference.trace")
-        start = times[0]
-        t = np.array([(x - start).total_seconds() for x in times])  # type: ignore[operator]
+        stamps = [x for x in times if isinstance(x, datetime)]  # every one, as the check above says
+        start, zoned = stamps[0], stamps[0].tzinfo is not None
+        other = next((i for i, x in enumerate(stamps) if (x.tzinfo is not None) != zoned), None)
+        if other is not None:  # a time with a zone and one without have no difference
+            raise ConfigError(f"expected every arrival with a time zone or every one without, got "
+                              f"{shown_repr(str(stamps[other]))} {'without' if zoned else 'with'} one after "
+                              f"{shown_repr(str(start))} {'with' if zoned else 'without'}", source=path,
+                              path=f"inference.trace: row {lines[other]}")
+        t = np.array([(x - start).total_seconds() for x in stamps])
     else:
         t = np.array(times, dtype=float)
     back = np.flatnonzero(np.diff(t) < 0)
     if back.size:
-        raise ConfigError(f"expected arrival times in order, got row {int(back[0]) + 3} earlier than the row "
-                          "before it", source=path, path="inference.trace")
+        row = lines[int(back[0]) + 1]
+        raise ConfigError(f"expected arrival times in order, got row {row} earlier than the row before it",
+                          source=path, path="inference.trace")
     n = np.array(lengths, dtype=np.int64).reshape(-1, 2)
     return t - t[0], n[:, 0], n[:, 1]
 

@@ -67,7 +67,8 @@ _BOUNDS = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "
 def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tuple[str, str]:
     loc = tuple(err["loc"])
     # a union (int | "auto") reports one error per branch, with the branch in the loc: drop it
-    clean = _clean_loc(loc)
+    at = (err.get("ctx") or {}).get("at") if err["type"] == "cross_field" else None
+    clean = _clean_loc(loc) + ((at,) if at else ())  # a section's rule about one of its keys (``fail(at=)``)
     path = shown(".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in clean).replace(".[", "["))
     kind, value = err["type"], err.get("input")
     if kind == "extra_forbidden":

@@ -37,7 +37,7 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
     if i.continuous:  # every request's tokens through every stage, at most one iteration each
         load = requests_of(spec)
         return estimate_serving(len(mapping.stages), len(load), max(1, round(float(load.output.mean()))),
-                                engine)
+                                engine, arrival=i.arrival)
     draws = (i.batch * max(i.output_len - 1, 0) * m.experts * (m.layers - m.dense_layer_count)
              if i.sampled and m.experts else 0)
     return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine, draws=draws)
@@ -149,7 +149,7 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
         largest = max(each, key=lambda e: e.bytes)
         check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
                                        visits=sum(e.visits for e in each), runs=len(each),
-                                       draws=sum(e.draws for e in each)),
+                                       draws=sum(e.draws for e in each), arrival=largest.arrival),
                       what="this search")
     candidates = [run_inference(s, engine, check=False) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]

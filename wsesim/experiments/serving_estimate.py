@@ -31,6 +31,9 @@ class ServingEstimate:
     runs: int = 1  # candidates of a search, each on its own mapping (``visits`` their sum)
     visits: int = 0
     draws: int = 0  # sampled routing's keys: decode tokens × experts × MoE layers (0: balanced)
+    # how the requests come (inference.arrival): "together", a batch of ``batch``; "poisson" or "trace",
+    # ``batch`` requests of ``output_len`` tokens (their mean) under continuous batching
+    arrival: str = "together"
 
     @property
     def seconds(self) -> float:
@@ -44,17 +47,19 @@ class ServingEstimate:
 
 
 def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
-                     visits: int | None = None, runs: int = 1, draws: int = 0) -> ServingEstimate:
+                     visits: int | None = None, runs: int = 1, draws: int = 0,
+                     arrival: str = "together") -> ServingEstimate:
     """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
     ``runs`` candidates with ``visits`` stage visits in all, when a search tries several), with
-    ``draws`` keys of sampled routing."""
+    ``draws`` keys of sampled routing; ``arrival`` as ``ServingEstimate`` says."""
     own = stages * batch * output_len
-    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits, draws)
+    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits, draws,
+                           arrival)
 
 
 def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
     """Raise the one-line ``ConfigError`` when ``e`` cannot finish on this machine: the estimate, its
-    counts, the limit, and the ``inference.output_len`` that would fit."""
+    counts, the limit, and what would fit (``_advice``)."""
     memory, limit_s = machine_memory(), max_run_seconds()
     too_big, too_long = e.bytes > MEMORY_FRACTION * memory, e.seconds > limit_s
     if not (too_big or too_long):
@@ -63,15 +68,29 @@ def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None
            else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
     fraction = min(limit_s / e.seconds if too_long else 1.0,
                    MEMORY_FRACTION * memory / e.bytes if too_big else 1.0)
-    fit = max(1, int(e.output_len * fraction * 0.95))
     took = _duration(e.seconds)
     took = took if took.startswith("under") else f"about {took}"
-    counts = f"{e.stages:,} stages × {e.batch:,} requests × {e.output_len:,} output tokens"
+    counts = " × ".join(f"{n:,} {what}{'s' if n != 1 else ''}" for n, what in (
+        (e.stages, "stage"), (e.batch, "request"), (e.output_len, "output token")))
     counts = (f"{e.visits:,} stage visits over {e.runs} candidate mappings, the largest {counts}"
               if e.runs > 1 else f"{counts} = {e.visits:,} stage visits")
     raise ConfigError(f"{what} cannot finish here: it {why}: {took} and {_size(e.bytes)} ({counts}, on the "
-                      f"{e.engine} engine); --set inference.output_len={fit} would fit (now "
-                      f"{e.output_len:,}), or a smaller inference.batch")
+                      f"{e.engine} engine); {_advice(e, fraction)}")
+
+
+def _advice(e: ServingEstimate, fraction: float) -> str:
+    """The override that scales the stage visits down by ``fraction`` (with a margin), in the mode's
+    terms: a batch arriving together is batch × output_len tokens; a load under continuous batching is
+    its requests' tokens, so fewer requests (a trace's first rows) or, for a synthetic load, shorter
+    outputs (a smaller batch only caps how many are in flight: the same tokens are served)."""
+    if e.arrival == "together":
+        fit = max(1, int(e.output_len * fraction * 0.95))
+        return (f"--set inference.output_len={fit} would fit (now {e.output_len:,}), or a smaller "
+                "inference.batch")
+    fit = max(1, int(e.batch * fraction * 0.95))
+    if e.arrival == "trace":
+        return f"--set inference.requests={fit} (the trace's first {fit:,} rows) would fit (now {e.batch:,})"
+    return f"--set inference.requests={fit} would fit (now {e.batch:,}), or a shorter inference.output_len"
 
 
 __all__ = ["ROUTING_DRAW_S", "SERVE_VISIT", "ServingEstimate", "check_serving", "estimate_serving"]

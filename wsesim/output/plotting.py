@@ -337,6 +337,9 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
                           "--out DIR, of a mapping that fits)", source=str(folder))
     try:
         served = json.loads(read_bounded(result, limit=2**28, what="a serving result").decode("utf-8"))
+        if not isinstance(served, dict):  # a JSON list or number is no result (its fields are read below)
+            kind = type(served).__name__
+            raise ValueError(f"expected result.json to hold a JSON object, got a JSON {kind}")
         rows = list(csv.DictReader(read_bounded(ops, limit=2**30, what="ops.csv").decode("utf-8")
                                    .splitlines()))
         if not rows or any(c not in rows[0] for c in DECODE_OPS_COLUMNS):
@@ -346,8 +349,10 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
         raise ConfigError(f"expected ops.csv and result.json written by wsesim infer, got one it cannot read "
                           f"({str(e)[:120]})", source=str(folder)) from None
     out = prepare_dir(out)
+    wafers = served.get("systems")
+    wafers = f"{wafers} wafer{'' if wafers == 1 else 's'}"
     title = (f"{served.get('model')} on {served.get('hardware')}, {served.get('stages')} × "
-             f"{served.get('grid')} on {served.get('systems')} wafer(s), batch {served.get('batch')}")
+             f"{served.get('grid')} on {wafers}, batch {served.get('batch')}")
     files = _save(decode_step_figure(plan, title), out, "decode_step")
     listing = {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
                                                 "files": [p.name for p in files]}]}
