@@ -131,6 +131,10 @@ def _human(r: dict[str, Any]) -> str:
            f"({r['flops_per_cycle_per_pe']:.3f} FLOP/cycle/PE)" if r["flops"] else ""),
         f"critical path: instruction issue {cp['instruction_overhead']:,.0f}, compute {cp['compute']:,.0f}, "
         f"communication {cp['communication']:,.0f}, waiting {cp['waiting']:,.0f} cycles",
+        *([f"instructions: {ins['dsd_ops']:,.0f} DSD operations on the critical PE, "
+           f"{ins['elements_per_op']:,.1f} elements each on average, one issue ({ins['issue_cycles_per_op']:,.0f} "
+           f"cycles) each; microthreads ({ins['microthreads']}) hide {ins['microthread_saved_cycles']:,.0f} "
+           "cycles"] if (ins := r["instructions"])["dsd_ops"] else []),
         f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of "
         f"{r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "
