@@ -54,7 +54,7 @@ class Machine:
     io_bytes: float = 0.0  # system I/O bytes per cycle, each way (``io.bandwidth``): the wafer's edge
     partial_bytes: int = 4  # a partial sum on the fabric (``pe.partial_sum_width``)
     overlapped: bool = True  # a reduction beside the next FMACs (``pe.reduction``)
-    mixed_lanes: int = 2  # 16-bit products into fp32, and fp32 adds and moves, per cycle (``pe.simd_width_mixed``)
+    mixed_lanes: int = 2  # 16-bit products into fp32, fp32 adds and moves, a cycle (``pe.simd_width_mixed``)
     microthreads: int = 8  # asynchronous DSD operations in flight at once (``pe.microthreads``)
 
     @classmethod

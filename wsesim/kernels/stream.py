@@ -52,10 +52,10 @@ import numpy as np
 from ..config.errors import ConfigError
 from ..fabric.mesh import NORTH, SOUTH
 from .gemm import multicast_loads
+from .instructions import dsd_op, microthreaded, send_op
 from .kinds import GemmAlgorithm, KernelKind
 from .lines import ring_order
 from .linkmap import LinkMap, Term, col_terms, line_loads, ones, row_terms
-from .instructions import dsd_op, microthreaded, send_op
 from .machine import Machine
 from .result import KernelResult, sram_check
 
