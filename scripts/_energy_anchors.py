@@ -41,7 +41,7 @@ def energy_anchors(anchor: type, prediction: str) -> list:
                lambda: _full_load_kw("wse2"),
                note="the most the model lets a CS-2 draw: floor 10.4 kW + 6.3 kW of events (docs/model.md §12.2)"),
         anchor(GROUP, "CS-3 with every PE, SRAM port and link busy", "~23 kW", 23.0, "kW", CS3, prediction,
-               lambda: _full_load_kw("wse3"), note="floor 10.4 kW + 5.8 kW of events; the lanes port-bound at 4 FMACs"),
+               lambda: _full_load_kw("wse3"), note="floor 10.4 kW + 9.9 kW of events; all 8 lanes fed (the SDK's SIMD width for @fmach)"),
         anchor(GROUP, "GPT-J 6B training, 1 CS-2, global batch 66: mean power", "20–23 kW", 23.0, "kW", CS2,
                prediction, lambda: _gptj().power_w / 1e3,
                note="the dense row above (S = 2,048, 6 micro-batches); no wavelet-hops counted in training"),

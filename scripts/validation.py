@@ -316,7 +316,7 @@ ANCHORS: list[Anchor] = [
            _kernel("gemm", (720, 720), "cannon", shape=(4096,) * 3, figure="efficiency"), note=_CONTRAST),
     Anchor(_KERNELS, "GEMM fp32 33,000³ on 750 × 750 PEs (SUMMA)", "349.0 TFLOP/s", 349.0, "TFLOP/s", _MIYA,
            PREDICTION, _kernel("gemm", (750, 750), "summa", dtype="fp32", shape=(33000,) * 3, figure="tflops"),
-           note="0.73 FLOP/cycle/PE published; 1 fp32 FMAC a cycle assumed: see below"),
+           note="0.73 FLOP/cycle/PE published; 1 fp32 FMAC a cycle (the SDK: @fmacs has no SIMD mode): see below"),
     Anchor(_KERNELS, "GEMM fp32 weak scaling, 75² → 750² PEs at 44 × 44 blocks", "1.00", 1.0, "×", _MIYA, PREDICTION,
            _weak_scaling, digits=4),
     *_mlsysim_anchors(),
@@ -406,36 +406,54 @@ _APPENDIX = """
 
 `simulation.compute: kernel` (docs/model.md §4.1) prices every op of the training step by its GEMMs,
 each the machine's weight-streaming GEMM (§10.7) simulated on the PEs that run it, instead of its FLOPs
-at the calibrated 45 % of peak. Nothing was fitted: the GEMM reads the instruction issue and the hop of
-§10.1 and two keys the sources leave open, each set by reasoning (`pe.partial_sum_width` 32 bit,
-`pe.reduction` overlapped). It is not the default, because it misses the ±15 % the dense rows would need
-in four of the six current-release rows: GPT-J on one and two CS-2s comes within −8 % and −15 %,
-LLaMA-7B on a CS-2 −39 %, the CS-3 rows −36 %, −55 % and −79 %. Against SUMMA, which the model ran
-before (−36 to −89 %), every row moved up, and BTA now pays off (tuned / G=1 1.87× at 128 experts,
-top_k 8, against the paper's ~2×) — but not its top_k contrast (2.01× at top_k 1, against 5–7×).
+at the calibrated 45 % of peak. The GEMM issues as the SDK defines a PE's instructions (§10.1): each
+output's weight row triggers one task whose FMAC is ONE DSD operation over the arriving weights and the
+PE's tokens (a fabric-input descriptor), beside the add of the arriving partial sums and the send of its
+own, all on microthreads; the FMAC is `@fmachs` (16-bit products into fp32 accumulators, as
+`pe.partial_sum_width` says mixed-precision training accumulates) at the SDK's SIMD width for it, 2 a
+cycle on WSE-2 and 4 on WSE-3. Nothing was fitted: every rate is the SDK's table, the issue the one
+calibrated on WaferLLM's GEMV.
 
-Which mechanism is missing, by what the rows show:
+It is still not the default: three of the six current-release rows miss ±15 %. GPT-J on one CS-2 comes
+within −12 %, on a CS-3 −5 %, Llama-2-7B on a CS-3 at S = 2,048 −7 %; GPT-J on two CS-2s −18.5 %,
+LLaMA-7B on a CS-2 −33 % and Llama-2-7B at S = 4,096 −55 %. Before (one AXPY instruction per arriving
+weight, and WSE-3's ports at 16 B) the same rows were −8, −36, −55, −15, −39 and −79 %: the CS-3 rows
+moved most, because both of what held them back were facts the SDK gives (one issue per operation; 8
+lanes that the ports feed). The CS-2 rows moved down a little: one issue per weight row no longer
+costs anything (the 28 cycles of a task's issues hide behind its ~78 cycles of datapath), but the FMAC
+into fp32 accumulators runs 2 a cycle, not 4.
 
-* **the issue per weight.** Every arriving weight is one AXPY instruction of m values, m the tokens a PE
-  row holds. A micro-batch of 9 sequences (LLaMA-7B, batch 99 in 11 micro-batches) leaves m = 25: 7
-  cycles on the lanes behind 7 of issue, so half of every GEMM is issue. With `pe.instruction_issue` at 0
-  the same rows come out 22–71 % *high* on CS-2s: the truth sits between, as if the hardware issued
-  far fewer instructions than one per weight (a multi-dimensional descriptor over a weight row would) —
-  no source says, and no key was added for it;
-* **the WSE-3's ports.** Its 8 fp16 lanes need 32 B of operands a cycle for an AXPY from SRAM; the model's
-  ports (16 B read, assumed as WSE-2's) feed 4, so the CS-3 rows run at half their lanes under this
-  model, where the constant model's 45 % of the full peak lands at +15 % and +24 % (−42 % in Llama-2's
-  other sequence-length reading);
-* **attention at small tiles.** A tile of one 4,096-token sequence leaves 6 tokens a PE row, so BTA's
-  tiles of B = 1 cost more than their FLOPs say and the tuner stops at G = 5 tiles of B = 2: attention
-  takes 61–66 % of the tuned steps and the experts never see the G·B that would make top_k 1 five times
-  faster;
-* not **the weight stream**: under this model an op consumes its weights as they arrive, the slower of
-  the two setting the pace (docs/model.md §4.1), and the dense rows stall for weights under 1 % of
-  their steps anyway.
+Where each miss comes from, by what the rows show:
 
-Miyajima et al.'s fp32 GEMM (33,000³ on 750² PEs) under the weight-streaming GEMM: 807 TFLOP/s against
-their 349 (+131 %; SUMMA +136 %): the fp32 rate, not the dataflow, is what is off there (§10.8).
+* **the CS-2 rows' mixed-precision FMAC.** With fp32 partial sums the FMAC is `@fmachs`, half
+  `@fmach`'s width on WSE-2: a LLaMA-7B micro-batch of 9 sequences leaves 25 tokens a PE row, 13
+  cycles per weight, plus 13 for the partial sums' add, for a weight row of 5 values: 78 cycles where
+  the FLOPs at 4 a cycle would take 26. Had the PE accumulated in 16 bit (`pe.partial_sum_width: 16
+  bit`), the FMAC would be `@fmach` at 4; no source says which the compiler uses, and the key keeps
+  its reasoning. LLaMA-7B is also −14 % under the constant model: its micro-batching (docs/model.md
+  §2.4), not the GEMM, carries part of that miss;
+* **Llama-2-7B at S = 4,096** misses under both models (−42 % constant): with the standard attention's
+  S × S matrices wsesim's memory model holds 2 sequences a pass (Reading the dense rows below);
+* **attention at small tiles** (BTA): a tile of one 4,096-token sequence leaves 6 tokens a PE row, so
+  the tuner stops at G = 5 tiles of B = 2 at every point of the sweep;
+* not **the weight stream**: an op consumes its weights as they arrive, the slower of the two setting
+  the pace (docs/model.md §4.1), and the dense rows stall for weights under 1 % of their steps.
+
+BTA under this model: tuned / G=1 2.30× at 128 experts and top_k 8 (the paper's ~2×), 2.63× at top_k 1
+(against 5–7×). G=1 at 128 experts is 11,379–11,383 tokens/s whatever top_k: its step is the 128
+experts' weights streaming in, which top_k does not shrink; the tuned G (5 × B = 2) gains on the
+experts' arithmetic only. The contrast appears when the active parameters are held constant (expert
+size × 8/k: 5.49× at top_k 1; `python scripts/bta_conditions.py --top-k --compute kernel`), not with
+the shipped expert size.
+
+Miyajima et al.'s fp32 GEMM (33,000³ on 750² PEs): the SDK gives `@fmacs` no SIMD mode, so fp32 is one
+FMAC a cycle on both wafers — the rate wsesim already used on WSE-2, now with its source. SUMMA stays at
+825 TFLOP/s (1.73 FLOP/cycle/PE) against their 349 (0.73), +136 %; the weight-streaming GEMM gives 945.
+The missing ~2.4× is not the datapath. The vendor's own fp32 SUMMA (csl-examples `gemm-collectives_2d`)
+waits for each step's broadcasts before its FMACs and runs a scalar load and two descriptor updates
+beside each 44-value `@fmacs`; if Miyajima et al.'s code is of that form (their paper's code was not
+read), that is what the model's SUMMA (double-buffered, one issue per instruction) does not charge
+(§10.8).
 
 ## Reading the serving rows
 
@@ -489,9 +507,10 @@ Misses, each with its mechanism:
   now compared as such (97 % of the time is the PEs' instruction stream); as a share of peak MeshGEMM
   gives 13.5 %, since 6-value instructions use the lanes poorly and pay their issue.
 - **The fp32 GEMM, +136 %**: wsesim's SUMMA is compute-bound at 1.73 FLOP per cycle per PE (44-value
-  fp32 instructions, 1 fp32 FMAC a cycle assumed, 7 cycles to issue each) where the published run
-  reaches 0.73. An issue cost large enough to explain it (~76 cycles) would contradict the GEMV rows; a
-  slower fp32 datapath would not, but no datasheet gives the fp32 rate, so none is assumed. The
+  fp32 instructions, 7 cycles to issue each) where the published run reaches 0.73. The fp32 rate is
+  now sourced: the SDK's table of SIMD widths gives `@fmacs` (the fp32 FMAC) no SIMD mode, one a cycle,
+  so a slower datapath does not explain it. An issue cost large enough to (~76 cycles) would contradict
+  the GEMV rows; what is left is the code's own loop (see Reading the `compute: kernel` rows). The
   weak-scaling row agrees: both grids are compute-bound.
 
 Also, at 33,000³ the 44 × 44 fp32 blocks with Cannon's or MeshGEMM's extra buffers need 38,720 B per PE,

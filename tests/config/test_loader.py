@@ -69,7 +69,8 @@ def test_misspelt_key_suggests_the_closest(write_yaml: WriteYaml, tiny8_text: st
 def test_unknown_key_with_nothing_close_lists_the_valid_keys(write_yaml: WriteYaml, tiny8_text: str) -> None:
     p = write_yaml("hw.yaml", _replace(tiny8_text, "  simd_width: 4", "  simd_width: 4\n  turbo: 1"))
     assert str(_file_error(p)) == (f"{p}: pe.turbo: unknown key (valid keys: instruction_issue, "
-                                   "partial_sum_width, reduction, reserved_sram, simd_width, simd_width_fp32, sram, sram_bandwidth, sram_read, "
+                                   "microthreads, partial_sum_width, reduction, reserved_sram, simd_width, simd_width_fp32, "
+                                   "simd_width_mixed, sram, sram_bandwidth, sram_read, "
                                    "sram_write)")
 
 

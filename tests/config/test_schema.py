@@ -36,7 +36,7 @@ def test_every_kind_has_a_schema_in_yaml_key_names() -> None:
     pe = hw["$defs"]["PESpec"]["properties"]
     assert set(pe) == {"sram", "simd_width", "sram_bandwidth", "reserved_sram",  # aliases, not sram_bytes
                        "simd_width_fp32", "sram_read", "sram_write", "instruction_issue",
-                       "partial_sum_width", "reduction"}
+                       "partial_sum_width", "reduction", "simd_width_mixed", "microthreads"}
     assert pe["sram"] == {"type": "string", "pattern": unit_pattern("size"),
                           "description": 'a size, e.g. "48 KiB" (from 1 KiB to 1 TiB)'}
     assert pe["reserved_sram"]["anyOf"][0] == {"type": "number", "minimum": 0.0, "exclusiveMaximum": 1.0}

@@ -61,8 +61,13 @@ def test_full_load_on_tiny8_by_hand() -> None:
 
 
 def test_full_load_is_bound_by_the_sram_ports_where_they_are_slower() -> None:
-    """WSE-3's 8 fp16 lanes read 16 B a cycle: 4 B an FMAC allows 4 a cycle, not 8."""
-    assert full_load(load_hardware("wse3"))["fmacs_per_cycle_per_pe"] == 4
+    """WSE-3's 8 fp16 lanes read 32 B a cycle (the SDK's SIMD width for @fmach): all 8 run. With WSE-2's
+    16 B of reads instead, 4 B an FMAC allows 4 a cycle, not 8."""
+    wse3 = load_hardware("wse3")
+    assert full_load(wse3)["fmacs_per_cycle_per_pe"] == 8
+    narrow = wse3.model_copy(update={"pe": wse3.pe.model_copy(update={"sram_read_bytes_per_cycle": 16.0,
+                                                                       "sram_write_bytes_per_cycle": 8.0})})
+    assert full_load(narrow)["fmacs_per_cycle_per_pe"] == 4
 
 
 def test_no_energy_section_is_no_energy() -> None:

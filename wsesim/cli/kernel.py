@@ -121,7 +121,7 @@ def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
 
 
 def _human(r: dict[str, Any]) -> str:
-    g, s, cp, ln = r["grid"], r["shape"], r["critical_path"], r["links"]
+    g, s, cp, ln, ins = r["grid"], r["shape"], r["critical_path"], r["links"], r["instructions"]
     what = (f"{s['m']} x {s['k']} x {s['n']} {r['dtype']}" if r["kind"] in MATMULS
             else f"{s['k']:,} {r['dtype']} values per PE")
     lines = [
@@ -131,6 +131,10 @@ def _human(r: dict[str, Any]) -> str:
            f"({r['flops_per_cycle_per_pe']:.3f} FLOP/cycle/PE)" if r["flops"] else ""),
         f"critical path: instruction issue {cp['instruction_overhead']:,.0f}, compute {cp['compute']:,.0f}, "
         f"communication {cp['communication']:,.0f}, waiting {cp['waiting']:,.0f} cycles",
+        *([f"instructions: {ins['dsd_ops']:,.0f} DSD operations on the critical PE, "
+           f"{ins['elements_per_op']:,.1f} elements each on average, one issue "
+           f"({ins['issue_cycles_per_op']:,.0f} cycles) each; microthreads ({ins['microthreads']}) hide "
+           f"{ins['microthread_saved_cycles']:,.0f} cycles"] if ins["dsd_ops"] else []),
         f"SRAM per PE: {r['sram']['peak_bytes_per_pe']:,.0f} B of "
         f"{r['sram']['usable_bytes_per_pe']:,.0f} B usable",
         f"links: busiest {ln['max_wavelets']:,.0f} wavelets, {ln['links_used']:,} links used, "

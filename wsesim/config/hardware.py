@@ -26,6 +26,8 @@ Clock = quantity("frequency", "1 MHz", "100 GHz", "850 MHz")
 PESram = quantity("size", "1 KiB", "1 TiB", "48 KiB")
 # fp16 FMACs per cycle: 4 on WSE-2, ~1,024 an H100 SM's tensor cores; 65,536 is 64x that.
 SimdWidth = count(65_536)
+# asynchronous DSD operations in flight at once on a PE: 8 on WSE-2/3 (the SDK); 1,024 is past any core
+Microthreads = count(1_024)
 # 24 B per cycle on WSE-2, 128 B an SM's shared memory; 1 MiB per cycle is 8,000x that.
 SramPort = quantity("size", "1 B", "1 MiB", "24 B")
 # the runtime's share of SRAM: at least nothing, always less than all of it
@@ -55,6 +57,10 @@ class PESpec(Spec):
     reserved_fraction: ReservedShare = Field(alias="reserved_sram")  # code, runtime buffers, routing tables
     # Read by the kernel model only (wsesim.kernels); the defaults are WSE-2's, so older files still load.
     simd_width_fp32: SimdWidth = 1  # fp32 FMACs per cycle: 2·simd_width_fp32 FLOP per cycle
+    # 16-bit products accumulated in fp32 (@fmachs), and fp32 adds and moves, per cycle
+    simd_width_mixed: SimdWidth = 2
+    # asynchronous DSD operations a PE runs at once beside its instruction stream (docs/model.md §10.1)
+    microthreads: Microthreads = 8
     # SRAM bytes read per cycle (both ports)
     sram_read_bytes_per_cycle: SramPort = Field(16.0, alias="sram_read")
     sram_write_bytes_per_cycle: SramPort = Field(8.0, alias="sram_write")  # SRAM bytes written per cycle

@@ -68,13 +68,14 @@ def step_work(m: Machine, bm: int, k: int, bn: int) -> tuple[float, float]:
 
 def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
             timing: tuple, sram: float, links: LinkMap, reason: str, notes: tuple[str, ...],
-            issue: float = 0.0) -> KernelResult:
+            issue: float = 0.0, ops: float = 0.0, elements: float = 0.0) -> KernelResult:
     """``timing`` (cycles, the PE's work, exposed communication), the work split into ``issue`` and
-    compute."""
+    compute; ``ops`` DSD operations (a step's task counted as one) walking ``elements`` on the PE."""
     cycles, work, comm = timing
     flops = 2.0 * shape[0] * shape[1] * shape[2]
     return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, work - issue, comm,
-                        flops, sram, links, m, not reason, reason, notes, overhead=issue)
+                        flops, sram, links, m, not reason, reason, notes, overhead=issue, dsd_ops=ops,
+                        dsd_elements=elements)
 
 
 def _sram_reason(m: Machine, need: float) -> str:
@@ -110,7 +111,7 @@ def summa(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> Kern
     links = LinkMap(rows, cols, lambda: summa_terms(rows, cols, oc, orow, wa, wb))
     notes = (f"{steps} steps of panel width {kb}, double-buffered",)
     return _result(GemmAlgorithm.SUMMA, m, rows, cols, shape, timing, need, links, _sram_reason(m, need),
-                   notes, issue)
+                   notes, issue, float(k * bn + steps), float(bm * k * bn))
 
 
 def multicast_loads(n: int, owner: np.ndarray, wavelets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,7 +205,7 @@ def _shifted(name: GemmAlgorithm,
         links = LinkMap(n, n, lambda: shifted_terms(n, wa, wb, order))
         notes = (f"skew {lead:,.0f} cycles; {n} shifts of at most {d} hops",)
         return _result(name, m, rows, cols, shape, timing, base, links, _sram_reason(m, base), notes,
-                       n * work[1])
+                       n * work[1], float(n * (ka * bn + 1)), float(n * bm * ka * bn))
 
     return run
 

@@ -83,7 +83,9 @@ def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, i
         return KernelResult(KernelKind.GEMV, algorithm, rows, cols, shape, m.dtype, cycles,
                             compute + steps * T_OP, comm, 2.0 * vectors * kk * nn, need, links, m, not reason,
                             reason, (f"{k} x {n} block per PE: {vectors * k} FMAC instructions of {n}; "
-                                     f"{tree} allreduce of {wav} wavelets per row",), overhead=issue)
+                                     f"{tree} allreduce of {wav} wavelets per row",), overhead=issue,
+                            dsd_ops=float(vectors * k + phases(tree) * (cols > 1)),
+                            dsd_elements=float(vectors * k * n))
 
     return run
 

@@ -54,6 +54,8 @@ class Machine:
     io_bytes: float = 0.0  # system I/O bytes per cycle, each way (``io.bandwidth``): the wafer's edge
     partial_bytes: int = 4  # a partial sum on the fabric (``pe.partial_sum_width``)
     overlapped: bool = True  # a reduction beside the next FMACs (``pe.reduction``)
+    mixed_lanes: int = 2  # 16-bit products into fp32, fp32 adds and moves, a cycle (``pe.simd_width_mixed``)
+    microthreads: int = 8  # asynchronous DSD operations in flight at once (``pe.microthreads``)
 
     @classmethod
     def of(cls, hw: HardwareSpec, dtype: str) -> Machine:
@@ -67,7 +69,8 @@ class Machine:
                    sram_bytes=hw.usable_sram_bytes_per_pe,
                    colours=fab.colours, fabric=fab,
                    issue=pe.instruction_issue_cycles, io_bytes=hw.io_bytes_per_cycle,
-                   partial_bytes=max(1, round(pe.partial_sum_bytes)), overlapped=pe.reduction == "overlapped")
+                   partial_bytes=max(1, round(pe.partial_sum_bytes)), overlapped=pe.reduction == "overlapped",
+                   mixed_lanes=pe.simd_width_mixed, microthreads=pe.microthreads)
 
     # ------------------------------------------------------------------------------------ formulas
     @property

@@ -38,6 +38,11 @@ class KernelResult:
     notes: tuple[str, ...] = field(default=())
     colours: int = 0  # routable colours the schedule needs at its busiest router (routes.colours_needed)
     overhead: float = 0.0  # instruction issue on the critical path (``pe.instruction_issue`` each)
+    # the instruction model (``instructions``): DSD operations issued on the critical PE, the elements they
+    # walk, and the cycles that microthreads hid (asynchronous operations beside the instruction stream)
+    dsd_ops: float = 0.0
+    dsd_elements: float = 0.0
+    microthread_saved: float = 0.0
 
     @property
     def links(self) -> LinkSummary:
@@ -79,6 +84,10 @@ class KernelResult:
                                        if self.cycles else 0.0),
             "critical_path": {"instruction_overhead": self.overhead, "compute": self.compute,
                               "communication": self.communication, "waiting": self.waiting},
+            "instructions": {"dsd_ops": self.dsd_ops, "elements_per_op": (self.dsd_elements / self.dsd_ops
+                                                                         if self.dsd_ops else 0.0),
+                             "issue_cycles_per_op": m.issue, "microthreads": m.microthreads,
+                             "microthread_saved_cycles": self.microthread_saved},
             "sram": {"peak_bytes_per_pe": self.sram_bytes, "usable_bytes_per_pe": m.sram_bytes},
             "links": self.links.to_dict(), "colours": {"used": self.colours, "available": m.colours},
             "feasible": self.feasible, "reason": self.reason,

@@ -52,6 +52,7 @@ import numpy as np
 from ..config.errors import ConfigError
 from ..fabric.mesh import NORTH, SOUTH
 from .gemm import multicast_loads
+from .instructions import dsd_op, microthreaded, send_op
 from .kinds import GemmAlgorithm, KernelKind
 from .lines import ring_order
 from .linkmap import LinkMap, Term, col_terms, line_loads, ones, row_terms
@@ -63,28 +64,37 @@ __all__ = ["STREAM_ALGORITHMS", "StreamPace", "stream_pace", "weight_grad_stream
 
 @dataclass(frozen=True)
 class StreamPace:
-    """One output's cycles on the critical PE of a streamed GEMM, by what bounds them."""
+    """One output's cycles on the critical PE of a streamed GEMM, by what bounds them: the task that the
+    output's weight row triggers, its DSD operations (``instructions``) and the edge."""
 
-    fmac_compute: float
-    fmac_issue: float
-    add_compute: float
-    add_issue: float
+    fmac_compute: float  # the FMAC operation's elements on the datapath
+    add_compute: float  # the arriving partial sums added to the PE's own
+    issue: float  # the task's activation and one issue per DSD operation
+    ops: int  # DSD operations per output
+    elements: int  # the elements they walk
     partial_wavelets: int  # wr
     inject: int  # wavelets of one output's streamed values into a line
     source: float  # cycles the edge takes to bring one output's streamed values in
     sink: float  # ... to take one output's results out
-    overlapped: bool
+    overlapped: bool  # on microthreads (``pe.reduction: overlapped`` and enough of them)
+    serial: float  # the same operations synchronous, one after another
+    pe: float  # the task on the PE: max(issue, datapath, ramps) on microthreads, else ``serial``
 
     @property
-    def work(self) -> float:
-        return self.fmac_compute + self.fmac_issue + self.add_compute + self.add_issue
+    def compute(self) -> float:
+        return self.fmac_compute + self.add_compute
 
     @property
-    def pe(self) -> float:
-        if self.overlapped:
-            return max(self.work, float(self.partial_wavelets))
-        return (self.fmac_compute + self.fmac_issue + self.add_issue
-                + max(self.add_compute, float(self.partial_wavelets)))
+    def saved(self) -> float:
+        """Cycles per output that the microthreads hide (serial − overlapped)."""
+        return self.serial - self.pe
+
+    @property
+    def exposed_issue(self) -> float:
+        """The issue cycles per output that neither the datapath nor the wavelets hide."""
+        if not self.overlapped:
+            return self.issue
+        return max(0.0, min(self.issue, self.pe) - self.compute)
 
     @property
     def cycles(self) -> float:
@@ -92,26 +102,43 @@ class StreamPace:
 
     @property
     def bound(self) -> str:
-        """What sets the pace: ``"pe"`` (the FMACs and adds), ``"reduction"``, ``"inject"``, ``"source"``
-        or ``"sink"``."""
+        """What sets the pace: ``"pe"`` (the datapath), ``"issue"`` (the task's instruction stream),
+        ``"ramp"`` (the wavelets through the PE's ramp), ``"inject"``, ``"source"`` or ``"sink"``."""
         if self.cycles == self.pe:
-            return "pe" if self.pe == self.work or not self.overlapped else "reduction"
+            if not self.overlapped or self.pe == self.compute:
+                return "pe"
+            return "issue" if self.pe == self.issue else "ramp"
         return max((("inject", float(self.inject)), ("source", self.source), ("sink", self.sink)),
                    key=lambda t: t[1])[0]
+
+
+def fmac_kind(m: Machine) -> str:
+    """The FMAC a streamed GEMM issues: 16-bit products into fp32 accumulators (``@fmachs``) when its
+    partial sums are wider than its values (``pe.partial_sum_width``: mixed-precision training), else an
+    FMAC in the kernel's dtype."""
+    return "fmac-mixed" if m.dtype == "fp16" and m.partial_bytes > m.elem_bytes else "fmac"
 
 
 def stream_pace(m: Machine, vec: int, red: int, reduce_line: int, source_bytes: float = 0.0,
                 sink_bytes: float = 0.0, dot_form: bool = False) -> StreamPace:
     """One output's pace (the module's formula): ``red`` streamed values meet ``vec`` resident ones on
-    each PE; the partial sums (``vec``) are reduced over ``reduce_line`` PEs."""
-    fmac = m.instructions(red, vec)
+    each PE in ONE FMAC operation driven by the arriving values (a ``fabin_dsd``); the partial sums
+    (``vec``) are sent on and the arriving ones added (two more operations) over ``reduce_line`` PEs."""
+    kind = fmac_kind(m)
+    inject = m.wavelets(red)
+    fmac = dsd_op(m, red, vec, kind, wavelets_in=inject)
     if dot_form:
-        fmac = min(fmac, m.instructions(vec, red), key=sum)
-    add = m.instructions(1, vec) if reduce_line > 1 else (0.0, 0.0)
-    wr = -(-vec * m.partial_bytes // m.wavelet_bytes) if reduce_line > 1 else 0
+        fmac = min(fmac, dsd_op(m, vec, red, kind, wavelets_in=inject), key=lambda op: op.compute)
+    ops = [fmac]
+    if reduce_line > 1:  # the arriving partial sums added to the PE's own, and its own sent on
+        add = dsd_op(m, 1, vec, "add-fp32" if m.partial_bytes >= 4 else "fmac",
+                     wavelets_in=-(-vec * m.partial_bytes // m.wavelet_bytes))
+        ops += [add, send_op(m, vec, m.partial_bytes)]
+    task = microthreaded(m, ops, asynchronous=m.overlapped)
+    wr = ops[-1].wavelets_out if reduce_line > 1 else 0
     io = m.io_bytes or float("inf")
-    return StreamPace(fmac[0], fmac[1], add[0], add[1], wr, m.wavelets(red), source_bytes / io,
-                      sink_bytes / io, m.overlapped)
+    return StreamPace(fmac.compute, task.compute - fmac.compute, task.issue, task.ops, task.elements, wr,
+                      inject, source_bytes / io, sink_bytes / io, task.asynchronous, task.serial, task.cycles)
 
 
 def _ring_hop(n: int) -> int:
@@ -141,8 +168,8 @@ def _schedule(m: Machine, pace: StreamPace, outputs: int, broadcast_line: int,
     drain = ((reduce_line - 1) * m.step(_ring_hop(reduce_line)) + pace.partial_wavelets
              if reduce_line > 1 else 0.0)
     cycles = fill + outputs * pace.cycles + drain
-    compute = outputs * (pace.fmac_compute + pace.add_compute)
-    issue = outputs * (pace.fmac_issue + pace.add_issue)
+    compute = outputs * pace.compute
+    issue = outputs * pace.exposed_issue
     return cycles, compute, issue, cycles - compute - issue
 
 
@@ -157,11 +184,18 @@ def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: t
             what: str) -> KernelResult:
     cycles, compute, issue, comm = timing
     reason = sram_check(m, need, what)
-    note = (f"{shape[2]:,} outputs at {pace.cycles:,.0f} cycles each ({pace.bound}-bound; "
-            f"reduction {'overlapped' if m.overlapped else 'serialised'})")
+    outputs = shape[2]
+    note = (f"{outputs:,} outputs at {pace.cycles:,.0f} cycles each ({pace.bound}-bound; "
+            f"reduction {'overlapped on microthreads' if pace.overlapped else 'serialised'}): a task per "
+            f"output, {pace.ops} DSD operations ({fmac_kind(m)} of {pace.fmac_compute:,.0f} cycles driven by "
+            f"the arriving values{', add, send' if pace.ops > 1 else ''}) and its activation, "
+            f"{pace.issue:,.0f} cycles of issue; microthreads save {pace.saved:,.0f} of {pace.serial:,.0f} "
+            "cycles an output")
     return KernelResult(KernelKind.GEMM, algorithm, rows, cols, shape, m.dtype, cycles, compute, comm,
                         2.0 * shape[0] * shape[1] * shape[2], need, links, m, not reason, reason, (note,),
-                        overhead=issue)
+                        overhead=issue, dsd_ops=float(outputs * pace.ops),
+                        dsd_elements=float(outputs * pace.elements),
+                        microthread_saved=outputs * pace.saved)
 
 
 def weight_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
