@@ -13,7 +13,18 @@ from pydantic import Field, ValidationInfo, WithJsonSchema, field_validator
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import Description, Name, count, format_grid, parse_grid, quantity
+from .fields import Description, Name, count, format_grid, parse_grid
+from .inference_parts import (
+    ExpertGrids,
+    Rate,
+    Requests,
+    Sigma,
+    SloSpec,
+    SpeculativeSpec,
+    StageLayers,
+    Systems,
+    Tokens,
+)
 from .loader import (
     REFERENCE_KEYS,
     Loaded,
@@ -29,44 +40,6 @@ from .validation import validate
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
-
-# Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
-Tokens = count(16_777_216)
-Requests = count(65_536)
-Systems = count(65_536)
-StageLayers = count(16_384)
-ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
-# a wafer serves a request in milliseconds: 10^6 requests/s is past any load one could offer it
-Rate = Annotated[float, Field(gt=0, le=1e6)]
-# the σ of ln(length): 0.5-1.5 fits published traces' prompt and output lengths; 4 is past any of them
-Sigma = Annotated[float, Field(gt=0, le=4)]
-# a latency target: a token in microseconds to a first token in minutes
-Target = quantity("time", "1 us", "3600 s", "500 ms")
-
-
-class SloSpec(Spec):
-    """Latency targets a request must meet to count as goodput: its time to first token and its mean
-    time per output token (docs/model.md §11.7)."""
-
-    ttft_s: Target = Field(alias="ttft")
-    tpot_s: Target = Field(alias="tpot")
-
-
-# draft tokens per verify pass: speculative decoding papers use 2-8; past 32 the draft's misses dominate
-DraftTokens = count(32)
-Acceptance = Annotated[float, Field(ge=0, le=1)]
-
-
-class SpeculativeSpec(Spec):
-    """Speculative decoding (docs/model.md §11.9): a ``draft`` model (a preset name or a model file,
-    resolved when loaded) proposes ``tokens`` (K) tokens one decode step at a time, then the target
-    verifies the K + 1 positions in one pass; each drafted token is accepted with probability
-    ``acceptance`` (α, an input: no rate is published for a wafer)."""
-
-    draft: ModelSpec
-    tokens: DraftTokens = 4
-    acceptance: Acceptance
-
 
 def _auto_continuous(arrival: Any, batch: Any, one_at_a_time: bool) -> bool:
     """``batching: auto``: iteration-level batches for every load but one request arriving alone (the
@@ -135,8 +108,8 @@ class InferenceSpec(Spec):
             return value
         if what == "speculative":
             if d.get("output_len") == 1:
-                raise fail("expected output_len of at least 2 with speculative (the first output token is the "
-                           "prefill's: a draft has nothing to propose), got output_len: 1")
+                raise fail("expected output_len of at least 2 with speculative (the first output token is "
+                           "the prefill's: a draft has nothing to propose), got output_len: 1")
             return value
         if d.get("arrival") != "together" or d.get("batching") == "continuous":
             raise fail(f"expected arrival: together and batching: none or auto with {what} (it is modelled "

@@ -15,13 +15,13 @@ from typing import Any
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving, prefill_breakdown
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
+from ..model.load import requests_of
+from ..model.speculative import expected_tokens
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, map_stages
 from ..sim.program import Program, Serve
-from ..model.load import requests_of
-from ..model.speculative import expected_tokens
 from ..sim.speculative import DraftCosts, prefill_path, speculative_costs
 from ..sim.split_prefill import kv_handoff, split_prefill_costs
 
@@ -114,12 +114,14 @@ def serve_speculative_batches(spec: InferenceExperimentSpec, engine: str, mappin
     sp = inf.speculative
     assert sp is not None
     if inf.interconnect is None:
-        return infeasible_serving(spec, mapping, "a speculative draft runs on wafers of its own: set inference."
-                                  "interconnect (a preset name, a path or a mapping)"), None, None, None
+        why = ("a speculative draft runs on wafers of its own: set inference.interconnect (a preset name, "
+               "a path or a mapping)")
+        return infeasible_serving(spec, mapping, why), None, None, None
     other, _, draft_costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
                                            systems="auto"))
     if not other.feasible:
-        return infeasible_serving(spec, mapping, f"the draft {sp.draft.name}: {other.reason}"), None, None, None
+        why = f"the draft {sp.draft.name}: {other.reason}"
+        return infeasible_serving(spec, mapping, why), None, None, None
     program = serving_program(spec, mapping, requests_of(spec))
     op = replace(program.body[0], speculative=(sp.tokens, sp.acceptance))
     program = replace(program, body=(op,))

@@ -90,7 +90,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     it_decodes, it_prompt = array("i"), array("i")
     it_longest, it_pieces, it_reach, it_ends, it_moved = (array("q") for _ in range(5))
     decodes: list[list[int]] = [[] for _ in range(stations)]  # the requests whose decode token is queued
-    pieces: list[list[list[int]]] = [[] for _ in range(stations)]  # prompt pieces queued: [request, start, tokens]
+    pieces: list[list[list[int]]] = [[] for _ in range(stations)]  # prompt pieces: [request, start, tokens]
     running: list[tuple | None] = [None] * stations  # the iteration a stage runs
     link = [0.0] * stations  # the last hand-off's landing on each stage's outbound link
     chunked = op.policy == "chunked"

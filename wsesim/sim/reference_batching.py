@@ -22,7 +22,6 @@ import simpy
 
 from ..model.serving import requests_fit
 from ..model.speculative import accepted
-
 from .costing import StageCosts
 from .plan import BatchLog, StageLog, Trace
 from .program import Serve, ServeBatches
@@ -227,8 +226,9 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                                                        in zip(ps, ends, strict=True)])
             out = [*ds, *((r, 1) for r, _, _ in ps)]
             values = op.width * len(out) - len(out)  # K drafted tokens each
+            reach = max((begin + tokens for r, begin, tokens in ps), default=0)
             iterations.append([D, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
-                               max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), values])
+                               reach, sum(ends), values])
             busy[D] += cycles
             yield env.timeout(cycles)
             links[D].put((env.now + cost.handoff(values), 0, out, []))
