@@ -4,6 +4,7 @@ between wafers, the KV cache's bytes and hand-off time, the timelines on both ex
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from wsesim.config.inference import load_inference_data
@@ -162,3 +163,39 @@ def test_one_output_token_with_a_draft_is_refused_in_one_line() -> None:
     assert "inference.speculative: expected output_len of at least 2 with speculative" in str(e.value)
     assert "\n" not in str(e.value)
     assert run_inference(_speculative(**{"inference.output_len": 2})).result.speculative["rounds"] == 1
+
+
+LOAD = {"inference.arrival": "poisson", "inference.rate": 2e5, "inference.requests": 12, "inference.batch": 4}
+
+
+def test_under_load_the_draft_is_a_station_and_both_executors_agree() -> None:
+    """Twelve Poisson requests, up to four at once, with a draft: the scheduler's log bit for bit on both
+    executors, the draft its last station, every decode token a verify pass of K + 1 = 5 positions."""
+    spec = _speculative(**LOAD)
+    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    a, b = fast.trace.batches, ref.trace.batches
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
+    assert a.names == ("stage 0", "draft") and a.width == 5
+    assert (a.stage == 1).any() and (a.decodes[a.stage == 0] > 1).any()  # the draft ran; passes batched
+    r = fast.result
+    assert r.batching == "continuous" and r.systems == 2  # the target's wafer and the draft's
+    assert r.joules_per_token is not None and r.speculative["expected_tokens_per_verify"] == 1.9375
+
+
+def test_one_request_through_the_scheduler_by_hand() -> None:
+    """One request (batching: continuous) with K = 4, α = 0.5: output 9 is its first token and 5 verify
+    passes (E = 1.9375: ⌊j·E⌋ = 1, 3, 5, 7, 8 tokens after j passes). After its prefill the first token goes
+    to the draft (1 value between wafers: 2 B / 4 B a cycle + 2,000 = 2,000.5 cycles), which prefills the
+    prompt and drafts K = 4 tokens (``DraftCosts.iteration``), sends them (8 B: 2 + 2,000 = 2,002 cycles),
+    and the stage verifies 5 positions from context 9: 105,190 cycles (the pass of the one-request test)."""
+    run = run_inference(_speculative(**{"inference.batching": "continuous"}))
+    log, costs = run.trace.batches, run.costs
+    assert log.emitted.size == 6
+    draft = costs.draft.iteration(0, 0, [(8, 0, True)])
+    first_pass = log.emitted[1] - log.emitted[0]
+    assert first_pass == 2000.5 + draft + 2002 + 105_190
+    contexts = [c for c in log.longest[log.stage == 0].tolist() if c]
+    assert contexts == [9, 10, 12, 14, 16]  # the round contexts of the one-request model, pass by pass
+    assert run.result.tpot_s == pytest.approx((log.emitted[-1] - log.emitted[0]) / 8 / 1e9, rel=1e-12)

@@ -124,18 +124,24 @@ def _stage_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
 
 
 def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """A continuously batched serving run: a thread per stage, a span per iteration."""
+    """A continuously batched serving run: a thread per station (each stage, a speculative draft's
+    wafers), a span per iteration: its decode tokens (``verify`` passes of K + 1 positions with a draft;
+    ``draft`` rounds of K steps on the draft's station) and its prompt tokens."""
     b = trace.batches
     assert b is not None
+    names = b.names or tuple(f"stage {s}" for s in range(len(b.busy)))
     meta: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "pipeline stages"}},
-        *({"name": "thread_name", "ph": "M", "pid": 1, "tid": s + 1, "args": {"name": f"stage {s}"}}
-          for s in range(len(b.busy)))]
+        *({"name": "thread_name", "ph": "M", "pid": 1, "tid": s + 1, "args": {"name": name}}
+          for s, name in enumerate(names))]
     for s, start, end, decodes, prompt in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
                                               b.decodes.tolist(), b.prompt_tokens.tolist(), strict=True):
-        name = f"{decodes} decode" + (f" + {prompt} prompt" if prompt else "")
-        span(1, s + 1, name, start, end, {"stage": s, "decodes": decodes, "prompt_tokens": prompt},
-             "iteration")
+        drafting = names[s] == "draft"
+        what = "draft" if drafting else ("verify" if b.width > 1 else "decode")
+        name = f"{decodes} {what}" + (f" + {prompt} prompt" if prompt else "")
+        span(1, s + 1, name, start, end, {"station": names[s], "decodes": decodes, "prompt_tokens": prompt,
+                                          **({"positions": b.width} if b.width > 1 and not drafting else {})},
+             "draft" if drafting else what if what == "verify" else "iteration")
     return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
 
 

@@ -59,14 +59,17 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
                log.prompt_tokens.tolist(), log.reach.tolist(), log.ends.tolist(), log.moved.tolist(),
                strict=True)
     seen: dict[tuple[int, ...], EventCounts] = {}
+    stations, last = costs.stations(), len(costs.stages) - 1
     for key in rows:
         c = seen.get(key)
         if c is None:
             s, decodes, longest, pieces, tokens, reach, ends, moved = key
-            batches = costs.stages[s].batches
-            assert batches is not None, "a continuously batched run's stages have their batch costs"
-            c = seen[key] = (batches.counts(decodes, longest, pieces, tokens, reach, ends)
-                             + batches.handoff_counts(moved))
+            station = stations[s]
+            assert station is not None, "a continuously batched run's stages have their batch costs"
+            # the last stage's hand-off goes to the draft's wafers when there is one
+            moved_counts = (costs.draft.receive_counts(moved) if s == last and costs.draft is not None
+                            else station.handoff_counts(moved))
+            c = seen[key] = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
         total = total + c
     return total
 

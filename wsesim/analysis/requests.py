@@ -100,7 +100,7 @@ def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace)
         assert b is not None, "a continuously batched run's trace has its batch log"
         return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
                              "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
-                            clock, b.emitted, op.output)
+                            clock, b.emitted, op.outputs())
     log = trace.stages
     assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
     started = np.full(op.requests, np.nan)

@@ -121,8 +121,8 @@ def _layout_rows(r: Any) -> list[tuple[str, str]]:
                 ("  drafted, accepted", f"K = {sp['tokens']}, acceptance {sp['acceptance']:g}: "
                                         f"{sp['expected_tokens_per_verify']:.3f} tokens per verify pass, "
                                         f"{sp['rounds']:,} passes"),
-                ("  without it", f"{sp['tokens_per_s_per_request_without']:,.1f} tokens/s per request "
-                                 f"({sp['speedup']:.2f}x with it)")]
+                *([("  without it", f"{sp['tokens_per_s_per_request_without']:,.1f} tokens/s per request "
+                                    f"({sp['speedup']:.2f}x with it)")] if "speedup" in sp else [])]
     if split:
         return [("split prefill", f"{split['placement']} ({split['stages']} stage"
                                   f"{'s' if split['stages'] > 1 else ''} of {split['grid']} PEs)"),

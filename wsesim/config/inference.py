@@ -13,7 +13,18 @@ from pydantic import Field, ValidationInfo, WithJsonSchema, field_validator
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import Description, Name, count, format_grid, parse_grid, quantity
+from .fields import Description, Name, count, format_grid, parse_grid
+from .inference_parts import (
+    ExpertGrids,
+    Rate,
+    Requests,
+    Sigma,
+    SloSpec,
+    SpeculativeSpec,
+    StageLayers,
+    Systems,
+    Tokens,
+)
 from .loader import (
     REFERENCE_KEYS,
     Loaded,
@@ -30,48 +41,10 @@ from .validation import validate
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
 
-# Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
-Tokens = count(16_777_216)
-Requests = count(65_536)
-Systems = count(65_536)
-StageLayers = count(16_384)
-ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
-# a wafer serves a request in milliseconds: 10^6 requests/s is past any load one could offer it
-Rate = Annotated[float, Field(gt=0, le=1e6)]
-# the σ of ln(length): 0.5-1.5 fits published traces' prompt and output lengths; 4 is past any of them
-Sigma = Annotated[float, Field(gt=0, le=4)]
-# a latency target: a token in microseconds to a first token in minutes
-Target = quantity("time", "1 us", "3600 s", "500 ms")
-
-
-class SloSpec(Spec):
-    """Latency targets a request must meet to count as goodput: its time to first token and its mean
-    time per output token (docs/model.md §11.7)."""
-
-    ttft_s: Target = Field(alias="ttft")
-    tpot_s: Target = Field(alias="tpot")
-
-
-# draft tokens per verify pass: speculative decoding papers use 2-8; past 32 the draft's misses dominate
-DraftTokens = count(32)
-Acceptance = Annotated[float, Field(ge=0, le=1)]
-
-
-class SpeculativeSpec(Spec):
-    """Speculative decoding (docs/model.md §11.9): a ``draft`` model (a preset name or a model file,
-    resolved when loaded) proposes ``tokens`` (K) tokens one decode step at a time, then the target
-    verifies the K + 1 positions in one pass; each drafted token is accepted with probability
-    ``acceptance`` (α, an input: no rate is published for a wafer)."""
-
-    draft: ModelSpec
-    tokens: DraftTokens = 4
-    acceptance: Acceptance
-
-
 def _auto_continuous(arrival: Any, batch: Any, one_at_a_time: bool) -> bool:
     """``batching: auto``: iteration-level batches for every load but one request arriving alone (the
-    pipeline of §11.4, which a batch of one equals) and what is modelled one request at a time (a
-    speculative draft, split prefill, sampled MoE routing)."""
+    pipeline of §11.4, which a batch of one equals) and what is modelled one request at a time (split
+    prefill, sampled MoE routing)."""
     return not one_at_a_time and (arrival != "together" or (isinstance(batch, int) and batch > 1))
 
 
@@ -108,7 +81,7 @@ class InferenceSpec(Spec):
     length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
     # none: a stage serves one request's token at a time (the pipeline of §11.4); continuous: iteration-
     # level batches (§11.7); auto: continuous, but none for one request arriving alone (which equals it)
-    # and for speculative decoding, split prefill and sampled routing (modelled one token at a time)
+    # and for split prefill and sampled routing (modelled one request or one token at a time)
     batching: Literal["auto", "none", "continuous"] = Field("auto", validate_default=True)
     prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
     # tokens one iteration takes at most (prompt tokens, and decode tokens under chunked), its GEMMs'
@@ -126,10 +99,17 @@ class InferenceSpec(Spec):
     @field_validator("speculative", "prefill_systems")
     @classmethod
     def _one_request(cls, value: Any, info: ValidationInfo) -> Any:
-        """Speculative decoding and split prefill are modelled for one request at a time (its per-user
-        speed, the cost of its layout): a draft or prefill wafers shared by requests are not queued."""
+        """Split prefill is modelled for one request at a time (its per-user speed, the cost of its
+        layout): prefill wafers shared by requests are not queued. Speculative decoding runs under either:
+        one request alone through the pipeline, or any load through the scheduler (its draft one more
+        station)."""
         d, what = info.data, info.field_name
         if value is None:
+            return value
+        if what == "speculative":
+            if d.get("output_len") == 1:
+                raise fail("expected output_len of at least 2 with speculative (the first output token is "
+                           "the prefill's: a draft has nothing to propose), got output_len: 1")
             return value
         if d.get("arrival") != "together" or d.get("batching") == "continuous":
             raise fail(f"expected arrival: together and batching: none or auto with {what} (it is modelled "
@@ -138,9 +118,6 @@ class InferenceSpec(Spec):
         if d.get("batch") != 1:
             raise fail(f"expected batch: 1 with {what} (requests sharing a draft or prefill wafers are not "
                        f"modelled), got {d.get('batch')}")
-        if what == "speculative" and d.get("output_len") == 1:
-            raise fail("expected output_len of at least 2 with speculative (the first output token is the "
-                       "prefill's: a draft has nothing to propose), got output_len: 1")
         if what == "prefill_systems" and d.get("speculative") is not None:
             raise fail("expected speculative or prefill_systems, not both (their combination is not "
                        f"modelled), got prefill_systems: {value}")
@@ -209,10 +186,9 @@ class InferenceSpec(Spec):
     @property
     def continuous(self) -> bool:
         """Whether stages run iteration-level batches (``batching``, ``auto`` read: continuous unless one
-        request, or requests that speculative decoding or split prefill serve one at a time)."""
+        request, or requests that split prefill or sampled routing serve one at a time)."""
         return self.batching == "continuous" or (self.batching == "auto" and _auto_continuous(
-            self.arrival, self.batch, self.speculative is not None or self.prefill_systems is not None
-            or self.sampled))
+            self.arrival, self.batch, self.prefill_systems is not None or self.sampled))
 
     @property
     def sigma(self) -> float:
@@ -247,8 +223,7 @@ class InferenceSpec(Spec):
     @classmethod
     def _warmup(cls, warmup: int, info: ValidationInfo) -> int:
         d = info.data
-        one_at_a_time = (d.get("speculative") is not None or d.get("prefill_systems") is not None
-                         or d.get("routing", "balanced") != "balanced")
+        one_at_a_time = d.get("prefill_systems") is not None or d.get("routing", "balanced") != "balanced"
         continuous = d.get("batching") == "continuous" or (
             d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch"), one_at_a_time))
         if warmup and not continuous:

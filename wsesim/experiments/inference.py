@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,17 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     finish here (``experiments.estimate.check_serving``) is a ``ConfigError`` before anything is built
     (``check=False``: already checked, as a search checks all its candidates at once)."""
     inf = spec.inference
+    if inf.speculative is not None and inf.continuous:  # the draft one more station of the scheduler
+        from .serving_layouts import serve_speculative_batches
+
+        t0 = time.perf_counter()
+        mapping = map_stages(spec)
+        if not mapping.feasible:
+            return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
+        if check:
+            check_serving(serving_estimate(spec, mapping, engine))
+        result, program, costs, trace = serve_speculative_batches(spec, engine, mapping)
+        return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
     if inf.speculative is not None or inf.prefill_systems is not None:  # the run without, then with
         from .serving_layouts import serve_layout
 

@@ -15,15 +15,17 @@ from typing import Any
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving, prefill_breakdown
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
+from ..model.load import requests_of
+from ..model.speculative import expected_tokens
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, map_stages
 from ..sim.program import Program, Serve
-from ..sim.speculative import prefill_path, speculative_costs
+from ..sim.speculative import DraftCosts, prefill_path, speculative_costs
 from ..sim.split_prefill import kv_handoff, split_prefill_costs
 
-__all__ = ["serve_layout"]
+__all__ = ["serve_layout", "serve_speculative_batches"]
 
 
 def _other(spec: InferenceExperimentSpec, **update: Any) -> InferenceExperimentSpec:
@@ -99,3 +101,43 @@ def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
         update["prefill_breakdown"] = prefill_breakdown(extra_costs)
         update["per_stage"] = [{**s, "prefill_cycles": 0.0} for s in result.per_stage]
     return replace(result, **update), run_program, run_costs, trace
+
+
+def serve_speculative_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
+                              ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
+    """Speculative decoding under continuous batching (docs/model.md §11.9): the target's stages on
+    ``mapping`` (feasible) and its draft, mapped by the same mapper on wafers of its own for the same
+    requests, as one more station of the scheduler (``sim.speculative.DraftCosts``). Every wafer counts
+    (``measure_serving``'s ``extra_systems``). Returns (result, program, costs, trace); a draft that does
+    not fit, or wafers without an interconnect, is an infeasible result with its reason."""
+    t0, inf = time.perf_counter(), spec.inference
+    sp = inf.speculative
+    assert sp is not None
+    if inf.interconnect is None:
+        why = ("a speculative draft runs on wafers of its own: set inference.interconnect (a preset name, "
+               "a path or a mapping)")
+        return infeasible_serving(spec, mapping, why), None, None, None
+    other, _, draft_costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
+                                           systems="auto"))
+    if not other.feasible:
+        why = f"the draft {sp.draft.name}: {other.reason}"
+        return infeasible_serving(spec, mapping, why), None, None, None
+    program = serving_program(spec, mapping, requests_of(spec))
+    op = replace(program.body[0], speculative=(sp.tokens, sp.acceptance))
+    program = replace(program, body=(op,))
+    costs = cost_serving(program, spec)
+    for c in costs.stages:  # each decode token a verify pass of K + 1 positions
+        assert c.batches is not None
+        c.batches.width = sp.tokens + 1
+    costs.draft = DraftCosts(spec, draft_costs, sp.tokens)
+    trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
+                             extra_systems=other.systems)
+    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
+    passes = int((op.outputs() - 1)[~trace.batches.refused].sum()) if trace.batches is not None else 0
+    block = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
+             "placement": f"{wafers} of its own, a station of the scheduler after the target's stages",
+             **_where(other), "expected_tokens_per_verify": expected_tokens(sp.tokens, sp.acceptance),
+             "rounds": passes}
+    warnings = [*result.warnings, *(p for p in draft_costs.problems if p not in result.warnings)]
+    return replace(result, speculative=block, warnings=warnings), program, costs, trace

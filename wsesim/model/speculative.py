@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from math import ceil, floor
 
-__all__ = ["expected_tokens", "round_contexts"]
+__all__ = ["accepted", "expected_tokens", "outputs", "round_contexts"]
 
 
 def expected_tokens(k: int, alpha: float) -> float:
@@ -31,3 +31,20 @@ def round_contexts(prompt_len: int, output_len: int, k: int, alpha: float) -> tu
     e = expected_tokens(k, alpha)
     rounds = ceil((output_len - 1) / e)
     return tuple(prompt_len + 1 + min(floor((j - 1) * e), output_len - 1) for j in range(1, rounds + 1))
+
+
+def accepted(rounds: int, output_len: int, e: float) -> int:
+    """Tokens a request has beyond its first after ``rounds`` verify passes: ⌊rounds·E⌋, capped at
+    output − 1 (E = 1 without a draft: one a pass, a plain decode step)."""
+    return min(output_len - 1, floor(rounds * e))
+
+
+def outputs(output_len: int, e: float) -> int:
+    """The request's outputs as the scheduler counts them: its first token, then one per verify pass
+    until it has all its tokens (``output_len`` at E = 1)."""
+    rounds = ceil((output_len - 1) / e)
+    while rounds and accepted(rounds - 1, output_len, e) >= output_len - 1:
+        rounds -= 1
+    while accepted(rounds, output_len, e) < output_len - 1:
+        rounds += 1
+    return 1 + rounds

@@ -47,6 +47,9 @@ class BatchCosts:
         self._handoff: dict[int, tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
+        # positions each decode token carries: K + 1 when a draft's tokens are verified (§11.9), its b
+        # tokens then K + 1 vectors each, attending up to K positions past their context
+        self.width = 1
 
     def decode(self, batch: int) -> float:
         """Cycles of the stage's kernels, attention aside, on ``batch`` decode tokens at once (the LM
@@ -94,6 +97,8 @@ class BatchCosts:
         """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
         request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
         are a batch of GEMVs; one piece alone is its prefill; anything more is one pass (``mixed``)."""
+        if decodes and self.width > 1:  # verify passes: K + 1 vectors each, the last K past the context
+            decodes, longest = decodes * self.width, longest + self.width - 1
         if not pieces:
             if not decodes:
                 return 0.0
@@ -152,6 +157,8 @@ class BatchCosts:
         """The events of an iteration of ``decodes`` decode tokens (the longest at context ``longest``) and
         ``pieces`` prompt pieces of ``tokens`` tokens in all, reaching context ``reach`` at most, ``ends``
         of them ending their prompts: the kernels ``iteration`` times, each with its batch."""
+        if decodes and self.width > 1:  # as ``iteration``
+            decodes, longest = decodes * self.width, longest + self.width - 1
         key = (decodes, longest, pieces, tokens, reach, ends)
         c = self._counts.get(key)
         if c is None:

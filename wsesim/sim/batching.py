@@ -27,11 +27,12 @@ import heapq
 from array import array
 from collections import deque
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
 
 from ..model.serving import requests_fit
-from .batch_costs import BatchCosts
+from ..model.speculative import accepted
 from .plan import BatchLog
 from .program import ServeBatches
 
@@ -65,27 +66,33 @@ def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[in
     return taken
 
 
-def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
+def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     """Serve ``op``'s requests (see the module's docstring); returns their log. A request has one piece
     of work in flight at a time, so a decode token queued is its request's index alone: the request's
-    next context (``context[r]``) and tokens still to come (``left[r]``) say the rest."""
+    next context (``context[r]``) and outputs still to come (``left[r]``) say the rest. ``costs``: each
+    stage's ``BatchCosts``, then with a draft the draft's station (``speculative.DraftCosts``)."""
     n, S, hid = op.requests, len(op.stages), op.model.hidden_size
+    draft = S if op.speculative else None  # the draft's station, after the last stage
+    stations = S + (draft is not None)
+    k, e, width = (op.speculative[0] if op.speculative else 0), op.tokens_per_pass, op.width
     arrival, prompt, output = op.arrival.tolist(), op.prompt.tolist(), op.output.tolist()
+    outputs = op.outputs().tolist()  # each request's outputs: its tokens, or its first and verify passes
     context = [p + 1 for p in prompt]  # the first decode token's context
-    left = [o - 1 for o in output]  # decode tokens to come
+    left = [o - 1 for o in outputs]  # decode outputs to come
+    passes = [0] * n  # verify passes done (with a draft)
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
-    stop = list(accumulate(output))  # request r's output tokens' cycles end before stop[r] in ``emitted``
+    stop = list(accumulate(outputs))  # request r's outputs' cycles end before stop[r] in ``emitted``
     emitted = array("d", [nan]) * (stop[-1] if n else 0)
-    busy = [0.0] * S
+    busy = [0.0] * stations
     it_stage, it_start, it_end = array("i"), array("d"), array("d")
     it_decodes, it_prompt = array("i"), array("i")
     it_longest, it_pieces, it_reach, it_ends, it_moved = (array("q") for _ in range(5))
-    decodes: list[list[int]] = [[] for _ in range(S)]  # the requests whose decode token is queued
-    pieces: list[list[list[int]]] = [[] for _ in range(S)]  # prompt pieces queued: [request, start, tokens]
-    running: list[tuple | None] = [None] * S  # the iteration a stage runs
-    link = [0.0] * S  # the last hand-off's landing on each stage's outbound link
+    decodes: list[list[int]] = [[] for _ in range(stations)]  # the requests whose decode token is queued
+    pieces: list[list[list[int]]] = [[] for _ in range(stations)]  # prompt pieces: [request, start, tokens]
+    running: list[tuple | None] = [None] * stations  # the iteration a stage runs
+    link = [0.0] * stations  # the last hand-off's landing on each stage's outbound link
     chunked = op.policy == "chunked"
     waiting: deque[int] = deque()
     flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
@@ -126,32 +133,44 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
         nonlocal order
         rs, ps, index = running[s]  # type: ignore[misc]
         running[s] = None
-        if s < S - 1:
-            values = (len(rs) + sum(p[2] for p in ps)) * hid
+        move = costs[s].handoff
+        if s == draft:  # the drafts of every request in it to the first stage, K values each
+            to, out_r, out_p = 0, rs + [r for r, _, _ in ps], []
+            values = k * len(out_r)
+        elif s < S - 1:
+            values = (width * len(rs) + sum(p[2] for p in ps)) * hid
             to, out_r, out_p = s + 1, rs, ps
         else:
-            to, out_r, out_p = 0, [], []
+            to, out_r, out_p = (0 if draft is None else draft), [], []
             for r in rs:
-                emitted[stop[r] - left[r]] = now  # its token output − left (left counts this one)
+                emitted[stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
+                if e == 1.0:
+                    context[r] += 1
+                else:  # a verify pass: the tokens it accepted
+                    passes[r] += 1
+                    context[r] = prompt[r] + 1 + accepted(passes[r], output[r], e)
                 if left[r] > 1:
                     left[r] -= 1
-                    context[r] += 1
                     out_r.append(r)
                 else:
                     release(r, now)
-            values = len(rs)
+            values = width * len(rs)
             for r, begin, tokens in ps:
                 if begin + tokens == prompt[r]:  # its prompt's last piece: the first token is out
                     values += 1
-                    first[r] = emitted[stop[r] - output[r]] = now
-                    if left[r]:
-                        out_r.append(r)
-                    else:
+                    first[r] = emitted[stop[r] - outputs[r]] = now
+                    if not left[r]:
                         release(r, now)
+                    elif draft is None:
+                        out_r.append(r)
+                    else:  # to the draft: its prompt prefilled there, then its first K drafts
+                        out_p.append([r, 0, prompt[r]])
+            if draft is not None:
+                move = costs[draft].receive
             admit(now)
         if out_r or out_p:
             it_moved[index] = values
-            at = max(now + costs[s].handoff(values), link[s])
+            at = max(now + move(values), link[s])
             link[s] = at
             if at == now:
                 decodes[to] += out_r
@@ -162,12 +181,16 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
 
     def start(s: int, now: float) -> None:
         nonlocal order
-        if chunked or not pieces[s]:
+        if chunked or not pieces[s] or s == draft:
             rs = decodes[s]
             decodes[s] = []
         else:  # prefill first: the decodes wait for an iteration without prompts
             rs = []
-        ps = take_pieces(pieces[s], op.budget - len(rs), not chunked)
+        if s == draft:  # the draft takes every prompt and every round queued
+            ps = [(r, begin, tokens) for r, begin, tokens in pieces[s]]
+            pieces[s] = []
+        else:
+            ps = take_pieces(pieces[s], op.budget - width * len(rs), not chunked)
         longest = max(map(context.__getitem__, rs)) if rs else 0
         taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
         cycles = costs[s].iteration(len(rs), longest, taken)
@@ -214,7 +237,7 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
             else:
                 decodes[to] += work[0]
                 pieces[to] += [list(p) for p in work[1]]
-        for s in range(S):
+        for s in range(stations):
             if running[s] is None and (decodes[s] or pieces[s]):
                 start(s, now)
 
@@ -225,4 +248,4 @@ def run_batches(op: ServeBatches, costs: list[BatchCosts]) -> BatchLog:
                     np.frombuffer(it_prompt, dtype=np.int32).copy(),
                     np.frombuffer(emitted),  # no copy: the array is done with and the biggest here
                     *(np.frombuffer(a, dtype=np.int64) for a in (it_longest, it_pieces, it_reach, it_ends,
-                                                                 it_moved)))
+                                                                 it_moved)), op.stations(), width)

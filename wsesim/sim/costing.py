@@ -25,7 +25,7 @@ from copy import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import ceil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -166,6 +166,12 @@ class Costs:
     optimizer_cycles: float = 0.0
     stages: tuple[StageCosts, ...] = ()
     problems: tuple[str, ...] = ()
+    draft: Any = None  # continuous batching with a draft: its station's costs (``speculative.DraftCosts``)
+
+    def stations(self) -> list[Any]:
+        """What the scheduler's stations cost: each stage's ``BatchCosts``, then the draft's."""
+        out: list[Any] = [c.batches for c in self.stages]
+        return [*out, self.draft] if self.draft is not None else out
 
 
 def with_defaults(plan: StepPlan | None, program: Program | None,

@@ -241,7 +241,7 @@ class _Engine:
         """Requests over time, each stage running iteration-level batches (``batching``)."""
         from .batching import run_batches  # serving's continuous batching only
 
-        log = self.trace.batches = run_batches(op, [c.batches for c in self.costs.stages])
+        log = self.trace.batches = run_batches(op, self.costs.stations())
         self.events = len(log.start)  # the iterations
         yield self.env.timeout(log.end_cycle)
 

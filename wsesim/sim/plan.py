@@ -144,6 +144,10 @@ class BatchLog:
     reach: np.ndarray
     ends: np.ndarray
     moved: np.ndarray
+    # each station's name, by index of ``stage`` ("stage 0" …, "draft"), and the positions a decode token
+    # carries through the stages (K + 1: a verify pass)
+    names: tuple[str, ...] = ()
+    width: int = 1
 
     @property
     def end_cycle(self) -> float:

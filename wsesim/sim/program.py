@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from ..model.shapes import Matmul
+from ..model.speculative import expected_tokens, outputs
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, StageOpKind
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from ..config.specs import ModelSpec
     from .chunks import ChunkPlan
     from .mapping import Stage
@@ -236,7 +237,11 @@ class ServeBatches:
     prompts queued, in order, while their tokens stay within ``budget`` (the first one always), instead
     of the decodes; ``chunked``: besides them, prompt tokens up to ``budget`` less the decodes, a prompt
     cut where the budget ends, its rest waiting for the next iteration (``take_pieces``). The prompt
-    tokens of one iteration share its GEMMs (``BatchCosts.iteration``)."""
+    tokens of one iteration share its GEMMs (``BatchCosts.iteration``). With ``speculative`` (K, α), a
+    draft runs on wafers of its own as one more station after the last stage (docs/model.md §11.9): a
+    request's first token goes to it (its prompt prefilled there, then K draft steps), every decode token
+    after is a verify pass of K + 1 positions through the stages that yields ``model.speculative.accepted``
+    tokens, then back to the draft for the next K."""
 
     kind: ClassVar[OpKind] = OpKind.SERVE_BATCHES
     stages: tuple[StageWork, ...]
@@ -249,10 +254,33 @@ class ServeBatches:
     model: ModelSpec
     layout: str
     args: Mapping[str, Any] = field(default_factory=_args)
+    speculative: tuple[int, float] | None = None  # (K draft tokens, acceptance α)
 
     @property
     def requests(self) -> int:
         return len(self.arrival)
+
+    @property
+    def width(self) -> int:
+        """Positions a decode token carries through the stages: K + 1 verified with a draft, else 1."""
+        return self.speculative[0] + 1 if self.speculative else 1
+
+    def stations(self) -> tuple[str, ...]:
+        """The scheduler's stations by index: its stages, then the draft's when there is one."""
+        return (*(f"stage {s}" for s in range(len(self.stages))), *(("draft",) if self.speculative else ()))
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """E, the tokens a decode pass yields on average (1 without a draft)."""
+        return 1.0 if self.speculative is None else expected_tokens(*self.speculative)
+
+    def outputs(self) -> np.ndarray:
+        """Each request's outputs as the scheduler emits them (``model.speculative.outputs``): its tokens
+        without a draft, its first token and verify passes with one."""
+        if self.speculative is None:
+            return self.output
+        e = self.tokens_per_pass
+        return np.array([outputs(int(o), e) for o in self.output.tolist()], dtype=np.int64)
 
 
 Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | Serve | ServeBatches

@@ -365,7 +365,7 @@ class _Reference:
 
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Continuous batching as processes and resources (``reference_batching``)."""
-        self.trace.batches = yield from serve_batches(self.env, op, [c.batches for c in self.costs.stages])
+        self.trace.batches = yield from serve_batches(self.env, op, self.costs.stations())
 
     def _step(self) -> Generator[Any, Any, None]:
         run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {

@@ -21,7 +21,7 @@ import numpy as np
 import simpy
 
 from ..model.serving import requests_fit
-from .batch_costs import BatchCosts
+from ..model.speculative import accepted
 from .costing import StageCosts
 from .plan import BatchLog, StageLog, Trace
 from .program import Serve, ServeBatches
@@ -57,21 +57,31 @@ def serve_requests(env: simpy.Environment, op: Serve, costs: tuple[StageCosts, .
 
 
 def serve_batches(env: simpy.Environment, op: ServeBatches,
-                  costs: list[BatchCosts]) -> Generator[Any, Any, BatchLog]:
-    """Serve ``op``'s requests as processes (see the module's docstring); returns their log."""
+                  costs: list[Any]) -> Generator[Any, Any, BatchLog]:
+    """Serve ``op``'s requests as processes (see the module's docstring); returns their log. ``costs``:
+    each stage's ``BatchCosts``, then with a draft its station's (``speculative.DraftCosts``), served by a
+    process of its own after the last stage."""
     S, n = len(op.stages), op.requests
+    D = S if op.speculative else None
+    stations, width, e = S + (D is not None), op.width, op.tokens_per_pass
     nan = np.nan
     admitted, started, first, finished = (np.full(n, nan) for _ in range(4))
     refused = np.zeros(n, dtype=bool)
-    offset = (np.cumsum(op.output) - op.output).astype(np.int64)
-    emitted = np.full(int(np.sum(op.output)), nan)  # request r's token t at offset[r] + t
-    busy = np.zeros(S)
+    outputs = op.outputs()
+    offset = (np.cumsum(outputs) - outputs).astype(np.int64)
+    emitted = np.full(int(np.sum(outputs)), nan)  # request r's output t at offset[r] + t
+    busy = np.zeros(stations)
     iterations: list[list[Any]] = []  # stage, start, end, decodes, prompt tokens, longest, pieces, reach,
     # ends, values moved after it
-    decodes: list[list[tuple[int, int]]] = [[] for _ in range(S)]
-    prompts: list[list[tuple[int, int, int]]] = [[] for _ in range(S)]
-    woken: list[simpy.Event | None] = [None] * S
-    links = [simpy.Store(env) for _ in range(S)]
+    decodes: list[list[tuple[int, int]]] = [[] for _ in range(stations)]
+    prompts: list[list[tuple[int, int, int]]] = [[] for _ in range(stations)]
+    woken: list[simpy.Event | None] = [None] * stations
+    links = [simpy.Store(env) for _ in range(stations)]
+
+    def context(r: int, t: int) -> int:
+        """The context output t of request r starts from: its prompt, its first token and those accepted
+        by its t − 1 passes before (one each without a draft)."""
+        return int(op.prompt[r]) + 1 + accepted(t - 1, int(op.output[r]), e)
     waiting: list[int] = []
     flight: list[int] = []  # the requests in flight
     all_done = env.event()
@@ -141,7 +151,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             if op.policy == "chunked" or not prompts[s]:
                 ds, decodes[s] = decodes[s], []
             ps: list[tuple[int, int, int]] = []
-            room = op.budget - len(ds)
+            room = op.budget - width * len(ds)
             while prompts[s] and room > 0:
                 r, begin, tokens = prompts[s][0]
                 if op.policy == "chunked":
@@ -158,7 +168,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 room -= take
             ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
             taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
-            longest = max((int(op.prompt[r]) + t for r, t in ds), default=0)
+            longest = max((context(r, t) for r, t in ds), default=0)
             cycles = cost.iteration(len(ds), longest, taken)
             if s == 0:
                 for r, begin, _ in ps:
@@ -170,32 +180,65 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             busy[s] += cycles
             yield env.timeout(cycles)
             if not last:
-                values = (len(ds) + sum(p[2] for p in ps)) * op.model.hidden_size
+                values = (width * len(ds) + sum(p[2] for p in ps)) * op.model.hidden_size
                 record[9] = values
                 links[s].put((env.now + cost.handoff(values), s + 1, ds, ps))
                 continue
             home: list[tuple[int, int]] = []
+            drafts: list[tuple[int, int, int]] = []  # with a draft: prompts to prefill there first
             for r, t in ds:
                 emitted[offset[r] + t] = env.now
-                if t + 1 < int(op.output[r]):
+                if t + 1 < int(outputs[r]):
                     home.append((r, t + 1))
                 else:
                     leave(r)
-            for (r, _, _), e in zip(ps, ends, strict=True):
-                if e:
+            for (r, _, _), end in zip(ps, ends, strict=True):
+                if end:
                     first[r] = emitted[offset[r]] = env.now
-                    if int(op.output[r]) > 1:
+                    if int(outputs[r]) == 1:
+                        leave(r)
+                    elif D is None:
                         home.append((r, 1))
                     else:
-                        leave(r)
+                        drafts.append((r, 0, int(op.prompt[r])))
             admit()
-            if home:
-                record[9] = len(ds) + sum(ends)
-                links[s].put((env.now + cost.handoff(len(ds) + sum(ends)), 0, home, []))
+            if home or drafts:
+                values = width * len(ds) + sum(ends)
+                record[9] = values
+                to, move = (0, cost.handoff) if D is None else (D, costs[D].receive)
+                links[s].put((env.now + move(values), to, home, drafts))
+
+    def drafter() -> Generator[Any, Any, None]:
+        """The draft's station: every queued prompt and round in one iteration, then the drafts to the
+        first stage (K values a request)."""
+        assert D is not None
+        cost = costs[D]
+        while True:
+            while not (decodes[D] or prompts[D]):
+                woken[D] = env.event()
+                yield woken[D]
+            yield end_of_cycle()
+            ds, decodes[D] = decodes[D], []
+            ps, prompts[D] = prompts[D], []
+            ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
+            longest = max((context(r, t) for r, t in ds), default=0)
+            cycles = cost.iteration(len(ds), longest, [(tokens, begin, end) for (_, begin, tokens), end
+                                                       in zip(ps, ends, strict=True)])
+            out = [*ds, *((r, 1) for r, _, _ in ps)]
+            values = op.width * len(out) - len(out)  # K drafted tokens each
+            reach = max((begin + tokens for r, begin, tokens in ps), default=0)
+            iterations.append([D, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
+                               reach, sum(ends), values])
+            busy[D] += cycles
+            yield env.timeout(cycles)
+            links[D].put((env.now + cost.handoff(values), 0, out, []))
 
     for s in range(S):
         env.process(stage(s))
+    for s in range(stations):
         env.process(link(s))
+    if D is not None:
+        env.process(drafter())
     env.process(arrivals())
     if n:
         yield all_done
@@ -204,4 +247,5 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     col = [np.array([x[k] for x in it]) for k in range(10)]
     return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
                     col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
-                    col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:]))
+                    col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:]), op.stations(),
+                    op.width)

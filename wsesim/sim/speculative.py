@@ -23,12 +23,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..config.inference import InferenceExperimentSpec
+from ..model.energy import EventCounts
 from ..model.speculative import expected_tokens, round_contexts
 from .batch_costs import BatchCosts
 from .costing import Costs, StageCosts, wafer_handoff
 from .program import Serve
 
-__all__ = ["prefill_path", "speculative_costs"]
+__all__ = ["DraftCosts", "prefill_path", "speculative_costs"]
 
 
 def prefill_path(costs: Costs) -> float:
@@ -82,3 +83,75 @@ def speculative_costs(spec: InferenceExperimentSpec, serve: Serve, costs: Costs,
                    stages[s].handoff_decode for s in range(last)),
                "draft_prefill_cycles": prefill_path(draft), "draft_prefill_late_cycles": late}
     return replace(serve, output_len=len(contexts) + 1), replace(costs, stages=tuple(stages)), figures
+
+
+class DraftCosts:
+    """The draft's wafers as one station of the scheduler under continuous batching (docs/model.md §11.9):
+    what an iteration of it costs, with the ``BatchCosts`` interface the executors ask.
+
+    An iteration takes every request queued: prompt pieces (a request whose first token is out: its
+    prompt prefilled on the draft's stages, one pass of them all, ``BatchCosts.iteration`` on each draft
+    stage and the hand-offs between them), then a round for each request in it, those just prefilled and
+    those whose last verify pass came back: K draft steps, each through every draft stage with b vectors
+    at contexts c … c + K − 1 (c the longest request's: a prefilled one's is its prompt + 1), its stages'
+    hand-offs between, and K − 1 from its last stage back to its first. The
+    iteration's drafts go to the target's first stage over the wafers' links (``handoff``: K values a
+    request, ``wafer_handoff``); the target's last stage sends back what it verified (``receive``)."""
+
+    def __init__(self, spec: InferenceExperimentSpec, draft: Costs, k: int) -> None:
+        self.spec, self.k = spec, k
+        self.stages = [_batches(c) for c in draft.stages]
+        self.bpv, self.hid = spec.model.bytes_per_value, spec.inference.speculative.draft.hidden_size \
+            if spec.inference.speculative else spec.model.hidden_size
+        self._iteration: dict[tuple, float] = {}
+        self._counts: dict[tuple, EventCounts] = {}
+
+    def _parts(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]):
+        """(stage costs, decodes, longest, pieces, hand-off values) of each pass the iteration makes, in
+        order: the pieces' one pass, then each draft step's, for the decodes and the pieces' requests."""
+        last = len(self.stages) - 1
+        if pieces:
+            tokens = sum(p[0] for p in pieces)
+            for s, st in enumerate(self.stages):
+                yield st, 0, 0, pieces, tokens * self.hid if s < last else 0
+            decodes += len(pieces)
+            longest = max(longest, max(start + n for n, start, _ in pieces) + 1)
+        for i in range(self.k if decodes else 0):
+            for s, st in enumerate(self.stages):
+                back = decodes if (s == last and i < self.k - 1 and last) else 0
+                yield st, decodes, longest + i, [], decodes * self.hid if s < last else back
+
+    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
+        key = (decodes, longest, tuple(pieces))
+        c = self._iteration.get(key)
+        if c is None:
+            c = self._iteration[key] = sum(st.iteration(d, ctx, ps) + st.handoff(moved)
+                                           for st, d, ctx, ps, moved in self._parts(decodes, longest, pieces))
+        return c
+
+    def counts(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
+               ends: int) -> EventCounts:
+        """The events of an iteration (as ``BatchCosts.counts``): its prompts' pieces counted as one
+        piece of ``tokens`` reaching ``reach`` on each draft stage (the draft's prefill pass)."""
+        key = (decodes, longest, pieces, tokens, reach, ends)
+        c = self._counts.get(key)
+        if c is None:
+            one = [(tokens, reach - tokens, bool(ends))] if pieces else []
+            if pieces > 1:  # every piece's request drafts a round: one request more each
+                decodes += pieces - 1
+            total = EventCounts()
+            for st, d, ctx, ps, moved in self._parts(decodes, longest, one):
+                total = total + st.counts(d, ctx, len(ps), tokens if ps else 0, reach if ps else 0,
+                                          int(bool(ends)) if ps else 0) + st.handoff_counts(moved)
+            c = self._counts[key] = total
+        return c
+
+    def handoff(self, values: int) -> float:
+        """Cycles to send ``values`` drafted tokens to the target's first stage (between wafers)."""
+        return wafer_handoff(self.spec, values * self.bpv) if values else 0.0
+
+    def handoff_counts(self, values: int) -> EventCounts:
+        return EventCounts(io_bytes=2.0 * values * self.bpv)
+
+    receive = handoff  # the target's verified tokens back to the draft: the same move the other way
+    receive_counts = handoff_counts
