@@ -86,7 +86,8 @@ def test_light_load_reproduces_one_request_exactly() -> None:
 def test_batch_8_decodes_several_times_faster_than_batch_1() -> None:
     """LLaMA3-8B on one 755 × 1,170 CS-3 stage, 8 requests at once: each decode iteration runs the 8
     tokens as GEMVs of 8 vectors (the same hops, 8× the FMACs and wavelets), so the decode tokens/s is
-    8 / TPOT(8) against 1 / TPOT(1): 8,786 against 1,377 tokens/s, 6.4×."""
+    8 / TPOT(8) against 1 / TPOT(1): 9,020 against 1,383 tokens/s, 6.5× (WSE-3's SRAM ports feeding its 8
+    lanes)."""
     def run(batch: int):
         return run_inference(load_inference(model="llama3-8b", hardware="wse3", overrides={
             "inference.prompt_len": 1024, "inference.batching": "continuous", "inference.batch": batch,
@@ -95,7 +96,7 @@ def test_batch_8_decodes_several_times_faster_than_batch_1() -> None:
     assert eight.mean_batch == 8.0
     ratio = (8 / eight.tpot_s) / (1 / one.tpot_s)
     assert 4 < ratio < 8
-    assert ratio == pytest.approx(6.38, abs=0.05)
+    assert ratio == pytest.approx(6.52, abs=0.05)
 
 
 def test_skinny_gemv_by_hand() -> None:

@@ -199,3 +199,29 @@ def test_one_request_through_the_scheduler_by_hand() -> None:
     contexts = [c for c in log.longest[log.stage == 0].tolist() if c]
     assert contexts == [9, 10, 12, 14, 16]  # the round contexts of the one-request model, pass by pass
     assert run.result.tpot_s == pytest.approx((log.emitted[-1] - log.emitted[0]) / 8 / 1e9, rel=1e-12)
+
+
+def test_split_prefill_under_load_is_a_pool_of_stations_both_executors_agree() -> None:
+    """Twelve Poisson requests with the prompt prefilled on a wafer of its own: the prefill wafer is a
+    station before the decode stage, both executors log the same, and the decode stage never takes a
+    prompt (no prefill stall in its iterations)."""
+    spec = _spec(**LOAD, **{"inference.prefill_systems": 1})
+    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    a, b = fast.trace.batches, ref.trace.batches
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
+    assert a.names == ("stage 0", "prefill 0")
+    assert (a.prompt_tokens[a.stage == 0] == 0).all() and (a.decodes[a.stage == 1] == 0).all()
+    assert fast.result.systems == 2 and fast.result.joules_per_token is not None
+
+
+def test_split_prefill_one_request_through_the_scheduler_by_hand() -> None:
+    """One request (batching: continuous): its first token when the prefill wafer's pass ends (the same
+    136,380 cycles as on the decode wafer), its first decode step after the KV cache's 2,048 B crossed
+    (2,048 / 4 + 2,000 = 2,512 cycles) — the pipeline's figures of the one-request layout, to the bit."""
+    one = {"inference.prefill_systems": 1}
+    batched = run_inference(_spec(**one, **{"inference.batching": "continuous"})).result
+    pipeline = run_inference(_spec(**one)).result
+    assert batched.ttft_s == pipeline.ttft_s == 136_380 / 1e9
+    assert batched.tpot_s == pytest.approx(pipeline.tpot_s, rel=1e-12)

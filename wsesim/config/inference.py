@@ -43,8 +43,8 @@ __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSp
 
 def _auto_continuous(arrival: Any, batch: Any, one_at_a_time: bool) -> bool:
     """``batching: auto``: iteration-level batches for every load but one request arriving alone (the
-    pipeline of §11.4, which a batch of one equals) and what is modelled one request at a time (split
-    prefill, sampled MoE routing)."""
+    pipeline of §11.4, which a batch of one equals) and what is modelled one token at a time (sampled MoE
+    routing)."""
     return not one_at_a_time and (arrival != "together" or (isinstance(batch, int) and batch > 1))
 
 
@@ -81,7 +81,7 @@ class InferenceSpec(Spec):
     length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
     # none: a stage serves one request's token at a time (the pipeline of §11.4); continuous: iteration-
     # level batches (§11.7); auto: continuous, but none for one request arriving alone (which equals it)
-    # and for split prefill and sampled routing (modelled one request or one token at a time)
+    # and for sampled routing (modelled one token at a time)
     batching: Literal["auto", "none", "continuous"] = Field("auto", validate_default=True)
     prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
     # tokens one iteration takes at most (prompt tokens, and decode tokens under chunked), its GEMMs'
@@ -98,26 +98,22 @@ class InferenceSpec(Spec):
 
     @field_validator("speculative", "prefill_systems")
     @classmethod
-    def _one_request(cls, value: Any, info: ValidationInfo) -> Any:
-        """Split prefill is modelled for one request at a time (its per-user speed, the cost of its
-        layout): prefill wafers shared by requests are not queued. Speculative decoding runs under either:
-        one request alone through the pipeline, or any load through the scheduler (its draft one more
-        station)."""
+    def _layouts(cls, value: Any, info: ValidationInfo) -> Any:
+        """Speculative decoding and split prefill each run one request alone through the pipeline
+        (§11.4) or any load through the scheduler (their draft or prefill wafers its stations); together
+        they are not modelled (the prompt would need both the draft's wafers and the decode wafers'
+        cache before the first verify pass)."""
         d, what = info.data, info.field_name
         if value is None:
             return value
-        if what == "speculative":
-            if d.get("output_len") == 1:
-                raise fail("expected output_len of at least 2 with speculative (the first output token is "
-                           "the prefill's: a draft has nothing to propose), got output_len: 1")
-            return value
-        if d.get("arrival") != "together" or d.get("batching") == "continuous":
-            raise fail(f"expected arrival: together and batching: none or auto with {what} (it is modelled "
-                       f"for one request through the pipeline), got arrival: {d.get('arrival')}, batching: "
-                       f"{d.get('batching')}")
-        if d.get("batch") != 1:
-            raise fail(f"expected batch: 1 with {what} (requests sharing a draft or prefill wafers are not "
-                       f"modelled), got {d.get('batch')}")
+        if what == "speculative" and d.get("output_len") == 1:
+            raise fail("expected output_len of at least 2 with speculative (the first output token is "
+                       "the prefill's: a draft has nothing to propose), got output_len: 1")
+        if d.get("batching") == "none" and d.get("batch") != 1:
+            where = "draft's" if what == "speculative" else "prefill"
+            raise fail(f"expected batch: 1 with {what} and batching: none (the one-request pipeline's "
+                       f"layout; batching: auto or continuous queues requests on the {where} wafers), got "
+                       f"{d.get('batch')}")
         if what == "prefill_systems" and d.get("speculative") is not None:
             raise fail("expected speculative or prefill_systems, not both (their combination is not "
                        f"modelled), got prefill_systems: {value}")
@@ -186,9 +182,9 @@ class InferenceSpec(Spec):
     @property
     def continuous(self) -> bool:
         """Whether stages run iteration-level batches (``batching``, ``auto`` read: continuous unless one
-        request, or requests that split prefill or sampled routing serve one at a time)."""
+        request, or sampled routing's, modelled one token at a time)."""
         return self.batching == "continuous" or (self.batching == "auto" and _auto_continuous(
-            self.arrival, self.batch, self.prefill_systems is not None or self.sampled))
+            self.arrival, self.batch, self.sampled))
 
     @property
     def sigma(self) -> float:
@@ -223,7 +219,7 @@ class InferenceSpec(Spec):
     @classmethod
     def _warmup(cls, warmup: int, info: ValidationInfo) -> int:
         d = info.data
-        one_at_a_time = d.get("prefill_systems") is not None or d.get("routing", "balanced") != "balanced"
+        one_at_a_time = d.get("routing", "balanced") != "balanced"
         continuous = d.get("batching") == "continuous" or (
             d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch"), one_at_a_time))
         if warmup and not continuous:

@@ -59,8 +59,8 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     finish here (``experiments.estimate.check_serving``) is a ``ConfigError`` before anything is built
     (``check=False``: already checked, as a search checks all its candidates at once)."""
     inf = spec.inference
-    if inf.speculative is not None and inf.continuous:  # the draft one more station of the scheduler
-        from .serving_layouts import serve_speculative_batches
+    if (inf.speculative is not None or inf.prefill_systems is not None) and inf.continuous:
+        from .serving_layouts import serve_layout_batches  # the draft's or prefill wafers: more stations
 
         t0 = time.perf_counter()
         mapping = map_stages(spec)
@@ -68,7 +68,7 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
             return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
         if check:
             check_serving(serving_estimate(spec, mapping, engine))
-        result, program, costs, trace = serve_speculative_batches(spec, engine, mapping)
+        result, program, costs, trace = serve_layout_batches(spec, engine, mapping)
         return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
     if inf.speculative is not None or inf.prefill_systems is not None:  # the run without, then with
         from .serving_layouts import serve_layout

@@ -16,6 +16,7 @@ from ..analysis.serving import ServeResult, infeasible_serving, measure_serving,
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
 from ..model.load import requests_of
+from ..model.serving import kv_bytes_per_token
 from ..model.speculative import expected_tokens
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
@@ -23,9 +24,9 @@ from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping, map_stages
 from ..sim.program import Program, Serve
 from ..sim.speculative import DraftCosts, prefill_path, speculative_costs
-from ..sim.split_prefill import kv_handoff, split_prefill_costs
+from ..sim.split_prefill import KvHandoff, kv_handoff, kv_rate, split_prefill_costs
 
-__all__ = ["serve_layout", "serve_speculative_batches"]
+__all__ = ["serve_layout", "serve_layout_batches"]
 
 
 def _other(spec: InferenceExperimentSpec, **update: Any) -> InferenceExperimentSpec:
@@ -103,41 +104,60 @@ def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
     return replace(result, **update), run_program, run_costs, trace
 
 
-def serve_speculative_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
-                              ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
-    """Speculative decoding under continuous batching (docs/model.md §11.9): the target's stages on
-    ``mapping`` (feasible) and its draft, mapped by the same mapper on wafers of its own for the same
-    requests, as one more station of the scheduler (``sim.speculative.DraftCosts``). Every wafer counts
-    (``measure_serving``'s ``extra_systems``). Returns (result, program, costs, trace); a draft that does
-    not fit, or wafers without an interconnect, is an infeasible result with its reason."""
+def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
+                         ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
+    """Speculative decoding or split prefill under continuous batching (docs/model.md §11.9, §11.10): the
+    target's stages on ``mapping`` (feasible) and the draft, or the prefill wafers, mapped by the same
+    mapper on wafers of their own for the same requests, as more stations of the one scheduler — the
+    draft one after the last stage (``sim.speculative.DraftCosts``), the prefill wafers' stages before the
+    first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``). Every
+    wafer counts (``measure_serving``'s ``extra_systems``). Returns (result, program, costs, trace); a draft
+    or prefill wafers that do not fit, or wafers without an interconnect, is an infeasible result."""
     t0, inf = time.perf_counter(), spec.inference
     sp = inf.speculative
-    assert sp is not None
+    what = "a speculative draft" if sp is not None else "split prefill"
     if inf.interconnect is None:
-        why = ("a speculative draft runs on wafers of its own: set inference.interconnect (a preset name, "
-               "a path or a mapping)")
+        why = f"{what} runs on wafers of its own: set inference.interconnect (a preset name, a path or a mapping)"
         return infeasible_serving(spec, mapping, why), None, None, None
-    other, _, draft_costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
-                                           systems="auto"))
+    if sp is not None:
+        other, _, extra = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
+                                         systems="auto"))
+    else:
+        other, _, extra = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1))
     if not other.feasible:
-        why = f"the draft {sp.draft.name}: {other.reason}"
-        return infeasible_serving(spec, mapping, why), None, None, None
+        who = f"the draft {sp.draft.name}" if sp is not None else "the prefill wafers"
+        return infeasible_serving(spec, mapping, f"{who}: {other.reason}"), None, None, None
     program = serving_program(spec, mapping, requests_of(spec))
-    op = replace(program.body[0], speculative=(sp.tokens, sp.acceptance))
+    layout = ({"speculative": (sp.tokens, sp.acceptance)} if sp is not None
+              else {"prefill_pool": len(other.stages)})
+    op = replace(program.body[0], **layout)
     program = replace(program, body=(op,))
     costs = cost_serving(program, spec)
-    for c in costs.stages:  # each decode token a verify pass of K + 1 positions
-        assert c.batches is not None
-        c.batches.width = sp.tokens + 1
-    costs.draft = DraftCosts(spec, draft_costs, sp.tokens)
+    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
+    if sp is not None:
+        for c in costs.stages:  # each decode token a verify pass of K + 1 positions
+            assert c.batches is not None
+            c.batches.width = sp.tokens + 1
+        costs.draft = DraftCosts(spec, extra, sp.tokens)
+    else:
+        pool = [c.batches for c in extra.stages]
+        per_token = kv_rate(spec, other, mapping)
+        pool[-1] = KvHandoff(spec, pool[-1], per_token)
+        costs.pool = tuple(pool)
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
                              extra_systems=other.systems)
-    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
-    passes = int((op.outputs() - 1)[~trace.batches.refused].sum()) if trace.batches is not None else 0
-    block = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
-             "placement": f"{wafers} of its own, a station of the scheduler after the target's stages",
-             **_where(other), "expected_tokens_per_verify": expected_tokens(sp.tokens, sp.acceptance),
-             "rounds": passes}
-    warnings = [*result.warnings, *(p for p in draft_costs.problems if p not in result.warnings)]
-    return replace(result, speculative=block, warnings=warnings), program, costs, trace
+    warnings = [*result.warnings, *(p for p in extra.problems if p not in result.warnings)]
+    if sp is not None:
+        passes = int((op.outputs() - 1)[~trace.batches.refused].sum()) if trace.batches is not None else 0
+        block = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
+                 "placement": f"{wafers} of its own, a station of the scheduler after the target's stages",
+                 **_where(other), "expected_tokens_per_verify": expected_tokens(sp.tokens, sp.acceptance),
+                 "rounds": passes}
+        return replace(result, speculative=block, warnings=warnings), program, costs, trace
+    block = {"placement": f"{wafers} of its own, stations of the scheduler before the decode's", **_where(other),
+             "kv_bytes_per_token": kv_bytes_per_token(spec.model) * spec.model.layers,
+             "kv_busiest_link_bytes_per_token": per_token}
+    return replace(result, split_prefill=block, warnings=warnings,
+                   prefill_breakdown=prefill_breakdown(extra),
+                   per_stage=[{**s, "prefill_cycles": 0.0} for s in result.per_stage]), program, costs, trace

@@ -72,8 +72,10 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     next context (``context[r]``) and outputs still to come (``left[r]``) say the rest. ``costs``: each
     stage's ``BatchCosts``, then with a draft the draft's station (``speculative.DraftCosts``)."""
     n, S, hid = op.requests, len(op.stages), op.model.hidden_size
-    draft = S if op.speculative else None  # the draft's station, after the last stage
-    stations = S + (draft is not None)
+    pool = op.prefill_pool  # split prefill: the prefill wafers' stages, stations S … S + pool − 1
+    entry, last_pool = (S if pool else 0), S + pool - 1  # where a prompt starts; the pool's last station
+    draft = S + pool if op.speculative else None  # the draft's station, after the last stage
+    stations = S + pool + (draft is not None)
     k, e, width = (op.speculative[0] if op.speculative else 0), op.tokens_per_pass, op.width
     arrival, prompt, output = op.arrival.tolist(), op.prompt.tolist(), op.output.tolist()
     outputs = op.outputs().tolist()  # each request's outputs: its tokens, or its first and verify passes
@@ -116,7 +118,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             flight[2] += o
             prompts_in[p] = prompts_in.get(p, 0) + 1
             admitted[r] = now
-            pieces[0].append([r, 0, p])
+            pieces[entry].append([r, 0, p])
 
     def release(r: int, now: float) -> None:
         finished[r] = now
@@ -137,6 +139,20 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         if s == draft:  # the drafts of every request in it to the first stage, K values each
             to, out_r, out_p = 0, rs + [r for r, _, _ in ps], []
             values = k * len(out_r)
+        elif pool and S <= s < last_pool:  # a prefill stage: the prompts' activations to the next
+            to, out_r, out_p = s + 1, [], ps
+            values = sum(p[2] for p in ps) * hid
+        elif pool and s == last_pool:  # the first tokens out; the finished prompts' KV to the decode wafers
+            to, out_r, out_p, values = 0, [], [], 0
+            for r, begin, tokens in ps:
+                if begin + tokens == prompt[r]:
+                    first[r] = emitted[stop[r] - outputs[r]] = now
+                    if left[r]:
+                        out_r.append(r)
+                        values += prompt[r]
+                    else:
+                        release(r, now)
+            admit(now)
         elif s < S - 1:
             values = (width * len(rs) + sum(p[2] for p in ps)) * hid
             to, out_r, out_p = s + 1, rs, ps
@@ -194,7 +210,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         longest = max(map(context.__getitem__, rs)) if rs else 0
         taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
         cycles = costs[s].iteration(len(rs), longest, taken)
-        if s == 0:
+        if s == entry:
             for r, begin, _ in ps:
                 if begin == 0:
                     started[r] = now

@@ -167,11 +167,13 @@ class Costs:
     stages: tuple[StageCosts, ...] = ()
     problems: tuple[str, ...] = ()
     draft: Any = None  # continuous batching with a draft: its station's costs (``speculative.DraftCosts``)
+    pool: tuple[Any, ...] = ()  # split prefill under continuous batching: the prefill stages' costs
 
     def stations(self) -> list[Any]:
-        """What the scheduler's stations cost: each stage's ``BatchCosts``, then the draft's."""
+        """What the scheduler's stations cost: each stage's ``BatchCosts``, then the prefill pool's or
+        the draft's."""
         out: list[Any] = [c.batches for c in self.stages]
-        return [*out, self.draft] if self.draft is not None else out
+        return [*out, *self.pool, *((self.draft,) if self.draft is not None else ())]
 
 
 def with_defaults(plan: StepPlan | None, program: Program | None,
@@ -304,12 +306,14 @@ def _move(spec: InferenceExperimentSpec, grid: _Grid, source: tuple[int, tuple[i
 
 
 def wafer_handoff(spec: InferenceExperimentSpec, nbytes: float) -> float:
-    """Cycles to move ``nbytes`` from one wafer to another: through the system's I/O link at
-    ``io.bandwidth`` (``io_bytes_per_cycle``), then one node of ``inference.interconnect`` (its
-    latency): nbytes / io_bytes_per_cycle + latency_s · clock."""
+    """Cycles to move ``nbytes`` from one wafer to another: through the system's I/O link and a port of
+    ``inference.interconnect``, at the slower of ``io.bandwidth`` and its ``link_bandwidth``, then one
+    node of it (its latency): nbytes / min(io, link) + latency_s · clock (the I/O alone without one)."""
     hw, ic = spec.hardware, spec.inference.interconnect
-    latency = ic.latency_s * hw.clock_hz if ic is not None else 0.0
-    return nbytes / hw.io_bytes_per_cycle + latency
+    if ic is None:
+        return nbytes / hw.io_bytes_per_cycle
+    rate = min(hw.io_bytes_per_cycle, ic.link_bandwidth_bytes_per_s / hw.clock_hz)  # the slower of the two
+    return nbytes / rate + ic.latency_s * hw.clock_hz
 
 
 def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:

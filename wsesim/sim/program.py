@@ -237,7 +237,10 @@ class ServeBatches:
     prompts queued, in order, while their tokens stay within ``budget`` (the first one always), instead
     of the decodes; ``chunked``: besides them, prompt tokens up to ``budget`` less the decodes, a prompt
     cut where the budget ends, its rest waiting for the next iteration (``take_pieces``). The prompt
-    tokens of one iteration share its GEMMs (``BatchCosts.iteration``). With ``speculative`` (K, α), a
+    tokens of one iteration share its GEMMs (``BatchCosts.iteration``). With ``prefill_pool`` (split
+    prefill, docs/model.md §11.10), prompts go through the prefill wafers' stages instead, stations after
+    the decode stages: the last of them gives the first token and hands the prompt's KV cache to the
+    first decode stage, where the request decodes. With ``speculative`` (K, α), a
     draft runs on wafers of its own as one more station after the last stage (docs/model.md §11.9): a
     request's first token goes to it (its prompt prefilled there, then K draft steps), every decode token
     after is a verify pass of K + 1 positions through the stages that yields ``model.speculative.accepted``
@@ -255,6 +258,7 @@ class ServeBatches:
     layout: str
     args: Mapping[str, Any] = field(default_factory=_args)
     speculative: tuple[int, float] | None = None  # (K draft tokens, acceptance α)
+    prefill_pool: int = 0  # split prefill: the prefill wafers' stages, stations after the decode stages
 
     @property
     def requests(self) -> int:
@@ -266,8 +270,9 @@ class ServeBatches:
         return self.speculative[0] + 1 if self.speculative else 1
 
     def stations(self) -> tuple[str, ...]:
-        """The scheduler's stations by index: its stages, then the draft's when there is one."""
-        return (*(f"stage {s}" for s in range(len(self.stages))), *(("draft",) if self.speculative else ()))
+        """The scheduler's stations by index: its stages, then the prefill pool's or the draft's."""
+        return (*(f"stage {s}" for s in range(len(self.stages))),
+                *(f"prefill {s}" for s in range(self.prefill_pool)), *(("draft",) if self.speculative else ()))
 
     @property
     def tokens_per_pass(self) -> float:

@@ -61,9 +61,10 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     """Serve ``op``'s requests as processes (see the module's docstring); returns their log. ``costs``:
     each stage's ``BatchCosts``, then with a draft its station's (``speculative.DraftCosts``), served by a
     process of its own after the last stage."""
-    S, n = len(op.stages), op.requests
-    D = S if op.speculative else None
-    stations, width, e = S + (D is not None), op.width, op.tokens_per_pass
+    S, n, pool = len(op.stages), op.requests, op.prefill_pool
+    entry, last_pool = (S if pool else 0), S + pool - 1  # split prefill: prompts through stations S …
+    D = S + pool if op.speculative else None
+    stations, width, e = S + pool + (D is not None), op.width, op.tokens_per_pass
     nan = np.nan
     admitted, started, first, finished = (np.full(n, nan) for _ in range(4))
     refused = np.zeros(n, dtype=bool)
@@ -103,7 +104,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             r = waiting.pop(0)
             flight.append(r)
             admitted[r] = env.now
-            put(0, [], [(r, 0, int(op.prompt[r]))])
+            put(entry, [], [(r, 0, int(op.prompt[r]))])
 
     def leave(r: int) -> None:
         finished[r] = env.now
@@ -170,7 +171,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
             longest = max((context(r, t) for r, t in ds), default=0)
             cycles = cost.iteration(len(ds), longest, taken)
-            if s == 0:
+            if s == entry:
                 for r, begin, _ in ps:
                     if begin == 0:
                         started[r] = env.now
@@ -179,6 +180,20 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             iterations.append(record)
             busy[s] += cycles
             yield env.timeout(cycles)
+            if s == last_pool and pool:  # first tokens out, the finished prompts' KV to the decode wafers
+                on: list[tuple[int, int]] = []
+                for (r, _, _), end in zip(ps, ends, strict=True):
+                    if end:
+                        first[r] = emitted[offset[r]] = env.now
+                        if int(outputs[r]) > 1:
+                            on.append((r, 1))
+                        else:
+                            leave(r)
+                admit()
+                if on:
+                    record[9] = sum(int(op.prompt[r]) for r, _ in on)
+                    links[s].put((env.now + cost.handoff(record[9]), 0, on, []))
+                continue
             if not last:
                 values = (width * len(ds) + sum(p[2] for p in ps)) * op.model.hidden_size
                 record[9] = values
@@ -233,7 +248,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             yield env.timeout(cycles)
             links[D].put((env.now + cost.handoff(values), 0, out, []))
 
-    for s in range(S):
+    for s in range(S + pool):
         env.process(stage(s))
     for s in range(stations):
         env.process(link(s))

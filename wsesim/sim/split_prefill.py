@@ -21,12 +21,14 @@ from collections import Counter
 from dataclasses import replace
 
 from ..config.inference import InferenceExperimentSpec
+from ..model.energy import EventCounts
 from ..model.serving import kv_bytes_per_token
+from .batch_costs import BatchCosts
 from .costing import Costs, wafer_handoff
 from .mapping import Mapping
 from .speculative import prefill_path
 
-__all__ = ["kv_handoff", "split_prefill_costs"]
+__all__ = ["KvHandoff", "kv_handoff", "kv_rate", "split_prefill_costs"]
 
 
 def kv_handoff(spec: InferenceExperimentSpec, prefill: Mapping, decode: Mapping) -> tuple[float, float]:
@@ -48,3 +50,33 @@ def split_prefill_costs(costs: Costs, prefill: Costs,
                            handoff_prefill=kv_cycles if s == last else 0.0)
                    for s, c in enumerate(costs.stages))
     return replace(costs, stages=stages)
+
+
+def kv_rate(spec: InferenceExperimentSpec, prefill: Mapping, decode: Mapping) -> float:
+    """Bytes through the busiest wafer link per prompt token of KV cache handed from the prefill wafers
+    to the decode ones (``kv_handoff``'s max over wafers, for one token)."""
+    sent: Counter[tuple[str, int]] = Counter()
+    for side, mapping in (("prefill", prefill), ("decode", decode)):
+        for st in mapping.stages:
+            sent[side, st.wafer] += len(st.layers) * kv_bytes_per_token(spec.model)
+    return max(sent.values())
+
+
+class KvHandoff:
+    """The prefill pool's last stage under continuous batching: its iterations as its ``BatchCosts``,
+    its hand-off the KV cache of the prompts it finished to the decode wafers, ``values`` prompt tokens
+    of it, each wafer's layers through its own link at once (``kv_rate`` bytes a token through the
+    busiest), queued behind the one before on that link by the executors."""
+
+    def __init__(self, spec: InferenceExperimentSpec, last: BatchCosts, per_token: float) -> None:
+        self.spec, self.last, self.per_token = spec, last, per_token
+        self.iteration, self.counts = last.iteration, last.counts
+
+    def handoff(self, values: int) -> float:
+        return wafer_handoff(self.spec, values * self.per_token) if values else 0.0
+
+    def handoff_counts(self, values: int) -> EventCounts:
+        """Every byte of the cache out of a prefill wafer and into a decode wafer (the busiest link's
+        bytes stand for the time, every layer's for the energy)."""
+        whole = values * kv_bytes_per_token(self.spec.model) * self.spec.model.layers
+        return EventCounts(io_bytes=2.0 * whole)
