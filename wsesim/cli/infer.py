@@ -129,7 +129,8 @@ def _layout_rows(r: Any) -> list[tuple[str, str]]:
                 *([("  KV cache hand-off", f"{split['kv_bytes'] / 1e6:,.2f} MB in "
                                            f"{split['kv_handoff_s'] * 1e3:,.3f} ms per request"),
                    ("  without it", f"{split['tokens_per_s_per_request_without']:,.1f} tokens/s per request, "
-                                    f"TTFT {split['ttft_s_without'] * 1e3:,.2f} ms")] if "kv_bytes" in split else
+                                    f"TTFT {split['ttft_s_without'] * 1e3:,.2f} ms")]
+                  if "kv_bytes" in split else
                   [("  KV cache hand-off", f"{split['kv_bytes_per_token'] / 1e3:,.1f} kB a prompt token, "
                                            "queued on the wafers' links")])]
     return []

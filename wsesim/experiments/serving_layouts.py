@@ -117,7 +117,8 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
     sp = inf.speculative
     what = "a speculative draft" if sp is not None else "split prefill"
     if inf.interconnect is None:
-        why = f"{what} runs on wafers of its own: set inference.interconnect (a preset name, a path or a mapping)"
+        why = (f"{what} runs on wafers of its own: set inference.interconnect (a preset name, a path or a "
+               "mapping)")
         return infeasible_serving(spec, mapping, why), None, None, None
     if sp is not None:
         other, _, extra = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
@@ -155,7 +156,8 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
                  **_where(other), "expected_tokens_per_verify": expected_tokens(sp.tokens, sp.acceptance),
                  "rounds": passes}
         return replace(result, speculative=block, warnings=warnings), program, costs, trace
-    block = {"placement": f"{wafers} of its own, stations of the scheduler before the decode's", **_where(other),
+    block = {"placement": f"{wafers} of its own, stations of the scheduler before the decode's",
+             **_where(other),
              "kv_bytes_per_token": kv_bytes_per_token(spec.model) * spec.model.layers,
              "kv_busiest_link_bytes_per_token": per_token}
     return replace(result, split_prefill=block, warnings=warnings,

@@ -272,7 +272,8 @@ class ServeBatches:
     def stations(self) -> tuple[str, ...]:
         """The scheduler's stations by index: its stages, then the prefill pool's or the draft's."""
         return (*(f"stage {s}" for s in range(len(self.stages))),
-                *(f"prefill {s}" for s in range(self.prefill_pool)), *(("draft",) if self.speculative else ()))
+                *(f"prefill {s}" for s in range(self.prefill_pool)),
+                *(("draft",) if self.speculative else ()))
 
     @property
     def tokens_per_pass(self) -> float:
