@@ -112,17 +112,19 @@ def test_uniform_sampling_has_the_expected_load() -> None:
 
 
 def test_imbalance_and_tpot() -> None:
-    """One grid: each expert has a region of its own and a decode token's k experts run at once, so
+    """The one-token pipeline (``batching: none``). One grid: each expert has a region of its own and a
+    decode token's k experts run at once, so
     which experts it draws cannot change its time: sampled TPOT equals balanced exactly. Over two
     grids a balanced token reaches both (the most a token can), so a sampled one is never slower; the
     busier expert (skew) shows in ``expert_load`` and in the grids' use."""
     base = run_inference(_spec(batch=2, batching="none")).result
     for routing in ("uniform", "zipf:1.2", "zipf:3"):
-        assert run_inference(_spec(batch=2, routing=routing)).result.tpot_s == base.tpot_s
+        assert run_inference(_spec(batch=2, routing=routing, batching="none")).result.tpot_s == base.tpot_s
     two = run_inference(_spec(batch=2, expert_grids=2, batching="none")).result
     loads = []
     for routing in ("uniform", "zipf:3"):
-        r = run_inference(_spec(batch=2, expert_grids=2, routing=routing, output_len=40)).result
+        r = run_inference(_spec(batch=2, expert_grids=2, routing=routing, output_len=40,
+                                batching="none")).result
         assert r.tpot_s <= two.tpot_s
         stage, = r.per_stage
         assert 1 <= sum(stage["expert_grid_use"]) <= 2
@@ -214,15 +216,44 @@ def test_the_work_estimate_counts_the_draws() -> None:
                                       + 96 * ROUTING_DRAW_S)
 
 
-def test_continuous_batches_pay_the_trips_and_refuse_sampling() -> None:
+def test_continuous_batches_pay_the_trips() -> None:
     """Under continuous batching a batch of b decode tokens sends b vectors to the further grid: for
     b = 2 on the 4 × 8 grids, 128 values, 32 a row, 16 wavelets: 16 + 5 + 4 = 25 cycles each way, 50 a
-    layer (b = 1: 34, as in the pipeline). Sampled routing is the one-token pipeline's: refused here."""
+    layer (b = 1: 34, as in the pipeline)."""
     spec = _spec(expert_grids=2, arrival="poisson", rate=1000, requests=4)
     program = serving_program(spec, map_stages(spec), requests_of(spec))
     cost, = cost_serving(program, spec).stages
     trips = [op for op in program.body[0].stages[0].decode if op.name == "expert_grids"]
     assert [cost.batches._kernel(op, op.dims, b) for op in trips for b in (1, 2)] == [34.0, 50.0] * 2
     assert run_inference(spec).result.feasible
-    with pytest.raises(ConfigError, match="expected routing: balanced with continuous batching"):
-        _spec(arrival="poisson", rate=1000, requests=4, routing="uniform")
+
+
+SAMPLED_LOAD = {"arrival": "poisson", "rate": 2e5, "requests": 24, "batch": 8, "output_len": 12}
+
+
+def test_sampled_routing_under_load_is_drawn_per_iteration_on_both_executors() -> None:
+    """Each decode iteration's tokens draw their experts then, stage by stage from one generator each:
+    both executors log the same iterations bit for bit, and the same seed the same run."""
+    spec = _spec(routing="zipf:1.2", **SAMPLED_LOAD)
+    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    a, b = fast.trace.batches, ref.trace.batches
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
+    assert fast.result.batching == "continuous"
+    again = run_inference(spec).result.to_dict() | {"wall_s": 0}
+    assert again == fast.result.to_dict() | {"wall_s": 0}
+
+
+def test_a_sampled_batch_waits_for_its_busiest_expert() -> None:
+    """An expert is its own region and a layer's experts run at once, so a batch's expert kernels take the
+    busiest expert's tokens: never fewer than balanced routing's ⌈b·k/E⌉, so sampled TPOT is never below
+    balanced's (the same arrivals: the routing draws come from a stream of their own), and a skew of
+    Zipf α = 3 concentrates the draws on a hot expert, slower still than uniform."""
+    tpot = {r: run_inference(_spec(routing=r, **SAMPLED_LOAD)).result.tpot_s
+            for r in ("balanced", "uniform", "zipf:3")}
+    assert tpot["balanced"] <= tpot["uniform"] < tpot["zipf:3"]
+    stage = cost_serving(*(lambda s: (serving_program(s, map_stages(s), requests_of(s)), s))(
+        _spec(**SAMPLED_LOAD))).stages[0].batches
+    assert stage.decode_sampled(8, (4, 4)) == stage.decode(8)  # 8 tokens · 2 of 4 experts: 4 each, balanced
+    assert stage.decode_sampled(8, (8, 4)) > stage.decode(8)

@@ -41,11 +41,10 @@ from .validation import validate
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
 
-def _auto_continuous(arrival: Any, batch: Any, one_at_a_time: bool) -> bool:
+def _auto_continuous(arrival: Any, batch: Any) -> bool:
     """``batching: auto``: iteration-level batches for every load but one request arriving alone (the
-    pipeline of §11.4, which a batch of one equals) and what is modelled one token at a time (sampled MoE
-    routing)."""
-    return not one_at_a_time and (arrival != "together" or (isinstance(batch, int) and batch > 1))
+    pipeline of §11.4, which a batch of one equals)."""
+    return arrival != "together" or (isinstance(batch, int) and batch > 1)
 
 
 class InferenceSpec(Spec):
@@ -81,7 +80,6 @@ class InferenceSpec(Spec):
     length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
     # none: a stage serves one request's token at a time (the pipeline of §11.4); continuous: iteration-
     # level batches (§11.7); auto: continuous, but none for one request arriving alone (which equals it)
-    # and for sampled routing (modelled one token at a time)
     batching: Literal["auto", "none", "continuous"] = Field("auto", validate_default=True)
     prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
     # tokens one iteration takes at most (prompt tokens, and decode tokens under chunked), its GEMMs'
@@ -159,7 +157,7 @@ class InferenceSpec(Spec):
             raise fail(f"expected batching: continuous or auto with arrival: {d.get('arrival')} (one token "
                        "at a time serves only requests that all arrive together), got none")
         continuous = batching == "continuous" or (batching == "auto" and _auto_continuous(
-            d.get("arrival"), d.get("batch"), False))
+            d.get("arrival"), d.get("batch")))
         if not continuous and d.get("arrival") == "together":  # the pipeline of §11.4
             requests = d.get("requests")
             if requests is not None and requests != d.get("batch"):
@@ -182,9 +180,9 @@ class InferenceSpec(Spec):
     @property
     def continuous(self) -> bool:
         """Whether stages run iteration-level batches (``batching``, ``auto`` read: continuous unless one
-        request, or sampled routing's, modelled one token at a time)."""
+        request arriving alone)."""
         return self.batching == "continuous" or (self.batching == "auto" and _auto_continuous(
-            self.arrival, self.batch, self.sampled))
+            self.arrival, self.batch))
 
     @property
     def sigma(self) -> float:
@@ -202,13 +200,6 @@ class InferenceSpec(Spec):
     def _routing_kind(cls, routing: str, info: ValidationInfo) -> str:
         if problem := routing_problem(routing, ("balanced", "uniform")):
             raise fail(problem)
-        d = info.data
-        batching, arrival = d.get("batching"), d.get("arrival")
-        continuous = batching == "continuous" or (batching == "auto" and arrival != "together")
-        if routing != "balanced" and continuous:
-            raise fail(f"expected routing: balanced with continuous batching (a batch's tokens take their "
-                       f"experts evenly; sampled routing is the one-token pipeline's, batching: none), got "
-                       f"{shown_repr(routing)}")
         return routing
 
     # the first requests (in arrival order) left out of every figure over requests, so that a run's
@@ -219,9 +210,8 @@ class InferenceSpec(Spec):
     @classmethod
     def _warmup(cls, warmup: int, info: ValidationInfo) -> int:
         d = info.data
-        one_at_a_time = d.get("routing", "balanced") != "balanced"
         continuous = d.get("batching") == "continuous" or (
-            d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch"), one_at_a_time))
+            d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch")))
         if warmup and not continuous:
             raise fail(f"expected no warmup without continuous batching (the one-token pipeline serves "
                        f"requests that all start at cycle 0: no steady state to reach), got {warmup:,}")

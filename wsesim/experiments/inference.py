@@ -34,12 +34,13 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
                      engine: str = "fast") -> ServingEstimate:
     """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
     i, m = spec.inference, spec.model
+    moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
     if i.continuous:  # every request's tokens through every stage, at most one iteration each
         load = requests_of(spec)
+        draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
         return estimate_serving(len(mapping.stages), len(load), max(1, round(float(load.output.mean()))),
-                                engine, arrival=i.arrival)
-    draws = (i.batch * max(i.output_len - 1, 0) * m.experts * (m.layers - m.dense_layer_count)
-             if i.sampled and m.experts else 0)
+                                engine, arrival=i.arrival, draws=draws)
+    draws = i.batch * max(i.output_len - 1, 0) * moe
     return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine, draws=draws)
 
 

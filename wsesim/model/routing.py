@@ -50,9 +50,16 @@ def sample_layer(experts: int, top_k: int, alpha: float | None, tokens: int,
     replacement with weights p (the Gumbel top-k draw: the k largest of log p_e + Gumbel noise, which
     is drawing one expert at a time by p among those not yet drawn). With uniform p each expert is
     among a token's k with probability k/E."""
-    out = np.empty((tokens, top_k), dtype=np.int64)
     with np.errstate(divide="ignore"):  # an underflowed weight: log 0 = −inf, never drawn
         log_p = np.log(popularity(experts, top_k, alpha, rng))
+    return draw_with(log_p, top_k, tokens, rng)
+
+
+def draw_with(log_p: np.ndarray, top_k: int, tokens: int, rng: np.random.Generator) -> np.ndarray:
+    """``tokens`` tokens' k distinct experts (``[tokens, top_k]``) under one layer's log popularity
+    ``log_p``, by the Gumbel top-k draw of ``sample_layer``."""
+    experts = len(log_p)
+    out = np.empty((tokens, top_k), dtype=np.int64)
     rows = max(1, SAMPLE_BLOCK // experts)
     for start in range(0, tokens, rows):
         keys = log_p + rng.gumbel(size=(min(rows, tokens - start), experts))

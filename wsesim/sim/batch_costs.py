@@ -44,6 +44,8 @@ class BatchCosts:
         self._batch_attention: dict[tuple[int, int], float] = {}
         self._prefill: dict[tuple[int, int, bool], float] = {}
         self._mixed: dict[tuple[int, int, int, int, int], float] = {}
+        self._sampled: dict[tuple[int, tuple[int, ...]], float] = {}
+        self.moe_layers = [i for i in work.stage.layers if not spec.model.is_dense(i)]
         self._handoff: dict[int, tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
@@ -60,6 +62,18 @@ class BatchCosts:
                 self._kernel(op, op.dims, -(-batch * top_k // experts) if op.region else batch)
                 for op in self.work.decode if not op.attention)
         return self._decode[batch]
+
+    def decode_sampled(self, batch: int, loads: tuple[int, ...]) -> float:
+        """``decode(batch)`` with each MoE layer's expert kernels at its busiest expert's tokens (``loads``,
+        the stage's MoE layers in order: sampled routing, ``moe_serving.BatchExperts``)."""
+        key = (batch, loads)
+        c = self._sampled.get(key)
+        if c is None:
+            load = dict(zip(self.moe_layers, loads, strict=True))
+            c = self._sampled[key] = sum(
+                self._kernel(op, op.dims, load[op.layer] if op.region else batch)
+                for op in self.work.decode if not op.attention)
+        return c
 
     def attention(self, context: int) -> float:
         """Cycles of one request's attention, every layer of the stage, at ``context`` tokens cached."""
@@ -93,17 +107,19 @@ class BatchCosts:
             self._prefill[key] = c
         return self._prefill[key]
 
-    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]) -> float:
+    def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
+                  loads: tuple[int, ...] | None = None) -> float:
         """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
         request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
-        are a batch of GEMVs; one piece alone is its prefill; anything more is one pass (``mixed``)."""
+        are a batch of GEMVs (with sampled routing, ``loads``: each MoE layer's busiest expert's tokens);
+        one piece alone is its prefill; anything more is one pass (``mixed``)."""
         if decodes and self.width > 1:  # verify passes: K + 1 vectors each, the last K past the context
             decodes, longest = decodes * self.width, longest + self.width - 1
         if not pieces:
             if not decodes:
                 return 0.0
-            return self.decode(decodes) + (self.attention(longest) if decodes == 1
-                                           else self.batch_attention(decodes, longest))
+            kernels = self.decode(decodes) if loads is None else self.decode_sampled(decodes, loads)
+            return kernels + (self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest))
         if len(pieces) == 1 and not decodes:
             return self.prefill(*pieces[0])
         tokens = sum(p[0] for p in pieces)

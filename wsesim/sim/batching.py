@@ -77,6 +77,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     draft = S + pool if op.speculative else None  # the draft's station, after the last stage
     stations = S + pool + (draft is not None)
     k, e, width = (op.speculative[0] if op.speculative else 0), op.tokens_per_pass, op.width
+    experts = op.stage_experts() + [None] * (stations - S)  # sampled routing's draws, stage by stage
     arrival, prompt, output = op.arrival.tolist(), op.prompt.tolist(), op.output.tolist()
     outputs = op.outputs().tolist()  # each request's outputs: its tokens, or its first and verify passes
     context = [p + 1 for p in prompt]  # the first decode token's context
@@ -209,7 +210,10 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             ps = take_pieces(pieces[s], op.budget - width * len(rs), not chunked)
         longest = max(map(context.__getitem__, rs)) if rs else 0
         taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
-        cycles = costs[s].iteration(len(rs), longest, taken)
+        drawn = experts[s]
+        loads = drawn.loads(width * len(rs)) if drawn is not None and rs and not ps else None
+        cycles = costs[s].iteration(len(rs), longest, taken, loads) if loads else costs[s].iteration(
+            len(rs), longest, taken)
         if s == entry:
             for r, begin, _ in ps:
                 if begin == 0:

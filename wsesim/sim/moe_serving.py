@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.specs import ModelSpec
-from ..model.routing import region_load
+from ..model.routing import draw_with, popularity, region_load
 from ..model.serving import experts_per_grid
 from .mapping import Stage
 
-__all__ = ["ExpertTrips", "balanced_trips", "grid_trips", "sampled_trips"]
+__all__ = ["BatchExperts", "ExpertTrips", "balanced_trips", "grid_trips", "sampled_trips"]
 
 Move = Callable[[tuple[int, tuple[int, int]], int], float]
 """Cycles to move ``values`` from a stage's first grid to the grid at (wafer, origin)."""
@@ -81,3 +81,25 @@ def sampled_trips(stage: Stage, model: ModelSpec, draw: Callable[[int], np.ndarr
     share = tuple(float(u) for u in use / max(n * len(moe), 1))
     load = float(region_load(counts, np.arange(E), np.ones(E), E).max()) if moe and n else 0.0
     return ExpertTrips(extra, mean, share, load)
+
+
+class BatchExperts:
+    """Sampled routing under continuous batching (docs/model.md §11.8): one stage's MoE layers, each with
+    its popularity drawn once for the run (uniform, or Zipf with its ranks permuted), and each decode
+    iteration's b tokens drawing their k distinct experts in every layer then, in the stage's order of
+    iterations (one generator a stage, so both executors draw the same). An expert is its own region and
+    the experts of a layer run at once, so a layer's expert kernels take the busiest expert's tokens
+    (``loads``) where balanced routing takes ⌈b·k / E⌉."""
+
+    def __init__(self, model: ModelSpec, layers: int, alpha: float | None, rng: np.random.Generator) -> None:
+        self.experts, self.top_k, self.layers, self.rng = model.experts, model.top_k, layers, rng
+        with np.errstate(divide="ignore"):  # an underflowed weight: log 0 = −inf, never drawn
+            self.log_p = [np.log(popularity(model.experts, model.top_k, alpha, rng)) for _ in range(layers)]
+
+    def loads(self, tokens: int) -> tuple[int, ...]:
+        """The busiest expert's tokens in each of the stage's MoE layers, for ``tokens`` decode tokens."""
+        out = []
+        for log_p in self.log_p:
+            picks = draw_with(log_p, self.top_k, tokens, self.rng)
+            out.append(int(np.bincount(picks.ravel(), minlength=self.experts).max()))
+        return tuple(out)

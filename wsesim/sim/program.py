@@ -259,6 +259,7 @@ class ServeBatches:
     args: Mapping[str, Any] = field(default_factory=_args)
     speculative: tuple[int, float] | None = None  # (K draft tokens, acceptance α)
     prefill_pool: int = 0  # split prefill: the prefill wafers' stages, stations after the decode stages
+    routing: tuple[float | None, int] | None = None  # sampled routing: (its Zipf α or None, the seed)
 
     @property
     def requests(self) -> int:
@@ -268,6 +269,22 @@ class ServeBatches:
     def width(self) -> int:
         """Positions a decode token carries through the stages: K + 1 verified with a draft, else 1."""
         return self.speculative[0] + 1 if self.speculative else 1
+
+    def stage_experts(self) -> list[Any]:
+        """With sampled routing, each stage's ``moe_serving.BatchExperts`` (None for a stage of dense
+        layers), each drawing from its own generator spawned from the run's routing stream (the seed's
+        second spawned generator, as the one-request pipeline's), new at every call: an executor's own."""
+        if self.routing is None:
+            return [None] * len(self.stages)
+        from .moe_serving import BatchExperts
+
+        alpha, seed = self.routing
+        rngs = np.random.default_rng(seed).spawn(2)[1].spawn(len(self.stages))
+        out: list[Any] = []
+        for work, rng in zip(self.stages, rngs, strict=True):
+            moe = sum(1 for i in work.stage.layers if not self.model.is_dense(i))
+            out.append(BatchExperts(self.model, moe, alpha, rng) if moe else None)
+        return out
 
     def stations(self) -> tuple[str, ...]:
         """The scheduler's stations by index: its stages, then the prefill pool's or the draft's."""

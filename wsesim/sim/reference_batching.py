@@ -65,6 +65,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     entry, last_pool = (S if pool else 0), S + pool - 1  # split prefill: prompts through stations S …
     D = S + pool if op.speculative else None
     stations, width, e = S + pool + (D is not None), op.width, op.tokens_per_pass
+    experts = op.stage_experts() + [None] * (stations - S)  # sampled routing's draws, stage by stage
     nan = np.nan
     admitted, started, first, finished = (np.full(n, nan) for _ in range(4))
     refused = np.zeros(n, dtype=bool)
@@ -170,7 +171,10 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
             taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
             longest = max((context(r, t) for r, t in ds), default=0)
-            cycles = cost.iteration(len(ds), longest, taken)
+            if experts[s] is not None and ds and not ps:  # sampled routing: this batch's experts
+                cycles = cost.iteration(len(ds), longest, taken, experts[s].loads(width * len(ds)))
+            else:
+                cycles = cost.iteration(len(ds), longest, taken)
             if s == entry:
                 for r, begin, _ in ps:
                     if begin == 0:

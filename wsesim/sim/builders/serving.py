@@ -194,5 +194,6 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
         return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
     budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
               else inf.token_budget)
+    routing = (inf.zipf_alpha, inf.seed) if inf.sampled and spec.model.experts else None
     return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
-                                 inf.prefill, budget, spec.model, inf.kv_layout),))
+                                 inf.prefill, budget, spec.model, inf.kv_layout, routing=routing),))
