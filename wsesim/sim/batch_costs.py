@@ -119,7 +119,8 @@ class BatchCosts:
             if not decodes:
                 return 0.0
             kernels = self.decode(decodes) if loads is None else self.decode_sampled(decodes, loads)
-            return kernels + (self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest))
+            attention = self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
+            return kernels + attention
         if len(pieces) == 1 and not decodes:
             return self.prefill(*pieces[0])
         tokens = sum(p[0] for p in pieces)
