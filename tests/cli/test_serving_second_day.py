@@ -69,7 +69,8 @@ def test_vary_and_set_hardware_by_name(capsys: pytest.CaptureFixture[str]) -> No
     (["infer", "--set", "hardware=./nope.yaml"], "wsesim: --set: hardware: no such file "),
     (["run", "--set", "model=nope"], "wsesim: --set: model: expected a model preset ("),
     (["infer", "--vary", "hardware=wse2,nope"], "wsesim: --vary: point 1 {hardware=nope}: hardware: expected"),
-    (["infer", "--objective", "ttft"], "wsesim: --objective: expected --objective only with --search"),
+    (["infer", "--set", "inference.grid=420x420", "--objective", "ttft"],
+     "wsesim: --objective: expected --objective with --search or inference.grid: auto"),
     (["infer", "--vary", "inference.batch=1,2", "--objective", "ttft"],
      "wsesim: --vary: expected no --objective with --vary"),
 ])

@@ -206,15 +206,15 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         from ..output.files import check_folder_owner
 
         check_folder_owner(args.out, "infer")  # before serving; again under the lock
-    if args.objective and not args.search:
-        raise ConfigError("expected --objective only with --search (it chooses among the mappings the "
-                          "search serves)", source="--objective")
+    if args.objective and not args.search and loaded.spec.inference.grid != "auto":
+        raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
+                          f"mapping), got grid {loaded.spec.inference.grid}", source="--objective")
     candidates: list[Any] = []
     if args.search:
         run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
                                          objective=args.objective or "tpot")
     else:
-        run = run_inference(loaded.spec, engine=args.engine or "fast")
+        run = run_inference(loaded.spec, engine=args.engine or "fast", objective=args.objective or "tpot")
     result = run.result
     written: list[Path] = []
     held = contextlib.ExitStack()

@@ -22,9 +22,10 @@ from ..model.routing import sample_layer
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
-from ..sim.mapping import Mapping, candidate_mappings, map_stages
+from ..sim.mapping import Mapping, candidate_mappings
 from ..sim.plan import Trace
 from ..sim.program import Program
+from .auto_grid import map_for
 from .serving_estimate import ServingEstimate, check_serving, estimate_serving
 
 __all__ = ["OBJECTIVES", "ServeRun", "run_inference", "search_mapping", "serving_estimate"]
@@ -55,16 +56,18 @@ class ServeRun:
     trace: Trace | None = None
 
 
-def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check: bool = True) -> ServeRun:
-    """Map, build and serve ``spec``; an infeasible mapping is a result with its reason. Work that cannot
-    finish here (``experiments.estimate.check_serving``) is a ``ConfigError`` before anything is built
-    (``check=False``: already checked, as a search checks all its candidates at once)."""
+def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check: bool = True,
+                  objective: str = "tpot") -> ServeRun:
+    """Map (``grid: auto`` by ``objective``, ``auto_grid.map_for``), build and serve ``spec``; an infeasible
+    mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
+    check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
+    search checks all its candidates at once)."""
     inf = spec.inference
     if (inf.speculative is not None or inf.prefill_systems is not None) and inf.continuous:
         from .serving_layouts import serve_layout_batches  # the draft's or prefill wafers: more stations
 
         t0 = time.perf_counter()
-        mapping = map_stages(spec)
+        mapping = map_for(spec, objective)
         if not mapping.feasible:
             return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
         if check:
@@ -75,14 +78,14 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         from .serving_layouts import serve_layout
 
         plain = run_inference(spec.model_copy(update={"inference": inf.model_copy(
-            update={"speculative": None, "prefill_systems": None})}), engine, check=check)
+            update={"speculative": None, "prefill_systems": None})}), engine, check=check, objective=objective)
         if not plain.result.feasible:
             return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
                             plain.mapping)
         result, program, costs, trace = serve_layout(spec, engine, plain.result, plain.mapping)
         return ServeRun(result, plain.mapping, program, costs, trace)
     t0 = time.perf_counter()
-    mapping = map_stages(spec)
+    mapping = map_for(spec, objective)
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built

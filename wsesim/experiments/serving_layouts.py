@@ -21,7 +21,8 @@ from ..model.speculative import expected_tokens
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
-from ..sim.mapping import Mapping, map_stages
+from ..sim.mapping import Mapping
+from .auto_grid import map_for
 from ..sim.program import Program, Serve
 from ..sim.speculative import DraftCosts, prefill_path, speculative_costs
 from ..sim.split_prefill import KvHandoff, kv_handoff, kv_rate, split_prefill_costs
@@ -37,8 +38,10 @@ def _other(spec: InferenceExperimentSpec, **update: Any) -> InferenceExperimentS
     return spec.model_copy(update={"model": model, "inference": inf})
 
 
-def _mapped(spec: InferenceExperimentSpec) -> tuple[Mapping, Program, Costs]:
-    mapping = map_stages(spec)
+def _mapped(spec: InferenceExperimentSpec, objective: str = "tpot") -> tuple[Mapping, Program, Costs]:
+    """The extra model's or wafers' mapping (``grid: auto`` by ``objective``: a draft's shortest decode
+    step, prefill wafers' shortest prefill), program and one-request costs with their batch costs."""
+    mapping = map_for(spec, objective)
     if not mapping.feasible:
         return mapping, Program(()), Costs()
     program = serving_program(spec, mapping)
@@ -74,7 +77,7 @@ def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
         serve, run_costs, figures = speculative_costs(spec, serve, costs, extra_costs)
         run_program = replace(program, body=(serve,))
     else:
-        other, extra, extra_costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1))
+        other, extra, extra_costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
         if not other.feasible:
             return infeasible_serving(spec, mapping, f"the prefill wafers: {other.reason}"), None, None, None
         kv_bytes, kv_cycles = kv_handoff(spec, other, mapping)
@@ -124,7 +127,7 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
         other, _, extra = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
                                          systems="auto"))
     else:
-        other, _, extra = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1))
+        other, _, extra = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
     if not other.feasible:
         who = f"the draft {sp.draft.name}" if sp is not None else "the prefill wafers"
         return infeasible_serving(spec, mapping, f"{who}: {other.reason}"), None, None, None

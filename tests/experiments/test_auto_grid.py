@@ -1,0 +1,28 @@
+"""``grid: auto`` by the run's objective (``experiments.auto_grid``): the candidate that serves one request
+best, read off the cost pass; the old wafer-filling rank for ``throughput``; a named grid as it is."""
+
+from __future__ import annotations
+
+from wsesim.config.inference import load_inference
+from wsesim.experiments.auto_grid import map_for, one_request_cycles
+from wsesim.sim.mapping import candidate_mappings, map_stages
+
+
+def test_each_objective_keeps_its_best_candidate() -> None:
+    """LLaMA3-8B on a CS-3: 16 grids fit. The whole 755 × 1,170 wafer as one stage (what "fewest wafers,
+    then most PEs" took) has a decode step 1.7x as long as the best: six stages of 377 × 195 PEs on the
+    same wafer; by TTFT two stages of 377 × 585. Each pick is the candidates' minimum."""
+    spec = load_inference(hardware="wse3", model="llama3-8b").spec
+    fits = [mp for mp in candidate_mappings(spec) if mp.feasible]
+    figures = {mp.grid: one_request_cycles(spec, mp) for mp in fits}
+    by_tpot, by_ttft, rank = map_for(spec, "tpot"), map_for(spec, "ttft"), map_for(spec, "throughput")
+    assert by_tpot.grid == min(figures, key=lambda g: figures[g][1]) == (377, 195)
+    assert by_ttft.grid == min(figures, key=lambda g: figures[g][0]) == (377, 585)
+    assert rank.grid == map_stages(spec).grid == (755, 1170)
+    assert figures[(755, 1170)][1] / figures[(377, 195)][1] > 1.7
+    assert len(by_tpot.stages) == 6 and by_tpot.systems == 1
+
+
+def test_a_named_grid_is_mapped_as_it_is() -> None:
+    spec = load_inference(hardware="wse3", model="llama3-8b", overrides={"inference.grid": "755x1170"}).spec
+    assert map_for(spec, "tpot").grid == (755, 1170)
