@@ -103,3 +103,56 @@ def test_mappings_that_change_are_in_the_key_with_the_x_values_where() -> None:
     assert "  12 × 250², 2 wafers: 8–16" in [t.get_text() for t in legend.get_texts()][0]
     assert not any(t.get_text() for ax in fig.axes[:5] for t in ax.texts)  # no label among the points
     plt.close(fig)
+
+
+def _candidate(systems: int, tiles: int, b: int, throughput: float, **marks: object) -> dict[str, str]:
+    return {"model": "m", "hardware": "hw", "seq_len": "32", "sram_capacity_bytes_per_pe": "49152",
+            "best": str(marks.get("best", False)), "systems": str(systems), "tiles": str(tiles),
+            "batch_per_tile": str(b), "feasible": "True", "cluster_throughput_tokens_per_s": str(throughput),
+            "peak_sram_bytes_per_pe": "40960", "best_of_systems": str(marks.get("best_of_systems", False)),
+            "pareto": "True", "efficiency_per_system": "0.98", "global_batch": "48", "micro_batches": "1"}
+
+
+def test_tunes_candidates_of_several_counts_read_and_the_legend_tells_them_apart() -> None:
+    """1, 2 and 4 systems at nearly one cluster throughput (a search where the counts tie): their B labels
+    would sit on one another; those that would overprint are left out and the figure says how many. The
+    legend shows each count's own marker, not three dots."""
+    from wsesim.analysis.tune_plans import plan_candidates
+    from wsesim.output.tune_figures import candidates_figure
+
+    rows = [_candidate(n, g, 48 // (n * g), 1e6 * (1 + 0.001 * n), best=(n, g) == (4, 1))
+            for n in (1, 2, 4) for g in (1, 2, 3, 4, 6) if 48 % (n * g) == 0]
+    fig = candidates_figure(plan_candidates(rows))
+    assert problems(fig) == []
+    legend = fig.axes[0].get_legend()
+    assert len({h.get_marker() for h in legend.legend_handles}) == 3
+    assert any("B labels left out where they would overprint" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+
+
+def test_no_two_of_the_six_line_styles_are_both_dots() -> None:
+    """The third style is dotted; the sixth was sparse dots, so the third and sixth series (green and teal
+    in a serving figure: α 0.8 and 1.0 of a speculative sweep) read as one. Now only one is all dots."""
+    from wsesim.output.palette import MARKERS
+    from wsesim.output.mpl import plt as pyplot
+
+    dotted = []
+    for _, style in MARKERS:
+        line = pyplot.Line2D([0, 1], [0, 1], linestyle=style, linewidth=1.5)
+        offset, dashes = line._unscaled_dash_pattern
+        dotted.append(bool(dashes) and max(dashes[::2]) <= 1.0)  # every "on" segment no longer than a dot
+    assert dotted.count(True) == 1
+    assert len({str(style) for _, style in MARKERS}) == len(MARKERS)
+
+
+def test_the_sweep_figures_read() -> None:
+    from wsesim.analysis.figures import plan_figures
+
+    from .test_second_day_figures import _bta_rows, _systems_rows
+    from wsesim.output.sweep_figures import throughput_figure
+
+    for header, rows in (_bta_rows(("regions", "in_place")), _systems_rows()):
+        for plan in plan_figures(header, rows):
+            fig = throughput_figure(plan)
+            assert problems(fig) == [], plan.stem
+            plt.close(fig)

@@ -68,17 +68,25 @@ def _annotation_drawn(text: Any) -> bool:
     return bool(text._check_xy(renderer))
 
 
+def _extent(text: Any, renderer: Any = None) -> Any:
+    """The box of a text's letters (an annotation's leader line is not text: it may reach its point)."""
+    renderer = renderer or text.figure.canvas.get_renderer()
+    if isinstance(text, Annotation):
+        text.update_positions(renderer)  # (an offset is placed at a draw, or here)
+    return Text.get_window_extent(text, renderer)
+
+
 def box(text: Any, renderer: Any = None) -> Box:
     """A text's rectangle in display pixels: its centre, half sizes and angle (a rotated text's own
     rectangle, whose axis-aligned box would be larger)."""
     renderer = renderer or text.figure.canvas.get_renderer()
-    outer = text.get_window_extent(renderer)
+    outer = _extent(text, renderer)
     angle = text.get_rotation()
     if angle % 180 == 0:
         return (outer.x0 + outer.width / 2, outer.y0 + outer.height / 2, outer.width / 2, outer.height / 2,
                 0.0)
     text.set_rotation(0)
-    plain = text.get_window_extent(renderer)
+    plain = _extent(text, renderer)
     text.set_rotation(angle)
     return (outer.x0 + outer.width / 2, outer.y0 + outer.height / 2, plain.width / 2, plain.height / 2,
             math.radians(angle))
@@ -127,7 +135,7 @@ def labels_off_axes(fig: Any) -> list[str]:
     out = []
     for text in _labels(fig):
         inner = text.axes.get_window_extent()
-        outer = text.get_window_extent()
+        outer = _extent(text)
         inside = (outer.x0 >= inner.x0 - TOLERANCE_PX and outer.x1 <= inner.x1 + TOLERANCE_PX
                   and outer.y0 >= inner.y0 - TOLERANCE_PX and outer.y1 <= inner.y1 + TOLERANCE_PX)
         apart = (outer.x1 <= inner.x0 or outer.x0 >= inner.x1 or outer.y1 <= inner.y0 or outer.y0 >= inner.y1)

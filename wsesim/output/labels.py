@@ -11,11 +11,15 @@ from typing import Any
 
 from .figure_check import box, crosses, overlaps, texts
 
-__all__ = ["OFFSETS", "place_labels", "thin_ticks"]
+__all__ = ["ABOVE_FIRST", "OFFSETS", "place_labels", "thin_ticks"]
 
 OFFSETS = ((4, 4, "left", "bottom"), (4, -4, "left", "top"), (-4, 4, "right", "bottom"),
            (-4, -4, "right", "top"), (0, 7, "center", "bottom"), (0, -7, "center", "top"))
 """Where a label may go: its offset from the point (points) and its alignment."""
+ABOVE_FIRST = ((0, 6, "center", "bottom"), (0, -6, "center", "top"), (0, 11, "center", "bottom"),
+               (0, -11, "center", "top"), (0, 16, "center", "bottom"), (-4, 4, "right", "bottom"),
+               (4, 4, "left", "bottom"), (-4, -4, "right", "top"), (4, -4, "left", "top"))
+"""The same, centred above the point first (the sweep figures' G, B and speedup labels)."""
 
 
 def _inside(ax: Any, text: Any, renderer: Any) -> bool:
@@ -23,17 +27,20 @@ def _inside(ax: Any, text: Any, renderer: Any) -> bool:
     return outer.x0 >= inner.x0 and outer.x1 <= inner.x1 and outer.y0 >= inner.y0 and outer.y1 <= inner.y1
 
 
-def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], fontsize: float = 7) -> list[str]:
-    """Annotate ``ax`` with each (x, y, text, colour) where it overprints nothing (``OFFSETS`` in turn);
-    the texts that found no such place, which are left out."""
+def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], fontsize: float = 7,
+                 offsets: tuple[tuple[float, float, str, str], ...] = OFFSETS
+                 ) -> list[tuple[float, float, str, str]]:
+    """Annotate ``ax`` with each (x, y, text, colour) where it overprints nothing (``offsets`` in turn);
+    the labels that found no such place, which are left out."""
     fig = ax.figure
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     taken = [box(t, renderer) for t in texts(fig)]
     lines = ax.get_lines()
     dropped = []
-    for x, y, text, colour in labels:
-        for dx, dy, ha, va in OFFSETS:
+    for label in labels:
+        x, y, text, colour = label
+        for dx, dy, ha, va in offsets:
             note = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), ha=ha, va=va,
                                fontsize=fontsize, color=colour)
             b = box(note, renderer)
@@ -43,7 +50,7 @@ def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], fontsize:
                 break
             note.remove()
         else:
-            dropped.append(text)
+            dropped.append(label)
     return dropped
 
 

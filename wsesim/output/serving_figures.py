@@ -222,7 +222,7 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
     dropped = []
     for s in plan.series:
         colour = blue_first(s.colour)
-        dropped += [f"{t} ({s.label})" if s.label else t for t in
+        dropped += [f"{t} ({s.label})" if s.label else t for _, _, t, _ in
                     place_labels(ax, [(p["per_user"], p["per_system"], f"{p['rate']}/s", colour)
                                       for p in s.points])]
     if dropped:
