@@ -156,3 +156,34 @@ def test_the_sweep_figures_read() -> None:
             fig = throughput_figure(plan)
             assert problems(fig) == [], plan.stem
             plt.close(fig)
+
+
+def _neighbours_alike(region: list[list[int]], rgba: object) -> int:
+    import numpy as np
+
+    ids, colours = np.asarray(region), np.asarray(rgba)[..., :3]
+    alike = 0
+    for (a, b), (ca, cb) in (((ids[:, :-1], ids[:, 1:]), (colours[:, :-1], colours[:, 1:])),
+                             ((ids[:-1, :], ids[1:, :]), (colours[:-1, :], colours[1:, :]))):
+        differ = (a != b) & (a >= 0) & (b >= 0)
+        alike += int((differ & np.all(np.isclose(ca, cb), axis=-1)).sum())
+    return alike
+
+
+def test_wafer_placement_neighbours_never_share_a_colour() -> None:
+    """40 regions of 2 × 3 blocks side by side, numbered along rows: with a 20-colour map stretched over
+    40 indices, regions 2k and 2k + 1 (neighbours) took one colour; now no two that touch do."""
+    from wsesim.analysis.wafer import WaferMaps, region_colours
+    from wsesim.output.wafer_figures import _placement_figure
+
+    region = [[(r // 2) * 8 + c // 3 for c in range(24)] for r in range(10)]
+    count = 40
+    shades = region_colours(region, count)
+    assert _neighbours_alike(region, [[[shades[v], 0, 0] for v in row] for row in region]) == 0
+    flat = [[0.0] * 24 for _ in range(10)]
+    maps = WaferMaps(10, 24, 1, 1e9, 1.0, flat, flat, 1.0, flat, region,
+                     [[2 * r, 2 * r + 1] for r in range(count)], 0, [], "m on hw")
+    fig = _placement_figure(maps)
+    image = fig.axes[0].images[0]
+    assert _neighbours_alike(region, image.to_rgba(image.get_array())) == 0
+    plt.close(fig)
