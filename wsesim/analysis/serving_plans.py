@@ -27,6 +27,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..config.errors import WsesimError
+from ..config.units import parse_quantity
 from .figures import number, short, swept_keys, with_base_values
 
 METRICS = (("tokens_per_s_per_request", "tokens/s per request", 1.0),
@@ -51,6 +53,8 @@ class ServingSeries:
     colour: int
     points: list[dict[str, Any]] = field(default_factory=list)  # x, x_index, y (None: not served), status,
     #                                                              reason, point, row
+    mappings: list[str] = field(default_factory=list)  # each mapping it was served on, with the x values
+    #                                                    where ("9 × 250², 1 wafer: 1–4"); the legend says it
 
 
 @dataclass
@@ -59,6 +63,7 @@ class ServingPanel:
     y_label: str
     scale: float  # the column's unit to the axis's (seconds to ms)
     series: list[ServingSeries]
+    y_log: bool = False  # the served values span more than ``LOG_SPAN``: a log axis shows each series
 
 
 @dataclass
@@ -71,10 +76,83 @@ class ServingPlan:
     constant: dict[str, str]
     series_keys: list[str]  # the other varying keys, one series per combination
     panels: list[ServingPanel]
-    mapping: str = ""  # the one mapping every served row shares ("" when they differ: each point says it)
+    mapping: str = ""  # the one mapping every served row shares ("" when they differ: the legend says each)
+    x_scale: str = "category"  # "linear" or "log": numbers at their true spacing; "category": each its place
+    x_positions: list[float] = field(default_factory=list)  # where each x value is drawn (its index for a
+    #                                                         category, its number (a grid: its PEs) else)
+    mappings: list[str] = field(default_factory=list)  # when every series was served on the same mapping at
+    #   each x: those, with the x values where (the series then list none)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+LOG_SPAN = 20.0
+"""A numeric axis whose values (all positive) span more than this factor is drawn on a log scale."""
+_X_LABELS = {"inference.batch": "batch (requests at once)", "inference.rate": "offered load (requests/s)",
+             "inference.prompt_len": "prompt length (tokens)",
+             "inference.output_len": "output length (tokens)",
+             "inference.requests": "requests", "inference.speculative.tokens": "drafted tokens K per pass",
+             "inference.speculative.acceptance": "acceptance rate α (per drafted token)",
+             "inference.prefill_systems": "prefill wafers", "inference.warmup": "warm-up (requests)",
+             "inference.token_budget": "token budget (tokens per pass)"}
+_QUANTITY_UNITS = (("size", "bytes"), ("bandwidth", "bytes/s"), ("frequency", "Hz"), ("time", "s"))
+
+
+def x_axis(key: str, values: list[str]) -> tuple[str, list[float]]:
+    """How a swept key's values sit on the x axis: ``("linear" | "log", numbers)`` when each is a number
+    (a quantity in its base unit, a grid as its PEs) and no two fall on one spot — log when all are
+    positive and span more than ``LOG_SPAN`` — else ``("category", [0, 1, ...])``."""
+    numbers = [number(v) if (m := _GRID.match(v)) is None else float(int(m.group(1)) * int(m.group(2)))
+               for v in values]
+    if len(values) < 2 or any(n is None for n in numbers) or len(set(numbers)) < len(numbers):
+        return "category", [float(i) for i in range(len(values))]
+    positive = all(n > 0 for n in numbers)  # type: ignore[operator]
+    scale = "log" if positive and max(numbers) / min(numbers) > LOG_SPAN else "linear"  # type: ignore[type-var,operator]
+    return scale, [float(n) for n in numbers]  # type: ignore[arg-type]
+
+
+def x_label(key: str, values: list[str]) -> str:
+    """The x axis's words, with its unit: ``offered load (requests/s)``, ``PEs per stage (grid)``, a
+    quantity's unit when its values carry one (``sram (bytes)``)."""
+    if key in _X_LABELS:
+        return _X_LABELS[key]
+    if key.endswith(".grid"):
+        return "PEs per stage (grid)"
+    words = short(key).replace("_", " ")
+    for dimension, unit in _QUANTITY_UNITS:
+        try:
+            if values and all(_GRID.match(v) is None for v in values):
+                for v in values:
+                    if v != BASE:
+                        parse_quantity(v, dimension)  # type: ignore[arg-type]
+                return f"{words} ({unit})"
+        except (WsesimError, ValueError):  # not a quantity of this dimension: try the next
+            continue
+    return words
+
+
+def logged(label: str) -> str:
+    """An axis's words said to be on a log scale: ``time to first token (ms, log)``."""
+    return f"{label[:-1]}, log)" if label.endswith(")") else f"{label} (log)"
+
+
+def y_log(values: list[float]) -> bool:
+    """Whether served values (all positive) span more than ``LOG_SPAN``."""
+    return len(values) > 1 and min(values) > 0 and max(values) / min(values) > LOG_SPAN
+
+
+def _mapping_runs(points: list[dict[str, Any]], x_values: list[str]) -> list[str]:
+    """A series' mappings, each with the x values it served ("9 × 250², 1 wafer: 1–4"), in x order."""
+    runs: list[tuple[str, list[str]]] = []
+    for p in points:
+        if not p["mapping"]:
+            continue
+        if runs and runs[-1][0] == p["mapping"]:
+            runs[-1][1].append(p["x"])
+        else:
+            runs.append((p["mapping"], [p["x"]]))
+    return [f"{m}: {xs[0]}" + (f"–{xs[-1]}" if len(xs) > 1 else "") for m, xs in runs]
 
 
 RATE = "inference.rate"
@@ -97,6 +175,10 @@ class ThroughputLatencyPlan:
     series_keys: list[str]
     series: list[LoadSeries]
     left_out: list[dict[str, Any]]  # rows not served: point, rate, status, reason
+    x_log: bool = False  # tokens/s per user span more than ``LOG_SPAN``
+    y_log: bool = False  # tokens/s per system likewise
+    turns_back: list[dict[str, Any]] = field(default_factory=list)  # label, rate: where a series' tokens/s
+    #   per user rises again with the load (the curve doubles back: the load is past what it serves)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,11 +213,20 @@ def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> Th
         s = series[combos.index(tuple(value(row, k) for k in others))]
         s.points.append({"rate": rate, "per_user": float(row["tokens_per_s_per_request"]),
                          "per_system": float(row["tokens_per_s_per_system"]), "point": point})
+    turns = []
     for s in series:
         s.points.sort(key=lambda p: number(p["rate"]) or 0.0)
+        users = [p["per_user"] for p in s.points]
+        back = next((i for i in range(1, len(users)) if users[i] > users[i - 1]), None)
+        if back is not None:  # more load, faster per user: past the knee, queueing sets the points
+            turns.append({"label": s.label, "rate": s.points[back - 1]["rate"]})
     constant = _constant(rows, varying)
     title = _title(RATE, constant).replace("Serving vs rate", "Tokens/s per system against tokens/s per user")
-    return ThroughputLatencyPlan("throughput_vs_latency", title, constant, others, series, left_out)
+    drawn = [p for s in series for p in s.points]
+    return ThroughputLatencyPlan("throughput_vs_latency", title, constant, others, series, left_out,
+                                 y_log([p["per_user"] for p in drawn]),
+                                 y_log([p["per_system"] for p in drawn]),
+                                 turns)
 
 
 def is_serving(header: list[str]) -> bool:
@@ -187,10 +278,6 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
     seen = list(dict.fromkeys(value(r, key) for r in rows))
     ranked = [v for v in seen if _order(v)[0] < 2]
     return sorted(ranked, key=_order) + [v for v in seen if _order(v)[0] == 2]
-
-
-def _label(key: str) -> str:
-    return "PEs per stage (grid)" if key.endswith(".grid") else short(key).replace("_", " ")
 
 
 def _constant(rows: list[dict[str, str]], varying: list[str]) -> dict[str, str]:
@@ -247,8 +334,18 @@ def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingP
                                  "point": int(point) if str(point).isdigit() else point, "row": row})
             for s in series:
                 s.points.sort(key=lambda p: p["x_index"])
-            panels.append(ServingPanel(metric, y_label, scale, series))
+                s.mappings = [] if mapping else _mapping_runs(s.points, x_values)
+            served = [p["y"] for s in series for p in s.points if p["y"] is not None]
+            panels.append(ServingPanel(metric, y_label, scale, series, y_log(served)))
+        shared: list[str] = []
+        if len({tuple(s.mappings) for s in panels[0].series}) == 1 and len(panels[0].series) > 1:
+            shared = panels[0].series[0].mappings  # the same at each x for every series: said once
+            for panel in panels:
+                for s in panel.series:
+                    s.mappings = []
         stem = "serving_vs_" + (re.sub(r"[^A-Za-z0-9._=+-]+", "_", short(x)).strip("_") or "_")
         title = _title(x, constant) + (f", mapping {mapping}" if mapping else "")
-        plans.append(ServingPlan(stem, x, _label(x), x_values, title, constant, others, panels, mapping))
+        x_scale, x_positions = x_axis(x, x_values)
+        plans.append(ServingPlan(stem, x, x_label(x, x_values), x_values, title, constant, others, panels,
+                                 mapping, x_scale, x_positions, shared))
     return plans

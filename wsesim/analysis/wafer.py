@@ -170,3 +170,25 @@ def expert_ranges(experts: list[int]) -> str:
     if run:
         parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(parts)
+
+
+def region_colours(region: list[list[int]], count: int, colours: int = 8) -> list[int]:
+    """A colour index (``0 … colours-1``) for each of ``count`` expert regions on the map ``region`` (each
+    node's region, -1 for none), no two that touch (share an edge of the map) alike: greedy, the regions
+    with most neighbours first. Regions numbered side by side once took neighbouring colours of a
+    palette that pairs light and dark of one hue, and a wafer's neighbours read as one block. Planar maps
+    need at most four; should a region touch ``colours`` others of every colour, it takes the least
+    used among its neighbours' (never reached on a mesh of rectangles)."""
+    grid = np.asarray(region)
+    touching: list[set[int]] = [set() for _ in range(count)]
+    for a, b in ((grid[:, :-1], grid[:, 1:]), (grid[:-1, :], grid[1:, :])):
+        for p, q in zip(a.ravel().tolist(), b.ravel().tolist(), strict=True):
+            if p != q and p >= 0 and q >= 0:
+                touching[p].add(q)
+                touching[q].add(p)
+    out = [-1] * count
+    for r in sorted(range(count), key=lambda r: (-len(touching[r]), r)):
+        taken = [out[n] for n in touching[r] if out[n] >= 0]
+        free = [c for c in range(colours) if c not in taken]
+        out[r] = free[0] if free else min(range(colours), key=taken.count)
+    return out

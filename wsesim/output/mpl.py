@@ -2,9 +2,9 @@
 
 The Agg backend is chosen before ``pyplot`` is imported, so that drawing never needs a display (pictures
 are files only), and text stays text in SVG and PDF (``svg.fonttype: none``, ``pdf.fonttype: 42``) with a
-fixed SVG hash salt, so that the same figure is the same bytes. ``plotting``, ``sweep_figures`` and
-``wafer_figures`` take ``plt`` from here; nothing else in wsesim imports matplotlib, so running, tuning
-and sweeping never load it.
+fixed SVG hash salt, so that the same figure is the same bytes. ``plotting``, ``sweep_figures``,
+``wafer_figures`` and ``figure_check`` take ``plt`` from here; nothing else in wsesim imports matplotlib, so
+running, tuning and sweeping never load it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ matplotlib.use("Agg")
 matplotlib.rcParams.update({"svg.fonttype": "none", "pdf.fonttype": 42, "svg.hashsalt": "wsesim"})
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.collections import PolyCollection  # noqa: E402  (sweep_figures: many bars in one artist)
+from matplotlib.legend import Legend  # noqa: E402  (figure_check: a legend's box)
+from matplotlib.text import Annotation, Text  # noqa: E402  (figure_check: the text a figure draws)
 from matplotlib.ticker import (  # noqa: E402  (log axes as plain numbers)
     FuncFormatter,
     Locator,
     MaxNLocator,
     NullFormatter,
+    NullLocator,
 )
 
 
@@ -57,4 +60,5 @@ def plain_log_axis(axis: Any) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-__all__ = ["PlainLogLocator", "PolyCollection", "plain_log_axis", "plt"]
+__all__ = ["Annotation", "Legend", "NullLocator", "PlainLogLocator", "PolyCollection", "Text",
+           "plain_log_axis", "plt"]

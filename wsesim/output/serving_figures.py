@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..analysis.serving_plans import ServingPlan, ThroughputLatencyPlan
-from .mpl import plt
+from ..analysis.serving_plans import ServingPlan, ThroughputLatencyPlan, logged
+from .labels import place_labels, thin_ticks
+from .mpl import plain_log_axis, plt
 from .palette import MARKERS, blue_first, marker
 
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
-PANELS_PER_ROW = 3  # the five panels as two rows: three, then two
-MAX_MAPPING_LABELS = 40  # points whose mapping is written beside them
+PANELS_PER_ROW = 3  # the five panels and the key as two rows of three
+MAX_KEY_LINES = 22  # legend lines in the key (series and their mappings); beyond, the mappings are left out
 _NOT_SERVED = {"infeasible": "does not fit", "error": "failed"}
 
 
@@ -36,59 +37,108 @@ def _tick(plan: ServingPlan, text: str) -> str:
     return text
 
 
-def serving_figure(plan: ServingPlan) -> Any:
-    cols = min(len(plan.panels), PANELS_PER_ROW)
-    rows = -(-len(plan.panels) // cols)
-    fig, grid = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.9 * rows), squeeze=False)
-    axes = [ax for row in grid for ax in row]
-    for spare in axes[len(plan.panels):]:
-        spare.set_visible(False)
+def _x_axis(ax: Any, plan: ServingPlan) -> None:
+    """The x axis: categories each at its place, numbers at their true spacing (log past
+    ``LOG_SPAN``), each value ticked (every n-th past ``MAX_TICKS``) as the sweep wrote it."""
+    from .mpl import NullLocator
+
     n = len(plan.x_values)
     step = max(1, -(-n // MAX_TICKS))
-    served = [p for s in plan.panels[0].series for p in s.points if p["y"] is not None]
-    label_mappings = not plan.mapping and len(served) <= MAX_MAPPING_LABELS
-    for number, (ax, panel) in enumerate(zip(axes[:len(plan.panels)], plan.panels, strict=True)):
-        top = max((p["y"] * panel.scale for s in panel.series for p in s.points if p["y"] is not None),
-                  default=1.0)
+    at = plan.x_positions or [float(i) for i in range(n)]
+    if plan.x_scale == "log":
+        ax.set_xscale("log")
+        ax.set_xlim(min(at) / 1.25, max(at) * 1.25)
+    elif plan.x_scale == "linear":
+        pad = 0.06 * ((max(at) - min(at)) or 1.0)
+        ax.set_xlim(min(at) - pad, max(at) + pad)
+    else:
+        ax.set_xlim(-0.5, n - 0.5)
+    ticks = list(range(0, n, step))
+    ax.set_xticks([at[i] for i in ticks], [_tick(plan, plan.x_values[i]) for i in ticks], fontsize=8,
+                  rotation=30 if max((len(v) for v in plan.x_values), default=0) > 8 else 0)
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _key_lines(plan: ServingPlan) -> tuple[list[str], bool]:
+    """Each series' legend entry: its label, and below it each mapping it was served on with the x
+    values where; whether the mappings fit (``MAX_KEY_LINES``)."""
+    series = plan.panels[0].series
+    with_maps = [s.label or "served on" for s in series]
+    if any(s.mappings for s in series):
+        with_maps = ["\n".join([s.label or "served on", *(f"  {m}" for m in s.mappings)]) for s in series]
+    fits = sum(t.count("\n") + 1 for t in with_maps) + len(plan.mappings) <= MAX_KEY_LINES
+    return (with_maps if fits else [s.label for s in series]), fits
+
+
+def serving_figure(plan: ServingPlan) -> Any:
+    """Five panels against the swept key and, in the last place, the key: the series, each with the
+    mappings it was served on; lines only where x is a number (categories are points)."""
+    cols = PANELS_PER_ROW if len(plan.panels) >= PANELS_PER_ROW else len(plan.panels) + 1
+    rows = -(-(len(plan.panels) + 1) // cols)
+    fig, grid = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.9 * rows), squeeze=False)
+    axes = [ax for row in grid for ax in row]
+    key = axes[len(plan.panels)]
+    for spare in axes[len(plan.panels):]:
+        spare.set_axis_off()
+    joined = plan.x_scale != "category"
+    at = plan.x_positions or [float(i) for i in range(len(plan.x_values))]
+    handles = []
+    for ax, panel in zip(axes[:len(plan.panels)], plan.panels, strict=False):
+        served = [p["y"] * panel.scale for s in panel.series for p in s.points if p["y"] is not None]
         crossed: dict[int, list[tuple[str, str]]] = {}  # x_index -> (colour, status) of each point not served
         for s in panel.series:
             colour, (symbol, style) = blue_first(s.colour), marker(s.colour)
             ran = [p for p in s.points if p["y"] is not None]  # coinciding series still show: each its marker
-            ax.plot([p["x_index"] for p in ran], [p["y"] * panel.scale for p in ran], marker=symbol,
-                    linestyle=style, color=colour, ms=7 - 0.8 * (s.colour % len(MARKERS)), alpha=0.9,
-                    label=s.label or None)
-            last = None
+            ax.plot([at[p["x_index"]] for p in ran], [p["y"] * panel.scale for p in ran],
+                    marker=symbol, linestyle=style if joined else "", color=colour,
+                    ms=7 - 0.8 * (s.colour % len(MARKERS)), alpha=0.9)
+            if len(handles) < len(panel.series):
+                handles.append(plt.Line2D([], [], marker=symbol, linestyle=style, color=colour, ms=6))
             for p in s.points:
                 if p["y"] is None:
                     crossed.setdefault(p["x_index"], []).append((colour, p["status"]))
-                elif label_mappings and number == 0 and p["mapping"] != last:  # where the mapping changes
-                    last = p["mapping"]
-                    ax.annotate(p["mapping"], (p["x_index"], p["y"] * panel.scale),
-                                textcoords="offset points", xytext=(4, 3), fontsize=5.5, color=colour,
-                                alpha=0.9)
+        _x_axis(ax, plan)
         for x, marks in crossed.items():  # side by side where several share an x
             for i, (colour, status) in enumerate(marks):
-                at = x + 0.12 * (i - (len(marks) - 1) / 2)
-                ax.plot([at], [0.0], "x", color=colour, markersize=9, mew=2, clip_on=False, zorder=5)
-                ax.annotate(_NOT_SERVED.get(status, status or "not served"), (at, 0.0),
-                            textcoords="offset points", xytext=(0, 8), ha="center", va="bottom", rotation=90,
-                            fontsize=6.5, color=colour)
-        ax.set_title(panel.y_label, fontsize=10)
-        ax.set_xlabel(plan.x_label)
-        ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)
-        ax.set_xlim(-0.5, n - 0.5)
-        ticks = list(range(0, n, step))
-        ax.set_xticks(ticks, [_tick(plan, plan.x_values[i]) for i in ticks], fontsize=8,
-                      rotation=30 if max((len(v) for v in plan.x_values), default=0) > 8 else 0)
-        ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.4g}" if y < 1000 else f"{y:,.0f}"))
+                shift = 0.12 * (i - (len(marks) - 1) / 2)
+                spot = at[x] * 1.12 ** shift if plan.x_scale == "log" else at[x] + shift * (
+                    (at[-1] - at[0]) / max(len(at) - 1, 1) if plan.x_scale == "linear" else 1.0)
+                ax.plot([spot], [0.0], "x", color=colour, markersize=9, mew=2, clip_on=False, zorder=5,
+                        transform=ax.get_xaxis_transform())
+                ax.annotate(_NOT_SERVED.get(status, status or "not served"), (spot, 0.0),
+                            xycoords=ax.get_xaxis_transform(), textcoords="offset points", xytext=(0, 8),
+                            ha="center", va="bottom", rotation=90, fontsize=6.5, color=colour)
+        ax.set_title(logged(panel.y_label) if panel.y_log else panel.y_label, fontsize=10)
+        ax.set_xlabel(logged(plan.x_label) if plan.x_scale == "log" else plan.x_label, fontsize=9)
+        top = max(served, default=1.0)
+        if panel.y_log:
+            ax.set_yscale("log")
+            ax.set_ylim(min(served) / 1.6, top * 1.6)
+            plain_log_axis(ax.yaxis)
+        else:
+            ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)
+            ax.yaxis.set_major_formatter(plt.FuncFormatter(
+                lambda y, _: f"{y:,.4g}" if y < 1000 else f"{y:,.0f}"))
         ax.grid(alpha=0.3)
-    if any(s.label for s in plan.panels[0].series):
-        axes[0].legend(fontsize=7)
+    labels, mapped = _key_lines(plan)
     crosses = any(p["y"] is None for panel in plan.panels for s in panel.series for p in s.points)
-    unlabelled = "  (each point's mapping: figures.json)" if not plan.mapping and not label_mappings else ""
-    fig.suptitle(plan.title.replace("\n", ": ", 1) + ("  (x: not served)" if crosses else "") + unlabelled,
-                 fontsize=10)
+    if crosses:
+        handles.append(plt.Line2D([], [], marker="x", linestyle="", color="#333333", ms=8, mew=2))
+        labels.append("not served (its reason: figures.json)")
+    mapping_lists = any(s.mappings for s in plan.panels[0].series) or plan.mappings
+    if any(s.label for s in plan.panels[0].series) or mapping_lists or crosses:
+        shown = [(h, t) for h, t in zip(handles, labels, strict=False) if t]
+        heading = None
+        if mapped and mapping_lists:
+            heading = "\n".join(["mapping: stages × PEs per stage, wafers: at the x values after it",
+                                 *(f"  {m}" for m in plan.mappings)])
+        key.legend([h for h, _ in shown], [t for _, t in shown], loc="upper left", fontsize=7,
+                   title=heading, title_fontsize=7, frameon=False, alignment="left")
+    unlabelled = "  (each point's mapping: figures.json)" if not plan.mapping and not mapped else ""
+    fig.suptitle(plan.title.replace("\n", ": ", 1) + unlabelled, fontsize=10)
     fig.tight_layout()
+    for ax in axes[:len(plan.panels)]:
+        thin_ticks(ax)
     return fig
 
 
@@ -131,33 +181,52 @@ def decode_step_figure(plan: dict[str, Any], title: str) -> Any:
 
 def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
     """Tokens/s per system against tokens/s per user, one marker per load labelled with its rate
-    (requests/s), a line per series through the loads in rate order; the rows it could not place are
-    named below the axes."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    (requests/s) where the label overprints nothing (those left out are named below the axes), a line
+    per series through the loads in rate order; where a series' curve turns back (more load, more tokens/s
+    per user: past what it serves) a note says so; the rows it could not place are named below too."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     for s in plan.series:
         colour, (symbol, style) = blue_first(s.colour), marker(s.colour)
-        x = [p["per_user"] for p in s.points]
-        y = [p["per_system"] for p in s.points]
-        ax.plot(x, y, marker=symbol, linestyle=style, color=colour, label=s.label or None)
-        for p in s.points:
-            ax.annotate(f"{p['rate']}/s", (p["per_user"], p["per_system"]), textcoords="offset points",
-                        xytext=(4, 4), fontsize=7, color=colour)
-    ax.set_xlabel("tokens/s per user (1 / mean time per output token)")
-    ax.set_ylabel("tokens/s per system")
-    ax.set_xlim(left=0)
-    tops = [max(p["per_system"] for p in s.points) for s in plan.series if s.points]
-    if tops and min(tops) > 0 and max(tops) / min(tops) > 4:  # series far apart: each visible on a log axis
-        ax.set_yscale("log")
-        ax.set_ylabel("tokens/s per system (log)")
-    else:
-        ax.set_ylim(bottom=0)
+        ax.plot([p["per_user"] for p in s.points], [p["per_system"] for p in s.points], marker=symbol,
+                linestyle=style, color=colour, label=s.label or None)
+    x_words, y_words = "tokens/s per user (1 / mean time per output token)", "tokens/s per system"
+    ax.set_xlabel(logged(x_words) if plan.x_log else x_words)
+    ax.set_ylabel(logged(y_words) if plan.y_log else y_words)
+    for log, axis, setter, limit in ((plan.x_log, ax.xaxis, ax.set_xscale, ax.set_xlim),
+                                     (plan.y_log, ax.yaxis, ax.set_yscale, ax.set_ylim)):
+        if log:
+            setter("log")
+            plain_log_axis(axis)
+        else:
+            limit(0, None)
+    ax.margins(0.08)
     ax.grid(alpha=0.3)
-    if any(s.label for s in plan.series):
-        ax.legend(fontsize=7)
+    notes = []
+    for turn in plan.turns_back:
+        who = f"{turn['label']}: " if turn["label"] else ""
+        notes.append(f"{who}past {turn['rate']}/s more load gives more tokens/s per user (the curve turns "
+                     "back): the load is past what it serves, queueing sets these points")
     if plan.left_out:
         shown = ", ".join(f"{p['rate']}/s ({p['status'] or 'not served'})" for p in plan.left_out[:6])
         more = f" and {len(plan.left_out) - 6} more" if len(plan.left_out) > 6 else ""
-        fig.text(0.01, 0.01, f"not drawn: {shown}{more} (figures.json: reasons)", fontsize=7)
-    ax.set_title(plan.title.replace("\n", "\n", 1), fontsize=9)
-    fig.tight_layout(rect=(0, 0.04 if plan.left_out else 0, 1, 1))
+        notes.append(f"not drawn: {shown}{more} (figures.json: reasons)")
+    ax.set_title(plan.title, fontsize=9)
+    legend = any(s.label for s in plan.series)
+    if legend:  # below the axes, never over a point
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(plan.series), 3),
+                  frameon=False)
+    import textwrap
+
+    lines = 1 + sum(len(textwrap.wrap(n, 110)) for n in notes)  # (one for the rates left unlabelled)
+    fig.tight_layout(rect=(0, (0.05 * -(-len(plan.series) // 3) if legend else 0) + 0.025 * lines, 1, 1))
+    dropped = []
+    for s in plan.series:
+        colour = blue_first(s.colour)
+        dropped += [f"{t} ({s.label})" if s.label else t for _, _, t, _ in
+                    place_labels(ax, [(p["per_user"], p["per_system"], f"{p['rate']}/s", colour)
+                                      for p in s.points])]
+    if dropped:
+        notes.append(f"rates not labelled (they would overprint): {', '.join(dropped)}")
+    if notes:
+        fig.text(0.01, 0.01, "\n".join(textwrap.fill(n, 110) for n in notes), fontsize=6.5, va="bottom")
     return fig

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..analysis.figure_text import label as value_label
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
+from .labels import ABOVE_FIRST, place_labels
 from .mpl import PolyCollection, plain_log_axis, plt
 from .palette import COLOURS, MARKERS
 from .palette import colour as series_colour
@@ -45,6 +46,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
     ys = [p["y"] for panel in plan.panels for s in panel.series for p in s.points if p["y"]]
     top_y, scale = max(ys, default=1.0), plan.y_scale
     failed, beside = False, False
+    pending: dict[tuple[int, int], list[tuple[float, float, str, str]]] = {}  # labels placed after the layout
     for col, panel in enumerate(plan.panels):
         top = axes[0][col]
         tuned_at = Counter(p["x_index"] for s in panel.series if s.fixed.get("training.tiles") == "tuned"
@@ -69,8 +71,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
                         side.append((p["x_index"], p["y"] / scale, text, colour,
                                      p["x_index"] + shift.get((si, pi), 0.0)))
                     else:
-                        top.annotate(text, (p["x_index"], p["y"] / scale), textcoords="offset points",
-                                     xytext=(0, 7), ha="center", fontsize=6.5, color=colour)
+                        pending.setdefault((0, col), []).append((p["x_index"], p["y"] / scale, text, colour))
         _crosses(top, panel, plan)
         if plan.y_log:
             top.set_yscale("log")
@@ -101,8 +102,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
                         side.append((sp["x_index"], sp["value"], sp["label"], "black",
                                      sp["x_index"] + moved.get(i, 0.0)))
                     else:
-                        bottom.annotate(sp["label"], (sp["x_index"], sp["value"]), textcoords="offset points",
-                                        xytext=(0, 5), ha="center", fontsize=7)
+                        pending.setdefault((1, col), []).append((sp["x_index"], sp["value"], sp["label"],
+                                                                 "black"))
             bottom.axhline(1.0, color="grey", lw=0.8)
             bottom.set_ylim(0, top_s)
             _side_labels(bottom, side, 0.09 * top_s)
@@ -135,7 +136,12 @@ def throughput_figure(plan: FigurePlan) -> Any:
         handles.append(Line2D([], [], color="#333333", marker="x", linestyle="", ms=8, mew=2))
         labels.append("infeasible or failed")
     fig.suptitle(plan.title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03, 1, 1) if pending else None)
+    dropped = [f"{t} at {plan.x_labels[int(x)]}" for (row, col), labels in pending.items()
+               for x, _, t, _ in place_labels(axes[row][col], labels, fontsize=6.5, offsets=ABOVE_FIRST)]
+    if dropped:
+        fig.text(0.01, 0.005, f"not labelled (they would overprint): {', '.join(dropped[:8])}"
+                 + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else ""), fontsize=7)
     if handles:  # beside the panels, never over a point
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=8, frameon=False)
     return fig

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .labels import place_labels
 from .mpl import plain_log_axis, plt
 from .palette import MARKERS
 from .palette import colour as series_colour
@@ -27,17 +28,15 @@ def candidates_figure(plan: Any) -> Any:
     the bottom of the throughput axis, the best ringed."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.2, 6.6), sharex=True, height_ratios=(2, 1.3))
     scale = plan.scale
+    labels: list[tuple[float, float, str, str]] = []
     for s in plan.series:
         colour, i = series_colour(s.colour), s.marker
+        symbol = MARKERS[i % len(MARKERS)][0]  # one marker per count of systems: both panels, the legend
         ran = [p for p in s.points if p["feasible"]]
-        top.plot([p["tiles"] for p in ran], [p[THROUGHPUT] / scale for p in ran], "o",
-                 color=colour, label=s.label, ms=5)
-        at: dict[int, int] = {}
-        for p in sorted(ran, key=lambda p: p[THROUGHPUT]):
-            k = at[p["tiles"]] = at.get(p["tiles"], -1) + 1  # several B at one G: labels right, left, right…
-            top.annotate(f"B={p['batch_per_tile']}", (p["tiles"], p[THROUGHPUT] / scale),
-                         textcoords="offset points", xytext=(5, -2) if k % 2 == 0 else (-5, -2),
-                         ha="left" if k % 2 == 0 else "right", fontsize=6, color=colour)
+        top.plot([p["tiles"] for p in ran], [p[THROUGHPUT] / scale for p in ran], symbol, color=colour,
+                 label=s.label, ms=5, ls="")
+        labels += [(p["tiles"], p[THROUGHPUT] / scale, f"B={p['batch_per_tile']}", colour)
+                   for p in sorted(ran, key=lambda p: -p[THROUGHPUT])]
         for p in (p for p in s.points if not p["feasible"]):
             top.plot(p["tiles"], 0, "x", color=colour, ms=8, mew=2, clip_on=False,
                      transform=top.get_xaxis_transform())
@@ -46,11 +45,11 @@ def candidates_figure(plan: Any) -> Any:
                      color="black" if p["ring"] == "best" else colour, mew=1.2)
         # hollow, of shrinking size: counts of systems at the same peak stay visible inside one another
         bottom.plot([p["tiles"] for p in s.points], [p["peak_sram_bytes_per_pe"] / KIB for p in s.points],
-                    MARKERS[i % len(MARKERS)][0], color=colour, ms=max(9 - 2 * i, 3), mfc="none", ls="")
+                    symbol, color=colour, ms=max(9 - 2 * i, 3), mfc="none", ls="")
     if plan.sram_capacity_bytes_per_pe:
         bottom.axhline(plan.sram_capacity_bytes_per_pe / KIB, color="grey", lw=0.8, ls="--",
                        label="SRAM capacity per PE")
-        bottom.legend(fontsize=7, loc="lower right")
+        bottom.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     top.set_ylabel(plan.y_label)
     top.set_ylim(0, plan.throughput_top)
     bottom.set_ylabel("peak SRAM per PE (KiB)")
@@ -59,12 +58,21 @@ def candidates_figure(plan: Any) -> Any:
         for ax in (top, bottom):
             ax.set_xscale("log", base=2)
         plain_log_axis(bottom.xaxis)
+    gs = [p["tiles"] for s in plan.series for p in s.points]
+    if gs:  # room for a label right or left of the first and last G
+        low, high = min(gs), max(gs)
+        top.set_xlim(low / 1.3, high * 1.3) if plan.log_x else top.set_xlim(low - 0.08 * (high - low or 1),
+                                                                         high + 0.08 * (high - low or 1))
     bottom.set_xlabel("tiles G")
     top.set_title(plan.title, fontsize=9)
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    dropped = place_labels(top, labels, fontsize=6)
+    if dropped:
+        fig.text(0.01, 0.005, f"{len(dropped)} of {len(labels)} B labels left out where they would overprint "
+                 "(every candidate's B: candidates.csv)", fontsize=7)
     return fig
 
 
@@ -80,10 +88,6 @@ def systems_figure(plan: Any) -> Any:
     if off:
         ax.plot([p[THROUGHPUT] / scale for p in off],
                 [100 * p["efficiency_per_system"] for p in off], "o", color="#999999", label="off the front")
-    for p in points:
-        ax.annotate(f"N={p['systems']}", (p[THROUGHPUT] / scale,
-                                          100 * p["efficiency_per_system"]),
-                    textcoords="offset points", xytext=(5, 4), fontsize=7)
     for p in (p for p in points if p["best"]):
         ax.plot(p[THROUGHPUT] / scale, 100 * p["efficiency_per_system"], "o", ms=13,
                 mfc="none", color="black", mew=1.2, label="best (highest throughput)")
@@ -94,6 +98,10 @@ def systems_figure(plan: Any) -> Any:
     ax.set_ylim(0, 105)
     ax.set_title(plan.title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    dropped = place_labels(ax, [(p[THROUGHPUT] / scale, 100 * p["efficiency_per_system"], f"N={p['systems']}",
+                                 "black") for p in points])
+    if dropped:
+        fig.text(0.01, 0.005, f"not labelled (they would overprint): {', '.join(dropped)}", fontsize=7)
     return fig

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.wafer import expert_ranges, hottest_region
+from ..analysis.wafer import expert_ranges, hottest_region, region_colours
 from .mpl import plt
 
 GANTT_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
@@ -84,20 +84,24 @@ def _heatmap(maps: Any, data: Any, title: str, unit: str, cmap: str, note: str =
     return fig
 
 
+REGION_COLOURS = ("#a9cce3", "#f9e79f", "#abebc6", "#f5b7b1", "#d7bde2", "#fad7a0", "#a3e4d7", "#d5dbdb")
+"""Light, apart, so a region's black number reads on each."""
 LABEL_EM = 0.62  # a digit's width in the label font, in ems (DejaVu Sans: 0.636)
 MIN_LABEL_PT = 3.0  # below this a region's number cannot be read: left out, and the title says how many
 
 
 def _placement_figure(maps: Any) -> Any:
     region = np.asarray(maps.region, dtype=float)
-    region[region < 0] = np.nan
     fig, ax = plt.subplots(figsize=(7.2, 7.2 * region.shape[0] / region.shape[1] + 0.8))
     k = maps.block
-    im = ax.imshow(region, origin="upper", cmap="tab20", interpolation="nearest",
-                   extent=(0, region.shape[1] * k, region.shape[0] * k, 0))
-    fig.colorbar(im, ax=ax, shrink=0.8).set_label("region index")  # first: it takes its width from the image
     n = len(maps.region_experts)
     ids = np.asarray(maps.region)
+    # no two regions that touch alike (their numbers, not the colours, name them): light colours, black digits
+    shade = region_colours(maps.region, n, len(REGION_COLOURS))
+    rgb = np.ones((*ids.shape, 3))
+    for r, c in enumerate(shade):
+        rgb[ids == r] = [int(REGION_COLOURS[c][i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    ax.imshow(rgb, origin="upper", interpolation="nearest", extent=(0, ids.shape[1] * k, ids.shape[0] * k, 0))
     fig.canvas.draw()  # the axes' final place, after the colorbar and the aspect
     box = ax.get_position()  # points per PE: the image keeps its aspect, so the tighter of the two sides
     per_pe = min(box.width * fig.get_figwidth() / (ids.shape[1] * k),
