@@ -133,8 +133,8 @@ def test_tunes_candidates_of_several_counts_read_and_the_legend_tells_them_apart
 def test_no_two_of_the_six_line_styles_are_both_dots() -> None:
     """The third style is dotted; the sixth was sparse dots, so the third and sixth series (green and teal
     in a serving figure: α 0.8 and 1.0 of a speculative sweep) read as one. Now only one is all dots."""
-    from wsesim.output.palette import MARKERS
     from wsesim.output.mpl import plt as pyplot
+    from wsesim.output.palette import MARKERS
 
     dotted = []
     for _, style in MARKERS:
@@ -147,9 +147,9 @@ def test_no_two_of_the_six_line_styles_are_both_dots() -> None:
 
 def test_the_sweep_figures_read() -> None:
     from wsesim.analysis.figures import plan_figures
+    from wsesim.output.sweep_figures import throughput_figure
 
     from .test_second_day_figures import _bta_rows, _systems_rows
-    from wsesim.output.sweep_figures import throughput_figure
 
     for header, rows in (_bta_rows(("regions", "in_place")), _systems_rows()):
         for plan in plan_figures(header, rows):

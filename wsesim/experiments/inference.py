@@ -77,8 +77,9 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     if inf.speculative is not None or inf.prefill_systems is not None:  # the run without, then with
         from .serving_layouts import serve_layout
 
-        plain = run_inference(spec.model_copy(update={"inference": inf.model_copy(
-            update={"speculative": None, "prefill_systems": None})}), engine, check=check, objective=objective)
+        alone = inf.model_copy(update={"speculative": None, "prefill_systems": None})
+        plain = run_inference(spec.model_copy(update={"inference": alone}), engine, check=check,
+                              objective=objective)
         if not plain.result.feasible:
             return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
                             plain.mapping)

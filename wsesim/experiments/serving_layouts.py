@@ -22,10 +22,10 @@ from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping
-from .auto_grid import map_for
 from ..sim.program import Program, Serve
 from ..sim.speculative import DraftCosts, prefill_path, speculative_costs
 from ..sim.split_prefill import KvHandoff, kv_handoff, kv_rate, split_prefill_costs
+from .auto_grid import map_for
 
 __all__ = ["serve_layout", "serve_layout_batches"]
 
