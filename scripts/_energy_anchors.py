@@ -30,7 +30,9 @@ def _gptj():
 
 @cache
 def _serve(model: str):
-    return run_inference(load_inference(model=model, hardware="wse3").spec).result
+    """One user on CS-3s, one stage a wafer of 755 × 1,170 PEs (the layout Cerebras describes)."""
+    return run_inference(load_inference(model=model, hardware="wse3",
+                                        overrides={"inference.grid": "755x1170"}).spec).result
 
 
 def energy_anchors(anchor: type, prediction: str) -> list:

@@ -45,12 +45,12 @@ def prefill(gemm: str = "summa", model: str = "llama3-8b") -> float:
 @cache
 def _seventy_b():
     spec = load_inference(model="llama3.1-70b", hardware="wse3", overrides={
-        "inference.prompt_len": 4096, "inference.output_len": 128}).spec
+        "inference.prompt_len": 4096, "inference.output_len": 128, "inference.grid": "755x1170"}).spec
     return spec, run_inference(spec).result
 
 
 def seventy_b_wafers() -> float:
-    """CS-3s the mapping needs for LLaMA-3.1-70B in 16 bits (``grid: auto``, ``systems: auto``)."""
+    """CS-3s the mapping needs for LLaMA-3.1-70B in 16 bits (one stage a wafer, ``systems: auto``)."""
     return float(_seventy_b()[1].systems)
 
 
@@ -85,8 +85,9 @@ def serving_anchors(anchor: type, prediction: str, parameter: str) -> list:
                parameter, seventy_b_wafers, note="bounds WSE-3's pe.reserved_sram at ≤ 14.9 % (set 12.5 %)"),
         anchor("serving on CS-3", "LLaMA-3.1-70B on four CS-3s, tokens/s per user at launch", "450", 450.0,
                "tokens/s", CEREBRAS, prediction, seventy_b_tokens_per_s, digits=4,
-               note="grid and systems auto (4 stages of 755 × 1,170), batch 1, 4,096-token prompt; Cerebras' "
-                    "batch, prompt and clock are not published"),
+               note="one stage a wafer (4 of 755 × 1,170, the layout Cerebras describes), batch 1, 4,096-token "
+                    "prompt; grid: auto by TPOT takes 12 stages of 755 × 390 on the same four wafers, faster per "
+                    "user; Cerebras' batch, prompt and clock are not published"),
         anchor(GROUP, "LLaMA2-13B prefill, 4,096 tokens on 720² PEs (MeshGEMM)", "17,498.3", 17498.3, "tokens/s",
                SOURCE, prediction, lambda: prefill("meshgemm", "llama2-13b"), digits=5,
                note="WaferLLM's own GEMM; Table 3"),
