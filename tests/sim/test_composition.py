@@ -1,0 +1,59 @@
+"""The scheduler's features together (docs/model.md §11.7): arrival × speculative decoding × split prefill ×
+MoE routing, each cell with its energy. Every cell runs — counting every wafer it uses, giving its joules
+per token — or is refused in one line for the reason the docs state (a draft with split prefill)."""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from wsesim.config.errors import ConfigError
+from wsesim.config.inference import load_inference_data
+from wsesim.experiments.inference import run_inference
+
+TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
+        "inference": {"prompt_len": 8, "output_len": 5, "grid": "2x4", "interconnect": "swarmx"}}
+DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
+         "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
+ARRIVALS = {
+    "one alone": {},
+    "together": {"inference.batch": 4},
+    "poisson": {"inference.arrival": "poisson", "inference.rate": 2e5, "inference.requests": 10,
+                "inference.batch": 4},
+    "trace": {"inference.arrival": "trace", "inference.batch": 4},
+}
+SPECULATIVE = {"off": {}, "draft": {"inference.speculative": {"draft": DRAFT, "tokens": 3, "acceptance": 0.7}}}
+SPLIT = {"off": {}, "prefill wafer": {"inference.prefill_systems": 1}}
+ROUTING = {"balanced": {}, "zipf": {"inference.routing": "zipf:1.2"}}
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trace") / "t.csv"
+    path.write_text("arrival_s,prompt_len,output_len\n" + "".join(
+        f"{i * 2e-6:.6f},{6 + i % 3},{4 + i % 2}\n" for i in range(8)))
+    return path
+
+
+@pytest.mark.parametrize(("arrival", "speculative", "split", "routing"),
+                         list(product(ARRIVALS, SPECULATIVE, SPLIT, ROUTING)))
+def test_every_cell_runs_or_is_refused_for_its_reason(arrival: str, speculative: str, split: str, routing: str,
+                                                      trace_file: Path) -> None:
+    overrides = {**ARRIVALS[arrival], **SPECULATIVE[speculative], **SPLIT[split], **ROUTING[routing],
+                 "hardware.pe.sram": "1 MiB"}
+    if arrival == "trace":
+        overrides["inference.trace"] = str(trace_file)
+    if speculative != "off" and split != "off":
+        with pytest.raises(ConfigError, match="expected speculative or prefill_systems, not both"):
+            load_inference_data(TINY, overrides=overrides)
+        return
+    spec = load_inference_data(TINY, overrides=overrides).spec
+    r = run_inference(spec).result
+    assert r.feasible, r.infeasible_reason
+    extra = (speculative != "off") + (split != "off")
+    assert r.systems == 1 + extra  # the target's wafer and the draft's or the prefill wafer
+    assert r.joules_per_token is not None and r.joules_per_token > 0
+    assert r.batching == ("none" if arrival == "one alone" else "continuous")
+    assert bool(r.speculative) == (speculative != "off") and bool(r.split_prefill) == (split != "off")
