@@ -206,31 +206,38 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         if s == draft:  # the draft takes every prompt and every round queued
             ps = [(r, begin, tokens) for r, begin, tokens in pieces[s]]
             pieces[s] = []
-        else:
+        elif pieces[s]:
             ps = take_pieces(pieces[s], op.budget - width * len(rs), not chunked)
+        else:
+            ps = []
         longest = max(map(context.__getitem__, rs)) if rs else 0
-        taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
-        drawn = experts[s]
-        loads = drawn.loads(width * len(rs)) if drawn is not None and rs and not ps else None
-        cycles = costs[s].iteration(len(rs), longest, taken, loads) if loads else costs[s].iteration(
-            len(rs), longest, taken)
-        if s == entry:
-            for r, begin, _ in ps:
-                if begin == 0:
-                    started[r] = now
+        if ps:
+            taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
+            cycles = costs[s].iteration(len(rs), longest, taken)
+            if s == entry:
+                for r, begin, _ in ps:
+                    if begin == 0:
+                        started[r] = now
+            it_reach.append(max(begin + tokens for tokens, begin, _ in taken))
+            it_ends.append(sum(1 for t in taken if t[2]))
+            it_prompt.append(sum(p[2] for p in ps))
+        else:  # decodes alone (the most iterations by far): no piece to look at
+            drawn = experts[s]
+            cycles = (costs[s].iteration(len(rs), longest, (), drawn.loads(width * len(rs)))
+                      if drawn is not None else costs[s].iteration(len(rs), longest, ()))
+            it_reach.append(0)
+            it_ends.append(0)
+            it_prompt.append(0)
         end = now + cycles
         busy[s] += cycles
         running[s] = (rs, ps, len(it_stage))
         it_longest.append(longest)
         it_pieces.append(len(ps))
-        it_reach.append(max((begin + tokens for tokens, begin, _ in taken), default=0))
-        it_ends.append(sum(1 for t in taken if t[2]))
         it_moved.append(0)
         it_stage.append(s)
         it_start.append(now)
         it_end.append(end)
         it_decodes.append(len(rs))
-        it_prompt.append(sum(p[2] for p in ps))
         heapq.heappush(heap, (end, order, -1 - s, ()))
         order += 1
 
