@@ -225,3 +225,23 @@ def test_split_prefill_one_request_through_the_scheduler_by_hand() -> None:
     pipeline = run_inference(_spec(**one)).result
     assert batched.ttft_s == pipeline.ttft_s == 136_380 / 1e9
     assert batched.tpot_s == pytest.approx(pipeline.tpot_s, rel=1e-12)
+
+
+def test_the_trace_shows_drafts_verify_passes_and_hand_offs() -> None:
+    """Under load the draft's iterations are spans on a thread of their own, the stages' decode iterations
+    are verify passes, and every hand-off is a span from its iteration's end to its landing; with split
+    prefill the prefill wafer's hand-off is the KV cache, as long as the log says it was in flight."""
+    from wsesim.analysis.chrome_trace import chrome_trace
+
+    run = run_inference(_speculative(**LOAD))
+    events = chrome_trace(run.trace, clock_hz=1e9)["traceEvents"]
+    threads = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert {"stage 0", "draft", "stage 0 hand-off", "draft hand-off"} <= threads
+    cats = {e.get("cat") for e in events}
+    assert {"draft", "verify", "handoff"} <= cats
+    split = run_inference(_spec(**LOAD, **{"inference.prefill_systems": 1}))
+    log = split.trace.batches
+    kv = [e for e in chrome_trace(split.trace, clock_hz=1e9)["traceEvents"] if e.get("name", "").startswith("KV")]
+    pool = (log.stage == 1) & (log.moved > 0)
+    assert len(kv) == int(pool.sum()) > 0
+    assert sorted(e["dur"] for e in kv) == pytest.approx(sorted((log.landed[pool] - log.end[pool]) / 1e3))

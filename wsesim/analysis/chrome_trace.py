@@ -130,10 +130,19 @@ def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
     b = trace.batches
     assert b is not None
     names = b.names or tuple(f"stage {s}" for s in range(len(b.busy)))
+    links = len(names) + 1  # each station's outbound link, a thread after the stations'
     meta: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "pipeline stages"}},
         *({"name": "thread_name", "ph": "M", "pid": 1, "tid": s + 1, "args": {"name": name}}
-          for s, name in enumerate(names))]
+          for s, name in enumerate(names)),
+        *({"name": "thread_name", "ph": "M", "pid": 1, "tid": links + s,
+           "args": {"name": f"{name} hand-off"}} for s, name in enumerate(names))]
+    kv = f"prefill {len([n for n in names if n.startswith('prefill')]) - 1}"  # split prefill's KV hand-off
+    for s, end, landed, moved in zip(b.stage.tolist(), b.end.tolist(), b.landed.tolist(), b.moved.tolist(),
+                                     strict=True):
+        if moved and landed == landed:  # a hand-off left after the iteration (NaN: none)
+            what = "KV cache" if names[s] == kv else "hand-off"
+            span(1, links + s, f"{what} {moved:,}", end, landed, {"station": names[s], "values": moved}, "handoff")
     for s, start, end, decodes, prompt in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
                                               b.decodes.tolist(), b.prompt_tokens.tolist(), strict=True):
         drafting = names[s] == "draft"

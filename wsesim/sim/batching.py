@@ -92,6 +92,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     it_stage, it_start, it_end = array("i"), array("d"), array("d")
     it_decodes, it_prompt = array("i"), array("i")
     it_longest, it_pieces, it_reach, it_ends, it_moved = (array("q") for _ in range(5))
+    it_landed = array("d")
     decodes: list[list[int]] = [[] for _ in range(stations)]  # the requests whose decode token is queued
     pieces: list[list[list[int]]] = [[] for _ in range(stations)]  # prompt pieces: [request, start, tokens]
     running: list[tuple | None] = [None] * stations  # the iteration a stage runs
@@ -188,7 +189,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         if out_r or out_p:
             it_moved[index] = values
             at = max(now + move(values), link[s])
-            link[s] = at
+            link[s] = it_landed[index] = at
             if at == now:
                 decodes[to] += out_r
                 pieces[to] += out_p
@@ -234,6 +235,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         it_longest.append(longest)
         it_pieces.append(len(ps))
         it_moved.append(0)
+        it_landed.append(nan)
         it_stage.append(s)
         it_start.append(now)
         it_end.append(end)
@@ -275,4 +277,5 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                     np.frombuffer(it_prompt, dtype=np.int32).copy(),
                     np.frombuffer(emitted),  # no copy: the array is done with and the biggest here
                     *(np.frombuffer(a, dtype=np.int64) for a in (it_longest, it_pieces, it_reach, it_ends,
-                                                                 it_moved)), op.stations(), width)
+                                                                 it_moved)),
+                    np.frombuffer(it_landed), op.stations(), width)

@@ -125,7 +125,8 @@ class BatchLog:
     before r (``ServeBatches.output``; a refused request's tokens NaN), 8 bytes an output token. What
     each iteration was made of, for its events (``BatchCosts.counts``): its ``longest`` decode context
     (0 without decodes), its prompt ``pieces``, the context the furthest of them ``reach``es, how many
-    ``ends`` its prompt, and the values ``moved`` to the next stage after it (0: none)."""
+    ``ends`` its prompt, and the values ``moved`` to the next stage after it (0: none) and when they
+    ``landed`` there (queued behind the hand-off before them on the same link)."""
 
     admitted: np.ndarray
     started: np.ndarray
@@ -144,6 +145,7 @@ class BatchLog:
     reach: np.ndarray
     ends: np.ndarray
     moved: np.ndarray
+    landed: np.ndarray  # the cycle the iteration's hand-off landed at the next station (NaN: none)
     # each station's name, by index of ``stage`` ("stage 0" …, "draft"), and the positions a decode token
     # carries through the stages (K + 1: a verify pass)
     names: tuple[str, ...] = ()

@@ -135,11 +135,12 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
 
     def link(s: int) -> Generator[Any, Any, None]:
         while True:
-            at, to, ds, ps = yield links[s].get()
+            at, to, ds, ps, record = yield links[s].get()
             if at > env.now:
                 yield env.timeout(at - env.now)
             else:
                 yield env.timeout(0)
+            record[10] = env.now
             put(to, ds, ps)
 
     def stage(s: int) -> Generator[Any, Any, None]:
@@ -180,7 +181,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                     if begin == 0:
                         started[r] = env.now
             record = [s, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
-                      max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), 0]
+                      max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), 0, np.nan]
             iterations.append(record)
             busy[s] += cycles
             yield env.timeout(cycles)
@@ -196,12 +197,12 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 admit()
                 if on:
                     record[9] = sum(int(op.prompt[r]) for r, _ in on)
-                    links[s].put((env.now + cost.handoff(record[9]), 0, on, []))
+                    links[s].put((env.now + cost.handoff(record[9]), 0, on, [], record))
                 continue
             if not last:
                 values = (width * len(ds) + sum(p[2] for p in ps)) * op.model.hidden_size
                 record[9] = values
-                links[s].put((env.now + cost.handoff(values), s + 1, ds, ps))
+                links[s].put((env.now + cost.handoff(values), s + 1, ds, ps, record))
                 continue
             home: list[tuple[int, int]] = []
             drafts: list[tuple[int, int, int]] = []  # with a draft: prompts to prefill there first
@@ -225,7 +226,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 values = width * len(ds) + sum(ends)
                 record[9] = values
                 to, move = (0, cost.handoff) if D is None else (D, costs[D].receive)
-                links[s].put((env.now + move(values), to, home, drafts))
+                links[s].put((env.now + move(values), to, home, drafts, record))
 
     def drafter() -> Generator[Any, Any, None]:
         """The draft's station: every queued prompt and round in one iteration, then the drafts to the
@@ -246,11 +247,12 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             out = [*ds, *((r, 1) for r, _, _ in ps)]
             values = op.width * len(out) - len(out)  # K drafted tokens each
             reach = max((begin + tokens for r, begin, tokens in ps), default=0)
-            iterations.append([D, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
-                               reach, sum(ends), values])
+            record = [D, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
+                      reach, sum(ends), values, np.nan]
+            iterations.append(record)
             busy[D] += cycles
             yield env.timeout(cycles)
-            links[D].put((env.now + cost.handoff(values), 0, out, []))
+            links[D].put((env.now + cost.handoff(values), 0, out, [], record))
 
     for s in range(S + pool):
         env.process(stage(s))
@@ -263,8 +265,8 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
         yield all_done
     order = sorted(range(len(iterations)), key=lambda i: (iterations[i][1], iterations[i][0]))
     it = [iterations[i] for i in order]
-    col = [np.array([x[k] for x in it]) for k in range(10)]
+    col = [np.array([x[k] for x in it]) for k in range(11)]
     return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
                     col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
-                    col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:]), op.stations(),
-                    op.width)
+                    col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:10]),
+                    col[10].astype(float), op.stations(), op.width)
