@@ -142,7 +142,8 @@ def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
                                      strict=True):
         if moved and landed == landed:  # a hand-off left after the iteration (NaN: none)
             what = "KV cache" if names[s] == kv else "hand-off"
-            span(1, links + s, f"{what} {moved:,}", end, landed, {"station": names[s], "values": moved}, "handoff")
+            span(1, links + s, f"{what} {moved:,}", end, landed, {"station": names[s], "values": moved},
+                 "handoff")
     for s, start, end, decodes, prompt in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
                                               b.decodes.tolist(), b.prompt_tokens.tolist(), strict=True):
         drafting = names[s] == "draft"
