@@ -268,7 +268,7 @@ class InferenceExperimentSpec(Spec):
         shape = inference.grid_shape
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
-                       f'got "{shown(inference.grid)}"')
+                       f'got "{shown(inference.grid)}"', at="grid")
         # every token of a request attends over its prompt and the output before it
         if problem := window_problem(info.data.get("model"), inference.prompt_len + inference.output_len - 1,
                                      "inference.prompt_len + output_len - 1"):
