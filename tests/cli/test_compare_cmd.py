@@ -108,3 +108,39 @@ def test_a_configuration_value_is_shown_without_float_noise(tmp_path: Path, caps
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("hardware.energy.fmac_fp16")]
     assert line.split()[1:] == ["1e-12", "2.3e-13"]
+
+
+def test_two_sweeps_sharing_no_key_say_so_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "a.csv").write_text("point,status,set:model,throughput_tokens_per_s\n0,ok,x,1\n")
+    (tmp_path / "b.csv").write_text("point,status,set:hardware,throughput_tokens_per_s\n0,ok,y,2\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "share no swept key" in captured.err and "A sweeps model, B sweeps hardware" in captured.err
+
+
+def test_a_serving_sweep_against_a_training_sweep_is_refused(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Both are results.csv files: they were matched row by row, tokens/s per request against nothing."""
+    (tmp_path / "serve.csv").write_text("point,status,set:inference.batch,tokens_per_s_per_request,tokens_per_s\n"
+                                        "0,ok,1,50,50\n")
+    (tmp_path / "train.csv").write_text("point,status,set:inference.batch,throughput_tokens_per_s,mfu\n0,ok,1,9,0.5\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "serve.csv"), str(tmp_path / "train.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a serving sweep" in err and "a training sweep" in err
+    assert "they measure different things" in err
+
+
+def test_two_sweeps_over_different_keys_print_each_unmatched_row_once(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    head = "point,status,{},set:inference.rate,model,hardware,tokens_per_s_per_request,tokens_per_s\n"
+    (tmp_path / "a.csv").write_text(head.format("set:model") + "0,ok,m8,1,m8,w3,5,5\n1,ok,m70,1,m70,w3,2,2\n")
+    (tmp_path / "b.csv").write_text(head.format("set:hardware") + "0,ok,w2,1,m8,w2,4,4\n1,ok,w3,1,m8,w3,6,6\n")
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "swept only in A (matched with B's model column): model" in out
+    assert "only in A: inference.rate=1, model=m70\n" in out and "only in B: inference.rate=1, hardware=w2\n" in out
+    assert "1.2x" in out  # the 8B on w3: 6 / 5

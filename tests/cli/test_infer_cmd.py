@@ -60,7 +60,7 @@ def test_search_keeps_the_fastest_mapping_that_fits(capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize(("args", "start"), [
     (["--set", "inference.grid=420by420"], "wsesim: --set: inference.grid: expected a grid like"),
-    (["--set", "inference.grid=800x800"], "wsesim: --set: inference: expected a grid within the 750x994 mesh"),
+    (["--set", "inference.grid=800x800"], "wsesim: --set: inference.grid: expected a grid within the 750x994 mesh"),
     (["--vary", "inference.batch"], "wsesim: --vary: expected KEY=v1,v2,..."),
     (["--set", "inference.kv_layout=paged"], "wsesim: --set: inference.kv_layout:"),
 ])
@@ -80,3 +80,22 @@ def test_out_and_trace_write_the_result_the_manifest_and_one_span_per_stage_visi
     spans = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
     assert len(spans) == 2 * 2 * 4  # stages x requests x tokens (prompt's prefill + 3 decode steps)
     assert {e["tid"] for e in spans} == {1, 2}
+
+
+@pytest.mark.parametrize(("vary", "expected"), [
+    ("inference.bogus=1,2", "wsesim: --vary: inference.bogus: unknown key"),
+    ("inference.grid=1000x1000,4x4", 'wsesim: --vary: inference.grid: expected a grid within the 8x8 mesh, got "1000x1000"'),
+])
+def test_a_bad_vary_key_or_first_value_is_blamed_on_vary(vary: str, expected: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40: the first --vary value is tried with the base, as an override, and its error said --set."""
+    assert cli.main(["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--vary", vary]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(expected)
+
+
+def test_a_bad_set_key_beside_vary_is_still_blamed_on_set(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.bogus=1",
+            "--vary", "inference.batch=1,2"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.startswith("wsesim: --set: inference.bogus: unknown key")

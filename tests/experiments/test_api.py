@@ -142,3 +142,25 @@ def test_the_readme_python_api_runs_as_written(tmp_path: Path, how: str) -> None
     assert "BrokenProcessPool" not in r.stderr and "Traceback" not in r.stderr
     [g1] = [line.split() for line in r.stdout.splitlines() if line.startswith("False")]  # the groupby's row
     assert float(g1[1]) > 0  # the best G=1 throughput of the two points
+
+
+def test_the_api_finds_the_shipped_workloads_from_another_folder(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 40: ``wsesim.load_sweep("workloads/...")`` and friends said "no such file" outside the checkout,
+    though the command line reads the copy shipped with wsesim; they read it too."""
+    monkeypatch.chdir(tmp_path)
+    sweep = wsesim.load_sweep("workloads/llama3-8b/serve-vs-load.yaml")
+    assert sweep.spec.name == "serve-vs-load" and len(sweep.points) == 16
+    assert wsesim.load_experiment("workloads/qwen3-30b-a3b/experiment.yaml").spec.model.name.startswith("qwen3")
+    assert wsesim.load_inference("workloads/llama3-8b/serve.yaml").spec.inference.batch >= 1
+    with pytest.raises(ConfigError, match="workloads/nowhere.yaml"):
+        wsesim.load_sweep("workloads/nowhere.yaml")
+
+
+def test_a_workloads_file_here_is_read_before_the_shipped_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "workloads" / "llama3-8b").mkdir(parents=True)
+    (tmp_path / "workloads" / "llama3-8b" / "serve.yaml").write_text(
+        "kind: inference\nhardware: tiny8\nmodel: tiny-moe\ninference:\n  batch: 3\n", encoding="utf-8")
+    loaded = wsesim.load_inference("workloads/llama3-8b/serve.yaml")
+    assert loaded.spec.inference.batch == 3 and loaded.spec.model.name == "tiny-moe"

@@ -7,10 +7,12 @@ ratio (B / A). Pure functions over data already read (the CLI, ``wsesim compare`
   ``decode_breakdown`` as ``decode_<part>_cycles``, ``prefill_breakdown`` as ``prefill_<part>_cycles``, its
   ops as ``decode_op_<op>_cycles``; booleans and the host's wall-clock seconds are no metrics), and the
   text fields that differ (``hardware``, ``routing``, a serving run's ``layers_per_stage`` as ``11+11+10``…);
-* two sweeps (or two of tune's ``candidates.csv``): rows matched by the swept columns both CSVs have
-  (``set:KEY``, and ``tuned``) — candidates, which have none, by their (G, B, micro-batches, systems) — or
-  by position when they share none; per matched row the numeric columns, each with its ratio; rows only one
-  side has are listed by their key, and so are swept columns only one side has (not matched on).
+* two sweeps (or two of tune's ``candidates.csv``): rows matched by the values of the swept columns both
+  CSVs have (``set:KEY``, and ``tuned``) — candidates, which have none, by their (G, B, micro-batches,
+  systems) — and of a column swept on one side only against the other side's result column of its name
+  (``set:model`` against ``model``); never by position (two sweeps that share no key are refused); per
+  matched row the numeric columns, each with its ratio; rows without a partner are listed once each by
+  their own swept keys, and so are swept columns only one side has.
 
 A ratio is ``None`` where it has no meaning (a side empty or not a number, A zero).
 """
@@ -156,35 +158,73 @@ def sweep_match_keys(columns_a: list[str], columns_b: list[str]) -> list[str]:
     return [*shared, "tuned"] if shared and "tuned" in columns_a and "tuned" in columns_b else shared
 
 
+def counterpart(swept: str, other_columns: list[str]) -> str | None:
+    """The result column of the other sweep that holds its fixed value of a key only one side swept
+    (``set:model`` -> ``model``, ``set:hardware`` -> ``hardware``, ``set:inference.rate`` -> ``rate``), or
+    ``None`` when it has no such column: then the key cannot be matched on."""
+    name = swept.removeprefix("set:").rsplit(".", 1)[-1]
+    return name if name in other_columns else None
+
+
+def _cell(value: Any) -> str:
+    """A cell as matched: a number by its value (``1`` and ``1.0`` are one rate), other text as it is."""
+    n = number(value)
+    return repr(n) if n is not None else str(value if value is not None else "")
+
+
 def compare_sweeps(columns_a: list[str], rows_a: list[dict[str, Any]], columns_b: list[str],
                    rows_b: list[dict[str, Any]], manifest_a: dict[str, Any] | None = None,
                    manifest_b: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Two sweeps' results.csv rows, matched by ``sweep_match_keys`` (by position when there are none); two
-    tables of tune's candidates, each side's best per G (``best_per_tiles``)."""
+    """Two sweeps' results.csv rows, matched by the values of ``sweep_match_keys``; a key swept on one side
+    only (A's ``model`` against B's ``hardware``) is matched against the other side's result column of that
+    name (``counterpart``: B's ``model``), so that A's LLaMA3-8B row at a rate meets B's row of A's hardware
+    at that rate and no other. A row is matched only with the one row of the other side that has its
+    values; every other row is listed once, by its own swept keys, under ``only_in_a`` or ``only_in_b``.
+    Two tables of tune's candidates: each side's best per G (``best_per_tiles``).
+
+    Raises ``ValueError`` when the sweeps share no key to match by (a row's number means nothing across
+    two sweeps)."""
     keys = sweep_match_keys(columns_a, columns_b)
+    swept_a, swept_b = ([c for c in cols if c.startswith("set:")] for cols in (columns_a, columns_b))
+    if not keys:
+        raise ValueError("the two sweeps share no swept key to match their rows by (A sweeps "
+                         f"{_names(swept_a)}, B sweeps {_names(swept_b)})")
     if is_candidates(columns_a) and is_candidates(columns_b):
         rows_a, rows_b = best_per_tiles(columns_a, rows_a), best_per_tiles(columns_b, rows_b)
+    one_sided = [(c, c, counterpart(c, columns_b)) for c in swept_a if c not in swept_b]
+    one_sided += [(c, counterpart(c, columns_a), c) for c in swept_b if c not in swept_a]
+    matched_on = [c for c, in_a, in_b in one_sided if in_a and in_b]
+    pairs = [*((k, k) for k in keys), *((in_a, in_b) for _, in_a, in_b in one_sided if in_a and in_b)]
 
-    def key(row: dict[str, Any], i: int) -> tuple[str, ...]:
-        return tuple(str(row.get(k, "")) for k in keys) if keys else (str(i),)
+    def groups(rows: list[dict[str, Any]], side: int) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+        out: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+        for row in rows:
+            out.setdefault(tuple(_cell(row.get(pair[side])) for pair in pairs), []).append(row)
+        return out
 
-    by_b: dict[tuple[str, ...], dict[str, Any]] = {}
-    for i, row in enumerate(rows_b):
-        by_b.setdefault(key(row, i), row)
-    matched, only_a, seen = [], [], set()
-    for i, row in enumerate(rows_a):
-        k = key(row, i)
-        other = by_b.get(k)
-        if other is None or k in seen:
-            only_a.append(dict(zip(keys or ["row"], k, strict=True)))
-            continue
-        seen.add(k)
-        matched.append({"key": dict(zip(keys or ["row"], k, strict=True)),
-                        "status": [_status(row), _status(other)],
-                        "metrics": metric_rows(row, other)})
-    only_b = [dict(zip(keys or ["row"], k, strict=True)) for k in by_b if k not in seen]
-    swept_a, swept_b = ([c for c in cols if c.startswith("set:")] for cols in (columns_a, columns_b))
-    return {"kind": "sweeps", "config": config_diff(manifest_a, manifest_b), "match_by": keys or ["row"],
+    def own(row: dict[str, Any], swept: list[str]) -> dict[str, Any]:
+        return {c: row.get(c, "") for c in [*keys, *(s for s in swept if s not in keys)]}
+
+    in_a, in_b = groups(rows_a, 0), groups(rows_b, 1)
+    matched, only_a, only_b = [], [], []
+    for k, group in in_a.items():
+        others = in_b.get(k, [])
+        if len(group) == 1 and len(others) == 1:
+            row, other = group[0], others[0]
+            key = {c: row.get(c, "") for c in keys}
+            key.update({c: row.get(c, "") for c in matched_on if c in swept_a})
+            key.update({c: other.get(c, "") for c in matched_on if c in swept_b})
+            matched.append({"key": key, "status": [_status(row), _status(other)],
+                            "metrics": metric_rows(row, other)})
+        else:
+            only_a += [own(row, swept_a) for row in group]
+            only_b += [own(row, swept_b) for row in others]
+    only_b += [own(row, swept_b) for k, group in in_b.items() if k not in in_a for row in group]
+    return {"kind": "sweeps", "config": config_diff(manifest_a, manifest_b), "match_by": [*keys, *matched_on],
             "swept_only_in_a": [c for c in swept_a if c not in swept_b],
             "swept_only_in_b": [c for c in swept_b if c not in swept_a],
             "rows": matched, "only_in_a": only_a, "only_in_b": only_b}
+
+
+def _names(swept: list[str]) -> str:
+    return ", ".join(c.removeprefix("set:") for c in swept) or "nothing"

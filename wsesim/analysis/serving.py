@@ -8,6 +8,7 @@ requests)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -255,11 +256,21 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
         tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
         tokens_per_s_per_system=tokens / systems,
-        bottleneck=_bottleneck(breakdown, by_op, busy), decode_step_cycles=step, decode_breakdown=breakdown,
+        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill)),
+        decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
         per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
         wall_s=wall_s, **load, **steady)
+
+
+def _load(spec: InferenceExperimentSpec, load: dict[str, Any], ttft: float,
+          prefill: dict[str, float]) -> Load:
+    """The figures ``_bottleneck`` tells queueing by, from the result's own."""
+    return Load(cap=spec.inference.batch, largest=int(load.get("largest_batch", 0)),
+                queueing_s=float(load.get("queueing_s") or 0.0), ttft_s=ttft,
+                prefill_handoff=prefill.get("handoff", 0.0),
+                prefill_kernels=sum(v for k, v in prefill.items() if k != "handoff"))
 
 
 def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTimes, trace: Trace,
@@ -300,18 +311,62 @@ def prefill_breakdown(costs: Costs) -> dict[str, float]:
             "handoff": sum(c.handoff_prefill for c in costs.stages)}
 
 
-def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any) -> str:
-    """What a decode step's time is mostly made of, and the op that costs most."""
+BUSY = 0.9
+"""A stage's busy share of the run from which it, not admission, is what requests queue for."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """What a run's queueing is measured by (``ServeResult``'s figures): ``cap`` requests in flight at most
+    (``inference.batch``), the ``largest`` number that were, the mean ``queueing_s`` from arrival to the
+    prompt's start against the mean ``ttft_s``, and a prompt's cycles on the links between stages
+    (``prefill_handoff``) against those in the stages' kernels (``prefill_kernels``)."""
+
+    cap: int
+    largest: int
+    queueing_s: float
+    ttft_s: float
+    prefill_handoff: float = 0.0
+    prefill_kernels: float = 0.0
+
+
+def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
+                load: Load | None = None) -> str:
+    """What limits the run, in words that agree with its figures: when requests queue (their mean wait
+    before the prompt starts half their TTFT or more), the stage they queue for if one is busy (``BUSY``),
+    else admission (``inference.batch`` requests in flight, or fewer when their KV caches filled the
+    stages), and, when a prompt spends longer on the links between stages than in their kernels, that;
+    then what a decode step is mostly made of, and the op that costs most."""
     total = sum(breakdown.values()) or 1.0
     part = max(breakdown, key=lambda k: breakdown[k])
     op = max(by_op, key=lambda k: by_op[k]) if by_op else ""
+    busiest = int(busy.argmax()) if len(busy) else 0
+    share = float(busy.max()) if len(busy) else 0.0
+    stage = f"stage {busiest}" if len(busy) > 1 else "the stage"
     what = {"instructions": "instruction issue and kernel launches on the PEs",
             "compute": "arithmetic on the PEs",
             "communication": "wavelets on the fabric (hop and ramp latency)",
-            "handoff": "hand-offs between stages", "waiting": "requests queueing for a busy stage"}[part]
-    text = f"{what}: {100 * breakdown[part] / total:.0f} % of a decode step"
+            "handoff": "hand-offs between stages",
+            "waiting": (f"waiting for {stage}, busy with other requests" if share >= BUSY
+                        else "waiting between its decode steps (others' prompts, hand-offs in line)")}[part]
+    step = f"{what}: {100 * breakdown[part] / total:.0f} % of a decode step"
     if op:
-        text += f"; costliest op {op} ({100 * by_op[op] / total:.0f} %)"
-    if len(busy) > 1 and part == "waiting":
-        text += f"; busiest stage {int(busy.argmax())} ({100 * float(busy.max()):.0f} % busy)"
-    return text
+        step += f"; costliest op {op} ({100 * by_op[op] / total:.0f} %)"
+    lead = []
+    if load is not None and math.isfinite(load.queueing_s) and 0 < load.queueing_s >= 0.5 * load.ttft_s:
+        wait = f"a request waits {1e3 * load.queueing_s:.3g} ms on average before its prompt starts"
+        idle = f"{stage}, {100 * share:.0f} % busy"
+        if share >= BUSY:
+            lead.append(f"{stage} busy {100 * share:.0f} % of the run: {wait}")
+        elif load.largest >= load.cap:
+            lead.append(f"admission: {load.cap} requests in flight at most (inference.batch), {wait}; "
+                        f"the stages have room ({'busiest ' if len(busy) > 1 else ''}{idle})")
+        else:
+            lead.append(f"admission: the KV cache held {load.largest} requests in flight at most (inference."
+                        f"batch allows {load.cap}), {wait}; the stages have room "
+                        f"({'busiest ' if len(busy) > 1 else ''}{idle})")
+    if load is not None and share < BUSY and load.prefill_handoff > load.prefill_kernels > 0:
+        lead.append(f"hand-offs between stages carry the prompts: {load.prefill_handoff:,.0f} cycles a "
+                    f"prompt on the links against {load.prefill_kernels:,.0f} in the stages' kernels, decode "
+                    f"tokens waiting behind them ({stage} {100 * share:.0f} % busy)")
+    return "; ".join([*lead, step])

@@ -122,8 +122,11 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
     keys = data["match_by"]
     for side in ("a", "b"):
         if data[f"swept_only_in_{side}"]:
-            out.append(f"swept only in {side.upper()} (not matched on): "
-                       + ", ".join(c.removeprefix("set:") for c in data[f"swept_only_in_{side}"]))
+            for c in data[f"swept_only_in_{side}"]:
+                other = "B" if side == "a" else "A"
+                how = (f"matched with {other}'s {c.removeprefix('set:').rsplit('.', 1)[-1]} column"
+                       if c in keys else "not matched on")
+                out.append(f"swept only in {side.upper()} ({how}): {c.removeprefix('set:')}")
     if data.get("serving"):
         return "\n".join([*out, *_serving_rows(data)])
     # a cluster's throughput is the cluster's: the headline is it wherever a row ran on more than one system
@@ -189,8 +192,16 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if kind_a in ("run", "served"):
         data = compare_runs(a, b, manifest_a, manifest_b)
     else:
-        data = compare_sweeps(a[0], a[1], b[0], b[1], manifest_a, manifest_b)
-        data["serving"] = SERVING_HEADLINE[0] in a[0] and SERVING_HEADLINE[0] in b[0]
+        serving = [SERVING_HEADLINE[0] in side[0] for side in (a, b)]
+        if serving[0] != serving[1]:
+            what = ["a serving sweep (tokens/s per request, TTFT)", "a training sweep (step time, MFU)"]
+            raise _fail(f"expected two sweeps of one kind, got {what[not serving[0]]} ({args.a}) and "
+                        f"{what[not serving[1]]}: they measure different things", args.b)
+        try:
+            data = compare_sweeps(a[0], a[1], b[0], b[1], manifest_a, manifest_b)
+        except ValueError as e:
+            raise _fail(f"expected two sweeps over a shared key, got {e}", args.b) from None
+        data["serving"] = serving[0]
     if args.json:
         print_json({"a": args.a, "b": args.b, **data})
     else:

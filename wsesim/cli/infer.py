@@ -185,8 +185,14 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
     # names stays the file's here, so that an error in one is --vary's (its sweep's points say it)
     first = {k: v[0] for k, v in vary.items() if k not in ("hardware", "model")}
-    loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
-                            overrides={**overrides, **first})
+    try:
+        loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
+                                overrides={**overrides, **first})
+    except ConfigError as e:  # a key --vary gave is --vary's error, though it came in as an override
+        if e.source != "--set" or not e.path or not any(e.path == k or e.path.startswith(k + ".")
+                                                         for k in first):
+            raise
+        raise ConfigError(e.message, source="--vary", path=e.path) from None
     if args.vary:
         return _vary(args, overrides)
     warn_beyond_context(loaded.spec)

@@ -119,17 +119,14 @@ def _shipped_inputs(args: argparse.Namespace) -> None:
     name here is always the one read)."""
     from pathlib import Path
 
-    from ..config.loader import shipped_file
+    from ..config.loader import input_file
 
     for flag in ("experiment", "sweep"):
         given = getattr(args, flag, None)
-        if not isinstance(given, str) or not given or Path(given).exists():
+        if not isinstance(given, str) or not given:
             continue
-        parts = Path(given).parts
-        if Path(given).is_absolute() or len(parts) < 2 or parts[0] != "workloads":
-            continue
-        found = shipped_file(str(Path(*parts[1:])))
-        if found.is_file():
+        found = input_file(given)
+        if found != Path(given):
             say(f"wsesim: {given}: not in this folder; reading the copy shipped with wsesim ({found})\n")
             setattr(args, flag, str(found))
 

@@ -28,6 +28,7 @@ from .inference_parts import (
 from .loader import (
     REFERENCE_KEYS,
     Loaded,
+    input_file,
     load_ref,
     named_by_set,
     read_yaml,
@@ -267,7 +268,7 @@ class InferenceExperimentSpec(Spec):
         shape = inference.grid_shape
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
-                       f'got "{shown(inference.grid)}"')
+                       f'got "{shown(inference.grid)}"', at="grid")
         # every token of a request attends over its prompt and the output before it
         if problem := window_problem(info.data.get("model"), inference.prompt_len + inference.output_len - 1,
                                      "inference.prompt_len + output_len - 1"):
@@ -360,7 +361,7 @@ def read_inference(path: str | Path | None = None, *, hardware: str | None = Non
     """An inference experiment file's raw mapping (the shipped example when ``path`` is None), its
     ``hardware`` and ``model`` replaced by those given (a preset name, or a path relative to the current
     directory, made absolute): (the file, the mapping, which references the command line gave)."""
-    path = Path(path) if path is not None else default_inference_path()
+    path = input_file(path) if path is not None else default_inference_path()
     data = read_yaml(path)
     if data.get("kind") != "inference":
         raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",

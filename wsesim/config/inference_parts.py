@@ -3,11 +3,12 @@ counts and quantities, its latency targets (``SloSpec``) and its speculative dra
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
-from .base import Spec
+from .base import Spec, fail
 from .fields import count, quantity
 from .specs import ModelSpec
 
@@ -20,8 +21,27 @@ Requests = count(65_536)
 Systems = count(65_536)
 StageLayers = count(16_384)
 ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
+_PER_SECOND = re.compile(r"\s*([0-9][0-9_.]*(?:[eE][+-]?[0-9]+)?)\s*(?:requests?\s*)?/\s*s\s*")
+
+
+def _rate(value: Any) -> Any:
+    """Requests per second as every other quantity is written, with its unit ("2 /s", "0.5 requests/s"),
+    or a bare number as before; any other text is refused, naming both spellings."""
+    if not isinstance(value, str):
+        return value
+    if (match := _PER_SECOND.fullmatch(value)) is None:
+        raise fail(f'expected a rate like "2 /s" (requests per second) or a number, got "{value}"')
+    try:
+        return float(match.group(1))
+    except ValueError:
+        raise fail(f'expected a rate like "2 /s" (requests per second) or a number, got "{value}"') from None
+
+
 # a wafer serves a request in milliseconds: 10^6 requests/s is past any load one could offer it
-Rate = Annotated[float, Field(gt=0, le=1e6)]
+Rate = Annotated[float, BeforeValidator(_rate), Field(gt=0, le=1e6), WithJsonSchema({
+    "anyOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": 1e6},
+              {"type": "string", "pattern": "^" + _PER_SECOND.pattern.replace("\\s*", " *") + "$"}],
+    "description": 'requests per second, e.g. "2 /s" or 2 (above 0, at most 1,000,000)'})]
 # the σ of ln(length): 0.5-1.5 fits published traces' prompt and output lengths; 4 is past any of them
 Sigma = Annotated[float, Field(gt=0, le=4)]
 # a latency target: a token in microseconds to a first token in minutes

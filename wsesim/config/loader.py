@@ -70,6 +70,19 @@ def shipped_file(relative: str) -> Path:
     return _PRESET_DIRS["model"] / relative
 
 
+def input_file(path: str | Path) -> Path:
+    """A file to read as given, or, when no such file is here and it is named as the README names the
+    shipped workloads (``workloads/llama3-8b/serve.yaml``), the copy shipped with wsesim: the command line
+    and the Python API find them from any working folder alike. A file of that name here is always the one
+    read; any other missing path is returned as given, for the reader's "no such file"."""
+    given = Path(path)
+    parts = given.parts
+    if given.exists() or given.is_absolute() or len(parts) < 2 or parts[0] != "workloads":
+        return given
+    found = shipped_file(str(Path(*parts[1:])))
+    return found if found.is_file() else given
+
+
 @dataclass(frozen=True)
 class _Raw:
     """A raw mapping and where it came from, so that errors can name the right file."""
@@ -282,7 +295,7 @@ def load_experiment(path: str | Path | None = None, *, hardware: str | None = No
 
     ``hardware``/``model`` replace the file's references (a preset name or a path).
     """
-    path = Path(path) if path is not None else default_experiment_path()
+    path = input_file(path) if path is not None else default_experiment_path()
     data = read_yaml(path)
     # a file named on the command line is the current directory's, not the experiment file's folder's
     given = {}

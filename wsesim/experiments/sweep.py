@@ -45,7 +45,15 @@ from pydantic_core import PydanticCustomError
 from ..analysis.results import RunResult
 from ..config.errors import ConfigError, shown_repr
 from ..config.inference import load_inference_data
-from ..config.loader import Loaded, load_experiment_data, named_by_set, read_yaml, register_kind, validate
+from ..config.loader import (
+    Loaded,
+    input_file,
+    load_experiment_data,
+    named_by_set,
+    read_yaml,
+    register_kind,
+    validate,
+)
 from ..config.specs import Spec, context_warning
 from .estimate import MAX_SWEEP_POINTS
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
@@ -198,8 +206,9 @@ def load_sweep(path: str | Path, *, overrides: dict[str, Any] | None = None,
                grid: dict[str, list[Any]] | None = None) -> Sweep:
     """Read and validate a sweep file and every one of its points. Raises ``ConfigError`` (one line).
     ``overrides`` (``--set``) apply to the base experiment, so to every point; ``grid`` (``--grid``) keys
-    are added to the file's grid, replacing a key it already sweeps."""
-    path = Path(path)
+    are added to the file's grid, replacing a key it already sweeps. A ``workloads/...`` path not found
+    here is the copy shipped with wsesim (``input_file``)."""
+    path = input_file(path)
     data = read_yaml(path)
     return sweep_from_data(data, source=str(path), base_dir=path.parent, overrides=overrides, grid=grid)
 
