@@ -36,6 +36,10 @@ def test_admission_saturated_with_the_stages_far_from_busy_blames_admission() ->
     assert f"busiest stage {busy.index(max(busy))}, {100 * max(busy):.0f} % busy" in text
     assert f"waits {1e3 * r['queueing_s']:.3g} ms" in text
     assert "busy stage" not in text and "busy with other requests" not in text
+    # the capacity is admission's (Little's law: 2 in flight over their time held), and the run says the
+    # offered load exceeds it though no stage is busy
+    said = [w for w in r["warnings"] if "exceeds the measured capacity" in w]
+    assert len(said) == 1 and "at most 2 in flight (inference.batch)" in said[0]
 
 
 def test_a_saturated_stage_is_named_with_its_busy_share() -> None:

@@ -276,23 +276,30 @@ def _load(spec: InferenceExperimentSpec, load: dict[str, Any], ttft: float,
 def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTimes, trace: Trace,
             span: float) -> dict[str, Any]:
     """A continuously batched run's steady-state figures (``ServeResult.warmup`` …
-    ``capacity_requests_per_s``) and, when the requests arrived faster than the busiest stage could serve
-    them (its busy seconds longer than their arrivals' span), the warning that says so."""
+    ``capacity_requests_per_s``) and, when the requests arrived faster than the run could serve them, the
+    warning that says so. The capacity is the lower of two bounds: the busiest stage's (the requests served
+    over its busy seconds) and admission's (Little's law: at most ``inference.batch`` in flight, each for
+    its mean time from admission to its last token, so at most batch / that time a second)."""
     assert trace.batches is not None
     clock, served = spec.hardware.clock_hz, ~whole.refused
     busiest = float(trace.batches.busy.max()) / clock if trace.batches.busy.size else 0.0
-    capacity = float(served.sum()) / busiest if busiest else 0.0
+    stage_bound = float(served.sum()) / busiest if busiest else 0.0
+    held = (whole.cycles["finished"] - whole.cycles["admitted"])[served] / clock
+    admission = spec.inference.batch / float(held.mean()) if held.size and held.mean() > 0 else stage_bound
+    capacity = min(stage_bound, admission) if stage_bound else admission
     counted = ~times.refused
     out: dict[str, Any] = {"warmup": spec.inference.warmup, "capacity_requests_per_s": capacity,
                            "prompt_tokens_per_s": float(times.prompt[counted].sum()) / span if span else 0.0}
     arrivals = whole.arrival[served]
     window = float(arrivals.max() - arrivals.min()) if arrivals.size > 1 else 0.0
-    if window and busiest > window:
-        offered = (arrivals.size - 1) / window
+    offered = (arrivals.size - 1) / window if window else 0.0
+    if window and (busiest > window or offered > admission):
+        why = (f"the busiest stage was busy {busiest:,.3g} s for requests that arrived over {window:,.3g} s"
+               if busiest > window else f"at most {spec.inference.batch} in flight (inference.batch), each "
+               f"{float(held.mean()):,.3g} s from admission to its last token")
         out["warnings"] = [f"the offered load ({offered:,.3g} requests/s) exceeds the measured capacity "
-                           f"({capacity:,.3g} requests/s: the busiest stage was busy {busiest:,.3g} s for "
-                           f"requests that arrived over {window:,.3g} s): the queue grows for as long as the "
-                           "run lasts, and its latencies are the run's length's, not a steady state's"]
+                           f"({capacity:,.3g} requests/s: {why}): the queue grows for as long as the run "
+                           "lasts, and its latencies are the run's length's, not a steady state's"]
     return out
 
 
