@@ -294,8 +294,9 @@ def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTi
     window = float(arrivals.max() - arrivals.min()) if arrivals.size > 1 else 0.0
     offered = (arrivals.size - 1) / window if window else 0.0
     if window and (busiest > window or offered > admission):
-        why = (f"at most {spec.inference.batch} in flight (inference.batch), each {float(held.mean()):,.3g} s "
-               "from admission to its last token" if admission < stage_bound or not busiest > window else
+        mean = float(held.mean())
+        why = (f"at most {spec.inference.batch} in flight (inference.batch), each {mean:,.3g} s from "
+               "admission to its last token" if admission < stage_bound or not busiest > window else
                f"the busiest stage was busy {busiest:,.3g} s for requests that arrived over {window:,.3g} s")
         out["warnings"] = [f"the offered load ({offered:,.3g} requests/s) exceeds the measured capacity "
                            f"({capacity:,.3g} requests/s: {why}): the queue grows for as long as the run "
