@@ -102,6 +102,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
     prompts_in: dict[int, int] = {}  # prompt length -> requests in flight with it (for the longest)
     heap: list[tuple[float, int, int, tuple]] = []  # (cycle, order, stage, work): ends and hand-offs
+    touched: set[int] = set()  # the stations work landed at or left from in the current cycle
     order = 0
     fit_args = [(w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols) for w in op.stages]
 
@@ -121,6 +122,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             prompts_in[p] = prompts_in.get(p, 0) + 1
             admitted[r] = now
             pieces[entry].append([r, 0, p])
+            touched.add(entry)
 
     def release(r: int, now: float) -> None:
         finished[r] = now
@@ -137,6 +139,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         nonlocal order
         rs, ps, index = running[s]  # type: ignore[misc]
         running[s] = None
+        touched.add(s)
         move = costs[s].handoff
         if s == draft:  # the drafts of every request in it to the first stage, K values each
             to, out_r, out_p = 0, rs + [r for r, _, _ in ps], []
@@ -193,6 +196,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             if at == now:
                 decodes[to] += out_r
                 pieces[to] += out_p
+                touched.add(to)
             else:
                 heapq.heappush(heap, (at, order, to, (out_r, out_p)))
                 order += 1
@@ -266,9 +270,13 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             else:
                 decodes[to] += work[0]
                 pieces[to] += [list(p) for p in work[1]]
-        for s in range(stations):
+                touched.add(to)
+        # only a station whose queue grew or whose iteration ended in this cycle can start one (any other
+        # is busy or has nothing queued); in station order, as a scan of all would
+        for s in sorted(touched):
             if running[s] is None and (decodes[s] or pieces[s]):
                 start(s, now)
+        touched.clear()
 
     f = np.array
     return BatchLog(f(admitted), f(started), f(first), f(finished), f(refused, dtype=bool), f(busy),

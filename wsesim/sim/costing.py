@@ -214,6 +214,9 @@ class _Grid:
                           StageOpKind.ALLREDUCE: inf.allreduce}
         # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
         self.trips: Callable[[int], np.ndarray] | None = None
+        # the kernel layer's costs on this grid and its regions (shared by ``on``'s copies): kernel_cost
+        # is cached too, but its key hashes the whole HardwareSpec at every call
+        self._memo: dict[tuple, KernelCost] = {}
 
     def on(self, region: tuple[int, int] | None) -> _Grid:
         """The same kernels on ``region`` (an expert's rectangle of this grid; its problems are this
@@ -241,8 +244,7 @@ class _Grid:
             dims = (dims[0] * batch, *dims[1:])
         if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
             shape = (batch, *dims) if kind == StageOpKind.GEMV else dims
-            c = kernel_cost(self.hw, kind, self.rows, self.cols, dtype=self.dtype,
-                            algorithm=self.algorithm[kind], shape=shape)
+            c = self._layer(kind, self.rows, self.cols, algorithm=self.algorithm[kind], shape=shape)
             if not c.feasible and c.reason not in self.problems:
                 self.problems.append(c.reason)
             return c
@@ -251,7 +253,7 @@ class _Grid:
             wavelets = m.wavelets(max(dims[0], 1))
             if self.cols < 2:
                 return KernelCost(0.0, 0.0, 0.0)
-            row = kernel_cost(self.hw, kind, 1, self.cols, dtype=self.dtype, algorithm=self.algorithm[kind],
+            row = self._layer(kind, 1, self.cols, algorithm=self.algorithm[kind],
                               wavelets=wavelets)
             return KernelCost(row.cycles, row.compute, row.communication, row.feasible, row.reason,
                               row.overhead, row.fmacs, self.rows * row.wavelet_hops)  # each row alike
@@ -275,6 +277,14 @@ class _Grid:
             return KernelCost(cycles, 0.0, cycles)
         values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
         return self.transfer(values, hops)
+
+    def _layer(self, kind: StageOpKind, rows: int, cols: int, **shape: Any) -> KernelCost:
+        """``kernels.cost.kernel_cost`` on this machine, remembered by what varies from call to call."""
+        key = (kind, rows, cols, *shape.items())
+        c = self._memo.get(key)
+        if c is None:
+            c = self._memo[key] = kernel_cost(self.hw, kind, rows, cols, dtype=self.dtype, **shape)
+        return c
 
     def transfer(self, values: float, hops: int) -> KernelCost:
         wavelets = self.machine.wavelets(ceil(values / self.rows))
