@@ -26,3 +26,18 @@ def test_each_objective_keeps_its_best_candidate() -> None:
 def test_a_named_grid_is_mapped_as_it_is() -> None:
     spec = load_inference(hardware="wse3", model="llama3-8b", overrides={"inference.grid": "755x1170"}).spec
     assert map_for(spec, "tpot").grid == (755, 1170)
+
+
+def test_under_continuous_batching_the_full_batch_decides() -> None:
+    """64 requests in flight (Poisson, 1,024-token prompts): by TPOT the grid whose decode step of a full
+    batch is shortest — the whole CS-3 as one stage, where 64 vectors share the most PEs — not the six
+    small stages that are fastest for one token (2.6x as long for 64)."""
+    from wsesim.experiments.auto_grid import batch_step_cycles
+
+    spec = load_inference(hardware="wse3", model="llama3-8b", overrides={
+        "inference.arrival": "poisson", "inference.rate": 3, "inference.requests": 100, "inference.batch": 64,
+        "inference.prompt_len": 1024}).spec
+    best = map_for(spec, "tpot")
+    assert best.grid == (755, 1170) and len(best.stages) == 1
+    small = next(mp for mp in candidate_mappings(spec) if mp.feasible and mp.grid == (377, 195))
+    assert batch_step_cycles(spec, small, 64) > 2 * batch_step_cycles(spec, best, 64)

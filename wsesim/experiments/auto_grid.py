@@ -1,9 +1,12 @@
 """``grid: auto`` by the run's objective (docs/model.md §11.1): among the candidate grids whose mapping
-fits (``sim.mapping.candidate_mappings``), the one that serves one request at the run's lengths best by
-``objective``, read off the cost pass alone — no load is served to choose.
+fits (``sim.mapping.candidate_mappings``), the one that serves the run's requests best by ``objective``,
+read off the cost pass alone — no load is served to choose.
 
-* ``tpot`` (the default): the shortest decode step, each stage's mean over the output's contexts plus
-  the hand-offs between stages (the highest tokens/s per request);
+* ``tpot`` (the default): the shortest decode step (the highest tokens/s per request) — for one request,
+  each stage's mean over the output's contexts plus the hand-offs between stages; under continuous
+  batching, a full batch's (``inference.batch`` tokens through every stage, at the output's middle
+  context, and their hand-offs): a grid that is fastest for one token can be the slowest for 64, whose
+  GEMVs the larger grid's PEs share;
 * ``ttft``: the shortest prefill path (every stage's prefill and the hand-offs between them);
 * ``throughput``: ``sim.mapping.rank``'s order, fewest wafers and then the most PEs in use (the rule
   before objectives: a one-request figure says nothing of a batch's throughput).
@@ -18,7 +21,7 @@ from ..sim.builders.serving import serving_program
 from ..sim.costing import cost_serving
 from ..sim.mapping import Mapping, candidate_mappings, map_stages, rank
 
-__all__ = ["map_for", "one_request_cycles"]
+__all__ = ["batch_step_cycles", "map_for", "one_request_cycles"]
 
 
 def one_request_cycles(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[float, float]:
@@ -32,6 +35,21 @@ def one_request_cycles(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple
     return ttft, tpot
 
 
+def batch_step_cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> float:
+    """Cycles of a decode step of ``batch`` tokens through every stage of ``mapping`` (feasible), each at
+    the output's middle context, and the hand-offs of their values (``BatchCosts``)."""
+    inf = spec.inference
+    context = inf.prompt_len + max(inf.output_len // 2, 1)
+    step = 0.0
+    for c in cost_serving(serving_program(spec, mapping), spec, batches=True).stages:
+        b = c.batches
+        assert b is not None
+        last = b.work.stage.lm_head
+        step += b.decode(batch) + b.batch_attention(batch, context) + b.handoff(
+            batch if last else batch * spec.model.hidden_size)
+    return step
+
+
 def map_for(spec: InferenceExperimentSpec, objective: str = "tpot") -> Mapping:
     """The mapping a run serves (see the module's docstring); the first candidate's reason when no grid
     fits."""
@@ -42,8 +60,12 @@ def map_for(spec: InferenceExperimentSpec, objective: str = "tpot") -> Mapping:
     if len(fits) < 2:
         return fits[0] if fits else map_stages(spec)
 
+    batch = spec.inference.batch if spec.inference.continuous else 1
+
     def key(mp: Mapping) -> tuple:
         ttft, tpot = one_request_cycles(spec, mp)
+        if batch > 1:
+            tpot = batch_step_cycles(spec, mp, batch)
         first = (tpot, ttft) if objective == "tpot" else (ttft, tpot)
         return (*first, mp.systems, rank(mp, mesh.rows, mesh.cols))
 
