@@ -127,8 +127,8 @@ PER_STAGE_FIELDS: dict[str, Doc] = {
     "decode_cycles": ("cycles", "one decode token on it at the longest context"),
     "handoff_decode_cycles": ("cycles", "a decode token's hand-off to the next stage"),
     "busy": ("fraction", "its busy share of the run"),
-    "waiting_cycles": ("cycles", "tokens' time waiting for it in the one-request pipeline (0 under continuous "
-                       "batching)"),
+    "waiting_cycles": ("cycles", "tokens' time waiting for it in the one-request pipeline (0 under "
+                       "continuous batching)"),
     "sram_bytes_per_pe.weights": ("B", "SRAM per PE for its weights", "§11.3"),
     "sram_bytes_per_pe.kv_cache": ("B", "for the KV cache at the longest context", "§11.3"),
     "sram_bytes_per_pe.activations": ("B", "for activations", "§11.3"),
