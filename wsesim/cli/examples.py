@@ -40,7 +40,8 @@ EXAMPLES: dict[str, list[str]] = {
                "wsesim kernel gemm --grid 720x720 --shape 720x720x720 --algorithm summa,cannon,meshgemm",
                "wsesim kernel allreduce --grid 1x750 --wavelets 16 --algorithm chain,tree,ring",
                "wsesim kernel gemm --grid 750x994 --shape 18432x4096x11008 --algorithm stream"],
-    "schema": ["wsesim schema --out .vscode/schemas", "wsesim schema hardware"],
+    "schema": ["wsesim schema --out .vscode/schemas", "wsesim schema hardware",
+               "wsesim schema --outputs results.csv"],
     "infer": ["wsesim infer --model llama3-8b --hardware wse2",
               "wsesim infer --search",
               "wsesim infer --vary inference.batch=1,2,4 --vary inference.grid=250x250,375x375 "

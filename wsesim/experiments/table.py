@@ -71,6 +71,26 @@ SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_
                    "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
 """Columns only a served run fills: empty on an infeasible (or failed) row."""
 
+SWEEP_FIELDS: dict[str, tuple[str, ...]] = {
+    "point": ("", "the point's index in the sweep's grid, from 0 (the rows are sorted by it)"),
+    "point_key": ("", "the point's identity for --resume: 16 hex digits of a SHA-256 of the resolved base "
+                  "experiment, the point's overrides and what any preset or file they name resolves to; "
+                  "editing the base, or a file a point names, changes it"),
+    "status": ("", f"{STATUS_OK}, {STATUS_INFEASIBLE} (does not fit: a result) or {STATUS_ERROR} (it "
+               "failed, or its worker died)"),
+    "reason": ("", "why the point is infeasible or failed (empty when ok)"),
+    "set:<KEY>": ("", "the value the point sets KEY to, as the sweep wrote it (empty: the base's)"),
+    "<swept key>": ("as named", "a swept key that is not a result column, as a number in the unit its name "
+                    "says (`hardware.io.bandwidth` -> `io_bandwidth_bits_per_s`, `hardware.pe.sram` -> "
+                    "`pe_sram_bytes`)"),
+    "tuned": ("bool", "training: whether the point's G was tuned (`training.tiles: tuned`)", "§5.4"),
+    SPEEDUP: ("ratio", "training: a tuned row's throughput over the G=1 row's at the same other settings "
+              "(only when the sweep pairs the two; empty elsewhere)", "§5.4"),
+}
+"""The columns a sweep's ``results.csv`` has besides the result's fields (``RunResult``'s with
+``phase_<name>_cycles``, or ``SERVING_COLUMNS`` of ``ServeResult``): (unit, meaning[, docs/model.md
+section]), as ``analysis.result_fields``'s tables; ``<...>`` stands for a family of columns."""
+
 
 def swept_columns(keys: Iterable[str], *, serving: bool = False) -> dict[str, tuple[str, float]]:
     """For each swept key that names one value and is not already a result column: its column and the

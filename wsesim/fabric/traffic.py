@@ -324,3 +324,47 @@ def row_multicast(mesh: Mesh, hops: int, wavelets: int) -> Traffic:
 __all__ = ["GOLDEN", "AnyTraffic", "FabricResult", "OuterTraffic", "Traffic", "all_to_all", "busy_cycles",
            "colours_per_node", "routes_per_node",
            "hotspot", "row_multicast", "single_message", "summarise", "transpose", "uniform_random"]
+
+
+FABRIC_FIELDS: dict[str, tuple[str, ...]] = {
+    "hardware": ("", "the hardware's name (`wsesim fabric HARDWARE`)"),
+    "pattern": ("", "`--pattern`: the traffic simulated"),
+    "routing": ("", "`--routing`: xy or yx dimension order", "§6.1"),
+    "mesh_pe_rows": ("PEs", "rows of PEs simulated (`--mesh`, default the wafer's)", "§6.1"),
+    "mesh_pe_cols": ("PEs", "columns of PEs simulated", "§6.1"),
+    "mesh_granularity": ("", "`--granularity`: one node per PE, or per K × K PEs (block:K)", "§6.1"),
+    "mesh_rows": ("nodes", "rows of fabric nodes", "§6.1"),
+    "mesh_cols": ("nodes", "columns of fabric nodes", "§6.1"),
+    "mode": ("", "`--mode`: the fidelity (flow, packet, packet-simpy)", "§6.2"),
+    "cycles": ("cycles", "from the first dispatch to the last wavelet delivered", "§6.2"),
+    "max_link_load_bytes": ("B", "bytes over the busiest PE link", "§6.2"),
+    "messages": ("count", "messages (source-destination node pairs with bytes)"),
+    "events": ("count", "events processed (stages granted in packet, SimPy events in packet-simpy, 0 in "
+               "flow)"),
+    "bytes_injected": ("B", "bytes the sources sent"),
+    "bytes_delivered": ("B", "bytes the destinations received"),
+    "bottleneck": ("", "the busiest link by time, ramps included"),
+    "routes_per_node": ("count", "the most routes through one node (what one colour per route would need)",
+                        "§10.6"),
+    "colours_per_node": ("count", "the most directions of travel any node sees: the colours it takes",
+                         "§10.6"),
+    "colour_budget": ("count", "the colours a node has (`fabric.colours` per router, × K for a block)",
+                      "§10.6"),
+    "feasible": ("bool", "whether the colours fit the budget"),
+    "reason": ("", "why not (empty when they fit)"),
+    "multicast_arrivals_<i>": ("cycles", "message/multicast: the cycle each receiver of message i held it "
+                               "whole, `; `-joined"),
+    "seconds": ("s", "`cycles` at the hardware's clock"),
+}
+"""The columns of ``fabric.csv`` (``wsesim fabric --out``): the run as one row, ``FabricResult.to_dict``
+flattened between the command's own keys (``cli.fabric``: hardware, pattern, routing, mesh_*, seconds);
+``hottest`` is ``hottest_links.csv`` (``HOTTEST_FIELDS``). (unit, meaning[, docs/model.md section])."""
+
+HOTTEST_FIELDS: dict[str, tuple[str, ...]] = {
+    "from_row": ("", "the link's source node's row"),
+    "from_col": ("", "its column"),
+    "to_row": ("", "the link's destination node's row"),
+    "to_col": ("", "its column"),
+    "bytes": ("B", "bytes over the link"),
+}
+"""The columns of ``hottest_links.csv``, one row per link of the busiest, busiest first."""

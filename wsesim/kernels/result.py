@@ -101,3 +101,46 @@ def sram_check(machine: Machine, need: float, what: str) -> str:
         return ""
     return (f"{what} needs {need:,.0f} B per PE, more than the {machine.sram_bytes:,.0f} B usable "
             f"({machine.name}: pe.sram less pe.reserved_sram)")
+
+
+KERNEL_FIELDS: dict[str, tuple[str, ...]] = {
+    "cycles": ("cycles", "the kernel, start to finish", "§10.1"),
+    "seconds": ("s", "`cycles` at the hardware's clock"),
+    "kind": ("", "gemm, gemv, reduce, allreduce, broadcast or alltoall", "§10"),
+    "algorithm": ("", "the schedule (`--algorithm`)", "§10.2"),
+    "hardware": ("", "the hardware's name"),
+    "grid_rows": ("PEs", "rows of the grid of PEs it runs on"),
+    "grid_cols": ("PEs", "columns of that grid"),
+    "shape_m": ("", "a GEMM's or GEMV's M (a collective: 1)", "§10.3"),
+    "shape_k": ("", "K (a collective: its values per PE)", "§10.3"),
+    "shape_n": ("", "N (a collective: 1)", "§10.3"),
+    "wavelets": ("wavelets", "a collective's 32-bit wavelets per PE (empty for a GEMM or GEMV)", "§10.2"),
+    "dtype": ("", "fp16 or fp32"),
+    "flops": ("FLOP", "the useful FLOPs it computes"),
+    "flops_per_s": ("FLOP/s", "`flops` / `seconds`"),
+    "efficiency": ("fraction", "`flops` over the grid's peak for the time taken (0 for a collective)"),
+    "flops_per_cycle_per_pe": ("FLOP/cycle", "`flops` / (`cycles` × the grid's PEs)"),
+    "critical_path_instruction_overhead": ("cycles", "instruction issue along the critical path", "§10.1"),
+    "critical_path_compute": ("cycles", "arithmetic on the critical PE", "§10.1"),
+    "critical_path_communication": ("cycles", "wavelets on ramps and links that nothing hides", "§10.1"),
+    "critical_path_waiting": ("cycles", "the rest: a busy ramp's queue, a slower neighbour", "§10.1"),
+    "instructions_dsd_ops": ("count", "DSD operations issued on the critical PE", "§10.1"),
+    "instructions_elements_per_op": ("count", "elements each of them walks, mean", "§10.1"),
+    "instructions_issue_cycles_per_op": ("cycles", "one issue (`pe.instruction_issue`)", "§10.1"),
+    "instructions_microthreads": ("count", "microthreads a PE has (`pe.microthreads`)", "§10.1"),
+    "instructions_microthread_saved_cycles": ("cycles", "issue cycles the microthreads hid", "§10.1"),
+    "sram_peak_bytes_per_pe": ("B", "the most SRAM a PE needs"),
+    "sram_usable_bytes_per_pe": ("B", "a PE's usable SRAM (`pe.sram` less `pe.reserved_sram`)"),
+    "links_max_wavelets": ("wavelets", "the busiest directed link's wavelets", "§10.6"),
+    "links_links_used": ("count", "directed links that carry anything", "§10.6"),
+    "links_wavelet_hops": ("count", "wavelets times links, over the kernel", "§10.6"),
+    "links_mean_wavelets": ("wavelets", "`links_wavelet_hops` / `links_links_used`", "§10.6"),
+    "colours_used": ("count", "routable colours the schedule needs at its busiest router", "§10.6"),
+    "colours_available": ("count", "colours a router has", "§10.6"),
+    "feasible": ("bool", "whether it fits SRAM and the colours"),
+    "reason": ("", "why not (empty when it fits; the cycles are as if it did)"),
+    "notes": ("", "what the model assumed, `; `-joined"),
+}
+"""The columns of ``kernels.csv`` (``wsesim kernel --out``): ``KernelResult.to_dict`` flattened
+(``output.run_folder.flat``), one row per run; a test checks them against a run's row. (unit, meaning[,
+docs/model.md section]), as ``analysis.result_fields``'s tables."""
