@@ -32,14 +32,15 @@ LOAD = ("import resource, time\n"
         "r = run_inference(spec).result\n"
         "print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "
         "r.events, r.tokens_per_s, r.ttft_p99_s)\n")
-"""10,000 requests at 4 per second, up to 64 in flight: imports, mapping (``grid: auto`` by TPOT: six
-377 x 195 stages of one CS-3), kernels and the run, in a fresh process."""
+"""10,000 requests at 4 per second, up to 64 in flight: imports, mapping (``grid: auto`` by a full batch's
+decode step: the CS-3 as one 755 x 1,170 stage), kernels and the run, in a fresh process."""
 LOAD_70B = LOAD.replace("model='llama3-8b'", "model='llama3.1-70b'").replace(
     "'inference.rate': 4.0", "'inference.rate': 2.0").replace(
     "'inference.batch': 64}", "'inference.batch': 64, 'inference.speculative.draft': 'llama3.2-1b', "
     "'inference.speculative.tokens': 4, 'inference.speculative.acceptance': 0.8}")
-"""Issue 37's speed case: LLaMA-3.1-70B on four CS-3s (12 stages of 755 x 390) with LLaMA 3.2 1B drafting
-on a fifth, 10,000 Poisson requests at 2 per second under continuous batching."""
+"""Issue 37's speed case: LLaMA-3.1-70B on CS-3s (``grid: auto``, mapped for 64 requests in flight) with
+LLaMA 3.2 1B drafting on a wafer of its own, 10,000 Poisson requests at 2 per second under continuous
+batching."""
 
 
 def load_run(repeat: int, code: str = LOAD) -> list[tuple[float, float]]:

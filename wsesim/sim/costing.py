@@ -8,9 +8,9 @@ key), one table for the training step and serving alike:
 * ``constant`` — an op's FLOPs over the PEs at the global ``gemm_efficiency``, its weights fed through
   each PE row (``model.costs``, docs/model.md §4);
 * ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §4.1:
-  the weight-streaming GEMM of §10.7): the whole wafer, or an expert's region. Serving's kernels (GEMV, GEMM, the collectives) are always
-  simulated, since they are what it runs (``kernels.cost.kernel_cost``, the kernel layer's one cached
-  front door): serving reads the ``kernel`` entry.
+  the weight-streaming GEMM of §10.7): the whole wafer, or an expert's region. Serving's kernels (GEMV,
+  GEMM, the collectives) are always simulated, since they are what it runs (``kernels.cost.kernel_cost``,
+  the kernel layer's one cached front door): serving reads the ``kernel`` entry.
 
 The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is every expert's copies
 side by side in SIMD lanes, paced by the column holding the most copies of one expert — not a GEMM of a
