@@ -101,7 +101,7 @@ def format_serving(r: Any) -> str:
         stages = [(*row, s["grids"], f"{s['expert_load']:.2f}" if "expert_load" in s else "",
                    " / ".join(f"{100 * u:.0f} %" for u in s.get("expert_grid_use", ())))
                   for row, s in zip(stages, r.per_stage, strict=True)]
-    out = [head, format_table(rows, ("", "")).split("\n", 2)[2], "",
+    out = [head, format_table(rows, ("", ""), left=(0, 1)).split("\n", 2)[2], "",
            format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
            format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
@@ -159,8 +159,8 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
             ("batch", f"{r.mean_batch:,.1f} decode tokens per iteration (mean), at most {r.largest_batch} "
                       "in flight"),
             ("prompt tokens/s", f"{r.prompt_tokens_per_s:,.0f} (prefill under load, all requests)"),
-            ("capacity", f"{r.capacity_requests_per_s:,.3g} requests/s (served over the busiest stage's "
-                         "busy time)")]
+            ("capacity", f"{r.capacity_requests_per_s:,.3g} requests/s (the lower of the busiest stage's "
+                         "and admission's bounds)")]
     if r.warmup:
         rows.append(("warm-up", f"the first {r.warmup:,} requests left out of the figures above"))
     if r.refused:
