@@ -24,30 +24,40 @@ from ..sim.mapping import Mapping, candidate_mappings, map_stages, rank
 __all__ = ["batch_step_cycles", "map_for", "one_request_cycles"]
 
 
+def _stages(spec: InferenceExperimentSpec, mapping: Mapping) -> list:
+    """The stages' costs to rank ``mapping`` by: its prompt's prefill and its batch costs, costed for an
+    output of 2 tokens (the cost pass would otherwise cost every decode context of the output, and a
+    ranking needs one)."""
+    short = spec.model_copy(update={"inference": spec.inference.model_copy(update={"output_len": 2})})
+    return list(cost_serving(serving_program(short, mapping), short, batches=True).stages)
+
+
 def one_request_cycles(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[float, float]:
     """(TTFT, TPOT) in cycles of one request on ``mapping`` (feasible) at the spec's lengths: the prefill
-    through every stage and the hand-offs between them; the mean decode step over the output's contexts
-    and every stage's hand-off after it."""
-    stages = cost_serving(serving_program(spec, mapping), spec).stages
-    ttft = sum(c.prefill_cycles for c in stages) + sum(c.handoff_prefill for c in stages[:-1])
-    steps = max(len(stages[0].decode_cycles), 1)
-    tpot = sum(sum(c.decode_cycles) for c in stages) / steps + sum(c.handoff_decode for c in stages)
-    return ttft, tpot
+    through every stage and the hand-offs between them; the decode step at the output's middle context
+    through every stage, and each stage's hand-off after it."""
+    return _cycles(spec, mapping, 1)
 
 
 def batch_step_cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> float:
     """Cycles of a decode step of ``batch`` tokens through every stage of ``mapping`` (feasible), each at
     the output's middle context, and the hand-offs of their values (``BatchCosts``)."""
+    return _cycles(spec, mapping, batch)[1]
+
+
+def _cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> tuple[float, float]:
     inf = spec.inference
     context = inf.prompt_len + max(inf.output_len // 2, 1)
+    stages = _stages(spec, mapping)
+    ttft = sum(c.prefill_cycles for c in stages) + sum(c.handoff_prefill for c in stages[:-1])
     step = 0.0
-    for c in cost_serving(serving_program(spec, mapping), spec, batches=True).stages:
+    for c in stages:
         b = c.batches
         assert b is not None
-        last = b.work.stage.lm_head
-        step += b.decode(batch) + b.batch_attention(batch, context) + b.handoff(
-            batch if last else batch * spec.model.hidden_size)
-    return step
+        attention = b.attention(context) if batch == 1 else b.batch_attention(batch, context)
+        values = batch if b.work.stage.lm_head else batch * spec.model.hidden_size
+        step += b.decode(batch) + attention + (b.handoff(values) if len(stages) > 1 else 0.0)
+    return ttft, step
 
 
 def map_for(spec: InferenceExperimentSpec, objective: str = "tpot") -> Mapping:
@@ -63,9 +73,7 @@ def map_for(spec: InferenceExperimentSpec, objective: str = "tpot") -> Mapping:
     batch = spec.inference.batch if spec.inference.continuous else 1
 
     def key(mp: Mapping) -> tuple:
-        ttft, tpot = one_request_cycles(spec, mp)
-        if batch > 1:
-            tpot = batch_step_cycles(spec, mp, batch)
+        ttft, tpot = _cycles(spec, mp, batch)
         first = (tpot, ttft) if objective == "tpot" else (ttft, tpot)
         return (*first, mp.systems, rank(mp, mesh.rows, mesh.cols))
 
