@@ -63,18 +63,8 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
     search checks all its candidates at once)."""
     inf = spec.inference
-    if (inf.speculative is not None or inf.prefill_systems is not None) and inf.continuous:
-        from .serving_layouts import serve_layout_batches  # the draft's or prefill wafers: more stations
-
-        t0 = time.perf_counter()
-        mapping = map_for(spec, objective)
-        if not mapping.feasible:
-            return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
-        if check:
-            check_serving(serving_estimate(spec, mapping, engine))
-        result, program, costs, trace = serve_layout_batches(spec, engine, mapping)
-        return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
-    if inf.speculative is not None or inf.prefill_systems is not None:  # the run without, then with
+    layout = inf.speculative is not None or inf.prefill_systems is not None
+    if layout and not inf.continuous:  # one request: the run without the layout, then with it
         from .serving_layouts import serve_layout
 
         alone = inf.model_copy(update={"speculative": None, "prefill_systems": None})
@@ -91,6 +81,11 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, engine))
+    if layout:  # under the scheduler: the draft's or the prefill wafers are more of its stations
+        from .serving_layouts import serve_layout_batches
+
+        result, program, costs, trace = serve_layout_batches(spec, engine, mapping)
+        return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
     program = serving_program(spec, mapping, requests_of(spec) if spec.inference.continuous else None)
     costs = cost_serving(program, spec, decode_experts(spec))
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)

@@ -276,7 +276,7 @@ class ServeBatches:
         second spawned generator, as the one-request pipeline's), new at every call: an executor's own."""
         if self.routing is None:
             return [None] * len(self.stages)
-        from .moe_serving import BatchExperts
+        from .moe_serving import BatchExperts  # serving's module: a training step never loads it
 
         alpha, seed = self.routing
         rngs = np.random.default_rng(seed).spawn(2)[1].spawn(len(self.stages))
