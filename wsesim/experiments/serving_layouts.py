@@ -53,33 +53,44 @@ def _where(mapping: Mapping) -> dict[str, Any]:
             "systems": mapping.systems, "layers_per_stage": [len(s.layers) for s in mapping.stages]}
 
 
+def _extra(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[Mapping, Costs] | ServeResult:
+    """The layout's own wafers — the draft's (its shortest step) or the prefill wafers' (their shortest
+    prefill) — mapped and costed; or the infeasible result that says why there are none: no interconnect
+    to join them, or a mapping that does not fit."""
+    inf, sp = spec.inference, spec.inference.speculative
+    if inf.interconnect is None:
+        what = "a speculative draft" if sp is not None else "split prefill"
+        return infeasible_serving(spec, mapping, f"{what} runs on wafers of its own: set inference."
+                                  "interconnect (a preset name, a path or a mapping)")
+    if sp is not None:
+        other, _, costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
+                                         systems="auto"))
+    else:
+        other, _, costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
+    if not other.feasible:
+        who = f"the draft {sp.draft.name}" if sp is not None else "the prefill wafers"
+        return infeasible_serving(spec, mapping, f"{who}: {other.reason}")
+    return other, costs
+
+
 def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
                  mapping: Mapping) -> tuple[ServeResult, Program | None, Costs | None, Any]:
     """Serve ``spec``'s layout on the target's ``mapping`` (feasible); ``plain`` is the run without it.
     Returns (result, program, costs, trace) of the layout; an extra model or wafers that do not fit, or
     wafers without an interconnect between them, is an infeasible result with its reason."""
     t0, inf = time.perf_counter(), spec.inference
-    if inf.interconnect is None:
-        what = "a speculative draft" if inf.speculative else "split prefill"
-        return infeasible_serving(spec, mapping, f"{what} runs on wafers of its own: set inference."
-                                  "interconnect (a preset name, a path or a mapping)"), None, None, None
+    found = _extra(spec, mapping)
+    if isinstance(found, ServeResult):
+        return found, None, None, None
+    other, extra_costs = found
     program = serving_program(spec, mapping)
     costs = cost_serving(program, spec, batches=True)
     serve = program.body[0]
     assert isinstance(serve, Serve)
     if inf.speculative is not None:
-        sp = inf.speculative
-        other, extra, extra_costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
-                                                   systems="auto"))
-        if not other.feasible:
-            return infeasible_serving(spec, mapping, f"the draft {sp.draft.name}: {other.reason}"), \
-                None, None, None
         serve, run_costs, figures = speculative_costs(spec, serve, costs, extra_costs)
         run_program = replace(program, body=(serve,))
     else:
-        other, extra, extra_costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
-        if not other.feasible:
-            return infeasible_serving(spec, mapping, f"the prefill wafers: {other.reason}"), None, None, None
         kv_bytes, kv_cycles = kv_handoff(spec, other, mapping)
         run_costs, run_program = split_prefill_costs(costs, extra_costs, kv_cycles), program
         figures = {"kv_bytes": kv_bytes, "kv_handoff_cycles": kv_cycles,
@@ -116,21 +127,11 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
     first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``). Every
     wafer counts (``measure_serving``'s ``extra_systems``). Returns (result, program, costs, trace); a draft
     or prefill wafers that do not fit, or wafers without an interconnect, is an infeasible result."""
-    t0, inf = time.perf_counter(), spec.inference
-    sp = inf.speculative
-    what = "a speculative draft" if sp is not None else "split prefill"
-    if inf.interconnect is None:
-        why = (f"{what} runs on wafers of its own: set inference.interconnect (a preset name, a path or a "
-               "mapping)")
-        return infeasible_serving(spec, mapping, why), None, None, None
-    if sp is not None:
-        other, _, extra = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
-                                         systems="auto"))
-    else:
-        other, _, extra = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
-    if not other.feasible:
-        who = f"the draft {sp.draft.name}" if sp is not None else "the prefill wafers"
-        return infeasible_serving(spec, mapping, f"{who}: {other.reason}"), None, None, None
+    t0, sp = time.perf_counter(), spec.inference.speculative
+    found = _extra(spec, mapping)
+    if isinstance(found, ServeResult):
+        return found, None, None, None
+    other, extra = found
     program = serving_program(spec, mapping, requests_of(spec))
     layout = ({"speculative": (sp.tokens, sp.acceptance)} if sp is not None
               else {"prefill_pool": len(other.stages)})
