@@ -132,9 +132,9 @@ def test_a_verify_pass_is_one_output() -> None:
                     "inference.speculative": {"draft": DRAFT, "tokens": 4, "acceptance": 0.5}})
     run = run_inference(spec)
     assert run.result.speculative["rounds"] == 5
-    stage, = run.costs.stages
-    gaps = [(stage.handoff_prefill if j == 0 else stage.handoff_steps[j - 1]) + stage.decode_cycles[j]
-            for j in range(5)]
+    stage, draft = run.costs.stages[0].batches, run.costs.draft  # the passes' contexts 9, 10, 12, 14, 16
+    gaps = [(2000.5 if j == 0 else 2002.5) + draft.iteration(1, c, []) + 2002 + stage.iteration(1, c, [])
+            for j, c in enumerate((9, 10, 12, 14, 16))]
     t = request_times(spec, run.program, run.trace)
     assert t.itl * 1e9 == pytest.approx(gaps, rel=1e-12)
     r = run.result

@@ -49,7 +49,7 @@ def test_the_readme_examples_print_what_the_readme_says(capsys: pytest.CaptureFi
     (["inference.speculative.draft=nope", "inference.speculative.acceptance=0.8"],
      "inference.speculative.draft: expected a model preset"),
     (["inference.prefill_systems=1", "inference.batch=4", "inference.batching=none"],
-     "inference.prefill_systems: expected batch: 1 with prefill_systems and batching: none"),
+     "inference.prefill_systems: expected batching: auto or continuous with prefill_systems"),
     (["inference.speculative.draft=llama3.2-1b", "inference.speculative.acceptance=0.8",
       "inference.prefill_systems=1"], "expected speculative or prefill_systems, not both"),
     (["inference.prefill_systems=0"], "inference.prefill_systems: expected a value > 0"),

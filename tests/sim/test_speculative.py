@@ -1,4 +1,4 @@
-"""Speculative decoding (docs/model.md §11.8) and split prefill (§11.9) on tiny cases by hand: the expected
+"""Speculative decoding (docs/model.md §11.9) and split prefill (§11.10) on tiny cases by hand: the expected
 tokens of a verify pass, the rounds' contexts, a verify pass of K + 1 vectors on one PE, the hand-offs
 between wafers, the KV cache's bytes and hand-off time, the timelines on both executors, determinism."""
 
@@ -57,23 +57,34 @@ def test_a_verify_pass_of_k_plus_1_vectors_on_one_pe_by_hand() -> None:
     9 verifies up to T = 13: 5·(2·(7,968 + 256 + 247) + 4,096) = 5·21,038 = 105,190 cycles."""
     run = run_inference(_speculative())
     assert run.result.speculative["verify_cycles_per_round"] == 105_190 == 5 * (2 * (7968 + 64 * 4 + 19 * 13) + 4096)
-    assert run.costs is not None
     stage, = run.costs.stages
-    assert stage.decode_cycles[0] == 105_190
+    assert stage.batches.iteration(1, 9, []) == 105_190  # the stage's iteration of one request's pass
+
+
+def _gaps(run) -> list[float]:
+    """The cycles between one request's outputs by hand (one stage, K = 4): after the prefill the first
+    token to the draft (1 value between wafers: 2,000.5 cycles), its round of K steps from context 9, the
+    drafts across (8 B: 2,002) and the verify pass; after each pass j the K + 1 verified tokens back (10 B:
+    2,002.5), the round from the next pass's context c, the drafts across and the pass at c."""
+    stage, draft = run.costs.stages[0].batches, run.costs.draft
+    contexts = round_contexts(8, 9, 4, 0.5)
+    return [(2000.5 if j == 0 else 2002.5) + draft.iteration(1, c, []) + 2002 + stage.iteration(1, c, [])
+            for j, c in enumerate(contexts)]
 
 
 def test_hand_offs_between_the_draft_and_the_target_by_hand() -> None:
     """Between wafers: bytes / 4 B a cycle + 2,000 cycles. After a round the K + 1 = 5 verified tokens go
     back to the draft (10 B: 2.5 + 2,000) and its K = 4 drafted ones to the target (8 B: 2 + 2,000): 4,004.5
-    cycles a round besides the draft's steps; after the prefill the first token goes (2 B: 2,000.5)."""
+    cycles a round besides the draft's steps. The draft station's round from context c is the draft's own
+    one-request decode steps there, costed apart (``_draft_round``)."""
     spec = _speculative()
     assert wafer_handoff(spec, 10) == 2002.5 and wafer_handoff(spec, 8) == 2002.0
     run = run_inference(spec)
-    sp = run.result.speculative
-    assert sp["handoff_cycles_per_round"] == 4004.5
-    stage, = run.costs.stages
-    assert stage.handoff_steps[0] == 4004.5 + _draft_round(spec, 10)  # round 2 starts from context 10
-    assert stage.handoff_prefill == 2000.5 + 4004.5 - 2002.5 + _draft_round(spec, 9)
+    assert run.result.speculative["handoff_cycles_per_round"] == 4004.5
+    for c in (9, 10, 14):
+        assert run.costs.draft.iteration(1, c, []) == _draft_round(spec, c)
+    log = run.trace.batches
+    assert np.diff(log.emitted).tolist() == _gaps(run)
 
 
 def _draft_round(spec, context: int) -> float:
@@ -88,16 +99,14 @@ def _draft_round(spec, context: int) -> float:
 
 
 def test_the_timeline_by_hand_on_both_executors() -> None:
-    """One stage: the first token at the prefill's end (unchanged), then after the first hand-off the
-    5 rounds, each its verify pass and (but the last) the hand-off to the next: the last token at prefill
-    + handoff_prefill + Σ verify + Σ hand-offs; TPOT is that less the prefill over the 8 tokens after the
-    first. Both executors give it to the bit; the run without it is the one-request pipeline's."""
+    """One request alone goes through the scheduler: the first token at the prefill's end (the plain
+    run's), then the 5 passes of ``_gaps``; TPOT is their sum over the 8 tokens after the first. Both
+    executors give it to the bit; the run without it is the one-request pipeline's, on the same mapping."""
     spec = _speculative()
     fast, ref = run_inference(spec, "fast"), run_inference(spec, "reference")
-    stage, = fast.costs.stages
-    span = stage.handoff_prefill + sum(stage.decode_cycles) + sum(stage.handoff_steps[:-1])
     r = fast.result
-    assert r.tpot_s == pytest.approx(span / 8 / 1e9, rel=1e-12)
+    assert r.batching == "continuous"
+    assert r.tpot_s == pytest.approx(sum(_gaps(fast)) / 8 / 1e9, rel=1e-12)
     plain = run_inference(_spec())
     assert r.ttft_s == plain.result.ttft_s
     assert r.speculative["tokens_per_s_per_request_without"] == plain.result.tokens_per_s_per_request
@@ -108,6 +117,16 @@ def test_the_timeline_by_hand_on_both_executors() -> None:
     assert a == b
     assert r.systems == 2 and r.speculative["systems"] == 1  # every wafer in use: the target's and the draft's
     assert r.tokens_per_s_per_system == r.tokens_per_s / 2
+
+
+def test_batching_none_with_a_draft_or_prefill_wafers_is_refused_in_one_line() -> None:
+    """Their wafers are stations of the scheduler: the one-token pipeline has none."""
+    from wsesim.config.errors import ConfigError
+
+    for layout in ({"inference.speculative": {"draft": DRAFT, "acceptance": 0.5}}, {"inference.prefill_systems": 1}):
+        with pytest.raises(ConfigError) as e:
+            _spec(**layout, **{"inference.batching": "none"})
+        assert "expected batching: auto or continuous with" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_speculative_is_deterministic_and_off_by_default() -> None:
@@ -137,7 +156,7 @@ def test_split_prefill_kv_cache_and_its_hand_off_by_hand() -> None:
     sp = fast.result.split_prefill
     assert (sp["kv_bytes"], sp["kv_handoff_cycles"], sp["kv_handoff_s"]) == (2048.0, 2512.0, 2.512e-6)
     assert sp["prefill_cycles"] == 136_380 and fast.result.ttft_s == plain.result.ttft_s == 136_380 / 1e9
-    stage, = plain.costs.stages
+    stage, = plain.costs.stages  # the one-request pipeline's decode steps, the scheduler's to the bit
     assert stage.handoff_prefill == 0.0
     assert fast.result.tpot_s == pytest.approx((sum(stage.decode_cycles) + 2512) / 8 / 1e9, rel=1e-12)
     assert [s["prefill_cycles"] for s in fast.result.per_stage] == [0.0]
@@ -185,19 +204,20 @@ def test_under_load_the_draft_is_a_station_and_both_executors_agree() -> None:
 
 
 def test_one_request_through_the_scheduler_by_hand() -> None:
-    """One request (batching: continuous) with K = 4, α = 0.5: output 9 is its first token and 5 verify
-    passes (E = 1.9375: ⌊j·E⌋ = 1, 3, 5, 7, 8 tokens after j passes). After its prefill the first token goes
-    to the draft (1 value between wafers: 2 B / 4 B a cycle + 2,000 = 2,000.5 cycles), which prefills the
-    prompt and drafts K = 4 tokens (``DraftCosts.iteration``), sends them (8 B: 2 + 2,000 = 2,002 cycles),
-    and the stage verifies 5 positions from context 9: 105,190 cycles (the pass of the one-request test)."""
-    run = run_inference(_speculative(**{"inference.batching": "continuous"}))
+    """One request with K = 4, α = 0.5: output 9 is its first token and 5 verify passes (E = 1.9375:
+    ⌊j·E⌋ = 1, 3, 5, 7, 8 tokens after j passes). The draft prefills the prompt from its admission, beside
+    the target, and is done long before the target's 136,380-cycle prefill ends; the first pass waits
+    only for the first token (``_gaps``). The stage's passes run at the contexts ``round_contexts`` gives."""
+    run = run_inference(_speculative())
     log, costs = run.trace.batches, run.costs
     assert log.emitted.size == 6
-    draft = costs.draft.iteration(0, 0, [(8, 0, True)])
-    first_pass = log.emitted[1] - log.emitted[0]
-    assert first_pass == 2000.5 + draft + 2002 + 105_190
+    prefill = costs.draft.iteration(0, 0, [(8, 0, True)])
+    draft_prefill = log.end[log.stage == 1][0]  # the draft's first iteration: the prompt, from cycle 0
+    assert log.start[log.stage == 1][0] == 0.0 and draft_prefill == prefill < log.emitted[0] == 136_380
+    assert run.result.speculative["draft_prefill_cycles"] == prefill
+    assert run.result.speculative["draft_prefill_late_cycles"] == 0.0
     contexts = [c for c in log.longest[log.stage == 0].tolist() if c]
-    assert contexts == [9, 10, 12, 14, 16]  # the round contexts of the one-request model, pass by pass
+    assert tuple(contexts) == round_contexts(8, 9, 4, 0.5) == (9, 10, 12, 14, 16)
     assert run.result.tpot_s == pytest.approx((log.emitted[-1] - log.emitted[0]) / 8 / 1e9, rel=1e-12)
 
 
@@ -214,17 +234,6 @@ def test_split_prefill_under_load_is_a_pool_of_stations_both_executors_agree() -
     assert a.names == ("stage 0", "prefill 0")
     assert (a.prompt_tokens[a.stage == 0] == 0).all() and (a.decodes[a.stage == 1] == 0).all()
     assert fast.result.systems == 2 and fast.result.joules_per_token is not None
-
-
-def test_split_prefill_one_request_through_the_scheduler_by_hand() -> None:
-    """One request (batching: continuous): its first token when the prefill wafer's pass ends (the same
-    136,380 cycles as on the decode wafer), its first decode step after the KV cache's 2,048 B crossed
-    (2,048 / 4 + 2,000 = 2,512 cycles) — the pipeline's figures of the one-request layout, to the bit."""
-    one = {"inference.prefill_systems": 1}
-    batched = run_inference(_spec(**one, **{"inference.batching": "continuous"})).result
-    pipeline = run_inference(_spec(**one)).result
-    assert batched.ttft_s == pipeline.ttft_s == 136_380 / 1e9
-    assert batched.tpot_s == pytest.approx(pipeline.tpot_s, rel=1e-12)
 
 
 def test_the_trace_shows_drafts_verify_passes_and_hand_offs() -> None:

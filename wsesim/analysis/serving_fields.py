@@ -163,39 +163,40 @@ SPECULATIVE_FIELDS: dict[str, Doc] = {
     **{k: (u, f"the draft's {m.removeprefix('its ')}", "§11.9") for k, (u, m, *_) in _WHERE.items()},
     "expected_tokens_per_verify": ("tokens", "(1 − α^(K+1)) / (1 − α): tokens a verify pass yields",
                                    "§11.9"),
-    "rounds": ("count", "verify passes (the one-request pipeline: of one request; continuous batching: of "
-               "all the requests served)", "§11.9"),
-    "draft_cycles_per_round": ("cycles", "the draft's K steps of the first round", "§11.9"),
-    "verify_cycles_per_round": ("cycles", "the target's verify pass of K + 1 tokens, all stages", "§11.9"),
+    "rounds": ("count", "verify passes of all the requests served", "§11.9"),
+    "draft_prefill_cycles": ("cycles", "the draft's prefill of one `prompt_len` prompt", "§11.9"),
+    "draft_prefill_late_cycles": ("cycles", "how much later that ends than the target's prefill of it",
+                                  "§11.9"),
+    "draft_cycles_per_round": ("cycles", "the draft's K steps of one request's first round", "§11.9"),
+    "verify_cycles_per_round": ("cycles", "the target's verify pass of K + 1 tokens of one request, all "
+                                "stages, at the first round", "§11.9"),
     "handoff_cycles_per_round": ("cycles", "a round's hand-offs, between the target's stages and the "
                                  "draft's wafers", "§11.9"),
-    "draft_prefill_cycles": ("cycles", "the draft's prefill of one prompt", "§11.9"),
-    "draft_prefill_late_cycles": ("cycles", "how much later the draft's prefill ends than the target's",
-                                  "§11.9"),
-    "tokens_per_s_per_request_without": ("tokens/s", "`tokens_per_s_per_request` of the same run without "
-                                         "the draft", "§11.9"),
+    "tokens_per_s_per_request_without": ("tokens/s", "one request alone: `tokens_per_s_per_request` of the "
+                                         "same request without the draft, on the same mapping", "§11.9"),
     "ttft_s_without": ("s", "`ttft_s` without it", "§11.9"),
     "speedup": ("ratio", "`tokens_per_s_per_request` over that without the draft", "§11.9"),
 }
-"""``speculative``'s keys: the one-request pipeline's block has them all, continuous batching's those up to
-``rounds``."""
+"""``speculative``'s keys: one request alone's block has them all, any other load's those up to
+``handoff_cycles_per_round``."""
 
 SPLIT_PREFILL_FIELDS: dict[str, Doc] = {
     "placement": ("", "where the prefill runs, in words", "§11.10"),
     **{k: (u, f"the prefill wafers' {m.removeprefix('its ')}", "§11.10") for k, (u, m, *_) in _WHERE.items()},
-    "kv_bytes": ("B", "one request's KV cache, handed from the prefill wafers to the decode ones",
-                 "§11.10"),
-    "kv_handoff_cycles": ("cycles", "the time to hand it over", "§11.10"),
+    "kv_bytes_per_token": ("B", "the KV cache's bytes per prompt token, all layers", "§11.10"),
+    "kv_busiest_link_bytes_per_token": ("B", "those bytes on the busiest link between wafers, per token",
+                                        "§11.10"),
+    "kv_bytes": ("B", "the KV cache of a `prompt_len` prompt, handed from the prefill wafers to the decode "
+                 "ones", "§11.10"),
+    "kv_handoff_cycles": ("cycles", "the time to hand it over, on idle links", "§11.10"),
     "kv_handoff_s": ("s", "the same in seconds", "§11.10"),
     "prefill_cycles": ("cycles", "one prompt through the prefill wafers' stages", "§11.10"),
-    "tokens_per_s_per_request_without": ("tokens/s", "`tokens_per_s_per_request` of the same run on the "
-                                         "decode wafers alone", "§11.10"),
+    "tokens_per_s_per_request_without": ("tokens/s", "one request alone: `tokens_per_s_per_request` of the "
+                                         "same request on the decode wafers alone", "§11.10"),
     "ttft_s_without": ("s", "`ttft_s` on the decode wafers alone", "§11.10"),
-    "kv_bytes_per_token": ("B", "continuous batching: the KV cache's bytes per prompt token, all layers",
-                           "§11.10"),
-    "kv_busiest_link_bytes_per_token": ("B", "continuous batching: those bytes on the busiest link between "
-                                        "wafers, per token", "§11.10"),
 }
+"""``split_prefill``'s keys: one request alone's block has them all, any other load's those up to
+``prefill_cycles``."""
 
 ENERGY_PART_FIELDS: dict[str, Doc] = {
     part: ("J", what, "§12") for part, what in zip(PARTS, (

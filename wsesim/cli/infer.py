@@ -126,13 +126,12 @@ def _layout_rows(r: Any) -> list[tuple[str, str]]:
     if split:
         return [("split prefill", f"{split['placement']} ({split['stages']} stage"
                                   f"{'s' if split['stages'] > 1 else ''} of {split['grid']} PEs)"),
-                *([("  KV cache hand-off", f"{split['kv_bytes'] / 1e6:,.2f} MB in "
-                                           f"{split['kv_handoff_s'] * 1e3:,.3f} ms per request"),
-                   ("  without it", f"{split['tokens_per_s_per_request_without']:,.1f} tokens/s per request, "
+                ("  KV cache hand-off", f"{split['kv_bytes'] / 1e6:,.2f} MB in "
+                                        f"{split['kv_handoff_s'] * 1e3:,.3f} ms for a {r.prompt_len:,}-token "
+                                        "prompt on idle links"),
+                *([("  without it", f"{split['tokens_per_s_per_request_without']:,.1f} tokens/s per request, "
                                     f"TTFT {split['ttft_s_without'] * 1e3:,.2f} ms")]
-                  if "kv_bytes" in split else
-                  [("  KV cache hand-off", f"{split['kv_bytes_per_token'] / 1e3:,.1f} kB a prompt token, "
-                                           "queued on the wafers' links")])]
+                  if "ttft_s_without" in split else [])]
     return []
 
 

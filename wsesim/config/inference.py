@@ -98,21 +98,20 @@ class InferenceSpec(Spec):
     @field_validator("speculative", "prefill_systems")
     @classmethod
     def _layouts(cls, value: Any, info: ValidationInfo) -> Any:
-        """Speculative decoding and split prefill each run one request alone through the pipeline
-        (§11.4) or any load through the scheduler (their draft or prefill wafers its stations); together
-        they are not modelled (the prompt would need both the draft's wafers and the decode wafers'
-        cache before the first verify pass)."""
+        """Speculative decoding and split prefill run under the iteration-level scheduler at any load,
+        one request alone included (their draft or prefill wafers are its stations, §11.9–11.10), so
+        never with ``batching: none``; together they are not modelled (the prompt would need both the
+        draft's wafers and the decode wafers' cache before the first verify pass)."""
         d, what = info.data, info.field_name
         if value is None:
             return value
         if what == "speculative" and d.get("output_len") == 1:
             raise fail("expected output_len of at least 2 with speculative (the first output token is "
                        "the prefill's: a draft has nothing to propose), got output_len: 1")
-        if d.get("batching") == "none" and d.get("batch") != 1:
-            where = "draft's" if what == "speculative" else "prefill"
-            raise fail(f"expected batch: 1 with {what} and batching: none (the one-request pipeline's "
-                       f"layout; batching: auto or continuous queues requests on the {where} wafers), got "
-                       f"{d.get('batch')}")
+        if d.get("batching") == "none":
+            where = "draft's wafers are" if what == "speculative" else "prefill wafers are"
+            raise fail(f"expected batching: auto or continuous with {what} (the {where} stations of the "
+                       "iteration-level scheduler, docs/model.md §11.9–11.10), got batching: none")
         if what == "prefill_systems" and d.get("speculative") is not None:
             raise fail("expected speculative or prefill_systems, not both (their combination is not "
                        f"modelled), got prefill_systems: {value}")
@@ -181,9 +180,19 @@ class InferenceSpec(Spec):
     @property
     def continuous(self) -> bool:
         """Whether stages run iteration-level batches (``batching``, ``auto`` read: continuous unless one
-        request arriving alone)."""
-        return self.batching == "continuous" or (self.batching == "auto" and _auto_continuous(
-            self.arrival, self.batch))
+        request arriving alone without a draft or prefill wafers, whose stations only the scheduler has)."""
+        return self.batching == "continuous" or (self.batching == "auto" and (
+            not self.alone or self.extra_wafers))
+
+    @property
+    def alone(self) -> bool:
+        """Whether the load is one request arriving alone (``together`` at batch 1)."""
+        return not _auto_continuous(self.arrival, self.batch)
+
+    @property
+    def extra_wafers(self) -> bool:
+        """Whether wafers of their own serve beside the target's: a speculative draft or split prefill."""
+        return self.speculative is not None or self.prefill_systems is not None
 
     @property
     def sigma(self) -> float:

@@ -63,28 +63,27 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
     search checks all its candidates at once)."""
     inf = spec.inference
-    layout = inf.speculative is not None or inf.prefill_systems is not None
-    if layout and not inf.continuous:  # one request: the run without the layout, then with it
-        from .serving_layouts import serve_layout
-
+    plain = None
+    if inf.extra_wafers and inf.alone:
+        # one request alone: the run without the draft or the prefill wafers too, on its mapping (the
+        # figure the layout is held against, ``tokens_per_s_per_request_without``)
         alone = inf.model_copy(update={"speculative": None, "prefill_systems": None})
         plain = run_inference(spec.model_copy(update={"inference": alone}), engine, check=check,
                               objective=objective)
         if not plain.result.feasible:
             return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
                             plain.mapping)
-        result, program, costs, trace = serve_layout(spec, engine, plain.result, plain.mapping)
-        return ServeRun(result, plain.mapping, program, costs, trace)
     t0 = time.perf_counter()
-    mapping = map_for(spec, objective)
+    mapping = map_for(spec, objective) if plain is None else plain.mapping
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, engine))
-    if layout:  # under the scheduler: the draft's or the prefill wafers are more of its stations
+    if inf.extra_wafers:  # the draft's or the prefill wafers are more stations of the scheduler
         from .serving_layouts import serve_layout_batches
 
-        result, program, costs, trace = serve_layout_batches(spec, engine, mapping)
+        result, program, costs, trace = serve_layout_batches(
+            spec, engine, mapping, plain.result if plain is not None else None)
         return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
     program = serving_program(spec, mapping, requests_of(spec) if spec.inference.continuous else None)
     costs = cost_serving(program, spec, decode_experts(spec))

@@ -1,10 +1,10 @@
 """Serving layouts beyond one pipeline of stages (docs/model.md §11.9, §11.10): speculative decoding, a
 draft model on wafers of its own beside the target, and split prefill, the prompt prefilled on wafers
 of its own and its KV cache handed to the decode wafers. Each maps its extra model or wafers with the
-same mapping (``sim.mapping``), costs them with the same pass, turns the target's costs into those of
-the layout (``sim.speculative``, ``sim.split_prefill``) and serves them with the same executors; the
-result's breakdowns stay the target's one-token step, and the layout's figures are its own mapping
-(``speculative``, ``split_prefill``), beside the run without it."""
+same mapping (``sim.mapping``), costs them with the same pass and serves them as more stations of the
+one iteration-level scheduler, at any load (one request alone included); the result's breakdowns stay
+the target's one-token step, and the layout's figures are its own mapping and one request's pass
+(``speculative``, ``split_prefill``), beside the run without it when one request is served alone."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
 from ..sim.mapping import Mapping
-from ..sim.program import Program, Serve
-from ..sim.speculative import DraftCosts, prefill_path, speculative_costs
-from ..sim.split_prefill import KvHandoff, kv_handoff, kv_rate, split_prefill_costs
+from ..sim.program import Program
+from ..sim.speculative import DraftCosts, prefill_path
+from ..sim.split_prefill import KvHandoff, kv_rate
 from .auto_grid import map_for
 
-__all__ = ["serve_layout", "serve_layout_batches"]
+__all__ = ["serve_layout_batches"]
 
 
 def _other(spec: InferenceExperimentSpec, **update: Any) -> InferenceExperimentSpec:
@@ -73,60 +73,18 @@ def _extra(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[Mapping, Co
     return other, costs
 
 
-def serve_layout(spec: InferenceExperimentSpec, engine: str, plain: ServeResult,
-                 mapping: Mapping) -> tuple[ServeResult, Program | None, Costs | None, Any]:
-    """Serve ``spec``'s layout on the target's ``mapping`` (feasible); ``plain`` is the run without it.
-    Returns (result, program, costs, trace) of the layout; an extra model or wafers that do not fit, or
-    wafers without an interconnect between them, is an infeasible result with its reason."""
-    t0, inf = time.perf_counter(), spec.inference
-    found = _extra(spec, mapping)
-    if isinstance(found, ServeResult):
-        return found, None, None, None
-    other, extra_costs = found
-    program = serving_program(spec, mapping)
-    costs = cost_serving(program, spec, batches=True)
-    serve = program.body[0]
-    assert isinstance(serve, Serve)
-    if inf.speculative is not None:
-        serve, run_costs, figures = speculative_costs(spec, serve, costs, extra_costs)
-        run_program = replace(program, body=(serve,))
-    else:
-        kv_bytes, kv_cycles = kv_handoff(spec, other, mapping)
-        run_costs, run_program = split_prefill_costs(costs, extra_costs, kv_cycles), program
-        figures = {"kv_bytes": kv_bytes, "kv_handoff_cycles": kv_cycles,
-                   "kv_handoff_s": kv_cycles / spec.hardware.clock_hz,
-                   "prefill_cycles": prefill_path(extra_costs)}
-    trace = load(entry(ENGINES, engine, "engine"))(None, run_program, run_costs)
-    # every wafer in use counted: the draft's or the prefill wafers' floor, price and share of the tokens
-    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
-                             extra_systems=other.systems)
-    common = {**_where(other), **figures, "tokens_per_s_per_request_without": plain.tokens_per_s_per_request,
-              "ttft_s_without": plain.ttft_s}
-    update: dict[str, Any] = {"warnings": [*result.warnings, *(p for p in extra_costs.problems
-                                                               if p not in result.warnings)]}
-    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
-    if inf.speculative is not None:
-        sp = inf.speculative
-        update["speculative"] = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
-                                 "placement": f"{wafers} of its own, after the target's",
-                                 **common, "speedup": result.tokens_per_s_per_request
-                                 / max(plain.tokens_per_s_per_request, 1e-30)}
-    else:
-        update["split_prefill"] = {"placement": f"{wafers} of its own, before the decode's", **common}
-        update["prefill_breakdown"] = prefill_breakdown(extra_costs)
-        update["per_stage"] = [{**s, "prefill_cycles": 0.0} for s in result.per_stage]
-    return replace(result, **update), run_program, run_costs, trace
-
-
 def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
+                         plain: ServeResult | None = None,
                          ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
-    """Speculative decoding or split prefill under continuous batching (docs/model.md §11.9, §11.10): the
+    """Speculative decoding or split prefill (docs/model.md §11.9, §11.10), at any load: the
     target's stages on ``mapping`` (feasible) and the draft, or the prefill wafers, mapped by the same
     mapper on wafers of their own for the same requests, as more stations of the one scheduler — the
     draft one after the last stage (``sim.speculative.DraftCosts``), the prefill wafers' stages before the
     first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``). Every
-    wafer counts (``measure_serving``'s ``extra_systems``). Returns (result, program, costs, trace); a draft
-    or prefill wafers that do not fit, or wafers without an interconnect, is an infeasible result."""
+    wafer counts (``measure_serving``'s ``extra_systems``). ``plain``: the same request served without the
+    layout on the same mapping (one request alone), whose tokens/s and TTFT the block reports beside.
+    Returns (result, program, costs, trace); a draft or prefill wafers that do not fit, or wafers without
+    an interconnect, is an infeasible result."""
     t0, sp = time.perf_counter(), spec.inference.speculative
     found = _extra(spec, mapping)
     if isinstance(found, ServeResult):
@@ -153,17 +111,44 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
                              extra_systems=other.systems)
     warnings = [*result.warnings, *(p for p in extra.problems if p not in result.warnings)]
+    without = {} if plain is None else {"tokens_per_s_per_request_without": plain.tokens_per_s_per_request,
+                                        "ttft_s_without": plain.ttft_s}
     if sp is not None:
         passes = int((op.outputs() - 1)[~trace.batches.refused].sum()) if trace.batches is not None else 0
         block = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
-                 "placement": f"{wafers} of its own, a station of the scheduler after the target's stages",
+                 "placement": f"{wafers} of its own, after the target's",
                  **_where(other), "expected_tokens_per_verify": expected_tokens(sp.tokens, sp.acceptance),
-                 "rounds": passes}
+                 "rounds": passes, **_one_pass(spec, costs), **without}
+        if plain is not None:
+            block["speedup"] = result.tokens_per_s_per_request / max(plain.tokens_per_s_per_request, 1e-30)
         return replace(result, speculative=block, warnings=warnings), program, costs, trace
-    block = {"placement": f"{wafers} of its own, stations of the scheduler before the decode's",
+    p = spec.inference.prompt_len
+    kv_cycles = costs.pool[-1].handoff(p)
+    block = {"placement": f"{wafers} of its own, before the decode's",
              **_where(other),
              "kv_bytes_per_token": kv_bytes_per_token(spec.model) * spec.model.layers,
-             "kv_busiest_link_bytes_per_token": per_token}
+             "kv_busiest_link_bytes_per_token": per_token,
+             "kv_bytes": p * kv_bytes_per_token(spec.model) * spec.model.layers,
+             "kv_handoff_cycles": kv_cycles, "kv_handoff_s": kv_cycles / spec.hardware.clock_hz,
+             "prefill_cycles": prefill_path(extra), **without}
     return replace(result, split_prefill=block, warnings=warnings,
                    prefill_breakdown=prefill_breakdown(extra),
                    per_stage=[{**s, "prefill_cycles": 0.0} for s in result.per_stage]), program, costs, trace
+
+
+def _one_pass(spec: InferenceExperimentSpec, costs: Costs) -> dict[str, float]:
+    """One request's first pass (a ``prompt_len`` prompt, its first token's context): the draft's
+    prefill of the prompt and how much later than the target's it ends, the draft's round of K steps,
+    the target's verify pass of K + 1 positions through every stage, and the hand-offs of a pass (the
+    verified tokens back to the draft, the drafts across, the stages' between them)."""
+    k, p, draft = spec.inference.speculative.tokens, spec.inference.prompt_len, costs.draft
+    stages = [c.batches for c in costs.stages]
+    target_prefill = sum(st.iteration(0, 0, [(p, 0, True)]) for st in stages) + sum(
+        st.handoff(p * spec.model.hidden_size) for st in stages[:-1])
+    draft_prefill = draft.iteration(0, 0, [(p, 0, True)])
+    return {"draft_prefill_cycles": draft_prefill,
+            "draft_prefill_late_cycles": max(0.0, draft_prefill - target_prefill),
+            "draft_cycles_per_round": draft.iteration(1, p + 1, []),
+            "verify_cycles_per_round": sum(st.iteration(1, p + 1, []) for st in stages),
+            "handoff_cycles_per_round": draft.receive(k + 1) + draft.handoff(k) + sum(
+                st.handoff((k + 1) * spec.model.hidden_size) for st in stages[:-1])}

@@ -27,7 +27,9 @@ def expected_tokens(k: int, alpha: float) -> float:
 
 def round_contexts(prompt_len: int, output_len: int, k: int, alpha: float) -> tuple[int, ...]:
     """The context each round starts from (the tokens cached before it: the prompt, the first token and
-    those accepted so far): prompt + 1 + ⌊(j − 1)·E⌋ for rounds j = 1 … ⌈(output − 1) / E⌉."""
+    those accepted so far): prompt + 1 + ⌊(j − 1)·E⌋ for rounds j = 1 … ⌈(output − 1) / E⌉. The executors
+    reach the same contexts pass by pass through ``accepted``; this closed form is what the tests hold
+    them to, and what a reader can compute by hand."""
     e = expected_tokens(k, alpha)
     rounds = ceil((output_len - 1) / e)
     return tuple(prompt_len + 1 + min(floor((j - 1) * e), output_len - 1) for j in range(1, rounds + 1))

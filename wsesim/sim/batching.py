@@ -83,6 +83,8 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     context = [p + 1 for p in prompt]  # the first decode token's context
     left = [o - 1 for o in outputs]  # decode outputs to come
     passes = [0] * n  # verify passes done (with a draft)
+    drafted = [False] * n  # the draft has prefilled the request's prompt
+    held: set[int] = set()  # first tokens come back to the draft before it prefilled their prompt
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
@@ -123,6 +125,20 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             admitted[r] = now
             pieces[entry].append([r, 0, p])
             touched.add(entry)
+            if draft is not None:  # the draft prefills the prompt beside the target
+                pieces[draft].append([r, 0, p])
+                touched.add(draft)
+
+    def land(to: int, rs: list[int], ps: list) -> None:
+        """Work lands at station ``to``: at the draft, a request whose prompt it has not prefilled yet
+        waits for that (``held``)."""
+        if to == draft and rs:
+            ready = [r for r in rs if drafted[r]]
+            held.update(r for r in rs if not drafted[r])
+            rs = ready
+        decodes[to] += rs
+        pieces[to] += ps
+        touched.add(to)
 
     def release(r: int, now: float) -> None:
         finished[r] = now
@@ -141,9 +157,14 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         running[s] = None
         touched.add(s)
         move = costs[s].handoff
-        if s == draft:  # the drafts of every request in it to the first stage, K values each
-            to, out_r, out_p = 0, rs + [r for r, _, _ in ps], []
+        if s == draft:  # the drafts of every round in it to the first stage, K values each
+            to, out_r, out_p = 0, rs, []
             values = k * len(out_r)
+            for r, _, _ in ps:  # prompts prefilled: a first token already back starts its round
+                drafted[r] = True
+                if r in held:
+                    held.discard(r)
+                    decodes[s].append(r)
         elif pool and S <= s < last_pool:  # a prefill stage: the prompts' activations to the next
             to, out_r, out_p = s + 1, [], ps
             values = sum(p[2] for p in ps) * hid
@@ -182,10 +203,8 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                     first[r] = emitted[stop[r] - outputs[r]] = now
                     if not left[r]:
                         release(r, now)
-                    elif draft is None:
+                    else:  # to the first stage, or to the draft for its first K drafts
                         out_r.append(r)
-                    else:  # to the draft: its prompt prefilled there, then its first K drafts
-                        out_p.append([r, 0, prompt[r]])
             if draft is not None:
                 move = costs[draft].receive
             admit(now)
@@ -194,9 +213,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             at = max(now + move(values), link[s])
             link[s] = it_landed[index] = at
             if at == now:
-                decodes[to] += out_r
-                pieces[to] += out_p
-                touched.add(to)
+                land(to, out_r, out_p)
             else:
                 heapq.heappush(heap, (at, order, to, (out_r, out_p)))
                 order += 1
@@ -268,9 +285,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             if to < 0:
                 finish(-1 - to, now)
             else:
-                decodes[to] += work[0]
-                pieces[to] += [list(p) for p in work[1]]
-                touched.add(to)
+                land(to, work[0], [list(p) for p in work[1]])
         # only a station whose queue grew or whose iteration ended in this cycle can start one (any other
         # is busy or has nothing queued); in station order, as a scan of all would
         for s in sorted(touched):

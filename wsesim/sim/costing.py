@@ -100,30 +100,22 @@ class StageCosts:
     decode_counts: tuple[EventCounts, ...] = ()  # index t − 1 for the t-th output token, as decode_cycles
     handoff_counts: tuple[EventCounts, EventCounts] = (EventCounts(), EventCounts())  # prefill, decode
     experts: ExpertTrips | None = field(default=None, compare=False)  # sampled routing's per-token trips
-    # the hand-off after each decode step when they differ (speculative decoding's last stage: the
-    # draft's work between verify passes, docs/model.md §11.9); empty: ``handoff_decode`` after each
-    handoff_steps: tuple[float, ...] = ()
-    # cycles of a request's first token spent on other wafers before this stage (split prefill, §11.10)
-    elsewhere: float = 0.0
 
     @property
     def prefill_cycles(self) -> float:
         return sum(c.cycles for c in self.prefill)
 
     def service(self, token: int, request: int = 0) -> float:
-        """Cycles the stage works on a request's ``token`` (0: the prefill, and with split prefill the
-        cycles spent on other wafers before it); with sampled routing, a decode token's trips to the
-        further grids its experts are on (``ExpertTrips``) added."""
+        """Cycles the stage works on a request's ``token`` (0: the prefill); with sampled routing, a decode
+        token's trips to the further grids its experts are on (``ExpertTrips``) added."""
         if token == 0:
-            return self.prefill_cycles + self.elsewhere
+            return self.prefill_cycles
         if self.experts is None:
             return self.decode_cycles[token - 1]
         return self.decode_cycles[token - 1] + float(self.experts.extra[request, token - 1])
 
     def handoff(self, token: int) -> float:
-        if token == 0:
-            return self.handoff_prefill
-        return self.handoff_steps[token - 1] if self.handoff_steps else self.handoff_decode
+        return self.handoff_prefill if token == 0 else self.handoff_decode
 
     def counts(self, token: int) -> EventCounts:
         """The events of the stage's work on a request's ``token`` (0: the prefill) and its hand-off."""

@@ -94,7 +94,13 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
         return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
                                 op.layout, len(rs), sum(p), sum(o), max(p)) for w in op.stages)
 
+    drafted = np.zeros(n, dtype=bool)  # the draft has prefilled the request's prompt
+    held: dict[int, tuple[int, int]] = {}  # first tokens back at the draft before it prefilled their prompt
+
     def put(s: int, ds: list[tuple[int, int]], ps: list[tuple[int, int, int]]) -> None:
+        if s == D:  # a round waits for the draft's prefill of its prompt
+            held.update((r, (r, t)) for r, t in ds if not drafted[r])
+            ds = [(r, t) for r, t in ds if drafted[r]]
         decodes[s].extend(ds)
         prompts[s].extend(ps)
         if woken[s] is not None and not woken[s].triggered:
@@ -106,6 +112,8 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             flight.append(r)
             admitted[r] = env.now
             put(entry, [], [(r, 0, int(op.prompt[r]))])
+            if D is not None:  # the draft prefills the prompt beside the target
+                put(D, [], [(r, 0, int(op.prompt[r]))])
 
     def leave(r: int) -> None:
         finished[r] = env.now
@@ -205,7 +213,6 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 links[s].put((env.now + cost.handoff(values), s + 1, ds, ps, record))
                 continue
             home: list[tuple[int, int]] = []
-            drafts: list[tuple[int, int, int]] = []  # with a draft: prompts to prefill there first
             for r, t in ds:
                 emitted[offset[r] + t] = env.now
                 if t + 1 < int(outputs[r]):
@@ -217,20 +224,18 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                     first[r] = emitted[offset[r]] = env.now
                     if int(outputs[r]) == 1:
                         leave(r)
-                    elif D is None:
-                        home.append((r, 1))
                     else:
-                        drafts.append((r, 0, int(op.prompt[r])))
+                        home.append((r, 1))
             admit()
-            if home or drafts:
+            if home:
                 values = width * len(ds) + sum(ends)
                 record[9] = values
                 to, move = (0, cost.handoff) if D is None else (D, costs[D].receive)
-                links[s].put((env.now + move(values), to, home, drafts, record))
+                links[s].put((env.now + move(values), to, home, [], record))
 
     def drafter() -> Generator[Any, Any, None]:
-        """The draft's station: every queued prompt and round in one iteration, then the drafts to the
-        first stage (K values a request)."""
+        """The draft's station: every queued prompt and round in one iteration, then the rounds' drafts to
+        the first stage (K values a request); a first token held for its prompt's prefill joins the next."""
         assert D is not None
         cost = costs[D]
         while True:
@@ -244,15 +249,19 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             longest = max((context(r, t) for r, t in ds), default=0)
             cycles = cost.iteration(len(ds), longest, [(tokens, begin, end) for (_, begin, tokens), end
                                                        in zip(ps, ends, strict=True)])
-            out = [*ds, *((r, 1) for r, _, _ in ps)]
-            values = op.width * len(out) - len(out)  # K drafted tokens each
+            values = (op.width - 1) * len(ds)  # K drafted tokens each
             reach = max((begin + tokens for r, begin, tokens in ps), default=0)
             record = [D, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
                       reach, sum(ends), values, np.nan]
             iterations.append(record)
             busy[D] += cycles
             yield env.timeout(cycles)
-            links[D].put((env.now + cost.handoff(values), 0, out, [], record))
+            for r, _, _ in ps:
+                drafted[r] = True
+                if r in held:
+                    decodes[D].append(held.pop(r))
+            if ds:
+                links[D].put((env.now + cost.handoff(values), 0, ds, [], record))
 
     for s in range(S + pool):
         env.process(stage(s))
