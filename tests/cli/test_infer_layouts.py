@@ -50,8 +50,6 @@ def test_the_readme_examples_print_what_the_readme_says(capsys: pytest.CaptureFi
      "inference.speculative.draft: expected a model preset"),
     (["inference.prefill_systems=1", "inference.batch=4", "inference.batching=none"],
      "inference.prefill_systems: expected batching: auto or continuous with prefill_systems"),
-    (["inference.speculative.draft=llama3.2-1b", "inference.speculative.acceptance=0.8",
-      "inference.prefill_systems=1"], "expected speculative or prefill_systems, not both"),
     (["inference.prefill_systems=0"], "inference.prefill_systems: expected a value > 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(sets: list[str], message: str, tmp_path: Path,

@@ -254,3 +254,45 @@ def test_the_trace_shows_drafts_verify_passes_and_hand_offs() -> None:
     pool = (log.stage == 1) & (log.moved > 0)
     assert len(kv) == int(pool.sum()) > 0
     assert sorted(e["dur"] for e in kv) == pytest.approx(sorted((log.landed[pool] - log.end[pool]) / 1e3))
+
+
+def test_a_draft_with_prefill_wafers_by_hand_and_under_load() -> None:
+    """Both layouts: the prompt is prefilled on the prefill wafer (the first token at 136,380 cycles, as
+    without) and on the draft's, from admission. The first token then goes to the draft (2,000.5 cycles)
+    while the KV cache goes to the decode wafer (2,512); the first verify pass starts when both its drafts
+    (2,000.5 + the round from context 9 + 2,002) and the cache have landed — here the drafts, later. Three
+    wafers counted. Under load both executors log the same to the bit."""
+    both = {"inference.prefill_systems": 1}
+    run = run_inference(_speculative(**both))
+    log, costs = run.trace.batches, run.costs
+    assert log.names == ("stage 0", "prefill 0", "draft")
+    first = log.emitted[0]
+    assert first == 136_380
+    drafts = first + 2000.5 + costs.draft.iteration(1, 9, []) + 2002
+    kv = first + 2512
+    verify = log.start[(log.stage == 0)][0]
+    assert verify == max(drafts, kv) == drafts
+    assert log.emitted[1] == verify + 105_190
+    r = run.result
+    assert r.systems == 3 and r.speculative and r.split_prefill and r.joules_per_token > 0
+    fast, ref = (run_inference(_speculative(**both, **LOAD), engine) for engine in ("fast", "reference"))
+    a, b = fast.trace.batches, ref.trace.batches
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
+    assert fast.result.joules_per_token == ref.result.joules_per_token
+
+
+def test_with_a_slow_io_the_drafts_wait_for_the_kv_cache() -> None:
+    """At 0.04 GB/s (0.04 B a cycle) the 2,048 B cache takes 51,200 + 2,000 cycles and the drafts 1/100 of
+    their bytes' time more than at 4 GB/s: the first verify pass starts when the cache lands."""
+    both = {"inference.prefill_systems": 1, "hardware.io.bandwidth": "0.04 GB/s"}
+    run = run_inference(_speculative(**both))
+    log = run.trace.batches
+    first = log.emitted[0]
+    kv = first + 2048 / 0.04 + 2000
+    drafts = first + (2 / 0.04 + 2000) + run.costs.draft.iteration(1, 9, []) + (8 / 0.04 + 2000)
+    assert kv > drafts
+    assert log.start[log.stage == 0][0] == kv
+    fast, ref = (run_inference(_speculative(**both, **LOAD), engine) for engine in ("fast", "reference"))
+    assert np.array_equal(fast.trace.batches.emitted, ref.trace.batches.emitted, equal_nan=True)

@@ -60,6 +60,8 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
                strict=True)
     seen: dict[tuple[int, ...], EventCounts] = {}
     stations, last = costs.stations(), len(costs.stages) - 1
+    # with a draft and prefill wafers, the prefill wafers' last stage also sends each first token to it
+    first_tokens = len(costs.stages) + len(costs.pool) - 1 if costs.pool and costs.draft is not None else -1
     for key in rows:
         c = seen.get(key)
         if c is None:
@@ -69,7 +71,10 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
             # the last stage's hand-off goes to the draft's wafers when there is one
             moved_counts = (costs.draft.receive_counts(moved) if s == last and costs.draft is not None
                             else station.handoff_counts(moved))
-            c = seen[key] = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
+            c = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
+            if s == first_tokens:
+                c = c + costs.draft.receive_counts(ends)
+            seen[key] = c
         total = total + c
     return total
 

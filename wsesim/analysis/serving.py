@@ -362,7 +362,9 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
         step += f"; costliest op {op} ({100 * by_op[op] / total:.0f} %)"
     lead = []
     if load is not None and math.isfinite(load.queueing_s) and 0 < load.queueing_s >= 0.5 * load.ttft_s:
-        wait = f"a request waits {1e3 * load.queueing_s:.3g} ms on average before its prompt starts"
+        ms = 1e3 * load.queueing_s
+        shown = f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"  # 75,356, not 7.54e+04
+        wait = f"a request waits {shown} ms on average before its prompt starts"
         idle = f"{stage}, {100 * share:.0f} % busy"
         if share >= BUSY:
             lead.append(f"{stage} busy {100 * share:.0f} % of the run: {wait}")

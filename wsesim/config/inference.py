@@ -100,8 +100,8 @@ class InferenceSpec(Spec):
     def _layouts(cls, value: Any, info: ValidationInfo) -> Any:
         """Speculative decoding and split prefill run under the iteration-level scheduler at any load,
         one request alone included (their draft or prefill wafers are its stations, §11.9–11.10), so
-        never with ``batching: none``; together they are not modelled (the prompt would need both the
-        draft's wafers and the decode wafers' cache before the first verify pass)."""
+        never with ``batching: none``; together, a request's first verify pass waits for both its drafts
+        and its KV cache on the decode wafers."""
         d, what = info.data, info.field_name
         if value is None:
             return value
@@ -112,9 +112,6 @@ class InferenceSpec(Spec):
             where = "draft's wafers are" if what == "speculative" else "prefill wafers are"
             raise fail(f"expected batching: auto or continuous with {what} (the {where} stations of the "
                        "iteration-level scheduler, docs/model.md §11.9–11.10), got batching: none")
-        if what == "prefill_systems" and d.get("speculative") is not None:
-            raise fail("expected speculative or prefill_systems, not both (their combination is not "
-                       f"modelled), got prefill_systems: {value}")
         return value
 
     @field_validator("rate", "trace")

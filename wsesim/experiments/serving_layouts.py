@@ -53,102 +53,121 @@ def _where(mapping: Mapping) -> dict[str, Any]:
             "systems": mapping.systems, "layers_per_stage": [len(s.layers) for s in mapping.stages]}
 
 
-def _extra(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[Mapping, Costs] | ServeResult:
-    """The layout's own wafers — the draft's (its shortest step) or the prefill wafers' (their shortest
-    prefill) — mapped and costed; or the infeasible result that says why there are none: no interconnect
-    to join them, or a mapping that does not fit."""
+def _extras(spec: InferenceExperimentSpec,
+            mapping: Mapping) -> dict[str, tuple[Mapping, Costs]] | ServeResult:
+    """The layout's own wafers — the draft's (its shortest step, ``"draft"``) and the prefill wafers'
+    (their shortest prefill, ``"prefill"``), whichever the run has — mapped and costed; or the infeasible
+    result that says why there are none: no interconnect to join them, or a mapping that does not fit."""
     inf, sp = spec.inference, spec.inference.speculative
     if inf.interconnect is None:
         what = "a speculative draft" if sp is not None else "split prefill"
         return infeasible_serving(spec, mapping, f"{what} runs on wafers of its own: set inference."
                                   "interconnect (a preset name, a path or a mapping)")
+    found: dict[str, tuple[Mapping, Costs]] = {}
     if sp is not None:
         other, _, costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
                                          systems="auto"))
-    else:
+        if not other.feasible:
+            return infeasible_serving(spec, mapping, f"the draft {sp.draft.name}: {other.reason}")
+        found["draft"] = other, costs
+    if inf.prefill_systems is not None:
         other, _, costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
-    if not other.feasible:
-        who = f"the draft {sp.draft.name}" if sp is not None else "the prefill wafers"
-        return infeasible_serving(spec, mapping, f"{who}: {other.reason}")
-    return other, costs
+        if not other.feasible:
+            return infeasible_serving(spec, mapping, f"the prefill wafers: {other.reason}")
+        found["prefill"] = other, costs
+    return found
+
+
+def _wafers(mapping: Mapping) -> str:
+    return f"{mapping.systems} wafer{'s' if mapping.systems > 1 else ''}"
 
 
 def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
                          plain: ServeResult | None = None,
                          ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
-    """Speculative decoding or split prefill (docs/model.md §11.9, §11.10), at any load: the
-    target's stages on ``mapping`` (feasible) and the draft, or the prefill wafers, mapped by the same
-    mapper on wafers of their own for the same requests, as more stations of the one scheduler — the
-    draft one after the last stage (``sim.speculative.DraftCosts``), the prefill wafers' stages before the
-    first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``). Every
-    wafer counts (``measure_serving``'s ``extra_systems``). ``plain``: the same request served without the
-    layout on the same mapping (one request alone), whose tokens/s and TTFT the block reports beside.
-    Returns (result, program, costs, trace); a draft or prefill wafers that do not fit, or wafers without
-    an interconnect, is an infeasible result."""
+    """Speculative decoding, split prefill or both (docs/model.md §11.9, §11.10), at any load: the
+    target's stages on ``mapping`` (feasible) and the draft and the prefill wafers, each mapped by the
+    same mapper on wafers of their own for the same requests, as more stations of the one scheduler —
+    the draft one after the last stage (``sim.speculative.DraftCosts``), the prefill wafers' stages before
+    the first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``).
+    Every wafer counts (``measure_serving``'s ``extra_systems``). ``plain``: the same request served
+    without them on the same mapping (one request alone), whose tokens/s and TTFT the blocks report
+    beside. Returns (result, program, costs, trace); a draft or prefill wafers that do not fit, or wafers
+    without an interconnect, is an infeasible result."""
     t0, sp = time.perf_counter(), spec.inference.speculative
-    found = _extra(spec, mapping)
+    found = _extras(spec, mapping)
     if isinstance(found, ServeResult):
         return found, None, None, None
-    other, extra = found
     program = serving_program(spec, mapping, requests_of(spec))
-    layout = ({"speculative": (sp.tokens, sp.acceptance)} if sp is not None
-              else {"prefill_pool": len(other.stages)})
+    layout: dict[str, Any] = {}
+    if sp is not None:
+        layout["speculative"] = (sp.tokens, sp.acceptance)
+    if "prefill" in found:
+        layout["prefill_pool"] = len(found["prefill"][0].stages)
     op = replace(program.body[0], **layout)
     program = replace(program, body=(op,))
     costs = cost_serving(program, spec)
-    wafers = f"{other.systems} wafer{'s' if other.systems > 1 else ''}"
     if sp is not None:
         for c in costs.stages:  # each decode token a verify pass of K + 1 positions
             assert c.batches is not None
             c.batches.width = sp.tokens + 1
-        costs.draft = DraftCosts(spec, extra, sp.tokens)
-    else:
+        costs.draft = DraftCosts(spec, found["draft"][1], sp.tokens)
+    if "prefill" in found:
+        other, extra = found["prefill"]
         pool = [c.batches for c in extra.stages]
         per_token = kv_rate(spec, other, mapping)
         pool[-1] = KvHandoff(spec, pool[-1], per_token)
         costs.pool = tuple(pool)
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
-                             extra_systems=other.systems)
-    warnings = [*result.warnings, *(p for p in extra.problems if p not in result.warnings)]
+                             extra_systems=sum(m.systems for m, _ in found.values()))
+    warnings = list(result.warnings)
+    for _, extra in found.values():
+        warnings += [p for p in extra.problems if p not in warnings]
     without = {} if plain is None else {"tokens_per_s_per_request_without": plain.tokens_per_s_per_request,
                                         "ttft_s_without": plain.ttft_s}
+    update: dict[str, Any] = {"warnings": warnings}
     if sp is not None:
+        other = found["draft"][0]
         passes = int((op.outputs() - 1)[~trace.batches.refused].sum()) if trace.batches is not None else 0
         block = {"draft": sp.draft.name, "tokens": sp.tokens, "acceptance": sp.acceptance,
-                 "placement": f"{wafers} of its own, after the target's",
+                 "placement": f"{_wafers(other)} of its own, after the target's",
                  **_where(other), "expected_tokens_per_verify": expected_tokens(sp.tokens, sp.acceptance),
                  "rounds": passes, **_one_pass(spec, costs), **without}
         if plain is not None:
             block["speedup"] = result.tokens_per_s_per_request / max(plain.tokens_per_s_per_request, 1e-30)
-        return replace(result, speculative=block, warnings=warnings), program, costs, trace
-    p = spec.inference.prompt_len
-    kv_cycles = costs.pool[-1].handoff(p)
-    block = {"placement": f"{wafers} of its own, before the decode's",
-             **_where(other),
-             "kv_bytes_per_token": kv_bytes_per_token(spec.model) * spec.model.layers,
-             "kv_busiest_link_bytes_per_token": per_token,
-             "kv_bytes": p * kv_bytes_per_token(spec.model) * spec.model.layers,
-             "kv_handoff_cycles": kv_cycles, "kv_handoff_s": kv_cycles / spec.hardware.clock_hz,
-             "prefill_cycles": prefill_path(extra), **without}
-    return replace(result, split_prefill=block, warnings=warnings,
-                   prefill_breakdown=prefill_breakdown(extra),
-                   per_stage=[{**s, "prefill_cycles": 0.0} for s in result.per_stage]), program, costs, trace
+        update["speculative"] = block
+    if "prefill" in found:
+        (other, extra), p = found["prefill"], spec.inference.prompt_len
+        kv_cycles = costs.pool[-1].handoff(p)
+        update["split_prefill"] = {
+            "placement": f"{_wafers(other)} of its own, before the decode's", **_where(other),
+            "kv_bytes_per_token": kv_bytes_per_token(spec.model) * spec.model.layers,
+            "kv_busiest_link_bytes_per_token": costs.pool[-1].per_token,
+            "kv_bytes": p * kv_bytes_per_token(spec.model) * spec.model.layers,
+            "kv_handoff_cycles": kv_cycles, "kv_handoff_s": kv_cycles / spec.hardware.clock_hz,
+            "prefill_cycles": prefill_path(extra), **without}
+        update["prefill_breakdown"] = prefill_breakdown(extra)
+        update["per_stage"] = [{**s, "prefill_cycles": 0.0} for s in result.per_stage]
+    return replace(result, **update), program, costs, trace
 
 
 def _one_pass(spec: InferenceExperimentSpec, costs: Costs) -> dict[str, float]:
     """One request's first pass (a ``prompt_len`` prompt, its first token's context): the draft's
-    prefill of the prompt and how much later than the target's it ends, the draft's round of K steps,
-    the target's verify pass of K + 1 positions through every stage, and the hand-offs of a pass (the
-    verified tokens back to the draft, the drafts across, the stages' between them)."""
-    k, p, draft = spec.inference.speculative.tokens, spec.inference.prompt_len, costs.draft
+    prefill of the prompt and how much later than the target's it ends (the prefill wafers' with split
+    prefill), the draft's round of K steps, the target's verify pass of K + 1 positions through every
+    stage, and the hand-offs of a pass (the verified tokens back to the draft, the drafts across, the
+    stages' between them)."""
+    k, p, draft, hid = spec.inference.speculative.tokens, spec.inference.prompt_len, costs.draft, \
+        spec.model.hidden_size
     stages = [c.batches for c in costs.stages]
-    target_prefill = sum(st.iteration(0, 0, [(p, 0, True)]) for st in stages) + sum(
-        st.handoff(p * spec.model.hidden_size) for st in stages[:-1])
+    prefill = list(costs.pool) or stages
+    target_prefill = sum(st.iteration(0, 0, [(p, 0, True)]) for st in prefill) + sum(
+        st.handoff(p * hid) for st in prefill[:-1])
     draft_prefill = draft.iteration(0, 0, [(p, 0, True)])
     return {"draft_prefill_cycles": draft_prefill,
             "draft_prefill_late_cycles": max(0.0, draft_prefill - target_prefill),
             "draft_cycles_per_round": draft.iteration(1, p + 1, []),
             "verify_cycles_per_round": sum(st.iteration(1, p + 1, []) for st in stages),
             "handoff_cycles_per_round": draft.receive(k + 1) + draft.handoff(k) + sum(
-                st.handoff((k + 1) * spec.model.hidden_size) for st in stages[:-1])}
+                st.handoff((k + 1) * hid) for st in stages[:-1])}

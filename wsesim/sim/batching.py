@@ -85,6 +85,9 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     passes = [0] * n  # verify passes done (with a draft)
     drafted = [False] * n  # the draft has prefilled the request's prompt
     held: set[int] = set()  # first tokens come back to the draft before it prefilled their prompt
+    joins = bool(pool) and draft is not None  # a verify pass needs the drafts and the KV cache both
+    cached = [False] * n  # with both: the prompt's KV cache has landed on the decode wafers
+    waiting_cache: set[int] = set()  # with both: drafts at the first stage before the cache
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
@@ -129,13 +132,25 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                 pieces[draft].append([r, 0, p])
                 touched.add(draft)
 
-    def land(to: int, rs: list[int], ps: list) -> None:
-        """Work lands at station ``to``: at the draft, a request whose prompt it has not prefilled yet
-        waits for that (``held``)."""
+    def land(to: int, rs: list[int], ps: list, source: int) -> None:
+        """Work from station ``source`` lands at station ``to``: at the draft, a request whose prompt it
+        has not prefilled yet waits for that (``held``; one with nothing left to draft is dropped); with a
+        draft and prefill wafers, a request's drafts wait at the first stage for its KV cache, and the
+        cache for its drafts (``cached``, ``waiting_cache``)."""
         if to == draft and rs:
+            rs = [r for r in rs if left[r]]
             ready = [r for r in rs if drafted[r]]
             held.update(r for r in rs if not drafted[r])
             rs = ready
+        elif to == 0 and joins and rs:
+            if source == last_pool:  # the KV cache: the drafts that came first now verify
+                for r in rs:
+                    cached[r] = True
+                rs = [r for r in rs if r in waiting_cache]
+                waiting_cache.difference_update(rs)
+            else:
+                waiting_cache.update(r for r in rs if not cached[r])
+                rs = [r for r in rs if cached[r]]
         decodes[to] += rs
         pieces[to] += ps
         touched.add(to)
@@ -170,15 +185,20 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             values = sum(p[2] for p in ps) * hid
         elif pool and s == last_pool:  # the first tokens out; the finished prompts' KV to the decode wafers
             to, out_r, out_p, values = 0, [], [], 0
+            ended = []
             for r, begin, tokens in ps:
                 if begin + tokens == prompt[r]:
                     first[r] = emitted[stop[r] - outputs[r]] = now
+                    ended.append(r)
                     if left[r]:
                         out_r.append(r)
                         values += prompt[r]
                     else:
                         release(r, now)
             admit(now)
+            if joins and ended:  # and every first token to the draft (its own link: a value each)
+                heapq.heappush(heap, (now + costs[draft].receive(len(ended)), order, draft, (ended, [], s)))
+                order += 1
         elif s < S - 1:
             values = (width * len(rs) + sum(p[2] for p in ps)) * hid
             to, out_r, out_p = s + 1, rs, ps
@@ -213,9 +233,9 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             at = max(now + move(values), link[s])
             link[s] = it_landed[index] = at
             if at == now:
-                land(to, out_r, out_p)
+                land(to, out_r, out_p, s)
             else:
-                heapq.heappush(heap, (at, order, to, (out_r, out_p)))
+                heapq.heappush(heap, (at, order, to, (out_r, out_p, s)))
                 order += 1
 
     def start(s: int, now: float) -> None:
@@ -285,7 +305,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             if to < 0:
                 finish(-1 - to, now)
             else:
-                land(to, work[0], [list(p) for p in work[1]])
+                land(to, work[0], [list(p) for p in work[1]], work[2])
         # only a station whose queue grew or whose iteration ended in this cycle can start one (any other
         # is busy or has nothing queued); in station order, as a scan of all would
         for s in sorted(touched):

@@ -96,11 +96,22 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
 
     drafted = np.zeros(n, dtype=bool)  # the draft has prefilled the request's prompt
     held: dict[int, tuple[int, int]] = {}  # first tokens back at the draft before it prefilled their prompt
+    joins = bool(pool) and D is not None  # a verify pass needs the drafts and the prompt's KV cache both
+    cached = np.zeros(n, dtype=bool)  # with both: the KV cache has landed on the decode wafers
+    early: dict[int, tuple[int, int]] = {}  # with both: drafts at the first stage before the cache
 
-    def put(s: int, ds: list[tuple[int, int]], ps: list[tuple[int, int, int]]) -> None:
+    def put(s: int, ds: list[tuple[int, int]], ps: list[tuple[int, int, int]], source: int = -1) -> None:
         if s == D:  # a round waits for the draft's prefill of its prompt
+            ds = [(r, t) for r, t in ds if t < int(outputs[r])]
             held.update((r, (r, t)) for r, t in ds if not drafted[r])
             ds = [(r, t) for r, t in ds if drafted[r]]
+        elif s == 0 and joins:  # the drafts and the KV cache meet at the first decode stage
+            if source == last_pool:
+                cached[[r for r, _ in ds]] = True
+                ds = [early.pop(r) for r, _ in ds if r in early]
+            else:
+                early.update((r, (r, t)) for r, t in ds if not cached[r])
+                ds = [(r, t) for r, t in ds if cached[r]]
         decodes[s].extend(ds)
         prompts[s].extend(ps)
         if woken[s] is not None and not woken[s].triggered:
@@ -141,6 +152,10 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
         env.schedule(ev, priority=LATE)
         return ev
 
+    def first_tokens(at: float, tokens: list[tuple[int, int]]) -> Generator[Any, Any, None]:
+        yield env.timeout(at - env.now)
+        put(D, tokens, [])
+
     def link(s: int) -> Generator[Any, Any, None]:
         while True:
             at, to, ds, ps, record = yield links[s].get()
@@ -149,7 +164,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             else:
                 yield env.timeout(0)
             record[10] = env.now
-            put(to, ds, ps)
+            put(to, ds, ps, s)
 
     def stage(s: int) -> Generator[Any, Any, None]:
         cost, last = costs[s], s == S - 1
@@ -203,6 +218,9 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                         else:
                             leave(r)
                 admit()
+                if joins and any(ends):  # every first token to the draft too, on a link of its own
+                    tokens = [(r, 1) for (r, _, _), end in zip(ps, ends, strict=True) if end]
+                    env.process(first_tokens(env.now + costs[D].receive(len(tokens)), tokens))
                 if on:
                     record[9] = sum(int(op.prompt[r]) for r, _ in on)
                     links[s].put((env.now + cost.handoff(record[9]), 0, on, [], record))
