@@ -59,7 +59,36 @@ def seventy_b_tokens_per_s() -> float:
     return _seventy_b()[1].tokens_per_s_per_request
 
 
+DRAFT = {"inference.interconnect": "swarmx", "inference.speculative.draft": "llama3.2-1b",
+         "inference.speculative.tokens": 4, "inference.speculative.acceptance": 0.8}
+"""The speculative part of Cerebras' October 2024 figure, ASSUMED (none of it is published): LLaMA 3.2 1B
+drafting on a wafer of its own, K = 4, α = 0.8 (E = 3.36 tokens a verify pass)."""
+
+
+@cache
+def _cs3(model: str, software: str, draft: bool = False):
+    """One request on CS-3s, one 755 × 1,170 stage a wafer (the layout Cerebras describes), 4,096 + 128
+    tokens, under ``software``; with ``draft``, the assumed draft (``DRAFT``). More than four wafers are
+    joined by SwarmX (the shipped interconnect preset)."""
+    overrides = {"inference.prompt_len": 4096, "inference.output_len": 128, "inference.grid": "755x1170",
+                 "inference.software": software, **(DRAFT if draft else {})}
+    if model == "llama3.1-405b":
+        overrides["inference.interconnect"] = "swarmx"
+    return run_inference(load_inference(model=model, hardware="wse3", overrides=overrides).spec).result
+
+
+def cs3_tokens_per_s(model: str, software: str, draft: bool = False) -> float:
+    return _cs3(model, software, draft).tokens_per_s_per_request
+
+
+def cs3_ttft_s(model: str, software: str, draft: bool = False) -> float:
+    return _cs3(model, software, draft).ttft_s
+
+
 CEREBRAS = "Cerebras, \"Introducing Cerebras Inference\" (blog, Aug 2024), as reported"
+OCTOBER = "Cerebras' inference release of Oct 2024 (blog), as reported"
+NOVEMBER = "Cerebras, Llama 3.1 405B on Cerebras Inference (Nov 2024), as reported (Tom's Hardware)"
+PRODUCTION = "inference.software: production (docs/model.md §11.11)"
 SOURCE = "WaferLLM (He et al., OSDI '25), §7 and its launch scripts (cycles at 1.1 GHz)"
 GROUP = "serving on WSE-2 (WaferLLM)"
 
@@ -88,6 +117,35 @@ def serving_anchors(anchor: type, prediction: str, parameter: str) -> list:
                note="one stage a wafer (4 of 755 × 1,170, the layout Cerebras describes), batch 1, 4,096-token "
                     "prompt; grid: auto by TPOT takes 12 stages of 755 × 390 on the same four wafers, faster per "
                     "user; Cerebras' batch, prompt and clock are not published"),
+        anchor("serving on CS-3", "LLaMA-3.1-70B on four CS-3s at launch, the production stack", "450", 450.0,
+               "tokens/s", CEREBRAS, prediction, lambda: cs3_tokens_per_s("llama3.1-70b", "production"), digits=4,
+               note=f"{PRODUCTION}, no draft; the launch ran the earlier software, so the research row above is "
+                    "the like-for-like one: this is what the production stack alone predicts"),
+        anchor("serving on CS-3", "LLaMA-3.1-70B on four CS-3s after Oct 2024, production stack + draft", "2,100",
+               2100.0, "tokens/s", OCTOBER, parameter,
+               lambda: cs3_tokens_per_s("llama3.1-70b", "production", draft=True), digits=4,
+               note="runtime.fused_launch (200 cycles) set on this point; its speculative part ASSUMED: LLaMA "
+                    "3.2 1B drafting on a fifth CS-3, K = 4, α = 0.8 (E = 3.36); without the draft the production "
+                    "stack gives 1,015 (the row above), and the research code with the same draft 1,054"),
+        anchor("serving on CS-3", "LLaMA-3.1-8B on one CS-3 at launch (research code)", "1,800", 1800.0,
+               "tokens/s", CEREBRAS, prediction, lambda: cs3_tokens_per_s("llama3-8b", "research"), digits=4,
+               note="one 755 × 1,170 stage, batch 1, 4,096-token prompt (LLaMA 3 8B's shapes are 3.1's)"),
+        anchor("serving on CS-3", "LLaMA-3.1-8B on one CS-3 at launch, the production stack", "1,800", 1800.0,
+               "tokens/s", CEREBRAS, prediction, lambda: cs3_tokens_per_s("llama3-8b", "production"), digits=4,
+               note=f"{PRODUCTION}, no draft; with the assumed draft on a second CS-3: 4,542"),
+        anchor("serving on CS-3", "LLaMA-3.1-405B on CS-3s (Nov 2024), production stack + draft", "969", 969.0,
+               "tokens/s", NOVEMBER, prediction,
+               lambda: cs3_tokens_per_s("llama3.1-405b", "production", draft=True), digits=4,
+               note="26 wafers of 5 layers (the mapping's; none published) and the draft's 27th, joined by "
+                    "SwarmX; the draft and its K, α as assumed on the 70B point (whether Cerebras drafted the "
+                    "405B is not published)"),
+        anchor("serving on CS-3", "LLaMA-3.1-405B on CS-3s (Nov 2024), production stack alone", "969", 969.0,
+               "tokens/s", NOVEMBER, prediction, lambda: cs3_tokens_per_s("llama3.1-405b", "production"),
+               digits=4, note="as above, no draft; the research code gives 311"),
+        anchor("serving on CS-3", "LLaMA-3.1-405B time to first token (Nov 2024), production stack", "0.24 s",
+               0.24, "s", NOVEMBER, prediction, lambda: cs3_ttft_s("llama3.1-405b", "production"), digits=3,
+               note="a 4,096-token prompt (Cerebras' is not published) through 26 wafers in turn; the production "
+                    "stack leaves the prefill's GEMMs as the research code writes them"),
         anchor(GROUP, "LLaMA2-13B prefill, 4,096 tokens on 720² PEs (MeshGEMM)", "17,498.3", 17498.3, "tokens/s",
                SOURCE, prediction, lambda: prefill("meshgemm", "llama2-13b"), digits=5,
                note="WaferLLM's own GEMM; Table 3"),

@@ -483,6 +483,31 @@ wafers (one 755 × 1,170 stage each) and serves one user at about 520 tokens/s, 
 reported at launch — a prediction of a figure whose batch, prompt and clock are not published;
 `wsesim infer --search` finds 12 stages of 755 × 390 on the same four wafers at about 770, since a
 decode step is paced by wavelets crossing a stage's rows, which smaller grids shorten.
+
+**Two software stacks** (`inference.software`, docs/model.md §11.11). Every row above is the research
+code, WaferLLM's: a layer is 16 kernels launched one after another (1,282 launches a token for the 70B),
+each norm's and the softmax's allreduce before the GEMV that reads it, a GEMV's reduce after its FMACs.
+Cerebras' October 2024 release rewrote "MatMul, reduce/broadcast, element wise ops, and activations",
+made wafer I/O asynchronous and added speculative decoding, taking the 70B from ~450 to ~2,100 tokens/s
+per user. The production stack models the first two as mechanisms, each sourced: element-wise kernels
+fused into the GEMV feeding them (6 launches a layer, counted from the fused list: 486 a token); the
+allreduces that only scale the next GEMV (RMSNorm's 1/rms, the softmax's max and sum, as Flash-Decoding's
+split-K softmax) run beside it on microthreads, the pair the longer of the two; each GEMV's row reduce
+begun on its first output chunk while the PE computes the rest (S. Lie's description of the weight-
+streaming GEMM, microthreads overlapping a row's reduction with the next FMACs); a hand-off's bytes leave
+the wafer beside the stage's last kernel. One key, `runtime.fused_launch`, the cost of starting a fused
+kernel, is set on the October point with its speculative part assumed (LLaMA 3.2 1B drafting on a fifth
+CS-3, K = 4, α = 0.8; Cerebras publishes none of it): 200 cycles against the research code's 360. Without
+the draft the production stack gives 1,015 tokens/s: about 2.1× of the 2,100 is the draft's, 1.9× the
+kernels'. At `fused_launch` 0 the same assumptions give 2,422 and at 360 (the research launch) 1,906, so
+the point is reached inside the key's physical range. The value rests on the assumed acceptance: at
+α = 0.7 no launch reaches 2,100 (2,001 at 0 cycles, a miss of 5 %); at α = 0.9 the research launch alone
+gives 2,263 and 200 cycles 2,500. That is why the draft's part is stated beside the key, not hidden in
+it. The other CS-3 figures are predictions: the 8B at launch (1,800) is −24 % under the research code
+and +46 % under the production stack (the launch ran the earlier software; no later 8B figure from
+Cerebras was found in a primary source); the 405B (969, Nov 2024) is +12 % with the same draft and −40 %
+without it; its 0.24 s to first token is missed by 15× because the prefill's GEMMs are still the
+research code's and the prompt is assumed 4,096 tokens.
 ## Reading the kernel rows
 
 `wsesim kernel` (docs/model.md §10) times each kernel from the hardware preset: SIMD lanes, SRAM ports,

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.serving import experts_per_grid
+from ..sim.builders.software import launches
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
@@ -43,6 +44,8 @@ class ServeResult:
     layers_per_stage: list[int]
     kv_layout: str
     feasible: bool
+    software: str = "research"  # ``inference.software``: the stack the kernels are written in (§11.11)
+    decode_launches: int = 0  # kernels launched for one decode token, every stage (``builders.software``)
     infeasible_reason: str = ""
     ttft_s: float = 0.0
     tpot_s: float = 0.0
@@ -145,6 +148,7 @@ def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
             "stages": len(mapping.stages), "systems": mapping.systems,
             "systems_allowed": mapping.allowed or 0,
             "layers_per_stage": [len(s.layers) for s in mapping.stages], "kv_layout": inf.kv_layout,
+            "software": inf.software,
             "max_output_len": min((s.memory.max_output for s in mapping.stages), default=0)}
 
 
@@ -260,6 +264,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
+        decode_launches=launches(op for work in serve.stages for op in work.decode),
         per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
         wall_s=wall_s, **load, **steady)
 

@@ -32,6 +32,10 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "kv_layout": ("", "`inference.kv_layout`: shift (the KV cache balanced over the grid) or concat "
                   "(appended to its last row)", "§11.3"),
     "feasible": ("bool", "whether the model fits this mapping and was served"),
+    "software": ("", "`inference.software`: research (WaferLLM's kernels, each launched on its own) or "
+                 "production (a layer's kernels fused, collectives and wafer I/O beside compute)", "§11.11"),
+    "decode_launches": ("count", "kernels launched for one decode token, every stage (a fused kernel once)",
+                        "§11.11"),
     "infeasible_reason": ("", "why not; empty when feasible (a sweep's CSV says it in `reason`)"),
     "ttft_s": ("s", "time to first token: mean over the requests served", "§11.5"),
     "tpot_s": ("s", "time per output token: mean over requests of (last − first token) / (output − 1)",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..sim.builders.software import SOFTWARE_STACKS
 from ..sim.engines import ENGINES
 from .common import (
     EXIT_OK,
@@ -63,6 +64,9 @@ def format_serving(r: Any) -> str:
                  f"KV cache {r.kv_layout}")
     else:
         head += f"mapping: none that fits (tried {r.grid} PEs per stage, KV cache {r.kv_layout})"
+    if r.feasible:  # which code the kernels are (docs/model.md §11.11)
+        head += (f"\nsoftware: {r.software}, {r.decode_launches:,} kernels launched a decode token ("
+                 f"{SOFTWARE_STACKS[r.software]})")
     if r.moe:  # how the experts are placed and routed, when asked for
         m = r.moe
         seed = f" (seed {m['seed']})" if m["routing"] != "balanced" else ""

@@ -147,6 +147,21 @@ def _human(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _production(r: Any) -> str:
+    """For a GEMV, what it takes under ``inference.software: production`` (docs/model.md §11.11): its row
+    allreduce begun on the first of its output chunks while the PE computes the rest; its launch and any
+    fused epilogue are the serving program's (``wsesim infer``), not the kernel's."""
+    if r.kind != KernelKind.GEMV:
+        return ""
+    from ..sim.software import reduce_beside_compute
+
+    stream = r.overhead + r.compute
+    chunks = min(r.machine.microthreads, r.machine.wavelets(r.shape[0] * -(-r.shape[2] // r.rows)))
+    cycles = reduce_beside_compute(stream, r.cycles - stream, chunks)
+    return (f"\nsoftware: research as above; production {cycles:,.0f} cycles, the row's allreduce begun on "
+            f"the first of {chunks} output chunks while the PE computes the rest (inference.software)")
+
+
 def _table(runs: list[dict[str, Any]]) -> str:
     """A sweep's runs, one line each: a GEMM's or GEMV's shape and efficiency, a collective's wavelets per PE
     (its efficiency n/a: it computes next to nothing); a run that does not fit is "no [n]", its reason the
@@ -186,7 +201,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     if args.json:
         print_json(runs[0] if len(runs) == 1 else {"runs": runs})
     else:
-        print(_human(runs[0]) if len(runs) == 1 else _table(runs))
+        print(_human(runs[0]) + _production(results[0]) if len(runs) == 1 else _table(runs))
         for path in written:
             print(f"wrote {path}")
     sys.stdout.flush()

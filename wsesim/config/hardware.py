@@ -143,6 +143,24 @@ class RuntimeSpec(Spec):
     staging_bytes: Staging = Field(alias="staging_buffer")  # per PE, SRAM set aside for streamed weights
     # fixed cost of each kernel of a served model's stage program: the call, its set-up, the checks
     kernel_launch_cycles: KernelLaunch = Field(0.0, alias="kernel_launch")
+    # the same under ``inference.software: production``, for each fused kernel (None: kernel_launch)
+    fused_launch_cycles: KernelLaunch | None = Field(None, alias="fused_launch")
+
+    @field_validator("fused_launch_cycles")
+    @classmethod
+    def _fused_no_dearer(cls, fused: float | None, info: ValidationInfo) -> float | None:
+        """A fused kernel starts as a research one does, with fewer checks: never dearer, so that the
+        production stack is never slower than the research code on any kernel (docs/model.md §11.11)."""
+        launch = info.data.get("kernel_launch_cycles")
+        if fused is not None and launch is not None and fused > launch:
+            raise _fail(f"expected at most runtime.kernel_launch ({launch:g} cycles: a fused kernel has "
+                        f"fewer checks, not more), got {fused:g} cycles")
+        return fused
+
+    @property
+    def production_launch_cycles(self) -> float:
+        """What starting one fused kernel of the production stack costs (``kernel_launch`` when unset)."""
+        return self.kernel_launch_cycles if self.fused_launch_cycles is None else self.fused_launch_cycles
 
 
 # ------------------------------------------------------------------------------------------ energy

@@ -64,6 +64,9 @@ class InferenceSpec(Spec):
     gemv: Literal["meshgemv", "pipeline"] = "meshgemv"  # the decode GEMVs' algorithm (wsesim kernel gemv)
     gemm: Literal["summa", "cannon", "meshgemm"] = "summa"  # the prefill GEMMs' (wsesim kernel gemm)
     allreduce: Literal["chain", "star", "tree", "two-phase", "ring", "ktree"] = "ktree"  # norms and softmax
+    # which code runs the kernels (docs/model.md §11.11): research (WaferLLM's, one launch a kernel, each
+    # collective and hand-off in turn) or production (a layer's kernels fused, collectives beside them)
+    software: Literal["research", "production"] = "research"
     # US dollars per system per hour (a cloud's rental, or a purchase written off over its hours), for
     # ``usd_per_million_tokens``; None: no price, that figure n/a. A CS-3 is not publicly priced by the
     # hour; $1,000,000 an hour is past any machine's.

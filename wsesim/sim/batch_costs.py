@@ -59,7 +59,7 @@ class BatchCosts:
         if batch not in self._decode:
             top_k, experts = self.per_expert
             self._decode[batch] = sum(
-                self._kernel(op, op.dims, -(-batch * top_k // experts) if op.region else batch)
+                self._kernel(op, 0, -(-batch * top_k // experts) if op.region else batch)
                 for op in self.work.decode if not op.attention)
         return self._decode[batch]
 
@@ -71,7 +71,7 @@ class BatchCosts:
         if c is None:
             load = dict(zip(self.moe_layers, loads, strict=True))
             c = self._sampled[key] = sum(
-                self._kernel(op, op.dims, load[op.layer] if op.region else batch)
+                self._kernel(op, 0, load[op.layer] if op.region else batch)
                 for op in self.work.decode if not op.attention)
         return c
 
@@ -89,7 +89,7 @@ class BatchCosts:
         if c is None:
             first = self.work.stage.layers[0]
             c = self._batch_attention[key] = self.layers * sum(
-                self._kernel(op, op.at(context), batch) for op in self.work.decode
+                self._kernel(op, context, batch) for op in self.work.decode
                 if op.attention and op.layer == first)
         return c
 
@@ -101,9 +101,9 @@ class BatchCosts:
             if start == 0 and tokens == self.prompt_len and ends:  # the whole prompt of §11.4
                 c = self.whole_prompt
             else:
-                c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, start + tokens))
+                c = sum(self._kernel(op, 0, 1) for op in self.work.prefill_of(tokens, start + tokens))
                 if ends:
-                    c += sum(self._kernel(op, op.dims, 1) for op in self.work.lm_head)
+                    c += sum(self._kernel(op, 0, 1) for op in self.work.lm_head)
             self._prefill[key] = c
         return self._prefill[key]
 
@@ -143,14 +143,14 @@ class BatchCosts:
         key = (tokens, context, ends, decodes, longest)
         c = self._mixed.get(key)
         if c is None:
-            c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens + decodes, context)
+            c = sum(self._kernel(op, 0, 1) for op in self.work.prefill_of(tokens + decodes, context)
                     if not op.attention)
-            c += sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, context)
+            c += sum(self._kernel(op, 0, 1) for op in self.work.prefill_of(tokens, context)
                      if op.attention)
             if decodes:
                 c += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
             if decodes + ends:
-                c += sum(self._kernel(op, op.dims, decodes + ends) for op in self.work.lm_head)
+                c += sum(self._kernel(op, 0, decodes + ends) for op in self.work.lm_head)
             self._mixed[key] = c
         return c
 
@@ -183,37 +183,39 @@ class BatchCosts:
         return c
 
     def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
-               ends: int) -> list[tuple[Kernel, tuple, int, int]]:
-        """(kernel, dims, batch, times) of an iteration, as ``iteration`` and its helpers cost them."""
+               ends: int) -> list[tuple[Kernel, int, int, int]]:
+        """(kernel, context, batch, times) of an iteration, as ``iteration`` and its helpers cost them."""
         first = self.work.stage.layers[0]
-        attention = [(op, op.at(longest), decodes, self.layers) for op in self.work.decode
+        attention = [(op, longest, decodes, self.layers) for op in self.work.decode
                      if op.attention and op.layer == first] if decodes else []
         if not pieces:
             top_k, experts = self.per_expert
-            return [(op, op.dims, -(-decodes * top_k // experts) if op.region else decodes, 1)
+            return [(op, 0, -(-decodes * top_k // experts) if op.region else decodes, 1)
                     for op in self.work.decode if not op.attention] + attention
-        head = [(op, op.dims, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
+        head = [(op, 0, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
         if pieces == 1 and not decodes:
-            return [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
+            return [(op, 0, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
         rows = self.work.prefill_of(tokens + decodes, reach)
-        return ([(op, op.dims, 1, 1) for op in rows if not op.attention]
-                + [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
+        return ([(op, 0, 1, 1) for op in rows if not op.attention]
+                + [(op, 0, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
                 + attention + head)
 
-    def _events(self, items: list[tuple[Kernel, tuple, int, int]]) -> EventCounts:
+    def _events(self, items: list[tuple[Kernel, int, int, int]]) -> EventCounts:
         fmacs = hops = 0.0
-        for op, dims, batch, times in items:
-            c = self._cost(op, dims, batch)
+        for op, context, batch, times in items:
+            c = self._cost(op, context, batch)
             fmacs += times * c.fmacs
             hops += times * c.wavelet_hops
         return EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops)
 
-    def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:
-        return self._cost(op, dims, batch).cycles
+    def _kernel(self, op: Kernel, context: int, batch: int) -> float:
+        return self._cost(op, context, batch).cycles
 
-    def _cost(self, op: Kernel, dims: tuple, batch: int) -> Any:
-        key = (op.kind, dims, op.region, batch)
+    def _cost(self, op: Kernel, context: int, batch: int) -> Any:
+        """``op`` at decode ``context`` (0: a prefill's, or a kernel whose sizes do not grow with it) with
+        ``batch`` vectors; kept by what it is (a composed kernel's name says what it carries)."""
+        key = (op.kind, op.name, op.at(context), op.region, batch)
         c = self._kernels.get(key)
         if c is None:
-            c = self._kernels[key] = self.grid.on(op.region).cost(op, dims, batch)
+            c = self._kernels[key] = self.grid.on(op.region).cost(op, context, batch)
         return c

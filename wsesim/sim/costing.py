@@ -39,8 +39,10 @@ from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
+from .handoffs import handoff, move, wafer_handoff
 from .plan import StepPlan
-from .program import Handoff, Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
+from .program import Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
+from .software import production_cost
 
 if TYPE_CHECKING:  # serving's own modules are imported where a serving run needs them, not by a training step
     from ..config.inference import InferenceExperimentSpec
@@ -203,6 +205,9 @@ class _Grid:
         self.machine = Machine.of(self.hw, self.dtype)
         self.algorithm = {StageOpKind.GEMV: inf.gemv, StageOpKind.GEMM: inf.gemm,
                           StageOpKind.ALLREDUCE: inf.allreduce}
+        runtime = self.hw.runtime  # a kernel's launch under the run's software stack (§11.11)
+        self.production = inf.software == "production"
+        self.launch = runtime.production_launch_cycles if self.production else runtime.kernel_launch_cycles
         # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
         self.trips: Callable[[int], np.ndarray] | None = None
         # the kernel layer's costs on this grid and its regions (shared by ``on``'s copies): kernel_cost
@@ -218,12 +223,16 @@ class _Grid:
         sub.rows, sub.cols = region
         return sub
 
-    def cost(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
-        """The kernel's cost on this grid and its launch (``runtime.kernel_launch``: the call that starts
-        it, its descriptors' set-up, the checks between one kernel of the stage's program and the next).
-        ``batch``: the decode tokens it serves at once (a GEMV of that many vectors, that many times the
-        values of any other kernel: the same hops, ``batch`` times the FMACs and wavelets)."""
-        c, launch = self._kernel(op, dims, batch), self.hw.runtime.kernel_launch_cycles
+    def cost(self, op: Kernel, context: int = 0, batch: int = 1) -> KernelCost:
+        """The kernel's cost on this grid at decode ``context`` (a prefill's kernels have none) and its
+        launch (``runtime.kernel_launch``: the call that starts it, its descriptors' set-up, the checks
+        between one kernel of the stage's program and the next; ``runtime.fused_launch`` under the
+        production stack, whose kernels ``software.production_cost`` costs). ``batch``: the decode
+        tokens it serves at once (a GEMV of that many vectors, that many times the values of any other
+        kernel: the same hops, ``batch`` times the FMACs and wavelets)."""
+        if self.production:
+            return production_cost(self, op, context, batch, self.launch)
+        c, launch = self._kernel(op, op.at(context), batch), self.launch
         if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids, part of the dispatch: no kernel launched
             return c
         return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
@@ -292,40 +301,6 @@ class _Grid:
         return EventCounts.of_fmacs(fmacs, self.dtype, wavelet_hops=hops)
 
 
-def _move(spec: InferenceExperimentSpec, grid: _Grid, source: tuple[int, tuple[int, int]],
-          target: tuple[int, tuple[int, int]], values: int) -> tuple[float, EventCounts]:
-    """Cycles to move ``values`` from the grid at (wafer, origin) ``source`` to ``target``, and its
-    events: over the fabric on one wafer (the grids' origins' hops apart; wavelet-hops), over the wafers'
-    I/O links and one interconnect node between wafers (the bytes out of one system's I/O and into the
-    other's)."""
-    (a_wafer, a), (b_wafer, b) = source, target
-    if a_wafer == b_wafer:
-        moved = grid.transfer(values, abs(a[0] - b[0]) + abs(a[1] - b[1]))
-        return moved.cycles, EventCounts(wavelet_hops=moved.wavelet_hops)
-    nbytes = values * spec.model.bytes_per_value
-    return wafer_handoff(spec, nbytes), EventCounts(io_bytes=2.0 * nbytes)
-
-
-def wafer_handoff(spec: InferenceExperimentSpec, nbytes: float) -> float:
-    """Cycles to move ``nbytes`` from one wafer to another: through the system's I/O link and a port of
-    ``inference.interconnect``, at the slower of ``io.bandwidth`` and its ``link_bandwidth``, then one
-    node of it (its latency): nbytes / min(io, link) + latency_s · clock (the I/O alone without one)."""
-    hw, ic = spec.hardware, spec.inference.interconnect
-    if ic is None:
-        return nbytes / hw.io_bytes_per_cycle
-    rate = min(hw.io_bytes_per_cycle, ic.link_bandwidth_bytes_per_s / hw.clock_hz)  # the slower of the two
-    return nbytes / rate + ic.latency_s * hw.clock_hz
-
-
-def _handoff(spec: InferenceExperimentSpec, grid: _Grid, h: Handoff) -> tuple[float, EventCounts]:
-    """Cycles to move a hand-off's values from its stage's grid to the next (``_move``; none to
-    itself, a one-stage pipeline's), and its events."""
-    a, b = h.source, h.target
-    if a.index == b.index:
-        return 0.0, EventCounts()
-    return _move(spec, grid, (a.wafer, a.origin), (b.wafer, b.origin), h.values)
-
-
 def one_request(spec: InferenceExperimentSpec, serve: Serve | ServeBatches) -> Serve:
     """What a stage's one-request figures are costed for: the run's own ``Serve``, or under continuous
     batching one request at the spec's lengths (its mapping's; its requests' lengths vary)."""
@@ -349,7 +324,7 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     home = (stage.wafer, stage.origin)
     grid.trips = lambda values: grid_trips(stage, values,
-                                           lambda place, n: _move(spec, grid, home, place, n)[0])
+                                           lambda place, n: move(spec, grid, home, place, n)[0])
     experts = None
     moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
     if draw is not None and isinstance(serve, Serve) and moe:
@@ -359,7 +334,7 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     def cost(op: Kernel, context: int) -> KernelCost:
         if experts is not None and context and op.kind == StageOpKind.GRID_TRIPS:  # at the run's mean;
             return KernelCost(experts.mean[op.layer], 0.0, experts.mean[op.layer])  # ``extra``: each its own
-        return grid.on(op.region).cost(op, op.at(context))
+        return grid.on(op.region).cost(op, context)
 
     prefill = tuple(cost(op, 0) for op in work.prefill)
     batched = isinstance(serve, ServeBatches)
@@ -371,7 +346,7 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     layers = len(stage.layers)
 
     def attention_costs(context: int) -> list[KernelCost]:
-        return [grid.on(op.region).cost(op, op.at(context)) for op in attention]
+        return [grid.on(op.region).cost(op, context) for op in attention]
 
     def attention_cycles(context: int) -> float:
         return sum(c.cycles for c in attention_costs(context))
@@ -387,12 +362,18 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
     batches = None
     if batched or with_batches:
         batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
-                             sum(c.cycles for c in prefill), lambda h: _handoff(spec, grid, h))
+                             sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)))
     (after_prefill, prefill_moved), (after_decode, decode_moved) = (
-        _handoff(spec, grid, work.handoff_prefill), _handoff(spec, grid, work.handoff_decode))
+        handoff(spec, grid, work.handoff_prefill, _last(prefill)),
+        handoff(spec, grid, work.handoff_decode, _last(decode)))
     return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode, batches=batches,
                       prefill_counts=grid.counts(prefill), decode_counts=tuple(per_token_counts),
                       handoff_counts=(prefill_moved, decode_moved), experts=experts)
+
+
+def _last(costs: tuple[KernelCost, ...]) -> float:
+    """The cycles of a stage's last kernel, which an asynchronous hand-off runs beside (§11.11)."""
+    return costs[-1].cycles if costs else 0.0
 
 
 def cost_serving(program: Program, spec: InferenceExperimentSpec,

@@ -170,7 +170,10 @@ class Kernel:
     rectangle of it). ``dims`` by kind: GEMM (M, K, N); GEMV (K, N); ALLREDUCE (values per row of PEs,);
     ELEMENTWISE (values, SIMD ops per value); DISPATCH/COMBINE (values, hops). A ``PerToken`` dim is
     the decode step's context; ``attention`` marks the ops of attention, each request's own (a decode
-    step's are re-costed at every token's context; an iteration's prompts share every other kernel)."""
+    step's are re-costed at every token's context; an iteration's prompts share every other kernel).
+    Under the production stack (``builders.software``) a kernel may carry others: ``fused``, element-wise
+    kernels run in its epilogue with no launch of their own; ``beside``, collectives run on microthreads
+    while it runs."""
 
     kind: StageOpKind
     name: str
@@ -178,6 +181,8 @@ class Kernel:
     dims: tuple[Size, ...]
     region: tuple[int, int] | None = None
     attention: bool = False
+    fused: tuple[Kernel, ...] = ()
+    beside: tuple[Kernel, ...] = ()
 
     def at(self, context: int) -> tuple[int, ...]:
         """The dims at a decode context (a prefill's have no ``PerToken``)."""

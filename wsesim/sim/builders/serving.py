@@ -14,7 +14,9 @@ the last hands the new token back to the first. Every GEMM and GEMV shape comes 
 description, ``model.shapes.layer_matmuls``, that the training step reads too.
 
 Kernels are chained by their data (one compiled program per stage); each pays ``runtime.kernel_launch``
-in the cost pass (the call that starts it, its set-up, the checks between one kernel and the next).
+in the cost pass (the call that starts it, its set-up, the checks between one kernel and the next). Under
+``inference.software: production`` the list is composed by ``builders.software`` (fused kernels, collectives
+beside the kernel they scale), each composed kernel paying ``runtime.fused_launch``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
 from ...model.vocabulary import StageOpKind
 from ..mapping import Mapping, Stage
 from ..program import Handoff, Kernel, PerToken, Program, Serve, ServeBatches, StageWork
+from .software import compose
 
 __all__ = ["serving_program"]
 
@@ -172,22 +175,23 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
     """Every stage's kernels for the run's requests, as one ``Serve`` op over the mapping's stages; with
     ``requests`` (continuous batching, ``inference.batching``), one ``ServeBatches`` op of them."""
     inf, stages, works = spec.inference, mapping.stages, []
+    software = inf.software
     for stage in stages:
         layer = _Layer(spec, stage)
         prefill = [op for i in stage.layers for op in layer.prefill(i, inf.prompt_len)]
         decode = [op for i in stage.layers for op in layer.decode(i)]
         head = tuple(layer.lm_head()) if stage.lm_head else ()
-        prefill += head
-        decode += head
+        prefill, decode = compose([*prefill, *head], software), compose([*decode, *head], software)
+        head = compose(head, software)
         nxt = stages[(stage.index + 1) % len(stages)]
         last = stage.index == len(stages) - 1
         values = 1 if last else spec.model.hidden_size  # the last stage sends the new token back
 
         def prefill_of(tokens: int, context: int, layer: _Layer = layer,
                        stage: Stage = stage) -> tuple[Kernel, ...]:
-            return tuple(op for i in stage.layers for op in layer.prefill(i, tokens, context))
+            return compose((op for i in stage.layers for op in layer.prefill(i, tokens, context)), software)
 
-        works.append(StageWork(stage, tuple(prefill), tuple(decode),
+        works.append(StageWork(stage, prefill, decode,
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
                                Handoff(stage, nxt, values), prefill_of, head))
     if requests is None:
