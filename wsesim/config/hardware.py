@@ -181,6 +181,11 @@ class EnergySpec(Spec):
     sram_write: EventEnergy  # one byte written to a PE's SRAM
     wavelet_hop: EventEnergy  # one wavelet over one router hop: the router and the link to the next PE
     io: EventEnergy  # one byte through the system's I/O ports (in or out)
+    # one cycle of a PE's instruction stream: the scalar instruction it issues in it (fetch, decode, register
+    # file, control); a DSD operation's issue is pe.instruction_issue of them. Absent: 0 (files written
+    # before it, whose instructions cost nothing)
+    instruction: EventEnergy = Field(default_factory=lambda: EventEnergy.model_validate(
+        {"value": "0 J", "label": "modelled"}))
     static: FloorPower  # drawn whenever the system is on: cooling, power conversion, leakage, clocks
 
     def events(self) -> dict[str, EventEnergy | FloorPower]:
