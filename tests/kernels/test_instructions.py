@@ -189,11 +189,9 @@ def test_a_2d_ktree_allreduce_issues_three_phases_a_line() -> None:
 
 def test_prefill_attention_reduces_are_one_issue_each() -> None:
     """WaferLLM's prefill Q·Kᵀ ends each of the P steps with a row reduce rooted in turn at every PE, one
-    operation each: P issues. One wavelet on a row of 4: the root r takes the chains of r and 3 − r PEs;
-    a chain's PE n hops out has its wavelet at 1 + step(1) · (n − 1) + latency(1) = 6n: r = 0 (n = 3)
-    arrives 18, done 19; r = 1 (n = 1, 2) arrive 6 and 12, done 7 and 13; r = 2 likewise 13, r = 3 19:
-    64 cycles of network and 4 · 10 of issue. On 1 × 8: 2 · (43 + 37 + 31 + 25) = 272 and 80. Two
-    wavelets on a row of 2: each root takes the other's at 6 and 7, done 7, 8: 16 and 20."""
-    assert rotating_reduces(M, 4, 1) == (64, 40)
+    operation each: P issues (rows of 2 and 4: tests/kernels/test_collectives.py). One wavelet on a row of
+    8: the root r takes the chains of r and 7 − r PEs; a chain's PE n hops out has its wavelet at 1 +
+    step(1) · (n − 1) + latency(1) = 6n, and the root adds the two streams one a cycle: r = 0 (n = 7) 42,
+    done 43; r = 1 (n = 1, 6) 6 and 36, done 37; r = 2 (2, 5) 31; r = 3 (3, 4) 25; r = 4 … 7 the mirror:
+    2 · (43 + 37 + 31 + 25) = 272 cycles of network and 8 · 10 of issue."""
     assert rotating_reduces(M, 8, 1) == (272, 80)
-    assert rotating_reduces(M, 2, 2) == (16, 20)
