@@ -41,9 +41,12 @@ def energy_anchors(anchor: type, prediction: str) -> list:
     return [
         anchor(GROUP, "CS-2 with every PE, SRAM port and link busy", "20–23 kW", 23.0, "kW", CS2, prediction,
                lambda: _full_load_kw("wse2"),
-               note="the most the model lets a CS-2 draw: floor 10.4 kW + 6.3 kW of events (docs/model.md §12.2)"),
+               note="the most the model lets a CS-2 draw: floor 10.4 kW + 6.3 kW of events + 6.3 kW of instruction "
+                    "streams issuing every cycle (docs/model.md §12.2)"),
         anchor(GROUP, "CS-3 with every PE, SRAM port and link busy", "~23 kW", 23.0, "kW", CS3, prediction,
-               lambda: _full_load_kw("wse3"), note="floor 10.4 kW + 9.9 kW of events; all 8 lanes fed (the SDK's SIMD width for @fmach)"),
+               lambda: _full_load_kw("wse3"),
+               note="floor 10.4 kW + 9.9 kW of events (all 8 lanes fed) + 5.6 kW of instruction streams issuing "
+                    "every cycle: a bound no program reaches with the lanes busy too (docs/model.md §12.2)"),
         anchor(GROUP, "GPT-J 6B training, 1 CS-2, global batch 66: mean power", "20–23 kW", 23.0, "kW", CS2,
                prediction, lambda: _gptj().power_w / 1e3,
                note="the dense row above (S = 2,048, 6 micro-batches); no wavelet-hops counted in training"),
@@ -52,7 +55,8 @@ def energy_anchors(anchor: type, prediction: str) -> list:
                note="drawing 23 kW at the published 19.80 samples/s (S = 2,048) it would be 0.57 J"),
         anchor(GROUP, "LLaMA3-8B serving, 1 CS-3, one user: mean power", "~23 kW", 23.0, "kW", CS3, prediction,
                lambda: _serve("llama3-8b").power_w / 1e3,
-               note="4,096-token prompt, 128 out, one 755 × 1,170 stage; 98 % of it the floor"),
+               note="4,096-token prompt, 128 out, one 755 × 1,170 stage; 84 % of it the floor, 14 % the "
+                    "instruction streams (issues and kernel launches on every PE)"),
         anchor(GROUP, "LLaMA3-8B serving, 1 CS-3, one user: joules per output token", none, None, "J", CS3,
                prediction, lambda: _serve("llama3-8b").joules_per_token,
                note="prefill included; drawing 23 kW it would be 23 kW over wsesim's tokens/s"),
@@ -60,5 +64,5 @@ def energy_anchors(anchor: type, prediction: str) -> list:
                prediction, lambda: _serve("llama3.1-70b").power_w / 4e3, note="the serving row above's mapping"),
         anchor(GROUP, "LLaMA-3.1-70B serving, 4 CS-3s, one user: joules per output token", none, None, "J", CS3,
                prediction, lambda: _serve("llama3.1-70b").joules_per_token, digits=4,
-               note="prefill included; 99 % of it four systems' floor"),
+               note="prefill included; 92 % of it four systems' floor, 7 % the instruction streams"),
     ]

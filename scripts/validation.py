@@ -191,14 +191,24 @@ _SANDIA = ("Cerebras press release \"Cerebras Demonstrates Trillion Parameter Mo
 
 
 @cache
-def _k2_tokens_per_s(systems: int, global_batch: int | None) -> float:
+def _k2(systems: int, global_batch: int | None):
     overrides: dict[str, object] = dict(_K2)
     if global_batch:
         overrides["training.global_batch"] = global_batch
     if systems > 1:
         overrides.update({"cluster.systems": systems, "cluster.interconnect": "swarmx"})
     spec = load_experiment(hardware="wse3", model="deepseek-v3", overrides=overrides).spec
-    return run_experiment(spec).cluster_throughput_tokens_per_s
+    return run_experiment(spec)
+
+
+def _k2_tokens_per_s(systems: int, global_batch: int | None) -> float:
+    return _k2(systems, global_batch).cluster_throughput_tokens_per_s
+
+
+def _boundary_share() -> float:
+    """What a step on 16 systems pays beyond one system's step, each system's batch fixed (the SwarmX tree:
+    weights broadcast, gradients reduced), as a share of that step, %; 15.3× on 16 implies 16 / 15.3 − 1."""
+    return 100 * (_k2(16, None).step_time_s / _k2(1, None).step_time_s - 1)
 
 
 def _sandia(fixed_global_batch: bool) -> float:
@@ -358,6 +368,9 @@ ANCHORS: list[Anchor] = [
            "×", _SANDIA, PREDICTION, lambda: _sandia(False),
            note="as above, the other reading (weak scaling): every step pays the update once whatever N, so "
                 "only the tree costs anything: an upper bound"),
+    Anchor("clusters", "the same, each system's batch fixed: what a step on 16 pays beyond one system's step",
+           "4.6 % (16 / 15.3 − 1)", 100 * (16 / 15.3 - 1), "%", _SANDIA, PREDICTION, _boundary_share, digits=2,
+           note="the cluster's boundary: in wsesim only the SwarmX tree's latency; see Reading the cluster rows"),
 ]
 """Every anchor; ``docs/validation.md`` is rendered from them."""
 ANCHORS = [replace(a, kernel=getattr(a.wsesim, "kernel", None)) if a.kernel is None else a for a in ANCHORS]
@@ -453,7 +466,13 @@ The missing ~2.4× is not the datapath. The vendor's own fp32 SUMMA (csl-example
 waits for each step's broadcasts before its FMACs and runs a scalar load and two descriptor updates
 beside each 44-value `@fmacs`; if Miyajima et al.'s code is of that form (their paper's code was not
 read), that is what the model's SUMMA (double-buffered, one issue per instruction) does not charge
-(§10.8).
+(§10.8). Charged as that code writes it (each step's broadcasts, then its 1,936 `@fmacs` of 44 one after
+another, each with its issue), a step on 750² is ~85,200 cycles of FMACs, ~13,600 of issue and ~4,700 of
+broadcast: 1.65 FLOP/cycle/PE, still +126 %. Two independent fp32 codes on WSE-2 sustain what Miyajima et
+al. measure: Jacquelin et al.'s 25-point stencil (SC22, arXiv 2204.03775: 503 TFLOP/s on a CS-2, fp32 as we
+read the paper, medium confidence) is 0.79 FLOP/cycle/PE on the 745,500 PEs at 850 MHz. Both would fit an
+`@fmacs` that sustains ~0.4 FMAC a cycle rather than 1, but no source gives that rate, so the SDK's is kept
+and the miss stays a measured fact the model does not explain.
 
 ## Reading the serving rows
 
@@ -532,11 +551,18 @@ Misses, each with its mechanism:
   now compared as such (97 % of the time is the PEs' instruction stream); as a share of peak MeshGEMM
   gives 13.5 %, since 6-value instructions use the lanes poorly and pay their issue.
 - **The fp32 GEMM, +136 %**: wsesim's SUMMA is compute-bound at 1.73 FLOP per cycle per PE (44-value
-  fp32 instructions, 7 cycles to issue each) where the published run reaches 0.73. The fp32 rate is
-  now sourced: the SDK's table of SIMD widths gives `@fmacs` (the fp32 FMAC) no SIMD mode, one a cycle,
-  so a slower datapath does not explain it. An issue cost large enough to (~76 cycles) would contradict
-  the GEMV rows; what is left is the code's own loop (see Reading the `compute: kernel` rows). The
-  weak-scaling row agrees: both grids are compute-bound.
+  fp32 instructions, 7 cycles to issue each) where the published run reaches 0.73. The fp32 rate has its
+  source: the SDK's table of SIMD widths gives `@fmacs` (the fp32 FMAC) no SIMD mode, one a cycle (the
+  residual was +136 % before that source was found and is unchanged by it). An issue cost large enough
+  to close it (~76 cycles) would contradict the GEMV rows, and the vendor's own SUMMA loop closes only
+  ~5 % of it; an fp32 stencil on WSE-2 sustains the same ~0.8 FLOP/cycle/PE (Reading the `compute:
+  kernel` rows), which points at the sustained fp32 rate, unsourced and not adopted. The weak-scaling row
+  agrees: both grids are compute-bound.
+
+WSE-3 has no published kernel row. Its collectives are WaferLLM's WSE-3 code's (docs/model.md §10.2): the
+WSE-2 phases and multicast, and five colours re-routed whenever the allreduce turns axis, one issue each
+(35 cycles: the K-tree over 755 × 1,170 PEs and one wavelet 2,364 cycles, 2,329 before; MeshGEMV
+[1,16K] × [16K,16K] on 420² 1,161, 1,126 before). Its ramp and hop stay WSE-2's: that code gives neither.
 
 Also, at 33,000³ the 44 × 44 fp32 blocks with Cannon's or MeshGEMM's extra buffers need 38,720 B per PE,
 over the 36,864 B that the preset's 25 % runtime reserve leaves: wsesim reports those two infeasible,
@@ -632,23 +658,39 @@ the two readings.
 The update's bandwidth was not set against it; at the ends of its assumed range (0.15 and 15 TB/s) the
 fixed-batch row would give about 3× and 15.1×. Before the update was modelled both readings gave 16.0×.
 
+What a step pays at the cluster's boundary, each system's batch fixed: 15.3× on 16 says a step on 16
+systems is 4.6 % longer than one system's, 1.84 s on wsesim's 40.1 s step (31.6 s of weight stream and
+8.6 s of update). wsesim charges 8 µs there: the SwarmX tree (1:4 fan-out, two levels for 16 systems) is
+pipelined wavelet by wavelet at the systems' own I/O rate, so the weights reach 16 systems as fast as one
+and the gradients are summed as they pass; the update is MemoryX's, once a step at any N. What could fill
+1.84 s is outside the model: a tree that stores and forwards a layer at a time (a Kimi K2 layer's 34 GB of
+weights, or gradients, at a CS-3's 195 GB/s is 0.17 s a level, ~0.7 s for two levels at both ends of a
+step), MemoryX's own ports feeding the tree, and the slowest of 16 systems setting every step's pace.
+None is published, so none is charged.
+
 ## Reading the energy rows
 
 No per-event energy of a wafer is published, so every value in the presets' `energy` sections is
 modelled (docs/model.md §12.1: Horowitz's 45 nm figures scaled to 7 and 5 nm; the floor from the CS-1's
 published split into wafer, cooling and power supply), and none was fitted to these rows. A system's
 published draw is a maximum or a typical figure, not a measurement at a stated load, so it is an upper
-anchor. Even with everything busy the model stays ~27–30 % below it, and at the loads wsesim simulates
-(a dense training step at 32 % MFU, one user served) it gives 10–12 kW, about half. What the model does
-not price is per instruction, not per event (instruction fetch and decode, the DSD engines, task
-scheduling), and the clock tree and leakage may take more than the 30 % of the wafer's power assumed; a
-higher floor would raise every row's joules in proportion to its time, which is why one user's
-joules per token (25 J for LLaMA3-8B on a CS-3, 373 J for LLaMA-3.1-70B on four) are set by the floor:
-the dynamic energy of a token is a few joules, its seconds on idle wafers are the rest. For context, not
-as a fit: NVIDIA's DGX B200 (8 GPUs, ~14.3 kW at most by its datasheet) serves Llama 4 Maverick at up to
-72,000 tokens/s per server at its throughput configuration (NVIDIA developer blog, May 2025), ~0.2 J a
-token at full draw, with a server full of concurrent users; a wafer's joules per token fall the same way
-only as its work per second grows (a batch that shares the seconds, issue 28's continuous batching).
+anchor. Since an instruction costs energy (a cycle of a PE's instruction stream: Horowitz's ~70 pJ
+instruction at 45 nm less its instruction cache, 10 pJ at 7 nm and 7.5 pJ at 5 nm), everything busy comes
+to 23.1 kW for a CS-2 and 26.0 kW for a CS-3, from 16.7 and 20.3 kW without it. The CS-3's bound is 13 %
+over its ~23 kW because it adds the lanes fed at full rate and the instruction stream issuing every cycle,
+which no program does at once: WaferLLM's issue-bound kernels keep the instruction stream busy with the
+lanes three-quarters idle (17.7 kW with the lanes idle), a GEMM of long vectors the reverse (20.3 kW with
+the instruction stream idle); ~23 kW lies between. At the loads wsesim simulates the model gives 12–13 kW,
+about half: one user on LLaMA3-8B 12.4 kW, 14 % of it the instruction streams (a decode step is about half
+issue and kernel launches on every PE); a dense training step 12.4 kW, with no instruction counted (its
+compute is FLOPs at an efficiency, not instructions). The floor (cooling, conversion, leakage and the clock
+tree, 10.4 kW) still sets one user's joules per token (29 J for LLaMA3-8B on a CS-3, 381 J for
+LLaMA-3.1-70B on four): the dynamic energy of a token is a few joules, its seconds on idle wafers are the
+rest. For context, not as a fit: NVIDIA's DGX B200 (8 GPUs, ~14.3 kW at most by its datasheet) serves Llama
+4 Maverick at up to 72,000 tokens/s per server at its throughput configuration (NVIDIA developer blog, May
+2025), ~0.2 J a token at full draw, with a server full of concurrent users; a wafer's joules per token fall
+the same way only as its work per second grows (a batch that shares the seconds, issue 28's continuous
+batching).
 """
 
 

@@ -49,7 +49,8 @@ def test_serving_energy_on_one_pe_by_hand() -> None:
     assert [c.fmacs_fp16 for c in cost.decode_counts] == [80_128 + 280 * 9, 80_128 + 280 * 10] == [82_648, 82_928]
     r = run.result
     assert r.energy_events == {"fmacs_fp16": 710_856, "fmacs_fp32": 0, "sram_read_bytes": 4 * 710_856,
-                               "sram_write_bytes": 2 * 710_856, "wavelet_hops": 0, "io_bytes": 0}
+                               "sram_write_bytes": 2 * 710_856, "wavelet_hops": 0, "io_bytes": 0,
+                               "instruction_cycles": 0}  # tiny8 issues and launches in 0 cycles
     assert r.energy_by_part_j["fmac"] + r.energy_by_part_j["sram"] == pytest.approx(710_856 * PER_FMAC, rel=1e-12)
     assert r.energy_by_part_j["static"] == pytest.approx(1.0 * r.end_to_end_s, rel=1e-12)
     assert r.energy_j == pytest.approx(710_856 * PER_FMAC + r.end_to_end_s, rel=1e-12)
@@ -218,3 +219,19 @@ def test_a_run_whose_counted_events_cost_nothing_prints_and_has_no_tokens_per_kw
     t = run_experiment(spec)
     assert t.energy_per_step_j == 0
     assert "no event it counted costs energy" in energy_rows(t)[0][1]
+
+
+def test_instruction_cycles_are_each_kernels_launch_and_issues_on_every_pe() -> None:
+    """tiny8 issues in 0 cycles; with ``runtime.kernel_launch`` L every kernel of the run adds L cycles of
+    instruction stream on each PE of its grid, so the run's instruction cycles are L times its kernel
+    launches: linear in L (1 and 100 give exactly 1 : 100), 0 at L = 0, on 2 × 2 four times the PEs of
+    1 × 1 per launch; each priced at tiny8's 3 pJ (``energy_by_part_j.instruction``)."""
+    def cycles(launch: int, grid: str = "1x1") -> tuple[float, float]:
+        r = _serve({"hardware.runtime.kernel_launch": f"{launch} cycles", "inference.grid": grid}).result
+        return r.energy_events["instruction_cycles"], r.energy_by_part_j["instruction"]
+
+    one, hundred = cycles(1), cycles(100)
+    assert one[0] > 0 and hundred[0] == 100 * one[0] and hundred[1] == pytest.approx(3e-12 * hundred[0])
+    assert cycles(0) == (0, 0)
+    assert one[0] == 100  # one PE: one cycle a launch, 100 launches in the run (its prefill and 2 decodes)
+    assert cycles(1, "2x2")[0] == 4 * one[0]  # the same program on 4 PEs

@@ -80,6 +80,16 @@ def test_human_view_and_sweep_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["cycles"] for r in runs] == [50, 49]
 
 
+def test_the_sweep_table_shows_the_instruction_stream(capsys: pytest.CaptureFixture[str]) -> None:
+    """The streamed GEMM 8 × 16 × 4 on 1 × 8 with a 10-cycle issue (tests/kernels/test_instructions.py):
+    12 DSD operations on the critical PE, and the microthreads hide 24 cycles of each of its 4 outputs."""
+    assert cli.main(["kernel", "gemm", "--hardware", "tiny8", "--set", "pe.instruction_issue=10 cycles",
+                     "--grid", "1x8", "--shape", "8x16x4", "--algorithm", "stream,summa"]) == 0
+    header, _, stream, _ = capsys.readouterr().out.splitlines()
+    assert "DSD ops" in header and "microthreads hide" in header
+    assert stream.split()[7:9] == ["12", "96"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["gemm", "--shape", "3x3"], "wsesim: --shape: expected MxKxN"),
     (["gemm"], "wsesim: --shape: gemm needs a shape"),

@@ -323,3 +323,23 @@ def test_rotating_reduces_by_hand() -> None:
     assert rotating_reduces(m, 4, 1) == (64.0, 0.0)
     hw = HW.model_copy(update={"pe": HW.pe.model_copy(update={"instruction_issue_cycles": 10.0})})
     assert rotating_reduces(Machine.of(hw, "fp16"), 4, 1) == (64.0, 40.0)
+
+
+def test_wse3s_allreduce_turns_axis_by_re_routing_its_colours() -> None:
+    """WaferLLM's WSE-3 code shares 5 colours between the axes and re-routes them when its allreduce turns
+    from the rows to the columns (``fabric.reroute_colours: 5``), one issue each; its WSE-2 code keeps
+    colours per axis (0). tiny8 with a 10-cycle issue and 5 re-routed colours: the 2D K-tree on 4 × 4 and
+    2 × 2 turns once: 48 + 6 · 10 + 5 · 10 = 158 and 28 + 60 + 50 = 138, of which the turn 50; a line (1 × 8)
+    never turns: 35 + 30 = 65. The chain allreduce is not WaferLLM's: no turn (49 + 20 on 4 × 4)."""
+    hw = HW.model_copy(update={"pe": HW.pe.model_copy(update={"instruction_issue_cycles": 10.0}),
+                               "fabric": HW.fabric.model_copy(update={"reroute_colours": 5})})
+
+    def run(grid: tuple[int, int], algorithm: str = "ktree"):
+        r = run_kernel(hw, "allreduce", *grid, dtype="fp32", algorithm=algorithm, wavelets=1)
+        assert r.overhead + r.compute + r.communication + r.waiting == pytest.approx(r.cycles)
+        return r.cycles, r.overhead, r.dsd_ops
+
+    assert run((4, 4)) == (158, 110, 6) and run((2, 2)) == (138, 110, 6) and run((1, 8)) == (65, 30, 3)
+    assert run((4, 4), "chain") == (69, 20, 2)
+    assert load_hardware("wse3").fabric.reroute_colours == 5
+    assert load_hardware("wse2").fabric.reroute_colours == 0

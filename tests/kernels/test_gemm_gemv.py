@@ -140,3 +140,21 @@ def test_instruction_issue_adds_the_counted_issues() -> None:
     assert run("gemv", "pipeline", (1, 16, 16)) == (34 + 60, 60)
     assert run("gemm", "summa", (8, 8, 8)) == (228, 4 * (2 * 2 + 1) * 10)
     assert run("gemm", "cannon", (8, 8, 8)) == (228, 200)
+
+
+def test_meshgemv_turns_axis_once_a_gemv_where_the_code_re_routes() -> None:
+    """WaferLLM's decode alternates its GEMVs' reduction axis (six turns a layer for six GEMVs), so each
+    MeshGEMV pays one turn: with a 10-cycle issue and WSE-3's 5 re-routed colours, 1×16×16 on 4×4 takes
+    101 (test_instruction_issue_adds_the_counted_issues) + 50 = 151; the vendor's pipelined GEMV, and a
+    GEMV one PE wide (no allreduce), none."""
+    hw = HW.model_copy(update={"pe": HW.pe.model_copy(update={"instruction_issue_cycles": 10.0}),
+                               "fabric": HW.fabric.model_copy(update={"reroute_colours": 5})})
+
+    def run(algorithm: str, grid: tuple[int, int]) -> tuple[float, float]:
+        r = run_kernel(hw, "gemv", *grid, dtype="fp16", algorithm=algorithm, shape=(1, 16, 16))
+        return r.cycles, r.overhead
+
+    assert run("meshgemv", (4, 4)) == (151, 120)
+    assert run("pipeline", (4, 4)) == (94, 60)
+    assert run("meshgemv", (4, 1)) == run("pipeline", (4, 1))
+

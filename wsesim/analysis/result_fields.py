@@ -88,6 +88,8 @@ RUN_RESULT_FIELDS: dict[str, Doc] = {
     "energy_fabric_j": ("J", "the step's energy in wavelet-hops on the fabric (a training step counts "
                         "none)", "§12"),
     "energy_io_j": ("J", "the step's energy in bytes through the systems' I/O", "§12"),
+    "energy_instruction_j": ("J", "the step's energy in the PEs' instruction streams (a training step "
+                             "counts none: its compute is FLOPs at an efficiency, not instructions)", "§12"),
     "energy_static_j": ("J", "the systems' floor (static power) over the step", "§12"),
     "events": ("count", "simulation events the engine processed"),
     "wall_s": ("s", "the host's seconds to simulate: printed by `--json`, never written to `result.json` "

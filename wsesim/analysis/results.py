@@ -92,6 +92,7 @@ class RunResult:
     energy_sram_j: float | None = None
     energy_fabric_j: float | None = None
     energy_io_j: float | None = None
+    energy_instruction_j: float | None = None
     energy_static_j: float | None = None
     events: int = 0
     wall_s: float = 0.0

@@ -205,7 +205,8 @@ SPLIT_PREFILL_FIELDS: dict[str, Doc] = {
 ENERGY_PART_FIELDS: dict[str, Doc] = {
     part: ("J", what, "§12") for part, what in zip(PARTS, (
         "arithmetic (FMACs)", "SRAM reads and writes", "wavelet-hops on the fabric",
-        "bytes through the systems' I/O", "the systems' floor (static power) over the run"), strict=True)}
+        "bytes through the systems' I/O", "the PEs' instruction streams (issues and kernel launches)",
+        "the systems' floor (static power) over the run"), strict=True)}
 """The keys of ``energy_by_part_j`` (``model.energy.PARTS``)."""
 
 ENERGY_EVENT_FIELDS: dict[str, Doc] = {
@@ -215,6 +216,8 @@ ENERGY_EVENT_FIELDS: dict[str, Doc] = {
     "sram_write_bytes": ("B", "SRAM bytes written", "§12.1"),
     "wavelet_hops": ("count", "wavelets times router hops on the fabric", "§12.1"),
     "io_bytes": ("B", "bytes through the systems' I/O, in and out", "§12.1"),
+    "instruction_cycles": ("cycles", "cycles of the PEs' instruction streams, summed over PEs (a scalar "
+                           "instruction issued in each)", "§12.1"),
 }
 """The keys of ``energy_events`` (``model.energy.EventCounts``)."""
 

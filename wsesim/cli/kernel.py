@@ -164,7 +164,8 @@ def _production(r: Any) -> str:
 
 def _table(runs: list[dict[str, Any]]) -> str:
     """A sweep's runs, one line each: a GEMM's or GEMV's shape and efficiency, a collective's wavelets per PE
-    (its efficiency n/a: it computes next to nothing); a run that does not fit is "no [n]", its reason the
+    (its efficiency n/a: it computes next to nothing), the DSD operations the critical PE issues and the
+    cycles its microthreads hide (docs/model.md §10.1); a run that does not fit is "no [n]", its reason the
     n-th line under the table (each reason once)."""
     reasons = list(dict.fromkeys(r["reason"] for r in runs if not r["feasible"]))
     rows = [(f"{r['grid']['rows']}x{r['grid']['cols']}",
@@ -172,11 +173,12 @@ def _table(runs: list[dict[str, Any]]) -> str:
              else f"{r['wavelets']:,} wavelet{'' if r['wavelets'] == 1 else 's'}",
              r["dtype"], r["algorithm"], f"{r['cycles']:,.0f}", f"{r['seconds'] * 1e6:,.3f}",
              f"{100 * r['efficiency']:.1f}" if r["flops"] else "n/a",
+             f"{r['instructions']['dsd_ops']:,.0f}", f"{r['instructions']['microthread_saved_cycles']:,.0f}",
              f"{r['sram']['peak_bytes_per_pe']:,.0f}",
              "yes" if r["feasible"] else f"no [{reasons.index(r['reason']) + 1}]") for r in runs]
     what = "shape" if all(r["wavelets"] is None for r in runs) else "size per PE"
-    table = format_table(rows, ("grid", what, "dtype", "algorithm", "cycles", "us", "eff %", "SRAM B",
-                                "fits"))
+    table = format_table(rows, ("grid", what, "dtype", "algorithm", "cycles", "us", "eff %", "DSD ops",
+                                "microthreads hide", "SRAM B", "fits"))
     return "\n".join([table, *(f"[{i}] {reason} (cycles as if it fitted)"
                                for i, reason in enumerate(reasons, 1))])
 

@@ -81,6 +81,9 @@ LinkWidth = quantity("size", "1 bit", "64 KiB", "32 bit")
 Latency = quantity("cycles", "0 cycles", "100000 cycles", "2 cycles")
 # 24 routable colours on WSE-2; routers have tens of virtual channels; 65,536 is a 16-bit colour field.
 Colours = count(65_536)
+# colours a collective re-routes when it turns axis: 0 (WaferLLM's WSE-2 code) or 5 (its WSE-3 code); at most
+# every colour a PE has
+Reroutes = count(65_536, low=0)
 
 
 class FabricSpec(Spec):
@@ -91,6 +94,9 @@ class FabricSpec(Spec):
     ramp_latency_cycles: Latency = Field(alias="ramp_latency")  # PE <-> its own router, each way
     hop_latency_cycles: Latency = Field(alias="hop_latency")  # per router hop of a pipelined stream
     colours: Colours  # routable colours (virtual channels) per PE; the kernels' and the fabric's limit
+    # colours whose routes WaferLLM's allreduce resets at run time when it turns from one axis to the other
+    # (each a colour-config read-modify-write, charged one pe.instruction_issue; docs/model.md §10.2)
+    reroute_colours: Reroutes = 0
 
     def latency(self, hops: Any) -> Any:
         """Cycles from a wavelet leaving a PE to its arrival at a PE ``hops`` router hops away: down the
@@ -199,6 +205,11 @@ class EnergySpec(Spec):
     sram_write: EventEnergy  # one byte written to a PE's SRAM
     wavelet_hop: EventEnergy  # one wavelet over one router hop: the router and the link to the next PE
     io: EventEnergy  # one byte through the system's I/O ports (in or out)
+    # one cycle of a PE's instruction stream: the scalar instruction it issues in it (fetch, decode, register
+    # file, control); a DSD operation's issue is pe.instruction_issue of them. Absent: 0 (files written
+    # before it, whose instructions cost nothing)
+    instruction: EventEnergy = Field(default_factory=lambda: EventEnergy.model_validate(
+        {"value": "0 J", "label": "modelled"}))
     static: FloorPower  # drawn whenever the system is on: cooling, power conversion, leakage, clocks
 
     def events(self) -> dict[str, EventEnergy | FloorPower]:

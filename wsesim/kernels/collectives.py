@@ -95,18 +95,18 @@ def reduce_2d(m: Machine, rows: int, cols: int, wavelets: int, algorithm: Reduce
 
 def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols: int, wavelets: int,
             cycles: float, steps: int, hops: int, links: LinkMap, copies: int,
-            notes: tuple[str, ...] = (), instructions: int = 1) -> KernelResult:
-    """A collective's result: ``instructions`` issued one after another at a PE (``pe.instruction_issue``
-    each, before the wavelets they move: the overhead), compute = T_OP per dependent step,
-    communication = the stream (B) and 2·T_R + d·t_h per step along the slowest path, waiting = the
-    rest (queues at busy ramps)."""
+            notes: tuple[str, ...] = (), instructions: int = 1, turns: int = 0) -> KernelResult:
+    """A collective's result: ``instructions`` DSD operations issued one after another at a PE
+    (``pe.instruction_issue`` each, before the wavelets they move: the overhead) and ``turns`` from one axis
+    to the other (``Machine.turn`` each), compute = T_OP per dependent step, communication = the stream (B)
+    and 2·T_R + d·t_h per step along the slowest path, waiting = the rest (queues at busy ramps)."""
     need, reason = _sram(m, wavelets, copies)
-    overhead = float(instructions * m.issue) if cycles else 0.0
+    overhead = float(instructions * m.issue + turns * m.turn) if cycles else 0.0
     compute = float(steps * T_OP)
     comm = float(min(cycles - compute, (wavelets if cycles else 0) + m.path(steps, hops)))
     return KernelResult(kind, algorithm, rows, cols, (1, wavelets * m.per_wavelet, 1), m.dtype,
                         cycles + overhead, compute, max(0.0, comm), 0.0, need, links, m, not reason, reason,
-                        notes, overhead=overhead)
+                        notes, overhead=overhead, dsd_ops=float(instructions) if cycles else 0.0)
 
 
 def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
@@ -146,9 +146,12 @@ def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
         (rc, rs, rh), (cc, cs, ch) = ktree_allreduce(m, cols, wavelets), ktree_allreduce(m, rows, wavelets)
         row_topo, col_topo = ktree(cols), ktree(rows)
         links = LinkMap(rows, cols, lambda: ktree_terms(row_topo, col_topo, rows, cols, wavelets))
+        turns = int(rows > 1 and cols > 1)  # from the rows' routes to the columns'
+        note = "rows, then columns: 3 phases each (WaferLLM's two_tree_allreduce)" + (
+            f"; the turn between them re-routes {m.reroutes} colours" if turns and m.reroutes else "")
         return _result(KernelKind.ALLREDUCE, algorithm, m, rows, cols, wavelets, rc + cc, rs + cs, rh + ch,
-                       links, 2, ("rows, then columns: 3 phases each (WaferLLM's two_tree_allreduce)",),
-                       instructions=phases(algorithm) * ((rows > 1) + (cols > 1)))
+                       links, 2, (note,), instructions=phases(algorithm) * ((rows > 1) + (cols > 1)),
+                       turns=turns)
     if algorithm not in TOPOLOGIES:
         raise ConfigError(f"expected one of {', '.join(algorithms(KernelKind.ALLREDUCE))}, "
                           f"got \"{algorithm}\"", path="algorithm")

@@ -12,7 +12,10 @@ same, so one row is simulated:
 * ``pipeline`` — the vendor's: a chain reduce along the row to its first PE, pipelined per wavelet, and
   a multicast of the result back along the row;
 * ``meshgemv`` — WaferLLM's centred K-tree allreduce (``ktree``): two chains converging on the middle
-  of each group, the same over the group roots to the row's middle, a multicast both ways.
+  of each group, the same over the group roots to the row's middle, a multicast both ways. Its decode
+  alternates the axis its GEMVs reduce along (qkv, output and up/gate along one, score, o and down along
+  the other: six turns a layer for six GEMVs), so each GEMV pays one turn (``Machine.turn``): nothing on
+  WSE-2, whose code keeps colours for each axis; the colours' re-routing on WSE-3, whose code shares them.
 
 cycles = compute(M·k·n) + the allreduce of one row (``collectives.allreduce_line``).
 """
@@ -74,7 +77,7 @@ def _gemv(algorithm: GemvAlgorithm) -> Callable[[Machine, int, int, tuple[int, i
         compute, issue = m.instructions(vectors * k, n)  # one FMAC instruction per x value, n long
         wav = m.wavelets(vectors * n)
         reduce, steps, hops = allreduce_line(m, cols, wav, tree)
-        issue += phases(tree) * m.issue * (cols > 1)
+        issue += (phases(tree) * m.issue + (m.turn if tree == ReduceAlgorithm.KTREE else 0.0)) * (cols > 1)
         cycles = compute + issue + reduce
         comm = min(reduce, wav + m.path(steps, hops)) if reduce else 0.0
         need = m.elem_bytes * (k * n + vectors * (k + 2 * n))  # W block; x slices, y partials, incoming

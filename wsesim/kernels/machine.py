@@ -56,6 +56,7 @@ class Machine:
     overlapped: bool = True  # a reduction beside the next FMACs (``pe.reduction``)
     mixed_lanes: int = 2  # 16-bit products into fp32, fp32 adds and moves, a cycle (``pe.simd_width_mixed``)
     microthreads: int = 8  # asynchronous DSD operations in flight at once (``pe.microthreads``)
+    reroutes: int = 0  # colours an allreduce re-routes when it turns axis (``fabric.reroute_colours``)
 
     @classmethod
     def of(cls, hw: HardwareSpec, dtype: str) -> Machine:
@@ -70,7 +71,8 @@ class Machine:
                    colours=fab.colours, fabric=fab,
                    issue=pe.instruction_issue_cycles, io_bytes=hw.io_bytes_per_cycle,
                    partial_bytes=max(1, round(pe.partial_sum_bytes)), overlapped=pe.reduction == "overlapped",
-                   mixed_lanes=pe.simd_width_mixed, microthreads=pe.microthreads)
+                   mixed_lanes=pe.simd_width_mixed, microthreads=pe.microthreads,
+                   reroutes=fab.reroute_colours)
 
     # ------------------------------------------------------------------------------------ formulas
     @property
@@ -122,6 +124,12 @@ class Machine:
         if count <= 0 or length <= 0:
             return 0.0, 0.0
         return float(count * self.compute(length)), float(count * self.issue)
+
+    @property
+    def turn(self) -> float:
+        """Issue cycles of an allreduce turning from one axis to the other: each re-routed colour's
+        config read, masked and written (WaferLLM's ``reconfig_allreduce_axis``), one issue each."""
+        return self.reroutes * self.issue
 
     def seconds(self, cycles: float) -> float:
         return cycles / self.clock_hz

@@ -201,12 +201,15 @@ class BatchCosts:
                 + attention + head)
 
     def _events(self, items: list[tuple[Kernel, int, int, int]]) -> EventCounts:
-        fmacs = hops = 0.0
+        fmacs = hops = issue = 0.0
         for op, context, batch, times in items:
             c = self._cost(op, context, batch)
             fmacs += times * c.fmacs
             hops += times * c.wavelet_hops
-        return EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops)
+            issue += times * c.overhead
+        # the instruction streams' cycles on every PE of the grid (as ``costing._Grid.counts``)
+        return EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops,
+                                    instruction_cycles=issue * self.grid.rows * self.grid.cols)
 
     def _kernel(self, op: Kernel, context: int, batch: int) -> float:
         return self._cost(op, context, batch).cycles

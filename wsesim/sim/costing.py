@@ -292,13 +292,13 @@ class _Grid:
         return KernelCost(cycles, 0.0, cycles, wavelet_hops=float(self.rows * wavelets * max(hops, 1)))
 
     def counts(self, costs: Iterable[KernelCost]) -> EventCounts:
-        """The events of ``costs``: their FMACs on this grid's lanes (with their SRAM traffic) and
-        wavelet-hops."""
-        fmacs = hops = 0.0
+        """The events of ``costs``: FMACs on this grid's lanes (with their SRAM traffic), wavelet-hops, and
+        each kernel's overhead (issues, launch) on every PE of the grid as instruction cycles (§12.1)."""
+        fmacs = hops = issue = 0.0
         for c in costs:
-            fmacs += c.fmacs
-            hops += c.wavelet_hops
-        return EventCounts.of_fmacs(fmacs, self.dtype, wavelet_hops=hops)
+            fmacs, hops, issue = fmacs + c.fmacs, hops + c.wavelet_hops, issue + c.overhead
+        return EventCounts.of_fmacs(fmacs, self.dtype, wavelet_hops=hops,
+                                    instruction_cycles=issue * self.rows * self.cols)
 
 
 def one_request(spec: InferenceExperimentSpec, serve: Serve | ServeBatches) -> Serve:
