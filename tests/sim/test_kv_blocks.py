@@ -121,6 +121,12 @@ def test_a_request_longer_than_the_pool_is_refused() -> None:
     assert log.refused.tolist() == [True, True]
 
 
+def test_a_block_larger_than_the_pool_refuses_every_request_and_says_so() -> None:
+    r = run_inference(_spec({**TWO, "inference.kv_block": 16_000_000})).result
+    assert not r.feasible and r.refused == 2
+    assert r.infeasible_reason.endswith("on the pool of 0 blocks of 16,000,000 tokens)")
+
+
 LOADS = {
     "one stage, prefill first": {},
     "one stage, chunked": {"inference.prefill": "chunked", "inference.token_budget": 5},

@@ -161,14 +161,17 @@ def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: 
                        **_load_keys(spec))
 
 
-def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any) -> ServeResult:
+def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any,
+                 paged: tuple[int, int, str] | None = None) -> ServeResult:
     """The infeasible result of a load whose every request was refused (its KV cache fits no stage even
-    alone), naming the smallest such request."""
+    alone; ``paged``: its last context's blocks exceed the pool), naming the smallest such request."""
     n = len(times.prompt)
     smallest = int(np.argmin(times.prompt + times.output))
+    room = (f"the pool of {paged[1]:,} blocks of {paged[0]:,} tokens" if paged
+            else f"{mapping.grid[0]}x{mapping.grid[1]} PEs a stage")
     reason = (f"every request refused: each one's KV cache (prompt + output) fits no stage even alone "
               f"({n:,} request{'s' if n != 1 else ''}, the smallest {int(times.prompt[smallest]):,} + "
-              f"{int(times.output[smallest]):,} tokens, on {mapping.grid[0]}x{mapping.grid[1]} PEs a stage)")
+              f"{int(times.output[smallest]):,} tokens, on {room})")
     return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason, requests=n,
                        refused=n, **_load_keys(spec))
 
@@ -188,7 +191,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     inf, clock = spec.inference, spec.hardware.clock_hz
     whole = request_times(spec, program, trace)
     if whole.refused.all():  # nothing served: no latency to report, not a run whose latencies are 0
-        return _all_refused(spec, mapping, whole)
+        return _all_refused(spec, mapping, whole, getattr(program.body[0], "kv_block", None))
     times = whole.after(inf.warmup)  # the figures over requests: those after the warm-up
     load = {**_load_keys(spec), **load_figures(spec, times, trace),
             "requests": len(whole.prompt), "refused": int(whole.refused.sum())}  # the run's, warm-up included
