@@ -39,10 +39,10 @@ import numpy as np
 
 from ..model.serving import requests_fit
 from ..model.speculative import accepted
-from .plan import BatchLog
+from .plan import BatchLog, kv_events
 from .program import ServeBatches
 
-__all__ = ["fits_alone", "kv_events", "run_batches", "take_pieces"]
+__all__ = ["fits_alone", "run_batches", "take_pieces"]
 
 
 def fits_alone(op: ServeBatches, r: int) -> bool:
@@ -388,8 +388,3 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                      "ends", "moved", "landed"):
             setattr(log, name, getattr(log, name)[order_])
     return log
-
-def kv_events(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:
-    """A paged cache's events as ``BatchLog.kv_events``: by start, then kind, then request."""
-    a = np.array(rows, dtype=float).reshape(-1, 5)
-    return a[np.lexsort((a[:, 1], a[:, 0], a[:, 2]))]

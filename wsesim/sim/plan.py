@@ -166,6 +166,13 @@ class BatchLog:
         return float(done.max()) if done.size else 0.0
 
 
+def kv_events(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:
+    """A paged cache's events as ``BatchLog.kv_events`` (each executor logs them in its own order): by
+    start, then kind, then request."""
+    a = np.array(rows, dtype=float).reshape(-1, 5)
+    return a[np.lexsort((a[:, 1], a[:, 0], a[:, 2]))]
+
+
 @dataclass
 class Trace:
     """What happened, recorded during the run; metrics are computed from it afterwards.

@@ -23,9 +23,8 @@ import simpy
 
 from ..model.serving import requests_fit
 from ..model.speculative import accepted
-from .batching import kv_events
 from .costing import StageCosts
-from .plan import BatchLog, StageLog, Trace
+from .plan import BatchLog, StageLog, Trace, kv_events
 from .program import Serve, ServeBatches
 
 __all__ = ["serve_batches", "serve_requests"]
