@@ -3,7 +3,8 @@ the one writer of traces, for a training step and for serving alike.
 
 Timestamps are simulated microseconds (cycles / clock). A serving run is one process, "pipeline
 stages", with a thread per stage and a span per request's token the stage served (prefill or decode);
-under continuous batching, a span per iteration (its decode tokens and prompt tokens in its args).
+under continuous batching, a span per iteration (its decode tokens and prompt tokens in its args), and
+with a paged KV cache a span per preemption and per swap to MemoryX and back.
 A training step's tracks, named with metadata events:
 
 =====  =========================  ==========================================================
@@ -144,6 +145,13 @@ def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
             what = "KV cache" if names[s] == kv else "hand-off"
             span(1, links + s, f"{what} {moved:,}", end, landed, {"station": names[s], "values": moved},
                  "handoff")
+    if len(b.kv_events):  # a paged cache's preemptions and swaps, on a thread after the hand-offs'
+        kv = 2 * len(names) + 1
+        meta.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": kv,
+                     "args": {"name": "KV cache: preemptions, MemoryX I/O"}})
+        for kind, r, start, end, tokens in b.kv_events.tolist():
+            what = ("preempt", "swap out", "swap in")[int(kind)]
+            span(1, kv, f"{what} r{int(r)}", start, end, {"request": int(r), "tokens": int(tokens)}, "kv")
     for s, start, end, decodes, prompt in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
                                               b.decodes.tolist(), b.prompt_tokens.tolist(), strict=True):
         drafting = names[s] == "draft"

@@ -23,6 +23,7 @@ from typing import Any
 from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
 from ..model.energy import PARTS, Energy, EventCounts, energy_of
+from ..model.serving import kv_bytes_per_token
 from ..sim.costing import Costs
 from ..sim.plan import BatchLog, Trace
 
@@ -76,6 +77,12 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
                 c = c + costs.draft.receive_counts(ends)
             seen[key] = c
         total = total + c
+    kv = log.kv_events
+    swapped = float(kv[kv[:, 0] > 0, 4].sum()) if len(kv) else 0.0
+    if swapped:  # a paged cache's swaps: every layer's share through its wafer's I/O, out and back in
+        stages = [c.batches for c in costs.stages]
+        total = total + EventCounts(io_bytes=swapped * kv_bytes_per_token(stages[0].spec.model)
+                                    * sum(b.layers for b in stages))
     return total
 
 

@@ -106,6 +106,14 @@ class ServeResult:
     warmup: int = 0
     prompt_tokens_per_s: float = 0.0
     capacity_requests_per_s: float = 0.0
+    # the paged KV cache (inference.kv_block, docs/model.md §11.7): tokens a block (0: each request's cache
+    # reserved whole), blocks in the pool, what a preemption does ("" without blocks), the run's
+    # preemptions (warm-up included, each time a request is preempted), the I/O's seconds swapping caches
+    kv_block: int = 0
+    kv_blocks: int = 0
+    preemption: str = ""
+    preemptions: int = 0
+    swap_s: float = 0.0
     # energy (docs/model.md §12; None: n/a, the hardware has no energy section or no price is given):
     # the run's joules on all its systems, end to end, by part; their mean power; per output token
     energy_j: float | None = None
@@ -157,14 +165,17 @@ def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: 
                        **_load_keys(spec))
 
 
-def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any) -> ServeResult:
+def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any,
+                 paged: tuple[int, int, str] | None = None) -> ServeResult:
     """The infeasible result of a load whose every request was refused (its KV cache fits no stage even
-    alone), naming the smallest such request."""
+    alone; ``paged``: its last context's blocks exceed the pool), naming the smallest such request."""
     n = len(times.prompt)
     smallest = int(np.argmin(times.prompt + times.output))
+    room = (f"the pool of {paged[1]:,} blocks of {paged[0]:,} tokens" if paged
+            else f"{mapping.grid[0]}x{mapping.grid[1]} PEs a stage")
     reason = (f"every request refused: each one's KV cache (prompt + output) fits no stage even alone "
               f"({n:,} request{'s' if n != 1 else ''}, the smallest {int(times.prompt[smallest]):,} + "
-              f"{int(times.output[smallest]):,} tokens, on {mapping.grid[0]}x{mapping.grid[1]} PEs a stage)")
+              f"{int(times.output[smallest]):,} tokens, on {room})")
     return ServeResult(**_base(spec, mapping), feasible=False, infeasible_reason=reason, requests=n,
                        refused=n, **_load_keys(spec))
 
@@ -172,7 +183,8 @@ def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any) ->
 def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
     inf = spec.inference
     slo = {"slo_ttft_s": inf.slo.ttft_s, "slo_tpot_s": inf.slo.tpot_s} if inf.slo else {}
-    return {"arrival": inf.arrival, "batching": "continuous" if inf.continuous else "none", **slo}
+    paged = {"kv_block": inf.kv_block, "preemption": inf.preempt_by} if inf.kv_block else {}
+    return {"arrival": inf.arrival, "batching": "continuous" if inf.continuous else "none", **slo, **paged}
 
 
 def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
@@ -183,7 +195,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     inf, clock = spec.inference, spec.hardware.clock_hz
     whole = request_times(spec, program, trace)
     if whole.refused.all():  # nothing served: no latency to report, not a run whose latencies are 0
-        return _all_refused(spec, mapping, whole)
+        return _all_refused(spec, mapping, whole, getattr(program.body[0], "kv_block", None))
     times = whole.after(inf.warmup)  # the figures over requests: those after the warm-up
     load = {**_load_keys(spec), **load_figures(spec, times, trace),
             "requests": len(whole.prompt), "refused": int(whole.refused.sum())}  # the run's, warm-up included
@@ -198,7 +210,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
         span = last - float(times.arrival[served].min()) if served.any() else 0.0
         tokens = float(times.output[served].sum()) / span if span else 0.0
         produced = int(whole.output[~whole.refused].sum())  # every token the energy was spent on
-        steady = _steady(spec, whole, times, trace, span)
+        steady = {**_steady(spec, whole, times, trace, span), **_paged(serve, trace, clock)}
         assert trace.batches is not None
         busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
         waited = np.zeros(len(costs.stages))
@@ -307,6 +319,16 @@ def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTi
                            f"({capacity:,.3g} requests/s: {why}): the queue grows for as long as the run "
                            "lasts, and its latencies are the run's length's, not a steady state's"]
     return out
+
+
+def _paged(serve: Serve | ServeBatches, trace: Trace, clock: float) -> dict[str, Any]:
+    """A paged cache's pool, its preemptions and the I/O's seconds swapping (none without blocks)."""
+    if not isinstance(serve, ServeBatches) or serve.kv_block is None or trace.batches is None:
+        return {}
+    kv = trace.batches.kv_events
+    swaps = kv[kv[:, 0] > 0] if len(kv) else kv
+    return {"kv_blocks": serve.kv_block[1], "preemptions": trace.batches.preemptions,
+            "swap_s": float((swaps[:, 3] - swaps[:, 2]).sum()) / clock if len(swaps) else 0.0}
 
 
 def _stage_experts(stage: Any, cost: Any) -> dict[str, Any]:

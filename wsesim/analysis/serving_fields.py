@@ -99,6 +99,15 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
                             "(continuous batching)", "§11.7"),
     "capacity_requests_per_s": ("requests/s", "the requests a second the run can serve: the lower of the "
                                 "busiest stage's and admission's (0 without continuous batching)", "§11.7"),
+    "kv_block": ("tokens", "`inference.kv_block`: tokens a block of the paged KV cache (0: each request's "
+                 "cache reserved whole at admission)", "§11.7"),
+    "kv_blocks": ("count", "blocks in the pool: the tightest stage's SRAM for KV beside its weights and "
+                  "activations, in blocks (0 without blocks)", "§11.7"),
+    "preemption": ("", "`inference.preemption`: recompute or swap (empty without blocks)", "§11.7"),
+    "preemptions": ("count", "times a request was preempted for blocks another decode needed, the warm-up "
+                    "included", "§11.7"),
+    "swap_s": ("s", "the I/O's seconds moving preempted caches to MemoryX and back (0 with recompute)",
+               "§11.7"),
     "energy_j": ("J", "the run's energy on all its systems, end to end (null: no energy section)", "§12"),
     "energy_by_part_j": ("J", "that energy by part (`energy_by_part_j.<part>`)", "§12"),
     "power_w": ("W", "the systems' mean power over the run (all of them)", "§12"),

@@ -169,6 +169,10 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
     if r.refused:
         requests = f"{r.refused:,} request{'s' if r.refused != 1 else ''}"
         rows.append(("refused", f"{requests} whose KV cache fits no stage even alone"))
+    if r.kv_block:
+        swapped = f", the I/O {r.swap_s * 1e3:,.2f} ms swapping to MemoryX" if r.preemption == "swap" else ""
+        rows.append(("KV blocks", f"{r.kv_blocks:,} of {r.kv_block:,} tokens; {r.preemptions:,} "
+                                  f"preemption{'s' if r.preemptions != 1 else ''} ({r.preemption}{swapped})"))
     if r.slo_ttft_s:
         rows.append(("goodput", f"{r.goodput_tokens_per_s:,.1f} tokens/s, {r.goodput_requests_per_s:,.2f} "
                                 f"requests/s ({100 * r.slo_attainment:.1f} % meet TTFT <= "

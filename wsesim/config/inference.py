@@ -24,6 +24,7 @@ from .inference_parts import (
     StageLayers,
     Systems,
     Tokens,
+    kv_block_problem,
 )
 from .loader import (
     REFERENCE_KEYS,
@@ -230,6 +231,37 @@ class InferenceSpec(Spec):
             raise fail(f"expected a warmup below the run's {n:,} requests (the figures need some left), "
                        f"got {warmup:,}")
         return warmup
+
+    # the KV cache in blocks of this many tokens (vLLM's PagedAttention; docs/model.md §11.7): admission by
+    # the free blocks of the pool a stage's SRAM holds, a request's blocks growing as it decodes, and when
+    # none is free the latest-arrived request preempted; none: each request's cache reserved whole
+    kv_block: Tokens | None = Field(None, validate_default=True)
+    # what a preempted request's cache becomes: recompute (dropped; its prompt and outputs prefilled again
+    # when it is readmitted) or swap (out to MemoryX over the wafer's I/O and back); default recompute
+    preemption: Literal["recompute", "swap"] | None = Field(None, validate_default=True)
+
+    @field_validator("kv_block")
+    @classmethod
+    def _kv_block(cls, block: int | None, info: ValidationInfo) -> int | None:
+        d = info.data
+        continuous = d.get("batching") == "continuous" or (
+            d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch")))
+        if block is not None and (problem := kv_block_problem(block, continuous, d)):
+            raise fail(problem)
+        return block
+
+    @field_validator("preemption")
+    @classmethod
+    def _preemption(cls, preemption: str | None, info: ValidationInfo) -> str | None:
+        if preemption is not None and info.data.get("kv_block") is None:
+            raise fail(f"expected no preemption without kv_block (a cache reserved whole is never "
+                       f"preempted), got {preemption}")
+        return preemption
+
+    @property
+    def preempt_by(self) -> str:
+        """What a preempted request's cache becomes (``preemption``; recompute unless it says swap)."""
+        return self.preemption or "recompute"
 
     @property
     def sampled(self) -> bool:

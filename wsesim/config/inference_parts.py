@@ -13,7 +13,7 @@ from .fields import count, quantity
 from .specs import ModelSpec
 
 __all__ = ["Acceptance", "DraftTokens", "ExpertGrids", "Rate", "Requests", "Sigma", "SloSpec",
-           "SpeculativeSpec", "StageLayers", "Systems", "Target", "Tokens"]
+           "SpeculativeSpec", "StageLayers", "Systems", "Target", "Tokens", "kv_block_problem"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
@@ -70,3 +70,27 @@ class SpeculativeSpec(Spec):
     draft: ModelSpec
     tokens: DraftTokens = 4
     acceptance: Acceptance
+
+
+def kv_block_problem(block: int, continuous: bool, keys: dict[str, Any]) -> str:
+    """Why ``inference.kv_block`` cannot page this run's cache (empty: it can), from the keys validated
+    before it. Blocks page the scheduler's cache: not the one-token pipeline's (every request at cycle 0,
+    its cache reserved whole), nor ``concat``'s (a block goes wherever the pool has room, as ``shift``
+    balances the cache; concat puts every decoded token on the grid's last row), nor a draft's or a
+    prefill pool's (their caches are written on other wafers: paging them is not modelled)."""
+    if not continuous:
+        return (f"expected no kv_block without continuous batching (the one-token pipeline reserves every "
+                f"request's cache whole at cycle 0: nothing is admitted or preempted), got {block}")
+    if keys.get("kv_layout") == "concat":
+        return (f"expected kv_layout: shift with kv_block (a block goes wherever the pool has room, the "
+                f"cache balanced over the grid; concat appends every decoded token to the grid's last row), "
+                f"got concat with kv_block: {block}")
+    if keys.get("speculative") is not None:
+        return (f"expected no speculative with kv_block (a verify pass writes K + 1 positions and keeps the "
+                f"accepted ones, and the draft's cache is on its own wafers: paging both is not modelled), "
+                f"got kv_block: {block}")
+    if keys.get("prefill_systems") is not None:
+        return (f"expected no prefill_systems with kv_block (the prompt's cache is written on the prefill "
+                f"wafers and handed over whole: a preempted request's recompute there is not modelled), got "
+                f"kv_block: {block}")
+    return ""

@@ -56,8 +56,9 @@ SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems",
                    "refused", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s",
                    "itl_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "queueing_s",
                    "tokens_per_s_per_system", "mean_batch", "largest_batch", "slo_attainment",
-                   "goodput_requests_per_s", "goodput_tokens_per_s",
-                   "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
+                   "goodput_requests_per_s", "goodput_tokens_per_s", "kv_block", "kv_blocks", "preemption",
+                   "preemptions", "swap_s", "joules_per_token", "tokens_per_s_per_kw",
+                   "usd_per_million_tokens")
 """The fields of a ``ServeResult`` a serving sweep's CSV keeps, after the swept keys: what was served,
 the mapping it was served on (a grid of PEs per stage, stages, wafers) and its figures, energy and cost
 included (empty where n/a). The host's wall-clock time is no column (the file is a function of the
@@ -67,8 +68,8 @@ SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_
                     "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s", "itl_p99_s", "e2e_mean_s",
                     "e2e_p50_s", "e2e_p99_s", "queueing_s", "tokens_per_s_per_system",
                     "mean_batch", "largest_batch", "slo_attainment", "goodput_requests_per_s",
-                    "goodput_tokens_per_s",
-                   "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
+                    "goodput_tokens_per_s", "kv_blocks", "preemptions", "swap_s",
+                    "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
 """Columns only a served run fills: empty on an infeasible (or failed) row."""
 
 SWEEP_FIELDS: dict[str, tuple[str, ...]] = {

@@ -21,7 +21,7 @@ from ..config.specs import ModelSpec
 from .shapes import LayerShapes
 
 __all__ = ["StageMemory", "activation_bytes", "experts_per_grid", "kv_bytes_per_token", "kv_cache_bytes",
-           "layer_weight_bytes", "requests_fit", "stage_memory"]
+           "kv_pool_tokens", "layer_weight_bytes", "requests_fit", "stage_memory"]
 
 
 def kv_bytes_per_token(model: ModelSpec) -> float:
@@ -95,6 +95,28 @@ def requests_fit(model: ModelSpec, memory: StageMemory, layers: int, rows: int, 
     activations: what continuous batching admits (docs/model.md §11.7)."""
     kv = kv_cache_bytes(kv_bytes_per_token(model) * layers, prompts, outputs, rows, cols, layout)
     return memory.weights + kv + activation_bytes(model, batch, longest, rows, cols) <= memory.usable
+
+
+def kv_pool_tokens(model: ModelSpec, memory: StageMemory, layers: int, rows: int, cols: int, batch: int,
+                   longest: int) -> int:
+    """The tokens of KV cache a stage holds beside its weights and the activations of ``batch`` requests
+    whose longest prompt is ``longest``, the cache balanced over the grid (``shift``): the most T for which
+    ``requests_fit`` holds T tokens at that batch, the one bound admission reads, so a pool of paged
+    blocks (``inference.kv_block``, docs/model.md §11.7) is cut from exactly the room it would reserve."""
+    per_pe = kv_cache_bytes(kv_bytes_per_token(model) * layers, 1, 0, rows, cols, "shift")
+    free = memory.usable - memory.weights - activation_bytes(model, batch, longest, rows, cols)
+    most = 2**31 - 1
+    if free < 0:
+        return 0
+    tokens = most if per_pe <= 0 else int(min(free / per_pe, most))
+
+    def fit(t: int) -> bool:
+        return requests_fit(model, memory, layers, rows, cols, "shift", batch, t, 0, longest)
+    while tokens > 0 and not fit(tokens):  # the division's rounding, settled by the bound itself
+        tokens -= 1
+    while tokens < most and fit(tokens + 1):
+        tokens += 1
+    return tokens
 
 
 def stage_memory(model: ModelSpec, weight_bytes: float, layers: int, rows: int, cols: int, usable: float,

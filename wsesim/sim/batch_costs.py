@@ -154,6 +154,11 @@ class BatchCosts:
             self._mixed[key] = c
         return c
 
+    def swap(self, nbytes: float) -> float:
+        """Cycles to move ``nbytes`` of a preempted request's KV cache between the stage's wafer and
+        MemoryX over the system's I/O (``io.bandwidth``, one direction), out or back in."""
+        return nbytes / self.spec.hardware.io_bytes_per_cycle
+
     def handoff(self, values: int) -> float:
         """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
         return self._moved(values)[0]

@@ -10,15 +10,19 @@ piece, each computed once); the rules are the op's (``program.ServeBatches``):
   fit beside those in flight (``model.serving.requests_fit`` on every stage) or ``cap`` are in flight,
   and those behind it wait too; one that fits no stage even alone is refused;
 * an iteration takes its stage's queued decode tokens in the order they came, then its prompt pieces
-  in order (whole prompts within the op's token budget under ``prefill_first``, where decodes then
-  wait; up to the budget less the decodes under ``chunked``, a prompt cut where it ends), all of them
-  through one pass of the stage's kernels; its values leave for the next stage over a link
-  that delivers in order (a hand-off lands no earlier than the one before it on the same link);
+  in order (``take_pieces``), all through one pass of the stage's kernels; its values leave for the next
+  stage over a link that delivers in order (no hand-off lands before the one ahead of it on that link);
 * at the last stage a decode token is an output token, a piece ending its prompt the first one; a
-  request whose last token is out leaves, and its KV cache room is given to the next in line.
+  request whose last token is out leaves, and its KV cache room is given to the next in line; a draft
+  and a prefill pool are more stations (``land``: where their work waits for the other half of it);
+* with a paged cache (``op.kv_block``) admission takes the prompt's blocks from the pool instead, and an
+  iteration of the first stage first gives each of its decode tokens the blocks of its context, earliest
+  arrived first; when the pool is short the latest-arrived of those not yet served is preempted (the one
+  asking, when it is the latest), first in line again: its cache dropped, a readmission prefilling its
+  prompt and outputs so far, whose end is its next output (``recompute``), or swapped out to MemoryX over
+  the I/O, the iteration starting when it has left, and back in before its decode goes on (``swap``).
 
-``reference.py`` runs the same rules as SimPy processes and resources; both agree exactly
-(``tests/sim/test_batching.py``).
+``reference_batching.py`` runs the same rules as SimPy processes; both agree exactly (tests/sim).
 """
 
 from __future__ import annotations
@@ -33,15 +37,18 @@ import numpy as np
 
 from ..model.serving import requests_fit
 from ..model.speculative import accepted
-from .plan import BatchLog
+from .plan import BatchLog, kv_events
 from .program import ServeBatches
 
 __all__ = ["fits_alone", "run_batches", "take_pieces"]
 
 
 def fits_alone(op: ServeBatches, r: int) -> bool:
-    """Whether request r's KV cache fits every stage with no other request."""
+    """Whether request r's KV cache fits every stage with no other request (paged: its last decode's
+    prompt + output − 1 tokens, in the pool's blocks)."""
     p, o = int(op.prompt[r]), int(op.output[r])
+    if op.kv_block is not None:
+        return -(-(p + o - 1) // op.kv_block[0]) <= op.kv_block[1]
     return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
                             op.layout, 1, p, o, p) for w in op.stages)
 
@@ -83,21 +90,20 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     context = [p + 1 for p in prompt]  # the first decode token's context
     left = [o - 1 for o in outputs]  # decode outputs to come
     passes = [0] * n  # verify passes done (with a draft)
-    drafted = [False] * n  # the draft has prefilled the request's prompt
-    held: set[int] = set()  # first tokens come back to the draft before it prefilled their prompt
+    # the draft has prefilled the request's prompt; with a prefill pool too, its cache has reached stage 0
+    drafted, cached = [False] * n, [False] * n
     joins = bool(pool) and draft is not None  # a verify pass needs the drafts and the KV cache both
-    cached = [False] * n  # with both: the prompt's KV cache has landed on the decode wafers
-    waiting_cache: set[int] = set()  # with both: drafts at the first stage before the cache
+    # first tokens at the draft before it prefilled their prompt; drafts at stage 0 before their cache
+    unprefilled, waiting_cache = set[int](), set[int]()
     nan = float("nan")
     admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     refused = [False] * n
     stop = list(accumulate(outputs))  # request r's outputs' cycles end before stop[r] in ``emitted``
     emitted = array("d", [nan]) * (stop[-1] if n else 0)
     busy = [0.0] * stations
-    it_stage, it_start, it_end = array("i"), array("d"), array("d")
-    it_decodes, it_prompt = array("i"), array("i")
+    it_stage, it_decodes, it_prompt = array("i"), array("i"), array("i")
+    it_start, it_end, it_landed = array("d"), array("d"), array("d")
     it_longest, it_pieces, it_reach, it_ends, it_moved = (array("q") for _ in range(5))
-    it_landed = array("d")
     decodes: list[list[int]] = [[] for _ in range(stations)]  # the requests whose decode token is queued
     pieces: list[list[list[int]]] = [[] for _ in range(stations)]  # prompt pieces: [request, start, tokens]
     running: list[tuple | None] = [None] * stations  # the iteration a stage runs
@@ -107,40 +113,103 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
     prompts_in: dict[int, int] = {}  # prompt length -> requests in flight with it (for the longest)
     heap: list[tuple[float, int, int, tuple]] = []  # (cycle, order, stage, work): ends and hand-offs
-    touched: set[int] = set()  # the stations work landed at or left from in the current cycle
-    order = 0
+    touched, order = set[int](), 0  # the stations work landed at or left from in this cycle; heap order
     fit_args = [(w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols) for w in op.stages]
+    paged = op.kv_block is not None
+    block, free, swap = ((op.kv_block[0], [op.kv_block[1]], op.kv_block[2] == "swap") if op.kv_block
+                         else (1, [0], False))
+    held = [0] * n  # blocks each request holds (paged)
+    target = list(prompt)  # tokens its next prefill covers: its prompt, or its context when preempted
+    redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
+    swapped = [nan] * n  # when its cache's swap out to MemoryX ends (NaN: not out)
+    io = [0.0, 0.0]  # when the I/O to MemoryX is next free, out and in
+    kv_log: list[tuple[float, float, float, float, float]] = []
 
     def admit(now: float) -> None:
+        nonlocal order
         while waiting and flight[0] < op.cap:
             r = waiting[0]
             p, o = prompt[r], output[r]
-            longest = max(max(prompts_in), p) if prompts_in else p
-            if not all(requests_fit(op.model, mem, layers, rows, cols, op.layout, flight[0] + 1,
-                                    flight[1] + p, flight[2] + o, longest)
-                       for mem, layers, rows, cols in fit_args):
-                return
+            if paged:  # the blocks of its prompt, or of its context when it was preempted
+                need = -(-target[r] // block)
+                if need > free[0]:
+                    return
+                free[0] -= need
+                held[r] = need
+            else:
+                longest = max(max(prompts_in), p) if prompts_in else p
+                if not all(requests_fit(op.model, mem, layers, rows, cols, op.layout, flight[0] + 1,
+                                        flight[1] + p, flight[2] + o, longest)
+                           for mem, layers, rows, cols in fit_args):
+                    return
             waiting.popleft()
             flight[0] += 1
             flight[1] += p
             flight[2] += o
             prompts_in[p] = prompts_in.get(p, 0) + 1
-            admitted[r] = now
-            pieces[entry].append([r, 0, p])
-            touched.add(entry)
-            if draft is not None:  # the draft prefills the prompt beside the target
-                pieces[draft].append([r, 0, p])
-                touched.add(draft)
+            if admitted[r] != admitted[r]:  # its first admission (NaN before)
+                admitted[r] = now
+            if swapped[r] == swapped[r]:  # its cache back in from MemoryX, then its decode token on
+                begin = max(now, io[1], swapped[r])
+                io[1] = at = begin + costs[0].swap(op.swap_bytes(context[r] - 1))
+                kv_log.append((2.0, r, begin, at, context[r] - 1))
+                swapped[r] = nan
+                heapq.heappush(heap, (now + (at - now), order, entry, ([r], [], -1)))  # as a SimPy timeout
+                order += 1
+            else:
+                pieces[entry].append([r, 0, target[r]])
+                touched.add(entry)
+                if draft is not None:  # the draft prefills the prompt beside the target
+                    pieces[draft].append([r, 0, p])
+                    touched.add(draft)
+
+    def preempt(v: int, now: float) -> float:
+        """Request v gives up its blocks and is first in line again, its cache dropped (``recompute``)
+        or swapped out to MemoryX behind the swaps before it; returns when its blocks are free."""
+        leave(v)
+        waiting.appendleft(v)
+        target[v] = context[v]
+        if not swap:
+            redo[v] = True
+            kv_log.append((0.0, v, now, now, context[v] - 1))
+            return now
+        begin = max(now, io[0])
+        io[0] = swapped[v] = begin + costs[0].swap(op.swap_bytes(context[v] - 1))
+        kv_log.append((1.0, v, begin, swapped[v], context[v] - 1))
+        return swapped[v]
+
+    def grow(rs: list[int], now: float) -> tuple[list[int], float]:
+        """The blocks ``rs``'s decode tokens need at their contexts, earliest arrived first, preempting the
+        latest-arrived not yet served while the pool is short; returns those kept and when their blocks
+        are free."""
+        ready, queue = now, sorted(rs)
+        i, j = 0, len(queue)
+        while i < j:
+            r = queue[i]
+            need = -(-context[r] // block) - held[r]
+            while need > free[0] and j - 1 > i:
+                j -= 1
+                ready = max(ready, preempt(queue[j], now))
+            if need > free[0]:  # the latest itself
+                ready = max(ready, preempt(r, now))
+                break
+            free[0] -= need
+            held[r] += need
+            i += 1
+        if i == len(queue):
+            return rs, ready
+        kept = set(queue[:i])
+        return [r for r in rs if r in kept], ready
 
     def land(to: int, rs: list[int], ps: list, source: int) -> None:
         """Work from station ``source`` lands at station ``to``: at the draft, a request whose prompt it
-        has not prefilled yet waits for that (``held``; one with nothing left to draft is dropped); with a
-        draft and prefill wafers, a request's drafts wait at the first stage for its KV cache, and the
-        cache for its drafts (``cached``, ``waiting_cache``)."""
+        has not prefilled yet waits for that (``unprefilled``; one with nothing left to draft is dropped);
+        with a draft and prefill wafers, its drafts wait at the first stage for its KV cache, and the cache
+        for its drafts (``cached``, ``waiting_cache``)."""
         if to == draft and rs:
             rs = [r for r in rs if left[r]]
             ready = [r for r in rs if drafted[r]]
-            held.update(r for r in rs if not drafted[r])
+            unprefilled.update(r for r in rs if not drafted[r])
             rs = ready
         elif to == 0 and joins and rs:
             if source == last_pool:  # the KV cache: the drafts that came first now verify
@@ -157,6 +226,12 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
 
     def release(r: int, now: float) -> None:
         finished[r] = now
+        leave(r)
+
+    def leave(r: int) -> None:
+        """Request r out of flight, its blocks back in the pool."""
+        free[0] += held[r]
+        held[r] = 0
         flight[0] -= 1
         flight[1] -= prompt[r]
         flight[2] -= output[r]
@@ -177,8 +252,8 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             values = k * len(out_r)
             for r, _, _ in ps:  # prompts prefilled: a first token already back starts its round
                 drafted[r] = True
-                if r in held:
-                    held.discard(r)
+                if r in unprefilled:
+                    unprefilled.discard(r)
                     decodes[s].append(r)
         elif pool and S <= s < last_pool:  # a prefill stage: the prompts' activations to the next
             to, out_r, out_p = s + 1, [], ps
@@ -218,8 +293,18 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                     release(r, now)
             values = width * len(rs)
             for r, begin, tokens in ps:
-                if begin + tokens == prompt[r]:  # its prompt's last piece: the first token is out
+                if begin + tokens == target[r]:  # its prompt's last piece: the first token is out
                     values += 1
+                    if redo[r]:  # a recompute's: the output its preempted decode would have given
+                        redo[r] = False
+                        emitted[stop[r] - left[r]] = now
+                        context[r] += 1
+                        if left[r] > 1:
+                            left[r] -= 1
+                            out_r.append(r)
+                        else:
+                            release(r, now)
+                        continue
                     first[r] = emitted[stop[r] - outputs[r]] = now
                     if not left[r]:
                         release(r, now)
@@ -245,6 +330,12 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             decodes[s] = []
         else:  # prefill first: the decodes wait for an iteration without prompts
             rs = []
+        t0 = now  # when the iteration starts: after a swap out freeing the blocks it takes
+        if paged and s == entry and rs:
+            rs, ready = grow(rs, now)
+            if not rs and not pieces[s]:
+                return
+            t0 = now + (ready - now)  # as a SimPy timeout lands
         if s == draft:  # the draft takes every prompt and every round queued
             ps = [(r, begin, tokens) for r, begin, tokens in pieces[s]]
             pieces[s] = []
@@ -254,12 +345,12 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             ps = []
         longest = max(map(context.__getitem__, rs)) if rs else 0
         if ps:
-            taken = [(tokens, begin, begin + tokens == prompt[r]) for r, begin, tokens in ps]
+            taken = [(tokens, begin, begin + tokens == target[r]) for r, begin, tokens in ps]
             cycles = costs[s].iteration(len(rs), longest, taken)
             if s == entry:
                 for r, begin, _ in ps:
-                    if begin == 0:
-                        started[r] = now
+                    if begin == 0 and started[r] != started[r]:  # its first (a recompute's is not)
+                        started[r] = t0
             it_reach.append(max(begin + tokens for tokens, begin, _ in taken))
             it_ends.append(sum(1 for t in taken if t[2]))
             it_prompt.append(sum(p[2] for p in ps))
@@ -270,7 +361,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             it_reach.append(0)
             it_ends.append(0)
             it_prompt.append(0)
-        end = now + cycles
+        end = t0 + cycles
         busy[s] += cycles
         running[s] = (rs, ps, len(it_stage))
         it_longest.append(longest)
@@ -278,7 +369,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         it_moved.append(0)
         it_landed.append(nan)
         it_stage.append(s)
-        it_start.append(now)
+        it_start.append(t0)
         it_end.append(end)
         it_decodes.append(len(rs))
         heapq.heappush(heap, (end, order, -1 - s, ()))
@@ -306,19 +397,24 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                 finish(-1 - to, now)
             else:
                 land(to, work[0], [list(p) for p in work[1]], work[2])
-        # only a station whose queue grew or whose iteration ended in this cycle can start one (any other
-        # is busy or has nothing queued); in station order, as a scan of all would
+        # only a station whose queue grew or whose iteration ended now can start one, in station order
         for s in sorted(touched):
             if running[s] is None and (decodes[s] or pieces[s]):
                 start(s, now)
         touched.clear()
 
     f = np.array
-    return BatchLog(f(admitted), f(started), f(first), f(finished), f(refused, dtype=bool), f(busy),
-                    np.frombuffer(it_stage, dtype=np.int32).copy(), np.frombuffer(it_start).copy(),
-                    np.frombuffer(it_end).copy(), np.frombuffer(it_decodes, dtype=np.int32).copy(),
-                    np.frombuffer(it_prompt, dtype=np.int32).copy(),
-                    np.frombuffer(emitted),  # no copy: the array is done with and the biggest here
-                    *(np.frombuffer(a, dtype=np.int64) for a in (it_longest, it_pieces, it_reach, it_ends,
-                                                                 it_moved)),
-                    np.frombuffer(it_landed), op.stations(), width)
+    log = BatchLog(f(admitted), f(started), f(first), f(finished), f(refused, dtype=bool), f(busy),
+                   np.frombuffer(it_stage, dtype=np.int32).copy(), np.frombuffer(it_start).copy(),
+                   np.frombuffer(it_end).copy(), np.frombuffer(it_decodes, dtype=np.int32).copy(),
+                   np.frombuffer(it_prompt, dtype=np.int32).copy(),
+                   np.frombuffer(emitted),
+                   *(np.frombuffer(a, dtype=np.int64) for a in (it_longest, it_pieces, it_reach, it_ends,
+                                                                it_moved)),
+                   np.frombuffer(it_landed), op.stations(), width, kv_events(kv_log))
+    if swap and len(log.kv_events):  # an iteration that waited for a swap out starts after later-logged ones
+        order_ = np.lexsort((log.stage, log.start))
+        for name in ("stage", "start", "end", "decodes", "prompt_tokens", "longest", "pieces", "reach",
+                     "ends", "moved", "landed"):
+            setattr(log, name, getattr(log, name)[order_])
+    return log

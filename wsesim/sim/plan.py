@@ -150,11 +150,27 @@ class BatchLog:
     # carries through the stages (K + 1: a verify pass)
     names: tuple[str, ...] = ()
     width: int = 1
+    # a paged cache's events (``ServeBatches.kv_block``), one row each, by start then kind then request:
+    # (kind, request, start, end, tokens) — kind 0 a preemption to recompute (start = end), 1 a swap out
+    # to MemoryX, 2 a swap back in — ``tokens`` the cache tokens dropped or moved
+    kv_events: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
+
+    @property
+    def preemptions(self) -> int:
+        """Requests preempted, counting each time (a recompute's drop or a swap out)."""
+        return int(np.count_nonzero(self.kv_events[:, 0] < 2)) if len(self.kv_events) else 0
 
     @property
     def end_cycle(self) -> float:
         done = self.finished[~np.isnan(self.finished)]
         return float(done.max()) if done.size else 0.0
+
+
+def kv_events(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:
+    """A paged cache's events as ``BatchLog.kv_events`` (each executor logs them in its own order): by
+    start, then kind, then request."""
+    a = np.array(rows, dtype=float).reshape(-1, 5)
+    return a[np.lexsort((a[:, 1], a[:, 0], a[:, 2]))]
 
 
 @dataclass

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..model.serving import kv_bytes_per_token
 from ..model.shapes import Matmul
 from ..model.speculative import expected_tokens, outputs
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, StageOpKind
@@ -249,7 +250,10 @@ class ServeBatches:
     draft runs on wafers of its own as one more station after the last stage (docs/model.md §11.9): a
     request's first token goes to it (its prompt prefilled there, then K draft steps), every decode token
     after is a verify pass of K + 1 positions through the stages that yields ``model.speculative.accepted``
-    tokens, then back to the draft for the next K."""
+    tokens, then back to the draft for the next K. With ``kv_block`` (B tokens a block, a pool of N blocks,
+    what preemption does) the cache is paged instead of reserved whole: admission takes ⌈prompt/B⌉ free
+    blocks, a decode token at context c holds ⌈c/B⌉ when it enters the first stage, and when blocks run out
+    there the latest-arrived of that iteration's decodes is preempted (``recompute`` or ``swap``)."""
 
     kind: ClassVar[OpKind] = OpKind.SERVE_BATCHES
     stages: tuple[StageWork, ...]
@@ -265,6 +269,15 @@ class ServeBatches:
     speculative: tuple[int, float] | None = None  # (K draft tokens, acceptance α)
     prefill_pool: int = 0  # split prefill: the prefill wafers' stages, stations after the decode stages
     routing: tuple[float | None, int] | None = None  # sampled routing: (its Zipf α or None, the seed)
+    kv_block: tuple[int, int, str] | None = None  # paged: (tokens a block, blocks in the pool, preemption)
+
+    def swap_bytes(self, tokens: int) -> float:
+        """The KV cache of ``tokens`` tokens on the wafer holding the most of the stages' layers: what its
+        I/O carries to MemoryX or back when a request is swapped (each wafer moves its own at once)."""
+        layers: dict[int, int] = {}
+        for work in self.stages:
+            layers[work.stage.wafer] = layers.get(work.stage.wafer, 0) + len(work.stage.layers)
+        return tokens * kv_bytes_per_token(self.model) * max(layers.values())
 
     @property
     def requests(self) -> int:

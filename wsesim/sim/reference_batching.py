@@ -9,7 +9,8 @@ after every ordinary event of that cycle, so that all work landing in it is queu
 holds a timeout of the iteration's cycles, and puts the iteration's tokens into its link's
 ``simpy.Store``; the link process takes them one at a time and lands each after its hand-off's delay
 (so a hand-off never overtakes the one before it). Admission is a check run on every arrival and every
-departure, over the requests in flight as a list.
+departure, over the requests in flight as a list. A paged cache's blocks are a count in a list, a swap
+back in a process that puts the request's decode token on the first stage when it has landed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import simpy
 from ..model.serving import requests_fit
 from ..model.speculative import accepted
 from .costing import StageCosts
-from .plan import BatchLog, StageLog, Trace
+from .plan import BatchLog, StageLog, Trace, kv_events
 from .program import Serve, ServeBatches
 
 __all__ = ["serve_batches", "serve_requests"]
@@ -89,13 +90,62 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     all_done = env.event()
     gone = [0]
 
+    paged = op.kv_block is not None
+    block, blocks, kind = op.kv_block if op.kv_block is not None else (1, 0, "")
+    free, held, io = [blocks], [0] * n, [0.0, 0.0]  # the pool's free blocks, each request's; the I/O out, in
+    target = [int(p) for p in op.prompt]  # tokens a request's next prefill covers
+    redo: dict[int, int] = {}  # a recompute's request -> the output its prefill's end gives
+    out: dict[int, tuple[int, float]] = {}  # a request swapped out -> (its decode's output, when it is out)
+    kv_log: list[tuple[float, float, float, float, float]] = []
+
+    def alone(r: int) -> bool:
+        if not paged:
+            return fits([r])
+        return (int(op.prompt[r]) + int(op.output[r]) - 1 + block - 1) // block <= blocks
+
+    def preempt(r: int, t: int) -> float:
+        """Request r (its decode token for output t) out of flight, first in line; when its blocks free."""
+        flight.remove(r)
+        free[0], held[r] = free[0] + held[r], 0
+        waiting.insert(0, r)
+        c = target[r] = context(r, t)
+        if kind == "recompute":
+            redo[r] = t
+            kv_log.append((0.0, r, env.now, env.now, c - 1))
+            return env.now
+        begin = max(env.now, io[0])
+        io[0] = begin + costs[0].swap(op.swap_bytes(c - 1))
+        out[r] = (t, io[0])
+        kv_log.append((1.0, r, begin, io[0], c - 1))
+        return io[0]
+
+    def grow(ds: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], float]:
+        """Blocks for each decode's context, earliest arrived first; the latest preempted while short."""
+        ready, queue, kept = env.now, sorted(ds), []
+        while queue:
+            r, t = queue[0]
+            need = (context(r, t) + block - 1) // block - held[r]
+            while need > free[0] and len(queue) > 1:
+                ready = max(ready, preempt(*queue.pop()))
+            if need > free[0]:
+                ready = max(ready, preempt(r, t))
+                break
+            free[0] -= need
+            held[r] += need
+            kept.append(queue.pop(0))
+        return [d for d in ds if d in kept], ready
+
+    def swap_in(r: int, t: int, at: float) -> Generator[Any, Any, None]:
+        yield env.timeout(at - env.now)
+        put(entry, [(r, t)], [])
+
     def fits(rs: list[int]) -> bool:
         p, o = [int(op.prompt[r]) for r in rs], [int(op.output[r]) for r in rs]
         return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
                                 op.layout, len(rs), sum(p), sum(o), max(p)) for w in op.stages)
 
     drafted = np.zeros(n, dtype=bool)  # the draft has prefilled the request's prompt
-    held: dict[int, tuple[int, int]] = {}  # first tokens back at the draft before it prefilled their prompt
+    unprefilled: dict[int, tuple[int, int]] = {}  # first tokens at the draft before it prefilled their prompt
     joins = bool(pool) and D is not None  # a verify pass needs the drafts and the prompt's KV cache both
     cached = np.zeros(n, dtype=bool)  # with both: the KV cache has landed on the decode wafers
     early: dict[int, tuple[int, int]] = {}  # with both: drafts at the first stage before the cache
@@ -103,7 +153,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     def put(s: int, ds: list[tuple[int, int]], ps: list[tuple[int, int, int]], source: int = -1) -> None:
         if s == D:  # a round waits for the draft's prefill of its prompt
             ds = [(r, t) for r, t in ds if t < int(outputs[r])]
-            held.update((r, (r, t)) for r, t in ds if not drafted[r])
+            unprefilled.update((r, (r, t)) for r, t in ds if not drafted[r])
             ds = [(r, t) for r, t in ds if drafted[r]]
         elif s == 0 and joins:  # the drafts and the KV cache meet at the first decode stage
             if source == last_pool:
@@ -118,17 +168,34 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             woken[s].succeed()
 
     def admit() -> None:
-        while waiting and len(flight) < op.cap and fits([*flight, waiting[0]]):
-            r = waiting.pop(0)
+        while waiting and len(flight) < op.cap:
+            r = waiting[0]
+            if paged:
+                need = (target[r] + block - 1) // block
+                if need > free[0]:
+                    break
+                free[0], held[r] = free[0] - need, need
+            elif not fits([*flight, r]):
+                break
+            waiting.pop(0)
             flight.append(r)
-            admitted[r] = env.now
-            put(entry, [], [(r, 0, int(op.prompt[r]))])
-            if D is not None:  # the draft prefills the prompt beside the target
-                put(D, [], [(r, 0, int(op.prompt[r]))])
+            if np.isnan(admitted[r]):
+                admitted[r] = env.now
+            if r in out:  # its cache back in from MemoryX, after it has gone out
+                t, gone = out.pop(r)
+                begin = max(env.now, io[1], gone)
+                io[1] = begin + costs[0].swap(op.swap_bytes(context(r, t) - 1))
+                kv_log.append((2.0, r, begin, io[1], context(r, t) - 1))
+                env.process(swap_in(r, t, io[1]))
+            else:
+                put(entry, [], [(r, 0, target[r])])
+                if D is not None:  # the draft prefills the prompt beside the target
+                    put(D, [], [(r, 0, int(op.prompt[r]))])
 
     def leave(r: int) -> None:
         finished[r] = env.now
         flight.remove(r)
+        free[0], held[r] = free[0] + held[r], 0
         count(1)
 
     def count(k: int) -> None:
@@ -139,7 +206,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     def arrivals() -> Generator[Any, Any, None]:
         for r in range(n):
             yield env.timeout(float(op.arrival[r]) - env.now)
-            if fits([r]):
+            if alone(r):
                 waiting.append(r)
                 admit()
             else:
@@ -176,6 +243,11 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             ds: list[tuple[int, int]] = []
             if op.policy == "chunked" or not prompts[s]:
                 ds, decodes[s] = decodes[s], []
+            ready = env.now
+            if paged and s == entry and ds:
+                ds, ready = grow(ds)
+                if not ds and not prompts[s]:
+                    continue
             ps: list[tuple[int, int, int]] = []
             room = op.budget - width * len(ds)
             while prompts[s] and room > 0:
@@ -192,16 +264,18 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 else:
                     prompts[s][0] = (r, begin + take, tokens - take)
                 room -= take
-            ends = [begin + tokens == int(op.prompt[r]) for r, begin, tokens in ps]
+            ends = [begin + tokens == target[r] for r, begin, tokens in ps]
             taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
             longest = max((context(r, t) for r, t in ds), default=0)
             if experts[s] is not None and ds and not ps:  # sampled routing: this batch's experts
                 cycles = cost.iteration(len(ds), longest, taken, experts[s].loads(width * len(ds)))
             else:
                 cycles = cost.iteration(len(ds), longest, taken)
+            if ready > env.now:  # the blocks it takes are free when their swap out has left
+                yield env.timeout(ready - env.now)
             if s == entry:
                 for r, begin, _ in ps:
-                    if begin == 0:
+                    if begin == 0 and np.isnan(started[r]):
                         started[r] = env.now
             record = [s, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
                       max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), 0, np.nan]
@@ -238,7 +312,14 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 else:
                     leave(r)
             for (r, _, _), end in zip(ps, ends, strict=True):
-                if end:
+                if end and r in redo:  # a recompute: the output its preempted decode would have given
+                    t = redo.pop(r)
+                    emitted[offset[r] + t] = env.now
+                    if t + 1 < int(outputs[r]):
+                        home.append((r, t + 1))
+                    else:
+                        leave(r)
+                elif end:
                     first[r] = emitted[offset[r]] = env.now
                     if int(outputs[r]) == 1:
                         leave(r)
@@ -276,8 +357,8 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             yield env.timeout(cycles)
             for r, _, _ in ps:
                 drafted[r] = True
-                if r in held:
-                    decodes[D].append(held.pop(r))
+                if r in unprefilled:
+                    decodes[D].append(unprefilled.pop(r))
             if ds:
                 links[D].put((env.now + cost.handoff(values), 0, ds, [], record))
 
@@ -296,4 +377,4 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
                     col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
                     col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:10]),
-                    col[10].astype(float), op.stations(), op.width)
+                    col[10].astype(float), op.stations(), op.width, kv_events(kv_log))

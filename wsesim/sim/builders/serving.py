@@ -27,7 +27,7 @@ from ...config.inference import InferenceExperimentSpec
 from ...kernels.cost import lanes_dtype
 from ...kernels.machine import Machine
 from ...model.load import Requests
-from ...model.serving import experts_per_grid
+from ...model.serving import experts_per_grid, kv_pool_tokens
 from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
 from ...model.vocabulary import StageOpKind
 from ..mapping import Mapping, Stage
@@ -199,5 +199,12 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
     budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
               else inf.token_budget)
     routing = (inf.zipf_alpha, inf.seed) if inf.sampled and spec.model.experts else None
+    paged = None
+    if inf.kv_block is not None:  # the pool: the tightest stage's room at the cap and the longest prompt
+        longest = int(requests.prompt.max()) if len(requests.prompt) else inf.prompt_len
+        pool = min(kv_pool_tokens(spec.model, s.memory, len(s.layers), s.rows, s.cols, inf.batch, longest)
+                   for s in stages)
+        paged = (inf.kv_block, pool // inf.kv_block, inf.preempt_by)
     return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
-                                 inf.prefill, budget, spec.model, inf.kv_layout, routing=routing),))
+                                 inf.prefill, budget, spec.model, inf.kv_layout, routing=routing,
+                                 kv_block=paged),))
