@@ -49,6 +49,12 @@ class BatchCosts:
         self._handoff: dict[int, tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
+        # decode-only iterations by (decodes, longest, width): the executors' commonest question, answered
+        # with one lookup (the cost is a pure function of the key: the stage's kernels at that batch and
+        # context, the grid and width fixed)
+        self._decoding: dict[tuple[int, int, int], float] = {}
+        # (FMACs, wavelet-hops) of a batch's kernels, attention aside (``counts``)
+        self._decode_folds: dict[int, tuple[float, float]] = {}
         # positions each decode token carries: K + 1 when a draft's tokens are verified (§11.9), its b
         # tokens then K + 1 vectors each, attending up to K positions past their context
         self.width = 1
@@ -113,6 +119,16 @@ class BatchCosts:
         request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
         are a batch of GEMVs (with sampled routing, ``loads``: each MoE layer's busiest expert's tokens);
         one piece alone is its prefill; anything more is one pass (``mixed``)."""
+        if not pieces and loads is None:
+            key = (decodes, longest, self.width)
+            c = self._decoding.get(key)
+            if c is None:
+                c = self._decoding[key] = self._iteration(decodes, longest, pieces, None)
+            return c
+        return self._iteration(decodes, longest, pieces, loads)
+
+    def _iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
+                   loads: tuple[int, ...] | None) -> float:
         if decodes and self.width > 1:  # verify passes: K + 1 vectors each, the last K past the context
             decodes, longest = decodes * self.width, longest + self.width - 1
         if not pieces:
@@ -156,7 +172,8 @@ class BatchCosts:
 
     def handoff(self, values: int) -> float:
         """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
-        return self._moved(values)[0]
+        moved = self._handoff.get(values)
+        return (moved if moved is not None else self._moved(values))[0]
 
     def handoff_counts(self, values: int) -> EventCounts:
         """The events of handing ``values`` to the next stage."""
@@ -179,19 +196,35 @@ class BatchCosts:
         key = (decodes, longest, pieces, tokens, reach, ends)
         c = self._counts.get(key)
         if c is None:
-            c = self._counts[key] = self._events(self._items(*key))
+            if pieces:
+                fmacs, hops = self._fold(0.0, 0.0, self._items(*key))
+            else:  # decodes alone: the batch's kernels' sums (kept per batch), then its attention's
+                fold = self._decode_folds.get(decodes)
+                if fold is None:
+                    fold = self._decode_folds[decodes] = self._fold(0.0, 0.0, self._decode_items(decodes))
+                fmacs, hops = self._fold(*fold, self._attention_items(decodes, longest))
+            c = self._counts[key] = EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops)
         return c
+
+    def _decode_items(self, decodes: int) -> list[tuple[Kernel, tuple, int, int]]:
+        """(kernel, dims, batch, times) of ``decodes`` decode tokens' kernels, attention aside."""
+        top_k, experts = self.per_expert
+        return [(op, op.dims, -(-decodes * top_k // experts) if op.region else decodes, 1)
+                for op in self.work.decode if not op.attention]
+
+    def _attention_items(self, decodes: int, longest: int) -> list[tuple[Kernel, tuple, int, int]]:
+        """(kernel, dims, batch, times) of ``decodes`` decode tokens' attention, the longest at
+        ``longest``."""
+        first = self.work.stage.layers[0]
+        return [(op, op.at(longest), decodes, self.layers) for op in self.work.decode
+                if op.attention and op.layer == first] if decodes else []
 
     def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> list[tuple[Kernel, tuple, int, int]]:
         """(kernel, dims, batch, times) of an iteration, as ``iteration`` and its helpers cost them."""
-        first = self.work.stage.layers[0]
-        attention = [(op, op.at(longest), decodes, self.layers) for op in self.work.decode
-                     if op.attention and op.layer == first] if decodes else []
+        attention = self._attention_items(decodes, longest)
         if not pieces:
-            top_k, experts = self.per_expert
-            return [(op, op.dims, -(-decodes * top_k // experts) if op.region else decodes, 1)
-                    for op in self.work.decode if not op.attention] + attention
+            return self._decode_items(decodes) + attention
         head = [(op, op.dims, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
         if pieces == 1 and not decodes:
             return [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
@@ -200,13 +233,15 @@ class BatchCosts:
                 + [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
                 + attention + head)
 
-    def _events(self, items: list[tuple[Kernel, tuple, int, int]]) -> EventCounts:
-        fmacs = hops = 0.0
+    def _fold(self, fmacs: float, hops: float,
+              items: list[tuple[Kernel, tuple, int, int]]) -> tuple[float, float]:
+        """``fmacs`` and ``hops`` with ``items``' FMACs and wavelet-hops added in order (a sum carried on
+        from a kept prefix is the whole list's, to the bit)."""
         for op, dims, batch, times in items:
             c = self._cost(op, dims, batch)
             fmacs += times * c.fmacs
             hops += times * c.wavelet_hops
-        return EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops)
+        return fmacs, hops
 
     def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:
         return self._cost(op, dims, batch).cycles
