@@ -18,7 +18,11 @@ hardware lacks are None (n/a), never 0.
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import astuple, fields
 from typing import Any
+
+import numpy as np
 
 from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
@@ -54,24 +58,33 @@ def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, ste
 def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
     """The events of every iteration a continuously batched run logged, and of its hand-off (summed in
     the log's order, the same for both executors)."""
-    total = EventCounts()
     rows = zip(log.stage.tolist(), log.decodes.tolist(), log.longest.tolist(), log.pieces.tolist(),
                log.prompt_tokens.tolist(), log.reach.tolist(), log.ends.tolist(), log.moved.tolist(),
                strict=True)
-    seen: dict[tuple[int, ...], EventCounts] = {}
+    seen: dict[tuple[int, ...], int] = {}  # each distinct iteration's row in ``table``
+    table: list[tuple[float, ...]] = [(0.0,) * len(fields(EventCounts))]
+    index = array("q")
     stations, last = costs.stations(), len(costs.stages) - 1
     for key in rows:
-        c = seen.get(key)
-        if c is None:
+        i = seen.get(key)
+        if i is None:
             s, decodes, longest, pieces, tokens, reach, ends, moved = key
             station = stations[s]
             assert station is not None, "a continuously batched run's stages have their batch costs"
             # the last stage's hand-off goes to the draft's wafers when there is one
             moved_counts = (costs.draft.receive_counts(moved) if s == last and costs.draft is not None
                             else station.handoff_counts(moved))
-            c = seen[key] = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
-        total = total + c
-    return total
+            c = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
+            i = seen[key] = len(table)
+            table.append(astuple(c))
+        index.append(i)
+    # the sum row by row from zero, each field on its own, as adding the EventCounts one by one would:
+    # numpy's accumulate adds in order (a chunk's first row carries the sum so far)
+    values, total = np.array(table), np.zeros((1, len(table[0])))
+    order = np.frombuffer(index, dtype=np.int64) if index else np.zeros(0, dtype=np.int64)
+    for at in range(0, len(order), 1 << 20):
+        total = np.add.accumulate(np.concatenate([total, values[order[at:at + (1 << 20)]]]))[-1:]
+    return EventCounts(*total[0].tolist())
 
 
 def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
