@@ -185,7 +185,17 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
 
         def prefill_of(tokens: int, context: int, layer: _Layer = layer,
                        stage: Stage = stage) -> tuple[Kernel, ...]:
-            return tuple(op for i in stage.layers for op in layer.prefill(i, tokens, context))
+            # a layer's prefill kernels differ from another's only in its number and in whether it is
+            # dense: each kind built once a piece (the shapes' arithmetic), the others numbered from it
+            built: dict[bool, list[Kernel]] = {}
+            ops: list[Kernel] = []
+            for i in stage.layers:
+                like = built.get(dense := layer.m.is_dense(i))
+                if like is None:
+                    ops += built.setdefault(dense, layer.prefill(i, tokens, context))
+                else:
+                    ops += [Kernel(k.kind, k.name, i, k.dims, k.region, k.attention) for k in like]
+            return tuple(ops)
 
         works.append(StageWork(stage, tuple(prefill), tuple(decode),
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
