@@ -107,7 +107,7 @@ class BatchCosts:
             if start == 0 and tokens == self.prompt_len and ends:  # the whole prompt of §11.4
                 c = self.whole_prompt
             else:
-                c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, start + tokens))
+                c = self._prefill_cycles(tokens, start + tokens, None)
                 if ends:
                     c += sum(self._kernel(op, op.dims, 1) for op in self.work.lm_head)
             self._prefill[key] = c
@@ -159,16 +159,30 @@ class BatchCosts:
         key = (tokens, context, ends, decodes, longest)
         c = self._mixed.get(key)
         if c is None:
-            c = sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens + decodes, context)
-                    if not op.attention)
-            c += sum(self._kernel(op, op.dims, 1) for op in self.work.prefill_of(tokens, context)
-                     if op.attention)
+            c = self._prefill_cycles(tokens + decodes, context, False)
+            c += self._prefill_cycles(tokens, context, True)
             if decodes:
                 c += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
             if decodes + ends:
                 c += sum(self._kernel(op, op.dims, decodes + ends) for op in self.work.lm_head)
             self._mixed[key] = c
         return c
+
+    def _runs(self, tokens: int, context: int) -> tuple[tuple[tuple[Kernel, ...], int], ...]:
+        """A piece's prefill kernels as runs (one layer's kernels, the layers in a row like it), in layer
+        order (``StageWork.prefill_runs``; without it, every kernel once)."""
+        runs = self.work.prefill_runs
+        return runs(tokens, context) if runs is not None else ((self.work.prefill_of(tokens, context), 1),)
+
+    def _prefill_cycles(self, tokens: int, context: int, attention: bool | None) -> float:
+        """The cycles of a piece's prefill kernels (``attention``: only attention's, or only the others;
+        None: all) summed kernel by kernel in layer order, as over ``prefill_of``: one layer's looked up,
+        its figures repeated for the layers like it (the same numbers added in the same order)."""
+        seq: list[float] = []
+        for ops, n in self._runs(tokens, context):
+            seq += [self._kernel(op, op.dims, 1) for op in ops
+                    if attention is None or op.attention == attention] * n
+        return sum(seq)
 
     def handoff(self, values: int) -> float:
         """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
@@ -201,8 +215,9 @@ class BatchCosts:
             else:  # decodes alone: the batch's kernels' sums (kept per batch), then its attention's
                 fold = self._decode_folds.get(decodes)
                 if fold is None:
-                    fold = self._decode_folds[decodes] = self._fold(0.0, 0.0, self._decode_items(decodes))
-                fmacs, hops = self._fold(*fold, self._attention_items(decodes, longest))
+                    fold = self._fold(0.0, 0.0, [(self._decode_items(decodes), 1)])
+                    self._decode_folds[decodes] = fold
+                fmacs, hops = self._fold(*fold, [(self._attention_items(decodes, longest), 1)])
             c = self._counts[key] = EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops)
         return c
 
@@ -222,25 +237,35 @@ class BatchCosts:
     def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> list[tuple[Kernel, tuple, int, int]]:
         """(kernel, dims, batch, times) of an iteration, as ``iteration`` and its helpers cost them."""
-        attention = self._attention_items(decodes, longest)
+        attention = [(self._attention_items(decodes, longest), 1)]
         if not pieces:
-            return self._decode_items(decodes) + attention
-        head = [(op, op.dims, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
+            return [(self._decode_items(decodes), 1), *attention]
+        head = [([(op, op.dims, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else [], 1)]
         if pieces == 1 and not decodes:
-            return [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
-        rows = self.work.prefill_of(tokens + decodes, reach)
-        return ([(op, op.dims, 1, 1) for op in rows if not op.attention]
-                + [(op, op.dims, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
+            return self._piece_items(tokens, reach, None) + head
+        return (self._piece_items(tokens + decodes, reach, False) + self._piece_items(tokens, reach, True)
                 + attention + head)
 
+    def _piece_items(self, tokens: int, reach: int,
+                     attention: bool | None) -> list[tuple[list[tuple[Kernel, tuple, int, int]], int]]:
+        """A piece's prefill kernels (as ``_prefill_cycles`` picks them) as (items, times in a row)."""
+        return [([(op, op.dims, 1, 1) for op in ops if attention is None or op.attention == attention], n)
+                for ops, n in self._runs(tokens, reach)]
+
     def _fold(self, fmacs: float, hops: float,
-              items: list[tuple[Kernel, tuple, int, int]]) -> tuple[float, float]:
-        """``fmacs`` and ``hops`` with ``items``' FMACs and wavelet-hops added in order (a sum carried on
-        from a kept prefix is the whole list's, to the bit)."""
-        for op, dims, batch, times in items:
-            c = self._cost(op, dims, batch)
-            fmacs += times * c.fmacs
-            hops += times * c.wavelet_hops
+              segments: list[tuple[list[tuple[Kernel, tuple, int, int]], int]]) -> tuple[float, float]:
+        """``fmacs`` and ``hops`` with the FMACs and wavelet-hops of each segment's items (each segment
+        ``n`` times in a row) added in order: a sum carried on from a kept prefix, or over a repeated
+        segment's figures, is the whole list's, to the bit."""
+        for items, n in segments:
+            figures = []
+            for op, dims, batch, times in items:
+                c = self._cost(op, dims, batch)
+                figures.append((times * c.fmacs, times * c.wavelet_hops))
+            for _ in range(n):
+                for f, h in figures:
+                    fmacs += f
+                    hops += h
         return fmacs, hops
 
     def _kernel(self, op: Kernel, dims: tuple, batch: int) -> float:

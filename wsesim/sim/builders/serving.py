@@ -197,9 +197,23 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
                     ops += [Kernel(k.kind, k.name, i, k.dims, k.region, k.attention) for k in like]
             return tuple(ops)
 
+        def prefill_runs(tokens: int, context: int, layer: _Layer = layer,
+                         stage: Stage = stage) -> tuple[tuple[tuple[Kernel, ...], int], ...]:
+            built: dict[bool, tuple[Kernel, ...]] = {}  # as prefill_of: a layer's kernels by its kind
+            runs: list[list] = []  # [kernels, layers in a row, dense]
+            for i in stage.layers:
+                dense = layer.m.is_dense(i)
+                if runs and runs[-1][2] == dense:
+                    runs[-1][1] += 1
+                else:
+                    if dense not in built:
+                        built[dense] = tuple(layer.prefill(i, tokens, context))
+                    runs.append([built[dense], 1, dense])
+            return tuple((like, n) for like, n, _ in runs)
+
         works.append(StageWork(stage, tuple(prefill), tuple(decode),
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
-                               Handoff(stage, nxt, values), prefill_of, head))
+                               Handoff(stage, nxt, values), prefill_of, head, prefill_runs))
     if requests is None:
         return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
     budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
