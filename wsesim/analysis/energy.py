@@ -58,9 +58,11 @@ def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, ste
 def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
     """The events of every iteration a continuously batched run logged, and of its hand-off (summed in
     the log's order, the same for both executors)."""
-    rows = zip(log.stage.tolist(), log.decodes.tolist(), log.longest.tolist(), log.pieces.tolist(),
-               log.prompt_tokens.tolist(), log.reach.tolist(), log.ends.tolist(), log.moved.tolist(),
-               strict=True)
+    columns = (log.stage, log.decodes, log.longest, log.pieces, log.prompt_tokens, log.reach, log.ends,
+               log.moved)
+    chunk = 1 << 16  # the log's rows as Python ints a chunk at a time (all at once: ~290 bytes a row)
+    rows = (key for at in range(0, len(log.stage), chunk)
+            for key in zip(*(c[at:at + chunk].tolist() for c in columns), strict=True))
     seen: dict[tuple[int, ...], int] = {}  # each distinct iteration's row in ``table``
     table: list[tuple[float, ...]] = [(0.0,) * len(fields(EventCounts))]
     index = array("q")
@@ -82,8 +84,8 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
     # numpy's accumulate adds in order (a chunk's first row carries the sum so far)
     values, total = np.array(table), np.zeros((1, len(table[0])))
     order = np.frombuffer(index, dtype=np.int64) if index else np.zeros(0, dtype=np.int64)
-    for at in range(0, len(order), 1 << 20):
-        total = np.add.accumulate(np.concatenate([total, values[order[at:at + (1 << 20)]]]))[-1:]
+    for at in range(0, len(order), chunk):
+        total = np.add.accumulate(np.concatenate([total, values[order[at:at + chunk]]]))[-1:]
     return EventCounts(*total[0].tolist())
 
 
