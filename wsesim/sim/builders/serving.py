@@ -19,6 +19,8 @@ in the cost pass (the call that starts it, its set-up, the checks between one ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import islice
 from math import ceil, isqrt
 
 from ...config.inference import InferenceExperimentSpec
@@ -183,23 +185,11 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
         last = stage.index == len(stages) - 1
         values = 1 if last else spec.model.hidden_size  # the last stage sends the new token back
 
-        def prefill_of(tokens: int, context: int, layer: _Layer = layer,
-                       stage: Stage = stage) -> tuple[Kernel, ...]:
-            # a layer's prefill kernels differ from another's only in its number and in whether it is
-            # dense: each kind built once a piece (the shapes' arithmetic), the others numbered from it
-            built: dict[bool, list[Kernel]] = {}
-            ops: list[Kernel] = []
-            for i in stage.layers:
-                like = built.get(dense := layer.m.is_dense(i))
-                if like is None:
-                    ops += built.setdefault(dense, layer.prefill(i, tokens, context))
-                else:
-                    ops += [Kernel(k.kind, k.name, i, k.dims, k.region, k.attention) for k in like]
-            return tuple(ops)
-
         def prefill_runs(tokens: int, context: int, layer: _Layer = layer,
                          stage: Stage = stage) -> tuple[tuple[tuple[Kernel, ...], int], ...]:
-            built: dict[bool, tuple[Kernel, ...]] = {}  # as prefill_of: a layer's kernels by its kind
+            # a layer's prefill kernels differ from another's only in its number and in whether it is
+            # dense: each kind built once a piece (the shapes' arithmetic), runs of layers alike counted
+            built: dict[bool, tuple[Kernel, ...]] = {}
             runs: list[list] = []  # [kernels, layers in a row, dense]
             for i in stage.layers:
                 dense = layer.m.is_dense(i)
@@ -210,6 +200,16 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
                         built[dense] = tuple(layer.prefill(i, tokens, context))
                     runs.append([built[dense], 1, dense])
             return tuple((like, n) for like, n, _ in runs)
+
+        def prefill_of(tokens: int, context: int, stage: Stage = stage,
+                       runs: Callable = prefill_runs) -> tuple[Kernel, ...]:
+            ops: list[Kernel] = []
+            layers = iter(stage.layers)
+            for like, n in runs(tokens, context):
+                for i in islice(layers, n):  # each layer's own kernels, numbered from its kind's
+                    ops += [k if k.layer == i else Kernel(k.kind, k.name, i, k.dims, k.region, k.attention)
+                            for k in like]
+            return tuple(ops)
 
         works.append(StageWork(stage, tuple(prefill), tuple(decode),
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
