@@ -71,8 +71,10 @@ def load_run(repeat: int, code: str = LOAD) -> list[tuple[float, float]]:
     """(seconds, peak bytes) of a 10,000-request run (``code``), each in a fresh process."""
     out = []
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               cwd=tempfile.gettempdir())
+        if done.returncode:  # e.g. the work estimate refusing a run this machine cannot hold: its one line
+            sys.exit(f"the run failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
         seconds, peak, *_ = done.stdout.split()
         out.append((float(seconds), float(peak)))
     return out
