@@ -4,7 +4,12 @@ mapping, every kernel simulated once), a 20-point batch sweep, each as a whole c
 Poisson requests (prompt 1,024, output 128) on LLaMA3-8B on one CS-3 under continuous batching (its
 time in a fresh process, kernels cold, and its peak memory), the median of several runs.
 
-    python scripts/bench_serving.py [--repeat N]
+Issue 37's speed cases are the 70B with a draft (10,000 Poisson requests) and a 1,000,000-request
+trace of LLaMA3-8B on one CS-3, its CSV written to a temporary folder first (``--trace-requests`` runs
+a shorter one; ``--cases`` picks the cases).
+
+    python scripts/bench_serving.py [--repeat N] [--cases decode,sweep,load,load70,trace]
+                                    [--trace-requests N]
 """
 
 from __future__ import annotations
@@ -42,13 +47,34 @@ LOAD_70B = LOAD.replace("model='llama3-8b'", "model='llama3.1-70b'").replace(
 LLaMA 3.2 1B drafting on a wafer of its own, 10,000 Poisson requests at 2 per second under continuous
 batching."""
 
+TRACE = LOAD.replace("'inference.arrival': 'poisson', 'inference.rate': 4.0, 'inference.requests': 10000, ",
+                     "'inference.arrival': 'trace', 'inference.trace': TRACE, ")
+"""A trace (``TRACE``: its CSV's path) of LLaMA3-8B on one CS-3, up to 64 requests at once."""
+
+
+def write_trace(path: str, requests: int, rate: float = 4.0, seed: int = 37) -> None:
+    """A trace CSV of ``requests`` requests: Poisson arrivals at ``rate`` per second, prompt and output
+    lengths lognormal (σ 0.5) about medians of 1,024 and 128 tokens, as the 10,000-request case's."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1 / rate, requests))
+    prompt = np.clip(np.rint(rng.lognormal(np.log(1024), 0.5, requests)), 1, 8192).astype(int)
+    output = np.clip(np.rint(rng.lognormal(np.log(128), 0.5, requests)), 1, 1024).astype(int)
+    with open(path, "w") as f:
+        f.write("arrival_s,prompt_len,output_len\n")
+        f.writelines(f"{a:.6f},{p},{o}\n" for a, p, o in zip(t.tolist(), prompt.tolist(), output.tolist(),
+                                                             strict=True))
+
 
 def load_run(repeat: int, code: str = LOAD) -> list[tuple[float, float]]:
     """(seconds, peak bytes) of a 10,000-request run (``code``), each in a fresh process."""
     out = []
     for _ in range(repeat):
-        done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               cwd=tempfile.gettempdir())
+        if done.returncode:  # e.g. the work estimate refusing a run this machine cannot hold: its one line
+            sys.exit(f"the run failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
         seconds, peak, *_ = done.stdout.split()
         out.append((float(seconds), float(peak)))
     return out
@@ -86,22 +112,41 @@ def in_process(repeat: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs of each command (default 3)")
+    ap.add_argument("--cases", default="decode,sweep,load,load70,trace",
+                    help="comma-separated: decode, sweep, load, load70, trace (default all)")
+    ap.add_argument("--trace-requests", type=int, default=1_000_000,
+                    help="requests in the trace case (default 1,000,000)")
     args = ap.parse_args()
-    sim = in_process(args.repeat)
-    print(f"one decode step, LLaMA3-8B on WSE-2 (420x420 stages): median {statistics.median(sim):.2f} s "
-          f"(min {min(sim):.2f}) simulated in process, cold kernel cache")
-    for name, command in (("one decode step, LLaMA3-8B on WSE-2 (420x420 stages)", DECODE_STEP),
-                          ("20-point batch sweep, LLaMA3-8B on WSE-2 (375x375 stages)", BATCH_SWEEP)):
-        times = timed(command, args.repeat)
-        print(f"{name}: median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f}) "
-              f"as a command")
-    for name, code in (("LLaMA3-8B on one CS-3, 4/s", LOAD),
-                       ("LLaMA-3.1-70B on four CS-3s with a draft on a fifth, 2/s", LOAD_70B)):
-        runs = load_run(args.repeat, code)
-        seconds = [s for s, _ in runs]
-        print(f"10,000 Poisson requests (1,024 + 128 tokens, up to 64 at once), {name}: median "
-              f"{statistics.median(seconds):.2f} s (min {min(seconds):.2f}), peak memory "
-              f"{max(p for _, p in runs) / 2**20:,.0f} MiB, in a fresh process")
+    cases = set(args.cases.split(","))
+    if "decode" in cases:
+        sim = in_process(args.repeat)
+        print(f"one decode step, LLaMA3-8B on WSE-2 (420x420 stages): median {statistics.median(sim):.2f} s "
+              f"(min {min(sim):.2f}) simulated in process, cold kernel cache")
+    for case, name, command in (
+            ("decode", "one decode step, LLaMA3-8B on WSE-2 (420x420 stages)", DECODE_STEP),
+            ("sweep", "20-point batch sweep, LLaMA3-8B on WSE-2 (375x375 stages)", BATCH_SWEEP)):
+        if case in cases:
+            times = timed(command, args.repeat)
+            print(f"{name}: median {statistics.median(times):.2f} s (min {min(times):.2f}, max "
+                  f"{max(times):.2f}) as a command")
+    for case, name, code in (("load", "LLaMA3-8B on one CS-3, 4/s", LOAD),
+                             ("load70", "LLaMA-3.1-70B on four CS-3s with a draft on a fifth, 2/s", LOAD_70B)):
+        if case in cases:
+            report(f"10,000 Poisson requests (1,024 + 128 tokens, up to 64 at once), {name}",
+                   load_run(args.repeat, code))
+    if "trace" in cases:
+        with tempfile.TemporaryDirectory() as folder:
+            path = f"{folder}/trace.csv"
+            write_trace(path, args.trace_requests)
+            report(f"a {args.trace_requests:,}-request trace (Poisson 4/s, lognormal lengths about 1,024 + "
+                   f"128 tokens, up to 64 at once), LLaMA3-8B on one CS-3",
+                   load_run(args.repeat, TRACE.replace("TRACE", repr(path))))
+
+
+def report(name: str, runs: list[tuple[float, float]]) -> None:
+    seconds = [s for s, _ in runs]
+    print(f"{name}: median {statistics.median(seconds):.2f} s (min {min(seconds):.2f}), peak memory "
+          f"{max(p for _, p in runs) / 2**20:,.0f} MiB, in a fresh process")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ overrides ``pe.instruction_issue_cycles``."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from wsesim.config.loader import load_hardware
@@ -20,6 +21,8 @@ from wsesim.kernels.lines import (
     ktree,
     ktree_allreduce,
     ktree_group,
+    ktree_shape,
+    reduce_line,
     ring_order,
     star,
     two_phase,
@@ -269,6 +272,34 @@ def test_ktree_allreduce_by_hand() -> None:
     assert ktree_allreduce(m, 420, 1) == (549, 21, 440)
     assert ktree_allreduce(m, 7, 1) == (28, 3, 8)
     assert ktree_allreduce(m, 1, 1) == (0, 0, 0)
+
+
+def _ktree_per_wavelet(m: Machine, p: int, b: int) -> tuple[float, int, int]:
+    """``ktree_allreduce`` with both reduce phases simulated wavelet by wavelet at every PE."""
+    g, groups, root = ktree_shape(p)
+    ready, d1 = reduce_line(m, centred_chains(g, g // 2), b)
+    t1 = float(ready[0][-1]) if g > 1 else 0.0
+    t2, d2 = t1, [0, 0]
+    if groups > 1:
+        ready, d2 = reduce_line(m, centred_chains(groups, groups // 2, g), b, own=t1 + np.arange(b) + 1.0)
+        t2 = float(ready[0][-1])
+    far = max(root, p - 1 - root)
+    return (t2 + m.transfer(b, far), int(d1[0]) * (g > 1) + int(d2[0]) + 1,
+            int(d1[1]) * (g > 1) + int(d2[1]) + far)
+
+
+@pytest.mark.parametrize("hw", ["tiny8", "wse3", "half-cycle hops"])
+def test_ktree_allreduce_shortcut_is_the_per_wavelet_simulation(hw: str) -> None:
+    """``ktree_allreduce`` simulates only each phase's root wavelet by wavelet (a chain PE's stream is its
+    child's shifted on whole cycles): the same figures, to the bit, as every PE's simulation, on lines
+    of full, short and prime groups and streams of 1 to 4,097 wavelets; with a fractional hop latency it
+    takes the per-wavelet path itself."""
+    spec = (HW.model_copy(update={"fabric": HW.fabric.model_copy(update={"hop_latency_cycles": 0.5})})
+            if hw == "half-cycle hops" else load_hardware(hw))
+    m = Machine.of(spec, "fp16")
+    for p in (*range(2, 40), 97, 420, 755, 1170):
+        for b in (1, 2, 3, 17, 64, 333, 4097):
+            assert ktree_allreduce(m, p, b) == _ktree_per_wavelet(m, p, b), (p, b)
 
 
 def test_ktree_allreduce_kernel_is_the_rows_then_the_columns() -> None:

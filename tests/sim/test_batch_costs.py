@@ -158,3 +158,30 @@ def test_an_offered_load_beyond_capacity_is_said() -> None:
     assert len(said) == 1 and f"({over.capacity_requests_per_s:,.3g} requests/s" in said[0]
     assert not [w for w in light.warnings if "capacity" in w]
     assert over.capacity_requests_per_s > 0 and np.isfinite(over.capacity_requests_per_s)
+
+
+@pytest.mark.parametrize("model", ["llama3-8b", "deepseek-v3"])
+def test_prefill_runs_are_prefill_of_and_cost_the_same_to_the_bit(model: str) -> None:
+    """``prefill_runs`` (one layer's kernels, the layers in a row like it) are ``prefill_of``'s kernels
+    layer by layer (dense and MoE layers alike), and a piece's cycles and events summed over them are
+    exactly the sums kernel by kernel over ``prefill_of`` (the same numbers added in the same order)."""
+    spec = load_inference(model=model, hardware="wse3", overrides={
+        "inference.prompt_len": 64, "inference.output_len": 4, "inference.grid": "755x1170"}).spec
+    program, costs = _costs(spec)
+    for work, stage in zip(program.body[0].stages, costs.stages, strict=True):
+        b = stage.batches
+        for tokens, context in ((5, 5), (37, 300), (1000, 1000)):
+            ops = work.prefill_of(tokens, context)
+            flat = [(k.kind, k.name, k.dims, k.region, k.attention) for like, n in
+                    work.prefill_runs(tokens, context) for _ in range(n) for k in like]
+            assert flat == [(k.kind, k.name, k.dims, k.region, k.attention) for k in ops]
+            cycles = [b._kernel(op, op.dims, 1) for op in ops]
+            assert b.prefill(tokens, context - tokens, False) == sum(cycles)
+            items = [(op, op.dims, 1, 1) for op in ops]
+            fmacs = hops = 0.0
+            for op, dims, batch, times in items:
+                c = b._cost(op, dims, batch)
+                fmacs += times * c.fmacs
+                hops += times * c.wavelet_hops
+            got = b.counts(0, 0, 1, tokens, context, 0)
+            assert (got.fmacs_fp16 + got.fmacs_fp32, got.wavelet_hops) == (fmacs, hops)

@@ -18,7 +18,11 @@ hardware lacks are None (n/a), never 0.
 
 from __future__ import annotations
 
+from array import array
+from dataclasses import astuple, fields
 from typing import Any
+
+import numpy as np
 
 from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
@@ -55,17 +59,20 @@ def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, ste
 def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
     """The events of every iteration a continuously batched run logged, and of its hand-off (summed in
     the log's order, the same for both executors)."""
-    total = EventCounts()
-    rows = zip(log.stage.tolist(), log.decodes.tolist(), log.longest.tolist(), log.pieces.tolist(),
-               log.prompt_tokens.tolist(), log.reach.tolist(), log.ends.tolist(), log.moved.tolist(),
-               strict=True)
-    seen: dict[tuple[int, ...], EventCounts] = {}
+    columns = (log.stage, log.decodes, log.longest, log.pieces, log.prompt_tokens, log.reach, log.ends,
+               log.moved)
+    chunk = 1 << 16  # the log's rows as Python ints a chunk at a time (all at once: ~290 bytes a row)
+    rows = (key for at in range(0, len(log.stage), chunk)
+            for key in zip(*(c[at:at + chunk].tolist() for c in columns), strict=True))
+    seen: dict[tuple[int, ...], int] = {}  # each distinct iteration's row in ``table``
+    table: list[tuple[float, ...]] = [(0.0,) * len(fields(EventCounts))]
+    index = array("q")
     stations, last = costs.stations(), len(costs.stages) - 1
     # with a draft and prefill wafers, the prefill wafers' last stage also sends each first token to it
     first_tokens = len(costs.stages) + len(costs.pool) - 1 if costs.pool and costs.draft is not None else -1
     for key in rows:
-        c = seen.get(key)
-        if c is None:
+        i = seen.get(key)
+        if i is None:
             s, decodes, longest, pieces, tokens, reach, ends, moved = key
             station = stations[s]
             assert station is not None, "a continuously batched run's stages have their batch costs"
@@ -75,15 +82,23 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
             c = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
             if s == first_tokens:
                 c = c + costs.draft.receive_counts(ends)
-            seen[key] = c
-        total = total + c
+            i = seen[key] = len(table)
+            table.append(astuple(c))
+        index.append(i)
+    # the sum row by row from zero, each field on its own, as adding the EventCounts one by one would:
+    # numpy's accumulate adds in order (a chunk's first row carries the sum so far)
+    values, total = np.array(table), np.zeros((1, len(table[0])))
+    order = np.frombuffer(index, dtype=np.int64) if index else np.zeros(0, dtype=np.int64)
+    for at in range(0, len(order), chunk):
+        total = np.add.accumulate(np.concatenate([total, values[order[at:at + chunk]]]))[-1:]
+    counts = EventCounts(*total[0].tolist())
     kv = log.kv_events
     swapped = float(kv[kv[:, 0] > 0, 4].sum()) if len(kv) else 0.0
     if swapped:  # a paged cache's swaps: every layer's share through its wafer's I/O, out and back in
         stages = [c.batches for c in costs.stages]
-        total = total + EventCounts(io_bytes=swapped * kv_bytes_per_token(stages[0].spec.model)
-                                    * sum(b.layers for b in stages))
-    return total
+        counts = counts + EventCounts(io_bytes=swapped * kv_bytes_per_token(stages[0].spec.model)
+                                      * sum(b.layers for b in stages))
+    return counts
 
 
 def serving_counts(costs: Costs, trace: Trace) -> EventCounts:

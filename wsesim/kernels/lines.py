@@ -213,16 +213,48 @@ def ktree_allreduce(m: Machine, p: int, wavelets: int) -> tuple[float, int, int]
     if p < 2 or wavelets <= 0:
         return 0.0, 0, 0
     g, groups, root = ktree_shape(p)
-    ready, d1 = reduce_line(m, centred_chains(g, g // 2), wavelets)
-    t1 = float(ready[0][-1]) if g > 1 else 0.0
-    t2, d2 = t1, np.zeros(2, dtype=np.int64)
+    t1, d1 = _centred_reduce(m, g, 1, wavelets, 0.0)
+    t1 = t1 if g > 1 else 0.0
+    t2, d2 = t1, (0, 0)
     if groups > 1:
-        own = t1 + np.arange(wavelets, dtype=np.float64) + 1
-        ready, d2 = reduce_line(m, centred_chains(groups, groups // 2, g), wavelets, own=own)
-        t2 = float(ready[0][-1])
+        t2, d2 = _centred_reduce(m, groups, g, wavelets, t1)
     far = max(root, p - 1 - root)
-    steps = int(d1[0]) * (g > 1) + int(d2[0]) + 1
-    return t2 + m.transfer(wavelets, far), steps, int(d1[1]) * (g > 1) + int(d2[1]) + far
+    steps = d1[0] * (g > 1) + d2[0] + 1
+    return t2 + m.transfer(wavelets, far), steps, d1[1] * (g > 1) + d2[1] + far
+
+
+def _centred_reduce(m: Machine, n: int, spacing: int, wavelets: int,
+                    t0: float) -> tuple[float, tuple[int, int]]:
+    """``reduce_line`` over ``centred_chains(n, n // 2, spacing)``, every PE's own wavelet j ready at
+    t0 + j + 1: (the root's last wavelet's ready time, (steps, hops) of the slowest path). On whole
+    cycles (every latency and t0 an integer, as every preset's are) each chain PE's stream is its child's
+    shifted by latency + T_OP, exactly as the per-wavelet FIFO computes it (arrivals a cycle apart are
+    never queued), so only the root's merge of its two chains is simulated wavelet by wavelet; otherwise
+    the whole line is (``reduce_line``), as before."""
+    lat = m.latency(spacing)
+    if not (float(lat).is_integer() and float(t0).is_integer()):
+        own = t0 + np.arange(wavelets, dtype=np.float64) + 1 if t0 else None
+        ready, depth = reduce_line(m, centred_chains(n, n // 2, spacing), wavelets, own=own)
+        return float(ready[0][-1]), (int(depth[0]), int(depth[1]))
+    root, o = n // 2, t0 + 1  # a leaf's wavelet j is ready at o + j
+    chains = [c for c in (root, n - 1 - root) if c > 0]  # the west chain's PEs, then the east's
+    j = np.arange(wavelets, dtype=np.float64)
+    own = o + j
+    if not chains:
+        return float(own[-1]), (0, 0)
+    streams = []
+    for length in chains:  # the chain's PE next to the root: its stream's offset after length − 1 shifts
+        off = o
+        for _ in range(length - 1):
+            off = max(off + lat + T_OP, o)
+        streams.append(j + (off + lat))
+    arr = np.concatenate(streams)
+    key = np.argsort(arr, kind="stable")
+    done = np.empty_like(arr)
+    done[key] = fifo(arr[key])
+    last = max(float(done.reshape(len(streams), wavelets).max(axis=0)[-1]), float(own[-1]))
+    longest = max(chains)
+    return last, (longest, longest * spacing)
 
 
 def phases(algorithm: ReduceAlgorithm) -> int:

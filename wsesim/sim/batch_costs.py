@@ -49,6 +49,12 @@ class BatchCosts:
         self._handoff: dict[int, tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
+        # decode-only iterations by (decodes, longest, width): the executors' commonest question, answered
+        # with one lookup (the cost is a pure function of the key: the stage's kernels at that batch and
+        # context, the grid and width fixed)
+        self._decoding: dict[tuple[int, int, int], float] = {}
+        # (FMACs, wavelet-hops, issue cycles) of a batch's kernels, attention aside (``counts``)
+        self._decode_folds: dict[int, tuple[float, float, float]] = {}
         # positions each decode token carries: K + 1 when a draft's tokens are verified (§11.9), its b
         # tokens then K + 1 vectors each, attending up to K positions past their context
         self.width = 1
@@ -101,7 +107,7 @@ class BatchCosts:
             if start == 0 and tokens == self.prompt_len and ends:  # the whole prompt of §11.4
                 c = self.whole_prompt
             else:
-                c = sum(self._kernel(op, 0, 1) for op in self.work.prefill_of(tokens, start + tokens))
+                c = self._prefill_cycles(tokens, start + tokens, None)
                 if ends:
                     c += sum(self._kernel(op, 0, 1) for op in self.work.lm_head)
             self._prefill[key] = c
@@ -113,6 +119,16 @@ class BatchCosts:
         request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
         are a batch of GEMVs (with sampled routing, ``loads``: each MoE layer's busiest expert's tokens);
         one piece alone is its prefill; anything more is one pass (``mixed``)."""
+        if not pieces and loads is None:
+            key = (decodes, longest, self.width)
+            c = self._decoding.get(key)
+            if c is None:
+                c = self._decoding[key] = self._iteration(decodes, longest, pieces, None)
+            return c
+        return self._iteration(decodes, longest, pieces, loads)
+
+    def _iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
+                   loads: tuple[int, ...] | None) -> float:
         if decodes and self.width > 1:  # verify passes: K + 1 vectors each, the last K past the context
             decodes, longest = decodes * self.width, longest + self.width - 1
         if not pieces:
@@ -143,16 +159,30 @@ class BatchCosts:
         key = (tokens, context, ends, decodes, longest)
         c = self._mixed.get(key)
         if c is None:
-            c = sum(self._kernel(op, 0, 1) for op in self.work.prefill_of(tokens + decodes, context)
-                    if not op.attention)
-            c += sum(self._kernel(op, 0, 1) for op in self.work.prefill_of(tokens, context)
-                     if op.attention)
+            c = self._prefill_cycles(tokens + decodes, context, False)
+            c += self._prefill_cycles(tokens, context, True)
             if decodes:
                 c += self.attention(longest) if decodes == 1 else self.batch_attention(decodes, longest)
             if decodes + ends:
                 c += sum(self._kernel(op, 0, decodes + ends) for op in self.work.lm_head)
             self._mixed[key] = c
         return c
+
+    def _runs(self, tokens: int, context: int) -> tuple[tuple[tuple[Kernel, ...], int], ...]:
+        """A piece's prefill kernels as runs (one layer's kernels, the layers in a row like it), in layer
+        order (``StageWork.prefill_runs``; without it, every kernel once)."""
+        runs = self.work.prefill_runs
+        return runs(tokens, context) if runs is not None else ((self.work.prefill_of(tokens, context), 1),)
+
+    def _prefill_cycles(self, tokens: int, context: int, attention: bool | None) -> float:
+        """The cycles of a piece's prefill kernels (``attention``: only attention's, or only the others;
+        None: all) summed kernel by kernel in layer order, as over ``prefill_of``: one layer's looked up,
+        its figures repeated for the layers like it (the same numbers added in the same order)."""
+        seq: list[float] = []
+        for ops, n in self._runs(tokens, context):
+            seq += [self._kernel(op, 0, 1) for op in ops
+                    if attention is None or op.attention == attention] * n
+        return sum(seq)
 
     def swap(self, nbytes: float) -> float:
         """Cycles to move ``nbytes`` of a preempted request's KV cache between the stage's wafer and
@@ -161,7 +191,8 @@ class BatchCosts:
 
     def handoff(self, values: int) -> float:
         """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
-        return self._moved(values)[0]
+        moved = self._handoff.get(values)
+        return (moved if moved is not None else self._moved(values))[0]
 
     def handoff_counts(self, values: int) -> EventCounts:
         """The events of handing ``values`` to the next stage."""
@@ -184,37 +215,68 @@ class BatchCosts:
         key = (decodes, longest, pieces, tokens, reach, ends)
         c = self._counts.get(key)
         if c is None:
-            c = self._counts[key] = self._events(self._items(*key))
+            if pieces:
+                fmacs, hops, issue = self._fold((0.0, 0.0, 0.0), self._items(*key))
+            else:  # decodes alone: the batch's kernels' sums (kept per batch), then its attention's
+                fold = self._decode_folds.get(decodes)
+                if fold is None:
+                    fold = self._fold((0.0, 0.0, 0.0), [(self._decode_items(decodes), 1)])
+                    self._decode_folds[decodes] = fold
+                fmacs, hops, issue = self._fold(fold, [(self._attention_items(decodes, longest), 1)])
+            # the instruction streams' cycles on every PE of the grid (as ``costing._Grid.counts``)
+            c = self._counts[key] = EventCounts.of_fmacs(
+                fmacs, self.grid.dtype, wavelet_hops=hops,
+                instruction_cycles=issue * self.grid.rows * self.grid.cols)
         return c
+
+    def _decode_items(self, decodes: int) -> list[tuple[Kernel, int, int, int]]:
+        """(kernel, context, batch, times) of ``decodes`` decode tokens' kernels, attention aside."""
+        top_k, experts = self.per_expert
+        return [(op, 0, -(-decodes * top_k // experts) if op.region else decodes, 1)
+                for op in self.work.decode if not op.attention]
+
+    def _attention_items(self, decodes: int, longest: int) -> list[tuple[Kernel, int, int, int]]:
+        """(kernel, context, batch, times) of ``decodes`` decode tokens' attention, the longest at
+        ``longest``."""
+        first = self.work.stage.layers[0]
+        return [(op, longest, decodes, self.layers) for op in self.work.decode
+                if op.attention and op.layer == first] if decodes else []
 
     def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> list[tuple[Kernel, int, int, int]]:
         """(kernel, context, batch, times) of an iteration, as ``iteration`` and its helpers cost them."""
-        first = self.work.stage.layers[0]
-        attention = [(op, longest, decodes, self.layers) for op in self.work.decode
-                     if op.attention and op.layer == first] if decodes else []
+        attention = [(self._attention_items(decodes, longest), 1)]
         if not pieces:
-            top_k, experts = self.per_expert
-            return [(op, 0, -(-decodes * top_k // experts) if op.region else decodes, 1)
-                    for op in self.work.decode if not op.attention] + attention
-        head = [(op, 0, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else []
+            return [(self._decode_items(decodes), 1), *attention]
+        head = [([(op, 0, decodes + ends, 1) for op in self.work.lm_head] if decodes + ends else [], 1)]
         if pieces == 1 and not decodes:
-            return [(op, 0, 1, 1) for op in self.work.prefill_of(tokens, reach)] + head
-        rows = self.work.prefill_of(tokens + decodes, reach)
-        return ([(op, 0, 1, 1) for op in rows if not op.attention]
-                + [(op, 0, 1, 1) for op in self.work.prefill_of(tokens, reach) if op.attention]
+            return self._piece_items(tokens, reach, None) + head
+        return (self._piece_items(tokens + decodes, reach, False) + self._piece_items(tokens, reach, True)
                 + attention + head)
 
-    def _events(self, items: list[tuple[Kernel, int, int, int]]) -> EventCounts:
-        fmacs = hops = issue = 0.0
-        for op, context, batch, times in items:
-            c = self._cost(op, context, batch)
-            fmacs += times * c.fmacs
-            hops += times * c.wavelet_hops
-            issue += times * c.overhead
-        # the instruction streams' cycles on every PE of the grid (as ``costing._Grid.counts``)
-        return EventCounts.of_fmacs(fmacs, self.grid.dtype, wavelet_hops=hops,
-                                    instruction_cycles=issue * self.grid.rows * self.grid.cols)
+    def _piece_items(self, tokens: int, reach: int,
+                     attention: bool | None) -> list[tuple[list[tuple[Kernel, int, int, int]], int]]:
+        """A piece's prefill kernels (as ``_prefill_cycles`` picks them) as (items, times in a row)."""
+        return [([(op, 0, 1, 1) for op in ops if attention is None or op.attention == attention], n)
+                for ops, n in self._runs(tokens, reach)]
+
+    def _fold(self, start: tuple[float, float, float],
+              segments: list[tuple[list[tuple[Kernel, int, int, int]], int]]) -> tuple[float, float, float]:
+        """``start``'s FMACs, wavelet-hops and issue cycles with those of each segment's items (each segment
+        ``n`` times in a row) added in order: a sum carried on from a kept prefix, or over a repeated
+        segment's figures, is the whole list's, to the bit."""
+        fmacs, hops, issue = start
+        for items, n in segments:
+            figures = []
+            for op, context, batch, times in items:
+                c = self._cost(op, context, batch)
+                figures.append((times * c.fmacs, times * c.wavelet_hops, times * c.overhead))
+            for _ in range(n):
+                for f, h, i in figures:
+                    fmacs += f
+                    hops += h
+                    issue += i
+        return fmacs, hops, issue
 
     def _kernel(self, op: Kernel, context: int, batch: int) -> float:
         return self._cost(op, context, batch).cycles

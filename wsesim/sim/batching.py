@@ -275,7 +275,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                 heapq.heappush(heap, (now + costs[draft].receive(len(ended)), order, draft, (ended, [], s)))
                 order += 1
         elif s < S - 1:
-            values = (width * len(rs) + sum(p[2] for p in ps)) * hid
+            values = (width * len(rs) + (sum(p[2] for p in ps) if ps else 0)) * hid
             to, out_r, out_p = s + 1, rs, ps
         else:
             to, out_r, out_p = (0 if draft is None else draft), [], []
@@ -390,7 +390,8 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                 waiting.append(r)
             else:
                 refused[r] = True
-        admit(now)
+        if waiting:
+            admit(now)
         while heap and heap[0][0] == now:
             _, _, to, work = heapq.heappop(heap)
             if to < 0:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config.specs import HardwareSpec
-from ..kernels.cost import KernelCost, kernel_cost, lanes_dtype
+from ..kernels.cost import KernelCost, kernel_cost, lanes_dtype, whole_blocks
 from ..kernels.lines import rotating_reduces
 from ..kernels.machine import Machine
 from ..kernels.step import kernel_op_cost, kernel_region_expert_costs
@@ -210,8 +210,7 @@ class _Grid:
         self.launch = runtime.production_launch_cycles if self.production else runtime.kernel_launch_cycles
         # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
         self.trips: Callable[[int], np.ndarray] | None = None
-        # the kernel layer's costs on this grid and its regions (shared by ``on``'s copies): kernel_cost
-        # is cached too, but its key hashes the whole HardwareSpec at every call
+        # kernel costs here and on its regions (shared by ``on``'s copies): kernel_cost's hashes the hardware
         self._memo: dict[tuple, KernelCost] = {}
 
     def on(self, region: tuple[int, int] | None) -> _Grid:
@@ -243,7 +242,8 @@ class _Grid:
         if batch > 1 and kind != StageOpKind.GEMV:  # b tokens' values through the same kernel
             dims = (dims[0] * batch, *dims[1:])
         if kind in (StageOpKind.GEMV, StageOpKind.GEMM):
-            shape = (batch, *dims) if kind == StageOpKind.GEMV else dims
+            shape = whole_blocks(kind, self.algorithm[kind], self.rows, self.cols,  # as kernel_cost rounds:
+                                 (batch, *dims) if kind == StageOpKind.GEMV else dims)  # one memo entry
             c = self._layer(kind, self.rows, self.cols, algorithm=self.algorithm[kind], shape=shape)
             if not c.feasible and c.reason not in self.problems:
                 self.problems.append(c.reason)

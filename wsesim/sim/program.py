@@ -206,7 +206,8 @@ class StageWork:
     a decode context; ``attention`` ops re-costed per token), and the hand-off after each.
     ``prefill_of(tokens, context)``: the prefill kernels of a piece of ``tokens`` prompt tokens whose
     attention reaches ``context`` tokens (a chunk, or a prompt of another length), its layers' only
-    (the LM head is ``lm_head``, the decode step's last kernels on the last stage)."""
+    (the LM head is ``lm_head``, the decode step's last kernels on the last stage); ``prefill_runs`` the
+    same kernels as runs (one layer's, how many layers in a row have the same), for their costs."""
 
     stage: Stage
     prefill: tuple[Kernel, ...]
@@ -215,6 +216,7 @@ class StageWork:
     handoff_decode: Handoff
     prefill_of: Callable[[int, int], tuple[Kernel, ...]] | None = None
     lm_head: tuple[Kernel, ...] = ()
+    prefill_runs: Callable[[int, int], tuple[tuple[tuple[Kernel, ...], int], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -46,6 +46,7 @@ class DraftCosts:
             if spec.inference.speculative else spec.model.hidden_size
         self._iteration: dict[tuple, float] = {}
         self._counts: dict[tuple, EventCounts] = {}
+        self._moved: dict[int, float] = {}
 
     def _parts(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]]):
         """(stage costs, decodes, longest, pieces, hand-off values) of each pass the iteration makes, in
@@ -84,8 +85,12 @@ class DraftCosts:
         return c
 
     def handoff(self, values: int) -> float:
-        """Cycles to send ``values`` drafted tokens to the target's first stage (between wafers)."""
-        return wafer_handoff(self.spec, values * self.bpv) if values else 0.0
+        """Cycles to send ``values`` drafted tokens to the target's first stage (between wafers);
+        remembered by ``values`` (a pure function of it, asked at every iteration's end)."""
+        c = self._moved.get(values)
+        if c is None:
+            c = self._moved[values] = wafer_handoff(self.spec, values * self.bpv) if values else 0.0
+        return c
 
     def handoff_counts(self, values: int) -> EventCounts:
         return EventCounts(io_bytes=2.0 * values * self.bpv)

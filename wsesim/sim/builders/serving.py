@@ -21,6 +21,8 @@ beside the kernel they scale), each composed kernel paying ``runtime.fused_launc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import islice
 from math import ceil, isqrt
 
 from ...config.inference import InferenceExperimentSpec
@@ -187,13 +189,41 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
         last = stage.index == len(stages) - 1
         values = 1 if last else spec.model.hidden_size  # the last stage sends the new token back
 
-        def prefill_of(tokens: int, context: int, layer: _Layer = layer,
-                       stage: Stage = stage) -> tuple[Kernel, ...]:
-            return compose((op for i in stage.layers for op in layer.prefill(i, tokens, context)), software)
+        def prefill_runs(tokens: int, context: int, layer: _Layer = layer,
+                         stage: Stage = stage) -> tuple[tuple[tuple[Kernel, ...], int], ...]:
+            if software != "research":  # fusion crosses layers (a layer's first norm into the GEMM
+                # before it): the stage's whole composed list, as one run
+                return ((compose((op for i in stage.layers for op in layer.prefill(i, tokens, context)),
+                                 software), 1),)
+            # a layer's prefill kernels differ from another's only in its number and in whether it is
+            # dense: each kind built once a piece (the shapes' arithmetic), runs of layers alike counted
+            built: dict[bool, tuple[Kernel, ...]] = {}
+            runs: list[list] = []  # [kernels, layers in a row, dense]
+            for i in stage.layers:
+                dense = layer.m.is_dense(i)
+                if runs and runs[-1][2] == dense:
+                    runs[-1][1] += 1
+                else:
+                    if dense not in built:
+                        built[dense] = tuple(layer.prefill(i, tokens, context))
+                    runs.append([built[dense], 1, dense])
+            return tuple((like, n) for like, n, _ in runs)
+
+        def prefill_of(tokens: int, context: int, stage: Stage = stage,
+                       runs: Callable = prefill_runs) -> tuple[Kernel, ...]:
+            if software != "research":
+                return runs(tokens, context)[0][0]
+            ops: list[Kernel] = []
+            layers = iter(stage.layers)
+            for like, n in runs(tokens, context):
+                for i in islice(layers, n):  # each layer's own kernels, numbered from its kind's
+                    ops += [k if k.layer == i else Kernel(k.kind, k.name, i, k.dims, k.region, k.attention)
+                            for k in like]
+            return tuple(ops)
 
         works.append(StageWork(stage, prefill, decode,
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
-                               Handoff(stage, nxt, values), prefill_of, head))
+                               Handoff(stage, nxt, values), prefill_of, head, prefill_runs))
     if requests is None:
         return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
     budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
