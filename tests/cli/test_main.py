@@ -348,3 +348,12 @@ def test_a_sweep_whose_worker_died_exits_1_and_says_so(tmp_path: Path) -> None:
     assert [rows[k]["status"] for k in ("1000", "2000", "3000")] == ["ok", "error", "ok"]
     assert rows["2000"]["reason"].startswith("the worker process running this point died")
     assert "wsesim: 1 point of 3 not run: the worker process running each died" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["", "infer", "kernel", "run"])
+def test_help_names_the_limits_and_their_variables(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40: there was no way to override the memory limit; its variable is in every --help that runs work."""
+    with pytest.raises(SystemExit):
+        cli.main([*([command] if command else []), "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(v in out for v in ("WSESIM_MAX_MEMORY", "WSESIM_MAX_RUN_S", "WSESIM_MAX_SWEEP_S")), out

@@ -220,7 +220,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
                                          objective=args.objective or "tpot")
     else:
-        run = run_inference(loaded.spec, engine=args.engine or "fast", objective=args.objective or "tpot")
+        run = run_inference(loaded.spec, engine=args.engine or "fast", objective=args.objective or "tpot",
+                            spans=bool(args.trace))
     result = run.result
     written: list[Path] = []
     held = contextlib.ExitStack()
