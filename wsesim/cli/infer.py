@@ -285,15 +285,24 @@ def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
 
 def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
-    reads it: a hardware or model named by a relative path is the working folder's)."""
+    reads it: a hardware or model named by a relative path, a trace or a draft, is the working folder's).
+    A value given twice is refused (it would run twice)."""
     from ..config.errors import ConfigError, shown_repr
+    from ..config.loader import PATH_KEYS
 
     vary: dict[str, list[Any]] = {}
     for text in texts:
         key, _, values = text.partition("=")
         if not key or not values or key in vary:
             raise ConfigError(f"expected KEY=v1,v2,... once per key, got {shown_repr(text)}", source="--vary")
-        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in values.split(",")]
+        items = [v.strip() for v in values.split(",")]
+        if twice := next((v for i, v in enumerate(items) if v in items[:i]), None):
+            raise ConfigError(f"expected each value once, got {shown_repr(twice)} twice in "
+                              f"{shown_repr(text)} (it would be served twice)", source="--vary", path=key)
+        if key in PATH_KEYS:  # a file here is the working folder's, as --set reads it
+            files = (".yaml", ".yml", ".json", ".csv")
+            items = [str(Path(v).resolve()) if "/" in v or Path(v).suffix in files else v for v in items]
+        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in items]
     return vary
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import ConfigError, shown, shown_repr
 
-__all__ = ["COLUMNS", "read_request_trace"]
+__all__ = ["COLUMNS", "read_request_trace", "trace_digest"]
 
 COLUMNS = (("arrival_s", "prompt_len", "output_len"), ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
 """The column names read, each spelling (arrival, prompt, output)."""
@@ -49,6 +49,25 @@ def read_request_trace(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ConfigError("expected a CSV file of requests, got a directory or a special file",
                           source=path, path="inference.trace")
     return _read(str(p.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+def trace_digest(path: str) -> str:
+    """The SHA-256 (hex) of the trace file's bytes: what a manifest records and a sweep point's key holds,
+    so that a trace edited in place (the same path) is a different input (``--resume`` runs it again)."""
+    p = Path(path)
+    stat = p.stat()
+    return _digest(str(p.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _digest(path: str, size: int, mtime: int) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=8)
