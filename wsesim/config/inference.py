@@ -325,9 +325,11 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
-        from .request_trace import read_request_trace
+        from .request_trace import check_cycles, read_request_trace
 
-        rows = len(read_request_trace(spec.inference.trace)[0])
+        seconds = read_request_trace(spec.inference.trace)[0]
+        check_cycles(seconds, spec.hardware.clock_hz, spec.inference.trace)
+        rows = len(seconds)
         if spec.inference.requests is not None and spec.inference.requests > rows:
             raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
                               f"{spec.inference.requests:,}", source=source, path="inference.requests")

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..config.errors import ConfigError
 from ..config.inference import InferenceExperimentSpec
-from ..model.load import requests_of
+from ..model.load import Requests, requests_of
+from ..model.serving import requests_fit
 from ..sim.builders.serving import default_token_budget
 from ..sim.mapping import Mapping
 from .estimate import BASE_BYTES
@@ -108,7 +109,7 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: st
     if not i.continuous:
         draws = i.batch * max(i.output_len - 1, 0) * moe
         return estimate_serving(S, int(i.batch), int(i.output_len), engine, draws=draws, spans=spans)
-    load = requests_of(spec)
+    load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
     budget = default_token_budget(spec, mapping.grid[0]) if i.token_budget == "auto" else int(i.token_budget)
     if i.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
@@ -125,9 +126,21 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: st
     else:  # a pair per iteration at most, and at most batch × the contexts the requests span
         span = int((load.prompt + load.output).max() - load.prompt.min())
         contexts = min(tokens + pieces, int(i.batch) * span)
-    return estimate_serving(S, len(load), max(1, round(float(load.output.mean()))), engine,
+    mean = round(float(load.output.mean())) if len(load) else 0
+    return estimate_serving(S, len(load), max(1, mean), engine,
                             visits=S * (tokens + pieces), arrival=i.arrival, draws=draws, continuous=True,
                             pieces=S * new_contexts, spans=spans, contexts=S * contexts)
+
+
+def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> Requests:
+    """The requests whose KV cache fits every stage alone: the others are refused at admission and never
+    served (``sim.batching.fits_alone``), so cost nothing (a trace's one 10^7-token output is not a run)."""
+    pairs, inverse = np.unique(np.stack([load.prompt, load.output], axis=1), axis=0, return_inverse=True)
+    fits = np.array([all(requests_fit(spec.model, st.memory, len(st.layers), st.rows, st.cols,
+                                      spec.inference.kv_layout, 1, int(p), int(o), int(p))
+                         for st in mapping.stages) for p, o in pairs], dtype=bool)
+    keep = fits[np.asarray(inverse).reshape(-1)]
+    return load if keep.all() else Requests(load.arrival[keep], load.prompt[keep], load.output[keep])
 
 
 def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
