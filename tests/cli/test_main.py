@@ -357,3 +357,15 @@ def test_help_names_the_limits_and_their_variables(command: str, capsys: pytest.
         cli.main([*([command] if command else []), "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert all(v in out for v in ("WSESIM_MAX_MEMORY", "WSESIM_MAX_RUN_S", "WSESIM_MAX_SWEEP_S")), out
+
+
+def test_infer_help_lists_the_inference_keys_and_where_they_are_described(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (low): ``infer --help`` named no ``inference.*`` key and pointed nowhere."""
+    from wsesim.config.inference import InferenceSpec
+
+    with pytest.raises(SystemExit):
+        cli.main(["infer", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(k in out for k in InferenceSpec.model_fields if k != "chunk")
+    assert "wsesim schema inference" in out and "docs/model.md §11" in out

@@ -105,3 +105,23 @@ def test_vary_refuses_a_value_given_twice(capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err.splitlines()
     assert err == ["wsesim: --vary: inference.batch: expected each value once, got '1' twice in "
                    "'inference.batch=1,2,1' (it would be served twice)"]
+
+
+def test_a_later_run_into_the_folder_removes_an_earlier_searchs_candidates(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (low): candidates.json from an earlier ``--search`` stayed beside a plain run's result.json."""
+    tiny = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", *ROOMY, "--set", "inference.prompt_len=16",
+            "--out", str(tmp_path / "o")]
+    assert cli.main([*tiny, "--search"]) == 0
+    assert (tmp_path / "o" / "candidates.json").is_file()
+    assert cli.main(tiny) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "o" / "candidates.json").exists()
+    assert "candidates.json" not in json.loads((tmp_path / "o" / "manifest.json").read_text())["files"]
+
+
+def test_the_1b_draft_has_its_context(capsys: pytest.CaptureFixture[str]) -> None:
+    """``model list`` showed LLaMA 3.2 1B's context as "-": its preset now says 131,072 (its config.json)."""
+    assert cli.main(["model", "list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("llama3.2-1b"))
+    assert "131,072" in row

@@ -69,8 +69,21 @@ def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
         if lines:
             head = "examples:\n" if len(lines) > 1 else "example:\n"
             p.epilog = head + "\n".join(f"  {c}" for c in lines)
+        if name == "infer":
+            p.epilog = (p.epilog or "") + "\n\n" + _inference_keys()
         if name in LIMITED:
             p.epilog = (p.epilog + "\n\n" if p.epilog else "") + LIMITS
+
+
+def _inference_keys() -> str:
+    """What ``--set inference.KEY`` takes, from the spec itself (so it cannot drift): every key but the
+    retired ones, and where each is described."""
+    from ..config.inference import InferenceSpec
+
+    retired = {"chunk"}  # refused with the name of its successor
+    keys = ", ".join(k for k in InferenceSpec.model_fields if k not in retired)
+    return (f"keys (--set inference.KEY=VALUE): {keys}. Each with its type and bounds: wsesim schema "
+            "inference; what each means: docs/model.md §11 (serving).")
 
 
 class _Formatter(argparse.HelpFormatter):

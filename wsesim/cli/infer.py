@@ -231,6 +231,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
         written += serving_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
+        if not candidates:  # an earlier --search's candidates would read as this run's
+            (out / "candidates.json").unlink(missing_ok=True)
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
                 [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
