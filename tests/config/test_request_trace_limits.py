@@ -70,3 +70,12 @@ def test_a_file_larger_than_the_cap_is_refused_unread(tmp_path: Path, monkeypatc
                                           r"requests\), got 0\.0 GiB"):
         read_request_trace(str(path))
     assert (tmp_path / "t.csv").stat().st_size > request_trace.MAX_BYTES
+
+
+@pytest.mark.parametrize("text", ["\u0661", "1_0"])
+def test_arrival_times_take_ascii_digits_as_lengths_do(tmp_path: Path, text: str) -> None:
+    """Issue 40 (low): Arabic-Indic digits and ``1_0`` were read as arrival times, refused as lengths."""
+    path = tmp_path / "t.csv"
+    path.write_text(HEADER + f"0,4,4\n{text},4,4\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"inference\.trace: row 3: expected arrival_s as seconds or a date"):
+        read_request_trace(str(path))

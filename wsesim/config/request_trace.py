@@ -39,6 +39,8 @@ MAX_CYCLES = 2**53  # an arrival in cycles held exactly by a float
 
 
 def _seconds(text: str) -> float | datetime:
+    if not text.isascii() or "_" in text:  # as the lengths: "١" and "1_0" are no arrival time here
+        raise ValueError(text)
     try:
         return float(text)
     except ValueError:
