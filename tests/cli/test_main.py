@@ -292,7 +292,7 @@ def test_memory_training_reports_infeasible_without_failing(capsys: pytest.Captu
     code, out, err = _main(capsys, "memory", "training", str(exp), "--set", "training.batch_per_tile=7", "--json")
     data = json.loads(out)
     assert (code, err, data["feasible"], data["peak_bytes_per_pe"]) == (0, "", False, 50_829)
-    assert "attention_bwd" in data["infeasible_reason"] and "49152 B" in data["infeasible_reason"]
+    assert "attention_bwd" in data["infeasible_reason"] and "49,152 B" in data["infeasible_reason"]
     code, out, _ = _main(capsys, "memory", "training", str(exp), "--set", "training.batch_per_tile=7")
     assert code == 0 and "infeasible: SRAM: phase attention_bwd needs 50829 B" in out
 
@@ -369,3 +369,15 @@ def test_infer_help_lists_the_inference_keys_and_where_they_are_described(
     out = " ".join(capsys.readouterr().out.split())
     assert all(k in out for k in InferenceSpec.model_fields if k != "chunk")
     assert "wsesim schema inference" in out and "docs/model.md §11" in out
+
+
+@pytest.mark.parametrize(("x", "digits", "text"), [
+    (3510.4, 3, "3,510"), (44.5, 3, "44.5"), (5.0, 3, "5"), (0.123, 3, "0.123"), (905.6, 4, "905.6"),
+    (2.832e-06, 4, "2.832e-06"), (0.0, 3, "0"), (1234567.0, 4, "1,234,567")])
+def test_significant_never_writes_a_large_number_in_scientific_notation(x: float, digits: int, text: str) -> None:
+    """Issue 40 (low): infer printed "energy per token 3.51e+03 J" (``:,.3g``); ``:g`` where it reads well."""
+    from wsesim.cli.common import significant
+
+    assert significant(x, digits) == text
+    if "e" not in f"{x:.{digits}g}":
+        assert text.replace(",", "") == f"{x:.{digits}g}"  # unchanged where :g read well

@@ -19,6 +19,7 @@ from .common import (
     defer,
     format_table,
     parse_overrides,
+    significant,
     warn_beyond_context,
 )
 
@@ -37,12 +38,12 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
         wafers = f" on {r.systems} systems" if r.systems > 1 else ""
         share = (f"{100 * parts['static'] / r.energy_j:.0f} % of it the static floor" if r.energy_j
                  else "no event it counted costs energy, nor the floor")
-        rows = [("energy per token", f"{r.joules_per_token:,.3g} J ({r.power_w / 1e3:,.2f} kW mean{wafers}; "
-                                     f"{share})"),
+        rows = [("energy per token", f"{significant(r.joules_per_token)} J ({r.power_w / 1e3:,.2f} kW "
+                                     f"mean{wafers}; {share})"),
                 ("tokens/s per kW", "n/a (no power drawn)" if r.tokens_per_s_per_kw is None
                  else f"{r.tokens_per_s_per_kw:,.2f}")]
     price = ("n/a (no inference.price_per_system_hour)" if r.usd_per_million_tokens is None
-             else f"{r.usd_per_million_tokens:,.4g}")
+             else significant(r.usd_per_million_tokens, 4))
     return [*rows, ("$ per million tokens", price)]
 
 
