@@ -294,7 +294,7 @@ def test_memory_training_reports_infeasible_without_failing(capsys: pytest.Captu
     assert (code, err, data["feasible"], data["peak_bytes_per_pe"]) == (0, "", False, 50_829)
     assert "attention_bwd" in data["infeasible_reason"] and "49,152 B" in data["infeasible_reason"]
     code, out, _ = _main(capsys, "memory", "training", str(exp), "--set", "training.batch_per_tile=7")
-    assert code == 0 and "infeasible: SRAM: phase attention_bwd needs 50829 B" in out
+    assert code == 0 and "infeasible: SRAM: phase attention_bwd needs 50,829 B" in out
 
 
 def test_memory_training_auto_on_the_shipped_example(capsys: pytest.CaptureFixture[str]) -> None:
