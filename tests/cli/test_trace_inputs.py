@@ -125,3 +125,11 @@ def test_the_1b_draft_has_its_context(capsys: pytest.CaptureFixture[str]) -> Non
     assert cli.main(["model", "list"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("llama3.2-1b"))
     assert "131,072" in row
+
+
+def test_search_refuses_a_grid_it_would_ignore(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (low): ``--search --set inference.grid=420x420`` searched every grid, the one set lost."""
+    assert cli.main(["infer", "--search", "--set", "inference.grid=420x420"]) == 2
+    assert capsys.readouterr().err == (
+        "wsesim: --search: expected inference.grid: auto with --search (it tries every grid that tiles the "
+        "wafer), got grid 420x420 from --set inference.grid: leave out one or the other\n")

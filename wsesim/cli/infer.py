@@ -217,6 +217,11 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
                           f"mapping), got grid {loaded.spec.inference.grid}", source="--objective")
     candidates: list[Any] = []
+    if args.search and loaded.spec.inference.grid != "auto":  # it tries every grid: one set would be lost
+        where = "--set inference.grid" if "inference.grid" in overrides else (args.experiment or "the file")
+        raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
+                          f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
+                          "other", source="--search")
     if args.search:
         run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
                                          objective=args.objective or "tpot")
