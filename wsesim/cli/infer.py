@@ -222,12 +222,18 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
                           f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
                           "other", source="--search")
-    if args.search:
-        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
-                                         objective=args.objective or "tpot")
-    else:
-        run = run_inference(loaded.spec, engine=args.engine or "fast", objective=args.objective or "tpot",
-                            spans=bool(args.trace))
+    from .progress import Progress
+
+    s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
+    requests = inf.requests or inf.batch
+    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
+                        f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
+        if args.search:
+            run, candidates = search_mapping(s, engine=args.engine or "fast",
+                                             objective=args.objective or "tpot")
+        else:
+            run = run_inference(s, engine=args.engine or "fast", objective=args.objective or "tpot",
+                                spans=bool(args.trace))
     result = run.result
     written: list[Path] = []
     held = contextlib.ExitStack()
