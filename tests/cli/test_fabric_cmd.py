@@ -129,3 +129,12 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ar
 def test_unknown_hardware_exits_2() -> None:
     r = wsesim("no-such-wafer", "--pattern", "hotspot")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_block_granularity_says_which_links_are_per_pe_and_which_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (low): at block:K the busiest link is one PE link (the block link over K) and the table's are
+    whole block links (K PE links each): the same coordinates and 16× the bytes, once without a word."""
+    assert cli.main(["fabric", "wse2", "--pattern", "dispatch", "--experts", "16", "--granularity", "block:16"]) == 0
+    text = capsys.readouterr().out
+    assert "(one of the 16 PE links between nodes, the block link's load over 16)" in text
+    assert "hottest node links (all 16 PE links between two 16 x 16 blocks)" in text

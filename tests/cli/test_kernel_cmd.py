@@ -137,3 +137,39 @@ def test_a_bad_png_folder_is_one_line_and_writes_nothing(tmp_path: Path, capsys:
     err = capsys.readouterr().err
     assert "expected a folder for the output, got an existing file" in err and err.count("\n") == 1
     assert blocker.read_text() == "x"
+
+
+# ------------------------------------------------------------------ issue 40: the kernel's work estimate
+
+
+def test_the_estimate_follows_the_size_each_algorithm_scales_with() -> None:
+    """SUMMA's steps follow K, not the largest dimension (1x1x10^9 was refused as "8 minutes, 100 GB" and
+    takes 50 MB); Cannon's and MeshGEMM's skew arrays follow the grid's PEs (8,192² used 5.1 GB unestimated,
+    16,384² ended in MemoryError); the weight streams follow N."""
+    from wsesim.cli.kernel import MATMUL_UNITS, kernel_work
+    from wsesim.kernels.kinds import KernelKind
+
+    gemm = KernelKind.GEMM
+    assert kernel_work(gemm, (750, 994), (1, 1, 10**9), 1, "summa") == MATMUL_UNITS[("gemm", "summa")][1]
+    assert kernel_work(gemm, (4, 4), (1, 10**7, 1), 1, "summa")[1] == pytest.approx(1e9)
+    per_pe = MATMUL_UNITS[("gemm", "cannon")][1][1]
+    assert kernel_work(gemm, (16384, 16384), (1, 1, 1), 1, "cannon")[1] == pytest.approx(per_pe * 16384**2)
+    assert kernel_work(gemm, (16384, 16384), (1, 1, 1), 1, "summa")[1] < 1e3
+    assert kernel_work(gemm, (4, 4), (1, 1, 10**8), 1, "stream-dw")[1] == pytest.approx(4e9)
+    # an algorithm the kind does not run is costed as its dearest (it is refused when it runs)
+    assert kernel_work(gemm, (4, 4), (1, 10**7, 1), 1, "nonesuch") == kernel_work(gemm, (4, 4), (1, 10**7, 1), 1,
+                                                                                  "summa")
+
+
+def test_a_long_n_runs_and_a_huge_cannon_grid_is_refused(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WSESIM_MAX_MEMORY", raising=False)
+    assert cli.main(["kernel", "gemm", "--shape", "1x1x1000000000", "--json"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("WSESIM_MAX_MEMORY", "20 GB")
+    argv = ["kernel", "gemm", "--set", "mesh.rows=16384", "--set", "mesh.cols=16384", "--grid", "16384x16384",
+            "--shape", "1x1x1", "--algorithm", "cannon"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "needs more memory than WSESIM_MAX_MEMORY allows (20 GB)" in err[0]
+    assert "cannon on 16384x16384 PEs" in err[0]

@@ -292,9 +292,9 @@ def test_memory_training_reports_infeasible_without_failing(capsys: pytest.Captu
     code, out, err = _main(capsys, "memory", "training", str(exp), "--set", "training.batch_per_tile=7", "--json")
     data = json.loads(out)
     assert (code, err, data["feasible"], data["peak_bytes_per_pe"]) == (0, "", False, 50_829)
-    assert "attention_bwd" in data["infeasible_reason"] and "49152 B" in data["infeasible_reason"]
+    assert "attention_bwd" in data["infeasible_reason"] and "49,152 B" in data["infeasible_reason"]
     code, out, _ = _main(capsys, "memory", "training", str(exp), "--set", "training.batch_per_tile=7")
-    assert code == 0 and "infeasible: SRAM: phase attention_bwd needs 50829 B" in out
+    assert code == 0 and "infeasible: SRAM: phase attention_bwd needs 50,829 B" in out
 
 
 def test_memory_training_auto_on_the_shipped_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -348,3 +348,36 @@ def test_a_sweep_whose_worker_died_exits_1_and_says_so(tmp_path: Path) -> None:
     assert [rows[k]["status"] for k in ("1000", "2000", "3000")] == ["ok", "error", "ok"]
     assert rows["2000"]["reason"].startswith("the worker process running this point died")
     assert "wsesim: 1 point of 3 not run: the worker process running each died" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["", "infer", "kernel", "run"])
+def test_help_names_the_limits_and_their_variables(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40: there was no way to override the memory limit; its variable is in every --help that runs work."""
+    with pytest.raises(SystemExit):
+        cli.main([*([command] if command else []), "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(v in out for v in ("WSESIM_MAX_MEMORY", "WSESIM_MAX_RUN_S", "WSESIM_MAX_SWEEP_S")), out
+
+
+def test_infer_help_lists_the_inference_keys_and_where_they_are_described(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (low): ``infer --help`` named no ``inference.*`` key and pointed nowhere."""
+    from wsesim.config.inference import InferenceSpec
+
+    with pytest.raises(SystemExit):
+        cli.main(["infer", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(k in out for k in InferenceSpec.model_fields if k != "chunk")
+    assert "wsesim schema inference" in out and "docs/model.md §11" in out
+
+
+@pytest.mark.parametrize(("x", "digits", "text"), [
+    (3510.4, 3, "3,510"), (44.5, 3, "44.5"), (5.0, 3, "5"), (0.123, 3, "0.123"), (905.6, 4, "905.6"),
+    (2.832e-06, 4, "2.832e-06"), (0.0, 3, "0"), (1234567.0, 4, "1,234,567")])
+def test_significant_never_writes_a_large_number_in_scientific_notation(x: float, digits: int, text: str) -> None:
+    """Issue 40 (low): infer printed "energy per token 3.51e+03 J" (``:,.3g``); ``:g`` where it reads well."""
+    from wsesim.cli.common import significant
+
+    assert significant(x, digits) == text
+    if "e" not in f"{x:.{digits}g}":
+        assert text.replace(",", "") == f"{x:.{digits}g}"  # unchanged where :g read well

@@ -75,3 +75,81 @@ def test_a_read_only_output_folder(capsys: pytest.CaptureFixture[str], tmp_path:
     assert (code, out) == (2, "")
     assert err.startswith(f"wsesim: {read_only}: expected a folder wsesim can write to, got a read-only one (")
     assert list(read_only.iterdir()) == []
+
+
+# ------------------------------------------------------------------ issue 40, medium 6 and low items
+
+
+def _swept(rows: list[dict[str, object]]) -> str:
+    """``_results`` with the swept keys' ``set:`` columns (model.experts, model.top_k), as a sweep writes."""
+    text = _results(rows)
+    table = list(csv.DictReader(io.StringIO(text)))
+    buf = io.StringIO()
+    fields = [*RESULT_COLUMNS, "set:model.experts", "set:model.top_k"]
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row in table:
+        writer.writerow({**row, "set:model.experts": row["experts"], "set:model.top_k": row["top_k"]})
+    return buf.getvalue()
+
+
+def test_figures_past_the_cap_are_named_not_drawn(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A sweep's figures had no bound (a 4-key, 10,000-row sweep: 1,290 files in 233 s, killed). Two
+    swept numeric keys give two throughput figures; ``--max-figures 1`` draws one and names the other,
+    on stderr and in figures.json, with the option that draws it."""
+    path = tmp_path / "results.csv"
+    path.write_text(_swept([{"experts": e, "top_k": k} for e in (4, 8) for k in (1, 2)]), encoding="utf-8")
+    code, out, err = _plot(capsys, str(path), "--out", str(tmp_path / "all"))
+    assert code == 0 and err == "" and "throughput_vs_top_k.png" in out and "throughput_vs_experts.png" in out
+    code, out, err = _plot(capsys, str(path), "--out", str(tmp_path / "p"), "--max-figures", "1")
+    assert code == 0
+    assert err == ("wsesim: left out throughput_vs_top_k.png: more than 1 figures (2 planned; --max-figures 2 "
+                   "draws them all)\n")
+    listing = json.loads((tmp_path / "p" / "figures.json").read_text())
+    assert list(listing["left_out"]) == ["throughput_vs_top_k"] and len(listing["figures"]) == 1
+    assert not (tmp_path / "p" / "throughput_vs_top_k.png").exists()
+    with pytest.raises(SystemExit) as exit_:
+        _plot(capsys, str(path), "--max-figures", "0")
+    assert exit_.value.code == 2
+
+
+def test_a_figure_too_large_is_left_out_with_its_size(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10,000-row serving sweep drew a 1,672 × 219,343 px PNG: a figure past MAX_PIXELS a side is named
+    with its size, not written."""
+    from wsesim.output import plotting
+
+    monkeypatch.setattr(plotting, "MAX_PIXELS", 100)
+    path = tmp_path / "results.csv"
+    path.write_text(_swept([{"experts": e} for e in (4, 8)]), encoding="utf-8")
+    code, out, err = _plot(capsys, str(path), "--out", str(tmp_path / "p"))
+    assert code == 0 and "phases.png" in err  # every figure of the folder, the phases too
+    assert err.startswith("wsesim: left out throughput_vs_experts.png") and "px, more than 100 px a side" in err
+    assert not (tmp_path / "p" / "throughput_vs_experts.png").exists()
+
+
+def test_a_header_only_csv_is_one_line_not_a_silent_exit_0(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    path = tmp_path / "results.csv"
+    path.write_text(_results([]), encoding="utf-8")
+    assert _plot(capsys, str(path), "--out", str(tmp_path / "p")) == (
+        2, "", f"wsesim: {path}: expected at least one row to plot, got a header only (no point finished)\n")
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_training_runs_folder_points_to_plot_wafer(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert cli.main(["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+                     "--out", str(run)]) == 0
+    capsys.readouterr()
+    code, out, err = _plot(capsys, str(run))
+    assert (code, out) == (2, "")
+    assert err == (f"wsesim: {run}: expected a sweep's, tune's or serving run's folder, got a training run's "
+                   f"(wsesim run --out): draw its wafer pictures with wsesim plot --wafer {run}\n")
+
+
+def test_a_sweep_where_nothing_ran_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "results.csv"
+    path.write_text(_results([{"status": "infeasible", "reason": "does not fit"}]), encoding="utf-8")
+    assert _plot(capsys, str(path), "--out", str(tmp_path / "p")) == (
+        0, "", f"wsesim: {path}: nothing drawn: no row ran (status ok); their reasons are in the CSV\n")

@@ -135,3 +135,17 @@ def test_a_sweeps_progress_lines_say_the_time_left(tmp_path: Path,
     assert [line.startswith(f"[{i}/3]") for i, line in enumerate(err[1:], 1)] == [True] * 3
     assert all(re.search(r" \(~[^()]+ left\)$", line) for line in err[1:3])  # a rate once a point is done
     assert not err[3].endswith("left)")  # nothing is left after the last
+
+
+def test_infer_draws_its_progress_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (low): a 65,536-request run was 18 s of silence; tune showed its progress."""
+    args = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.pe.sram=1 MiB",
+            "--set", "inference.prompt_len=16", "--set", "inference.output_len=4", "--json"]
+    assert cli.main(args) == 0
+    assert capsys.readouterr().err == ""  # captured, not a terminal: quiet
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert cli.main(args) == 0
+    assert "infer: tiny-moe on tiny8, 1 request" in tty.getvalue() and tty.getvalue().endswith("\r\x1b[2K")
+    assert json.loads(capsys.readouterr().out)["feasible"]

@@ -124,15 +124,15 @@ CASES += [
     # issue 30.4: serving has a work estimate (stages × requests × output tokens), a search and --vary too
     Case("infer-output-len", lambda f: ["infer", "--set", "inference.batch=16", "--set", "inference.output_len=10000"],
          r"this serving run cannot finish here: it would run longer than 1 s \(WSESIM_MAX_RUN_S\): about \d+ s and .* "
-         r"\(\d+ stages × 16 requests × 10,000 output tokens = [\d,]+ stage visits, on the fast engine\); "
+         r"\(\d+ stages × 16 requests × 10,000 output tokens = [\d,]+ stage iterations at most, .*, on the fast engine\); "
          r"--set inference\.output_len=\d+ would fit \(now 10,000\), or a smaller inference\.batch",
          env={"WSESIM_MAX_RUN_S": "1"}),
     # issue 40: a load under continuous batching is its requests' tokens: the advice is fewer requests (a
     # trace's first rows), never a smaller batch (the same tokens are served)
     Case("infer-poisson-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
                                               "--set", "hardware.pe.sram=1 MiB", *_POISSON],
-         r"this serving run cannot finish here: .*\(1 stage × 3,000 requests × 400 output tokens = 1,200,000 stage "
-         r"visits, on the fast engine\); --set inference\.requests=\d+ would fit \(now 3,000\), or a shorter "
+         r"this serving run cannot finish here: .*\(1 stage × 3,000 requests × 400 output tokens = 1,203,000 stage "
+         r"iterations at most, .*, on the fast engine\); --set inference\.requests=\d+ would fit \(now 3,000\), or a shorter "
          r"inference\.output_len", env={"WSESIM_MAX_RUN_S": "1"}),
     Case("infer-trace-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
                                             "--set", "hardware.pe.sram=1 MiB", "--set", "inference.prompt_len=16",
@@ -141,7 +141,7 @@ CASES += [
          r"would fit \(now 3,000\)", env={"WSESIM_MAX_RUN_S": "1"}),
     Case("infer-search-output-len", lambda f: ["infer", "--search", "--set", "inference.batch=16",
                                                "--set", "inference.output_len=10000"],
-         r"this search cannot finish here: .*stage visits over \d+ candidate mappings, the largest .*; "
+         r"this search cannot finish here: .*stage iterations at most over \d+ candidate mappings, the largest .*; "
          r"--set inference\.output_len=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "1"}),
     Case("infer-vary-too-long", lambda f: ["infer", "--vary", "inference.output_len=5000,10000", "--set", "inference.batch=16"],
          r"this sweep cannot finish here: it would run longer than 1 s \(WSESIM_MAX_SWEEP_S\): about \d+ s for 2 points .*",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from wsesim.config.errors import ConfigError
+from wsesim.config.errors import ConfigError, shown
 from wsesim.config.loader import load_hardware, load_model, validate, validate_file
 from wsesim.config.specs import (
     DTYPE_BYTES,
@@ -232,18 +232,22 @@ def test_training_defaults() -> None:
 
 
 @pytest.mark.parametrize(("routing", "alpha"), [("uniform", None), ("zipf:1.2", 1.2), ("zipf:0.5", 0.5),
-                                              ("zipf:100", 100.0)])
+                                              ("zipf:100", 100.0),
+                                              # issue 40: "1e2" and "5." were refused while ".5" passed
+                                              ("zipf:1e2", 100.0), ("zipf:5.", 5.0), ("zipf:.5", 0.5),
+                                              ("zipf:1.5E-1", 0.15)])
 def test_routing(routing: str, alpha: float | None) -> None:
     assert validate(TrainingSpec, {"routing": routing}, source="<t>").zipf_alpha == alpha
 
 
-@pytest.mark.parametrize("routing", ["zipf", "zipf:", "zipf:-1", "Zipf:1.2", "random", "zipf:100.5", "zipf:2000"])
+@pytest.mark.parametrize("routing", ["zipf", "zipf:", "zipf:-1", "Zipf:1.2", "random", "zipf:100.5", "zipf:2000",
+                                     "zipf:1e3", "zipf:1e400", "zipf:.", "zipf:1_0", "zipf:\u0661", "zipf:1.2\n"])
 def test_bad_routing(routing: str) -> None:
     """Past alpha 100 the popularity weights underflow a double (2000 crashed the router: NaN shares)."""
     with pytest.raises(ConfigError) as e:
         validate(TrainingSpec, {"routing": routing}, source="<t>")
     assert str(e.value) == ('<t>: routing: expected "uniform" or "zipf:<alpha>" with alpha from 0 to 100 '
-                            f'(e.g. "zipf:1.2"), got "{routing}"')
+                            f'(e.g. "zipf:1.2"), got "{shown(routing)}"')
 
 
 @pytest.mark.parametrize(("granularity", "block"), [("pe", 1), ("block:16", 16), ("block:1", 1), ("block:64", 64)])

@@ -236,10 +236,11 @@ def test_tiles_cap_the_batch_through_the_experts() -> None:
 def test_infeasible_is_a_result_not_an_exception() -> None:
     mem = training_memory(TINY8, TINY_MOE, training(seq_len=64), batch_per_tile=7)
     assert not mem.feasible
-    assert mem.reason == ("SRAM: phase attention_bwd needs 50829 B per PE (largest part: attention_transient, "
-                          "26880 B) but 49152 B are available (B=7, G=1)")
+    # issue 40: the byte counts grouped in thousands ("needs 664459 B per PE" read as a run of digits)
+    assert mem.reason == ("SRAM: phase attention_bwd needs 50,829 B per PE (largest part: attention_transient, "
+                          "26,880 B) but 49,152 B are available (B=7, G=1)")
     huge = training_memory(WSE2, QWEN3, training(seq_len=32_768), batch_per_tile=10**6, tiles=64)
-    assert not huge.feasible and huge.binding.phase in huge.reason and str(huge.capacity_bytes_per_pe) in huge.reason
+    assert not huge.feasible and huge.binding.phase in huge.reason and f"{huge.capacity_bytes_per_pe:,}" in huge.reason
 
 
 def test_nothing_fits_gives_zero() -> None:

@@ -54,6 +54,23 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:,.2f} h"
 
 
+def significant(x: float, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits as ``:g`` writes it (trailing zeros dropped), but never in
+    scientific notation from 10^digits up (``3,510``, not ``3.51e+03``: issue 40), nor from 0.001 down to
+    it; only smaller magnitudes keep an exponent (``2.83e-06``)."""
+    import math
+
+    if not math.isfinite(x) or x == 0:
+        return f"{x:g}"
+    magnitude = math.floor(math.log10(abs(x)))
+    if magnitude >= digits - 1:
+        return f"{x:,.0f}"
+    if magnitude < -3:
+        return f"{x:.{digits}g}"
+    text = f"{x:,.{digits - 1 - magnitude}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
     (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as

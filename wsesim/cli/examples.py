@@ -51,8 +51,17 @@ EXAMPLES: dict[str, list[str]] = {
 }
 
 
+LIMITS = ("limits: work this machine cannot finish is refused before it starts, from an estimate good to "
+          "about a factor of two. WSESIM_MAX_RUN_S (seconds, default 1800) and WSESIM_MAX_SWEEP_S (default "
+          "86400) bound a run's and a sweep's time; WSESIM_MAX_MEMORY (a size, e.g. 40 GB; default 80 % of "
+          "this machine's memory) bounds the memory.")
+LIMITED = ("", "run", "tune", "sweep", "infer", "kernel", "fabric")
+"""The commands whose ``--help`` ends with ``LIMITS`` (those that run work; "" is ``wsesim --help``)."""
+
+
 def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
-    """Give ``parser`` its description and every command its examples (kept as written: one a line)."""
+    """Give ``parser`` its description and every command its examples (kept as written: one a line), and
+    those that run work (``LIMITED``) the limits' variables."""
     parser.description = DESCRIPTION
     for name, p in [("", parser), *subparsers.choices.items()]:
         p.formatter_class = _Formatter
@@ -60,6 +69,21 @@ def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
         if lines:
             head = "examples:\n" if len(lines) > 1 else "example:\n"
             p.epilog = head + "\n".join(f"  {c}" for c in lines)
+        if name == "infer":
+            p.epilog = (p.epilog or "") + "\n\n" + _inference_keys()
+        if name in LIMITED:
+            p.epilog = (p.epilog + "\n\n" if p.epilog else "") + LIMITS
+
+
+def _inference_keys() -> str:
+    """What ``--set inference.KEY`` takes, from the spec itself (so it cannot drift): every key but the
+    retired ones, and where each is described."""
+    from ..config.inference import InferenceSpec
+
+    retired = {"chunk"}  # refused with the name of its successor
+    keys = ", ".join(k for k in InferenceSpec.model_fields if k not in retired)
+    return (f"keys (--set inference.KEY=VALUE): {keys}. Each with its type and bounds: wsesim schema "
+            "inference; what each means: docs/model.md §11 (serving).")
 
 
 class _Formatter(argparse.HelpFormatter):

@@ -78,13 +78,20 @@ def _describe(args: argparse.Namespace, hw: Any, mesh: Any, result: Any) -> dict
 
 def _human(out: dict[str, Any]) -> str:
     m = out["mesh"]
+    # at block:K a node is K × K PEs: the busiest link is one PE link (the block link's load over its K),
+    # the table's are whole block links (every PE link between two nodes): said, so the two read apart
+    k = int(str(m["granularity"]).removeprefix("block:")) if str(m["granularity"]).startswith("block:") else 1
+    per_pe = (f" (one of the {k} PE links between nodes, the block link's load over {k})" if k > 1 else "")
+    hottest = (f"hottest node links (all {k} PE links between two {k} x {k} blocks)" if k > 1
+               else "hottest links")
     lines = [
         f"{out['hardware']} {m['pe_rows']} x {m['pe_cols']} PEs as {m['rows']} x {m['cols']} nodes "
         f"({m['granularity']}), {out['mode']} fidelity, {out['routing']} routing, pattern {out['pattern']}",
         f"{out['messages']:,} messages, {out['bytes_injected']:,.0f} B injected, "
         f"{out['bytes_delivered']:,.0f} B delivered",
         f"{out['cycles']:,.0f} cycles ({out['seconds'] * 1e6:,.3f} us); busiest PE link "
-        f"{out['bottleneck'] or '-'} carries {out['max_link_load_bytes']:,.0f} B; {out['events']:,} events",
+        f"{out['bottleneck'] or '-'}{per_pe} carries {out['max_link_load_bytes']:,.0f} B; "
+        f"{out['events']:,} events",
         f"colours: at most {out['colours_per_node']} per node (one per direction of travel), budget "
         f"{out['colour_budget']}; at most {out['routes_per_node']:,} routes through a node"
         + ("" if out["feasible"] else f" -> infeasible: {out['reason']}"),
@@ -96,7 +103,7 @@ def _human(out: dict[str, Any]) -> str:
             lines.append(f"multicast {i}: receivers hold it at cycles {', '.join(f'{c:g}' for c in cycles)}")
     if out["hottest"]:
         rows = [(f"{tuple(h['from'])} -> {tuple(h['to'])}", f"{h['bytes']:,.0f}") for h in out["hottest"]]
-        lines += ["", format_table(rows, ("hottest links", "bytes"))]
+        lines += ["", format_table(rows, (hottest, "bytes"))]
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from .common import (
     defer,
     format_table,
     parse_overrides,
+    significant,
     warn_beyond_context,
 )
 
@@ -38,12 +39,12 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
         wafers = f" on {r.systems} systems" if r.systems > 1 else ""
         share = (f"{100 * parts['static'] / r.energy_j:.0f} % of it the static floor" if r.energy_j
                  else "no event it counted costs energy, nor the floor")
-        rows = [("energy per token", f"{r.joules_per_token:,.3g} J ({r.power_w / 1e3:,.2f} kW mean{wafers}; "
-                                     f"{share})"),
+        rows = [("energy per token", f"{significant(r.joules_per_token)} J ({r.power_w / 1e3:,.2f} kW "
+                                     f"mean{wafers}; {share})"),
                 ("tokens/s per kW", "n/a (no power drawn)" if r.tokens_per_s_per_kw is None
                  else f"{r.tokens_per_s_per_kw:,.2f}")]
     price = ("n/a (no inference.price_per_system_hour)" if r.usd_per_million_tokens is None
-             else f"{r.usd_per_million_tokens:,.4g}")
+             else significant(r.usd_per_million_tokens, 4))
     return [*rows, ("$ per million tokens", price)]
 
 
@@ -223,11 +224,23 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
                           f"mapping), got grid {loaded.spec.inference.grid}", source="--objective")
     candidates: list[Any] = []
-    if args.search:
-        run, candidates = search_mapping(loaded.spec, engine=args.engine or "fast",
-                                         objective=args.objective or "tpot")
-    else:
-        run = run_inference(loaded.spec, engine=args.engine or "fast", objective=args.objective or "tpot")
+    if args.search and loaded.spec.inference.grid != "auto":  # it tries every grid: one set would be lost
+        where = "--set inference.grid" if "inference.grid" in overrides else (args.experiment or "the file")
+        raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
+                          f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
+                          "other", source="--search")
+    from .progress import Progress
+
+    s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
+    requests = inf.requests or inf.batch
+    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
+                        f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
+        if args.search:
+            run, candidates = search_mapping(s, engine=args.engine or "fast",
+                                             objective=args.objective or "tpot")
+        else:
+            run = run_inference(s, engine=args.engine or "fast", objective=args.objective or "tpot",
+                                spans=bool(args.trace))
     result = run.result
     written: list[Path] = []
     held = contextlib.ExitStack()
@@ -237,6 +250,8 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
         written += serving_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
+        if not candidates:  # an earlier --search's candidates would read as this run's
+            (out / "candidates.json").unlink(missing_ok=True)
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
                 [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
@@ -291,15 +306,24 @@ def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
 
 def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
-    reads it: a hardware or model named by a relative path is the working folder's)."""
+    reads it: a hardware or model named by a relative path, a trace or a draft, is the working folder's).
+    A value given twice is refused (it would run twice)."""
     from ..config.errors import ConfigError, shown_repr
+    from ..config.loader import PATH_KEYS
 
     vary: dict[str, list[Any]] = {}
     for text in texts:
         key, _, values = text.partition("=")
         if not key or not values or key in vary:
             raise ConfigError(f"expected KEY=v1,v2,... once per key, got {shown_repr(text)}", source="--vary")
-        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in values.split(",")]
+        items = [v.strip() for v in values.split(",")]
+        if twice := next((v for i, v in enumerate(items) if v in items[:i]), None):
+            raise ConfigError(f"expected each value once, got {shown_repr(twice)} twice in "
+                              f"{shown_repr(text)} (it would be served twice)", source="--vary", path=key)
+        if key in PATH_KEYS:  # a file here is the working folder's, as --set reads it
+            files = (".yaml", ".yml", ".json", ".csv")
+            items = [str(Path(v).resolve()) if "/" in v or Path(v).suffix in files else v for v in items]
+        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in items]
     return vary
 
 

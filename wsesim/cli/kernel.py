@@ -22,14 +22,26 @@ from .common import EXIT_OK, check_output_folder, format_table, parse_overrides,
 _COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are not numbers here
 MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
 
-# What one run costs (seconds, bytes), per unit of its size, measured on the 2-core machine for the
-# costliest algorithm: a collective per wavelet per PE, growing with the grid's PEs up to a ceiling (chain
-# allreduce: 4x4 10^7 wavelets 12.8 s, 2.1 GB; 32x32 10^6 49 s, 7.9 GB; the whole WSE-2 10^5 9.7 s,
-# 1.6 GB); a GEMM or GEMV per element of its largest dimension (1x10^7x1 on 4x4: 4.1 s, 0.9 GB). An
-# upper bound for the cheaper algorithms (a ring allreduce costs about a third).
+# What one run costs (seconds, bytes), per unit of its size, measured on the 2-core machine: a collective
+# per wavelet per PE, growing with the grid's PEs up to a ceiling (chain allreduce, the costliest: 4x4
+# 10^7 wavelets 12.8 s, 2.1 GB; 32x32 10^6 49 s, 7.9 GB; the whole WSE-2 10^5 9.7 s, 1.6 GB; a ring costs
+# about a third).
 COLLECTIVE_PER_PE = (50e-9, 8.0)
 COLLECTIVE_CEILING = (100e-6, 16e3)
-MATMUL_ELEMENT = (0.5e-6, 100.0)
+# A matmul per unit of the one size its algorithm's arrays follow (issue 40: the largest dimension,
+# whichever it was, refused 1x1x10^9, which takes 50 MB): SUMMA's panel steps, at most K (1x10^7x1 on
+# 4x4: 4.0 s, 0.9 GB; M and N 10^7: 0.6 s, 50 MB); Cannon's and MeshGEMM's skew over the grid's PEs
+# (4096x4096: 8.3 s, 1.3 GB); the weight streams' N (stream 10^8: 2.2 s, 0.8 GB; stream-dw 8.2 s,
+# 3.7 GB); a GEMV's N (10^7: 1.3 s, 0.11 GB).
+MATMUL_UNITS: dict[tuple[str, str], tuple[str, tuple[float, float]]] = {
+    ("gemm", "summa"): ("k", (0.5e-6, 100.0)),
+    ("gemm", "cannon"): ("pes", (0.6e-6, 90.0)),
+    ("gemm", "meshgemm"): ("pes", (0.6e-6, 90.0)),
+    ("gemm", "stream"): ("n", (30e-9, 10.0)),
+    ("gemm", "stream-dw"): ("n", (0.1e-6, 40.0)),
+    ("gemv", "pipeline"): ("n", (0.15e-6, 14.0)),
+    ("gemv", "meshgemv"): ("n", (0.15e-6, 14.0)),
+}
 
 
 def _split(text: str | None) -> list[str]:
@@ -87,11 +99,17 @@ def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
 
 
 def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, int] | None,
-                wavelets: int) -> tuple[float, float]:
-    """One run's (seconds, bytes), an upper bound from its sizes alone (the constants above)."""
+                wavelets: int, algorithm: str = "") -> tuple[float, float]:
+    """One run's (seconds, bytes), an upper bound from its sizes alone (the constants above); an algorithm
+    not in ``MATMUL_UNITS`` (refused when it runs) is costed as the dearest of its kind."""
     if kind in MATMULS:
-        units = max(shape or (1, 1, 1))
-        return MATMUL_ELEMENT[0] * units, MATMUL_ELEMENT[1] * units
+        m, k, n = shape or (1, 1, 1)
+        size = {"k": k, "n": n, "pes": grid[0] * grid[1] if grid[0] == grid[1] else 1}
+        mine = [(what, name) for what, name in MATMUL_UNITS if what == str(kind)]
+        if (str(kind), str(algorithm)) in MATMUL_UNITS:
+            mine = [(str(kind), str(algorithm))]
+        costs = [(size[MATMUL_UNITS[key][0]], MATMUL_UNITS[key][1]) for key in mine]
+        return max(tuple(units * p for p in per) for units, per in costs)  # type: ignore[return-value]
     pes = grid[0] * grid[1]
     return tuple(wavelets * min(per * pes, top)  # type: ignore[return-value]
                  for per, top in zip(COLLECTIVE_PER_PE, COLLECTIVE_CEILING, strict=True))
@@ -99,19 +117,19 @@ def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, 
 
 def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
     """Refuse, before any runs, the runs that cannot finish here: one line with the estimate, the
-    largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory)."""
-    from ..experiments.estimate import BASE_BYTES, MEMORY_FRACTION
-    from ..experiments.machine import _duration, _size, machine_memory, max_run_seconds
+    largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory or ``WSESIM_MAX_MEMORY``)."""
+    from ..experiments.estimate import BASE_BYTES
+    from ..experiments.machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
 
-    costs = [kernel_work(kind, grid, shape, b) for grid, shape, _, _, b in combos]
+    costs = [kernel_work(kind, grid, shape, b, str(a)) for grid, shape, _, a, b in combos]
     seconds, nbytes = sum(c[0] for c in costs), BASE_BYTES + max(c[1] for c in costs)
-    memory, limit = machine_memory(), max_run_seconds()
-    if nbytes <= MEMORY_FRACTION * memory and seconds <= limit:
+    memory, limit = memory_limit(), max_run_seconds()
+    if nbytes <= memory and seconds <= limit:
         return
     (rows, cols), shape, _, algorithm, b = combos[max(range(len(costs)), key=lambda i: costs[i])]
     size = (f"shape {'x'.join(map(str, shape))}" if kind in MATMULS and shape
             else f"{b:,} wavelets per PE")
-    why = (f"needs more memory than this machine has ({_size(memory)})" if nbytes > MEMORY_FRACTION * memory
+    why = (too_much_memory() if nbytes > memory
            else f"would run longer than {_duration(limit)} (WSESIM_MAX_RUN_S)")
     took = _duration(seconds)
     runs = f"{len(combos):,} run{'s' if len(combos) > 1 else ''}"

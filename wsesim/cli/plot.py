@@ -8,6 +8,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from ..output.figure_limits import MAX_FIGURES
 from .common import EXIT_OK, check_output_files, check_output_folder, print_json
 
 
@@ -67,9 +68,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             from ..output.manifest import sweep_settings
 
             # makes the folder once the CSV reads; titled with the sweep's --set, as its own plot was
-            paths = plot_results(csv_path, out, sweep_settings(csv_path.parent))
+            paths = plot_results(csv_path, out, sweep_settings(csv_path.parent), max_figures=args.max_figures)
             source = csv_path
             paths = _plot_manifest(args, paths, source)
+        if not paths:  # said, never a silent exit 0
+            import sys
+
+            sys.stderr.write(f"wsesim: {csv_path}: nothing drawn: no row ran (status ok); their reasons are "
+                             "in the CSV\n")
         _print_paths(args, paths)
         return EXIT_OK
 
@@ -85,6 +91,10 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
     if not (folder / "ops.csv").is_file():
         from ..config.errors import ConfigError
 
+        if _kind(folder) == "run":  # wsesim run --out: its pictures are the wafer's
+            raise ConfigError("expected a sweep's, tune's or serving run's folder, got a training run's "
+                              f"(wsesim run --out): draw its wafer pictures with wsesim plot --wafer "
+                              f"{folder}", source=str(folder))
         raise ConfigError("expected a sweep's folder (results.csv), a tune folder (candidates.csv from "
                           "wsesim tune --out DIR) or a serving run's (ops.csv and result.json from wsesim "
                           "infer --out DIR)", source=str(folder))
@@ -92,6 +102,16 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
         paths = _plot_manifest(args, plot_serving_run(folder, held), folder / "ops.csv")
     _print_paths(args, paths)
     return EXIT_OK
+
+
+def _kind(folder: Path) -> object:
+    """The ``kind`` its manifest.json says made ``folder`` (None if none reads)."""
+    import json
+
+    try:
+        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
@@ -115,9 +135,11 @@ def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
 
     for listing in (p for p in paths if p.name == "figures.json"):
         skipped = json.loads(listing.read_text(encoding="utf-8")).get("left_out", {})
-        if isinstance(skipped, dict) and skipped:
-            sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
-                             f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
+        if isinstance(skipped, dict) and skipped:  # the first few by name, the count of the rest
+            more = f" and {len(skipped) - 3:,} more (figures.json lists them)" if len(skipped) > 3 else ""
+            named = ", ".join(f"{stem}.png" for stem in list(skipped)[:3])
+            why = "; ".join(list(dict.fromkeys(skipped.values()))[:3])
+            sys.stderr.write(f"wsesim: left out {named}{more}: {why}\n")
     if args.json:
         print_json([str(path) for path in paths])
         return
@@ -137,4 +159,15 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="draw the wafer pictures of a run saved with wsesim run --out")
     p.add_argument("--out", metavar="DIR", help="output folder (default: next to the CSV)")
     p.add_argument("--json", action="store_true", help="print the paths written as a JSON list")
+    p.add_argument("--max-figures", type=_positive, default=MAX_FIGURES, metavar="N",
+                   help=f"draw at most N of a sweep's figures (default {MAX_FIGURES}); the others are named "
+                        "on stderr and in figures.json")
     commands["plot"] = _cmd_plot
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 0 < int(text) <= 10**6:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1,000,000, got {text!r}")
+    return int(text)

@@ -21,6 +21,7 @@ from .common import (
     format_table,
     load_from_args,
     say,
+    significant,
 )
 
 WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_placement.png", "gantt.png")
@@ -35,7 +36,7 @@ def energy_rows(r: Any) -> list[tuple[str, str]]:
              f"{r.energy_per_step_j:,.1f} J ({r.power_w / 1e3:,.2f} kW mean per system{systems}; "
              + (f"{100 * r.energy_static_j / r.energy_per_step_j:.0f} % of it the static floor)"
                 if r.energy_per_step_j else "no event it counted costs energy, nor the floor)")),
-            ("energy per token", f"{r.joules_per_token:.4g} J")]
+            ("energy per token", f"{significant(r.joules_per_token, 4)} J")]
 
 
 def format_result(r: Any) -> str:

@@ -358,14 +358,19 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         data = {**data, **named}
     base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
-    _trace_path(resolved, "inference.trace" in overrides, base_dir)
-    resolved = _draft(resolved, base_dir, "--set" if "inference.speculative.draft" in overrides else source)
+    # a path --set gave is the working folder's; the file's own, or a sweep point's, the file's folder's
+    _trace_path(resolved, "inference.trace" in (given or {}), base_dir)
+    by_set = "inference.speculative.draft" in (given or {})
+    resolved = _draft(resolved, Path.cwd() if by_set else base_dir,
+                      "--set" if "inference.speculative.draft" in overrides else source)
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
-        from .request_trace import read_request_trace
+        from .request_trace import check_cycles, read_request_trace
 
-        rows = len(read_request_trace(spec.inference.trace)[0])
+        seconds = read_request_trace(spec.inference.trace)[0]
+        check_cycles(seconds, spec.hardware.clock_hz, spec.inference.trace)
+        rows = len(seconds)
         if spec.inference.requests is not None and spec.inference.requests > rows:
             raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
                               f"{spec.inference.requests:,}", source=source, path="inference.requests")
@@ -373,8 +378,8 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
 
 
 def _trace_path(resolved: dict[str, Any], overridden: bool, base_dir: Path | None) -> None:
-    """``inference.trace`` made absolute: a file's relative path is the file's folder's, ``--set``'s the
-    working folder's (as ``--set hardware=PATH``)."""
+    """``inference.trace`` made absolute: a file's relative path (the experiment's, or a sweep grid's) is the
+    file's folder's, ``--set``'s (``overridden``) the working folder's (as ``--set hardware=PATH``)."""
     inf = resolved.get("inference")
     trace = inf.get("trace") if isinstance(inf, dict) else None
     if isinstance(trace, str) and trace and not Path(trace).is_absolute():

@@ -311,8 +311,13 @@ def named_by_set(overrides: Mapping[str, Any] | None) -> dict[str, str]:
     """The references (``hardware``, ``model``) that ``--set`` names by preset or file, as ``given`` to the
     loaders: an error in one is blamed on ``--set``, not on the experiment file it replaced, and a relative
     path there is the working folder's (as ``--set`` makes it)."""
-    return {k: "--set" for k in REFERENCE_KEYS
+    return {k: "--set" for k in (*REFERENCE_KEYS, *PATH_KEYS)
             if k in (overrides or {}) and not isinstance((overrides or {})[k], dict)}
+
+
+PATH_KEYS = ("inference.trace", "inference.speculative.draft")
+"""Keys whose value may be a file: given on the command line (``--set``, in ``given``), a relative path
+is the working folder's; in a file, or a sweep's grid, that file's folder's."""
 
 
 def from_cwd(ref: str) -> str:

@@ -141,7 +141,9 @@ class ModelSpec(Spec):
 
 # ---------------------------------------------------------------------------------------------- training
 
-_ZIPF = re.compile(r"^zipf:([0-9]*\.?[0-9]+)$")
+# a decimal number as Python writes one, ASCII digits only: "1.2", ".5", "5.", "1e2" (issue 40: "1e2" and
+# "5." were refused as out of range while ".5" was accepted)
+_ZIPF = re.compile(r"zipf:((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)", re.ASCII)
 # Measured router skew fits Zipf exponents of about 0.5-2. At 100 the second expert already gets 2^-100
 # of the first's tokens (all traffic on top_k experts); past ~300 the weights underflow a double.
 ZIPF_MAX = 100
@@ -153,7 +155,7 @@ Seed = count(2**64 - 1, low=0)  # numpy's seeds are unbounded; 64 bits are plent
 
 def zipf_of(routing: str) -> float | None:
     """The exponent of a ``zipf:<alpha>`` routing, None for any other."""
-    m = _ZIPF.match(routing)
+    m = _ZIPF.fullmatch(routing)
     return float(m.group(1)) if m else None
 
 

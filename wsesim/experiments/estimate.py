@@ -43,7 +43,8 @@ its workers, each holding its own process (``check_sweep``); ``wsesim fabric`` h
 (``check_fabric``). The constants, and what they were measured on, are in docs/architecture.md
 ("The work estimate"); the estimate is good to a factor of about two, enough to tell minutes from days.
 A run is refused when its memory exceeds ``MEMORY_FRACTION`` of this machine's (or its container's)
-memory, or its time ``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
+memory (``WSESIM_MAX_MEMORY`` in its place: ``machine.memory_limit``), or its time ``max_run_seconds()``
+(``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ from .machine import (
     machine_memory,
     max_run_seconds,
     max_sweep_seconds,
+    memory_limit,
+    too_much_memory,
 )
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
@@ -80,7 +83,6 @@ TRACE_BYTES = {"fast": (20e3, 0.9e3), "reference": (40e3, 11e3)}  # per (micro-b
 SPAN = (3.5e-6, 550.0)          # (seconds, bytes) per attention span: 4 per micro-batch, layer and tile
 ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × expert) and draw
 MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
-MEMORY_FRACTION = 0.8
 MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
 FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh node × expert region)
 
@@ -181,7 +183,7 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     seconds = sum(s for s, _ in terms.values())
     nbytes = BASE_BYTES + sum(b for _, b in terms.values())
     driver = max(terms, key=lambda name: max(terms[name][0] / max_run_seconds_or_default(),
-                                             terms[name][1] / machine_memory()))
+                                             terms[name][1] / memory_limit()))
     return WorkEstimate(nodes, regions, L, E, messages, events, seconds, nbytes, driver, basis_s + mesh_s,
                         micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms,
                         one_system_micro_batches=alone_M)
@@ -249,12 +251,12 @@ def check_routing(spec: ExperimentSpec) -> None:
     arrays alone cannot be held here."""
     L, E = spec.model.layers, max(spec.model.experts, 1)
     nbytes = BASE_BYTES + L * E * ROUTE[1]
-    if nbytes > MEMORY_FRACTION * machine_memory():
+    if nbytes > memory_limit():
         fit = _largest(lambda n: replace(estimate_work(spec, micro_batches=1), seconds=0.0,
                                          bytes=BASE_BYTES + L * n * ROUTE[1]), E)
-        raise ConfigError(f"this cannot be sized here: its routing needs more memory than this machine has "
-                          f"({_size(machine_memory())}): about {_size(nbytes)} ({L:,} layers × {E:,} "
-                          f"experts); --set model.experts={fit} would fit (now {E:,})")
+        raise ConfigError(f"this cannot be sized here: its routing {too_much_memory()}: about "
+                          f"{_size(nbytes)} ({L:,} layers × {E:,} experts); --set model.experts={fit} "
+                          f"would fit (now {E:,})")
 
 
 def estimate_search(spec: ExperimentSpec, candidates: list[tuple[int, Any]]) -> WorkEstimate:
@@ -294,20 +296,20 @@ def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what:
            workers: int = 1) -> None:
     """Raise the one-line ``ConfigError`` when ``runs`` runs of ``estimate`` (over ``workers`` processes,
     each holding one run's memory) cannot finish on this machine."""
-    memory, limit_s = machine_memory(), max_run_seconds()
+    memory, limit_s = memory_limit(), max_run_seconds()
     nbytes = estimate.bytes * workers
     seconds = (estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1
                else estimate.total_seconds(runs))
-    too_big = nbytes > MEMORY_FRACTION * memory
+    too_big = nbytes > memory
     too_long = seconds > limit_s
     if not (too_big or too_long):
         return
-    why = (f"needs more memory than this machine has ({_size(memory)})" if too_big
+    why = (too_much_memory() if too_big
            else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
     if workers > 1:
         why += f" with --workers {workers} ({_size(nbytes)} in all)"
     fraction = min(limit_s / seconds if too_long else 1.0,
-                   MEMORY_FRACTION * memory / nbytes if too_big else 1.0)
+                   memory / nbytes if too_big else 1.0)
     raise ConfigError(f"{what} cannot finish here: it {why}: {estimate.describe(runs)}; "
                       f"{_advice(spec, estimate, too_big, fraction, workers, runs)}")
 
@@ -317,7 +319,7 @@ def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: floa
     """The override that would fit: the dominant term's count, the largest that the estimate lets finish
     (``runs`` times: a tuner's candidates)."""
     t, m = spec.training, spec.model
-    if workers > 1 and too_big and e.bytes <= MEMORY_FRACTION * machine_memory():
+    if workers > 1 and too_big and e.bytes <= memory_limit():
         return f"use fewer workers (--workers {max(1, int(workers * fraction))})"
     if e.driver == "packet":
         return ("use simulation.fabric: flow (packet timing is for small meshes and single patterns: "
@@ -356,7 +358,7 @@ def _largest(estimate_at: Any, now: int, runs: int = 1) -> int:
     search."""
     def fits(n: int) -> bool:
         e = estimate_at(n)
-        return (e.bytes <= MEMORY_FRACTION * machine_memory()
+        return (e.bytes <= memory_limit()
                 and e.total_seconds(runs) <= max_run_seconds_or_default())
 
     lo, hi = 1, max(now - 1, 1)
@@ -371,13 +373,13 @@ def _largest(estimate_at: Any, now: int, runs: int = 1) -> int:
 def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) -> None:
     """Refuse a sweep of ``points`` points (``seconds`` of work in all, the largest ``peak_bytes``) that
     cannot finish here on ``workers`` local processes, each holding one point at a time."""
-    memory, limit_s = machine_memory(), max_sweep_seconds()
+    memory, limit_s = memory_limit(), max_sweep_seconds()
     running = max(min(workers, points), 1)
     wall, nbytes = seconds / running, running * peak_bytes
-    if nbytes > MEMORY_FRACTION * memory and running > 1:
-        fit = max(1, int(MEMORY_FRACTION * memory // max(peak_bytes, 1.0)))
+    if nbytes > memory and running > 1:
+        fit = max(1, int(memory // max(peak_bytes, 1.0)))
         raise ConfigError(f"expected at most --workers {fit} here: {running} workers would hold up to "
-                          f"{_size(nbytes)} at once (this machine has {_size(memory)}; the largest point "
+                          f"{_size(nbytes)} at once (the limit is {_size(memory)}; the largest point "
                           f"needs {_size(peak_bytes)})", source="--workers")
     if wall > limit_s:
         raise ConfigError(f"this sweep cannot finish here: it would run longer than {_duration(limit_s)} "
@@ -398,10 +400,10 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
         raise ConfigError(f"expected at most one expert region per PE (at most {pes:,} here), "
                           f"got {experts:,}", path="--experts")
     nbytes = BASE_BYTES + FABRIC_PAIR_BYTES * nodes * experts
-    if nbytes > MEMORY_FRACTION * machine_memory():
-        fit = max(1, int((MEMORY_FRACTION * machine_memory() - BASE_BYTES) / (FABRIC_PAIR_BYTES * nodes)))
+    if nbytes > memory_limit():
+        fit = max(1, int((memory_limit() - BASE_BYTES) / (FABRIC_PAIR_BYTES * nodes)))
         raise ConfigError(f"expected at most {fit:,} expert regions on {nodes:,} mesh nodes here (about "
-                          f"{_size(nbytes)} of traffic, this machine has {_size(machine_memory())}), "
+                          f"{_size(nbytes)} of traffic, the limit is {_size(memory_limit())}), "
                           f"got {experts:,}: use fewer --experts or a coarser --granularity",
                           path="--experts")
 

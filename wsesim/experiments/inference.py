@@ -26,23 +26,9 @@ from ..sim.mapping import Mapping, candidate_mappings
 from ..sim.plan import Trace
 from ..sim.program import Program
 from .auto_grid import map_for
-from .serving_estimate import ServingEstimate, check_serving, estimate_serving
+from .serving_estimate import check_serving, estimate_serving, serving_estimate
 
 __all__ = ["OBJECTIVES", "ServeRun", "run_inference", "search_mapping", "serving_estimate"]
-
-
-def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping,
-                     engine: str = "fast") -> ServingEstimate:
-    """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone."""
-    i, m = spec.inference, spec.model
-    moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
-    if i.continuous:  # every request's tokens through every stage, at most one iteration each
-        load = requests_of(spec)
-        draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
-        return estimate_serving(len(mapping.stages), len(load), max(1, round(float(load.output.mean()))),
-                                engine, arrival=i.arrival, draws=draws)
-    draws = i.batch * max(i.output_len - 1, 0) * moe
-    return estimate_serving(len(mapping.stages), int(i.batch), int(i.output_len), engine, draws=draws)
 
 
 @dataclass
@@ -57,11 +43,11 @@ class ServeRun:
 
 
 def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check: bool = True,
-                  objective: str = "tpot") -> ServeRun:
+                  objective: str = "tpot", spans: bool = False) -> ServeRun:
     """Map (``grid: auto`` by ``objective``, ``auto_grid.map_for``), build and serve ``spec``; an infeasible
     mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
-    search checks all its candidates at once)."""
+    search checks all its candidates at once; ``spans``: a ``--trace`` will be written, its spans counted)."""
     inf = spec.inference
     plain = None
     if inf.extra_wafers and inf.alone:
@@ -69,7 +55,7 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         # figure the layout is held against, ``tokens_per_s_per_request_without``)
         alone = inf.model_copy(update={"speculative": None, "prefill_systems": None})
         plain = run_inference(spec.model_copy(update={"inference": alone}), engine, check=check,
-                              objective=objective)
+                              objective=objective, spans=spans)
         if not plain.result.feasible:
             return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
                             plain.mapping)
@@ -78,7 +64,7 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built
-        check_serving(serving_estimate(spec, mapping, engine))
+        check_serving(serving_estimate(spec, mapping, engine, spans=spans))
     if inf.extra_wafers:  # the draft's or the prefill wafers are more stations of the scheduler
         from .serving_layouts import serve_layout_batches
 
@@ -159,7 +145,10 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
         largest = max(each, key=lambda e: e.bytes)
         check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
                                        visits=sum(e.visits for e in each), runs=len(each),
-                                       draws=sum(e.draws for e in each), arrival=largest.arrival),
+                                       draws=sum(e.draws for e in each), arrival=largest.arrival,
+                                       continuous=largest.continuous, held=largest.held or largest.visits,
+                                       pieces=sum(e.pieces for e in each),
+                                       contexts=sum(e.contexts for e in each)),
                       what="this search")
     candidates = [run_inference(s, engine, check=False) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]

@@ -1,6 +1,7 @@
 """This machine's limits, as the work estimates read them: its memory (the container's or the process's
-limit if lower) and the longest run and sweep allowed (``WSESIM_MAX_RUN_S``, ``WSESIM_MAX_SWEEP_S``); and
-how an estimate says seconds and bytes."""
+limit if lower), the share of it a run may hold (``MEMORY_FRACTION``, or ``WSESIM_MAX_MEMORY`` in its
+place), and the longest run and sweep allowed (``WSESIM_MAX_RUN_S``, ``WSESIM_MAX_SWEEP_S``); and how an
+estimate says seconds and bytes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from ..config.errors import ConfigError
 
 DEFAULT_MAX_RUN_SECONDS = 1800.0
 DEFAULT_MAX_SWEEP_SECONDS = 86400.0
+MEMORY_FRACTION = 0.8  # of this machine's memory, what a run's estimate may reach (the rest: the system's)
+MEMORY_VARIABLE = "WSESIM_MAX_MEMORY"
 
 
 def max_run_seconds() -> float:
@@ -62,6 +65,33 @@ def machine_memory() -> float:
     return memory
 
 
+def memory_limit() -> float:
+    """Bytes a run's (or a sweep's workers') estimate may reach: ``WSESIM_MAX_MEMORY`` when set (a size,
+    "40 GB" or "64 GiB"; the estimate is good to a factor of about two, so a user who knows better can say
+    so), else ``MEMORY_FRACTION`` of ``machine_memory()``. A bad value is a ``ConfigError`` naming it."""
+    text = os.environ.get(MEMORY_VARIABLE, "").strip()
+    if not text:
+        return MEMORY_FRACTION * machine_memory()
+    from ..config.errors import UnitError
+    from ..config.units import parse_quantity
+
+    try:
+        value = parse_quantity(text, "size")
+    except UnitError as e:
+        raise ConfigError(e.message, source=MEMORY_VARIABLE) from None
+    if not value > 0:
+        raise ConfigError(f'expected a positive size like "40 GB", got "{text}"', source=MEMORY_VARIABLE)
+    return value
+
+
+def too_much_memory() -> str:
+    """How a refusal says the memory limit was passed, and how to move it."""
+    if os.environ.get(MEMORY_VARIABLE, "").strip():
+        return f"needs more memory than {MEMORY_VARIABLE} allows ({_size(memory_limit())})"
+    return (f"needs more memory than this machine has ({_size(machine_memory())}; {MEMORY_VARIABLE}=<size> "
+            "allows more)")
+
+
 def _duration(seconds: float) -> str:
     if seconds < 1:
         return "under 1 s"
@@ -83,4 +113,5 @@ def _size(nbytes: float) -> str:
     return ""  # unreachable
 
 
-__all__ = ["machine_memory", "max_run_seconds", "max_sweep_seconds"]
+__all__ = ["MEMORY_FRACTION", "machine_memory", "max_run_seconds", "max_sweep_seconds", "memory_limit",
+           "too_much_memory"]

@@ -1,20 +1,54 @@
 """What serving one mapping costs, from its counts alone, so that serving that cannot finish here is
 refused before its program is built (``wsesim infer``, ``--search``, each point of ``--vary`` and of a
-serving sweep): the engine visits each stage once per request and output token, and keeps each visit in
-its trace. The limits are training's (``estimate.machine_memory``, ``WSESIM_MAX_RUN_S``)."""
+serving sweep). The limits are training's (``machine.memory_limit``, ``WSESIM_MAX_MEMORY``;
+``WSESIM_MAX_RUN_S``).
+
+* One request alone (the §11.4 pipeline): the engine visits each stage once per output token, and keeps
+  each visit in its trace (``SERVE_VISIT``).
+* Continuous batching (every load but one request alone): each stage runs iterations, each holding at
+  least one decode token or one prompt piece, so a stage runs at most (output tokens + prompt pieces)
+  iterations, fewer the more requests share one (``SERVE_ITERATION`` each, an upper bound: the count the
+  load sets lies between that and a full batch's); a chunked prompt's pieces (``inference.prefill:
+  chunked``, ⌈prompt / token_budget⌉ each) are costed at a new context each (``PIECE_SECONDS``).
+* Each stage costs its decode attention anew per (batch, longest context) pair it meets
+  (``CONTEXT_SECONDS``): a batch arriving together meets one a context of its longest output; a load at
+  most batch × the contexts its requests span, and never more than its iterations.
+* ``--trace``: every iteration's spans are built and written (``SPAN``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..config.errors import ConfigError
-from .estimate import BASE_BYTES, MEMORY_FRACTION
-from .machine import _duration, _size, machine_memory, max_run_seconds
+from ..config.inference import InferenceExperimentSpec
+from ..model.load import Requests, requests_of
+from ..model.serving import requests_fit
+from ..sim.builders.serving import default_token_budget
+from ..sim.mapping import Mapping
+from .estimate import BASE_BYTES
+from .machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
 
 # (seconds, bytes) per stage visit of a served request's token (stages × requests × output tokens): fast
 # measured 7 µs, 370 B (Qwen3-235B-A22B, batch 64, 2,000 output tokens on 32 stages: 4.1 M visits, 28 s,
 # 1.5 GB); the reference executor visits each about 4 times (128,019 visits for fast's 32,000)
 SERVE_VISIT = {"fast": (7.5e-6, 400.0), "reference": (30e-6, 1600.0)}
+# (seconds, bytes) per stage iteration under continuous batching: measured (2-core machine, load average
+# 7) 10 µs, 190 B (LLaMA3-8B, 2 CS-3 stages, 8,192 Poisson requests at 2/s: 1.65 M iterations, 18.7 s of
+# CPU, 0.38 GB) and 15 µs, 250 B (LLaMA-3.1-70B, 7 stages: 1.89 M iterations, 32.8 s, 0.53 GB)
+SERVE_ITERATION = {"fast": (15e-6, 260.0), "reference": (60e-6, 1040.0)}
+# seconds per (stage × chunked prompt piece): each piece's pass is costed at a new context (measured 1.1 ms
+# at token_budget 1 and 2 ms at 16, LLaMA 3.2 1B on a CS-3 with a 20,000-token prompt)
+PIECE_SECONDS = 2e-3
+# seconds per (stage × (batch, context) pair) whose decode attention is costed anew (measured 0.32 ms: 16
+# requests together, 10,000 output tokens, LLaMA3-8B on 2 WSE-2 stages: 40,004 iterations in 12.7 s)
+CONTEXT_SECONDS = 3e-4
+# (seconds, bytes) per stage iteration with --trace: its spans built and written (LLaMA3-8B, 2,048
+# Poisson requests: ~9 s of CPU and 0.8 GB more for a 154 MB trace)
+SPAN = (22e-6, 2000.0)
 # seconds per (decode token, expert, MoE layer) key of sampled routing's Gumbel draw (inference.routing
 # uniform or zipf): measured 42 ns (DeepSeek-V3's 256 experts, 20,000 tokens, 2-core machine under load)
 ROUTING_DRAW_S = 45e-9
@@ -22,7 +56,8 @@ ROUTING_DRAW_S = 45e-9
 
 @dataclass(frozen=True)
 class ServingEstimate:
-    """What serving one mapping costs: its stage visits (stages × requests × output tokens)."""
+    """What serving one mapping costs: its stage visits (stages × requests × output tokens; under
+    continuous batching, at most stages × (output tokens + prompt pieces) stage iterations)."""
 
     stages: int
     batch: int
@@ -34,46 +69,102 @@ class ServingEstimate:
     # how the requests come (inference.arrival): "together", a batch of ``batch``; "poisson" or "trace",
     # ``batch`` requests of ``output_len`` tokens (their mean) under continuous batching
     arrival: str = "together"
+    continuous: bool = False  # ``visits`` counts stage iterations (at most), not token visits
+    pieces: int = 0  # stages × chunked prompt pieces, each costed at its own context
+    held: int = 0  # the largest run's visits (its trace is what is held at once); 0: ``visits``
+    contexts: int = 0  # stages × (batch, context) pairs whose attention is costed anew
+    spans: bool = False  # --trace: every iteration's spans built and written
 
     @property
     def seconds(self) -> float:
-        visit = SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[0]
-        return visit * self.visits + ROUTING_DRAW_S * self.draws
+        table = SERVE_ITERATION if self.continuous else SERVE_VISIT
+        visit = table.get(self.engine, table["reference"])[0] + (SPAN[0] if self.spans else 0.0)
+        return (visit * self.visits + PIECE_SECONDS * self.pieces + CONTEXT_SECONDS * self.contexts
+                + ROUTING_DRAW_S * self.draws)
 
     @property
     def bytes(self) -> float:  # the largest run's trace: runs are one after another
-        per = SERVE_VISIT.get(self.engine, SERVE_VISIT["reference"])[1]
-        return BASE_BYTES + per * self.stages * self.batch * self.output_len
+        table = SERVE_VISIT if not self.continuous else SERVE_ITERATION
+        per = table.get(self.engine, table["reference"])[1] + (SPAN[1] if self.spans else 0.0)
+        return BASE_BYTES + per * (self.held or self.visits)
 
 
 def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
                      visits: int | None = None, runs: int = 1, draws: int = 0,
-                     arrival: str = "together") -> ServingEstimate:
+                     arrival: str = "together", **more: Any) -> ServingEstimate:
     """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
     ``runs`` candidates with ``visits`` stage visits in all, when a search tries several), with
-    ``draws`` keys of sampled routing; ``arrival`` as ``ServingEstimate`` says."""
+    ``draws`` keys of sampled routing; ``arrival`` and ``more`` as ``ServingEstimate`` says."""
     own = stages * batch * output_len
     return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits, draws,
-                           arrival)
+                           arrival, **more)
+
+
+def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: str = "fast", *,
+                     spans: bool = False) -> ServingEstimate:
+    """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone (see the module
+    docstring); ``spans``: with a ``--trace`` written."""
+    i, m, S = spec.inference, spec.model, len(mapping.stages)
+    moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
+    if not i.continuous:
+        draws = i.batch * max(i.output_len - 1, 0) * moe
+        return estimate_serving(S, int(i.batch), int(i.output_len), engine, draws=draws, spans=spans)
+    load = _served(spec, mapping, requests_of(spec))
+    draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
+    budget = default_token_budget(spec, mapping.grid[0]) if i.token_budget == "auto" else int(i.token_budget)
+    if i.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
+        pieces = int(np.sum(-(-load.prompt.astype(np.int64) // budget)))
+        new_contexts = pieces
+    else:  # whole prompts, one pass each at most; a pass costed anew per prompt length
+        pieces, new_contexts = len(load), len(np.unique(load.prompt))
+    tokens = int(load.output.sum())
+    if not len(load):
+        tokens = contexts = 0
+    elif i.arrival == "together":  # all decode at once: a stage's iterations, the longest output's tokens
+        tokens = int(load.output.max())
+        contexts = tokens + len(np.unique(load.output))  # the batch shrinks as each output length ends
+    else:  # a pair per iteration at most, and at most batch × the contexts the requests span
+        span = int((load.prompt + load.output).max() - load.prompt.min())
+        contexts = min(tokens + pieces, int(i.batch) * span)
+    mean = round(float(load.output.mean())) if len(load) else 0
+    return estimate_serving(S, len(load), max(1, mean), engine,
+                            visits=S * (tokens + pieces), arrival=i.arrival, draws=draws, continuous=True,
+                            pieces=S * new_contexts, spans=spans, contexts=S * contexts)
+
+
+def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> Requests:
+    """The requests whose KV cache fits every stage alone: the others are refused at admission and never
+    served (``sim.batching.fits_alone``), so cost nothing (a trace's one 10^7-token output is not a run)."""
+    pairs, inverse = np.unique(np.stack([load.prompt, load.output], axis=1), axis=0, return_inverse=True)
+    fits = np.array([all(requests_fit(spec.model, st.memory, len(st.layers), st.rows, st.cols,
+                                      spec.inference.kv_layout, 1, int(p), int(o), int(p))
+                         for st in mapping.stages) for p, o in pairs], dtype=bool)
+    keep = fits[np.asarray(inverse).reshape(-1)]
+    return load if keep.all() else Requests(load.arrival[keep], load.prompt[keep], load.output[keep])
 
 
 def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
     """Raise the one-line ``ConfigError`` when ``e`` cannot finish on this machine: the estimate, its
     counts, the limit, and what would fit (``_advice``)."""
-    memory, limit_s = machine_memory(), max_run_seconds()
-    too_big, too_long = e.bytes > MEMORY_FRACTION * memory, e.seconds > limit_s
+    memory, limit_s = memory_limit(), max_run_seconds()
+    too_big, too_long = e.bytes > memory, e.seconds > limit_s
     if not (too_big or too_long):
         return
-    why = (f"needs more memory than this machine has ({_size(memory)})" if too_big
+    why = (too_much_memory() if too_big
            else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
     fraction = min(limit_s / e.seconds if too_long else 1.0,
-                   MEMORY_FRACTION * memory / e.bytes if too_big else 1.0)
+                   memory / e.bytes if too_big else 1.0)
     took = _duration(e.seconds)
     took = took if took.startswith("under") else f"about {took}"
     counts = " × ".join(f"{n:,} {what}{'s' if n != 1 else ''}" for n, what in (
         (e.stages, "stage"), (e.batch, "request"), (e.output_len, "output token")))
-    counts = (f"{e.visits:,} stage visits over {e.runs} candidate mappings, the largest {counts}"
-              if e.runs > 1 else f"{counts} = {e.visits:,} stage visits")
+    unit = "stage iterations at most" if e.continuous else "stage visits"
+    counts = (f"{e.visits:,} {unit} over {e.runs} candidate mappings, the largest {counts}"
+              if e.runs > 1 else f"{counts} = {e.visits:,} {unit}")
+    if e.pieces and e.runs == 1:
+        counts += f", {e.pieces:,} prompt passes and {e.contexts:,} decode contexts costed"
+    if e.spans:
+        counts += ", with --trace"
     raise ConfigError(f"{what} cannot finish here: it {why}: {took} and {_size(e.bytes)} ({counts}, on the "
                       f"{e.engine} engine); {_advice(e, fraction)}")
 
@@ -83,6 +174,9 @@ def _advice(e: ServingEstimate, fraction: float) -> str:
     terms: a batch arriving together is batch × output_len tokens; a load under continuous batching is
     its requests' tokens, so fewer requests (a trace's first rows) or, for a synthetic load, shorter
     outputs (a smaller batch only caps how many are in flight: the same tokens are served)."""
+    if PIECE_SECONDS * e.pieces > e.seconds / 2:  # mostly chunked prompt pieces, each costed anew
+        return ("use a larger inference.token_budget (fewer, longer prompt pieces) or inference.prefill: "
+                "prefill_first (whole prompts)")
     if e.arrival == "together":
         fit = max(1, int(e.output_len * fraction * 0.95))
         return (f"--set inference.output_len={fit} would fit (now {e.output_len:,}), or a smaller "
@@ -93,4 +187,5 @@ def _advice(e: ServingEstimate, fraction: float) -> str:
     return f"--set inference.requests={fit} would fit (now {e.batch:,}), or a shorter inference.output_len"
 
 
-__all__ = ["ROUTING_DRAW_S", "SERVE_VISIT", "ServingEstimate", "check_serving", "estimate_serving"]
+__all__ = ["CONTEXT_SECONDS", "ROUTING_DRAW_S", "SERVE_ITERATION", "SERVE_VISIT", "ServingEstimate",
+           "check_serving", "estimate_serving", "serving_estimate"]

@@ -54,6 +54,7 @@ from ..config.loader import (
     register_kind,
     validate,
 )
+from ..config.request_trace import trace_digest
 from ..config.specs import Spec, context_warning
 from .estimate import MAX_SWEEP_POINTS
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
@@ -292,6 +293,8 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True,
                                                      default=str).encode()).hexdigest()[:16]
+        if trace := getattr(getattr(loaded.spec, "inference", None), "trace", None):  # its contents too
+            resolved_key += trace_digest(trace)[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points), kind, tuple(_point_warning(named, text, len(points))
                                                                 for text, named in warned.items()))

@@ -73,8 +73,8 @@ class TrainingMemory:
             return ""
         b = self.binding
         top = max(b.components, key=lambda c: b.components[c])
-        return (f"SRAM: phase {b.phase} needs {b.total} B per PE (largest part: {top}, "
-                f"{b.components[top]} B) but {self.capacity_bytes_per_pe} B are available "
+        return (f"SRAM: phase {b.phase} needs {b.total:,.0f} B per PE (largest part: {top}, "
+                f"{b.components[top]:,.0f} B) but {self.capacity_bytes_per_pe:,.0f} B are available "
                 f"(B={self.batch_per_tile}, G={self.tiles})")
 
 

@@ -92,9 +92,15 @@ def environment() -> dict[str, Any]:
 
 
 def resolved(spec: Any) -> dict[str, Any]:
-    """An experiment spec as plain data: hardware, model, and the rest of the experiment."""
+    """An experiment spec as plain data: hardware, model, and the rest of the experiment; a request
+    trace's SHA-256 beside its path (``trace_sha256``: the path alone does not say what was served)."""
     data = spec.model_dump(mode="json")
-    return {"hardware": data.pop("hardware"), "model": data.pop("model"), "experiment": data}
+    out = {"hardware": data.pop("hardware"), "model": data.pop("model"), "experiment": data}
+    if trace := getattr(getattr(spec, "inference", None), "trace", None):
+        from ..config.request_trace import trace_digest
+
+        out["trace_sha256"] = trace_digest(trace)
+    return out
 
 
 def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any]:

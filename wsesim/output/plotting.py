@@ -38,18 +38,26 @@ from typing import Any
 from ..analysis.figures import check_rows
 from ..analysis.scaling import accumulation_points, cluster_series, constant_settings
 from ..experiments.sweep import read_results, read_results_table
+from .figure_limits import MAX_FIGURES, MAX_PIXELS, FigureTooLarge, capped
 from .files import atomic_write_bytes
 from .mpl import plain_log_axis, plt
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
+
 _NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes
 
 
 def save_figure(fig: Any, out: Path, stem: str,
                 formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
-    """Save ``fig`` as ``out/stem.<format>`` (the same figure, the same bytes), close it; the paths."""
+    """Save ``fig`` as ``out/stem.<format>`` (the same figure, the same bytes), close it; the paths.
+    ``FigureTooLarge`` (nothing written) for a figure larger than ``MAX_PIXELS`` a side."""
     import io
 
+    width, height = (float(x) * 150 for x in fig.get_size_inches())
+    if max(width, height) > MAX_PIXELS:
+        plt.close(fig)
+        raise FigureTooLarge(f"{width:,.0f} × {height:,.0f} px, more than {MAX_PIXELS:,} px a side (too many "
+                             "series for one figure: sweep fewer values)")
     paths = []
     for fmt in formats:
         buf = io.BytesIO()
@@ -59,6 +67,15 @@ def save_figure(fig: Any, out: Path, stem: str,
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def _draw(fig: Any, out: Path, stem: str, left_out: dict[str, str]) -> list[Path]:
+    """``save_figure``, a figure too large named in ``left_out`` instead."""
+    try:
+        return save_figure(fig, out, stem)
+    except FigureTooLarge as e:
+        left_out[stem] = str(e)
+        return []
 
 
 _save = save_figure  # its name before tune_figures used it too (callers on other branches still say _save)
@@ -120,12 +137,15 @@ def _read_table(csv_path: str | Path, header: list[str]) -> tuple[list[str], lis
                           source=str(csv_path)) from None
 
 
-def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any] | None = None) -> list[Path]:
+def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any] | None = None,
+                 max_figures: int = MAX_FIGURES) -> list[Path]:
     """Write the figures for a results CSV into ``out``, and ``figures.json`` (see the module docstring);
     returns the paths written. ``settings``: the sweep-wide ``--set`` overrides (its manifest's
     ``base_overrides``), said in every title and in ``figures.json``, since no CSV column holds them.
     Tune's ``candidates.csv`` (by its name or its columns) is drawn by ``plot_candidates``. Raises
-    ``ConfigError`` for a file that is not a sweep's results.csv or tune's candidates.csv."""
+    ``ConfigError`` for a file that is not a sweep's results.csv or tune's candidates.csv, or one with no
+    row (a header only); [] for a training sweep where no row ran. At most ``max_figures`` throughput (or
+    serving) figures are drawn (``capped``)."""
     import csv
     import io
     import json
@@ -142,11 +162,15 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
         return plot_candidates(text, csv_path, out)
     header, rows = _read_table(csv_path, header)
     from ..analysis.serving_plans import is_serving
+    from ..config.errors import ConfigError
 
+    if not rows:
+        raise ConfigError("expected at least one row to plot, got a header only (no point finished)",
+                          source=str(csv_path))
     if is_serving(header):
-        return _plot_serving(csv_path, header, rows, out)
+        return _plot_serving(csv_path, header, rows, out, max_figures)
     ran = [r for r in rows if r.get("status") == "ok"]
-    if not ran:
+    if not ran:  # nothing to draw (the caller says so): not bad input, a sweep where nothing fits
         return []
     from .files import atomic_write_text, prepare_dir
 
@@ -156,19 +180,20 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
     if settings:
         meta = ", ".join(filter(None, [meta, *(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in settings.items())]))
     listing: dict[str, Any] = {"source": str(csv_path), "settings": dict(settings or {}), "figures": []}
-    for plan in plan_figures(header, rows, settings):
-        files = save_figure(throughput_figure(plan), out, plan.stem)
-        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+    left_out: dict[str, str] = {}
+    for plan in capped(plan_figures(header, rows, settings), max_figures, left_out):
+        if files := _draw(throughput_figure(plan), out, plan.stem, left_out):
+            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
     phases = plan_phases(header, rows, settings)
-    files = save_figure(phases_figure(phases), out, "phases")
-    listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
+    if files := _draw(phases_figure(phases), out, "phases", left_out):
+        listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
     written += files
     rows = read_results(csv_path)
     if points := accumulation_points(rows):
-        written += save_figure(_accumulation_figure(points), out, "bta_vs_accumulation")
+        written += _draw(_accumulation_figure(points), out, "bta_vs_accumulation", left_out)
     if series := cluster_series(rows):
-        files = save_figure(_cluster_figure(series, meta), out, "cluster_scaling")
+        files = _draw(_cluster_figure(series, meta), out, "cluster_scaling", left_out)
         listing["cluster_scaling"] = {"series": [
             {"label": label, "points": [{"systems": p["systems"],
                                          "cluster_throughput_tokens_per_s": p["cluster"],
@@ -178,6 +203,8 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
                                          "tree_efficiency": p["tree"]} for p in points]}
             for label, points in series.items()], "files": [p.name for p in files]}
         written += files
+    if left_out:
+        listing["left_out"] = left_out
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
     return [*written, out / "figures.json"]
 
@@ -361,7 +388,7 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
 
 
 def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, str]],
-                  out: str | Path) -> list[Path]:
+                  out: str | Path, max_figures: int = MAX_FIGURES) -> list[Path]:
     """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even
     when no row was served."""
     import json
@@ -370,19 +397,20 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
     from .files import atomic_write_text, prepare_dir
     from .serving_figures import serving_figure, throughput_latency_figure
 
-    if not rows:
-        return []
     out = prepare_dir(out)
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
-    for plan in plan_serving(header, rows):
-        files = save_figure(serving_figure(plan), out, plan.stem)
-        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+    left_out: dict[str, str] = {}
+    for plan in capped(plan_serving(header, rows), max_figures, left_out):
+        if files := _draw(serving_figure(plan), out, plan.stem, left_out):
+            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
     load = plan_throughput_latency(header, rows)
     if load is not None:  # a sweep over the offered load
-        files = save_figure(throughput_latency_figure(load), out, load.stem)
-        listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
+        if files := _draw(throughput_latency_figure(load), out, load.stem, left_out):
+            listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
         written += files
+    if left_out:
+        listing["left_out"] = left_out
     atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
     return [*written, out / "figures.json"]
