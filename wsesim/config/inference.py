@@ -24,6 +24,7 @@ from .inference_parts import (
     StageLayers,
     Systems,
     Tokens,
+    check_experts_fit,
     kv_block_problem,
 )
 from .loader import (
@@ -316,29 +317,11 @@ class InferenceExperimentSpec(Spec):
             raise fail(problem)
         model, spec = info.data.get("model"), inference.speculative
         if model is not None:
-            _experts_fit(model, inference)
+            check_experts_fit(model, inference)
         if model is not None and spec is not None and spec.draft.vocab_size != model.vocab_size:
             raise fail(f"expected a speculative draft with the target's vocabulary ({model.vocab_size:,} "
                        f"tokens: it proposes the target's tokens), got {spec.draft.vocab_size:,}")
         return inference
-
-
-def _experts_fit(model: ModelSpec, inference: InferenceSpec) -> None:
-    """MoE serving's keys against the model: no more expert grids than experts (as ``expert_grids: auto``
-    tries: a grid beyond them would hold none),
-    and on a dense model neither grids nor sampled routing (there are no experts: the keys would be
-    ignored)."""
-    grids = inference.expert_grids
-    if not model.experts:
-        if grids not in (1, "auto"):
-            raise fail(f"expected expert_grids: 1 or auto with a dense model ({model.name} has no experts to "
-                       f"spread over grids), got {grids}", at="expert_grids")
-        if inference.routing != "balanced":
-            raise fail(f"expected routing: balanced with a dense model ({model.name} has no experts to "
-                       f"route), got {shown_repr(inference.routing)}", at="routing")
-    elif isinstance(grids, int) and grids > model.experts:
-        raise fail(f"expected expert_grids at most the model's {model.experts:,} experts (a grid beyond them "
-                   f"would hold none), got {grids:,}", at="expert_grids")
 
 
 def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,

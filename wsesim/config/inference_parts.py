@@ -9,11 +9,13 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from .base import Spec, fail
+from .errors import shown_repr
 from .fields import count, quantity
 from .specs import ModelSpec
 
 __all__ = ["Acceptance", "DraftTokens", "ExpertGrids", "Rate", "Requests", "Sigma", "SloSpec",
-           "SpeculativeSpec", "StageLayers", "Systems", "Target", "Tokens", "kv_block_problem"]
+           "SpeculativeSpec", "StageLayers", "Systems", "Target", "Tokens", "check_experts_fit",
+           "kv_block_problem"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
@@ -94,3 +96,21 @@ def kv_block_problem(block: int, continuous: bool, keys: dict[str, Any]) -> str:
                 f"wafers and handed over whole: a preempted request's recompute there is not modelled), got "
                 f"kv_block: {block}")
     return ""
+
+
+def check_experts_fit(model: ModelSpec, inference: Any) -> None:
+    """MoE serving's keys against the model: no more expert grids than experts (as ``expert_grids: auto``
+    tries: a grid beyond them would hold none),
+    and on a dense model neither grids nor sampled routing (there are no experts: the keys would be
+    ignored)."""
+    grids = inference.expert_grids
+    if not model.experts:
+        if grids not in (1, "auto"):
+            raise fail(f"expected expert_grids: 1 or auto with a dense model ({model.name} has no experts to "
+                       f"spread over grids), got {grids}", at="expert_grids")
+        if inference.routing != "balanced":
+            raise fail(f"expected routing: balanced with a dense model ({model.name} has no experts to "
+                       f"route), got {shown_repr(inference.routing)}", at="routing")
+    elif isinstance(grids, int) and grids > model.experts:
+        raise fail(f"expected expert_grids at most the model's {model.experts:,} experts (a grid beyond them "
+                   f"would hold none), got {grids:,}", at="expert_grids")

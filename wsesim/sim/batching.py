@@ -96,8 +96,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     # first tokens at the draft before it prefilled their prompt; drafts at stage 0 before their cache
     unprefilled, waiting_cache = set[int](), set[int]()
     nan = float("nan")
-    admitted, started, first, finished = [nan] * n, [nan] * n, [nan] * n, [nan] * n
-    refused = [False] * n
+    admitted, started, first, finished, refused = [nan] * n, [nan] * n, [nan] * n, [nan] * n, [False] * n
     stop = list(accumulate(outputs))  # request r's outputs' cycles end before stop[r] in ``emitted``
     emitted = array("d", [nan]) * (stop[-1] if n else 0)
     busy = [0.0] * stations
