@@ -126,13 +126,13 @@ def serving_anchors(anchor: type, prediction: str, parameter: str) -> list:
                lambda: cs3_tokens_per_s("llama3.1-70b", "production", draft=True), digits=4,
                note="runtime.fused_launch (200 cycles) set on this point; its speculative part ASSUMED: LLaMA "
                     "3.2 1B drafting on a fifth CS-3, K = 4, α = 0.8 (E = 3.36); without the draft the production "
-                    "stack gives 1,015 (the row above), and the research code with the same draft 1,054"),
+                    "stack gives 1,012 (the row above), and the research code with the same draft 1,043"),
         anchor("serving on CS-3", "LLaMA-3.1-8B on one CS-3 at launch (research code)", "1,800", 1800.0,
                "tokens/s", CEREBRAS, prediction, lambda: cs3_tokens_per_s("llama3-8b", "research"), digits=4,
                note="one 755 × 1,170 stage, batch 1, 4,096-token prompt (LLaMA 3 8B's shapes are 3.1's)"),
         anchor("serving on CS-3", "LLaMA-3.1-8B on one CS-3 at launch, the production stack", "1,800", 1800.0,
                "tokens/s", CEREBRAS, prediction, lambda: cs3_tokens_per_s("llama3-8b", "production"), digits=4,
-               note=f"{PRODUCTION}, no draft; with the assumed draft on a second CS-3: 4,542"),
+               note=f"{PRODUCTION}, no draft; with the assumed draft on a second CS-3: 4,502"),
         anchor("serving on CS-3", "LLaMA-3.1-405B on CS-3s (Nov 2024), production stack + draft", "969", 969.0,
                "tokens/s", NOVEMBER, prediction,
                lambda: cs3_tokens_per_s("llama3.1-405b", "production", draft=True), digits=4,
@@ -141,7 +141,7 @@ def serving_anchors(anchor: type, prediction: str, parameter: str) -> list:
                     "405B is not published)"),
         anchor("serving on CS-3", "LLaMA-3.1-405B on CS-3s (Nov 2024), production stack alone", "969", 969.0,
                "tokens/s", NOVEMBER, prediction, lambda: cs3_tokens_per_s("llama3.1-405b", "production"),
-               digits=4, note="as above, no draft; the research code gives 311"),
+               digits=4, note="as above, no draft; the research code gives 308"),
         anchor("serving on CS-3", "LLaMA-3.1-405B time to first token (Nov 2024), production stack", "0.24 s",
                0.24, "s", NOVEMBER, prediction, lambda: cs3_ttft_s("llama3.1-405b", "production"), digits=3,
                note="a 4,096-token prompt (Cerebras' is not published) through 26 wafers in turn; the production "

@@ -517,14 +517,14 @@ streaming GEMM, microthreads overlapping a row's reduction with the next FMACs);
 the wafer beside the stage's last kernel. One key, `runtime.fused_launch`, the cost of starting a fused
 kernel, is set on the October point with its speculative part assumed (LLaMA 3.2 1B drafting on a fifth
 CS-3, K = 4, α = 0.8; Cerebras publishes none of it): 200 cycles against the research code's 360. Without
-the draft the production stack gives 1,015 tokens/s: about 2.1× of the 2,100 is the draft's, 1.9× the
-kernels'. At `fused_launch` 0 the same assumptions give 2,422 and at 360 (the research launch) 1,906, so
+the draft the production stack gives 1,012 tokens/s: about 2.1× of the 2,100 is the draft's, 1.9× the
+kernels'. At `fused_launch` 0 the same assumptions give 2,408 and at 360 (the research launch) 1,898, so
 the point is reached inside the key's physical range. The value rests on the assumed acceptance: at
-α = 0.7 no launch reaches 2,100 (2,001 at 0 cycles, a miss of 5 %); at α = 0.9 the research launch alone
-gives 2,263 and 200 cycles 2,500. That is why the draft's part is stated beside the key, not hidden in
+α = 0.7 no launch reaches 2,100 (1,989 at 0 cycles, a miss of 5 %); at α = 0.9 the research launch alone
+gives 2,253 and 200 cycles 2,488. That is why the draft's part is stated beside the key, not hidden in
 it. The other CS-3 figures are predictions: the 8B at launch (1,800) is −24 % under the research code
 and +46 % under the production stack (the launch ran the earlier software; no later 8B figure from
-Cerebras was found in a primary source); the 405B (969, Nov 2024) is +12 % with the same draft and −40 %
+Cerebras was found in a primary source); the 405B (969, Nov 2024) is +11 % with the same draft and −40 %
 without it; its 0.24 s to first token is missed by 15× because the prefill's GEMMs are still the
 research code's and the prompt is assumed 4,096 tokens.
 ## Reading the kernel rows
