@@ -30,19 +30,3 @@ def test_main_job_files_exist() -> None:
     assert (ROOT / "workloads/qwen3-30b-a3b/bta-paper.yaml").is_file()
     assert (ROOT / "workloads/qwen3-30b-a3b/experiment.yaml").is_file()
 
-
-def test_the_moe_serving_example_prints_what_the_readme_quotes(capsys) -> None:  # noqa: ANN001
-    """The MoE serving example (DeepSeek-V3 on CS-3s with its experts spread, sampled routing): the
-    command in the block before the marker, run as written, prints every line the block after it quotes."""
-    import shlex
-
-    from wsesim import cli
-
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    before, after = text.split("<!-- moe-example:", 1)
-    command = re.findall(r"```sh\n(.*?)```", before, flags=re.S)[-1].strip()
-    quoted = re.search(r"```text\n(.*?)```", after, flags=re.S).group(1).strip().splitlines()
-    args = shlex.split(command)
-    assert args[0] == "wsesim" and cli.main(args[1:]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert all(line in printed for line in quoted), [line for line in quoted if line not in printed]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,32 +11,17 @@ import pytest
 from wsesim import cli
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from _readme_pairs import pairs  # noqa: E402
 
 
-def _section() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return text.split("### Speculative decoding and split prefill", 1)[1].split("\n## ", 1)[0]
-
-
-def _commands() -> list[list[str]]:
-    block = _section().split("```sh\n", 1)[1].split("```", 1)[0]
-    return [shlex.split(c)[1:] for c in block.replace("\\\n", " ").strip().splitlines()]
-
-
-def _quoted() -> list[list[str]]:
-    return [b.split("```", 1)[0].strip("\n").splitlines() for b in _section().split("```text\n")[1:]]
-
-
-def test_the_readme_examples_print_what_the_readme_says(capsys: pytest.CaptureFixture[str]) -> None:
-    commands, quoted = _commands(), _quoted()
-    assert len(commands) == len(quoted) == 2
-    assert "inference.speculative.draft=llama3.2-1b" in commands[0]
-    assert "inference.prefill_systems=1" in commands[1]
-    for args, lines in zip(commands, quoted, strict=True):
-        assert cli.main(args) == 0
-        out = capsys.readouterr().out.splitlines()
-        for line in lines:
-            assert line in out, line
+def test_the_readme_examples_are_the_draft_and_the_split_prefill() -> None:
+    """Both examples quote their printout; tests/test_readme_blocks.py runs them and checks each line."""
+    found = [p for p in pairs()[0] if p.name.startswith("Speculative decoding and split prefill")]
+    assert [len(p.commands) for p in found] == [1, 1]
+    assert "inference.speculative.draft=llama3.2-1b" in found[0].commands[0]
+    assert "inference.prefill_systems=1" in found[1].commands[0]
+    assert found[0].quoted[1].startswith("speculative decoding") and found[1].quoted[0].startswith("split prefill")
 
 
 @pytest.mark.parametrize(("sets", "message"), [
