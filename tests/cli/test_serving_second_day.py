@@ -36,10 +36,10 @@ def test_vary_a_categorical_key_and_a_number_into_a_folder_draws_both(
     assert {"serving_vs_kv_layout.pdf", "serving_vs_batch.pdf"} <= {p.name for p in out.iterdir()}
 
 
-def _model_file(folder: Path) -> Path:
+def _model_file(folder: Path, name: str = "tiny-moe-copy") -> Path:
     data = yaml.safe_load((REPO / "workloads" / "tiny-moe.yaml").read_text())
     path = folder / "m.yaml"
-    path.write_text(yaml.safe_dump({**data, "name": "tiny-moe-copy"}), encoding="utf-8")
+    path.write_text(yaml.safe_dump({**data, "name": name}), encoding="utf-8")
     return path
 
 
@@ -53,6 +53,40 @@ def test_vary_model_by_name_and_by_a_file_of_the_working_folder(
     rows = json.loads(capsys.readouterr().out)
     assert [(r["model"], r["status"]) for r in rows] == [("tiny-moe", "ok"), ("tiny-moe-copy", "ok")]
     assert rows[0]["tokens_per_s"] == rows[1]["tokens_per_s"]  # the same model under another name
+
+
+def test_a_file_given_to_vary_or_grid_is_shown_as_written_and_loaded_from_the_working_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 40 (Low): ``--vary model=./m.yaml`` wrote the file's absolute path into ``set:model`` (and the
+    table, the progress lines, ``figures.json``, the manifest and the point's key), so the same sweep run
+    from two folders wrote two different CSVs. The value is shown as written and resolved for loading only;
+    the point's key follows the file's contents, not its folder."""
+    rows = {}
+    for folder, name in (("a", "tiny-moe-copy"), ("b", "tiny-moe-copy"), ("c", "tiny-moe-other")):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        _model_file(tmp_path / folder, name)
+        out_dir = ["--out", "o"] if folder == "a" else []  # one folder of files (its figures take a while)
+        assert cli.main(["infer", *TINY, "--vary", "model=tiny-moe,./m.yaml", *out_dir, "--json"]) == 0
+        out, err = capsys.readouterr()
+        rows[folder] = json.loads(out)
+        assert "model=./m.yaml" in err and str(tmp_path) not in out + err, folder
+    files = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "a" / "o").iterdir()
+             if p.suffix in (".csv", ".json")}
+    assert "results.csv" in files and all(str(tmp_path) not in text for text in files.values())
+    assert [r["set:model"] for r in read_results_table(tmp_path / "a" / "o" / "results.csv")[1]] == [
+        "tiny-moe", "./m.yaml"]
+    assert rows["a"] == rows["b"]  # the same file in another folder: the same rows, keys and all
+    assert [r["model"] for r in rows["c"]] == ["tiny-moe", "tiny-moe-other"]  # loaded from c's m.yaml
+    assert rows["a"][1]["point_key"] != rows["c"][1]["point_key"]  # other contents, another point
+    assert rows["a"][0]["point_key"] == rows["c"][0]["point_key"]
+    sweep = tmp_path / "s.yaml"  # wsesim sweep --grid alike
+    sweep.write_text(yaml.safe_dump({"kind": "sweep", "base": str(REPO / "workloads/llama3-8b/serve.yaml"),
+                                     "grid": {"inference.batch": [1]}}), encoding="utf-8")
+    sets = [a for s in ("hardware=tiny8", *TINY[5::2]) for a in ("--set", s)]
+    assert cli.main(["sweep", str(sweep), *sets, "--grid", "model=./m.yaml", "--out", "g"]) == 0
+    [row] = read_results_table(tmp_path / "c" / "g" / "results.csv")[1]
+    assert (row["set:model"], row["model"]) == ("./m.yaml", "tiny-moe-other")
 
 
 def test_vary_and_set_hardware_by_name(capsys: pytest.CaptureFixture[str]) -> None:

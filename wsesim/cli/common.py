@@ -75,20 +75,44 @@ def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
     (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as
     with ``--model`` (an experiment file's own references are its folder's)."""
-    from ..config.loader import REFERENCE_KEYS, from_cwd, parse_override
+    from ..config.loader import PATH_KEYS, parse_override
 
-    paths = (*REFERENCE_KEYS, "cluster.interconnect", "inference.interconnect")
     out: dict[str, Any] = {}
-    for text in pairs or ():
+    for text in pairs or ():  # (a trace or a draft --set gives the loader resolves: it is --set's, ``given``)
         key, value = parse_override(text)
-        out[key] = from_cwd(value) if key in paths and isinstance(value, str) else value
+        out[key] = value if key in PATH_KEYS else cwd_value(key, value)
     return out
+
+
+def cwd_value(key: str, value: Any) -> Any:
+    """A value given on the command line, a relative path resolved against the working folder where the
+    key may name a file: a hardware, model or interconnect (``from_cwd``), a trace or a draft. Anything
+    else as it is."""
+    from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd
+
+    if not isinstance(value, str):
+        return value
+    if key in (*REFERENCE_KEYS, "cluster.interconnect", "inference.interconnect"):
+        return from_cwd(value)
+    if key in PATH_KEYS and ("/" in value or Path(value).suffix in (".yaml", ".yml", ".json", ".csv")):
+        return str(Path(value).resolve())
+    return value
+
+
+def cwd_paths(grid: dict[str, list[Any]]) -> dict[str, dict[str, str]]:
+    """Of a grid given on the command line (``--vary``, ``--grid``) as the user wrote it, each value that
+    is a path of the working folder and what it resolves to: the sweep loads the resolved file and shows
+    the value as written (so that its CSV does not change with the folder it was run from)."""
+    return {k: found for k, values in grid.items()
+            if (found := {v: r for v in values if isinstance(v, str) and (r := cwd_value(k, v)) != v})}
 
 
 def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
     """``wsesim sweep --grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set``
-    reads one (not a grid of PEs "PxQ": that is ``config.fields.parse_grid``)."""
+    reads one but a path kept as written (``cwd_paths`` resolves it; not a grid of PEs "PxQ": that is
+    ``config.fields.parse_grid``)."""
     from ..config.errors import ConfigError
+    from ..config.loader import parse_override
 
     out: dict[str, list[Any]] = {}
     for text in pairs or ():
@@ -98,7 +122,7 @@ def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
             raise ConfigError(f"expected KEY=v1,v2,... (comma-separated values, none empty), got {text!r}",
                               source="--grid")
         try:
-            out[key.strip()] = [parse_overrides([f"{key}={v}"])[key.strip()] for v in parts]
+            out[key.strip()] = [parse_override(f"{key}={v}")[1] for v in parts]
         except ConfigError as e:
             raise ConfigError(e.message, source="--grid", path=e.path) from None
     return out

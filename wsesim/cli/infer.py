@@ -17,6 +17,8 @@ from .common import (
     add_json_argument,
     check_output_folder,
     check_trace_file,
+    cwd_paths,
+    cwd_value,
     defer,
     format_table,
     parse_overrides,
@@ -192,7 +194,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     vary = _parse_vary(args.vary) if args.vary else {}
     # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
     # names stays the file's here, so that an error in one is --vary's (its sweep's points say it)
-    first = {k: v[0] for k, v in vary.items() if k not in ("hardware", "model")}
+    first = {k: cwd_value(k, v[0]) for k, v in vary.items() if k not in ("hardware", "model")}
     try:
         loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
                                 overrides={**overrides, **first})
@@ -306,10 +308,10 @@ def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
 
 def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
-    reads it: a hardware or model named by a relative path, a trace or a draft, is the working folder's).
-    A value given twice is refused (it would run twice)."""
+    reads it, a path kept as the user wrote it: a hardware or model named by a relative path, a trace or a
+    draft, is the working folder's, ``cwd_paths``). A value given twice is refused (it would run twice)."""
     from ..config.errors import ConfigError, shown_repr
-    from ..config.loader import PATH_KEYS
+    from ..config.loader import parse_override
 
     vary: dict[str, list[Any]] = {}
     for text in texts:
@@ -320,10 +322,7 @@ def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
         if twice := next((v for i, v in enumerate(items) if v in items[:i]), None):
             raise ConfigError(f"expected each value once, got {shown_repr(twice)} twice in "
                               f"{shown_repr(text)} (it would be served twice)", source="--vary", path=key)
-        if key in PATH_KEYS:  # a file here is the working folder's, as --set reads it
-            files = (".yaml", ".yml", ".json", ".csv")
-            items = [str(Path(v).resolve()) if "/" in v or Path(v).suffix in files else v for v in items]
-        vary[key] = [parse_overrides([f"{key}={v}"])[key] for v in items]
+        vary[key] = [parse_override(f"{key}={v}")[1] for v in items]
     return vary
 
 
@@ -355,9 +354,10 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
                           source="--resume")
     path, data, _ = read_inference(args.experiment, hardware=args.hardware, model=args.model)
     name = data.get("name") if isinstance(data.get("name"), str) and not name_problem(data["name"]) else ""
+    grid = _parse_vary(args.vary)
     sweep = sweep_from_data({"kind": "sweep", "name": name or path.stem, "base": data}, source=str(path),
-                            base_dir=path.parent, overrides=overrides, grid=_parse_vary(args.vary),
-                            grid_flag="--vary")
+                            base_dir=path.parent, overrides=overrides, grid=grid, grid_flag="--vary",
+                            paths=cwd_paths(grid))
     defer(*sweep.warnings)
     check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
                 args.workers)

@@ -17,6 +17,7 @@ from typing import Any
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
+    cwd_paths,
     defer,
     format_table,
     parse_grid_pairs,
@@ -131,7 +132,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
                           source="--workers")
-    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=parse_grid_pairs(args.grid))
+    grid = parse_grid_pairs(args.grid)
+    sweep = load_sweep(args.sweep, overrides=parse_overrides(args.set), grid=grid, paths=cwd_paths(grid))
     defer(*sweep.warnings)
     name = sweep_name(sweep, args.sweep)
     if not args.scheduler:  # the whole sweep, its points over the workers (a Dask cluster's size is its own)

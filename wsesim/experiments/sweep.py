@@ -34,7 +34,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -138,6 +138,8 @@ class Point:
     nbytes: float = 0.0  # estimated peak memory of the process running it
     # a hash of what the point's references (a preset, a file) resolve to, if it names any
     resolved_key: str = ""
+    # a value given on the command line as a path of the working folder -> that file, to load (``paths``)
+    paths: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tuned(self) -> bool:
@@ -157,8 +159,10 @@ class Point:
         return None if self.base_dir is None else Path(self.base_dir)
 
     def run_overrides(self) -> dict[str, Any]:
-        """The overrides to validate and run with (``tuned`` stands for G=1 until the tuner sets G)."""
-        return {k: (1 if (k == "training.tiles" and v == TUNED) else v) for k, v in self.overrides.items()}
+        """The overrides to validate and run with (``tuned`` stands for G=1 until the tuner sets G; a path
+        as the user wrote it, the file it names)."""
+        return {k: (1 if (k == "training.tiles" and v == TUNED) else self.paths.get(k, v))
+                for k, v in self.overrides.items()}
 
 
 @dataclass(frozen=True)
@@ -204,22 +208,25 @@ def expand(grid: dict[str, list[Any]], points: list[dict[str, Any]]) -> list[dic
 
 
 def load_sweep(path: str | Path, *, overrides: dict[str, Any] | None = None,
-               grid: dict[str, list[Any]] | None = None) -> Sweep:
+               grid: dict[str, list[Any]] | None = None, paths: dict[str, dict[str, str]] | None = None,
+               ) -> Sweep:
     """Read and validate a sweep file and every one of its points. Raises ``ConfigError`` (one line).
     ``overrides`` (``--set``) apply to the base experiment, so to every point; ``grid`` (``--grid``) keys
     are added to the file's grid, replacing a key it already sweeps. A ``workloads/...`` path not found
-    here is the copy shipped with wsesim (``input_file``)."""
+    here is the copy shipped with wsesim (``input_file``). ``paths``: see ``sweep_from_data``."""
     path = input_file(path)
-    data = read_yaml(path)
-    return sweep_from_data(data, source=str(path), base_dir=path.parent, overrides=overrides, grid=grid)
+    return sweep_from_data(read_yaml(path), source=str(path), base_dir=path.parent, overrides=overrides,
+                           grid=grid, paths=paths)
 
 
 def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None, check_work: bool = True,
                     overrides: dict[str, Any] | None = None, grid: dict[str, list[Any]] | None = None,
-                    grid_flag: str = "--grid") -> Sweep:
+                    grid_flag: str = "--grid", paths: dict[str, dict[str, str]] | None = None) -> Sweep:
     """``load_sweep`` of a mapping. ``check_work``: refuse a point whose work cannot finish on this machine
     (``wsesim validate`` checks the file alone and skips that). ``grid_flag``: the option an error in a
-    ``grid`` value names (``wsesim infer`` gives its ``--vary``)."""
+    ``grid`` value names (``wsesim infer`` gives its ``--vary``). ``paths``: ``grid`` values naming a file
+    of the working folder -> the file (``cli.common.cwd_paths``), loaded from there, shown as written."""
+    paths = paths or {}
     if grid:
         data = {**data, "grid": {**(data.get("grid") or {}), **grid}}
     spec = validate(SweepSpec, data, source=source)
@@ -241,6 +248,7 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
     except ConfigError as alone:  # a base valid only once a point sets its keys (a load's rate): its first
         first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
+        first = {k: paths.get(k, {}).get(v, v) if k in paths else v for k, v in first.items()}
         try:
             base = load(base_data, source=base_source, base_dir=base_root,
                         overrides={**(overrides or {}), **first}, given=given)
@@ -272,7 +280,8 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
     warned: dict[str, list[dict[str, Any]]] = {}  # a warning's text -> the points it is about (values)
     swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
     for i, ov in enumerate(overrides):
-        point = Point(i, ov, base_key, swept, base_dir=None if base_root is None else str(base_root))
+        point = Point(i, ov, base_key, swept, base_dir=None if base_root is None else str(base_root),
+                      paths={k: paths[k][v] for k, v in ov.items() if k in paths and v in paths[k]})
         where = "points" if spec.points else "grid"
         try:
             loaded = load(base.raw, source=base_source, overrides=point.run_overrides(), base_dir=base_root)
@@ -295,6 +304,8 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
                                                      default=str).encode()).hexdigest()[:16]
         if trace := getattr(getattr(loaded.spec, "inference", None), "trace", None):  # its contents too
             resolved_key += trace_digest(trace)[:16]
+        for file in (Path(f) for f in point.paths.values() if Path(f).is_file()):  # a draft's, say
+            resolved_key += hashlib.sha256(file.read_bytes()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points), kind, tuple(_point_warning(named, text, len(points))
                                                                 for text, named in warned.items()))
