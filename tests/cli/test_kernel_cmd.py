@@ -29,17 +29,17 @@ def wsesim(*args: str) -> subprocess.CompletedProcess[str]:
     (["gemm", "--grid", "750x750", "--shape", "33000x33000x33000", "--dtype", "fp32"], None)])
 def test_the_done_when_commands_print_a_top_level_cycles_key(args: list[str], cycles: int | None) -> None:
     """``cycles``: the network cycles by hand, where given; the top-level ``cycles`` adds the
-    instruction issue, which the critical path reports as ``instruction_overhead``."""
+    instruction issue, which the critical path reports as ``instruction_issue``."""
     r = wsesim(*args, "--json")
     assert (r.returncode, r.stderr) == (0, "")
     out = json.loads(r.stdout)
     cp = out["critical_path"]
     assert out["cycles"] > 0
     if cycles is not None:
-        assert (out["cycles"], cp["instruction_overhead"]) == (cycles + 7, 7)
+        assert (out["cycles"], cp["instruction_issue"]) == (cycles + 7, 7)
     for key in ("seconds", "flops_per_s", "efficiency", "critical_path", "sram", "links", "feasible"):
         assert key in out
-    assert cp["instruction_overhead"] + cp["compute"] + cp["communication"] + cp["waiting"] == \
+    assert cp["instruction_issue"] + cp["compute"] + cp["communication"] + cp["waiting"] == \
         pytest.approx(out["cycles"])
 
 

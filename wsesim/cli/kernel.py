@@ -147,7 +147,7 @@ def _human(r: dict[str, Any]) -> str:
         f"{r['cycles']:,.0f} cycles = {r['seconds'] * 1e6:,.3f} us"
         + (f"; {r['flops_per_s'] / 1e12:,.2f} TFLOP/s, {100 * r['efficiency']:.1f} % of the grid's peak "
            f"({r['flops_per_cycle_per_pe']:.3f} FLOP/cycle/PE)" if r["flops"] else ""),
-        f"critical path: instruction issue {cp['instruction_overhead']:,.0f}, compute {cp['compute']:,.0f}, "
+        f"critical path: instruction issue {cp['instruction_issue']:,.0f}, compute {cp['compute']:,.0f}, "
         f"communication {cp['communication']:,.0f}, waiting {cp['waiting']:,.0f} cycles",
         *([f"instructions: {ins['dsd_ops']:,.0f} DSD operations on the critical PE, "
            f"{ins['elements_per_op']:,.1f} elements each on average, one issue "
