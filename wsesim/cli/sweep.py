@@ -171,9 +171,15 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
         progress(f"sweep {job.name}: {total} points, {len(todo)} to run{workers}, results in {csv_path}\n")
 
     def finished(row: dict[str, Any], done: int, total: int) -> None:
-        # the time left: the estimate of the points not yet run, at the rate the finished ones ran
+        # the time left: the estimate of the points not yet run, at the rate the finished ones ran; when
+        # that rate is off the estimate the first line gave by more than a half, the line says by how much
+        # (so that "about 10 s" then "~26 s left" reads as "the points take 2.6x the estimate")
         work["done"] += costs.get(str(row.get("point")), 0.0)
-        left = time_left(time.monotonic() - work["start"], work["done"], sum(costs.values()))
+        elapsed = time.monotonic() - work["start"]
+        left = time_left(elapsed, work["done"], sum(costs.values()))
+        estimated = work["done"] / max(min(job.workers, len(costs)), 1)  # the first line's, for these points
+        if left and not job.scheduler and estimated > 0 and not 2 / 3 <= elapsed / estimated <= 1.5:
+            left += f": the points so far took {elapsed / estimated:.1f}x the estimate"
         progress(f"[{done:>{len(str(total))}}/{total}] {row_text(row, keys)}{f' ({left})' if left else ''}\n")
 
     keys = override_keys(job.sweep)
