@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
 from _readme_pairs import Pair, missing, pairs, printout  # noqa: E402
 
 from wsesim import cli  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from wsesim import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.append(str(ROOT / "scripts"))  # (scripts/_readme_pairs.py)
 from _readme_pairs import pairs  # noqa: E402
 
 
