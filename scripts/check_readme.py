@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import sys
 import time
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     checkable = [p for p in found if not p.elided and args.only in p.name]
     if args.list:
         for p in checkable:
-            print(f"pair       {p.name}: " + " ; ".join("wsesim " + " ".join(c) for c in p.commands))
+            print(f"pair       {p.name}: " + " ; ".join("wsesim " + shlex.join(c) for c in p.commands))
         return 0
 
     from wsesim import cli
@@ -54,12 +55,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {note}")
         for line in gone:
             print(f"    README:  {line}")
-            near = difflib.get_close_matches(line, printed, n=1, cutoff=0.5)
-            print(f"    printed: {near[0] if near else '(no line like it)'}")
+            print(f"    printed: {_nearest(line, printed)}")
         differing += len(gone) + len(failed)
     print(f"{len(checkable)} pairs run; {differing} quoted line(s) differ" if differing else
           f"{len(checkable)} pairs run; every quoted line printed verbatim")
     return 1 if differing else 0
+
+
+def _nearest(line: str, printed: list[str]) -> str:
+    """The printed line most like ``line``: among those that begin with its first two words, if any."""
+    head = line.split()[:2]
+    same = [p for p in printed if p.split()[:2] == head] or printed
+    near = difflib.get_close_matches(line, same, n=1, cutoff=0.0 if same is not printed else 0.5)
+    return near[0] if near else "(no line like it)"
 
 
 if __name__ == "__main__":
