@@ -78,7 +78,7 @@ def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     from ..config.loader import PATH_KEYS, parse_override
 
     out: dict[str, Any] = {}
-    for text in pairs or ():  # (a trace or a draft --set gives the loader resolves: it is --set's, ``given``)
+    for text in pairs or ():  # a trace or a draft --set names the loader resolves (``given``: --set's errors)
         key, value = parse_override(text)
         out[key] = value if key in PATH_KEYS else cwd_value(key, value)
     return out

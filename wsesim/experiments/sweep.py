@@ -138,8 +138,7 @@ class Point:
     nbytes: float = 0.0  # estimated peak memory of the process running it
     # a hash of what the point's references (a preset, a file) resolve to, if it names any
     resolved_key: str = ""
-    # a value given on the command line as a path of the working folder -> that file, to load (``paths``)
-    paths: dict[str, Any] = field(default_factory=dict)
+    paths: dict[str, Any] = field(default_factory=dict)  # a command line's path as written -> its file
 
     @property
     def tuned(self) -> bool:
@@ -248,7 +247,7 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
     except ConfigError as alone:  # a base valid only once a point sets its keys (a load's rate): its first
         first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
-        first = {k: paths.get(k, {}).get(v, v) if k in paths else v for k, v in first.items()}
+        first = {k: paths[k].get(v, v) if k in paths else v for k, v in first.items()}
         try:
             base = load(base_data, source=base_source, base_dir=base_root,
                         overrides={**(overrides or {}), **first}, given=given)
@@ -304,8 +303,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
                                                      default=str).encode()).hexdigest()[:16]
         if trace := getattr(getattr(loaded.spec, "inference", None), "trace", None):  # its contents too
             resolved_key += trace_digest(trace)[:16]
-        for file in (Path(f) for f in point.paths.values() if Path(f).is_file()):  # a draft's, say
-            resolved_key += hashlib.sha256(file.read_bytes()).hexdigest()[:16]
+        for file in (Path(f) for k, f in point.paths.items() if k != "inference.trace"):  # a draft's, say
+            if file.is_file():  # (a model's or hardware's contents are in loaded.raw; a trace's digested)
+                resolved_key += hashlib.sha256(file.read_bytes()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points), kind, tuple(_point_warning(named, text, len(points))
                                                                 for text, named in warned.items()))
