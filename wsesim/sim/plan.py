@@ -166,6 +166,22 @@ class BatchLog:
         return float(done.max()) if done.size else 0.0
 
 
+ITERATION_COLUMNS = ("stage", "start", "end", "decodes", "prompt_tokens", "longest", "pieces", "reach",
+                     "ends", "moved", "landed")
+"""A ``BatchLog``'s per-iteration columns, as the scheduler logs them, a row an iteration in doubles (exact:
+cycles, and counts below 2^53)."""
+
+
+def iteration_columns(rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``ITERATION_COLUMNS`` rows, flat, as the log's columns by name, the iterations by start then stage;
+    counts as integers, cycles as floats."""
+    table = rows.reshape(-1, len(ITERATION_COLUMNS))
+    table = table[np.lexsort((table[:, 0], table[:, 1]))]
+    return {name: table[:, i].copy() if name in ("start", "end", "landed") else
+            table[:, i].astype(np.int32 if name in ("stage", "decodes", "prompt_tokens") else np.int64)
+            for i, name in enumerate(ITERATION_COLUMNS)}
+
+
 def kv_events(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:
     """A paged cache's events as ``BatchLog.kv_events`` (each executor logs them in its own order): by
     start, then kind, then request."""

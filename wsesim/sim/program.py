@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from .chunks import ChunkPlan
     from .mapping import Stage
 
-__all__ = ["WAFER_OPS", "Drain", "Experts", "GradientOut", "Handoff", "Kernel", "Op", "OptimizerStep",
-           "PerToken", "Program", "Serve", "ServeBatches", "StageWork", "Transfer", "WaferOp", "Weights"]
+__all__ = ["WAFER_OPS", "Drain", "Experts", "GradientOut", "Handoff", "Iteration", "Kernel", "Move",
+           "Op", "OptimizerStep", "PerToken", "Program", "Serve", "ServeBatches", "StageWork", "Transfer",
+           "WaferOp", "Weights"]
 
 ChunkKey = tuple[Any, ...]  # (copy, layer, tensor) or (tensor,): a key of the chunk plan
 
@@ -324,6 +325,39 @@ class ServeBatches:
             return self.output
         e = self.tokens_per_pass
         return np.array([outputs(int(o), e) for o in self.output.tolist()], dtype=np.int64)
+
+
+class Iteration(NamedTuple):
+    """One iteration of one station of a ``ServeBatches`` op, as the scheduler (``sim.scheduler``) emits
+    it: from cycle ``start``, ``cycles`` long, one pass of the station's kernels (``StageWork``) over
+    ``decodes`` (the requests whose decode token, verify pass of K + 1 positions or draft round of K steps
+    it carries), at their ``longest`` context, and the prompt ``pieces`` (request, first token, tokens)
+    beside them, whose tokens share its GEMMs (``BatchCosts.iteration``); ``loads``, with sampled routing,
+    the busiest expert's tokens in each of its MoE layers; ``index``, its row in the run's log."""
+
+    station: int
+    start: float
+    cycles: float
+    decodes: list[int]
+    pieces: list[tuple[int, int, int]]
+    longest: int
+    loads: tuple[int, ...] | None
+    index: int
+
+
+class Move(NamedTuple):
+    """Work from one station to another, landing at cycle ``at`` (an executor lands an ``ordered`` move
+    no earlier than the one before it on the ``source`` station's link): ``decodes`` (requests whose
+    decode token, drafts or KV cache move) and prompt ``pieces``; ``index`` the log row of the iteration
+    it follows (−1: none, a swap back in from MemoryX or first tokens to a draft)."""
+
+    at: float
+    to: int
+    decodes: list[int]
+    pieces: list
+    source: int
+    index: int
+    ordered: bool
 
 
 Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | Serve | ServeBatches

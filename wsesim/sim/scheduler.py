@@ -1,0 +1,419 @@
+"""The iteration-level scheduler of a ``SERVE_BATCHES`` op (docs/model.md §11.7), written once: which
+work each station takes next, what an ended iteration sends on, who is admitted, preempted, done. It
+emits the ops of a serving run (``program.Iteration``, ``program.Move``) and logs what they did; both
+executors drive it, each timing the ops with its own mechanism (``batching.run_batches``: one loop over
+event times; ``reference_batching.serve_batches``: SimPy processes), so no rule is written twice.
+
+The rules are the op's (``program.ServeBatches`` states them whole). Admission is first come first
+served with head-of-line blocking (``admit``; one that fits no stage even alone is refused,
+``fits_alone``); an iteration takes its station's queued decode tokens in the order they came, then its
+prompt pieces in order (``take_pieces``), all through one pass of the station's kernels; at the last
+stage a decode token is an output, a piece ending its prompt the first one, and a request whose last
+token is out leaves (``_outputs``); a draft and a prefill pool are more stations (``land``: where their
+work waits for the other half of it); a paged cache gives each decode token of the first stage the
+blocks of its context, earliest arrived first, preempting the latest-arrived while short (``_grow``).
+A request has one piece of work in flight at a time, so a decode token queued is its request's index
+alone: the request's next context (``context[r]``) and outputs still to come (``left[r]``) say the rest.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from itertools import accumulate
+from typing import Any
+
+import numpy as np
+
+from ..model.serving import requests_fit
+from ..model.speculative import accepted
+from .plan import ITERATION_COLUMNS, BatchLog, iteration_columns, kv_events
+from .program import Iteration, Move, ServeBatches
+
+__all__ = ["Scheduler", "fits_alone", "take_pieces"]
+
+_WIDTH, _MOVED, _LANDED = len(ITERATION_COLUMNS), ITERATION_COLUMNS.index("moved"), ITERATION_COLUMNS.index(
+    "landed")
+_NAN = float("nan")
+
+
+def fits_alone(op: ServeBatches, r: int) -> bool:
+    """Whether request r's KV cache fits every stage with no other request (paged: its last decode's
+    prompt + output − 1 tokens, in the pool's blocks)."""
+    p, o = int(op.prompt[r]), int(op.output[r])
+    if op.kv_block is not None:
+        return -(-(p + o - 1) // op.kv_block[0]) <= op.kv_block[1]
+    return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
+                            op.layout, 1, p, o, p) for w in op.stages)
+
+
+def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[int, int, int]]:
+    """Prompt pieces ``[request, start, tokens]`` taken from the front of ``queue`` (removed) as
+    (request, start, tokens), at most ``room`` tokens in all: ``whole`` (prefill first) whole prompts
+    while they fit, the first one always; else the last one cut where the room ends."""
+    taken: list[tuple[int, int, int]] = []
+    while queue and room > 0:
+        r, start, n = queue[0]
+        if n > room:
+            if whole and taken:
+                break
+            if not whole:
+                taken.append((r, start, room))
+                queue[0] = [r, start + room, n - room]
+                break
+        taken.append((r, start, n))
+        queue.pop(0)
+        room -= n
+    return taken
+
+
+class Scheduler:
+    """The state of one ``ServeBatches`` run and its rules (see the module's docstring). An executor
+    calls ``arrive`` at each arrival, ``land`` when a ``Move`` lands, ``start`` at the end of a cycle
+    for each station in ``touched`` that is idle with work queued, ``finish`` when an ``Iteration``
+    ends, and ``landed`` to log when a hand-off landed; ``log`` gives the run's ``BatchLog``. ``costs``:
+    each stage's ``BatchCosts``, then with a draft its station's (``speculative.DraftCosts``)."""
+
+    def __init__(self, op: ServeBatches, costs: list[Any]) -> None:
+        n, S = op.requests, len(op.stages)
+        self.op, self.costs, self.S, self.hid = op, costs, S, op.model.hidden_size
+        pool = self.pool = op.prefill_pool  # split prefill: the prefill wafers' stages, S … S + pool − 1
+        self.entry, self.last_pool = (S if pool else 0), S + pool - 1  # where a prompt starts; the pool's end
+        self.draft = S + pool if op.speculative else None  # the draft's station, after the last stage
+        self.stations = S + pool + (self.draft is not None)
+        self.k = op.speculative[0] if op.speculative else 0  # tokens a draft round proposes
+        self.e, self.width = op.tokens_per_pass, op.width
+        self.experts = op.stage_experts() + [None] * (self.stations - S)  # sampled routing's draws
+        self.arrival, self.prompt, self.output = op.arrival.tolist(), op.prompt.tolist(), op.output.tolist()
+        self.outputs = op.outputs().tolist()  # each request's outputs: tokens, or first + verify passes
+        self.context = [p + 1 for p in self.prompt]  # the first decode token's context
+        self.left = [o - 1 for o in self.outputs]  # decode outputs to come
+        self.passes = [0] * n  # verify passes done (with a draft)
+        # the draft has prefilled the request's prompt; with a prefill pool too, its cache reached stage 0
+        self.drafted, self.cached = [False] * n, [False] * n
+        self.joins = bool(pool) and self.draft is not None  # a verify pass needs the drafts and the cache
+        # first tokens at the draft before it prefilled their prompt; drafts at stage 0 before their cache
+        self.unprefilled, self.waiting_cache = set[int](), set[int]()
+        nan = float("nan")
+        self.admitted, self.started, self.first, self.finished = ([nan] * n for _ in range(4))
+        self.refused = [False] * n
+        self.stop = list(accumulate(self.outputs))  # request r's outputs end before stop[r] in ``emitted``
+        self.emitted = array("d", [nan]) * (self.stop[-1] if n else 0)
+        self.busy = [0.0] * self.stations
+        self.rows = array("d")  # the iterations' log, ``ITERATION_COLUMNS`` a row, row after row
+        self.decodes: list[list[int]] = [[] for _ in range(self.stations)]  # requests whose decode is queued
+        self.pieces: list[list[list[int]]] = [[] for _ in range(self.stations)]  # [request, start, tokens]
+        self.running: list[Iteration | None] = [None] * self.stations
+        self.chunked = op.policy == "chunked"
+        self.waiting: deque[int] = deque()
+        self.flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
+        self.prompts_in: dict[int, int] = {}  # prompt length -> requests in flight with it (the longest)
+        self.touched = set[int]()  # the stations work landed at or left from in this cycle
+        self.gone = 0  # requests finished or refused
+        self.fit_args = [(w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols) for w in op.stages]
+        self.paged = op.kv_block is not None
+        self.block, self.free, self.swap = ((op.kv_block[0], op.kv_block[1], op.kv_block[2] == "swap")
+                                            if op.kv_block else (1, 0, False))
+        self.held = [0] * n  # blocks each request holds (paged)
+        self.target = list(self.prompt)  # tokens its next prefill covers: its prompt, or its context
+        self.redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
+        self.swapped = [nan] * n  # when its cache's swap out to MemoryX ends (NaN: not out)
+        self.io = [0.0, 0.0]  # when the I/O to MemoryX is next free, out and in
+        self.kv_log: list[tuple[float, float, float, float, float]] = []
+
+    @property
+    def done(self) -> bool:
+        """Every request has finished or been refused."""
+        return self.gone == self.op.requests
+
+    # ------------------------------------------------------------------------------------- requests
+    def arrive(self, r: int, now: float) -> list[Move]:
+        """Request r arrives: in line, or refused when it fits no stage even alone."""
+        if fits_alone(self.op, r):
+            self.waiting.append(r)
+            return self.admit(now)
+        self.refused[r] = True
+        self.gone += 1
+        return []
+
+    def admit(self, now: float) -> list[Move]:
+        """Admit the requests at the head of the line while they fit; returns the swaps back in."""
+        moves: list[Move] = []
+        op, prompt, output, flight, prompts_in = (self.op, self.prompt, self.output, self.flight,
+                                                  self.prompts_in)
+        while self.waiting and flight[0] < op.cap:
+            r = self.waiting[0]
+            p, o = prompt[r], output[r]
+            if self.paged:  # the blocks of its prompt, or of its context when it was preempted
+                need = -(-self.target[r] // self.block)
+                if need > self.free:
+                    break
+                self.free -= need
+                self.held[r] = need
+            else:
+                longest = max(max(prompts_in), p) if prompts_in else p
+                if not all(requests_fit(op.model, mem, layers, rows, cols, op.layout, flight[0] + 1,
+                                        flight[1] + p, flight[2] + o, longest)
+                           for mem, layers, rows, cols in self.fit_args):
+                    break
+            self.waiting.popleft()
+            flight[0] += 1
+            flight[1] += p
+            flight[2] += o
+            prompts_in[p] = prompts_in.get(p, 0) + 1
+            if self.admitted[r] != self.admitted[r]:  # its first admission (NaN before)
+                self.admitted[r] = now
+            if self.swapped[r] == self.swapped[r]:  # its cache back in from MemoryX, then its decode on
+                c = self.context[r] - 1
+                begin = max(now, self.io[1], self.swapped[r])
+                self.io[1] = at = begin + self.costs[0].swap(op.swap_bytes(c))
+                self.kv_log.append((2.0, r, begin, at, c))
+                self.swapped[r] = float("nan")
+                moves.append(Move(at, self.entry, [r], [], -1, -1, False))
+            else:
+                self.pieces[self.entry].append([r, 0, self.target[r]])
+                self.touched.add(self.entry)
+                if self.draft is not None:  # the draft prefills the prompt beside the target
+                    self.pieces[self.draft].append([r, 0, p])
+                    self.touched.add(self.draft)
+        return moves
+
+    def _leave(self, r: int) -> None:
+        """Request r out of flight, its blocks back in the pool."""
+        self.free += self.held[r]
+        self.held[r] = 0
+        self.flight[0] -= 1
+        self.flight[1] -= self.prompt[r]
+        self.flight[2] -= self.output[r]
+        p = self.prompt[r]
+        self.prompts_in[p] -= 1
+        if not self.prompts_in[p]:
+            del self.prompts_in[p]
+
+    def _release(self, r: int, now: float) -> None:
+        self.finished[r] = now
+        self.gone += 1
+        self._leave(r)
+
+    def _preempt(self, v: int, now: float) -> float:
+        """Request v gives up its blocks and is first in line again, its cache dropped (``recompute``)
+        or swapped out to MemoryX behind the swaps before it; returns when its blocks are free."""
+        self._leave(v)
+        self.waiting.appendleft(v)
+        c = self.target[v] = self.context[v]
+        if not self.swap:
+            self.redo[v] = True
+            self.kv_log.append((0.0, v, now, now, c - 1))
+            return now
+        begin = max(now, self.io[0])
+        self.io[0] = self.swapped[v] = begin + self.costs[0].swap(self.op.swap_bytes(c - 1))
+        self.kv_log.append((1.0, v, begin, self.swapped[v], c - 1))
+        return self.swapped[v]
+
+    def _grow(self, rs: list[int], now: float) -> tuple[list[int], float]:
+        """The blocks ``rs``'s decode tokens need at their contexts, earliest arrived first, preempting the
+        latest-arrived not yet served while the pool is short; returns those kept and when their blocks
+        are free."""
+        ready, queue = now, sorted(rs)
+        i, j = 0, len(queue)
+        while i < j:
+            r = queue[i]
+            need = -(-self.context[r] // self.block) - self.held[r]
+            while need > self.free and j - 1 > i:
+                j -= 1
+                ready = max(ready, self._preempt(queue[j], now))
+            if need > self.free:  # the latest itself
+                ready = max(ready, self._preempt(r, now))
+                break
+            self.free -= need
+            self.held[r] += need
+            i += 1
+        if i == len(queue):
+            return rs, ready
+        kept = set(queue[:i])
+        return [r for r in rs if r in kept], ready
+
+    # ------------------------------------------------------------------------------------- stations
+    def land(self, move: Move) -> None:
+        """A move's work lands at its station: at the draft, a request whose prompt it has not prefilled
+        yet waits for that (``unprefilled``; one with nothing left to draft is dropped); with a draft and
+        prefill wafers, its drafts wait at the first stage for its KV cache, and the cache for its drafts
+        (``cached``, ``waiting_cache``)."""
+        to, rs = move.to, move.decodes
+        if to == self.draft and rs:
+            rs = [r for r in rs if self.left[r]]
+            ready = [r for r in rs if self.drafted[r]]
+            self.unprefilled.update(r for r in rs if not self.drafted[r])
+            rs = ready
+        elif to == 0 and self.joins and rs:
+            if move.source == self.last_pool:  # the KV cache: the drafts that came first now verify
+                for r in rs:
+                    self.cached[r] = True
+                rs = [r for r in rs if r in self.waiting_cache]
+                self.waiting_cache.difference_update(rs)
+            else:
+                self.waiting_cache.update(r for r in rs if not self.cached[r])
+                rs = [r for r in rs if self.cached[r]]
+        self.decodes[to] += rs
+        self.pieces[to] += move.pieces
+        self.touched.add(to)
+
+    def ready(self, s: int) -> bool:
+        """Whether station s is idle with work queued (it starts an iteration at this cycle's end)."""
+        return self.running[s] is None and bool(self.decodes[s] or self.pieces[s])
+
+    def start(self, s: int, now: float) -> Iteration | None:
+        """Station s's next iteration, from ``now`` (later when the blocks it takes are still being
+        swapped out); None when preemption left it nothing to do."""
+        context, target = self.context, self.target
+        if self.chunked or not self.pieces[s] or s == self.draft:
+            rs = self.decodes[s]
+            self.decodes[s] = []
+        else:  # prefill first: the decodes wait for an iteration without prompts
+            rs = []
+        t0 = now
+        if self.paged and s == self.entry and rs:
+            rs, ready = self._grow(rs, now)
+            if not rs and not self.pieces[s]:
+                return None
+            t0 = now + (ready - now)  # as a SimPy timeout lands
+        if s == self.draft:  # the draft takes every prompt and every round queued
+            ps = [(r, begin, tokens) for r, begin, tokens in self.pieces[s]]
+            self.pieces[s] = []
+        elif self.pieces[s]:
+            ps = take_pieces(self.pieces[s], self.op.budget - self.width * len(rs), not self.chunked)
+        else:
+            ps = []
+        longest = max(map(context.__getitem__, rs)) if rs else 0
+        loads, index = None, len(self.rows) // _WIDTH
+        if ps:
+            taken = [(tokens, begin, begin + tokens == target[r]) for r, begin, tokens in ps]
+            cycles = self.costs[s].iteration(len(rs), longest, taken)
+            if s == self.entry:
+                for r, begin, _ in ps:
+                    if begin == 0 and self.started[r] != self.started[r]:  # its first (a recompute's not)
+                        self.started[r] = t0
+            self.rows.extend((s, t0, t0 + cycles, len(rs), sum(p[2] for p in ps), longest, len(ps),
+                              max(begin + tokens for tokens, begin, _ in taken),
+                              sum(1 for t in taken if t[2]), 0, _NAN))
+        else:  # decodes alone (the most iterations by far): no piece to look at
+            drawn = self.experts[s]
+            if drawn is not None:
+                loads = drawn.loads(self.width * len(rs))
+                cycles = self.costs[s].iteration(len(rs), longest, (), loads)
+            else:
+                cycles = self.costs[s].iteration(len(rs), longest, ())
+            self.rows.extend((s, t0, t0 + cycles, len(rs), 0, longest, 0, 0, 0, 0, _NAN))
+        it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
+        self.busy[s] += cycles
+        self.running[s] = it
+        return it
+
+    def finish(self, s: int, now: float) -> list[Move]:
+        """Station s's iteration ends at ``now``: its tokens on, out or home. Returns the moves it sends:
+        its hand-off on its outbound link (``ordered``), and with a draft and prefill wafers the first
+        tokens to the draft on a link of their own."""
+        it = self.running[s]
+        assert it is not None
+        self.running[s] = None
+        self.touched.add(s)
+        rs, ps = it.decodes, it.pieces
+        S, pool, draft, prompt, left, stop = self.S, self.pool, self.draft, self.prompt, self.left, self.stop
+        move = self.costs[s].handoff
+        moves: list[Move] = []
+        if s == draft:  # the drafts of every round in it to the first stage, K values each
+            to, out_r, out_p = 0, rs, []
+            values = self.k * len(out_r)
+            for r, _, _ in ps:  # prompts prefilled: a first token already back starts its round
+                self.drafted[r] = True
+                if r in self.unprefilled:
+                    self.unprefilled.discard(r)
+                    self.decodes[s].append(r)
+        elif pool and S <= s < self.last_pool:  # a prefill stage: the prompts' activations to the next
+            to, out_r, out_p = s + 1, [], ps
+            values = sum(p[2] for p in ps) * self.hid
+        elif pool and s == self.last_pool:  # the first tokens out; the finished prompts' KV to decode
+            to, out_r, out_p, values = 0, [], [], 0
+            ended = []
+            for r, begin, tokens in ps:
+                if begin + tokens == prompt[r]:
+                    self.first[r] = self.emitted[stop[r] - self.outputs[r]] = now
+                    ended.append(r)
+                    if left[r]:
+                        out_r.append(r)
+                        values += prompt[r]
+                    else:
+                        self._release(r, now)
+            moves += self.admit(now)
+            if self.joins and ended:  # and every first token to the draft (its own link: a value each)
+                assert draft is not None
+                moves.append(Move(now + self.costs[draft].receive(len(ended)), draft, ended, [], s, -1,
+                                  False))
+        elif s < S - 1:
+            values = (self.width * len(rs) + (sum(p[2] for p in ps) if ps else 0)) * self.hid
+            to, out_r, out_p = s + 1, rs, ps
+        else:
+            to, out_r, out_p = (0 if draft is None else draft), [], []
+            values = self._outputs(it, now, out_r)
+            if draft is not None:
+                move = self.costs[draft].receive
+            moves += self.admit(now)
+        if out_r or out_p:
+            self.rows[it.index * _WIDTH + _MOVED] = values
+            moves.append(Move(now + move(values), to, out_r, out_p, s, it.index, True))
+        return moves
+
+    def _outputs(self, it: Iteration, now: float, out_r: list[int]) -> int:
+        """The last stage's iteration: each decode token an output (a verify pass: the tokens it
+        accepted), each piece ending its prompt a first token (a recompute's: the output its preempted
+        decode would have given); those with more to come in ``out_r``. Returns the values sent home."""
+        context, left, stop, prompt, emitted = self.context, self.left, self.stop, self.prompt, self.emitted
+        e = self.e
+        for r in it.decodes:
+            emitted[stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
+            if e == 1.0:
+                context[r] += 1
+            else:  # a verify pass: the tokens it accepted
+                self.passes[r] += 1
+                context[r] = prompt[r] + 1 + accepted(self.passes[r], self.output[r], e)
+            if left[r] > 1:
+                left[r] -= 1
+                out_r.append(r)
+            else:
+                self._release(r, now)
+        values = self.width * len(it.decodes)
+        for r, begin, tokens in it.pieces:
+            if begin + tokens == self.target[r]:  # its prompt's last piece: the first token is out
+                values += 1
+                if self.redo[r]:  # a recompute's: the output its preempted decode would have given
+                    self.redo[r] = False
+                    emitted[stop[r] - left[r]] = now
+                    context[r] += 1
+                    if left[r] > 1:
+                        left[r] -= 1
+                        out_r.append(r)
+                    else:
+                        self._release(r, now)
+                    continue
+                self.first[r] = emitted[stop[r] - self.outputs[r]] = now
+                if not left[r]:
+                    self._release(r, now)
+                else:  # to the first stage, or to the draft for its first K drafts
+                    out_r.append(r)
+        return values
+
+    def landed(self, move: Move, at: float) -> None:
+        """Log when an iteration's hand-off landed at the next station."""
+        if move.index >= 0:
+            self.rows[move.index * _WIDTH + _LANDED] = at
+
+    # ------------------------------------------------------------------------------------------ log
+    def log(self) -> BatchLog:
+        """The run's log, its iterations in the order they started (then by station)."""
+        f = np.array
+        cols = iteration_columns(np.frombuffer(self.rows))
+        return BatchLog(f(self.admitted), f(self.started), f(self.first), f(self.finished),
+                        f(self.refused, dtype=bool), f(self.busy), cols["stage"], cols["start"], cols["end"],
+                        cols["decodes"], cols["prompt_tokens"], np.frombuffer(self.emitted),
+                        cols["longest"], cols["pieces"], cols["reach"], cols["ends"], cols["moved"],
+                        cols["landed"], self.op.stations(), self.width, kv_events(self.kv_log))
