@@ -134,7 +134,7 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: st
 
 def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> Requests:
     """The requests whose KV cache fits every stage alone: the others are refused at admission and never
-    served (``sim.batching.fits_alone``), so cost nothing (a trace's one 10^7-token output is not a run)."""
+    served (``ServeBatches.fits_alone``), so cost nothing (a trace's one 10^7-token output is not a run)."""
     pairs, inverse = np.unique(np.stack([load.prompt, load.output], axis=1), axis=0, return_inverse=True)
     fits = np.array([all(requests_fit(spec.model, st.memory, len(st.layers), st.rows, st.cols,
                                       spec.inference.kv_layout, 1, int(p), int(o), int(p))

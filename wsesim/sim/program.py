@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from ..model.serving import kv_bytes_per_token
+from ..model.serving import kv_bytes_per_token, requests_fit
 from ..model.shapes import Matmul
 from ..model.speculative import expected_tokens, outputs
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, StageOpKind
@@ -285,6 +285,15 @@ class ServeBatches:
     @property
     def requests(self) -> int:
         return len(self.arrival)
+
+    def fits_alone(self, r: int) -> bool:
+        """Whether request r's KV cache fits every stage with no other request (paged: its last decode's
+        prompt + output − 1 tokens, in the pool's blocks); one that does not is refused."""
+        p, o = int(self.prompt[r]), int(self.output[r])
+        if self.kv_block is not None:
+            return -(-(p + o - 1) // self.kv_block[0]) <= self.kv_block[1]
+        return all(requests_fit(self.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
+                                self.layout, 1, p, o, p) for w in self.stages)
 
     @property
     def width(self) -> int:

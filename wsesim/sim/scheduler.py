@@ -6,10 +6,10 @@ event times; ``reference_batching.serve_batches``: SimPy processes), so no rule 
 
 The rules are the op's (``program.ServeBatches`` states them whole). Admission is first come first
 served with head-of-line blocking (``admit``; one that fits no stage even alone is refused,
-``fits_alone``); an iteration takes its station's queued decode tokens in the order they came, then its
-prompt pieces in order (``take_pieces``), all through one pass of the station's kernels; at the last
-stage a decode token is an output, a piece ending its prompt the first one, and a request whose last
-token is out leaves (``_outputs``); a draft and a prefill pool are more stations (``land``: where their
+``ServeBatches.fits_alone``); an iteration takes its station's queued decode tokens in the order they
+came, then its prompt pieces in order (``take_pieces``), all through one pass of the station's kernels
+(under ``none``, one decode token or one whole prompt, the first to come); at the last stage a decode
+token is an output, a piece ending its prompt the first one, and a request whose last token is out leaves (``_outputs``); a draft and a prefill pool are more stations (``land``: where their
 work waits for the other half of it); a paged cache gives each decode token of the first stage the
 blocks of its context, earliest arrived first, preempting the latest-arrived while short (``_grow``).
 A request has one piece of work in flight at a time, so a decode token queued is its request's index
@@ -27,24 +27,15 @@ import numpy as np
 
 from ..model.serving import requests_fit
 from ..model.speculative import accepted
+from .kv_pool import KvPool
 from .plan import ITERATION_COLUMNS, BatchLog, iteration_columns, kv_events
 from .program import Iteration, Move, ServeBatches
 
-__all__ = ["Scheduler", "fits_alone", "take_pieces"]
+__all__ = ["Scheduler", "take_pieces"]
 
 _WIDTH, _MOVED, _LANDED = len(ITERATION_COLUMNS), ITERATION_COLUMNS.index("moved"), ITERATION_COLUMNS.index(
     "landed")
 _NAN = float("nan")
-
-
-def fits_alone(op: ServeBatches, r: int) -> bool:
-    """Whether request r's KV cache fits every stage with no other request (paged: its last decode's
-    prompt + output − 1 tokens, in the pool's blocks)."""
-    p, o = int(op.prompt[r]), int(op.output[r])
-    if op.kv_block is not None:
-        return -(-(p + o - 1) // op.kv_block[0]) <= op.kv_block[1]
-    return all(requests_fit(op.model, w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols,
-                            op.layout, 1, p, o, p) for w in op.stages)
 
 
 def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[int, int, int]]:
@@ -105,21 +96,19 @@ class Scheduler:
         self.pieces: list[list[list[int]]] = [[] for _ in range(self.stations)]  # [request, start, tokens]
         self.running: list[Iteration | None] = [None] * self.stations
         self.chunked = op.policy == "chunked"
+        # ``none``: a decode token or a whole prompt an iteration, in the order they came (True: a decode)
+        self.single = op.policy == "none"
+        self.kinds: list[deque[bool]] = [deque() for _ in range(self.stations)]
         self.waiting: deque[int] = deque()
         self.flight = [0, 0, 0]  # requests in flight, their prompt tokens, their output tokens
         self.prompts_in: dict[int, int] = {}  # prompt length -> requests in flight with it (the longest)
         self.touched = set[int]()  # the stations work landed at or left from in this cycle
         self.gone = 0  # requests finished or refused
         self.fit_args = [(w.stage.memory, len(w.stage.layers), w.stage.rows, w.stage.cols) for w in op.stages]
-        self.paged = op.kv_block is not None
-        self.block, self.free, self.swap = ((op.kv_block[0], op.kv_block[1], op.kv_block[2] == "swap")
-                                            if op.kv_block else (1, 0, False))
-        self.held = [0] * n  # blocks each request holds (paged)
+        self.kv = (KvPool(op.kv_block[0], op.kv_block[1], op.kv_block[2] == "swap", n,
+                             lambda tokens: costs[0].swap(op.swap_bytes(tokens))) if op.kv_block else None)
         self.target = list(self.prompt)  # tokens its next prefill covers: its prompt, or its context
         self.redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
-        self.swapped = [nan] * n  # when its cache's swap out to MemoryX ends (NaN: not out)
-        self.io = [0.0, 0.0]  # when the I/O to MemoryX is next free, out and in
-        self.kv_log: list[tuple[float, float, float, float, float]] = []
 
     @property
     def done(self) -> bool:
@@ -129,7 +118,7 @@ class Scheduler:
     # ------------------------------------------------------------------------------------- requests
     def arrive(self, r: int, now: float) -> list[Move]:
         """Request r arrives: in line, or refused when it fits no stage even alone."""
-        if fits_alone(self.op, r):
+        if self.op.fits_alone(r):
             self.waiting.append(r)
             return self.admit(now)
         self.refused[r] = True
@@ -144,12 +133,9 @@ class Scheduler:
         while self.waiting and flight[0] < op.cap:
             r = self.waiting[0]
             p, o = prompt[r], output[r]
-            if self.paged:  # the blocks of its prompt, or of its context when it was preempted
-                need = -(-self.target[r] // self.block)
-                if need > self.free:
+            if self.kv is not None:  # the blocks of its prompt, or of its context when it was preempted
+                if not self.kv.take(r, self.kv.blocks(self.target[r])):
                     break
-                self.free -= need
-                self.held[r] = need
             else:
                 longest = max(max(prompts_in), p) if prompts_in else p
                 if not all(requests_fit(op.model, mem, layers, rows, cols, op.layout, flight[0] + 1,
@@ -163,16 +149,14 @@ class Scheduler:
             prompts_in[p] = prompts_in.get(p, 0) + 1
             if self.admitted[r] != self.admitted[r]:  # its first admission (NaN before)
                 self.admitted[r] = now
-            if self.swapped[r] == self.swapped[r]:  # its cache back in from MemoryX, then its decode on
-                c = self.context[r] - 1
-                begin = max(now, self.io[1], self.swapped[r])
-                self.io[1] = at = begin + self.costs[0].swap(op.swap_bytes(c))
-                self.kv_log.append((2.0, r, begin, at, c))
-                self.swapped[r] = float("nan")
+            if self.kv is not None and self.kv.swapped(r):  # its cache back in, then its decode on
+                at = self.kv.back_in(r, now, self.context[r] - 1)
                 moves.append(Move(at, self.entry, [r], [], -1, -1, False))
             else:
                 self.pieces[self.entry].append([r, 0, self.target[r]])
                 self.touched.add(self.entry)
+                if self.single:
+                    self.kinds[self.entry].append(False)
                 if self.draft is not None:  # the draft prefills the prompt beside the target
                     self.pieces[self.draft].append([r, 0, p])
                     self.touched.add(self.draft)
@@ -180,8 +164,8 @@ class Scheduler:
 
     def _leave(self, r: int) -> None:
         """Request r out of flight, its blocks back in the pool."""
-        self.free += self.held[r]
-        self.held[r] = 0
+        if self.kv is not None:
+            self.kv.give_back(r)
         self.flight[0] -= 1
         self.flight[1] -= self.prompt[r]
         self.flight[2] -= self.output[r]
@@ -201,32 +185,26 @@ class Scheduler:
         self._leave(v)
         self.waiting.appendleft(v)
         c = self.target[v] = self.context[v]
-        if not self.swap:
-            self.redo[v] = True
-            self.kv_log.append((0.0, v, now, now, c - 1))
-            return now
-        begin = max(now, self.io[0])
-        self.io[0] = self.swapped[v] = begin + self.costs[0].swap(self.op.swap_bytes(c - 1))
-        self.kv_log.append((1.0, v, begin, self.swapped[v], c - 1))
-        return self.swapped[v]
+        assert self.kv is not None
+        self.redo[v] = not self.kv.swap
+        return self.kv.drop(v, now, c - 1)
 
     def _grow(self, rs: list[int], now: float) -> tuple[list[int], float]:
         """The blocks ``rs``'s decode tokens need at their contexts, earliest arrived first, preempting the
         latest-arrived not yet served while the pool is short; returns those kept and when their blocks
         are free."""
-        ready, queue = now, sorted(rs)
+        ready, queue, pool = now, sorted(rs), self.kv
+        assert pool is not None
         i, j = 0, len(queue)
         while i < j:
             r = queue[i]
-            need = -(-self.context[r] // self.block) - self.held[r]
-            while need > self.free and j - 1 > i:
+            need = pool.blocks(self.context[r]) - pool.held[r]
+            while need > pool.free and j - 1 > i:
                 j -= 1
                 ready = max(ready, self._preempt(queue[j], now))
-            if need > self.free:  # the latest itself
+            if not pool.take(r, need):  # the latest itself
                 ready = max(ready, self._preempt(r, now))
                 break
-            self.free -= need
-            self.held[r] += need
             i += 1
         if i == len(queue):
             return rs, ready
@@ -257,22 +235,24 @@ class Scheduler:
         self.decodes[to] += rs
         self.pieces[to] += move.pieces
         self.touched.add(to)
+        if self.single:
+            self.kinds[to] += [True] * len(rs) + [False] * len(move.pieces)
 
     def ready(self, s: int) -> bool:
         """Whether station s is idle with work queued (it starts an iteration at this cycle's end)."""
         return self.running[s] is None and bool(self.decodes[s] or self.pieces[s])
 
-    def start(self, s: int, now: float) -> Iteration | None:
-        """Station s's next iteration, from ``now`` (later when the blocks it takes are still being
-        swapped out); None when preemption left it nothing to do."""
-        context, target = self.context, self.target
+    def _take(self, s: int, now: float) -> tuple[list[int], list, float] | None:
+        """Station s's batch: its decode tokens (not under prefill first while prompts wait; with a paged
+        cache, those given their blocks) and prompt pieces (``take_pieces``; the draft takes all), and
+        when it can start (after a swap out freeing its blocks); None when preemption left nothing."""
         if self.chunked or not self.pieces[s] or s == self.draft:
             rs = self.decodes[s]
             self.decodes[s] = []
         else:  # prefill first: the decodes wait for an iteration without prompts
             rs = []
         t0 = now
-        if self.paged and s == self.entry and rs:
+        if self.kv is not None and s == self.entry and rs:
             rs, ready = self._grow(rs, now)
             if not rs and not self.pieces[s]:
                 return None
@@ -284,6 +264,20 @@ class Scheduler:
             ps = take_pieces(self.pieces[s], self.op.budget - self.width * len(rs), not self.chunked)
         else:
             ps = []
+        return rs, ps, t0
+
+    def start(self, s: int, now: float) -> Iteration | None:
+        """Station s's next iteration, from ``now`` (later when the blocks it takes are still being
+        swapped out); None when preemption left it nothing to do."""
+        context, target = self.context, self.target
+        if self.single:  # one at a time, the first to come: a decode token, or a whole prompt
+            rs, ps, t0 = (([self.decodes[s].pop(0)], [], now) if self.kinds[s].popleft()
+                          else ([], [tuple(self.pieces[s].pop(0))], now))
+        else:
+            taken_now = self._take(s, now)
+            if taken_now is None:
+                return None
+            rs, ps, t0 = taken_now
         longest = max(map(context.__getitem__, rs)) if rs else 0
         loads, index = None, len(self.rows) // _WIDTH
         if ps:
@@ -416,4 +410,5 @@ class Scheduler:
                         f(self.refused, dtype=bool), f(self.busy), cols["stage"], cols["start"], cols["end"],
                         cols["decodes"], cols["prompt_tokens"], np.frombuffer(self.emitted),
                         cols["longest"], cols["pieces"], cols["reach"], cols["ends"], cols["moved"],
-                        cols["landed"], self.op.stations(), self.width, kv_events(self.kv_log))
+                        cols["landed"], self.op.stations(), self.width,
+                        kv_events(self.kv.log if self.kv else []))
