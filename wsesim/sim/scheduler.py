@@ -9,8 +9,9 @@ served with head-of-line blocking (``admit``; one that fits no stage even alone 
 ``ServeBatches.fits_alone``); an iteration takes its station's queued decode tokens in the order they
 came, then its prompt pieces in order (``take_pieces``), all through one pass of the station's kernels
 (under ``none``, one decode token or one whole prompt, the first to come); at the last stage a decode
-token is an output, a piece ending its prompt the first one, and a request whose last token is out leaves (``_outputs``); a draft and a prefill pool are more stations (``land``: where their
-work waits for the other half of it); a paged cache gives each decode token of the first stage the
+token is an output, a piece ending its prompt the first one, and a request whose last token is out
+leaves (``_outputs``); a draft and a prefill pool are more stations (``land``: where their work waits
+for the other half of it); a paged cache gives each decode token of the first stage the
 blocks of its context, earliest arrived first, preempting the latest-arrived while short (``_grow``).
 A request has one piece of work in flight at a time, so a decode token queued is its request's index
 alone: the request's next context (``context[r]``) and outputs still to come (``left[r]``) say the rest.
