@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -45,8 +46,10 @@ def test_serving_energy_on_one_pe_by_hand() -> None:
     I/O; the floor is 1 W over the run's cycles at 1 GHz."""
     run = _serve()
     cost, = run.costs.stages
-    assert cost.prefill_counts.fmacs_fp16 == 545_280
-    assert [c.fmacs_fp16 for c in cost.decode_counts] == [80_128 + 280 * 9, 80_128 + 280 * 10] == [82_648, 82_928]
+    b = cost.batches  # an iteration's events: (decodes, longest, pieces, prompt tokens, reach, prompts ended)
+    assert b.counts(0, 0, 1, 8, 8, 1).fmacs_fp16 == 545_280
+    assert [b.counts(1, T, 0, 0, 0, 0).fmacs_fp16 for T in (9, 10)] == [80_128 + 280 * 9, 80_128 + 280 * 10] \
+        == [82_648, 82_928]
     r = run.result
     assert r.energy_events == {"fmacs_fp16": 710_856, "fmacs_fp32": 0, "sram_read_bytes": 4 * 710_856,
                                "sram_write_bytes": 2 * 710_856, "wavelet_hops": 0, "io_bytes": 0,
@@ -62,24 +65,25 @@ def test_serving_energy_on_one_pe_by_hand() -> None:
 def test_a_hand_off_between_wafers_is_io_and_on_a_wafer_wavelet_hops() -> None:
     """One layer a stage on 2 whole tiny8 wafers: the prefill's 8 × 64 activations (1,024 B in bf16) leave one
     system and enter the other, 2,048 B of I/O; a decode step's 64 values 256 B; the new token back, one
-    value, 4 B. On one wafer the same hand-off runs over the fabric between 2 × 2 stages ``hops`` apart, the
+    value, 4 B, after every token but the last (the request's last token is not sent back). On one wafer the same hand-off runs over the fabric between 2 × 2 stages ``hops`` apart, the
     values spread over the 2 rows, 2 fp16 values a wavelet: a decode step's 64 values are 16 wavelets a row,
     2 · 16 · hops wavelet-hops; the prefill's 512 values 128 wavelets a row, 2 · 128 · hops."""
     two = {**TINY, "inference": {**TINY["inference"], "grid": "8x8", "layers_per_stage": 1, "interconnect": "swarmx"}}
     run = _serve(data=two)
     assert run.result.systems == 2
     first, last = run.costs.stages
-    assert (first.handoff_counts[0].io_bytes, first.handoff_counts[1].io_bytes) == (2048, 256)
-    assert (last.handoff_counts[0].io_bytes, last.handoff_counts[1].io_bytes) == (4, 4)
-    assert run.result.energy_by_part_j["io"] == pytest.approx(10e-12 * (2048 + 4 + 2 * (256 + 4)), rel=1e-12)
+    moved = first.batches.handoff_counts, last.batches.handoff_counts
+    assert (moved[0](8 * 64).io_bytes, moved[0](64).io_bytes, moved[1](1).io_bytes) == (2048, 256, 4)
+    assert run.result.energy_by_part_j["io"] == pytest.approx(10e-12 * (2048 + 4 + 2 * 256 + 4), rel=1e-12)
     one = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1}}
     run = _serve(data=one)
     (a, _), work = run.costs.stages, run.program.body[0].stages
     hops = abs(work[0].stage.origin[1] - work[1].stage.origin[1]) + abs(work[0].stage.origin[0]
                                                                          - work[1].stage.origin[0])
     assert hops >= 1 and run.result.systems == 1
-    assert a.handoff_counts[1].wavelet_hops == 2 * 16 * hops and a.handoff_counts[1].io_bytes == 0
-    assert a.handoff_counts[0].wavelet_hops == 2 * 128 * hops
+    moved = a.batches.handoff_counts
+    assert moved(64).wavelet_hops == 2 * 16 * hops and moved(64).io_bytes == 0
+    assert moved(8 * 64).wavelet_hops == 2 * 128 * hops
 
 
 def test_both_executors_and_a_second_run_give_the_same_energy() -> None:
@@ -163,21 +167,16 @@ def test_training_energy_is_deterministic_and_none_without_an_energy_section() -
     assert r.feasible and r.energy_per_step_j is None and r.joules_per_token is None and r.energy_static_j is None
 
 
-def test_the_stage_log_counts_every_visit_the_trace_spans_record() -> None:
-    """``StageLog.visits[s, t]`` (what the energy sums) is the number of stage-track spans of stage s and token
-    t: every request once, at every stage, for its prefill and each decode token, in both executors."""
-    from collections import Counter
-
-    from wsesim.model.vocabulary import Track
-
+def test_without_batching_every_iteration_carries_one_token() -> None:
+    """``batching: none``: each iteration of the log (whose events the energy sums) is one request's prompt
+    or one decode token: 3 requests × 3 tokens an iteration each at every stage, in both executors alike."""
     two = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1, "batch": 3,
                                                  "batching": "none"}}
-    for engine in ("fast", "reference"):
-        run = _serve(data=two, engine=engine)
-        spans = Counter((s.args["stage"], s.args["token"]) for s in run.trace.spans if s.track == Track.STAGE)
-        visits = run.trace.stages.visits
-        assert visits.shape == (2, 3) and (visits == 3).all()
-        assert spans == {(s, t): int(visits[s, t]) for s in range(2) for t in range(3)}
+    logs = [_serve(data=two, engine=engine).trace.batches for engine in ("fast", "reference")]
+    for log in logs:
+        assert ((log.decodes + log.pieces) == 1).all()
+        assert np.bincount(log.stage).tolist() == [9, 9]
+    assert all(np.array_equal(getattr(logs[0], k), getattr(logs[1], k)) for k in ("stage", "start", "end"))
 
 
 # ------------------------------------------------------------------------------------- zero energies

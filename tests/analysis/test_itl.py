@@ -107,12 +107,12 @@ def test_two_requests_batched_by_hand_on_both_executors() -> None:
 
 def test_stage_log_gaps_are_the_done_differences_and_average_to_tpot() -> None:
     """Without batching, 3 requests of 6 outputs through two stages: the gaps are done[r, t + 1] −
-    done[r, t] exactly, 15 of them; each request's mean gap is its TPOT, so ITL's mean is TPOT's mean;
+    done[r, t] exactly (``done``: each request's tokens' cycles as the log emitted them), 15 of them; each request's mean gap is its TPOT, so ITL's mean is TPOT's mean;
     end to end is each request's last token (all arrive at 0)."""
     spec = _spec(**{"inference.batch": 3, "inference.output_len": 6, "inference.grid": "2x2",
                     "inference.layers_per_stage": 1, "inference.batching": "none"})
     run = run_inference(spec)
-    done = run.trace.stages.done
+    done = run.trace.batches.emitted.reshape(3, 6)
     t = request_times(spec, run.program, run.trace)
     assert np.array_equal(t.itl * spec.hardware.clock_hz, np.diff(done, axis=1).ravel())
     r = run.result

@@ -73,12 +73,12 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], start: str, capsys: p
 def test_out_and_trace_write_the_result_the_manifest_and_one_span_per_stage_visit(tmp_path: Path) -> None:
     out, trace = tmp_path / "run", tmp_path / "t" / "serve.json"
     assert cli.main(["infer", *TINY, "--set", "inference.grid=2x2", "--set", "inference.layers_per_stage=1",
-                     "--set", "inference.batch=2", "--set", "inference.batching=none",  # a span a visit
+                     "--set", "inference.batch=2", "--set", "inference.batching=none",  # a token an iteration
                      "--out", str(out), "--trace", str(trace)]) == 0
     result = json.loads((out / "result.json").read_text())
     assert result["stages"] == 2 and "wall_s" not in result
     assert json.loads((out / "manifest.json").read_text())["kind"] == "infer"
-    spans = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    spans = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X" and e["cat"] == "iteration"]
     assert len(spans) == 2 * 2 * 4  # stages x requests x tokens (prompt's prefill + 3 decode steps)
     assert {e["tid"] for e in spans} == {1, 2}
 

@@ -1,7 +1,8 @@
-"""``wsesim infer --trace`` (docs/model.md §11.4), read back from the Chrome trace JSON the command writes:
-one span per stage visit (stages × requests × tokens), a stage serving one visit at a time, a request's
-visits in the order of its path, the two engines' traces the same, and a batch queueing first come first
-served. Times in the trace are microseconds; tiny8 runs at 1 GHz, so a cycle is 0.001 µs."""
+"""``wsesim infer --trace`` (docs/model.md §11.4, §11.7), read back from the Chrome trace JSON the command
+writes, under ``batching: none`` (each iteration one request's prompt or one decode token): one iteration
+span per stage visit (stages × requests × tokens), naming its request, a stage serving one at a time, a
+request's visits in the order of its path, the two engines' traces the same, and a batch queueing first
+come first served. Times in the trace are microseconds; tiny8 runs at 1 GHz, so a cycle is 0.001 µs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from wsesim import cli
 
 TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-        "--set", "inference.batching=none"]  # the one-token pipeline's spans: a stage visit each
+        "--set", "inference.batching=none"]  # an iteration a stage visit
 EPS = 1e-6  # µs: the trace's float rounding, far below a cycle (0.001 µs)
 
 
@@ -28,8 +29,24 @@ def _infer(tmp_path: Path, sets: list[str], engine: str = "fast", extra: tuple[s
                      "--trace", str(trace)]) == 0
     events = json.loads(trace.read_text())["traceEvents"]
     result = json.loads((out / "result.json").read_text())
-    return ([e for e in events if e["ph"] == "X"], result,
-            [e for e in events if e["ph"] == "M" and e["name"] == "thread_name"])
+    return (_visits([e for e in events if e["ph"] == "X" and e["cat"] == "iteration"]), result,
+            [e for e in events if e["ph"] == "M" and e["name"] == "thread_name"
+             and not e["args"]["name"].endswith("hand-off")])
+
+
+def _visits(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The iteration spans, each one request's (its one decode token or its whole prompt), with its
+    ``stage``, ``request`` and ``token`` (0: the prompt; then its decode tokens in the order they ran)
+    added to its args."""
+    seen: dict[tuple[int, int], int] = {}
+    for e in sorted(spans, key=lambda e: e["ts"]):
+        a = e["args"]
+        (r,) = a["requests"] or [p[0] for p in a["prompts"]]
+        s = int(a["station"].split()[-1])
+        assert bool(a["prompts"]) == ((s, r) not in seen)  # its prompt first, then its decode tokens
+        a |= {"stage": s, "request": r, "token": seen.get((s, r), 0)}
+        seen[(s, r)] = a["token"] + 1
+    return spans
 
 
 CASES = {
@@ -46,8 +63,8 @@ CASES = {
 @pytest.mark.parametrize("engine", ["fast", "reference"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_span_per_stage_visit(tmp_path: Path, case: str, engine: str) -> None:
-    """Every (stage, request, token) once: S · B · T spans, on the stage's thread, a prefill for token 0
-    and a decode step after. A stage's spans do not overlap; a request's visits (token by token, stage by
+    """Every (stage, request, token) once: S · B · T spans, on the stage's thread, its prompt for token 0
+    and a decode token after. A stage's spans do not overlap; a request's visits (token by token, stage by
     stage) each start after the one before has ended; the last ends at the run's end; a stage's spans
     add up to its busy share of the run."""
     sets, stages, batch, output = CASES[case]
@@ -60,7 +77,6 @@ def test_one_span_per_stage_visit(tmp_path: Path, case: str, engine: str) -> Non
     assert visits == {(s, r, t) for s in range(stages) for r in range(batch) for t in range(output)}
     for e in spans:
         assert e["tid"] == e["args"]["stage"] + 1
-        assert e["cat"] == ("prefill" if e["args"]["token"] == 0 else "decode")
         assert e["dur"] > 0
     for s in range(stages):
         on = sorted((e for e in spans if e["args"]["stage"] == s), key=lambda e: e["ts"])

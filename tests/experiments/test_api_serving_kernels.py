@@ -62,7 +62,7 @@ def test_write_run_and_trace_of_a_serving_run_are_the_commands_files(tmp_path: P
     loaded = wsesim.load_inference(hardware="tiny8", model="tiny-moe", overrides=TINY)
     written = wsesim.write_run(wsesim.infer(loaded), tmp_path / "py", loaded)
     assert [p.name for p in written] == ["result.json", "requests.csv", "ops.csv", "manifest.json"]
-    assert wsesim.write_trace(wsesim.infer(loaded), tmp_path / "py" / "t.json.gz", loaded) is not None
+    assert wsesim.write_trace(wsesim.infer(loaded, spans=True), tmp_path / "py" / "t.json.gz", loaded) is not None
     assert cli.main(["infer", *TINY_ARGS, "--out", str(tmp_path / "cli"), "--trace",
                      str(tmp_path / "cli" / "t.json.gz")]) == 0
     for name in ("result.json", "requests.csv", "ops.csv", "t.json.gz"):

@@ -50,6 +50,5 @@ def test_every_cell_runs_or_is_refused_for_its_reason(arrival: str, speculative:
     extra = (speculative != "off") + (split != "off")
     assert r.systems == 1 + extra  # the target's wafer and the draft's or the prefill wafer
     assert r.joules_per_token is not None and r.joules_per_token > 0
-    # one request alone takes the one-token pipeline unless a draft or prefill wafers need the scheduler
-    assert r.batching == ("none" if arrival == "one alone" and not extra else "continuous")
+    assert r.batching == "continuous"  # every request goes through the one scheduler, one alone too
     assert bool(r.speculative) == (speculative != "off") and bool(r.split_prefill) == (split != "off")

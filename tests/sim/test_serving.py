@@ -1,6 +1,7 @@
 """Serving (docs/model.md §11): one decode layer's kernels derived by hand on a one-PE grid, the
-pipeline's timeline by hand on both executors (the fast engine's heap, the reference's SimPy resources),
-the two against each other, and the mapping's SRAM verdicts."""
+pipeline's timeline by hand on both executors (the fast engine's loop, the reference's SimPy processes)
+under the scheduler's ``none`` policy (one token or prompt an iteration), the two against each other,
+and the mapping's SRAM verdicts."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from wsesim.sim import engine, reference
 from wsesim.sim.builders.serving import serving_program
 from wsesim.sim.costing import Costs, StageCosts, cost_serving
 from wsesim.sim.mapping import map_stages
-from wsesim.sim.program import Program, Serve, StageWork
+from wsesim.sim.program import Program, ServeBatches, StageWork
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
@@ -52,9 +53,9 @@ def test_one_decode_layer_on_one_pe_by_hand() -> None:
     assert [c.cycles for c in cost.decode[-2:]] == [64 * 256 / 4, 0.0]  # the LM head's GEMV and its argmax
 
 
-def _serve(program: Program) -> Serve:
+def _serve(program: Program) -> ServeBatches:
     op, = program.body
-    assert isinstance(op, Serve)
+    assert isinstance(op, ServeBatches)
     return op
 
 
@@ -66,19 +67,44 @@ def test_the_program_of_a_one_stage_run_by_hand() -> None:
     mapping = map_stages(spec)
     assert mapping.feasible and len(mapping.stages) == 1 and mapping.stages[0].layers == (0, 1)
     work, = cost_serving(serving_program(spec, mapping), spec).stages
-    assert work.decode_cycles == (2 * 8331 + 4096, 2 * 8350 + 4096) == (20758, 20796)
-    assert sum(c.cycles for c in work.decode) == work.decode_cycles[-1]
+    assert work.decode_step == 2 * 8350 + 4096 == 20796
+    assert sum(c.cycles for c in work.decode) == work.decode_step
+    assert work.batches is not None and work.batches.iteration(1, 9, ()) == 2 * 8331 + 4096 == 20758
     assert work.handoff_decode == 0.0  # the token comes back to the same grid
+
+
+class _Given:
+    """A station whose work is given in cycles (no kernels): an iteration with a prompt ``prefill``, one
+    with decode tokens alone ``decode``, and every hand-off after it ``handoff``."""
+
+    def __init__(self, prefill: float, decode: float, handoff: float) -> None:
+        self.prefill, self.decode, self.moved = prefill, decode, handoff
+
+    def iteration(self, decodes: int, longest: int, pieces, loads=None) -> float:
+        return self.prefill if pieces else self.decode
+
+    def handoff(self, values: int) -> float:
+        return self.moved
 
 
 def _program(prefill: tuple[float, float], decode: tuple[float, float], handoff: tuple[float, float],
              batch: int, output: int) -> tuple[Program, Costs]:
-    """Two stages whose work is given in cycles (no kernels): prefill p_s, decode d_s, hand-off h_s (the
-    last stage's hand-off is the new token back to the first). The executors read only the costs."""
-    works = tuple(StageWork(None, (), (), None, None) for _ in range(2))  # type: ignore[arg-type]
-    stages = tuple(StageCosts((KernelCost(prefill[s], prefill[s], 0.0),), (), (decode[s],) * (output - 1),
-                              handoff[s], handoff[s]) for s in range(2))
-    return Program((Serve(works, batch, 8, output),)), Costs(stages=stages)
+    """Two stages under ``batching: none`` whose work is given in cycles: prefill p_s, decode d_s, hand-off
+    h_s (the last stage's hand-off is the new token back to the first). The executors read only the
+    costs; the spec's tiny model sizes nothing (every request fits)."""
+    spec = _spec()
+    works = tuple(StageWork(map_stages(spec).stages[0], (), (), None, None)  # type: ignore[arg-type]
+                  for _ in range(2))
+    stages = tuple(StageCosts((KernelCost(prefill[s], prefill[s], 0.0),), (), decode[s], handoff[s], handoff[s],
+                              _Given(prefill[s], decode[s], handoff[s])) for s in range(2))  # type: ignore[arg-type]
+    op = ServeBatches(works, np.zeros(batch), np.full(batch, 8), np.full(batch, output), batch, "none", 8,
+                      spec.model, "shift")
+    return Program((op,)), Costs(stages=stages)
+
+
+def _emitted(trace, batch: int, output: int) -> list[list[float]]:
+    """Each request's output tokens' cycles (its first: the prefill's)."""
+    return trace.batches.emitted.reshape(batch, output).tolist()
 
 
 EXECUTORS = {"fast": engine.simulate, "reference": reference.simulate}
@@ -90,18 +116,16 @@ def test_the_pipeline_timeline_by_hand(executor: str) -> None:
     token back): token 0 leaves at 100 + 3 + 50 = 153; each further token 7 + 10 + 3 + 20 = 40 later."""
     simulate = EXECUTORS[executor]
     trace = simulate(None, *_program((100, 50), (10, 20), (3, 7), batch=1, output=3))
-    assert trace.stages.done.tolist() == [[153, 193, 233]]
-    assert trace.stages.waited.tolist() == [0, 0]
-    assert trace.stages.busy.tolist() == [100 + 2 * 10, 50 + 2 * 20]
+    assert _emitted(trace, 1, 3) == [[153, 193, 233]]
+    assert trace.batches.busy.tolist() == [100 + 2 * 10, 50 + 2 * 20]
     assert trace.step_cycles == 233
     # Two requests: request 1 queues behind request 0 at stage 0 (its prefill runs 100 to 200), reaches
     # stage 1 at 203, free since 153: its token 0 leaves at 253. Request 0's token 1 reaches stage 0 at
     # 160 (153 + 7) and waits 40 cycles for request 1's prefill; it leaves stage 0 at 210, reaches stage
     # 1 at 213, waits there for request 1's prefill until 253 and leaves at 273.
-    two = simulate(None, *_program((100, 50), (10, 20), (3, 7), batch=2, output=3)).stages
-    assert two.done[0, 0] == 153 and two.done[1, 0] == 253
-    assert two.done[0, 1] == 273
-    assert two.waited[0] >= 100 + 40
+    two = _emitted(simulate(None, *_program((100, 50), (10, 20), (3, 7), batch=2, output=3)), 2, 3)
+    assert two[0][0] == 153 and two[1][0] == 253
+    assert two[0][1] == 273
 
 
 @pytest.mark.parametrize("batch,output", [(1, 4), (3, 5), (5, 2)])
@@ -109,10 +133,8 @@ def test_the_pipeline_timeline_by_hand(executor: str) -> None:
 def test_the_reference_executor_agrees(batch: int, output: int, times) -> None:
     program, costs = _program(*times, batch=batch, output=output)
     fast, ref = engine.simulate(None, program, costs), reference.simulate(None, program, costs)
-    assert np.array_equal(fast.stages.done, ref.stages.done)
-    assert np.allclose(fast.stages.waited, ref.stages.waited) and np.allclose(fast.stages.busy, ref.stages.busy)
-    assert sorted((s.start, s.end, s.args["stage"]) for s in fast.spans) == \
-        sorted((s.start, s.end, s.args["stage"]) for s in ref.spans)
+    for name in ("emitted", "busy", "stage", "start", "end", "landed"):
+        assert np.array_equal(getattr(fast.batches, name), getattr(ref.batches, name), equal_nan=True), name
 
 
 def test_the_reference_executor_agrees_on_a_simulated_tiny_program() -> None:
@@ -121,8 +143,8 @@ def test_the_reference_executor_agrees_on_a_simulated_tiny_program() -> None:
     assert len(mapping.stages) == 2
     program = serving_program(spec, mapping)
     costs = cost_serving(program, spec)
-    assert np.array_equal(engine.simulate(None, program, costs).stages.done,
-                          reference.simulate(None, program, costs).stages.done)
+    assert np.array_equal(engine.simulate(None, program, costs).batches.emitted,
+                          reference.simulate(None, program, costs).batches.emitted)
 
 
 def test_kv_layouts_and_the_longest_output() -> None:

@@ -69,7 +69,7 @@ def _key_args(key: tuple[Any, ...]) -> dict[str, Any]:
 def chrome_trace(trace: Trace, plan: StepPlan | None = None, *,
                  clock_hz: float | None = None) -> dict[str, Any]:
     """The trace-event JSON object (``{"traceEvents": [...], ...}``) of a finished run: a training step
-    (its ``plan``), or a serving run (its trace's stage log, at ``clock_hz``)."""
+    (its ``plan``), or a serving run (its trace's batch log, at ``clock_hz``)."""
     us = 1e6 / (plan.hw.clock_hz if plan is not None else clock_hz)  # type: ignore[operator]
     events: list[dict[str, Any]] = []
 
@@ -77,8 +77,6 @@ def chrome_trace(trace: Trace, plan: StepPlan | None = None, *,
         events.append({"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": start * us,
                        "dur": (end - start) * us, "args": _clean(args)})
 
-    if trace.stages is not None:
-        return _stage_trace(trace, span, events)
     if trace.batches is not None:
         return _batch_trace(trace, span, events)
     assert plan is not None, "a training step's trace is drawn with its plan"
@@ -110,24 +108,14 @@ def chrome_trace(trace: Trace, plan: StepPlan | None = None, *,
                           "tiles": plan.tiles, "batch_per_tile": plan.batch_per_tile}}
 
 
-def _stage_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """A serving run: a thread per stage, a span per request's token the stage served."""
-    assert trace.stages is not None
-    meta: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "pipeline stages"}},
-        *({"name": "thread_name", "ph": "M", "pid": 1, "tid": s + 1, "args": {"name": f"stage {s}"}}
-          for s in range(len(trace.stages.busy)))]
-    for track, name, start, end, args in trace.spans:
-        if track == Track.STAGE:
-            span(1, args["stage"] + 1, f"{name} r{args['request']} t{args['token']}", start, end, args,
-                 str(name))
-    return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
-
-
 def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """A continuously batched serving run: a thread per station (each stage, a speculative draft's
-    wafers), a span per iteration: its decode tokens (``verify`` passes of K + 1 positions with a draft;
-    ``draft`` rounds of K steps on the draft's station) and its prompt tokens."""
+    """A serving run: a thread per station (each stage, a speculative draft's wafers, the prefill
+    wafers'), a span per iteration: its decode tokens (``verify`` passes of K + 1 positions with a draft;
+    ``draft`` rounds of K steps on the draft's station) and its prompt tokens, and when the log has them
+    (a run for ``--trace``) which requests they are (``requests``: the decode tokens'; ``prompts``:
+    [request, first token, tokens] of each prompt piece); a thread per station's outbound link, a span
+    per hand-off (the activations, the KV cache, drafts, new tokens) from the iteration's end to its
+    landing."""
     b = trace.batches
     assert b is not None
     names = b.names or tuple(f"stage {s}" for s in range(len(b.busy)))
@@ -152,13 +140,17 @@ def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
         for kind, r, start, end, tokens in b.kv_events.tolist():
             what = ("preempt", "swap out", "swap in")[int(kind)]
             span(1, kv, f"{what} r{int(r)}", start, end, {"request": int(r), "tokens": int(tokens)}, "kv")
-    for s, start, end, decodes, prompt in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
-                                              b.decodes.tolist(), b.prompt_tokens.tolist(), strict=True):
+    members = b.members or ((None, None),) * len(b.stage)
+    for s, start, end, decodes, prompt, (rs, ps) in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
+                                                        b.decodes.tolist(), b.prompt_tokens.tolist(), members,
+                                                        strict=True):
         drafting = names[s] == "draft"
         what = "draft" if drafting else ("verify" if b.width > 1 else "decode")
         name = f"{decodes} {what}" + (f" + {prompt} prompt" if prompt else "")
+        whose = {} if rs is None else {"requests": list(rs), "prompts": [list(p) for p in ps]}
         span(1, s + 1, name, start, end, {"station": names[s], "decodes": decodes, "prompt_tokens": prompt,
-                                          **({"positions": b.width} if b.width > 1 and not drafting else {})},
+                                          **({"positions": b.width} if b.width > 1 and not drafting else {}),
+                                          **whose},
              "draft" if drafting else what if what == "verify" else "iteration")
     return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
 

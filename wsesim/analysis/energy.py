@@ -102,19 +102,9 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
 
 
 def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
-    """The events of every stage visit the trace records (``StageLog.visits``), each at its stage and
-    token (summed stage by stage, token by token, so that both executors give the same sum whatever
-    order they ran in); under continuous batching, of every iteration (``batch_counts``)."""
-    if trace.batches is not None:
-        return batch_counts(costs, trace.batches)
-    log = trace.stages
-    assert log is not None, "a serving run's trace has its stage log"
-    total = EventCounts()
-    for stage, row in enumerate(log.visits.tolist()):
-        for token, n in enumerate(row):
-            if n:
-                total = total + costs.stages[stage].counts(token).scaled(n)
-    return total
+    """The events of every iteration the trace's batch log records (``batch_counts``)."""
+    assert trace.batches is not None, "a serving run's trace has its batch log"
+    return batch_counts(costs, trace.batches)
 
 
 def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: float, systems: int,

@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..config.inference import InferenceExperimentSpec
-from ..model.vocabulary import ServePhase, Track
 from ..sim.plan import Trace
-from ..sim.program import Program, Serve, ServeBatches
+from ..sim.program import Program, ServeBatches
 
 __all__ = ["REQUEST_COLUMNS", "RequestTimes", "load_figures", "nan_mean", "percentile", "request_times",
            "requests_csv", "spread"]
@@ -91,27 +90,13 @@ class RequestTimes:
 
 
 def request_times(spec: InferenceExperimentSpec, program: Program, trace: Trace) -> RequestTimes:
-    """The requests' times of a run: its ``BatchLog`` under continuous batching, else its stage log
-    (every request at cycle 0, its prompt started when the first stage's prefill span starts)."""
-    clock = spec.hardware.clock_hz
+    """The requests' times of a run, from its ``BatchLog``."""
     op = program.body[0]
-    if isinstance(op, ServeBatches):
-        b = trace.batches
-        assert b is not None, "a continuously batched run's trace has its batch log"
-        return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
-                             "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
-                            clock, b.emitted, op.outputs())
-    log = trace.stages
-    assert log is not None and isinstance(op, Serve), "a serving run's trace has its stage log"
-    started = np.full(op.requests, np.nan)
-    for sp in trace.spans:
-        if sp.track == Track.STAGE and sp.name == ServePhase.PREFILL and sp.args["stage"] == 0:
-            started[sp.args["request"]] = sp.start
-    zeros = np.zeros(op.requests)
-    return RequestTimes({"arrival": zeros, "admitted": zeros, "started": started, "first": log.done[:, 0],
-                         "finished": log.done[:, -1]}, np.full(op.requests, op.prompt_len),
-                        np.full(op.requests, spec.inference.output_len), np.zeros(op.requests, dtype=bool),
-                        clock, log.done.ravel(), np.full(op.requests, log.done.shape[1]))
+    b = trace.batches
+    assert isinstance(op, ServeBatches) and b is not None, "a serving run's trace has its batch log"
+    return RequestTimes({"arrival": op.arrival, "admitted": b.admitted, "started": b.started,
+                         "first": b.first, "finished": b.finished}, op.prompt, op.output, b.refused,
+                        spec.hardware.clock_hz, b.emitted, op.outputs())
 
 
 REQUEST_COLUMNS = ("request", "status", "arrival_s", "prompt_len", "output_len", "admitted_s",

@@ -21,7 +21,7 @@ from ..sim.builders.software import launches
 from ..sim.costing import Costs, split_costs
 from ..sim.mapping import Mapping
 from ..sim.plan import Trace
-from ..sim.program import Program, Serve, ServeBatches
+from ..sim.program import Program, ServeBatches
 from .energy import serving_energy
 from .requests import RequestTimes, load_figures, nan_mean, request_times
 
@@ -200,38 +200,22 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     load = {**_load_keys(spec), **load_figures(spec, times, trace),
             "requests": len(whole.prompt), "refused": int(whole.refused.sum())}  # the run's, warm-up included
     serve = program.body[0]
-    assert isinstance(serve, Serve | ServeBatches)
-    log = trace.stages
-    if log is None:  # continuous batching: the requests served, from the first arrival to the last finish
-        served = ~times.refused
-        ttft, tpot = nan_mean(times.ttft), nan_mean(times.tpot)
-        end = float(np.nanmax(whole.finished)) if (~whole.refused).any() else 0.0  # the run's end
-        last = float(np.nanmax(times.finished)) if served.any() else 0.0
-        span = last - float(times.arrival[served].min()) if served.any() else 0.0
-        tokens = float(times.output[served].sum()) / span if span else 0.0
-        produced = int(whole.output[~whole.refused].sum())  # every token the energy was spent on
-        steady = {**_steady(spec, whole, times, trace, span), **_paged(serve, trace, clock)}
-        assert trace.batches is not None
-        busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
-        waited = np.zeros(len(costs.stages))
-        step_cycles = sum(sum(c.cycles for c in cost.decode) for cost in costs.stages)
-        handoffs = sum(c.handoff_decode for c in costs.stages)
-        waiting = max(0.0, tpot * clock - step_cycles - handoffs) if tpot else 0.0
-        prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
-    else:
-        first = log.done[:, 0]
-        ttft = float(first.mean()) / clock
-        if inf.output_len > 1:
-            tpot = float(((log.done[:, -1] - first) / (inf.output_len - 1)).mean()) / clock
-        else:
-            tpot = 0.0
-        end = log.end / clock
-        produced = inf.batch * inf.output_len
-        tokens = produced / end if end else 0.0
-        busy_cycles, waited, end_cycles = log.busy, log.waited, log.end
-        waiting = float(log.waited.sum()) / max(inf.batch * inf.output_len, 1)
-        prompt_rate = inf.prompt_len / ttft if ttft else 0.0
-        steady = {}
+    assert isinstance(serve, ServeBatches) and trace.batches is not None
+    # the requests served, from the first arrival to the last finish
+    served = ~times.refused
+    ttft, tpot = nan_mean(times.ttft), nan_mean(times.tpot)
+    end = float(np.nanmax(whole.finished)) if (~whole.refused).any() else 0.0  # the run's end
+    last = float(np.nanmax(times.finished)) if served.any() else 0.0
+    span = last - float(times.arrival[served].min()) if served.any() else 0.0
+    tokens = float(times.output[served].sum()) / span if span else 0.0
+    produced = int(whole.output[~whole.refused].sum())  # every token the energy was spent on
+    steady = {**_steady(spec, whole, times, trace, span), **_paged(serve, trace, clock)}
+    busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
+    waited = trace.batches.waited
+    step_cycles = sum(sum(c.cycles for c in cost.decode) for cost in costs.stages)
+    handoffs = sum(c.handoff_decode for c in costs.stages)
+    waiting = max(0.0, tpot * clock - step_cycles - handoffs) if tpot else 0.0
+    prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
     by_op: dict[str, float] = defaultdict(float)
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
@@ -249,11 +233,12 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
             layer_ops[op.name] += c.cycles
     busy = busy_cycles / max(end_cycles, 1e-30)
     moe = _moe(spec, mapping)
+    use = trace.batches.expert_use or (None,) * len(serve.stages)
     per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer,
                   "layers": [w.stage.layers[0], w.stage.layers[-1]],
                   "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
                   "prefill_cycles": c.prefill_cycles,
-                  "decode_cycles": c.decode_cycles[-1] if c.decode_cycles else 0.0,
+                  "decode_cycles": c.decode_step,
                   "handoff_decode_cycles": c.handoff_decode, "busy": float(busy[i]),
                   "waiting_cycles": float(waited[i]),
                   "sram_bytes_per_pe": {"weights": w.stage.memory.weights,
@@ -261,7 +246,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "activations": w.stage.memory.activations,
                                         "total": w.stage.memory.total,
                                         "usable": w.stage.memory.usable},
-                  **(_stage_experts(w.stage, c) if moe else {})}
+                  **(_stage_experts(w.stage, use[i]) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     systems = mapping.systems + extra_systems
     energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems,
@@ -321,9 +306,9 @@ def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTi
     return out
 
 
-def _paged(serve: Serve | ServeBatches, trace: Trace, clock: float) -> dict[str, Any]:
+def _paged(serve: ServeBatches, trace: Trace, clock: float) -> dict[str, Any]:
     """A paged cache's pool, its preemptions and the I/O's seconds swapping (none without blocks)."""
-    if not isinstance(serve, ServeBatches) or serve.kv_block is None or trace.batches is None:
+    if serve.kv_block is None or trace.batches is None:
         return {}
     kv = trace.batches.kv_events
     swaps = kv[kv[:, 0] > 0] if len(kv) else kv
@@ -331,12 +316,13 @@ def _paged(serve: Serve | ServeBatches, trace: Trace, clock: float) -> dict[str,
             "swap_s": float((swaps[:, 3] - swaps[:, 2]).sum()) / clock if len(swaps) else 0.0}
 
 
-def _stage_experts(stage: Any, cost: Any) -> dict[str, Any]:
-    """A stage's grids and, with sampled routing, how its decode tokens used them: the share of (token,
-    MoE layer) pairs with an expert on each grid, and the busiest expert's draws over the mean."""
+def _stage_experts(stage: Any, use: tuple[tuple[float, ...], float] | None) -> dict[str, Any]:
+    """A stage's grids and, with sampled routing, how its decode tokens used them over the run
+    (``BatchExperts.use``): the share of (token, MoE layer) pairs with an expert on each grid, and the
+    busiest expert's draws over the mean."""
     out: dict[str, Any] = {"grids": stage.grids}
-    if cost.experts is not None:
-        out |= {"expert_grid_use": list(cost.experts.grid_use), "expert_load": cost.experts.expert_load}
+    if use is not None:
+        out |= {"expert_grid_use": list(use[0]), "expert_load": use[1]}
     return out
 
 

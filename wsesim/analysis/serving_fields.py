@@ -68,7 +68,8 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
                         "few as the mapping needs); `systems` is those used", "§11.1"),
     "moe": ("", "MoE serving's block when asked for (`moe.…` below; left out otherwise)", "§11.8"),
     "arrival": ("", "`inference.arrival`: together, poisson or trace", "§11.7"),
-    "batching": ("", "continuous (iteration-level batches) or none (the one-request pipeline)", "§11.7"),
+    "batching": ("", "continuous (iteration-level batches) or none (one prompt or decode token an "
+                     "iteration)", "§11.7"),
     "requests": ("requests", "requests in the run, the refused and the warm-up included", "§11.7"),
     "refused": ("requests", "requests whose KV cache fits no stage even alone", "§11.7"),
     "ttft_p50_s": ("s", "median TTFT over the requests counted", "§11.7"),
@@ -140,8 +141,8 @@ PER_STAGE_FIELDS: dict[str, Doc] = {
     "decode_cycles": ("cycles", "one decode token on it at the longest context"),
     "handoff_decode_cycles": ("cycles", "a decode token's hand-off to the next stage"),
     "busy": ("fraction", "its busy share of the run"),
-    "waiting_cycles": ("cycles", "tokens' time waiting for it in the one-request pipeline (0 under "
-                       "continuous batching)"),
+    "waiting_cycles": ("cycles", "work's time queued at it before an iteration took it, summed over "
+                       "its prompts and tokens"),
     "sram_bytes_per_pe.weights": ("B", "SRAM per PE for its weights", "§11.3"),
     "sram_bytes_per_pe.kv_cache": ("B", "for the KV cache at the longest context", "§11.3"),
     "sram_bytes_per_pe.activations": ("B", "for activations", "§11.3"),

@@ -9,7 +9,7 @@ stage's grid it runs on, ``start`` (cycles since the stage began the step: the o
 and ``cycles``, split along its critical path into instruction issue, arithmetic, wavelets on the fabric
 and waiting, and whether it fits (its reason if not); then the hand-off of the token's activations to the
 next stage (``handoff``). A stage's kernel rows add up to its decode step's cycles at that context (the
-last of ``StageCosts.decode_cycles``), the hand-off after them; the same program, the same table.
+``StageCosts.decode_step``), the hand-off after them; the same program, the same table.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
-from ..sim.costing import Costs, decode_context, one_request
-from ..sim.program import Program, Serve, ServeBatches
+from ..sim.costing import Costs, decode_context
+from ..sim.program import Program, ServeBatches
 from .ops import table_csv
 
 DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region", "context", "start",
@@ -28,9 +28,9 @@ DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region",
 
 def decode_ops(spec: InferenceExperimentSpec, program: Program, costs: Costs) -> list[dict[str, Any]]:
     """One dict per op of a decode step, stage by stage (keys ``DECODE_OPS_COLUMNS``; ``None`` where a value
-    does not apply); under continuous batching, one request's at the spec's lengths (``one_request``)."""
-    serve = one_request(spec, next(op for op in program.body if isinstance(op, Serve | ServeBatches)))
-    context = decode_context(serve)
+    does not apply): one request's at the spec's lengths."""
+    serve = next(op for op in program.body if isinstance(op, ServeBatches))
+    context = decode_context(spec.inference.prompt_len, spec.inference.output_len)
     rows: list[dict[str, Any]] = []
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         stage = {"stage": work.stage.index, "wafer": work.stage.wafer}

@@ -51,8 +51,9 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
 
 
 def format_serving(r: Any) -> str:
-    """The human view of a ``ServeResult``."""
-    batched = r.batching == "continuous"
+    """The human view of a ``ServeResult``: a load's figures, or one request's alone (or requests served
+    without batching, all at once)."""
+    batched = r.batching == "continuous" and not (r.requests == 1 and r.arrival == "together")
     if batched:
         head = (f"{r.model} on {r.hardware}: {r.requests:,} requests arriving {r.arrival}, "
                 f"continuous batching of up to {r.batch} at once (mapped for prompt {r.prompt_len:,} + "
@@ -114,8 +115,7 @@ def format_serving(r: Any) -> str:
            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
            format_table(stages, columns)]
     out += [f"warning: {w}" for w in r.warnings]
-    visits = "iterations" if batched else "stage visits"
-    return "\n".join([*out, f"({r.events:,} {visits} in {r.wall_s:.2f} s)"])
+    return "\n".join([*out, f"({r.events:,} iterations in {r.wall_s:.2f} s)"])
 
 
 def _layout_rows(r: Any) -> list[tuple[str, str]]:
@@ -239,7 +239,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                         f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
         if args.search:
             run, candidates = search_mapping(s, engine=args.engine or "fast",
-                                             objective=args.objective or "tpot")
+                                             objective=args.objective or "tpot", spans=bool(args.trace))
         else:
             run = run_inference(s, engine=args.engine or "fast", objective=args.objective or "tpot",
                                 spans=bool(args.trace))

@@ -44,12 +44,6 @@ from .validation import validate
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
 
-def _auto_continuous(arrival: Any, batch: Any) -> bool:
-    """``batching: auto``: iteration-level batches for every load but one request arriving alone (the
-    pipeline of §11.4, which a batch of one equals)."""
-    return arrival != "together" or (isinstance(batch, int) and batch > 1)
-
-
 class InferenceSpec(Spec):
     """Requests and their mapping onto wafers. ``grid`` is each pipeline stage's rectangle of PEs
     ("auto": the best of the grids that tile the wafer, ``sim.mapping.rank``); ``layers_per_stage`` how
@@ -84,9 +78,10 @@ class InferenceSpec(Spec):
     # synthetic requests' lengths: prompt_len and output_len each, or lognormal with those medians
     lengths: Literal["fixed", "lognormal"] = "fixed"
     length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
-    # none: a stage serves one request's token at a time (the pipeline of §11.4); continuous: iteration-
-    # level batches (§11.7); auto: continuous, but none for one request arriving alone (which equals it)
-    batching: Literal["auto", "none", "continuous"] = Field("auto", validate_default=True)
+    # how the scheduler's iterations take work (docs/model.md §11.7): continuous (auto): every decode token
+    # queued and prompts by ``prefill``; none: one decode token or one whole prompt at a time, first come
+    # first served (the pipeline of §11.4 at any load)
+    batching: Literal["auto", "none", "continuous"] = "auto"
     prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
     # tokens one iteration takes at most (prompt tokens, and decode tokens under chunked), its GEMMs'
     # rows shared by every prompt in it (docs/model.md §11.7); auto: enough to fill the grid's rows
@@ -151,26 +146,6 @@ class InferenceSpec(Spec):
             raise fail("expected no length_sigma with arrival: trace (the trace gives each length)")
         return sigma
 
-    @field_validator("batching")
-    @classmethod
-    def _batching(cls, batching: str, info: ValidationInfo) -> str:
-        d = info.data
-        if batching == "none" and d.get("arrival") != "together":
-            raise fail(f"expected batching: continuous or auto with arrival: {d.get('arrival')} (one token "
-                       "at a time serves only requests that all arrive together), got none")
-        continuous = batching == "continuous" or (batching == "auto" and _auto_continuous(
-            d.get("arrival"), d.get("batch")))
-        if not continuous and d.get("arrival") == "together":  # the pipeline of §11.4
-            requests = d.get("requests")
-            if requests is not None and requests != d.get("batch"):
-                raise fail(f"expected requests equal to batch ({d.get('batch')}) with arrival: together "
-                           f"and batching: {batching} (all are served at once), got {requests}; "
-                           "batching: continuous admits them as the batch allows")
-            if d.get("lengths") != "fixed":
-                raise fail(f"expected lengths: fixed with batching: {batching} and arrival: together, got "
-                           f"{d.get('lengths')}; batching: continuous serves lengths that differ")
-        return batching
-
     @field_validator("chunk")
     @classmethod
     def _chunk(cls, chunk: Any) -> None:
@@ -181,15 +156,14 @@ class InferenceSpec(Spec):
 
     @property
     def continuous(self) -> bool:
-        """Whether stages run iteration-level batches (``batching``, ``auto`` read: continuous unless one
-        request arriving alone without a draft or prefill wafers, whose stations only the scheduler has)."""
-        return self.batching == "continuous" or (self.batching == "auto" and (
-            not self.alone or self.extra_wafers))
+        """Whether the scheduler's iterations batch (``batching``: ``auto`` and ``continuous`` do; one
+        request alone is a batch of one), or take one token or prompt at a time (``none``)."""
+        return self.batching != "none"
 
     @property
     def alone(self) -> bool:
         """Whether the load is one request arriving alone (``together`` at batch 1)."""
-        return not _auto_continuous(self.arrival, self.batch)
+        return self.arrival == "together" and self.batch == 1 and self.requests in (None, 1)
 
     @property
     def extra_wafers(self) -> bool:
@@ -222,11 +196,6 @@ class InferenceSpec(Spec):
     @classmethod
     def _warmup(cls, warmup: int, info: ValidationInfo) -> int:
         d = info.data
-        continuous = d.get("batching") == "continuous" or (
-            d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch")))
-        if warmup and not continuous:
-            raise fail(f"expected no warmup without continuous batching (the one-token pipeline serves "
-                       f"requests that all start at cycle 0: no steady state to reach), got {warmup:,}")
         n = d.get("requests") or (d.get("batch") if d.get("arrival") != "trace" else None)
         if warmup and n is not None and warmup >= n:
             raise fail(f"expected a warmup below the run's {n:,} requests (the figures need some left), "
@@ -245,9 +214,7 @@ class InferenceSpec(Spec):
     @classmethod
     def _kv_block(cls, block: int | None, info: ValidationInfo) -> int | None:
         d = info.data
-        continuous = d.get("batching") == "continuous" or (
-            d.get("batching") == "auto" and _auto_continuous(d.get("arrival"), d.get("batch")))
-        if block is not None and (problem := kv_block_problem(block, continuous, d)):
+        if block is not None and (problem := kv_block_problem(block, d.get("batching") != "none", d)):
             raise fail(problem)
         return block
 

@@ -76,13 +76,14 @@ class SpeculativeSpec(Spec):
 
 def kv_block_problem(block: int, continuous: bool, keys: dict[str, Any]) -> str:
     """Why ``inference.kv_block`` cannot page this run's cache (empty: it can), from the keys validated
-    before it. Blocks page the scheduler's cache: not the one-token pipeline's (every request at cycle 0,
-    its cache reserved whole), nor ``concat``'s (a block goes wherever the pool has room, as ``shift``
+    before it. Blocks page the batching scheduler's cache: not ``batching: none``'s (one token at a time,
+    each cache reserved whole), nor ``concat``'s (a block goes wherever the pool has room, as ``shift``
     balances the cache; concat puts every decoded token on the grid's last row), nor a draft's or a
     prefill pool's (their caches are written on other wafers: paging them is not modelled)."""
     if not continuous:
-        return (f"expected no kv_block without continuous batching (the one-token pipeline reserves every "
-                f"request's cache whole at cycle 0: nothing is admitted or preempted), got {block}")
+        return (f"expected batching: auto or continuous with kv_block (blocks page the cache of batched "
+                f"iterations; batching: none serves one token at a time, each cache reserved whole), got "
+                f"batching: none with kv_block: {block}")
     if keys.get("kv_layout") == "concat":
         return (f"expected kv_layout: shift with kv_block (a block goes wherever the pool has room, the "
                 f"cache balanced over the grid; concat appends every decoded token to the grid's last row), "

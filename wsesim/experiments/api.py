@@ -54,14 +54,16 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
 @_python_errors
 def infer(experiment: Any = None, *, hardware: str | None = None, model: str | None = None,
           overrides: Mapping[str, Any] | None = None, engine: str = "fast", search: bool = False,
-          objective: str = "tpot") -> Any:
+          objective: str = "tpot", spans: bool = False) -> Any:
     """Serve a model as ``wsesim infer`` does: ``experiment`` a ``kind: inference`` file (None: the shipped
     example) or what ``load_inference`` returned; ``search`` tries the rectangles that tile the wafer and
     keeps the best by ``objective`` (``tpot``, ``ttft`` or ``throughput``: ``inference.OBJECTIVES``).
     Returns a ``ServeRun``: its ``result`` (a ``ServeResult``: ``ttft_s``, ``tpot_s``,
     ``tokens_per_s_per_request``, ``tokens_per_s``, ``feasible``, ...) and what made it (mapping, program,
-    costs, trace) for ``wsesim.write_run`` and ``wsesim.write_trace``. A mapping that does not fit is a
-    result with its reason; work that cannot finish here is a ``ConfigError``."""
+    costs, trace) for ``wsesim.write_run`` and ``wsesim.write_trace`` (``spans``: the run logs which
+    requests each iteration carries, for a trace's spans to name them, as ``infer --trace`` does). A
+    mapping that does not fit is a result with its reason; work that cannot finish here is a
+    ``ConfigError``."""
     from ..config.loader import Loaded
     from .inference import run_inference, search_mapping
 
@@ -73,8 +75,8 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     else:
         loaded = load_inference(experiment, hardware=hardware, model=model, overrides=overrides)
     if search:
-        return search_mapping(loaded.spec, engine=engine, objective=objective)[0]
-    return run_inference(loaded.spec, engine=engine)
+        return search_mapping(loaded.spec, engine=engine, objective=objective, spans=spans)[0]
+    return run_inference(loaded.spec, engine=engine, spans=spans)
 
 
 @_python_errors

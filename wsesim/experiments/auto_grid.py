@@ -29,7 +29,7 @@ def _stages(spec: InferenceExperimentSpec, mapping: Mapping) -> list:
     output of 2 tokens (the cost pass would otherwise cost every decode context of the output, and a
     ranking needs one)."""
     short = spec.model_copy(update={"inference": spec.inference.model_copy(update={"output_len": 2})})
-    return list(cost_serving(serving_program(short, mapping), short, batches=True).stages)
+    return list(cost_serving(serving_program(short, mapping), short).stages)
 
 
 def one_request_cycles(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[float, float]:

@@ -8,17 +8,12 @@ sweep of serving points runs each through ``run_inference`` (``experiments.servi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
-
-import numpy as np
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
-from ..model.load import requests_of
-from ..model.routing import sample_layer
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
 from ..sim.engines import ENGINES
@@ -69,29 +64,13 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         from .serving_layouts import serve_layout_batches
 
         result, program, costs, trace = serve_layout_batches(
-            spec, engine, mapping, plain.result if plain is not None else None)
+            spec, engine, mapping, plain.result if plain is not None else None, spans)
         return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
-    program = serving_program(spec, mapping, requests_of(spec) if spec.inference.continuous else None)
-    costs = cost_serving(program, spec, decode_experts(spec))
+    program = serving_program(spec, mapping, members=spans)
+    costs = cost_serving(program, spec)
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
     return ServeRun(result, mapping, program, costs, trace)
-
-
-def decode_experts(spec: InferenceExperimentSpec) -> Callable[[int], np.ndarray] | None:
-    """Each decode token's experts under sampled routing (``inference.routing``: uniform or zipf), one
-    layer at a time (``draw(layer)``: ``[requests · (output_len − 1), top_k]``, asked for in layer order),
-    from ``inference.seed``'s routing stream (its second spawned generator: the first is left to the
-    load); None with balanced routing or a dense model."""
-    inf, m = spec.inference, spec.model
-    if not inf.sampled or not m.experts:
-        return None
-    rng = np.random.default_rng(inf.seed).spawn(2)[1]
-    tokens = inf.batch * max(inf.output_len - 1, 0)
-
-    def draw(layer: int) -> np.ndarray:
-        return sample_layer(m.experts, m.top_k, inf.zipf_alpha, tokens, rng)
-    return draw
 
 
 SEARCH_LIMIT = 64
@@ -121,8 +100,8 @@ OBJECTIVES: dict[str, tuple[str, Any]] = {
 ``ServeResult``, larger is better). ``tpot`` is the default."""
 
 
-def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
-                   objective: str = "tpot") -> tuple[ServeRun, list[ServeResult]]:
+def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast", objective: str = "tpot",
+                   spans: bool = False) -> tuple[ServeRun, list[ServeResult]]:
     """The best mapping that fits by ``objective`` (``OBJECTIVES``; by default the highest tokens/s per
     request, then aggregate tokens/s). Every
     candidate grid of ``grid: auto`` (the rectangles that tile the wafer, largest first) is mapped, which
@@ -130,7 +109,8 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
     for a tiny model, where every grid does). Returns the best and the results of the served candidates
     and of up to ``SHOWN_INFEASIBLE`` grids larger than every one that fits (infeasible, with their
     reasons), in candidate order; when nothing fits, the best is the first candidate, with its reason.
-    Each is served by ``engine``; the work of every one is estimated, and checked, before any runs."""
+    Each is served by ``engine`` (``spans``: logged for a ``--trace``); the work of every one is
+    estimated, and checked, before any runs."""
     better = entry(OBJECTIVES, objective, "objective")[1]  # an unknown one before any work
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
@@ -150,7 +130,7 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast",
                                        pieces=sum(e.pieces for e in each),
                                        contexts=sum(e.contexts for e in each)),
                       what="this search")
-    candidates = [run_inference(s, engine, check=False) for s, _ in specs]
+    candidates = [run_inference(s, engine, check=False, spans=spans) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]

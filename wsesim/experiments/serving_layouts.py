@@ -45,7 +45,7 @@ def _mapped(spec: InferenceExperimentSpec, objective: str = "tpot") -> tuple[Map
     if not mapping.feasible:
         return mapping, Program(()), Costs()
     program = serving_program(spec, mapping)
-    return mapping, program, cost_serving(program, spec, batches=True)
+    return mapping, program, cost_serving(program, spec)
 
 
 def _where(mapping: Mapping) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def _wafers(mapping: Mapping) -> str:
 
 
 def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
-                         plain: ServeResult | None = None,
+                         plain: ServeResult | None = None, members: bool = False,
                          ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
     """Speculative decoding, split prefill or both (docs/model.md §11.9, §11.10), at any load: the
     target's stages on ``mapping`` (feasible) and the draft and the prefill wafers, each mapped by the
@@ -92,13 +92,14 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
     the first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``).
     Every wafer counts (``measure_serving``'s ``extra_systems``). ``plain``: the same request served
     without them on the same mapping (one request alone), whose tokens/s and TTFT the blocks report
-    beside. Returns (result, program, costs, trace); a draft or prefill wafers that do not fit, or wafers
-    without an interconnect, is an infeasible result."""
+    beside; ``members``: log each iteration's requests (a trace's). Returns (result, program, costs,
+    trace); a draft or prefill wafers that do not fit, or wafers without an interconnect, is an
+    infeasible result."""
     t0, sp = time.perf_counter(), spec.inference.speculative
     found = _extras(spec, mapping)
     if isinstance(found, ServeResult):
         return found, None, None, None
-    program = serving_program(spec, mapping, requests_of(spec))
+    program = serving_program(spec, mapping, requests_of(spec), members)
     layout: dict[str, Any] = {}
     if sp is not None:
         layout["speculative"] = (sp.tokens, sp.acceptance)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "ServePhase", "StageOpKind", "Tensor",
+__all__ = ["Copy", "Gradient", "Name", "OpKind", "Pass", "Phase", "StageOpKind", "Tensor",
            "Track", "Where"]
 
 
@@ -76,7 +76,6 @@ class OpKind(Name):
     GRADIENT_DRAIN = "gradient_drain"  # wait for the last gradient to leave
     REDUCE_DRAIN = "reduce_drain"  # wait for its sum to come through a cluster's reduce tree
     OPTIMIZER_STEP = "optimizer_step"  # MemoryX updates every weight before the next step can stream
-    SERVE = "serve"  # requests through a pipeline of stages, each stage a queue
     SERVE_BATCHES = "serve_batches"  # requests over time, each stage running iteration-level batches
 
 
@@ -130,17 +129,9 @@ class Gradient(Name):
 
 
 class Track(Name):
-    """Timelines of a trace: the step's own (phases that partition it); a serving run's stages."""
+    """Timelines of a trace: the step's own (phases that partition it)."""
 
     STEP = "step"
-    STAGE = "stage"
-
-
-class ServePhase(Name):
-    """What a pipeline stage does for a request's token: the prompt's prefill, or one decode step."""
-
-    PREFILL = "prefill"
-    DECODE = "decode"
 
 
 class Where(Name):

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.energy import EventCounts
+from ..model.vocabulary import StageOpKind
 from .program import Handoff, Kernel, StageWork
 
 __all__ = ["BatchCosts"]
@@ -69,17 +70,25 @@ class BatchCosts:
                 for op in self.work.decode if not op.attention)
         return self._decode[batch]
 
-    def decode_sampled(self, batch: int, loads: tuple[int, ...]) -> float:
-        """``decode(batch)`` with each MoE layer's expert kernels at its busiest expert's tokens (``loads``,
-        the stage's MoE layers in order: sampled routing, ``moe_serving.BatchExperts``)."""
+    def decode_sampled(self, batch: int, loads: tuple[tuple[int, ...], ...]) -> float:
+        """``decode(batch)`` with each MoE layer's expert kernels at its busiest expert's tokens and its
+        trips to further grids at the tokens reaching each (``loads``, the stage's MoE layers in order:
+        sampled routing, ``moe_serving.BatchExperts.loads``)."""
         key = (batch, loads)
         c = self._sampled.get(key)
         if c is None:
             load = dict(zip(self.moe_layers, loads, strict=True))
             c = self._sampled[key] = sum(
-                self._kernel(op, 0, load[op.layer] if op.region else batch)
+                self._trips(load[op.layer][1:]) if op.kind == StageOpKind.GRID_TRIPS else
+                self._kernel(op, 0, load[op.layer][0] if op.region else batch)
                 for op in self.work.decode if not op.attention)
         return c
+
+    def _trips(self, reach: tuple[int, ...]) -> float:
+        """A layer's trips to its further grids, grid g + 1 taking ``reach[g]`` tokens' hidden vectors and
+        sending as many back, one grid after another (``moe_serving.grid_trips``)."""
+        hid, trips = self.spec.model.hidden_size, self.grid.trips
+        return float(sum(trips(n * hid)[g + 1] for g, n in enumerate(reach) if n))
 
     def attention(self, context: int) -> float:
         """Cycles of one request's attention, every layer of the stage, at ``context`` tokens cached."""
@@ -114,11 +123,12 @@ class BatchCosts:
         return self._prefill[key]
 
     def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
-                  loads: tuple[int, ...] | None = None) -> float:
+                  loads: tuple[tuple[int, ...], ...] | None = None) -> float:
         """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
         request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
-        are a batch of GEMVs (with sampled routing, ``loads``: each MoE layer's busiest expert's tokens);
-        one piece alone is its prefill; anything more is one pass (``mixed``)."""
+        are a batch of GEMVs (with sampled routing, ``loads``: ``BatchExperts.loads``, each MoE layer's
+        busiest expert's tokens and further grids' tokens); one piece alone is its prefill; anything
+        more is one pass (``mixed``)."""
         if not pieces and loads is None:
             key = (decodes, longest, self.width)
             c = self._decoding.get(key)
@@ -128,7 +138,7 @@ class BatchCosts:
         return self._iteration(decodes, longest, pieces, loads)
 
     def _iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
-                   loads: tuple[int, ...] | None) -> float:
+                   loads: tuple[tuple[int, ...], ...] | None) -> float:
         if decodes and self.width > 1:  # verify passes: K + 1 vectors each, the last K past the context
             decodes, longest = decodes * self.width, longest + self.width - 1
         if not pieces:

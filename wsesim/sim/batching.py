@@ -42,7 +42,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                 at = link[move.source] = max(move.at, link[move.source])
                 sched.landed(move, at)
                 if at == now:
-                    sched.land(move)
+                    sched.land(move, now)
                     continue
             else:
                 at = now + (move.at - now)  # as a SimPy timeout lands
@@ -65,7 +65,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             if move is None:
                 send(sched.finish(s, now), now)
             else:
-                sched.land(move)
+                sched.land(move, now)
         # only a station whose queue grew or whose iteration ended now can start one, in station order
         for s in sorted(touched):
             if sched.ready(s):

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from copy import copy
 from dataclasses import dataclass, field
-from functools import cached_property
 from math import ceil
 from typing import TYPE_CHECKING, Any
 
@@ -41,13 +40,12 @@ from ..model.vocabulary import Pass, StageOpKind
 from .builders.training import training_program
 from .handoffs import handoff, move, wafer_handoff
 from .plan import StepPlan
-from .program import Kernel, Op, Program, Serve, ServeBatches, StageWork, WaferOp
+from .program import Kernel, Op, Program, ServeBatches, StageWork, WaferOp
 from .software import production_cost
 
 if TYPE_CHECKING:  # serving's own modules are imported where a serving run needs them, not by a training step
     from ..config.inference import InferenceExperimentSpec
     from .batch_costs import BatchCosts
-    from .moe_serving import ExpertTrips
 
 __all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program",
            "cost_serving", "wafer_handoff", "with_defaults"]
@@ -87,56 +85,21 @@ COMPUTE_MODELS: dict[str, ComputeModel] = {
 
 @dataclass(frozen=True)
 class StageCosts:
-    """One stage's costs: every prefill kernel's and every decode kernel's (at the run's longest
-    context), the decode step's cycles at every context the run reaches (index t − 1 for the t-th
-    output token), and the hand-offs after a prefill and after a decode step. ``*_counts``: the events
-    of the same work (FMACs, SRAM bytes, wavelet-hops, I/O bytes), for its energy."""
+    """One stage's costs for one request at the spec's lengths (its figures): every prefill kernel's and
+    every decode kernel's (at the run's longest context), its last decode step's cycles
+    (``decode_step``; 0 with one output token, which has none), the hand-offs after a prefill and after a
+    decode step; and ``batches``, what the scheduler's iterations on it cost (``BatchCosts``)."""
 
     prefill: tuple[KernelCost, ...]
     decode: tuple[KernelCost, ...]
-    decode_cycles: tuple[float, ...]
+    decode_step: float
     handoff_prefill: float
     handoff_decode: float
-    batches: BatchCosts | None = field(default=None, compare=False)  # under continuous batching
-    prefill_counts: EventCounts = EventCounts()
-    decode_counts: tuple[EventCounts, ...] = ()  # index t − 1 for the t-th output token, as decode_cycles
-    handoff_counts: tuple[EventCounts, EventCounts] = (EventCounts(), EventCounts())  # prefill, decode
-    experts: ExpertTrips | None = field(default=None, compare=False)  # sampled routing's per-token trips
+    batches: BatchCosts | None = field(default=None, compare=False)
 
     @property
     def prefill_cycles(self) -> float:
         return sum(c.cycles for c in self.prefill)
-
-    def service(self, token: int, request: int = 0) -> float:
-        """Cycles the stage works on a request's ``token`` (0: the prefill); with sampled routing, a decode
-        token's trips to the further grids its experts are on (``ExpertTrips``) added."""
-        if token == 0:
-            return self.prefill_cycles
-        if self.experts is None:
-            return self.decode_cycles[token - 1]
-        return self.decode_cycles[token - 1] + float(self.experts.extra[request, token - 1])
-
-    def handoff(self, token: int) -> float:
-        return self.handoff_prefill if token == 0 else self.handoff_decode
-
-    def counts(self, token: int) -> EventCounts:
-        """The events of the stage's work on a request's ``token`` (0: the prefill) and its hand-off."""
-        work = self.prefill_counts if token == 0 else self.decode_counts[token - 1]
-        return work + self.handoff_counts[token != 0]
-
-    def split(self, token: int) -> dict[str, float]:
-        """Shares of the stage's work on ``token`` (0: the prefill; a decode step: its kernels at the
-        run's longest context): ``split_costs`` of its kernels over their cycles."""
-        return self._splits[token != 0]
-
-    @cached_property
-    def _splits(self) -> tuple[dict[str, float], dict[str, float]]:
-        def shares(costs: tuple[KernelCost, ...]) -> dict[str, float]:
-            part = split_costs(costs)
-            total = sum(part.values()) or 1.0
-            return {k: round(v / total, 6) for k, v in part.items()}
-
-        return shares(self.prefill), shares(self.decode)
 
 
 def split_costs(costs: Iterable[KernelCost]) -> dict[str, float]:
@@ -301,74 +264,38 @@ class _Grid:
                                     instruction_cycles=issue * self.rows * self.cols)
 
 
-def one_request(spec: InferenceExperimentSpec, serve: Serve | ServeBatches) -> Serve:
-    """What a stage's one-request figures are costed for: the run's own ``Serve``, or under continuous
-    batching one request at the spec's lengths (its mapping's; its requests' lengths vary)."""
-    if isinstance(serve, ServeBatches):
-        return Serve(serve.stages, 1, spec.inference.prompt_len, spec.inference.output_len)
-    return serve
-
-
-def decode_context(serve: Serve) -> int:
+def decode_context(prompt_len: int, output_len: int) -> int:
     """The context a decode step's kernels are costed at (``StageCosts.decode``): the last decode step's,
     prompt plus all output tokens but the last (at least one)."""
-    return serve.prompt_len + max(serve.output_len - 1, 1)
+    return prompt_len + max(output_len - 1, 1)
 
 
-def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: StageWork, problems: list[str],
-           draw: Callable[[int], np.ndarray] | None = None, with_batches: bool = False) -> StageCosts:
+def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) -> StageCosts:
     from .batch_costs import BatchCosts
-    from .moe_serving import grid_trips, sampled_trips
+    from .moe_serving import grid_trips
 
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     home = (stage.wafer, stage.origin)
     grid.trips = lambda values: grid_trips(stage, values,
                                            lambda place, n: move(spec, grid, home, place, n)[0])
-    experts = None
-    moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
-    if draw is not None and isinstance(serve, Serve) and moe:
-        experts = sampled_trips(stage, spec.model, draw, grid.trips(spec.model.hidden_size), serve.requests,
-                                serve.output_len - 1)
-
-    def cost(op: Kernel, context: int) -> KernelCost:
-        if experts is not None and context and op.kind == StageOpKind.GRID_TRIPS:  # at the run's mean;
-            return KernelCost(experts.mean[op.layer], 0.0, experts.mean[op.layer])  # ``extra``: each its own
-        return grid.on(op.region).cost(op, context)
-
-    prefill = tuple(cost(op, 0) for op in work.prefill)
-    batched = isinstance(serve, ServeBatches)
-    serve = one_request(spec, serve)
-    longest = decode_context(serve)
-    decode = tuple(cost(op, longest) for op in work.decode)
+    prefill = tuple(grid.on(op.region).cost(op, 0) for op in work.prefill)
+    prompt_len, output_len = spec.inference.prompt_len, spec.inference.output_len
+    longest = decode_context(prompt_len, output_len)
+    decode = tuple(grid.on(op.region).cost(op, longest) for op in work.decode)
     first = stage.layers[0]
     attention = [op for op in work.decode if op.attention and op.layer == first]
     layers = len(stage.layers)
 
-    def attention_costs(context: int) -> list[KernelCost]:
-        return [grid.on(op.region).cost(op, context) for op in attention]
-
     def attention_cycles(context: int) -> float:
-        return sum(c.cycles for c in attention_costs(context))
+        return sum(grid.on(op.region).cost(op, context).cycles for op in attention)
 
     fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
-    # the events of every layer's attention at a token's context are the first layer's, as its cycles
-    fixed_counts = grid.counts(c for op, c in zip(work.decode, decode, strict=True) if not op.attention)
-    per_token, per_token_counts = [], []
-    for context in range(serve.prompt_len + 1, serve.prompt_len + serve.output_len):
-        costs = attention_costs(context)
-        per_token.append(fixed + layers * sum(c.cycles for c in costs))
-        per_token_counts.append(fixed_counts + grid.counts(costs).scaled(layers))
-    batches = None
-    if batched or with_batches:
-        batches = BatchCosts(spec, work, grid, fixed, attention_cycles, serve.prompt_len,
-                             sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)))
-    (after_prefill, prefill_moved), (after_decode, decode_moved) = (
-        handoff(spec, grid, work.handoff_prefill, _last(prefill)),
-        handoff(spec, grid, work.handoff_decode, _last(decode)))
-    return StageCosts(prefill, decode, tuple(per_token), after_prefill, after_decode, batches=batches,
-                      prefill_counts=grid.counts(prefill), decode_counts=tuple(per_token_counts),
-                      handoff_counts=(prefill_moved, decode_moved), experts=experts)
+    step = fixed + layers * attention_cycles(prompt_len + output_len - 1) if output_len > 1 else 0.0
+    batches = BatchCosts(spec, work, grid, fixed, attention_cycles, prompt_len,
+                         sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)))
+    return StageCosts(prefill, decode, step, handoff(spec, grid, work.handoff_prefill, _last(prefill))[0],
+                      handoff(spec, grid, work.handoff_decode, _last(decode))[0], batches)
 
 
 def _last(costs: tuple[KernelCost, ...]) -> float:
@@ -376,18 +303,14 @@ def _last(costs: tuple[KernelCost, ...]) -> float:
     return costs[-1].cycles if costs else 0.0
 
 
-def cost_serving(program: Program, spec: InferenceExperimentSpec,
-                 draw: Callable[[int], np.ndarray] | None = None, batches: bool = False) -> Costs:
-    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model);
-    with ``draw`` (sampled routing: ``draw(layer)`` each decode token's experts in that layer,
-    ``[requests · (output_len − 1), top_k]``, asked for in layer order), each stage's decode tokens'
-    trips to its experts' grids one by one; ``batches``: each stage's ``BatchCosts`` too under
-    one-request serving (a verify pass's K + 1 vectors, a draft's step at any context)."""
+def cost_serving(program: Program, spec: InferenceExperimentSpec) -> Costs:
+    """A serving program's costs: every stage's kernels simulated on its grid (the ``kernel`` model), for
+    one request's figures and for the scheduler's iterations (``StageCosts.batches``)."""
     stages, problems = [], []
     for op in program.distinct():
-        if isinstance(op, Serve | ServeBatches):
+        if isinstance(op, ServeBatches):
             for work in op.stages:
                 mine: list[str] = []
-                stages.append(_stage(spec, op, work, mine, draw, batches))
+                stages.append(_stage(spec, work, mine))
                 problems += [p for p in mine if p not in problems]
     return Costs(stages=tuple(stages), problems=tuple(problems))

@@ -12,11 +12,8 @@ clock cycles.
   ``links.consume``), a fabric op the fabric's, the ``EXPERTS`` op the experts phase
   (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
   step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
-* a ``SERVE`` op is a queue per stage, run as one loop over arrivals in time order (a heap): each
-  stage's next start is the later of the arrival and the stage's last finish; on ties of equal cycles
-  arrivals are served in the order they were made, as SimPy's queue serves requests made in one cycle;
-* a ``SERVE_BATCHES`` op (continuous batching) advances a whole iteration of a stage at a time, in one
-  loop over event times (``batching.run_batches``).
+* a ``SERVE_BATCHES`` op (served requests) advances a whole iteration of a station at a time, the
+  scheduler's (``scheduler.Scheduler``), in one loop over event times (``batching.run_batches``).
 
 A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
 stalls and contention emerge from these. The engine never prints or writes files; it returns a
@@ -25,7 +22,6 @@ stalls and contention emerge from these. The engine never prints or writes files
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -37,7 +33,7 @@ from .costing import Costs, with_defaults
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
 from .links import GradientLink, Pending, WeightStream, close_wait, consume
-from .plan import Span, StageLog, StepPlan, Trace
+from .plan import Span, StepPlan, Trace
 from .program import (
     WAFER_OPS,
     Drain,
@@ -45,7 +41,6 @@ from .program import (
     Op,
     OptimizerStep,
     Program,
-    Serve,
     ServeBatches,
     Transfer,
     WaferOp,
@@ -68,7 +63,7 @@ class _Engine:
         self.events: int | None = None  # a serving run's stage visits (the heap's events)
         self._pending: Pending | None = None  # see _links
         self._consumed = False  # the current whole-wafer op's first run consumed a weights wait
-        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
+        self._run: dict[OpKind, Run] = {OpKind.SERVE_BATCHES: self._serve_batches}
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self._links(plan, program)
@@ -215,28 +210,6 @@ class _Engine:
             self.trace.spans.append(Span(Track.STEP, phase, start, env.now, dict(op.args)))
 
     # ------------------------------------------------------------------------------------- serving
-    def _serve(self, op: Serve) -> Generator[Any, Any, None]:
-        """Requests through the stages, FIFO at each: arrivals in time order from a heap."""
-        stages, S, T = self.costs.stages, len(op.stages), op.output_len
-        free = np.zeros(S)
-        trace = self.trace
-        trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
-        heap = [(0.0, r, r, 0, 0) for r in range(op.requests)]  # (arrival, order, request, token, stage)
-        order, visits = op.requests, 0
-        while heap:
-            at, _, r, t, s = heapq.heappop(heap)
-            start = max(at, free[s])
-            end = free[s] = start + stages[s].service(t, r)
-            trace.stage_visit(s, t, r, at, start, end, last=s == S - 1, split=stages[s].split(t))
-            visits += 1
-            if s == S - 1 and t + 1 == T:
-                continue
-            heapq.heappush(heap, (end + stages[s].handoff(t), order, r, t + 1 if s == S - 1 else t,
-                                  (s + 1) % S))
-            order += 1
-        self.events = visits
-        yield self.env.timeout(trace.stages.end)
-
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Requests over time, each stage running iteration-level batches (``batching``)."""
         from .batching import run_batches  # serving's continuous batching only

@@ -16,7 +16,6 @@ reaches. Cycles.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from ..model.routing import draw_with, popularity, region_load
 from ..model.serving import experts_per_grid
 from .mapping import Stage
 
-__all__ = ["BatchExperts", "ExpertTrips", "balanced_trips", "grid_trips", "sampled_trips"]
+__all__ = ["BatchExperts", "balanced_trips", "grid_trips"]
 
 Move = Callable[[tuple[int, tuple[int, int]], int], float]
 """Cycles to move ``values`` from a stage's first grid to the grid at (wafer, origin)."""
@@ -44,62 +43,51 @@ def balanced_trips(trips: np.ndarray, grids: int) -> float:
     return float(trips[1:min(grids, len(trips))].sum())
 
 
-@dataclass(frozen=True)
-class ExpertTrips:
-    """One stage's decode tokens under sampled routing. ``extra[request, token − 1]``: cycles a token's
-    trips differ from the mean the ``GRID_TRIPS`` kernels are costed at (``mean[layer]``); ``grid_use[g]``:
-    the share of the stage's (token, MoE layer) pairs with an expert on grid g; ``expert_load``: the
-    busiest expert's draws over the mean, in the stage's busiest MoE layer (``routing.region_load``, an
-    expert its own region)."""
-
-    extra: np.ndarray
-    mean: dict[int, float]
-    grid_use: tuple[float, ...]
-    expert_load: float
-
-
-def sampled_trips(stage: Stage, model: ModelSpec, draw: Callable[[int], np.ndarray], trips: np.ndarray,
-                  requests: int, tokens: int) -> ExpertTrips:
-    """The stage's ``ExpertTrips`` for ``draw(layer)[request · tokens + token − 1]``, each decode
-    token's k experts in that layer (``routing.sample_layer``; drawn once per layer, in layer order); a
-    dense stage's are all zero."""
-    grids, per_grid, E = len(trips), experts_per_grid(model.experts, len(trips)), model.experts
-    moe = [layer for layer in stage.layers if not model.is_dense(layer)]
-    n = requests * tokens
-    total, use, mean = np.zeros(n), np.zeros(grids), {}
-    counts = np.zeros((max(len(moe), 1), max(E, 1)))
-    for i, layer in enumerate(moe):
-        picks = draw(layer)
-        touched = np.zeros((n, grids), dtype=bool)
-        touched[np.arange(n)[:, None], picks // per_grid] = True
-        cycles = touched @ trips
-        total += cycles
-        use += touched.sum(axis=0)
-        mean[layer] = float(cycles.mean()) if n else 0.0
-        counts[i] = np.bincount(picks.ravel(), minlength=E)
-    extra = (total - sum(mean.values())).reshape(requests, tokens)
-    share = tuple(float(u) for u in use / max(n * len(moe), 1))
-    load = float(region_load(counts, np.arange(E), np.ones(E), E).max()) if moe and n else 0.0
-    return ExpertTrips(extra, mean, share, load)
-
-
 class BatchExperts:
     """Sampled routing under continuous batching (docs/model.md §11.8): one stage's MoE layers, each with
     its popularity drawn once for the run (uniform, or Zipf with its ranks permuted), and each decode
     iteration's b tokens drawing their k distinct experts in every layer then, in the stage's order of
     iterations (one generator a stage, so both executors draw the same). An expert is its own region and
     the experts of a layer run at once, so a layer's expert kernels take the busiest expert's tokens
-    (``loads``) where balanced routing takes ⌈b·k / E⌉."""
+    (``loads``) where balanced routing takes ⌈b·k / E⌉, and with the experts over G grids a token goes to
+    the further grids its experts are on, and only those. Over the run it counts each expert's draws per
+    layer and the (token, layer) pairs reaching each grid (``use``)."""
 
-    def __init__(self, model: ModelSpec, layers: int, alpha: float | None, rng: np.random.Generator) -> None:
+    def __init__(self, model: ModelSpec, layers: int, alpha: float | None, rng: np.random.Generator,
+                 grids: int = 1) -> None:
         self.experts, self.top_k, self.layers, self.rng = model.experts, model.top_k, layers, rng
         with np.errstate(divide="ignore"):  # an underflowed weight: log 0 = −inf, never drawn
             self.log_p = [np.log(popularity(model.experts, model.top_k, alpha, rng)) for _ in range(layers)]
+        self.grids, self.per_grid = grids, experts_per_grid(model.experts, grids)
+        self.counts = np.zeros((layers, model.experts), dtype=np.int64)
+        self.reached = np.zeros(grids, dtype=np.int64)  # (token, layer) pairs with an expert on each grid
 
-    def loads(self, tokens: int) -> tuple[int, ...]:
-        """The busiest expert's tokens in each of the stage's MoE layers, for ``tokens`` decode tokens."""
+    def loads(self, tokens: int) -> tuple[tuple[int, ...], ...]:
+        """For ``tokens`` decode tokens, each of the stage's MoE layers' (the busiest expert's tokens,
+        then the tokens reaching each further grid, grid 1 … G − 1)."""
         out = []
-        for log_p in self.log_p:
+        for i, log_p in enumerate(self.log_p):
             picks = draw_with(log_p, self.top_k, tokens, self.rng)
-            out.append(int(np.bincount(picks.ravel(), minlength=self.experts).max()))
+            count = np.bincount(picks.ravel(), minlength=self.experts)
+            self.counts[i] += count
+            if self.grids > 1:
+                touched = np.zeros((tokens, self.grids), dtype=bool)
+                touched[np.arange(tokens)[:, None], picks // self.per_grid] = True
+                reach = touched.sum(axis=0)
+                self.reached += reach
+                out.append((int(count.max()), *(int(c) for c in reach[1:])))
+            else:
+                self.reached[0] += tokens
+                out.append((int(count.max()),))
         return tuple(out)
+
+    def use(self) -> tuple[tuple[float, ...], float]:
+        """The share of the (token, MoE layer) pairs drawn with an expert on each grid, and the busiest
+        expert's draws over the mean in the busiest layer (``routing.region_load``, an expert its own
+        region); zeros before any draw."""
+        pairs = int(self.counts.sum()) // self.top_k if self.top_k else 0
+        share = tuple(float(u) for u in self.reached / max(pairs, 1))
+        if not pairs:
+            return share, 0.0
+        E = self.experts
+        return share, float(region_load(self.counts.astype(float), np.arange(E), np.ones(E), E).max())

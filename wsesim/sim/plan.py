@@ -12,7 +12,7 @@ import numpy as np
 
 from ..config.specs import HardwareSpec, ModelSpec, TrainingSpec
 from ..model.costs import ExpertCosts
-from ..model.vocabulary import OpKind, Phase, ServePhase, Track
+from ..model.vocabulary import OpKind, Phase, Track
 from .cluster import Tree
 
 if TYPE_CHECKING:
@@ -93,29 +93,8 @@ class LinkSchedule:
 
 
 @dataclass
-class StageLog:
-    """A serving run's stages: ``done[r, t]`` the cycle request r's token t left the last stage (its LM
-    head); ``waited[s]`` cycles requests queued at stage s in all; ``busy[s]`` cycles stage s worked;
-    ``visits[s, t]`` how many times stage s worked on a token t (0: a prefill), whose events its energy
-    counts (``analysis.energy``)."""
-
-    done: np.ndarray
-    waited: np.ndarray
-    busy: np.ndarray
-    visits: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
-
-    def __post_init__(self) -> None:
-        if not self.visits.size:
-            self.visits = np.zeros((len(self.waited), self.done.shape[1]), dtype=np.int64)
-
-    @property
-    def end(self) -> float:
-        return float(self.done.max()) if self.done.size else 0.0
-
-
-@dataclass
 class BatchLog:
-    """A continuously batched serving run (docs/model.md §11.7), per request r (NaN where it never
+    """A serving run (docs/model.md §11.7), per request r (NaN where it never
     happened: a refused request, ``refused[r]``): the cycle it was ``admitted``, the cycle the first
     iteration taking its prompt ``started`` at the first stage, its ``first`` token's cycle and the cycle
     it ``finished``; per stage s ``busy[s]`` cycles of iterations; every iteration, in the order
@@ -154,6 +133,13 @@ class BatchLog:
     # (kind, request, start, end, tokens) — kind 0 a preemption to recompute (start = end), 1 a swap out
     # to MemoryX, 2 a swap back in — ``tokens`` the cache tokens dropped or moved
     kv_events: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
+    # cycles work queued at each station before an iteration took it, in all (by request, summed)
+    waited: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # with ``ServeBatches.members``, each iteration's decode requests and prompt pieces (request, start,
+    # tokens), in the order of the columns; else empty
+    members: tuple[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]], ...] = ()
+    # with sampled routing, each station's ``moe_serving.BatchExperts.use()`` over the run (None: none drawn)
+    expert_use: tuple[tuple[tuple[float, ...], float] | None, ...] = ()
 
     @property
     def preemptions(self) -> int:
@@ -172,14 +158,15 @@ ITERATION_COLUMNS = ("stage", "start", "end", "decodes", "prompt_tokens", "longe
 cycles, and counts below 2^53)."""
 
 
-def iteration_columns(rows: np.ndarray) -> dict[str, np.ndarray]:
-    """``ITERATION_COLUMNS`` rows, flat, as the log's columns by name, the iterations by start then stage;
-    counts as integers, cycles as floats."""
+def iteration_columns(rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``ITERATION_COLUMNS`` rows, flat, as the log's columns by name, the iterations by start then stage
+    (counts as integers, cycles as floats), and that order (the logged rows' indices)."""
     table = rows.reshape(-1, len(ITERATION_COLUMNS))
-    table = table[np.lexsort((table[:, 0], table[:, 1]))]
+    order = np.lexsort((table[:, 0], table[:, 1]))
+    table = table[order]
     return {name: table[:, i].copy() if name in ("start", "end", "landed") else
             table[:, i].astype(np.int32 if name in ("stage", "decodes", "prompt_tokens") else np.int64)
-            for i, name in enumerate(ITERATION_COLUMNS)}
+            for i, name in enumerate(ITERATION_COLUMNS)}, order
 
 
 def kv_events(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:
@@ -214,7 +201,6 @@ class Trace:
     max_link_load_bytes: float = 0.0
     restreamed_for_recompute: bool = False
     staging_held_at_end: float = 0.0  # weight bytes still reserved in the staging buffer (0 when all freed)
-    stages: StageLog | None = None
     batches: BatchLog | None = None
 
     def fabric_span(self, op: Transfer, start: float, end: float, total_bytes: float,
@@ -227,22 +213,6 @@ class Trace:
             self.dispatched_bytes += total_bytes
         self.spans.append(Span(Track.STEP, op.kind, start, end, {
             **op.args, "bytes": total_bytes, "max_link_load_bytes": max_load}))
-
-    def stage_visit(self, stage: int, token: int, request: int, arrived: float, start: float, end: float,
-                    last: bool, split: dict[str, float] | None = None) -> None:
-        """Record stage ``stage`` serving ``request``'s ``token`` (0: its prefill) from ``start`` to ``end``
-        after it arrived at ``arrived``; at the ``last`` stage the token is done. ``split``: the shares
-        of the work (instruction issue, compute, communication), shown on the span."""
-        log = self.stages
-        assert log is not None
-        log.waited[stage] += start - arrived
-        log.busy[stage] += end - start
-        log.visits[stage, token] += 1
-        phase = ServePhase.PREFILL if token == 0 else ServePhase.DECODE
-        self.spans.append(Span(Track.STAGE, phase, start, end,
-                               {"stage": stage, "request": request, "token": token, **(split or {})}))
-        if last:
-            log.done[request, token] = end
 
     def experts_spans(self, start: float, end: float, waited: float, layer: int, pass_: str) -> None:
         """An experts phase from ``start`` to ``end`` whose critical path (the region that finished last,

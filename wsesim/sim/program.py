@@ -17,10 +17,10 @@ An op is one of a small tagged union of records, each carrying what its handler 
 * ``GradientOut`` — a weight gradient handed to the outbound link;
 * ``Drain`` — the end of the step: the last gradient out, or its sum through a cluster's tree;
 * ``OptimizerStep`` — MemoryX's update of every weight;
-* ``Serve`` — requests through a pipeline of stages (``StageWork``: each stage's ``Kernel`` ops for a
-  prefill and for one decode step, and its ``Handoff`` to the next stage);
-* ``ServeBatches`` — requests arriving over time through the same stages, each stage running
-  iteration-level batches (continuous batching, docs/model.md §11.7).
+* ``ServeBatches`` — requests through a pipeline of stages (``StageWork``: each stage's ``Kernel`` ops
+  for a prefill and for one decode step, and its ``Handoff`` to the next stage), arriving over time or
+  together, each stage running the iterations the scheduler forms (``sim.scheduler``, docs/model.md
+  §11.7): each an ``Iteration`` of its kernels at the iteration's sizes, and the ``Move`` after it.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .mapping import Stage
 
 __all__ = ["WAFER_OPS", "Drain", "Experts", "GradientOut", "Handoff", "Iteration", "Kernel", "Move",
-           "Op", "OptimizerStep", "PerToken", "Program", "Serve", "ServeBatches", "StageWork", "Transfer",
+           "Op", "OptimizerStep", "PerToken", "Program", "ServeBatches", "StageWork", "Transfer",
            "WaferOp", "Weights"]
 
 ChunkKey = tuple[Any, ...]  # (copy, layer, tensor) or (tensor,): a key of the chunk plan
@@ -221,31 +221,18 @@ class StageWork:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Serve:
-    """``requests`` requests, all arriving at cycle 0, each a prefill of ``prompt_len`` tokens then
-    ``output_len − 1`` decode steps through every stage in turn; each stage serves one request's token
-    at a time, first come first served."""
-
-    kind: ClassVar[OpKind] = OpKind.SERVE
-    stages: tuple[StageWork, ...]
-    requests: int
-    prompt_len: int
-    output_len: int
-    args: Mapping[str, Any] = field(default_factory=_args)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
 class ServeBatches:
-    """Requests through ``stages`` under continuous batching (docs/model.md §11.7): request r arrives at
-    cycle ``arrival[r]`` (in order) with ``prompt[r]`` prompt tokens and ``output[r]`` output tokens.
-    It is admitted, first come first served, when fewer than ``cap`` are in flight and its KV cache
+    """Requests through ``stages``, scheduled iteration by iteration (docs/model.md §11.7): request r
+    arrives at cycle ``arrival[r]`` (in order) with ``prompt[r]`` prompt tokens and ``output[r]`` output
+    tokens. It is admitted, first come first served, when fewer than ``cap`` are in flight and its KV cache
     (prompt + output tokens, reserved whole) fits every stage beside theirs (``model.serving.
     requests_fit`` under ``layout``), and leaves when its last token does; one that fits no stage even
     alone is refused. Each stage, whenever it is idle and has work queued, runs one iteration: every
     decode token queued, as one batch, and prompt tokens by ``policy`` — ``prefill_first``: whole
     prompts queued, in order, while their tokens stay within ``budget`` (the first one always), instead
     of the decodes; ``chunked``: besides them, prompt tokens up to ``budget`` less the decodes, a prompt
-    cut where the budget ends, its rest waiting for the next iteration (``take_pieces``). The prompt
+    cut where the budget ends, its rest waiting for the next iteration (``take_pieces``); ``none``: one
+    decode token or one whole prompt, the first to come (no batching at all). The prompt
     tokens of one iteration share its GEMMs (``BatchCosts.iteration``). With ``prefill_pool`` (split
     prefill, docs/model.md §11.10), prompts go through the prefill wafers' stages instead, stations after
     the decode stages: the last of them gives the first token and hands the prompt's KV cache to the
@@ -273,6 +260,7 @@ class ServeBatches:
     prefill_pool: int = 0  # split prefill: the prefill wafers' stages, stations after the decode stages
     routing: tuple[float | None, int] | None = None  # sampled routing: (its Zipf α or None, the seed)
     kv_block: tuple[int, int, str] | None = None  # paged: (tokens a block, blocks in the pool, preemption)
+    members: bool = False  # log which requests each iteration carries (for a trace's spans)
 
     def swap_bytes(self, tokens: int) -> float:
         """The KV cache of ``tokens`` tokens on the wafer holding the most of the stages' layers: what its
@@ -313,7 +301,7 @@ class ServeBatches:
         out: list[Any] = []
         for work, rng in zip(self.stages, rngs, strict=True):
             moe = sum(1 for i in work.stage.layers if not self.model.is_dense(i))
-            out.append(BatchExperts(self.model, moe, alpha, rng) if moe else None)
+            out.append(BatchExperts(self.model, moe, alpha, rng, work.stage.grids) if moe else None)
         return out
 
     def stations(self) -> tuple[str, ...]:
@@ -342,7 +330,8 @@ class Iteration(NamedTuple):
     ``decodes`` (the requests whose decode token, verify pass of K + 1 positions or draft round of K steps
     it carries), at their ``longest`` context, and the prompt ``pieces`` (request, first token, tokens)
     beside them, whose tokens share its GEMMs (``BatchCosts.iteration``); ``loads``, with sampled routing,
-    the busiest expert's tokens in each of its MoE layers; ``index``, its row in the run's log."""
+    each of its MoE layers' busiest expert's tokens and tokens reaching each further grid; ``index``,
+    its row in the run's log."""
 
     station: int
     start: float
@@ -350,7 +339,7 @@ class Iteration(NamedTuple):
     decodes: list[int]
     pieces: list[tuple[int, int, int]]
     longest: int
-    loads: tuple[int, ...] | None
+    loads: tuple[tuple[int, ...], ...] | None
     index: int
 
 
@@ -369,7 +358,7 @@ class Move(NamedTuple):
     ordered: bool
 
 
-Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | Serve | ServeBatches
+Op = Weights | WaferOp | Transfer | Experts | GradientOut | Drain | OptimizerStep | ServeBatches
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,8 @@ code:
   I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
   left; the step stalls until what is held (plus an incoming gradient) fits, checked before each
   whole-wafer gradient and once after each backward experts phase, as the fast engine does;
-* serving (a ``SERVE`` op): a process per request, a ``simpy.Resource`` of capacity 1 per stage; each
-  token of a request takes every stage in turn (its service a timeout while it holds the stage), then
-  the hand-off's delay;
-* continuous batching (a ``SERVE_BATCHES`` op): processes for the arrivals, each stage and each link
-  between stages, in ``reference_batching``.
+* serving (a ``SERVE_BATCHES`` op): processes for the arrivals, each station and each station's
+  outbound link, timing the scheduler's iterations and moves, in ``reference_batching``.
 
 Where the fast engine is subtle, what the reference does and why it is the same model:
 
@@ -85,13 +82,12 @@ from .program import (
     GradientOut,
     OptimizerStep,
     Program,
-    Serve,
     ServeBatches,
     Transfer,
     WaferOp,
     Weights,
 )
-from .reference_batching import serve_batches, serve_requests
+from .reference_batching import serve_batches
 
 __all__ = ["simulate"]
 
@@ -359,17 +355,13 @@ class _Reference:
                                      {**op.args, "cycles": cycles}))
 
     # ---------------------------------------------------------------------------------------- serving
-    def _serve(self, op: Serve) -> Generator[Any, Any, None]:
-        """A process per request, a resource per stage (``reference_batching.serve_requests``)."""
-        yield from serve_requests(self.env, op, self.costs.stages, self.trace)
-
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Continuous batching as processes and resources (``reference_batching``)."""
         self.trace.batches = yield from serve_batches(self.env, op, self.costs.stations())
 
     def _step(self) -> Generator[Any, Any, None]:
         run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {
-            OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
+            OpKind.SERVE_BATCHES: self._serve_batches}
         if self.program.chunks is not None:
             run.update({kind: self._wafer_op for kind in WAFER_OPS})
             run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,

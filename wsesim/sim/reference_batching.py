@@ -1,5 +1,4 @@
-"""The reference engine's serving, in plain SimPy: one request's token at a time per stage (a ``SERVE``
-op, ``serve_requests``), and continuous batching (a ``SERVE_BATCHES`` op, docs/model.md §11.7): the
+"""The reference engine's serving (a ``SERVE_BATCHES`` op, docs/model.md §11.7), in plain SimPy: the
 scheduler's ops (``scheduler.Scheduler``, the rules both engines share) timed by processes, apart from the
 fast engine's loop (``batching``) to vouch for its mechanism.
 
@@ -17,42 +16,16 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-import numpy as np
 import simpy
 
-from .costing import StageCosts
-from .plan import BatchLog, StageLog, Trace
-from .program import Move, Serve, ServeBatches
+from .plan import BatchLog
+from .program import Move, ServeBatches
 from .scheduler import Scheduler
 
-__all__ = ["serve_batches", "serve_requests"]
+__all__ = ["serve_batches"]
 
 LATE = 2
 """The end-of-cycle event's priority: after SimPy's URGENT (0) and NORMAL (1) events of the same cycle."""
-
-
-def serve_requests(env: simpy.Environment, op: Serve, costs: tuple[StageCosts, ...],
-                   trace: Trace) -> Generator[Any, Any, None]:
-    """A process per request; a stage (a ``simpy.Resource``) serves one request's token at a time, first
-    come first served; every visit is logged in ``trace``."""
-    S, T = len(op.stages), op.output_len
-    stages = [simpy.Resource(env, capacity=1) for _ in range(S)]
-    trace.stages = StageLog(np.zeros((op.requests, T)), np.zeros(S), np.zeros(S))
-
-    def request(r: int) -> Generator[Any, Any, None]:
-        for t in range(T):
-            for s in range(S):
-                arrived = env.now
-                with stages[s].request() as turn:
-                    yield turn
-                    start = env.now
-                    yield env.timeout(costs[s].service(t, r))
-                trace.stage_visit(s, t, r, arrived, start, env.now, last=s == S - 1, split=costs[s].split(t))
-                if s == S - 1 and t + 1 == T:
-                    return
-                yield env.timeout(costs[s].handoff(t))
-
-    yield simpy.AllOf(env, [env.process(request(r)) for r in range(op.requests)])
 
 
 def serve_batches(env: simpy.Environment, op: ServeBatches,
@@ -70,7 +43,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             woken[s].succeed()
 
     def land(move: Move) -> None:
-        sched.land(move)
+        sched.land(move, env.now)
         wake(move.to)
 
     def check() -> None:

@@ -92,6 +92,12 @@ class Scheduler:
         self.stop = list(accumulate(self.outputs))  # request r's outputs end before stop[r] in ``emitted``
         self.emitted = array("d", [nan]) * (self.stop[-1] if n else 0)
         self.busy = [0.0] * self.stations
+        self.members: list[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]] | None = (
+            [] if op.members else None)  # each iteration's decode requests and prompt pieces
+        # cycles work queued at each station before an iteration took it; when a request's work landed at
+        # its station (its own at the draft: a request has a prefill there beside the target's)
+        self.waited = [0.0] * self.stations
+        self.since, self.since_draft = [0.0] * n, [0.0] * n
         self.rows = array("d")  # the iterations' log, ``ITERATION_COLUMNS`` a row, row after row
         self.decodes: list[list[int]] = [[] for _ in range(self.stations)]  # requests whose decode is queued
         self.pieces: list[list[list[int]]] = [[] for _ in range(self.stations)]  # [request, start, tokens]
@@ -155,11 +161,13 @@ class Scheduler:
                 moves.append(Move(at, self.entry, [r], [], -1, -1, False))
             else:
                 self.pieces[self.entry].append([r, 0, self.target[r]])
+                self.since[r] = now
                 self.touched.add(self.entry)
                 if self.single:
                     self.kinds[self.entry].append(False)
                 if self.draft is not None:  # the draft prefills the prompt beside the target
                     self.pieces[self.draft].append([r, 0, p])
+                    self.since_draft[r] = now
                     self.touched.add(self.draft)
         return moves
 
@@ -213,7 +221,7 @@ class Scheduler:
         return [r for r in rs if r in kept], ready
 
     # ------------------------------------------------------------------------------------- stations
-    def land(self, move: Move) -> None:
+    def land(self, move: Move, now: float) -> None:
         """A move's work lands at its station: at the draft, a request whose prompt it has not prefilled
         yet waits for that (``unprefilled``; one with nothing left to draft is dropped); with a draft and
         prefill wafers, its drafts wait at the first stage for its KV cache, and the cache for its drafts
@@ -236,6 +244,11 @@ class Scheduler:
         self.decodes[to] += rs
         self.pieces[to] += move.pieces
         self.touched.add(to)
+        since = self.since_draft if to == self.draft else self.since
+        for r in rs:
+            since[r] = now
+        for p in move.pieces:
+            since[p[0]] = now
         if self.single:
             self.kinds[to] += [True] * len(rs) + [False] * len(move.pieces)
 
@@ -300,7 +313,14 @@ class Scheduler:
                 cycles = self.costs[s].iteration(len(rs), longest, ())
             self.rows.extend((s, t0, t0 + cycles, len(rs), 0, longest, 0, 0, 0, 0, _NAN))
         it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
+        if self.members is not None:
+            self.members.append((tuple(rs), tuple(tuple(p) for p in ps)))  # type: ignore[misc]
         self.busy[s] += cycles
+        since = self.since_draft if s == self.draft else self.since
+        self.waited[s] += (len(rs) + len(ps)) * t0 - sum(map(since.__getitem__, rs)) - sum(
+            since[p[0]] for p in ps)
+        if ps and self.pieces[s] and self.pieces[s][0][0] == ps[-1][0]:  # cut: its rest waits from the end
+            since[ps[-1][0]] = t0 + cycles
         self.running[s] = it
         return it
 
@@ -324,6 +344,7 @@ class Scheduler:
                 if r in self.unprefilled:
                     self.unprefilled.discard(r)
                     self.decodes[s].append(r)
+                    self.since_draft[r] = now
         elif pool and S <= s < self.last_pool:  # a prefill stage: the prompts' activations to the next
             to, out_r, out_p = s + 1, [], ps
             values = sum(p[2] for p in ps) * self.hid
@@ -406,10 +427,13 @@ class Scheduler:
     def log(self) -> BatchLog:
         """The run's log, its iterations in the order they started (then by station)."""
         f = np.array
-        cols = iteration_columns(np.frombuffer(self.rows))
+        cols, order = iteration_columns(np.frombuffer(self.rows))
+        members = tuple(self.members[i] for i in order.tolist()) if self.members is not None else ()
         return BatchLog(f(self.admitted), f(self.started), f(self.first), f(self.finished),
                         f(self.refused, dtype=bool), f(self.busy), cols["stage"], cols["start"], cols["end"],
                         cols["decodes"], cols["prompt_tokens"], np.frombuffer(self.emitted),
                         cols["longest"], cols["pieces"], cols["reach"], cols["ends"], cols["moved"],
                         cols["landed"], self.op.stations(), self.width,
-                        kv_events(self.kv.log if self.kv else []))
+                        kv_events(self.kv.log if self.kv else []),
+                        waited=f(self.waited), members=members,
+                        expert_use=tuple(e.use() if e is not None else None for e in self.experts))

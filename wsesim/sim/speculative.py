@@ -21,7 +21,7 @@ def prefill_path(costs: Costs) -> float:
 
 
 def _batches(c: StageCosts) -> BatchCosts:
-    assert c.batches is not None, "costed with cost_serving(..., batches=True)"
+    assert c.batches is not None, "a stage costed by cost_serving"
     return c.batches
 
 

@@ -28,12 +28,12 @@ from math import ceil, isqrt
 from ...config.inference import InferenceExperimentSpec
 from ...kernels.cost import lanes_dtype
 from ...kernels.machine import Machine
-from ...model.load import Requests
+from ...model.load import Requests, requests_of
 from ...model.serving import experts_per_grid, kv_pool_tokens
 from ...model.shapes import LayerShapes, expert_op_matmuls, layer_matmuls
 from ...model.vocabulary import StageOpKind
 from ..mapping import Mapping, Stage
-from ..program import Handoff, Kernel, PerToken, Program, Serve, ServeBatches, StageWork
+from ..program import Handoff, Kernel, PerToken, Program, ServeBatches, StageWork
 from .software import compose
 
 __all__ = ["serving_program"]
@@ -173,9 +173,10 @@ def default_token_budget(spec: InferenceExperimentSpec, rows: int) -> int:
 
 
 def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
-                    requests: Requests | None = None) -> Program:
-    """Every stage's kernels for the run's requests, as one ``Serve`` op over the mapping's stages; with
-    ``requests`` (continuous batching, ``inference.batching``), one ``ServeBatches`` op of them."""
+                    requests: Requests | None = None, members: bool = False) -> Program:
+    """Every stage's kernels for the run's requests (default: the spec's, ``model.load.requests_of``), as
+    one ``ServeBatches`` op over the mapping's stages: the scheduler batches them (``inference.prefill``'s
+    policy), or with ``batching: none`` takes one decode token or one whole prompt at a time."""
     inf, stages, works = spec.inference, mapping.stages, []
     software = inf.software
     for stage in stages:
@@ -225,7 +226,7 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
                                Handoff(stage, nxt, values if last else inf.prompt_len * values),
                                Handoff(stage, nxt, values), prefill_of, head, prefill_runs))
     if requests is None:
-        return Program((Serve(tuple(works), inf.batch, inf.prompt_len, inf.output_len),))
+        requests = requests_of(spec)
     budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
               else inf.token_budget)
     routing = (inf.zipf_alpha, inf.seed) if inf.sampled and spec.model.experts else None
@@ -235,6 +236,7 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
         pool = min(kv_pool_tokens(spec.model, s.memory, len(s.layers), s.rows, s.cols, inf.batch, longest)
                    for s in stages)
         paged = (inf.kv_block, pool // inf.kv_block, inf.preempt_by)
+    policy = inf.prefill if inf.continuous else "none"
     return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
-                                 inf.prefill, budget, spec.model, inf.kv_layout, routing=routing,
-                                 kv_block=paged),))
+                                 policy, budget, spec.model, inf.kv_layout, routing=routing,
+                                 kv_block=paged, members=members),))
