@@ -154,18 +154,20 @@ class Scheduler:
             flight[1] += p
             flight[2] += o
             prompts_in[p] = prompts_in.get(p, 0) + 1
-            if self.admitted[r] != self.admitted[r]:  # its first admission (NaN before)
+            again = self.admitted[r] == self.admitted[r]  # readmitted after a preemption (NaN before)
+            if not again:
                 self.admitted[r] = now
             if self.kv is not None and self.kv.swapped(r):  # its cache back in, then its decode on
                 at = self.kv.back_in(r, now, self.context[r] - 1)
-                moves.append(Move(at, self.entry, [r], [], -1, -1, False))
+                moves.append(Move(at, 0, [r], [], -1, -1, False))
             else:
                 self.pieces[self.entry].append([r, 0, self.target[r]])
                 self.since[r] = now
                 self.touched.add(self.entry)
                 if self.single:
                     self.kinds[self.entry].append(False)
-                if self.draft is not None:  # the draft prefills the prompt beside the target
+                if self.draft is not None and not again:  # the draft prefills the prompt beside the target
+                    # (once: its own cache, on its own wafers, is kept whole while the target's is paged)
                     self.pieces[self.draft].append([r, 0, p])
                     self.since_draft[r] = now
                     self.touched.add(self.draft)
@@ -195,6 +197,8 @@ class Scheduler:
         self.waiting.appendleft(v)
         c = self.target[v] = self.context[v]
         assert self.kv is not None
+        if not self.kv.swap:  # with prefill wafers its cache comes back from them before it verifies again
+            self.cached[v] = False
         self.redo[v] = not self.kv.swap
         return self.kv.drop(v, now, c - 1)
 
@@ -207,7 +211,7 @@ class Scheduler:
         i, j = 0, len(queue)
         while i < j:
             r = queue[i]
-            need = pool.blocks(self.context[r]) - pool.held[r]
+            need = pool.blocks(self.context[r] + self.width - 1) - pool.held[r]  # a verify pass's K + 1
             while need > pool.free and j - 1 > i:
                 j -= 1
                 ready = max(ready, self._preempt(queue[j], now))
@@ -266,7 +270,7 @@ class Scheduler:
         else:  # prefill first: the decodes wait for an iteration without prompts
             rs = []
         t0 = now
-        if self.kv is not None and s == self.entry and rs:
+        if self.kv is not None and s == 0 and rs:
             rs, ready = self._grow(rs, now)
             if not rs and not self.pieces[s]:
                 return None
@@ -333,7 +337,7 @@ class Scheduler:
         self.running[s] = None
         self.touched.add(s)
         rs, ps = it.decodes, it.pieces
-        S, pool, draft, prompt, left, stop = self.S, self.pool, self.draft, self.prompt, self.left, self.stop
+        S, pool, draft = self.S, self.pool, self.draft
         move = self.costs[s].handoff
         moves: list[Move] = []
         if s == draft:  # the drafts of every round in it to the first stage, K values each
@@ -352,14 +356,11 @@ class Scheduler:
             to, out_r, out_p, values = 0, [], [], 0
             ended = []
             for r, begin, tokens in ps:
-                if begin + tokens == prompt[r]:
-                    self.first[r] = self.emitted[stop[r] - self.outputs[r]] = now
+                if begin + tokens == self.target[r]:
                     ended.append(r)
-                    if left[r]:
+                    if self._prompt_done(r, now):
                         out_r.append(r)
-                        values += prompt[r]
-                    else:
-                        self._release(r, now)
+                        values += self.target[r]  # its cache: its prompt, or a recompute's context
             moves += self.admit(now)
             if self.joins and ended:  # and every first token to the draft (its own link: a value each)
                 assert draft is not None
@@ -379,42 +380,46 @@ class Scheduler:
             moves.append(Move(now + move(values), to, out_r, out_p, s, it.index, True))
         return moves
 
+    def _emit(self, r: int, now: float) -> bool:
+        """Request r's next output at ``now`` (a verify pass: the tokens it accepted); whether more come
+        (else it leaves)."""
+        left = self.left
+        self.emitted[self.stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
+        if self.e == 1.0:
+            self.context[r] += 1
+        else:  # a verify pass: the tokens it accepted
+            self.passes[r] += 1
+            self.context[r] = self.prompt[r] + 1 + accepted(self.passes[r], self.output[r], self.e)
+        if left[r] > 1:
+            left[r] -= 1
+            return True
+        self._release(r, now)
+        return False
+
+    def _prompt_done(self, r: int, now: float) -> bool:
+        """Request r's prompt (or, recomputed after a preemption, its context) has been prefilled: its
+        first token (a recompute's: the output its preempted decode would have given); whether more
+        come (else it leaves)."""
+        if self.redo[r]:
+            self.redo[r] = False
+            return self._emit(r, now)
+        self.first[r] = self.emitted[self.stop[r] - self.outputs[r]] = now
+        if self.left[r]:
+            return True
+        self._release(r, now)
+        return False
+
     def _outputs(self, it: Iteration, now: float, out_r: list[int]) -> int:
-        """The last stage's iteration: each decode token an output (a verify pass: the tokens it
-        accepted), each piece ending its prompt a first token (a recompute's: the output its preempted
-        decode would have given); those with more to come in ``out_r``. Returns the values sent home."""
-        context, left, stop, prompt, emitted = self.context, self.left, self.stop, self.prompt, self.emitted
-        e = self.e
-        for r in it.decodes:
-            emitted[stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
-            if e == 1.0:
-                context[r] += 1
-            else:  # a verify pass: the tokens it accepted
-                self.passes[r] += 1
-                context[r] = prompt[r] + 1 + accepted(self.passes[r], self.output[r], e)
-            if left[r] > 1:
-                left[r] -= 1
-                out_r.append(r)
-            else:
-                self._release(r, now)
+        """The last stage's iteration: each decode token an output, each piece ending its prompt a first
+        token; those with more to come in ``out_r`` (to the first stage, or to the draft for their next
+        K drafts). Returns the values sent home."""
+        emit, target = self._emit, self.target
+        out_r += [r for r in it.decodes if emit(r, now)]
         values = self.width * len(it.decodes)
         for r, begin, tokens in it.pieces:
-            if begin + tokens == self.target[r]:  # its prompt's last piece: the first token is out
+            if begin + tokens == target[r]:  # its prompt's last piece: the first token is out
                 values += 1
-                if self.redo[r]:  # a recompute's: the output its preempted decode would have given
-                    self.redo[r] = False
-                    emitted[stop[r] - left[r]] = now
-                    context[r] += 1
-                    if left[r] > 1:
-                        left[r] -= 1
-                        out_r.append(r)
-                    else:
-                        self._release(r, now)
-                    continue
-                self.first[r] = emitted[stop[r] - self.outputs[r]] = now
-                if not left[r]:
-                    self._release(r, now)
-                else:  # to the first stage, or to the draft for its first K drafts
+                if self._prompt_done(r, now):
                     out_r.append(r)
         return values
 
