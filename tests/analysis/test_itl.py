@@ -68,7 +68,7 @@ class _HandCosts:
     def iteration(self, decodes: int, longest: int, pieces: list) -> float:
         return 100.0 * len(pieces) + 10.0 * decodes
 
-    def handoff(self, values: float) -> float:
+    def handoff(self, values: float, prompt: bool = False) -> float:
         return 0.0
 
 

@@ -28,7 +28,7 @@ class _Given:
     def iteration(self, decodes: int, longest: int, pieces, loads=None) -> float:
         return PREFILL if pieces else DECODE
 
-    def handoff(self, values: int) -> float:
+    def handoff(self, values: int, prompt: bool = False) -> float:
         return HANDOFF
 
 

@@ -34,9 +34,13 @@ class BatchCosts:
 
     def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: Any, fixed: float,
                  attention_cycles: Callable[[int], float], prompt_len: int, whole_prompt: float,
-                 move: Callable[[Handoff], tuple[float, EventCounts]]) -> None:
+                 move: Callable[[Handoff], tuple[float, EventCounts]],
+                 move_prompt: Callable[[Handoff], tuple[float, EventCounts]] | None = None) -> None:
         self.spec, self.work, self.grid, self.whole_prompt = spec, work, grid, whole_prompt
-        self.move = move  # a hand-off's cycles and events (``costing._handoff``: the one formula)
+        # a hand-off's cycles and events (``handoffs.handoff``: the one formula), after decode tokens
+        # alone and after an iteration with prompt tokens (an asynchronous hand-off hides beside the
+        # iteration's last kernel: the decode step's, or the prefill's)
+        self.move, self.move_prompt = move, move_prompt or move
         self.layers = len(work.stage.layers)
         self.per_expert = (spec.model.top_k, spec.model.experts) if spec.model.experts else (1, 1)
         self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
@@ -47,7 +51,7 @@ class BatchCosts:
         self._mixed: dict[tuple[int, int, int, int, int], float] = {}
         self._sampled: dict[tuple[int, tuple[int, ...]], float] = {}
         self.moe_layers = [i for i in work.stage.layers if not spec.model.is_dense(i)]
-        self._handoff: dict[int, tuple[float, EventCounts]] = {}
+        self._handoff: dict[tuple[int, bool], tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
         # decode-only iterations by (decodes, longest, width): the executors' commonest question, answered
@@ -199,21 +203,23 @@ class BatchCosts:
         MemoryX over the system's I/O (``io.bandwidth``, one direction), out or back in."""
         return nbytes / self.spec.hardware.io_bytes_per_cycle
 
-    def handoff(self, values: int) -> float:
-        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
-        moved = self._handoff.get(values)
-        return (moved if moved is not None else self._moved(values))[0]
+    def handoff(self, values: int, prompt: bool = False) -> float:
+        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage after
+        an iteration (``prompt``: one that carried prompt tokens)."""
+        moved = self._handoff.get((values, prompt))
+        return (moved if moved is not None else self._moved(values, prompt))[0]
 
     def handoff_counts(self, values: int) -> EventCounts:
         """The events of handing ``values`` to the next stage."""
-        return self._moved(values)[1]
+        return self._moved(values, False)[1]
 
-    def _moved(self, values: int) -> tuple[float, EventCounts]:
-        if values not in self._handoff:
+    def _moved(self, values: int, prompt: bool) -> tuple[float, EventCounts]:
+        key = (values, prompt)
+        if key not in self._handoff:
             h = self.work.handoff_decode
-            self._handoff[values] = self.move(Handoff(h.source, h.target, values)) if values else (
-                0.0, EventCounts())
-        return self._handoff[values]
+            self._handoff[key] = (self.move_prompt if prompt else self.move)(
+                Handoff(h.source, h.target, values)) if values else (0.0, EventCounts())
+        return self._handoff[key]
 
     def counts(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> EventCounts:

@@ -293,7 +293,8 @@ def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) 
     fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
     step = fixed + layers * attention_cycles(prompt_len + output_len - 1) if output_len > 1 else 0.0
     batches = BatchCosts(spec, work, grid, fixed, attention_cycles, prompt_len,
-                         sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)))
+                         sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)),
+                         lambda h: handoff(spec, grid, h, _last(prefill)))
     return StageCosts(prefill, decode, step, handoff(spec, grid, work.handoff_prefill, _last(prefill))[0],
                       handoff(spec, grid, work.handoff_decode, _last(decode))[0], batches)
 

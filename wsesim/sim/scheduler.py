@@ -338,10 +338,12 @@ class Scheduler:
         self.touched.add(s)
         rs, ps = it.decodes, it.pieces
         S, pool, draft = self.S, self.pool, self.draft
+        # a stage's hand-off, after an iteration with prompt tokens or without (``BatchCosts.handoff``)
         move = self.costs[s].handoff
+        prompt = bool(ps)
         moves: list[Move] = []
         if s == draft:  # the drafts of every round in it to the first stage, K values each
-            to, out_r, out_p = 0, rs, []
+            to, out_r, out_p, prompt = 0, rs, [], False
             values = self.k * len(out_r)
             for r, _, _ in ps:  # prompts prefilled: a first token already back starts its round
                 self.drafted[r] = True
@@ -353,7 +355,7 @@ class Scheduler:
             to, out_r, out_p = s + 1, [], ps
             values = sum(p[2] for p in ps) * self.hid
         elif pool and s == self.last_pool:  # the first tokens out; the finished prompts' KV to decode
-            to, out_r, out_p, values = 0, [], [], 0
+            to, out_r, out_p, values, prompt = 0, [], [], 0, False
             ended = []
             for r, begin, tokens in ps:
                 if begin + tokens == self.target[r]:
@@ -373,11 +375,12 @@ class Scheduler:
             to, out_r, out_p = (0 if draft is None else draft), [], []
             values = self._outputs(it, now, out_r)
             if draft is not None:
-                move = self.costs[draft].receive
+                move, prompt = self.costs[draft].receive, False
             moves += self.admit(now)
         if out_r or out_p:
             self.rows[it.index * _WIDTH + _MOVED] = values
-            moves.append(Move(now + move(values), to, out_r, out_p, s, it.index, True))
+            moves.append(Move(now + (move(values, True) if prompt else move(values)), to, out_r, out_p, s,
+                              it.index, True))
         return moves
 
     def _emit(self, r: int, now: float) -> bool:
