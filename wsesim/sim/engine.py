@@ -1,15 +1,15 @@
-"""The fast engine: executes a program (``program.Program``: a training step built by
-``builders.training``, serving requests by ``builders.serving``) at the costs of the cost pass
-(``costing``), as SimPy processes and resources (docs/model.md §2, §3, §11.4). Simulated time is in
-clock cycles.
+"""The fast engine: executes a costed program (``program.Program``: a training step built by
+``builders.training``, serving requests by ``builders.serving``; its ``Costs`` from the cost pass,
+``costing``) as SimPy processes and resources (docs/model.md §2, §3, §11.4). It builds and costs nothing:
+what it decides is when each op runs. Simulated time is in clock cycles.
 
 * the inbound link (``links.WeightStream``, a process) fills the bounded staging buffer with weight
   chunks in order of first use, and waits while the buffer is full;
 * the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
 * ``_step`` (a process) runs the program's ops in order, once per micro-batch (every weight streams in
   again for each): a ``WEIGHTS`` op waits for its chunks, a whole-wafer op takes its cost model's cycles,
-  per tile when it is tiled (under ``compute: kernel`` its first run consumes its weights as they arrive:
-  ``links.consume``), a fabric op the fabric's, the ``EXPERTS`` op the experts phase
+  per tile when it is tiled (under a pipelined compute model, ``compute: kernel``, its first run consumes
+  its weights as they arrive: ``links.consume``), a fabric op its cost's, the ``EXPERTS`` op the experts phase
   (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
   step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
 * a ``SERVE`` op is a queue per stage, run as one loop over arrivals in time order (a heap): each
@@ -33,7 +33,7 @@ import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
 from .cluster import io_rate
-from .costing import Costs, with_defaults
+from .costing import Costs
 from .counting import CountingEnvironment
 from .experts import ExpertsPhase
 from .links import GradientLink, Pending, WeightStream, close_wait, consume
@@ -82,16 +82,15 @@ class _Engine:
         self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
         self.sizes = chunks.sizes
         self.copied_out = np.zeros(len(chunks), dtype=bool)  # whole-wafer chunks already freed
-        # compute: kernel pipelines an op with its weights' arrival (links.consume): the last weights wait
-        # (its start, the first bytes' arrival, the last's, its args) until an op consumes it
-        self.pipelined = plan.compute == "kernel"
+        # a pipelined compute model runs an op with its weights' arrival (links.consume): the last weights
+        # wait (its start, the first bytes' arrival, the last's, its args) until an op consumes it
+        self.pipelined = self.costs.pipelined
         staging = chunks.staging_bytes  # half for weights in, half for gradients out
         rate, latency = io_rate(hw, plan.tree), (plan.tree.latency if plan.tree else 0.0)
         self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, rate, latency)
         self.grads = GradientLink(staging / 2, rate)
-        self.experts = ExpertsPhase(plan, chunks, self.env, self.stream, self.grads, self.trace,
+        self.experts = ExpertsPhase(plan, self.costs, chunks, self.env, self.stream, self.grads, self.trace,
                                     self._gradient_room)
-        self._fabric_times: dict[tuple[int, bool], tuple[float, float]] = {}
         self._run.update({kind: self._wafer for kind in WAFER_OPS})
         self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
                           OpKind.COMBINE: self._fabric, OpKind.EXPERTS: self.experts.run,
@@ -167,15 +166,9 @@ class _Engine:
         yield self.env.timeout(op.runs * cycles + shift)
 
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
-        nbytes = (self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size
-                  * self.plan.model.bytes_per_value)
-        key = (op.layer, op.reverse)  # forward, recompute and backward move the same bytes: time them once
-        if key not in self._fabric_times:
-            self._fabric_times[key] = self.plan.dispatch(nbytes, op.reverse)
-        cycles, max_load = self._fabric_times[key]
-        start = self.env.now
-        yield self.env.timeout(cycles)
-        self.trace.fabric_span(op, start, self.env.now, float(nbytes.sum()), max_load)
+        cost, start = self.costs.fabric[op.layer, op.reverse], self.env.now
+        yield self.env.timeout(cost.cycles)
+        self.trace.fabric_span(op, start, self.env.now, cost.nbytes, cost.max_link_load_bytes)
 
     def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
         """Stall while the outbound buffer holds more gradients than fit (with ``incoming`` bytes more)."""
@@ -276,7 +269,7 @@ class _Engine:
         return tr
 
 
-def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs | None = None) -> Trace:
-    """Execute ``program`` at ``costs`` (by default the training step of ``plan``, costed by the cost
-    pass); returns the trace (spans in cycles) and counters. A serving program needs no plan (None)."""
-    return _Engine(plan, *with_defaults(plan, program, costs)).run()
+def simulate(plan: StepPlan | None, program: Program, costs: Costs) -> Trace:
+    """Execute ``program`` at ``costs`` (the cost pass's: ``costing.cost_program`` for a training step);
+    returns the trace (spans in cycles) and counters. A serving program needs no plan (None)."""
+    return _Engine(plan, program, costs).run()

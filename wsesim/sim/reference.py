@@ -4,9 +4,8 @@ is in clock cycles, sizes in bytes. The order of work is the program's (``builde
 training step, ``builders.serving`` for serving), run op by op, once per micro-batch.
 
 It shares with the fast engine only data — the program and the chunk plan it carries, the cost pass's
-costs (``costing``; the expert ops' from ``plan.expert_costs``), the FLOP and byte counts
-(``model.shapes``), the fabric's timing (``plan.dispatch``) and the trace's records — never scheduling
-code:
+costs (``costing``: every op's, the expert ops' and the fabric's included), the FLOP and byte counts
+(``model.shapes``) and the trace's records — never scheduling code:
 
 * the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
   ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
@@ -20,9 +19,9 @@ code:
   one process per tile, queued on the wafer in tile order, one timeout each; each expert region runs one
   process per phase over its experts in slot order (ascending expert index), every op, and every piece
   of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
-  region is free; under ``compute: kernel`` an op consumes its weights as they arrive
-  (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to no earlier
-  than their arrival, the first run of a whole-wafer op after its weights wait likewise;
+  region is free; under a pipelined compute model (``compute: kernel``) an op consumes its weights as
+  they arrive (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to
+  no earlier than their arrival, the first run of a whole-wafer op after its weights wait likewise;
 * in a cluster, chunks come down and gradients go up the tree at its rate, a process per level (``relay``);
 * the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
   I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
@@ -74,7 +73,7 @@ from ..config.specs import DTYPE_BYTES
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .cluster import io_rate, relay
-from .costing import Costs, with_defaults
+from .costing import Costs
 from .counting import CountingEnvironment
 from .links import Pending, close_wait, consume
 from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
@@ -119,8 +118,8 @@ class _Reference:
         self.plan, self.program, self.costs = plan, program, costs
         self.env = CountingEnvironment()
         self.trace = Trace()
-        self.pipelined = plan is not None and plan.compute == "kernel"  # an op consumes its weights as
-        # they arrive (links.consume): the last weights wait, open until an op consumes it
+        self.pipelined = costs.pipelined  # an op consumes its weights as they arrive (links.consume): the
+        # last weights wait, open until an op consumes it
         self.pending: Pending | None = None
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
@@ -131,7 +130,6 @@ class _Reference:
         hw, m, env = plan.hw, plan.model, self.env
         assert program.chunks is not None
         self.s = LayerShapes(m)
-        self.b = m.bytes_per_value
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = io_rate(hw, plan.tree)
         self.latency = plan.tree.latency if plan.tree is not None else 0.0  # first bytes: start + latency
@@ -277,11 +275,9 @@ class _Reference:
         yield simpy.AllOf(self.env, tiles)
 
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
-        nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.b
-        cycles, max_load = self.plan.dispatch(nbytes, op.reverse)
-        start = self.env.now
-        yield self.env.timeout(cycles)
-        self.trace.fabric_span(op, start, self.env.now, float(nbytes.sum()), max_load)
+        cost, start = self.costs.fabric[op.layer, op.reverse], self.env.now
+        yield self.env.timeout(cost.cycles)
+        self.trace.fabric_span(op, start, self.env.now, cost.nbytes, cost.max_link_load_bytes)
 
     def _region(self, r: int, layer: int, pass_: str, chunk_pass: str, backward: bool,
                 batch: int) -> Generator[Any, Any, None]:
@@ -293,9 +289,9 @@ class _Reference:
             tokens = float(p.tokens[layer, e])
             for k, op in enumerate(BACKWARD_OPS if backward else FORWARD_OPS):
                 flops = s.expert_op_flops(op, tokens, backward)
-                # the cost model's, via the plan
-                cycles = float(p.expert_costs.cycles[op, backward][layer, e])
-                bound = bool(p.expert_costs.compute_bound[op, backward][layer, e])
+                # the cost pass's
+                cycles = float(self.costs.experts.cycles[op, backward][layer, e])
+                bound = bool(self.costs.experts.compute_bound[op, backward][layer, e])
                 chunks = (self.chunks.expert_chunks[chunk_pass, layer, op][:, e] + self.offset).tolist()
                 for piece, i in enumerate(chunks):
                     with self.regions[r].request() as request:
@@ -412,9 +408,8 @@ class _Reference:
                                              for f in ("start", "left", "nbytes")))
 
 
-def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs | None = None) -> Trace:
-    """Execute ``program`` at ``costs`` (by default the training step of ``plan``, costed by the cost
-    pass) with the reference engine; returns the trace (spans in cycles) and counters, as
-    ``engine.simulate`` does. A serving program needs no plan (None). Raises ``RuntimeError`` on a
-    bookkeeping error or a deadlock."""
-    return _Reference(plan, *with_defaults(plan, program, costs)).run()
+def simulate(plan: StepPlan | None, program: Program, costs: Costs) -> Trace:
+    """Execute ``program`` at ``costs`` (the cost pass's) with the reference engine; returns the trace
+    (spans in cycles) and counters, as ``engine.simulate`` does. A serving program needs no plan (None).
+    Raises ``RuntimeError`` on a bookkeeping error or a deadlock."""
+    return _Reference(plan, program, costs).run()
