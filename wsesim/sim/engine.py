@@ -26,7 +26,7 @@ stalls and contention emerge from these. The engine never prints or writes files
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -34,43 +34,22 @@ import numpy as np
 from ..model.vocabulary import OpKind, Phase, Track
 from .cluster import io_rate
 from .costing import Costs
-from .counting import CountingEnvironment
+from .executor import Executor
 from .experts import ExpertsPhase
-from .links import GradientLink, Pending, WeightStream, close_wait, consume
+from .links import GradientLink, WeightStream, consume
 from .plan import Span, StageLog, StepPlan, Trace
-from .program import (
-    WAFER_OPS,
-    Drain,
-    GradientOut,
-    Op,
-    OptimizerStep,
-    Program,
-    Serve,
-    ServeBatches,
-    Transfer,
-    WaferOp,
-    Weights,
-)
+from .program import Drain, Experts, GradientOut, Program, Serve, ServeBatches, WaferOp, Weights
 
 __all__ = ["simulate"]
 
-Run = Callable[[Op], Generator[Any, Any, None]]
 
-_CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
-"""The ops before which a pipelined weights wait stays open: another wait, or the op that consumes it."""
-
-
-class _Engine:
+class _Engine(Executor):
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
-        self.plan, self.program, self.costs = plan, program, costs
-        self.env = CountingEnvironment()
-        self.trace = Trace()
-        self.events: int | None = None  # a serving run's stage visits (the heap's events)
-        self._pending: Pending | None = None  # see _links
+        super().__init__(plan, program, costs)
         self._consumed = False  # the current whole-wafer op's first run consumed a weights wait
-        self._run: dict[OpKind, Run] = {OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
+        self.handlers.update({OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches})
         if program.chunks is not None:
-            assert plan is not None, "a program that streams weights needs the step's plan"
+            assert plan is not None
             self._links(plan, program)
 
     def _links(self, plan: StepPlan, program: Program) -> None:
@@ -79,27 +58,20 @@ class _Engine:
         assert chunks is not None
         self.chunks = chunks
         self.keys = chunks.keys
-        self.trace.restreamed_for_recompute = chunks.restreamed_for_recompute
         self.sizes = chunks.sizes
         self.copied_out = np.zeros(len(chunks), dtype=bool)  # whole-wafer chunks already freed
-        # a pipelined compute model runs an op with its weights' arrival (links.consume): the last weights
-        # wait (its start, the first bytes' arrival, the last's, its args) until an op consumes it
-        self.pipelined = self.costs.pipelined
         staging = chunks.staging_bytes  # half for weights in, half for gradients out
         rate, latency = io_rate(hw, plan.tree), (plan.tree.latency if plan.tree else 0.0)
         self.stream = WeightStream(self.env, chunks.names, chunks.sizes, staging / 2, rate, latency)
         self.grads = GradientLink(staging / 2, rate)
         self.experts = ExpertsPhase(plan, self.costs, chunks, self.env, self.stream, self.grads, self.trace,
                                     self._gradient_room)
-        self._run.update({kind: self._wafer for kind in WAFER_OPS})
-        self._run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
-                          OpKind.COMBINE: self._fabric, OpKind.EXPERTS: self.experts.run,
-                          OpKind.GRADIENT: self._gradient,
-                          OpKind.GRADIENT_DRAIN: self._drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
-                          OpKind.OPTIMIZER_STEP: self._optimizer})
+
+    def _start_links(self) -> None:
+        self.env.process(self.stream.process())
 
     # --------------------------------------------------------------------------------- weight chunks
-    def _use_micro_batch(self, i: int) -> None:
+    def _micro_batch(self, i: int) -> None:
         """Index micro-batch i's copy of every chunk: the first micro-batch's, ``i · per_micro_batch`` on."""
         c, off = self.chunks, i * self.chunks.per_micro_batch
         self.keys = {k: (a + off, b + off) for k, (a, b) in c.keys.items()} if off else c.keys
@@ -122,23 +94,19 @@ class _Engine:
                 self.copied_out[i] = True
                 stream.free(self.sizes[i])
         if self.pipelined:  # the next whole-wafer op may have started with the first bytes (links.consume)
-            self._pending = (start, float(stream.start[first]) + stream.latency, env.now, dict(op.args))
-        elif env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
-
-    def _close_pending(self) -> None:
-        close_wait(self.trace, self._pending)
-        self._pending = None
+            self.pending = (start, float(stream.start[first]) + stream.latency, env.now, dict(op.args))
+        else:
+            self._since(start, Phase.WEIGHT_STALL, op.args)
 
     def _first_run(self, cycles: float) -> tuple[float, float]:
         """(begin, end) of a whole-wafer op's first run: now and now + cycles, or, pipelined after a weights
         wait (``_consumed``), from its weights' first bytes to no earlier than their last
         (``links.consume``)."""
-        self._consumed = self._pending is not None
-        if self._pending is None:
+        self._consumed = self.pending is not None
+        if self.pending is None:
             return self.env.now, self.env.now + cycles
-        start, head, arrival, args = self._pending
-        self._pending = None
+        start, head, arrival, args = self.pending
+        self.pending = None
         begin, end, _ = consume(start, head, arrival, cycles, True)
         if begin > start:
             self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, begin, args))
@@ -165,18 +133,15 @@ class _Engine:
         self.trace.executed_flops += op.executed_flops
         yield self.env.timeout(op.runs * cycles + shift)
 
-    def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
-        cost, start = self.costs.fabric[op.layer, op.reverse], self.env.now
-        yield self.env.timeout(cost.cycles)
-        self.trace.fabric_span(op, start, self.env.now, cost.nbytes, cost.max_link_load_bytes)
+    def _experts(self, op: Experts) -> Generator[Any, Any, None]:
+        return self.experts.run(op)
 
     def _gradient_room(self, args: dict[str, Any], incoming: float = 0.0) -> Generator[Any, Any, None]:
         """Stall while the outbound buffer holds more gradients than fit (with ``incoming`` bytes more)."""
-        ready = self.grads.room_at(self.env.now, incoming)
-        if ready > self.env.now:
-            start = self.env.now
+        ready, start = self.grads.room_at(self.env.now, incoming), self.env.now
+        if ready > start:
             yield self.env.timeout(ready - start)
-            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, self.env.now, dict(args)))
+            self._since(start, Phase.GRADIENT_STALL, args)
 
     def _gradient(self, op: GradientOut) -> Generator[Any, Any, None]:
         """Hand one gradient to the outbound link, once its buffer has room for it."""
@@ -185,27 +150,20 @@ class _Engine:
         self.trace.gradients.append((op.gradient, dict(op.args)))
 
     # ------------------------------------------------------------------------------- the step's end
-    def _drain(self, op: Drain) -> Generator[Any, Any, None]:
+    def _gradient_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """The step ends when the last gradient has left."""
         yield from self._until(self.grads.link_free_at, Phase.GRADIENT_DRAIN, op)
 
     def _reduce_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """... and, in a cluster, when its sum has come through the reduce tree."""
+        assert self.plan is not None and self.plan.tree is not None
         yield from self._until(self.grads.link_free_at + self.plan.tree.latency, Phase.REDUCE_DRAIN, op)
 
-    def _optimizer(self, op: OptimizerStep) -> Generator[Any, Any, None]:
-        """MemoryX's weight update: nothing streams until it is done."""
-        start, cycles = self.env.now, self.costs.optimizer_cycles
-        yield self.env.timeout(cycles)
-        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now,
-                                     {**op.args, "cycles": cycles}))
-
     def _until(self, at: float, phase: Phase, op: Drain) -> Generator[Any, Any, None]:
-        env = self.env
-        if at > env.now:
-            start = env.now
-            yield env.timeout(at - start)
-            self.trace.spans.append(Span(Track.STEP, phase, start, env.now, dict(op.args)))
+        start = self.env.now
+        if at > start:
+            yield self.env.timeout(at - start)
+            self._since(start, phase, op.args)
 
     # ------------------------------------------------------------------------------------- serving
     def _serve(self, op: Serve) -> Generator[Any, Any, None]:
@@ -238,35 +196,11 @@ class _Engine:
         self.events = len(log.start)  # the iterations
         yield self.env.timeout(log.end_cycle)
 
-    # ----------------------------------------------------------------------------------------- run
-    def _step(self) -> Generator[Any, Any, None]:
-        run, program = self._run, self.program
-        for i in range(program.micro_batches):
-            if program.chunks is not None:
-                self._use_micro_batch(i)
-            for op in program.body:
-                if op.kind not in _CONSUMERS:
-                    self._close_pending()
-                yield from run[op.kind](op)
-        self._close_pending()
-        for op in program.tail:
-            yield from run[op.kind](op)
-
-    def run(self) -> Trace:
-        env = self.env
-        if self.program.chunks is not None:
-            env.process(self.stream.process())
-        done = env.process(self._step())
-        env.run(until=done)
-        tr = self.trace
-        tr.step_cycles = float(env.now)
-        tr.events = env.processed if self.events is None else self.events
-        if self.program.chunks is not None:
-            tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
-            tr.io_in = self.stream.schedule()
-            tr.staging_held_at_end = self.stream.held_after_all_frees()
-            tr.gradient_batches = self.grads.batches
-        return tr
+    def _link_records(self, tr: Trace) -> None:
+        tr.io_bytes_in, tr.io_bytes_out = self.stream.bytes_in, self.grads.bytes_out
+        tr.io_in = self.stream.schedule()
+        tr.staging_held_at_end = self.stream.held_after_all_frees()
+        tr.gradient_batches = self.grads.batches
 
 
 def simulate(plan: StepPlan | None, program: Program, costs: Costs) -> Trace:

@@ -60,7 +60,7 @@ SimPy's ``RuntimeError`` if the event queue runs dry before the step has ended (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from fractions import Fraction
 from math import fsum
@@ -74,28 +74,13 @@ from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .cluster import io_rate, relay
 from .costing import Costs
-from .counting import CountingEnvironment
-from .links import Pending, close_wait, consume
+from .executor import Executor
+from .links import consume
 from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
-from .program import (
-    WAFER_OPS,
-    Drain,
-    Experts,
-    GradientOut,
-    OptimizerStep,
-    Program,
-    Serve,
-    ServeBatches,
-    Transfer,
-    WaferOp,
-    Weights,
-)
+from .program import Drain, Experts, GradientOut, Program, Serve, ServeBatches, WaferOp, Weights
 from .reference_batching import serve_batches, serve_requests
 
 __all__ = ["simulate"]
-
-_CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
-"""The ops before which a pipelined weights wait stays open: another wait, or the op that consumes it."""
 
 SLACK = 1 + 1e-12
 """Relative slack on both staging buffers' capacity, as in the fast engine (``links``)."""
@@ -113,16 +98,12 @@ class _Gradient:
     left: float = np.nan
 
 
-class _Reference:
+class _Reference(Executor):
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
-        self.plan, self.program, self.costs = plan, program, costs
-        self.env = CountingEnvironment()
-        self.trace = Trace()
-        self.pipelined = costs.pipelined  # an op consumes its weights as they arrive (links.consume): the
-        # last weights wait, open until an op consumes it
-        self.pending: Pending | None = None
+        super().__init__(plan, program, costs)
+        self.handlers.update({OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches})
         if program.chunks is not None:
-            assert plan is not None, "a program that streams weights needs the step's plan"
+            assert plan is not None
             self._resources(plan, program)
 
     def _resources(self, plan: StepPlan, program: Program) -> None:
@@ -192,12 +173,8 @@ class _Reference:
                 self._free(i)
         if self.pipelined:
             self.pending = (start, float(self.start[first]) + self.latency, env.now, dict(op.args))
-        elif env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
-
-    def _close_pending(self) -> None:
-        close_wait(self.trace, self.pending)
-        self.pending = None
+        else:
+            self._since(start, Phase.WEIGHT_STALL, op.args)
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -234,8 +211,7 @@ class _Reference:
             if fsum(g.nbytes for g in self.held) <= limit:
                 break
             yield self.departure
-        if env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, env.now, dict(args)))
+        self._since(start, Phase.GRADIENT_STALL, args)
 
     def _gradient(self, op: GradientOut) -> Generator[Any, Any, None]:
         yield from self._gradient_room(op.args, op.nbytes)
@@ -266,18 +242,13 @@ class _Reference:
         if op.useful:
             self.trace.executed_flops += op.flops
 
-    def _wafer_op(self, op: WaferOp) -> Generator[Any, Any, None]:
+    def _wafer(self, op: WaferOp) -> Generator[Any, Any, None]:
         """A whole-wafer op; a tiled one is one process per tile, queued on the wafer in tile order."""
         if not op.tiles:
             yield from self._on_wafer(op, dict(op.args))
             return
         tiles = [self.env.process(self._on_wafer(op, {**op.args, "tile": i})) for i in range(op.tiles)]
         yield simpy.AllOf(self.env, tiles)
-
-    def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
-        cost, start = self.costs.fabric[op.layer, op.reverse], self.env.now
-        yield self.env.timeout(cost.cycles)
-        self.trace.fabric_span(op, start, self.env.now, cost.nbytes, cost.max_link_load_bytes)
 
     def _region(self, r: int, layer: int, pass_: str, chunk_pass: str, backward: bool,
                 batch: int) -> Generator[Any, Any, None]:
@@ -333,26 +304,24 @@ class _Reference:
     # --------------------------------------------------------------------------------------- the step
     def _gradient_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """The step ends when the last gradient has left ..."""
-        env, start = self.env, self.env.now
+        start = self.env.now
         while self.departed < len(self.sent):
             yield self.departure
-        if env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_DRAIN, start, env.now, dict(op.args)))
+        self._since(start, Phase.GRADIENT_DRAIN, op.args)
 
     def _reduce_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """... and, in a cluster, when its sum has reached MemoryX."""
-        env, start = self.env, self.env.now
+        start = self.env.now
         for _ in self.sent:
             yield self.at_memoryx.get()
-        if env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.REDUCE_DRAIN, start, env.now, dict(op.args)))
+        self._since(start, Phase.REDUCE_DRAIN, op.args)
 
-    def _optimizer(self, op: OptimizerStep) -> Generator[Any, Any, None]:
-        """... and MemoryX has updated the weights with the summed gradients."""
-        start, cycles = self.env.now, self.costs.optimizer_cycles
-        yield self.env.timeout(cycles)
-        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now,
-                                     {**op.args, "cycles": cycles}))
+    def _micro_batch(self, i: int) -> None:
+        self.offset = i * self.chunks.per_micro_batch
+
+    def _start_links(self) -> None:
+        self.env.process(self._inbound())
+        self.env.process(self._outbound())
 
     # ---------------------------------------------------------------------------------------- serving
     def _serve(self, op: Serve) -> Generator[Any, Any, None]:
@@ -363,39 +332,8 @@ class _Reference:
         """Continuous batching as processes and resources (``reference_batching``)."""
         self.trace.batches = yield from serve_batches(self.env, op, self.costs.stations())
 
-    def _step(self) -> Generator[Any, Any, None]:
-        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {
-            OpKind.SERVE: self._serve, OpKind.SERVE_BATCHES: self._serve_batches}
-        if self.program.chunks is not None:
-            run.update({kind: self._wafer_op for kind in WAFER_OPS})
-            run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
-                        OpKind.COMBINE: self._fabric, OpKind.EXPERTS: self._experts,
-                        OpKind.GRADIENT: self._gradient,
-                        OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
-                        OpKind.OPTIMIZER_STEP: self._optimizer})
-        for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
-            if self.program.chunks is not None:
-                self.offset = micro_batch * self.chunks.per_micro_batch
-            if op.kind not in _CONSUMERS:
-                self._close_pending()
-            yield from run[op.kind](op)
-
-    def run(self) -> Trace:
-        env = self.env
-        if self.program.chunks is not None:
-            env.process(self._inbound())
-            env.process(self._outbound())
-        done = env.process(self._step())
-        env.run(until=done)
-        tr = self.trace
-        tr.step_cycles, tr.events = float(env.now), env.processed
-        if self.program.chunks is not None:
-            self._link_records(tr)
-        return tr
-
     def _link_records(self, tr: Trace) -> None:
         c, env = self.chunks, self.env
-        tr.restreamed_for_recompute = c.restreamed_for_recompute
         tr.io_bytes_in = self.bytes_in
         tr.io_bytes_out = fsum(g.nbytes for g in self.sent if g.left <= env.now)
         freed = np.array(self.freed, dtype=float).reshape(-1, 2)
