@@ -57,36 +57,16 @@ class Executor:
                 OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
                 OpKind.OPTIMIZER_STEP: self._optimizer})
 
-    # ------------------------------------------------------------------------- the mechanism's parts
-    def _weights(self, op: Any) -> Generator[Any, Any, None]:
-        raise NotImplementedError
-
-    def _wafer(self, op: Any) -> Generator[Any, Any, None]:
-        raise NotImplementedError
-
-    def _experts(self, op: Any) -> Generator[Any, Any, None]:
-        raise NotImplementedError
-
-    def _gradient(self, op: Any) -> Generator[Any, Any, None]:
-        raise NotImplementedError
-
-    def _gradient_drain(self, op: Any) -> Generator[Any, Any, None]:
-        raise NotImplementedError
-
-    def _reduce_drain(self, op: Any) -> Generator[Any, Any, None]:
-        raise NotImplementedError
-
-    def _micro_batch(self, i: int) -> None:
-        """Index micro-batch i's copy of every chunk."""
-        raise NotImplementedError
-
-    def _start_links(self) -> None:
-        """Start the processes of the links, before the step's."""
-        raise NotImplementedError
-
-    def _link_records(self, trace: Trace) -> None:
-        """The links' counters and schedules, into the trace at the step's end."""
-        raise NotImplementedError
+    # the mechanism, each executor's own: the training step's handlers (a generator per op) ...
+    _weights: Run
+    _wafer: Run
+    _experts: Run
+    _gradient: Run
+    _gradient_drain: Run
+    _reduce_drain: Run
+    _micro_batch: Callable[[int], None]  # ... micro-batch i's copy of every chunk indexed ...
+    _start_links: Callable[[], None]  # ... the links' processes started, before the step's ...
+    _link_records: Callable[[Trace], None]  # ... and their counters and schedules, into the trace at the end
 
     # ------------------------------------------------------------------------------- written once
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
