@@ -115,15 +115,17 @@ class WeightStream:
         level, i, link_free, bytes_in = self.level, self.next, self.link_free_at, self.bytes_in
         first, start, arrival = i, [], []  # this call's decisions, copied into the arrays at the end
         started, arrived = start.append, arrival.append  # bound once: the loop runs per chunk and per free
-        pop, push, after = heapq.heappop, heapq.heappush, bisect.bisect_right
+        pop, replace, after = heapq.heappop, heapq.heapreplace, bisect.bisect_right
         clock = max(self.env.now, self._clock)
         while True:
             while heap and heap[0][0] <= clock:  # the frees due by the clock give their room back
-                _, bid, times, cumulative, pos = pop(heap)
+                _, bid, times, cumulative, pos = heap[0]
                 end = after(times, clock, lo=pos)
                 level -= cumulative[end] - cumulative[pos]
-                if end < len(times):
-                    push(heap, (times[end], bid, times, cumulative, end))
+                if end < len(times):  # the batch's later frees back in the heap (ids are unique: one order)
+                    replace(heap, (times[end], bid, times, cumulative, end))
+                else:
+                    pop(heap)
             while i < n and level + sizes[i] <= limit:  # reserve room; start when the link is free
                 nbytes = sizes[i]
                 level += nbytes
