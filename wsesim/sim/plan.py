@@ -29,13 +29,17 @@ class Span(NamedTuple):
     args: dict[str, Any]
 
 
-# The fabric as the engine sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
+# The fabric as the cost pass sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
 DispatchFn = Callable[[np.ndarray, bool], tuple[float, float]]
+# The MoE mapping's cost of every expert op of a step (``experiments.mappings``), asked by the cost pass.
+ExpertsCostFn = Callable[["StepPlan"], ExpertCosts]
 
 
 @dataclass(frozen=True)
 class StepPlan:
-    """Everything the engine needs, resolved: no YAML and no choice left.
+    """Everything the cost pass and the executors need, resolved: no YAML and no choice left. What the step
+    costs is not here: ``dispatch`` (the fabric fidelity's timer) and ``cost_experts`` (the MoE mapping's)
+    are asked once, by the cost pass (``costing.cost_program``), before an executor runs.
 
     ``expert_regions[r]`` is region r's (rows, cols) in PEs; ``expert_region_of[e]`` the region of expert
     e; ``tokens[layer, e]`` the routed slots at expert e (each row sums to global tokens · top_k).
@@ -51,7 +55,7 @@ class StepPlan:
     expert_region_of: tuple[int, ...]
     tokens: np.ndarray
     dispatch: DispatchFn
-    expert_costs: ExpertCosts
+    cost_experts: ExpertsCostFn
     moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
     micro_batches: int = 1  # gradient accumulation: the step runs this many micro-batches of G·B
     tree: Tree | None = None  # the cluster's broadcast-reduce tree (None: one system)
