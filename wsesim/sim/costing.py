@@ -210,6 +210,8 @@ class _Grid:
         self.launch = runtime.production_launch_cycles if self.production else runtime.kernel_launch_cycles
         # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
         self.trips: Callable[[int], np.ndarray] | None = None
+        # an MoE stage's dispatch and combine on this grid (``expert_dispatch.StageDispatch``)
+        self.experts: Any = None
         # kernel costs here and on its regions (shared by ``on``'s copies): kernel_cost's hashes the hardware
         self._memo: dict[tuple, KernelCost] = {}
 
@@ -275,8 +277,11 @@ class _Grid:
 
             cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
             return KernelCost(cycles, 0.0, cycles)
-        values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
-        return self.transfer(values, hops)
+        # TRANSFER: (tokens,) an MoE layer's, spread evenly over its experts, to their regions (dispatch)
+        assert self.experts is not None, "an MoE stage's grid knows its experts' placement"  # or back
+        tokens, back = dims[0], op.name == "combine"
+        cycles = self.experts.balanced(tokens, back)
+        return KernelCost(cycles, 0.0, cycles, wavelet_hops=self.experts.wavelet_hops(tokens))
 
     def _layer(self, kind: StageOpKind, rows: int, cols: int, **shape: Any) -> KernelCost:
         """``kernels.cost.kernel_cost`` on this machine, remembered by what varies from call to call."""
@@ -327,6 +332,10 @@ def _stage(spec: InferenceExperimentSpec, serve: Serve | ServeBatches, work: Sta
                                            lambda place, n: move(spec, grid, home, place, n)[0])
     experts = None
     moe = any(not spec.model.is_dense(layer) for layer in stage.layers)
+    if moe:
+        from .expert_dispatch import StageDispatch
+
+        grid.experts = StageDispatch(spec.hardware, stage.rows, stage.cols, spec.model, stage.grids)
     if draw is not None and isinstance(serve, Serve) and moe:
         experts = sampled_trips(stage, spec.model, draw, grid.trips(spec.model.hidden_size), serve.requests,
                                 serve.output_len - 1)
