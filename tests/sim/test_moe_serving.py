@@ -18,6 +18,7 @@ from wsesim.sim import engine, reference
 from wsesim.sim.builders.serving import serving_program
 from wsesim.sim.costing import cost_serving
 from wsesim.sim.mapping import map_stages
+from wsesim.sim.moe_serving import Draw
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 16, "output_len": 5, "grid": "4x8"}}
@@ -255,5 +256,6 @@ def test_a_sampled_batch_waits_for_its_busiest_expert() -> None:
     assert tpot["balanced"] <= tpot["uniform"] < tpot["zipf:3"]
     stage = cost_serving(*(lambda s: (serving_program(s, map_stages(s), requests_of(s)), s))(
         _spec(**SAMPLED_LOAD))).stages[0].batches
-    assert stage.decode_sampled(8, (4, 4)) == stage.decode(8)  # 8 tokens · 2 of 4 experts: 4 each, balanced
-    assert stage.decode_sampled(8, (8, 4)) > stage.decode(8)
+    even = Draw((4, 4), (4, 4, 4, 4))  # 8 tokens · 2 of 4 experts: 4 each, balanced
+    assert stage.decode_sampled(8, even) == stage.decode(8)
+    assert stage.decode_sampled(8, Draw((8, 4), (8, 8, 0, 0))) > stage.decode(8)

@@ -305,8 +305,18 @@ class DispatchModel:
         if not len(self._cycle_basis) or not active.any():
             return 0.0
         busy = busy_cycles(self._cycle_basis @ y)
-        path = self._path_all if active.all() else self._path(np.arange(len(self._rows)), active)
-        return flow_cycles(self.mesh, busy, path)
+        if active.all():
+            return flow_cycles(self.mesh, busy, self._path_all)
+        by_u, by_key = self._by_region  # as ``_path``, each region's rows contiguous
+        u, k = by_u[active].min(axis=0), by_key[active].max(axis=0)
+        return flow_cycles(self.mesh, busy, decode(np.where(u == _NO_U, np.inf, u),
+                                                   np.where(k == EMPTY, NONE, k)))
+
+    @cached_property
+    def _by_region(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's (u_min, key) per region (``_region_path``), region by region: ``(regions, rows)``."""
+        u, k = self._region_path(np.arange(len(self._rows)))
+        return np.ascontiguousarray(u.T), np.ascontiguousarray(k.T)
 
     def _cycles_with_idle_regions(self, y: np.ndarray) -> tuple[float, float]:
         """``cycles`` when some regions receive nothing: a link's latency is then that of the active

@@ -101,7 +101,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     emitted = array("d", [nan]) * (stop[-1] if n else 0)
     busy = [0.0] * stations
     it_stage, it_decodes, it_prompt = array("i"), array("i"), array("i")
-    it_start, it_end, it_landed = array("d"), array("d"), array("d")
+    it_start, it_end, it_landed, it_experts = (array("d") for _ in range(4))  # experts: 3 a row
     it_longest, it_pieces, it_reach, it_ends, it_moved = (array("q") for _ in range(5))
     decodes: list[list[int]] = [[] for _ in range(stations)]  # the requests whose decode token is queued
     pieces: list[list[list[int]]] = [[] for _ in range(stations)]  # prompt pieces: [request, start, tokens]
@@ -354,12 +354,12 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             it_ends.append(sum(1 for t in taken if t[2]))
             it_prompt.append(sum(p[2] for p in ps))
         else:  # decodes alone (the most iterations by far): no piece to look at
-            drawn = experts[s]
-            cycles = (costs[s].iteration(len(rs), longest, (), drawn.loads(width * len(rs)))
-                      if drawn is not None else costs[s].iteration(len(rs), longest, ()))
+            drawn = experts[s].loads(width * len(rs)) if experts[s] is not None else None
+            cycles = costs[s].iteration(len(rs), longest, (), *((drawn,) if drawn else ()))
             it_reach.append(0)
             it_ends.append(0)
             it_prompt.append(0)
+        it_experts.extend(costs[s].experts(len(rs), *((taken, None) if ps else ((), drawn))))
         end = t0 + cycles
         busy[s] += cycles
         running[s] = (rs, ps, len(it_stage))
@@ -411,10 +411,10 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
                    np.frombuffer(emitted),
                    *(np.frombuffer(a, dtype=np.int64) for a in (it_longest, it_pieces, it_reach, it_ends,
                                                                 it_moved)),
-                   np.frombuffer(it_landed), op.stations(), width, kv_events(kv_log))
+                   np.frombuffer(it_landed), op.stations(), width, kv_events(kv_log), it_experts)
     if swap and len(log.kv_events):  # an iteration that waited for a swap out starts after later-logged ones
         order_ = np.lexsort((log.stage, log.start))
         for name in ("stage", "start", "end", "decodes", "prompt_tokens", "longest", "pieces", "reach",
-                     "ends", "moved", "landed"):
+                     "ends", "moved", "landed", "experts"):
             setattr(log, name, getattr(log, name)[order_])
     return log

@@ -11,7 +11,8 @@ tokens × hidden size × bytes per value. Cycles.
 
 * **Balanced routing**: ``tokens`` spread evenly, each expert taking tokens · top_k / experts of them (a
   mean, not whole tokens), kept by token count (``balanced``).
-* **Sampled routing** (``drawn``): the tokens each expert drew, one vector a call, kept by it. With the
+* **Sampled routing** (``drawn``): the tokens each expert drew, one vector a call (a new draw each time:
+  nothing kept). With the
   experts over G grids (``inference.expert_grids``) each grid dispatches its own experts' tokens at once,
   so the slowest grid's dispatch counts; every grid's is timed as the first's (the tokens that came from
   the first grid on a trip, ``moe_serving``, are spread over it as the first grid's are).
@@ -85,7 +86,6 @@ class StageDispatch:
         self.token_bytes = float(model.hidden_size * model.bytes_per_value)
         self.share = model.top_k / model.experts  # an expert's tokens per token, spread evenly
         self._balanced: dict[tuple[float, bool], float] = {}
-        self._drawn: dict[tuple[tuple[int, ...], bool], float] = {}
 
     def balanced(self, tokens: float, reverse: bool = False) -> float:
         """Cycles to send ``tokens`` tokens to their experts (``reverse``: their results back), each expert
@@ -100,14 +100,12 @@ class StageDispatch:
     def drawn(self, counts: tuple[int, ...], reverse: bool = False) -> float:
         """Cycles to send each expert e its ``counts[e]`` tokens (every expert of the stage, grid by grid in
         order; ``reverse``: back): the slowest grid's."""
-        key = (counts, reverse)
-        c = self._drawn.get(key)
-        if c is None:
-            y = np.asarray(counts, dtype=np.float64) * self.token_bytes
-            grids = -(-len(y) // self.per_grid)
+        y = np.asarray(counts, dtype=np.float64) * self.token_bytes
+        grids = -(-len(y) // self.per_grid)
+        if grids > 1:
             y = np.concatenate([y, np.zeros(grids * self.per_grid - len(y))]).reshape(grids, self.per_grid)
-            c = self._drawn[key] = max(self.models[reverse].cycles_whole(g) for g in y)
-        return c
+            return max(self.models[reverse].cycles_whole(g) for g in y)
+        return self.models[reverse].cycles_whole(y)
 
     def wavelet_hops(self, tokens: float) -> float:
         """PE hops of the wavelets a balanced dispatch (or combine: the same loads reversed) of ``tokens``

@@ -25,7 +25,7 @@ from ..model.routing import draw_with, popularity, region_load
 from ..model.serving import experts_per_grid
 from .mapping import Stage
 
-__all__ = ["BatchExperts", "ExpertTrips", "balanced_trips", "grid_trips", "sampled_trips"]
+__all__ = ["BatchExperts", "Draw", "ExpertTrips", "balanced_trips", "grid_trips", "sampled_trips"]
 
 Move = Callable[[tuple[int, tuple[int, int]], int], float]
 """Cycles to move ``values`` from a stage's first grid to the grid at (wafer, origin)."""
@@ -89,17 +89,33 @@ class BatchExperts:
     iteration's b tokens drawing their k distinct experts in every layer then, in the stage's order of
     iterations (one generator a stage, so both executors draw the same). An expert is its own region and
     the experts of a layer run at once, so a layer's expert kernels take the busiest expert's tokens
-    (``loads``) where balanced routing takes ⌈b·k / E⌉."""
+    (``Draw.loads``) where balanced routing takes ⌈b·k / E⌉; the dispatch and combine move each expert's
+    drawn tokens (``Draw.counts``)."""
 
     def __init__(self, model: ModelSpec, layers: int, alpha: float | None, rng: np.random.Generator) -> None:
         self.experts, self.top_k, self.layers, self.rng = model.experts, model.top_k, layers, rng
         with np.errstate(divide="ignore"):  # an underflowed weight: log 0 = −inf, never drawn
             self.log_p = [np.log(popularity(model.experts, model.top_k, alpha, rng)) for _ in range(layers)]
 
-    def loads(self, tokens: int) -> tuple[int, ...]:
-        """The busiest expert's tokens in each of the stage's MoE layers, for ``tokens`` decode tokens."""
-        out = []
+    def loads(self, tokens: int) -> Draw:
+        """``tokens`` decode tokens' experts in each of the stage's MoE layers, drawn (``Draw``)."""
+        out, counts, most = [], None, -1
         for log_p in self.log_p:
             picks = draw_with(log_p, self.top_k, tokens, self.rng)
-            out.append(int(np.bincount(picks.ravel(), minlength=self.experts).max()))
-        return tuple(out)
+            c = np.bincount(picks.ravel(), minlength=self.experts)
+            out.append(int(c.max()))
+            if out[-1] > most:
+                counts, most = c, out[-1]
+        return Draw(tuple(out), tuple(counts.tolist()) if counts is not None else ())
+
+
+@dataclass(frozen=True, eq=False)
+class Draw:
+    """One decode iteration's experts under sampled routing (``BatchExperts.loads``): ``loads`` the busiest
+    expert's tokens in each of the stage's MoE layers, in order; ``counts`` every expert's tokens in the
+    layer whose busiest expert has the most (the first of them), at which every MoE layer's dispatch and
+    combine are timed (``expert_dispatch.StageDispatch.drawn``: one layer's vector through the fabric
+    model an iteration, not each layer's, to keep a run fast; docs/model.md §11.8)."""
+
+    loads: tuple[int, ...]
+    counts: tuple[int, ...]

@@ -154,6 +154,12 @@ class BatchLog:
     # (kind, request, start, end, tokens) — kind 0 a preemption to recompute (start = end), 1 a swap out
     # to MemoryX, 2 a swap back in — ``tokens`` the cache tokens dropped or moved
     kv_events: np.ndarray = field(default_factory=lambda: np.zeros((0, 5)))
+    # per iteration (a row each, in ``stage``'s order): the cycles of its stage's MoE layers' expert
+    # dispatch, experts and combine, each summed over those layers (``BatchCosts.experts``; 0 on a dense one)
+    experts: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+
+    def __post_init__(self) -> None:
+        self.experts = np.asarray(self.experts, dtype=np.float64).reshape(-1, 3)  # any buffer, 3 a row
 
     @property
     def preemptions(self) -> int:

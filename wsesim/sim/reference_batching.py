@@ -267,8 +267,10 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             ends = [begin + tokens == target[r] for r, begin, tokens in ps]
             taken = [(tokens, begin, e) for (_, begin, tokens), e in zip(ps, ends, strict=True)]
             longest = max((context(r, t) for r, t in ds), default=0)
+            drawn = None
             if experts[s] is not None and ds and not ps:  # sampled routing: this batch's experts
-                cycles = cost.iteration(len(ds), longest, taken, experts[s].loads(width * len(ds)))
+                drawn = experts[s].loads(width * len(ds))
+                cycles = cost.iteration(len(ds), longest, taken, drawn)
             else:
                 cycles = cost.iteration(len(ds), longest, taken)
             if ready > env.now:  # the blocks it takes are free when their swap out has left
@@ -278,7 +280,8 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                     if begin == 0 and np.isnan(started[r]):
                         started[r] = env.now
             record = [s, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
-                      max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), 0, np.nan]
+                      max((begin + tokens for r, begin, tokens in ps), default=0), sum(ends), 0, np.nan,
+                      cost.experts(len(ds), taken, drawn)]
             iterations.append(record)
             busy[s] += cycles
             yield env.timeout(cycles)
@@ -351,7 +354,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
             values = (op.width - 1) * len(ds)  # K drafted tokens each
             reach = max((begin + tokens for r, begin, tokens in ps), default=0)
             record = [D, env.now, env.now + cycles, len(ds), sum(p[2] for p in ps), longest, len(ps),
-                      reach, sum(ends), values, np.nan]
+                      reach, sum(ends), values, np.nan, cost.experts(len(ds), [], None)]
             iterations.append(record)
             busy[D] += cycles
             yield env.timeout(cycles)
@@ -377,4 +380,5 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
     return BatchLog(admitted, started, first, finished, refused, busy, col[0].astype(np.int32),
                     col[1].astype(float), col[2].astype(float), col[3].astype(np.int32),
                     col[4].astype(np.int32), emitted, *(c.astype(np.int64) for c in col[5:10]),
-                    col[10].astype(float), op.stations(), op.width, kv_events(kv_log))
+                    col[10].astype(float), op.stations(), op.width, kv_events(kv_log),
+                    np.array([x[11] for x in it], dtype=float).reshape(-1, 3))
