@@ -107,9 +107,9 @@ class BatchCosts:
         return self._drawn(batch, loads)[0]
 
     def _drawn(self, batch: int, draw: Draw) -> tuple[float, tuple[float, float, float]]:
-        """(``decode_sampled``, ``experts``) of ``batch`` decode tokens under ``draw``: the kernels that do not
-        depend on the draw kept by batch, each MoE layer's expert kernels by the layer's kernels and load,
-        the dispatch and combine once each through the fabric model (every MoE layer's alike)."""
+        """(``decode_sampled``, ``experts``) of ``batch`` decode tokens under ``draw``: the kernels that do
+        not depend on the draw kept by batch, each MoE layer's expert kernels by the layer's kernels and
+        load, the dispatch and combine once each through the fabric model (every MoE layer's alike)."""
         if self._last_draw[0] == batch and self._last_draw[1] is draw:
             return self._last_draw[2]
         fixed = self._fixed.get(batch)
