@@ -71,6 +71,9 @@ class _HandCosts:
     def handoff(self, values: float, prompt: bool = False) -> float:
         return 0.0
 
+    def experts(self, decodes: int, pieces: object, loads: object) -> tuple[float, float, float]:
+        return (0.0, 0.0, 0.0)  # a dense stage's: no MoE layer
+
 
 def _two_requests() -> tuple[object, ServeBatches]:
     spec = _spec(**{"inference.arrival": "poisson", "inference.rate": 1e5, "inference.requests": 2,

@@ -190,6 +190,8 @@ class _Grid:
         self.launch = runtime.production_launch_cycles if self.production else runtime.kernel_launch_cycles
         # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
         self.trips: Callable[[int], np.ndarray] | None = None
+        # an MoE stage's dispatch and combine on this grid (``expert_dispatch.StageDispatch``)
+        self.experts: Any = None
         # kernel costs here and on its regions (shared by ``on``'s copies): kernel_cost's hashes the hardware
         self._memo: dict[tuple, KernelCost] = {}
 
@@ -255,8 +257,11 @@ class _Grid:
 
             cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
             return KernelCost(cycles, 0.0, cycles)
-        values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
-        return self.transfer(values, hops)
+        # TRANSFER: (tokens,) an MoE layer's, spread evenly over its experts, to their regions (dispatch)
+        assert self.experts is not None, "an MoE stage's grid knows its experts' placement"  # or back
+        tokens, back = dims[0], op.name == "combine"
+        cycles = self.experts.balanced(tokens, back)
+        return KernelCost(cycles, 0.0, cycles, wavelet_hops=self.experts.wavelet_hops(tokens))
 
     def _layer(self, kind: StageOpKind, rows: int, cols: int, **shape: Any) -> KernelCost:
         """``kernels.cost.kernel_cost`` on this machine, remembered by what varies from call to call."""
@@ -296,6 +301,10 @@ def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) 
     home = (stage.wafer, stage.origin)
     grid.trips = lambda values: grid_trips(stage, values,
                                            lambda place, n: move(spec, grid, home, place, n)[0])
+    if any(not spec.model.is_dense(layer) for layer in stage.layers):
+        from .expert_dispatch import StageDispatch
+
+        grid.experts = StageDispatch(spec.hardware, stage.rows, stage.cols, spec.model, stage.grids)
     prefill = tuple(grid.on(op.region).cost(op, 0) for op in work.prefill)
     prompt_len, output_len = spec.inference.prompt_len, spec.inference.output_len
     longest = decode_context(prompt_len, output_len)

@@ -144,6 +144,12 @@ class BatchLog:
     members: tuple[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]], ...] = ()
     # with sampled routing, each station's ``moe_serving.BatchExperts.use()`` over the run (None: none drawn)
     expert_use: tuple[tuple[tuple[float, ...], float] | None, ...] = ()
+    # per iteration (a row each, in ``stage``'s order): the cycles of its stage's MoE layers' expert
+    # dispatch, experts and combine, each summed over those layers (``BatchCosts.experts``; 0 on a dense one)
+    experts: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+
+    def __post_init__(self) -> None:
+        self.experts = np.asarray(self.experts, dtype=np.float64).reshape(-1, 3)  # any buffer, 3 a row
 
     @property
     def preemptions(self) -> int:

@@ -92,6 +92,8 @@ class Scheduler:
         self.stop = list(accumulate(self.outputs))  # request r's outputs end before stop[r] in ``emitted``
         self.emitted = array("d", [nan]) * (self.stop[-1] if n else 0)
         self.busy = [0.0] * self.stations
+        self.moe = bool(op.model.experts)  # an MoE model: each iteration's expert figures logged (3 a row)
+        self.expert_rows = array("d")
         self.members: list[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]] | None = (
             [] if op.members else None)  # each iteration's decode requests and prompt pieces
         # cycles work queued at each station before an iteration took it; when a request's work landed at
@@ -317,6 +319,8 @@ class Scheduler:
                 cycles = self.costs[s].iteration(len(rs), longest, ())
             self.rows.extend((s, t0, t0 + cycles, len(rs), 0, longest, 0, 0, 0, 0, _NAN))
         it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
+        if self.moe:  # its MoE layers' dispatch, experts and combine, for the trace
+            self.expert_rows.extend(self.costs[s].experts(len(rs), taken if ps else (), loads))
         if self.members is not None:
             self.members.append((tuple(rs), tuple(tuple(p) for p in ps)))  # type: ignore[misc]
         self.busy[s] += cycles
@@ -436,6 +440,8 @@ class Scheduler:
         """The run's log, its iterations in the order they started (then by station)."""
         f = np.array
         cols, order = iteration_columns(np.frombuffer(self.rows))
+        experts = (np.frombuffer(self.expert_rows).reshape(-1, 3)[order] if self.moe
+                   else np.zeros((len(order), 3)))
         members = tuple(self.members[i] for i in order.tolist()) if self.members is not None else ()
         return BatchLog(f(self.admitted), f(self.started), f(self.first), f(self.finished),
                         f(self.refused, dtype=bool), f(self.busy), cols["stage"], cols["start"], cols["end"],
@@ -443,5 +449,5 @@ class Scheduler:
                         cols["longest"], cols["pieces"], cols["reach"], cols["ends"], cols["moved"],
                         cols["landed"], self.op.stations(), self.width,
                         kv_events(self.kv.log if self.kv else []),
-                        waited=f(self.waited), members=members,
+                        waited=f(self.waited), members=members, experts=experts,
                         expert_use=tuple(e.use() if e is not None else None for e in self.experts))
