@@ -1,5 +1,5 @@
 """What ``wsesim --help`` and each command's ``--help`` end with: what wsesim does, and commands to copy
-(each checked to parse by tests/cli/test_second_day_again.py). ``main.build_parser`` attaches them."""
+(each checked to parse by tests/cli/test_examples.py). ``main.build_parser`` attaches them."""
 
 from __future__ import annotations
 
