@@ -159,6 +159,7 @@ DASK_CONNECT_S = 8.0
 def dask_connect_timeout() -> float:
     """Seconds ``connect_dask`` waits: Dask's ``distributed.comm.timeouts.connect`` capped at
     ``DASK_CONNECT_S`` (e.g. ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=2s`` for less)."""
+    # local: keeps Dask out of experiments.workers's import
     import dask
     from dask.utils import parse_timedelta
 
@@ -200,11 +201,13 @@ class _BadAddress(Exception):
 def _probe_scheduler(address: str, timeout: float) -> None:
     """Raise ``ConfigError`` unless a Dask scheduler answers at ``address``: connecting is given
     ``timeout`` seconds (Dask retries a refused connection until then), the whole exchange 2 s more."""
+    # local: keeps subprocess out of experiments.workers's import
     import asyncio
 
     outcome: dict[str, Any] = {}
 
     async def exchange() -> None:
+        # local: keeps Dask out of experiments.workers's import
         from distributed.comm.addressing import parse_address, parse_host_port
         from distributed.comm.core import connect
         from distributed.comm.registry import get_backend
@@ -264,6 +267,7 @@ def run_dask(run: Callable[[Any], dict[str, Any]], points: Sequence[Any],
              scheduler: Any) -> Iterator[dict[str, Any]]:
     """``run(point)`` of each point, as they finish, on a Dask distributed cluster: ``scheduler`` is an
     address (connected and closed here) or a client from ``connect_dask`` (left open for its owner)."""
+    # local: keeps Dask out of experiments.workers's import
     from dask.distributed import as_completed
 
     client = connect_dask(scheduler) if isinstance(scheduler, str) else scheduler
