@@ -44,7 +44,6 @@ class Parser(argparse.ArgumentParser):
         return super().format_help().replace("``", "`")
 
     def error(self, message: str) -> None:  # type: ignore[override]
-
         say(f"{self.prog}: {shown(message, 400)} (see --help)\n")
         raise SystemExit(EXIT_USAGE)
 
