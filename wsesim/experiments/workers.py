@@ -42,6 +42,7 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
         for p in points:
             yield run(p)
         return
+    # local: loky's process pool (and concurrent.futures) loads only for a sweep over several workers
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool  # loky's (a worker died) is a subclass
 
@@ -201,7 +202,7 @@ class _BadAddress(Exception):
 def _probe_scheduler(address: str, timeout: float) -> None:
     """Raise ``ConfigError`` unless a Dask scheduler answers at ``address``: connecting is given
     ``timeout`` seconds (Dask retries a refused connection until then), the whole exchange 2 s more."""
-    # local: keeps subprocess out of experiments.workers's import
+    # local: keeps asyncio out of experiments.workers's import (only a Dask scheduler's probe needs it)
     import asyncio
 
     outcome: dict[str, Any] = {}
