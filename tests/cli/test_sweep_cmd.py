@@ -2,7 +2,9 @@
 
 Through the real entry point (``python -m wsesim`` in a subprocess, about a second each) for the end to
 end runs and the error paths; in-process (``cli.main``, with ``sweep.run_point`` wrapped) where a test
-must look at DIR/results.csv between points: streaming, an interrupted sweep, and --resume.
+must look at DIR/results.csv between points: streaming, an interrupted sweep, and --resume. Also: the
+figures' titles carry the sweep's ``--set`` settings, the manifest its wall time, a ``--grid`` key the
+file's points set is the flag's error, and ``run`` writes nothing into a sweep's folder.
 """
 
 from __future__ import annotations

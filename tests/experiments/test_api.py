@@ -1,5 +1,5 @@
 """The Python API (wsesim/__init__.py, wsesim.experiments.api): errors that speak to a Python caller,
-and results as a pandas DataFrame (issue 12 item 18)."""
+and results as a pandas DataFrame (issue 12 item 18); ``dir(wsesim)`` is the API."""
 
 from __future__ import annotations
 
