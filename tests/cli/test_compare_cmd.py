@@ -1,5 +1,6 @@
 """``wsesim compare A B`` (wsesim.cli.compare) in-process: two run folders, a --json file, two sweep
-CSVs, and bad input (one line, exit 2)."""
+CSVs, two serving runs or serving sweeps, two of tune's candidates.csv, how a number is printed, and bad
+input (one line, exit 2; two kinds in one line among it)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from wsesim import cli
 
 TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
         "--set", "training.seq_len=32"]
+SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+           "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+TUNE = ["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe"]
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +148,69 @@ def test_two_sweeps_over_different_keys_print_each_unmatched_row_once(tmp_path: 
     assert "swept only in A (matched with B's model column): model" in out
     assert "only in A: inference.rate=1, model=m70\n" in out and "only in B: inference.rate=1, hardware=w2\n" in out
     assert "1.2x" in out  # the 8B on w3: 6 / 5
+
+
+def test_compare_prints_every_number_one_way() -> None:
+    """``compare`` printed 8,657.3 as "8657" (``.4g``) beside 11,392 as "11,392"."""
+    from wsesim.cli.compare import _num
+
+    assert [_num(v) for v in (8657.3, 11392.0, 1234.5, 12.345, 0.5, None)] == [
+        "8,657", "11,392", "1,234", "12.35", "0.5", "-"]
+
+
+def test_compare_two_serving_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Batch 1 against 2 on one stage: twice the requests, the same aggregate tokens/s here."""
+    assert cli.main(["infer", *SERVING, "--out", str(tmp_path / "a")]) == 0
+    assert cli.main(["infer", *SERVING, "--set", "inference.batch=2", "--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config"] == [{"key": "experiment.inference.batch", "a": 1, "b": 2}]
+    metrics = {m["metric"]: m for m in data["metrics"]}
+    assert metrics["batch"]["ratio"] == 2.0
+    a = json.loads((tmp_path / "a" / "result.json").read_text())
+    assert metrics["ttft_s"]["a"] == a["ttft_s"] and metrics["decode_compute_cycles"]["a"] == (
+        a["decode_breakdown"]["compute"])
+    assert cli.main(["compare", str(tmp_path / "a" / "result.json"), str(tmp_path / "b")]) == 0
+    assert "tokens_per_s_per_request" in capsys.readouterr().out
+
+
+def test_compare_two_serving_sweeps_shows_their_own_figures(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["infer", *SERVING, "--vary", "inference.batch=1,2", "--out", str(tmp_path / "a")]) == 0
+    assert cli.main(["infer", *SERVING, "--set", "inference.kv_layout=concat", "--vary", "inference.batch=1,2",
+                     "--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s per request A" in out and "TTFT B/A" in out and "MFU" not in out
+    assert "experiment.inference.kv_layout  shift  concat" in out
+
+
+def test_compare_two_candidate_tables_by_g(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each side's best candidate at each G, whatever its B."""
+    assert cli.main([*TUNE, "--set", "training.seq_len=16", "--out", str(tmp_path / "a")]) == 0
+    assert cli.main([*TUNE, "--set", "training.seq_len=32", "--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b" / "candidates.csv"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["match_by"] == ["tiles", "micro_batches", "systems"]
+    assert data["rows"] and data["rows"][0]["key"]["tiles"] == "1" and data["rows"][0]["status"] == ["ok", "ok"]
+    assert data["config"][0]["key"] == "experiment.training.seq_len"
+
+
+@pytest.mark.parametrize(("a", "b", "says"), [
+    ("serve", "sweep", "got a serving run"), ("serve", "run", "got a serving run"),
+    ("tune", "sweep", "got tune's candidates")])
+def test_compare_refuses_two_kinds_in_one_line(a: str, b: str, says: str, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    make = {"serve": ["infer", *SERVING], "sweep": ["infer", *SERVING, "--vary", "inference.batch=1,2"],
+            "run": ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
+                    "--set", "training.batch_per_tile=1", "--set", "simulation.granularity=pe"],
+            "tune": [*TUNE, "--set", "training.seq_len=16"]}
+    for side in (a, b):
+        assert cli.main([*make[side], "--out", str(tmp_path / side)]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / a), str(tmp_path / b)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "expected two of one kind" in err

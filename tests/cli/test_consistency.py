@@ -151,12 +151,12 @@ def test_a_defect_is_an_internal_error_not_bad_input(capsys: pytest.CaptureFixtu
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A broken invariant deep inside (here: in place of the loader) is exit 1 and "internal error", on
     one line whatever its message holds; never exit 2, which says the user's input was wrong."""
-    import wsesim.config.loader
+    import wsesim.cli.validate
 
     def broken(path: str) -> object:
         raise InternalError("expected 4 byte counts (one per expert), got 3\nsecond line")
 
-    monkeypatch.setattr(wsesim.config.loader, "validate_file", broken)
+    monkeypatch.setattr(wsesim.cli.validate, "validate_file", broken)  # the loader's, as the command holds it
     monkeypatch.delenv("WSESIM_DEBUG", raising=False)
     code, out, err = _main(capsys, "validate", "x.yaml")
     assert (code, out) == (1, "")

@@ -1,6 +1,7 @@
 """``wsesim plot`` given what is not a sweep's results.csv (a binary file, another program's CSV, a
 damaged row) is bad input — exit 2, one line naming the file, no folder made — and ``--json`` prints
-the paths it wrote (issue 12, items 11 and 17). Drawing itself is tests/output/test_plotting.py's.
+the paths it wrote (issue 12, items 11 and 17); a serving run's folder (``infer --out``) is drawn, and
+one that is neither a sweep's nor a serving run's is one line. Drawing itself is tests/output/test_plotting.py's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from wsesim import cli
 from wsesim.experiments.sweep import RESULT_COLUMNS
 
 EXPECTED = "expected a results.csv written by wsesim sweep"
+SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
+           "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
 
 
 def _results(rows: list[dict[str, object]]) -> str:
@@ -153,3 +156,42 @@ def test_a_sweep_where_nothing_ran_says_so(capsys: pytest.CaptureFixture[str], t
     path.write_text(_results([{"status": "infeasible", "reason": "does not fit"}]), encoding="utf-8")
     assert _plot(capsys, str(path), "--out", str(tmp_path / "p")) == (
         0, "", f"wsesim: {path}: nothing drawn: no row ran (status ok); their reasons are in the CSV\n")
+
+
+def test_plot_a_serving_runs_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s"
+    assert cli.main(["infer", *SERVING, "--set", "inference.grid=2x2", "--set", "inference.layers_per_stage=1",
+                     "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main(["plot", str(out), "--json"]) == 0
+    assert [Path(p).name for p in json.loads(capsys.readouterr().out)] == [
+        "decode_step.png", "decode_step.svg", "decode_step.pdf", "figures.json", "manifest.json"]
+    [figure] = json.loads((out / "figures.json").read_text())["figures"]
+    assert [s["stage"] for s in figure["stages"]] == ["0", "1"]  # every stage drawn
+    assert "2 × 2x2 on 1 wafer, batch 1" in figure["title"]  # one wafer, not "1 wafer(s)"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "infer" and "plot" in manifest["also"]
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", "3", '"result"'])
+def test_plot_a_serving_folder_whose_result_is_no_object_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str) -> None:
+    """A result.json holding a JSON list (or a number, a string) beside a good ops.csv: one line, exit 2,
+    nothing drawn (issue 40: an AttributeError, the list's ``.get``)."""
+    out = tmp_path / "s"
+    assert cli.main(["infer", *SERVING, "--out", str(out)]) == 0
+    (out / "result.json").write_text(content)
+    before = sorted(p.name for p in out.iterdir())
+    capsys.readouterr()
+    assert cli.main(["plot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "expected result.json to hold a JSON object, got a JSON " in err
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_plot_a_folder_with_neither_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["plot", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "serving run's (ops.csv and result.json" in err
+    assert list((tmp_path / "empty").iterdir()) == []

@@ -1,6 +1,10 @@
 """``wsesim run`` (wsesim.cli.run) through the real entry point (``python -m wsesim``, about a second
 each), and in-process (``cli.main``) for the cases that only differ in what is printed or written.
 
+Also: a dense run says nothing of experts, in text or pictures; a result records how it was simulated
+and a manifest names the commit; an infeasible run says why; the shipped workloads are found from outside
+the checkout.
+
 A bad input is one line on stderr, exit code 2, no traceback, and nothing written.
 """
 
@@ -206,3 +210,106 @@ def test_the_same_run_twice_writes_the_same_result_files_and_a_manifest(tmp_path
     assert manifest["wall_s"] > 0 and manifest["created"].endswith("+00:00")
     assert manifest["python"] == platform.python_version() and "numpy" in manifest["packages"]
     assert "wall_s" not in json.loads((tmp_path / "a" / "result.json").read_text(encoding="utf-8"))
+
+
+def test_an_infeasible_run_says_why_not_b0(capsys: pytest.CaptureFixture[str]) -> None:
+    """An infeasible configuration is a result (exit 0, as sweep, tune and infer treat it): its header
+    says no batch fits instead of "B=0 G=1 (global batch 0)", and the next line why."""
+    args = ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+            "--set", "training.seq_len=4096"]
+    assert cli.main(args) == 0
+    head, why = capsys.readouterr().out.splitlines()[:2]
+    assert "B=0" not in head and "global batch 0" not in head and head.endswith("G=1, no batch that fits")
+    assert why.startswith("infeasible: batch_per_tile auto: not even B=1 fits (SRAM: ")
+    assert cli.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["feasible"] is False and data["infeasible_reason"].startswith("batch_per_tile auto")
+
+
+def test_shipped_files_are_found_from_outside_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's ``workloads/…`` paths from a folder without ``workloads/``: the copy shipped with
+    wsesim, said on stderr (they were "no such file")."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "workloads/qwen3-30b-a3b/experiment.yaml", "--hardware", "tiny8", "--model",
+                     "tiny-moe", "--set", "simulation.granularity=pe", "--set", "training.seq_len=32"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("tiny-moe on tiny8") and "reading the copy shipped with wsesim" in err
+    # the sweep is found too (refused for its --set, before anything runs: so it was read)
+    assert cli.main(["sweep", "workloads/qwen3-30b-a3b/bta-paper.yaml", "--set", "model.top_k=2"]) == 2
+    assert "swept by the sweep" in capsys.readouterr().err
+    mine = tmp_path / "workloads" / "qwen3-30b-a3b" / "experiment.yaml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("kind: nonsense\n", encoding="utf-8")  # a file of that name here is the one read
+    assert cli.main(["run", "workloads/qwen3-30b-a3b/experiment.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wsesim: workloads/qwen3-30b-a3b/experiment.yaml: ") and "shipped" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["workloads"]
+
+
+DENSE_ARGS = [*TINY_ARGS, "--set", "model.experts=0", "--set", "model.top_k=0", "--set",
+              "model.expert_intermediate=0", "--set", "model.ffn_intermediate=64"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_dense_run_prints_nothing_about_experts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", *DENSE_ARGS]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("tiny-moe on tiny8: dense seq_len=32 ")
+    assert "E=0" not in out and "top_k" not in out and "expert load imbalance" not in out
+    assert cli.main(["run", *TINY_ARGS]) == 0  # an MoE run still shows them
+    out = capsys.readouterr().out
+    assert "E=4 top_k=2" in out and "expert load imbalance" in out
+
+
+def test_a_dense_run_draws_no_pictures_of_experts_and_says_why(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", *DENSE_ARGS, "--png", str(tmp_path / "pics")]) == 0
+    out, err = capsys.readouterr()
+    assert sorted(p.name for p in (tmp_path / "pics").glob("*.png")) == ["gantt.png", "wafer_busy.png",
+                                                                          "wafer_sram.png"]
+    assert err.startswith("wsesim: left out wafer_links.png, wafer_placement.png: the model has no experts")
+    assert "wafer_placement" not in out
+
+
+def test_a_result_records_how_it_was_simulated(tmp_path: Path) -> None:
+    assert cli.main(["run", *TINY_ARGS, "--set", "simulation.placement=snake", "--set", "simulation.moe_mapping=in_place",
+                     "--out", str(tmp_path / "o")]) == 0
+    result = json.loads((tmp_path / "o" / "result.json").read_text(encoding="utf-8"))
+    assert {k: result[k] for k in ("moe_mapping", "engine", "granularity", "placement", "compute")} == {
+        "moe_mapping": "in_place", "engine": "fast", "granularity": "pe", "placement": "snake", "compute": "constant"}
+
+
+def test_a_manifest_names_the_commit(tmp_path: Path) -> None:
+    assert cli.main(["run", *TINY_ARGS, "--out", str(tmp_path / "o")]) == 0
+    manifest = json.loads((tmp_path / "o" / "manifest.json").read_text(encoding="utf-8"))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip()
+    assert commit and manifest["wsesim_commit"] == commit
+
+
+def test_hardware_that_cannot_take_the_experiments_granularity_names_the_flag_and_the_fix(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--hardware", "tiny8", "--model", "tiny-moe"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wsesim: --hardware: simulation.granularity: expected a block of at most half")
+    assert "add --set simulation.granularity=pe" in err and err.count("\n") == 1
+    # set on the command line, the same rule is --set's error, as before
+    assert cli.main(["run", "--hardware", "tiny8", "--set", "simulation.granularity=block:16"]) == 2
+    assert capsys.readouterr().err.startswith("wsesim: --set: simulation:")
+
+
+@pytest.mark.parametrize(("flag", "kind"), [("--model", "model"), ("--hardware", "hardware")])
+def test_a_bad_name_is_blamed_on_the_flag(flag: str, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", flag, "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"wsesim: {flag}: expected a {kind} preset (") and "experiment.yaml" not in err
+
+
+def test_a_relative_model_path_is_the_working_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "mine.yaml").write_text((ROOT / "workloads" / "tiny-moe.yaml").read_text().replace(
+        "name: tiny-moe", "name: mine"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", *TINY_ARGS[:2], "--model", "mine.yaml", *TINY_ARGS[4:], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "mine"

@@ -2,7 +2,9 @@
 
 Through the real entry point (``python -m wsesim`` in a subprocess, about a second each) for the end to
 end runs and the error paths; in-process (``cli.main``, with ``sweep.run_point`` wrapped) where a test
-must look at DIR/results.csv between points: streaming, an interrupted sweep, and --resume.
+must look at DIR/results.csv between points: streaming, an interrupted sweep, and --resume. Also: the
+figures' titles carry the sweep's ``--set`` settings, the manifest its wall time, a ``--grid`` key the
+file's points set is the flag's error, and ``run`` writes nothing into a sweep's folder.
 """
 
 from __future__ import annotations
@@ -250,3 +252,71 @@ def test_resume_of_a_file_written_before_the_new_columns(tmp_path: Path) -> None
     (old / "sweep.json").write_text((fresh / "sweep.json").read_text(encoding="utf-8"), encoding="utf-8")
     assert cli.main(["sweep", str(path), "--out", str(old), "--workers", "1", "--resume"]) == 0
     assert (old / "results.csv").read_bytes() == (fresh / "results.csv").read_bytes()
+
+
+def _top_k_sweep(path: Path, grid: dict[str, list[Any]] | None = None,
+                points: list[dict[str, Any]] | None = None) -> Path:
+    data: dict[str, Any] = {"kind": "sweep", "name": "tiny", "base": BASE,
+                            "grid": grid if grid is not None else {"model.top_k": [1, 2]}}
+    if points is not None:
+        data["points"] = points
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _titles(folder: Path) -> list[str]:
+    listing = json.loads((folder / "figures.json").read_text(encoding="utf-8"))
+    return [f["title"] for f in listing["figures"]] + [listing["phases"]["title"]]
+
+
+def test_figure_titles_say_the_sweeps_set_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set simulation.moe_mapping=in_place`` holds for every row but no CSV column says it: the figures
+    (and figures.json) of that sweep must not be titled as the default sweep's, and a re-plot of its CSV
+    keeps the title (read from the folder's manifest)."""
+    path = _top_k_sweep(tmp_path / "s.yaml")
+    default, placed = tmp_path / "default", tmp_path / "in_place"
+    assert cli.main(["sweep", str(path), "--workers", "1", "--plot", "--out", str(default)]) == 0
+    assert cli.main(["sweep", str(path), "--workers", "1", "--plot", "--out", str(placed),
+                     "--set", "simulation.moe_mapping=in_place"]) == 0
+    capsys.readouterr()
+    assert all("moe_mapping" not in t for t in _titles(default))
+    assert all("moe_mapping in_place" in t for t in _titles(placed))
+    listing = json.loads((placed / "figures.json").read_text(encoding="utf-8"))
+    assert listing["settings"] == {"simulation.moe_mapping": "in_place"}
+    assert cli.main(["plot", str(placed / "results.csv"), "--out", str(tmp_path / "again")]) == 0
+    assert _titles(tmp_path / "again") == _titles(placed)
+
+
+def test_a_sweeps_manifest_carries_its_wall_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _top_k_sweep(tmp_path / "s.yaml")
+    assert cli.main(["sweep", str(path), "--workers", "1", "--out", str(tmp_path / "o")]) == 0
+    data = json.loads((tmp_path / "o" / "manifest.json").read_text(encoding="utf-8"))
+    assert isinstance(data["wall_s"], float) and data["wall_s"] > 0
+
+
+def test_a_grid_key_the_files_points_set_blames_the_grid_flag(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    """``--grid model.top_k=…`` on a file whose points set top_k: the error used to blame the file's
+    points[0] "set both here and in grid", a grid the file does not have."""
+    path = _top_k_sweep(tmp_path / "s.yaml", grid={"training.tiles": [1]},
+                       points=[{"model.top_k": 1}, {"model.top_k": 2}])
+    assert cli.main(["sweep", str(path), "--grid", "model.top_k=1,2", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wsesim: --grid: model.top_k: ") and err.count("\n") == 1
+    assert f"{path}: points[0] sets model.top_k" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_run_writes_nothing_into_a_sweeps_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out`` and ``--png`` were refused there; ``--trace`` was not, and wrote beside the sweep's CSV."""
+    path = _top_k_sweep(tmp_path / "s.yaml")
+    folder = tmp_path / "swept"
+    assert cli.main(["sweep", str(path), "--workers", "1", "--out", str(folder)]) == 0
+    before = sorted(p.name for p in folder.iterdir())
+    tiny = ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
+            "--set", "training.seq_len=32"]
+    capsys.readouterr()
+    for extra in (["--out", str(folder)], ["--png", str(folder)], ["--trace", str(folder / "step.json")]):
+        assert cli.main([*tiny, *extra]) == 2
+        assert "holds the output of wsesim sweep" in capsys.readouterr().err
+    assert sorted(p.name for p in folder.iterdir()) == before

@@ -1,5 +1,5 @@
 """The Python API (wsesim/__init__.py, wsesim.experiments.api): errors that speak to a Python caller,
-and results as a pandas DataFrame (issue 12 item 18)."""
+and results as a pandas DataFrame (issue 12 item 18); ``dir(wsesim)`` is the API."""
 
 from __future__ import annotations
 
@@ -164,3 +164,11 @@ def test_a_workloads_file_here_is_read_before_the_shipped_one(tmp_path: Path, mo
         "kind: inference\nhardware: tiny8\nmodel: tiny-moe\ninference:\n  batch: 3\n", encoding="utf-8")
     loaded = wsesim.load_inference("workloads/llama3-8b/serve.yaml")
     assert loaded.spec.inference.batch == 3 and loaded.spec.model.name == "tiny-moe"
+
+
+def test_dir_of_wsesim_is_its_api() -> None:
+    import wsesim
+
+    names = set(dir(wsesim))
+    assert not names & {"Any", "annotations", "importlib"}
+    assert set(wsesim.__all__) <= names and "__version__" in names

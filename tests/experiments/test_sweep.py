@@ -116,7 +116,7 @@ def test_neither_grid_nor_points_is_an_error(write_sweep: Callable[..., Path]) -
 def test_every_point_is_validated_before_anything_runs(
         write_sweep: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
         grid: dict[str, list[Any]] | None, points: list[dict[str, Any]] | None, point: int, key: str) -> None:
-    monkeypatch.setattr(runner, "run_experiment", _never_called)
+    monkeypatch.setattr(sweep_module, "run_experiment", _never_called)  # as a point runs it
     path = write_sweep(grid=grid, points=points)
     with pytest.raises(ConfigError) as info:
         load_sweep(path)
@@ -200,7 +200,7 @@ def test_infeasible_and_failing_points_are_rows_and_the_sweep_goes_on(
             raise RuntimeError("boom")
         return real(spec)
 
-    monkeypatch.setattr(runner, "run_experiment", failing)
+    monkeypatch.setattr(sweep_module, "run_experiment", failing)  # as a point runs it
     sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"training.batch_per_tile": 5000},
                                            {"model.top_k": 2}]))
     rows = run_sweep(sweep, workers=1)

@@ -149,7 +149,7 @@ def test_the_sweep_figures_read() -> None:
     from wsesim.analysis.figures import plan_figures
     from wsesim.output.sweep_figures import throughput_figure
 
-    from .test_second_day_figures import _bta_rows, _systems_rows
+    from .test_sweep_figures import _bta_rows, _systems_rows
 
     for header, rows in (_bta_rows(("regions", "in_place")), _systems_rows()):
         for plan in plan_figures(header, rows):

@@ -13,6 +13,8 @@ trace, the same table.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections import defaultdict
 from typing import Any
@@ -88,9 +90,6 @@ def ops_csv(rows: list[dict[str, Any]]) -> str:
 def table_csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
     """Rows as CSV text under the header ``columns`` (an empty cell for ``None``, a whole float as an
     integer): the one writer of ``ops.csv``, a training step's or a serving run's decode step."""
-    import csv
-    import io
-
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,8 +105,6 @@ def _whole(row: dict[str, str], column: str, i: int) -> int:
 
 
 def _real(row: dict[str, str], column: str, i: int) -> float:
-    import math
-
     try:
         value = float(row[column])
     except ValueError:

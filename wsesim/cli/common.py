@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import stat
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from ..config.errors import ConfigError, shown, shown_repr
+from ..config.fields import parse_grid
+from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd, load_experiment, parse_override
+from ..config.specs import context_warning
+from ..config.yaml_strict import _KINDS
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -34,8 +44,6 @@ class Parser(argparse.ArgumentParser):
         return super().format_help().replace("``", "`")
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        from ..config.errors import shown
-
         say(f"{self.prog}: {shown(message, 400)} (see --help)\n")
         raise SystemExit(EXIT_USAGE)
 
@@ -58,8 +66,6 @@ def significant(x: float, digits: int = 3) -> str:
     """``x`` to ``digits`` significant digits as ``:g`` writes it (trailing zeros dropped), but never in
     scientific notation from 10^digits up (``3,510``, not ``3.51e+03``: issue 40), nor from 0.001 down to
     it; only smaller magnitudes keep an exponent (``2.83e-06``)."""
-    import math
-
     if not math.isfinite(x) or x == 0:
         return f"{x:g}"
     magnitude = math.floor(math.log10(abs(x)))
@@ -75,8 +81,6 @@ def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
     (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as
     with ``--model`` (an experiment file's own references are its folder's)."""
-    from ..config.loader import PATH_KEYS, parse_override
-
     out: dict[str, Any] = {}
     for text in pairs or ():  # a trace or a draft --set names the loader resolves (``given``: --set's errors)
         key, value = parse_override(text)
@@ -88,8 +92,6 @@ def cwd_value(key: str, value: Any) -> Any:
     """A value given on the command line, a relative path resolved against the working folder where the
     key may name a file: a hardware, model or interconnect (``from_cwd``), a trace or a draft. Anything
     else as it is."""
-    from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd
-
     if not isinstance(value, str):
         return value
     if key in (*REFERENCE_KEYS, "cluster.interconnect", "inference.interconnect"):
@@ -111,9 +113,6 @@ def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
     """``wsesim sweep --grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set``
     reads one but a path kept as written (``cwd_paths`` resolves it; not a grid of PEs "PxQ": that is
     ``config.fields.parse_grid``)."""
-    from ..config.errors import ConfigError
-    from ..config.loader import parse_override
-
     out: dict[str, list[Any]] = {}
     for text in pairs or ():
         key, sep, values = text.partition("=")
@@ -131,9 +130,6 @@ def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
 def parse_pe_grid(text: str, flag: str, example: str) -> tuple[int, int]:
     """A grid of PEs given to ``flag`` (``--grid 420x420``, ``--mesh 64x64``): ``config.fields.parse_grid``
     reads it; an error is the flag's, with ``example``."""
-    from ..config.errors import ConfigError
-    from ..config.fields import parse_grid
-
     try:
         return parse_grid(text, path=flag)
     except ConfigError:
@@ -178,8 +174,6 @@ def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIM
 
 
 def load_from_args(args: argparse.Namespace) -> Any:
-    from ..config.loader import load_experiment
-
     loaded = load_experiment(args.experiment, hardware=args.hardware, model=args.model,
                              overrides=parse_overrides(args.set))
     warn_beyond_context(loaded.spec)
@@ -195,8 +189,6 @@ def warn_beyond_context(spec: Any) -> None:
     """A training sequence or a request longer than the model's ``context_len``: simulated as asked, with
     one warning line on stderr once the command has printed its result (``deferred``;
     ``config.specs.context_warning``)."""
-    from ..config.specs import context_warning
-
     defer(context_warning(spec))
 
 
@@ -210,10 +202,6 @@ def check_output_folder(folder: str) -> None:
     in the nearest of its parents that does (where it would be made). Checked before the step is
     simulated, so that a file in the way or a read-only folder costs no time and writes nothing; the
     probe is an unnamed temporary file (``O_TMPFILE`` on Linux), never seen in the folder."""
-    import tempfile
-
-    from ..config.errors import ConfigError
-
     check_names(folder)
     existing = Path(folder)
     while not existing.exists() and existing != existing.parent:
@@ -231,6 +219,7 @@ def check_output_folder(folder: str) -> None:
 
 def check_names(path: str | Path) -> None:
     """``output.files.check_names``: names the file system takes, checked before anything runs."""
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import check_names as check
 
     check(path)
@@ -238,6 +227,7 @@ def check_names(path: str | Path) -> None:
 
 def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
     """``output.files.check_output_files``: no folder where a file will be written."""
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import check_output_files as check
 
     check(folder, names)
@@ -248,12 +238,6 @@ def check_trace_file(path: str, flag: str = "--trace") -> None:
     nothing in its place but a regular file (which it replaces). A directory, a symbolic link, a FIFO, a
     device or a socket is refused: the trace is written by renaming a new file over the name, which would
     replace a device node, a pipe another program reads, or the link (not the file it points to)."""
-    import os
-    import stat
-
-    from ..config.errors import ConfigError, shown_repr
-    from ..config.yaml_strict import _KINDS
-
     check_names(path)
     if not path.endswith((".json", ".json.gz")):
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",

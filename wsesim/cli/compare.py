@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..config.errors import ConfigError
 from .common import EXIT_OK, add_json_argument, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
@@ -27,8 +28,6 @@ _KINDS = {"run": "a training run", "served": "a serving run", "sweep": "a sweep"
 
 
 def _fail(message: str, source: str) -> Any:
-    from ..config.errors import ConfigError
-
     return ConfigError(message, source=source)
 
 
@@ -54,6 +53,7 @@ def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
     elif not path.is_file():
         raise _fail("no such file or folder", text)
     if path.suffix == ".csv":
+        # local: keeps the engine (SimPy, numpy) out of every command's start
         from ..analysis.compare import is_candidates
         from ..experiments.table import read_results_table
 
@@ -182,6 +182,7 @@ def _only_in(data: dict[str, Any]) -> list[str]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..analysis.compare import compare_runs, compare_sweeps
 
     kind_a, a, manifest_a = read_side(args.a)

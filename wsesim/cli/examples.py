@@ -1,10 +1,13 @@
 """What ``wsesim --help`` and each command's ``--help`` end with: what wsesim does, and commands to copy
-(each checked to parse by tests/cli/test_second_day_again.py). ``main.build_parser`` attaches them."""
+(each checked to parse by tests/cli/test_examples.py). ``main.build_parser`` attaches them."""
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
+
+from ..config.inference import InferenceSpec
 
 DESCRIPTION = ("Simulate wafer-scale processors (Cerebras WSE-2 / WSE-3 class) from their PEs and fabric up: "
                "a training step of an MoE or dense model (throughput, where the time goes, BTA's tiles G), "
@@ -78,8 +81,6 @@ def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
 def _inference_keys() -> str:
     """What ``--set inference.KEY`` takes, from the spec itself (so it cannot drift): every key but the
     retired ones, and where each is described."""
-    from ..config.inference import InferenceSpec
-
     retired = {"chunk"}  # refused with the name of its successor
     keys = ", ".join(k for k in InferenceSpec.model_fields if k not in retired)
     return (f"keys (--set inference.KEY=VALUE): {keys}. Each with its type and bounds: wsesim schema "
@@ -90,8 +91,6 @@ class _Formatter(argparse.HelpFormatter):
     """Paragraphs wrapped to the terminal, but an example kept on its one line (to copy whole)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        import textwrap
-
         out = []
         for para in text.split("\n\n"):
             if para.startswith("example"):

@@ -12,9 +12,15 @@ import argparse
 import sys
 from typing import Any
 
+import numpy as np
+
+from .. import fabric
 from ..config.errors import ConfigError, shown
-from ..fabric.fidelity import FABRICS
-from .common import EXIT_OK, format_table, parse_overrides, parse_pe_grid, print_json
+from ..config.loader import load_hardware
+from ..config.units import parse_quantity
+from ..fabric.fidelity import FABRICS, make_fabric
+from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
+from .progress import Progress
 
 PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
 
@@ -26,8 +32,6 @@ def parse_mesh(text: str | None) -> tuple[int, int] | None:
 
 def parse_bytes(text: str) -> float:
     """A byte count: a bare number (``"256"``) or a size (``"4 KiB"``). Raises ``ConfigError``."""
-    from ..config.units import parse_quantity
-
     try:
         value = float(text)
     except ValueError:
@@ -43,9 +47,7 @@ def parse_bytes(text: str) -> float:
 
 def build_traffic(args: argparse.Namespace, mesh: Any) -> Any:
     """The traffic of ``args.pattern`` on ``mesh`` (see ``--help`` for each pattern)."""
-    import numpy as np
-
-    from .. import fabric
+    # local: keeps wsesim.fabric's modules out of every command's start
     from ..fabric.placement import place
 
     nbytes = parse_bytes(args.bytes)
@@ -111,11 +113,7 @@ _OPTIONS = {"granularity", "mesh", "hops", "wavelets", "experts", "placement", "
 
 
 def _cmd_fabric(args: argparse.Namespace) -> int:
-    from ..config.loader import load_hardware
-
     if args.out:
-        from .common import check_output_folder
-
         check_output_folder(args.out)
     hw = load_hardware(args.hardware, parse_overrides(args.set))
     try:
@@ -126,6 +124,7 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
         raise
     out = _describe(args, hw, mesh, result)
     if args.png:
+        # local: keeps matplotlib out of every command's start
         from ..output.plotting import plot_link_load
 
         plot_link_load(mesh, result, args.png,
@@ -150,6 +149,7 @@ def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[A
     """``--out DIR``: ``DIR/fabric.csv`` (the run as one row: every scalar of ``--json``, the mesh's as
     ``mesh_rows``...), ``DIR/hottest_links.csv`` (its busiest links, from and to, bytes) and
     ``DIR/manifest.json`` (the flags as given, the hardware resolved)."""
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, write_manifest
     from ..output.run_folder import flat, records_csv
@@ -170,7 +170,7 @@ def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[A
 
 
 def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
-    from ..fabric.fidelity import make_fabric
+    # local: keeps wsesim.fabric's modules out of every command's start
     from ..fabric.mesh import Mesh
 
     mesh = Mesh.from_hardware(hw, args.granularity, parse_mesh(args.mesh))
@@ -178,11 +178,11 @@ def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
         if getattr(args, name) <= 0:
             raise ConfigError(f"expected a positive integer, got {getattr(args, name)}", path=name)
     if args.pattern == "dispatch":
+        # local: keeps the engine (SimPy, numpy) out of every command's start
         from ..experiments.estimate import check_fabric
 
         check_fabric(mesh.rows * mesh.cols, mesh.pe_rows * mesh.pe_cols, args.experts)
     traffic = build_traffic(args, mesh)
-    from .progress import Progress
 
     with Progress(None, f"fabric: {args.pattern}, {args.mode} fidelity, {mesh.rows} x {mesh.cols} nodes"):
         return mesh, make_fabric(args.mode, mesh, args.routing).simulate(traffic)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..config.loader import load_hardware, load_model, load_part, preset_names
 from .common import EXIT_OK, Parser, add_json_argument, format_table, parse_overrides, print_json
 
 
 def presets(kind: str) -> list[dict[str, Any]]:
     """Every shipped preset of ``kind`` (hardware, model, interconnect): its name, its one-line description
     and what says most about it in a few words (a wafer's mesh, a model's layers and experts)."""
-    from ..config.loader import load_hardware, load_model, load_part, preset_names
-
     out = []
     for name in preset_names(kind):
         if kind == "hardware":
@@ -36,8 +35,6 @@ def presets(kind: str) -> list[dict[str, Any]]:
 
 
 def _cmd_hardware(args: argparse.Namespace) -> int:
-    from ..config.loader import load_hardware
-
     if args.hardware_cmd == "list":
         wafers, links = presets("hardware"), presets("interconnect")
         if args.json:
@@ -77,6 +74,7 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
 def _energy_rows(hw: Any) -> list[tuple[str, str]]:
     """Each event's energy with its label, the floor, and the power with everything busy (§12 of
     docs/model.md)."""
+    # local: keeps wsesim.model's modules out of every command's start
     from ..model.energy import full_load
 
     if hw.energy is None:

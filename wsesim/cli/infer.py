@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..config.errors import ConfigError, shown_repr
+from ..config.inference import load_inference, read_inference
+from ..config.loader import parse_override
 from ..sim.builders.software import SOFTWARE_STACKS
 from ..sim.engines import ENGINES
 from .common import (
@@ -25,6 +28,9 @@ from .common import (
     significant,
     warn_beyond_context,
 )
+from .progress import Progress
+from .sweep import Progress as SweepProgress
+from .sweep import died_exit, row_text, run_job, serving_summary_rows
 
 OBJECTIVES = ("tpot", "ttft", "throughput")
 """``--objective``'s choices: ``experiments.inference.OBJECTIVES``'s names (a test keeps them equal; the CLI
@@ -187,8 +193,7 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    from ..config.errors import ConfigError
-    from ..config.inference import load_inference
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.inference import run_inference, search_mapping
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved
@@ -222,6 +227,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         if folder:
             check_output_folder(folder)
     if args.out:
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import check_folder_owner
 
         check_folder_owner(args.out, "infer")  # before serving; again under the lock
@@ -234,8 +240,6 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
                           f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
                           "other", source="--search")
-    from .progress import Progress
-
     s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
     requests = inf.requests or inf.batch
     with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
@@ -250,6 +254,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     written: list[Path] = []
     held = contextlib.ExitStack()
     if args.out:
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.manifest import write_manifest
         from ..output.run_folder import serving_files
 
@@ -269,6 +274,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
             sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written],
             wall_s=result.wall_s)))
     if args.trace:
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.run_folder import write_trace
 
         traced = write_trace(run, args.trace, loaded)  # gzip-compressed for a name ending in .gz
@@ -290,6 +296,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
     """The candidates a search served (the best marked) and what it kept the best of."""
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.inference import OBJECTIVES
 
     rows = [("*" if c is best else "", c.grid, c.stages, c.systems,
@@ -313,9 +320,6 @@ def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
     """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
     reads it, a path kept as the user wrote it: a hardware or model named by a relative path, a trace or a
     draft, is the working folder's, ``cwd_paths``). A value given twice is refused (it would run twice)."""
-    from ..config.errors import ConfigError, shown_repr
-    from ..config.loader import parse_override
-
     vary: dict[str, list[Any]] = {}
     for text in texts:
         key, _, values = text.partition("=")
@@ -334,14 +338,12 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     applied) and whose grid is the ``--vary`` keys, as ``wsesim sweep`` runs it: with ``--out DIR`` into
     that folder (its lock, ``--resume``, results.csv streamed, the figures, the manifest), without it in
     memory, nothing written. Prints the sweep's table (or ``--json``: its rows)."""
-    from ..config.errors import ConfigError
-    from ..config.inference import read_inference
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import check_sweep
     from ..experiments.resume import override_keys, table_columns
     from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
     from ..output.manifest import command_line
     from ..output.sweep_folder import SweepJob
-    from .sweep import Progress, died_exit, row_text, run_job, serving_summary_rows
 
     refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
                                         ("--trace", args.trace),
@@ -364,7 +366,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     defer(*sweep.warnings)
     check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
                 args.workers)
-    progress = Progress()
+    progress = SweepProgress()
     if args.out:
         job = SweepJob(sweep, sweep.spec.name, Path(args.out), command_line(getattr(args, "argv", None)),
                        getattr(args, "argv", None), resume=bool(args.resume), workers=args.workers, plot=True,

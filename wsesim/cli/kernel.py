@@ -16,6 +16,8 @@ import sys
 from typing import Any
 
 from ..config.errors import ConfigError, shown
+from ..config.fields import parse_shape as parse
+from ..config.loader import load_hardware
 from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 
@@ -50,14 +52,12 @@ def _split(text: str | None) -> list[str]:
 
 def parse_shape(text: str) -> tuple[int, int, int]:
     """``--shape MxKxN`` (``config.fields.parse_shape``; an error is the flag's)."""
-    from ..config.fields import parse_shape as parse
-
     return parse(text, path="--shape")
 
 
 def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The hardware and every run of the comma-lists' product, in order."""
-    from ..config.loader import load_hardware
+    # local: the kernel layer's registry and schedules, not loaded at every command's start
     from ..kernels import run_kernel
 
     kind = KernelKind(args.kind)
@@ -118,6 +118,7 @@ def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, 
 def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
     """Refuse, before any runs, the runs that cannot finish here: one line with the estimate, the
     largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory or ``WSESIM_MAX_MEMORY``)."""
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import BASE_BYTES
     from ..experiments.machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
 
@@ -171,6 +172,7 @@ def _production(r: Any) -> str:
     fused epilogue are the serving program's (``wsesim infer``), not the kernel's."""
     if r.kind != KernelKind.GEMV:
         return ""
+    # local: keeps more of wsesim out of every command's start
     from ..sim.software import reduce_beside_compute
 
     stream = r.overhead + r.compute
@@ -208,6 +210,7 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     hw, results = _runs(args)
     written = []
     if args.png:
+        # local: keeps matplotlib out of every command's start
         from ..output.files import command_folder, prepare_dir
         from ..output.kernel_figures import write_kernel_figures
 
@@ -235,6 +238,7 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     """``--out DIR``: ``DIR/kernels.csv``, one row per run (every field of ``--json``, nested ones flattened:
     ``critical_path_compute``, ``links_max_wavelets``), and ``DIR/manifest.json`` (the flags as given, the
     hardware resolved)."""
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, write_manifest
     from ..output.run_folder import flat, records_csv

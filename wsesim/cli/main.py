@@ -15,9 +15,12 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ..config.errors import ConfigError, shown
+from ..config.loader import input_file
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, deferred, say
+from .examples import attach
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -34,7 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in _EXTENSION_MODULES:
         importlib.import_module(module).register(sub, _COMMANDS)
-    from .examples import attach
 
     attach(p, sub)  # what wsesim does, and every command's examples
     return p
@@ -48,6 +50,7 @@ class _Version(argparse.Action):
                          help=str(kwargs.get("help", "")))
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.manifest import version_text
 
         sys.stdout.write(version_text() + "\n")
@@ -117,10 +120,6 @@ def _shipped_inputs(args: argparse.Namespace) -> None:
     """An experiment or sweep file named as the README names it (``workloads/qwen3-30b-a3b/bta-paper.yaml``)
     from a folder that has no ``workloads/``: the copy shipped with wsesim, said on stderr (a file of that
     name here is always the one read)."""
-    from pathlib import Path
-
-    from ..config.loader import input_file
-
     for flag in ("experiment", "sweep"):
         given = getattr(args, flag, None)
         if not isinstance(given, str) or not given:

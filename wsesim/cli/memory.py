@@ -21,6 +21,7 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _memory_attention(args: argparse.Namespace) -> int:
+    # local: keeps wsesim.model's modules out of every command's start
     from ..model.attention_tiling import AttentionTiling
 
     a = AttentionTiling(seq_len=args.seq_len, head_dim=args.head_dim, tile=args.tile, heads=args.heads,
@@ -37,6 +38,7 @@ def _memory_attention(args: argparse.Namespace) -> int:
 
 
 def _memory_training(args: argparse.Namespace) -> int:
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import check_routing
     from ..experiments.runner import size_step
 

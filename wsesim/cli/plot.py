@@ -4,18 +4,21 @@ candidates.csv (``tune --out``), a serving run's decode step from its folder, or
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from ..config.errors import ConfigError, shown
+from ..config.yaml_strict import read_bounded
 from ..output.figure_limits import MAX_FIGURES
 from .common import EXIT_OK, check_output_files, check_output_folder, print_json
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    import json
-
-    from ..config.errors import ConfigError, shown
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import prepare_dir
 
     if args.wafer:
@@ -24,8 +27,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         if not source.exists():
             raise ConfigError("expected a run folder with wafer.json (from wsesim run --out DIR)",
                               source=str(folder))
+        # local: keeps matplotlib out of every command's start
         from ..analysis.wafer import WaferMaps
-        from ..config.yaml_strict import read_bounded
         from ..output.plotting import plot_wafer
 
         text = read_bounded(source, limit=2**32, what="wafer maps written by wsesim run")
@@ -35,6 +38,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("expected wafer maps written by wsesim run, got unreadable JSON "
                               f"({shown(e, 120)})", source=str(source)) from None
         check_output_folder(str(args.out or folder))
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import command_folder
 
         with command_folder(prepare_dir(args.out or folder), "plot") as out:
@@ -45,6 +49,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         if not args.results:
             raise ConfigError("expected RESULTS.csv, CANDIDATES.csv, a folder or --wafer DIR",
                               source="wsesim plot")
+        # local: keeps matplotlib out of every command's start
         from ..output.plotting import plot_results
 
         csv_path = Path(args.results)
@@ -59,12 +64,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         out = Path(args.out or csv_path.parent)
         check_output_folder(str(out))
         check_output_files(out, ["figures.json", "manifest.json"])
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import folder_lock, holder_of
 
         if (holder := holder_of(csv_path.parent)) is not None:  # a sweep still writing the CSV: not all there
             raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has "
                               "finished", source=str(csv_path.parent))
         with folder_lock(out) if out.is_dir() else nullcontext(out):
+            # local: keeps wsesim.output's modules out of every command's start
             from ..output.manifest import sweep_settings
 
             # makes the folder once the CSV reads; titled with the sweep's --set, as its own plot was
@@ -72,7 +79,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             source = csv_path
             paths = _plot_manifest(args, paths, source)
         if not paths:  # said, never a silent exit 0
-            import sys
 
             sys.stderr.write(f"wsesim: {csv_path}: nothing drawn: no row ran (status ok); their reasons are "
                              "in the CSV\n")
@@ -82,6 +88,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
     """``wsesim plot DIR`` of ``wsesim infer --out DIR``: its decode step, stage by stage and op by op."""
+    # local: keeps matplotlib out of every command's start
     from ..output.files import command_folder, prepare_dir
     from ..output.plotting import plot_serving_run
 
@@ -89,8 +96,6 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
     check_output_folder(str(out))
     check_output_files(out, ["figures.json", "manifest.json"])
     if not (folder / "ops.csv").is_file():
-        from ..config.errors import ConfigError
-
         if _kind(folder) == "run":  # wsesim run --out: its pictures are the wafer's
             raise ConfigError("expected a sweep's, tune's or serving run's folder, got a training run's "
                               f"(wsesim run --out): draw its wafer pictures with wsesim plot --wafer "
@@ -106,8 +111,6 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
 
 def _kind(folder: Path) -> object:
     """The ``kind`` its manifest.json says made ``folder`` (None if none reads)."""
-    import json
-
     try:
         return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
@@ -116,8 +119,7 @@ def _kind(folder: Path) -> object:
 
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
     if paths:
-        import hashlib
-
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.manifest import manifest, write_manifest
 
         folder = paths[0].parent
@@ -130,9 +132,6 @@ def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) ->
 
 def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
     """The paths written (stdout), and on stderr the figures a figures.json among them says it left out."""
-    import json
-    import sys
-
     for listing in (p for p in paths if p.name == "figures.json"):
         skipped = json.loads(listing.read_text(encoding="utf-8")).get("left_out", {})
         if isinstance(skipped, dict) and skipped:  # the first few by name, the count of the rest
@@ -167,7 +166,5 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
 
 def _positive(text: str) -> int:
     if not text.isascii() or not text.isdigit() or not 0 < int(text) <= 10**6:
-        import argparse
-
         raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1,000,000, got {text!r}")
     return int(text)

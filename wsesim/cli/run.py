@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..config.errors import ConfigError, shown_repr
 from ..config.units import format_bytes
 from .common import (
     EXIT_OK,
@@ -23,6 +24,7 @@ from .common import (
     say,
     significant,
 )
+from .progress import Progress
 
 WAFER_PICTURES = ("wafer_busy.png", "wafer_sram.png", "wafer_links.png", "wafer_placement.png", "gantt.png")
 
@@ -83,7 +85,7 @@ def format_result(r: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..config.errors import ConfigError, shown_repr
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.runner import simulate_experiment
     from ..output.files import command_folder, prepare_dir
     from ..output.manifest import write_manifest
@@ -98,6 +100,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.trace:
         check_trace_file(args.trace)
     if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
+        # local: keeps the engine (SimPy, numpy) out of every command's start
         from ..experiments.estimate import check_work
 
         check_work(loaded.spec, wafer_maps=True)
@@ -107,6 +110,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if folder:
             check_output_folder(folder)
     if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import check_folder_owner
 
         check_folder_owner(trace_dir, "run")
@@ -119,7 +123,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             held.enter_context(command_folder(prepare_dir(folder), "run"))
         out = prepare_dir(args.out) if args.out else None
         png = prepare_dir(args.png) if args.png else None
-        from .progress import Progress
 
         s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
         with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
@@ -128,14 +131,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result, written = run.result, []
         maps = None
         if result.feasible and (out is not None or png is not None):
+            # local: keeps more of wsesim out of every command's start
             from ..analysis.wafer import wafer_maps
 
             maps = wafer_maps(run)
         if out is not None:  # result.json (without the host's seconds), ops.csv, wafer.json
+            # local: keeps wsesim.output's modules out of every command's start
             from ..output.run_folder import run_files
 
             written += run_files(out, run, maps)
         if png is not None and maps is not None:
+            # local: keeps matplotlib out of every command's start
             from ..output.plotting import plot_wafer
             from ..output.wafer_figures import left_out
 
@@ -146,6 +152,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
                                  f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
         if args.trace:  # its folder made only now: an infeasible run leaves no empty folder
+            # local: keeps wsesim.output's modules out of every command's start
             from ..output.run_folder import write_trace
 
             traced = write_trace(run, args.trace)  # gzip for .gz, no timestamp: the same bytes
@@ -172,6 +179,7 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_manifest(args: argparse.Namespace, loaded: Any, result: Any, written: list[Path]) -> dict[str, Any]:
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.manifest import manifest, resolved
 
     return manifest("run", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,

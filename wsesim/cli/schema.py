@@ -15,14 +15,17 @@ import argparse
 import json
 from typing import Any
 
+from ..config.errors import ConfigError, shown_repr
 from .common import EXIT_OK, add_json_argument, check_output_folder, print_json
 
 
 def schema_of(kind: str) -> dict[str, Any]:
     """The JSON Schema of ``kind`` (the sweep's spec lives with the sweep runner)."""
+    # local: keeps wsesim.config's modules out of every command's start
     from ..config.schema import json_schema
 
     if kind == "sweep":
+        # local: keeps the engine (SimPy, numpy) out of every command's start
         from ..experiments.sweep import SweepSpec
 
         return json_schema(kind, SweepSpec)
@@ -31,7 +34,7 @@ def schema_of(kind: str) -> dict[str, Any]:
 
 def _cmd_outputs(args: argparse.Namespace) -> int:
     """``--outputs [FILE]``: the data dictionary, of every file or the one named."""
-    from ..config.errors import ConfigError, shown_repr
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..output.data_dictionary import FILES, markdown, to_json
 
     if args.kind is not None:
@@ -47,6 +50,7 @@ def _cmd_outputs(args: argparse.Namespace) -> int:
         else:
             print(markdown(names), end="")
         return EXIT_OK
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, prepare_dir
 
     check_output_folder(args.out)
@@ -63,7 +67,7 @@ ALL_OUTPUTS = "all"
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from ..config.errors import ConfigError, shown_repr
+    # local: keeps wsesim.config's modules out of every command's start
     from ..config.schema import KINDS
 
     if args.outputs is not None:
@@ -77,6 +81,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
                               "kind", source="wsesim schema")
         print_json(schema_of(args.kind))
         return EXIT_OK
+    # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, prepare_dir
 
     check_output_folder(args.out)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any
 
 from .common import (
@@ -14,21 +15,22 @@ from .common import (
     load_from_args,
     print_json,
 )
+from .progress import Progress
 from .run import format_result
-from .tune_out import add_tune_arguments
+from .tune_out import add_tune_arguments, tune_systems, write_candidates
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.advice import no_fit_advice
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, tune
-    from .progress import Progress
-    from .tune_out import tune_systems, write_candidates
 
     if args.search_systems:  # a global batch over clusters of systems (cli/tune_out.py)
         return tune_systems(args)
     loaded = load_from_args(args)
     if args.out:
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import check_folder_owner
 
         check_output_folder(args.out)
@@ -77,8 +79,6 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def shell_word(override: str) -> str:
     """``KEY=VALUE`` as it pastes into a shell: the value quoted when it needs it
     (``hardware.pe.sram='64 KiB'``)."""
-    import shlex
-
     key, _, value = override.partition("=")
     return f"{key}={shlex.quote(value)}"
 

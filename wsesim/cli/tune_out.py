@@ -16,7 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..config.errors import ConfigError
 from .common import EXIT_OK, check_output_folder, format_table, load_from_args, print_json
+from .progress import Progress
+from .run import given
 
 CANDIDATES = "candidates.csv"
 
@@ -33,8 +36,6 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_systems(text: str) -> list[int]:
-    from ..config.errors import ConfigError
-
     limit = 65_536  # cluster.systems's own bound
     parts = [v.strip() for v in text.split(",") if v.strip()]
     values = ([int(v) for v in parts]
@@ -52,12 +53,12 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
     when ``--out`` was given; their paths."""
     if not args.out:
         return []
+    # local: keeps matplotlib out of every command's start
     from ..experiments.tune import candidates_table
     from ..output.files import atomic_write_text, command_folder, prepare_dir
     from ..output.manifest import manifest, resolved, write_manifest
     from ..output.plotting import plot_candidates
     from ..output.run_folder import records_csv
-    from .run import given
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
@@ -72,14 +73,14 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
 
 def tune_systems(args: argparse.Namespace) -> int:
     """``wsesim tune --search-systems``: see the module docstring."""
-    from ..config.errors import ConfigError
+    # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, search_systems, with_systems
-    from .progress import Progress
 
     loaded = load_from_args(args)
     systems = parse_systems(args.search_systems)
     if args.out:
+        # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import check_folder_owner
 
         check_output_folder(args.out)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..config.loader import validate_file
 from .common import EXIT_OK, add_json_argument, print_json
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from ..config import inference  # noqa: F401 - registers the inference kind
-    from ..config.loader import validate_file
     from ..experiments import sweep  # noqa: F401 - registers the sweep kind
 
     checked = []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, shown_repr
+from .yaml_strict import MAX_CONFIG_BYTES, read_bounded
 
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 _GATED = {"silu", "swish"}  # SwiGLU; wsesim's other activation is an ungated GELU MLP (GPT-J's)
@@ -69,8 +70,6 @@ and what the module docstring says is left out."""
 
 def model_from_hf(path: Path) -> dict[str, Any]:
     """The model mapping (``ModelSpec``'s keys) of a Hugging Face ``config.json`` at ``path``."""
-    from .yaml_strict import MAX_CONFIG_BYTES, read_bounded
-
     source = str(path)
     # a regular file, bounded
     raw = read_bounded(path, limit=MAX_CONFIG_BYTES, what="a Hugging Face config.json")

@@ -316,6 +316,7 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
     spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
+        # local: keeps wsesim.config's modules out of every command's start
         from .request_trace import check_cycles, read_request_trace
 
         seconds = read_request_trace(spec.inference.trace)[0]

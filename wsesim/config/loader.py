@@ -113,6 +113,7 @@ def load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str 
             if kind != "model":
                 raise ConfigError(f"expected a {kind} YAML file (a .json file can only be a model's Hugging "
                                   f"Face config.json), got {shown_repr(str(p))}", source=source, path=path)
+            # local: keeps wsesim.config's modules out of every command's start
             from .hf import model_from_hf
 
             return _Raw(model_from_hf(p), str(p))

@@ -16,6 +16,7 @@ clear line: the file, the row, what was expected and what came.
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 from collections.abc import Iterator
 from datetime import datetime
@@ -75,8 +76,6 @@ def trace_digest(path: str) -> str:
 
 @lru_cache(maxsize=8)
 def _digest(path: str, size: int, mtime: int) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

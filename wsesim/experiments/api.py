@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 
 from ..config import loader
 from ..config.errors import ConfigError
+from ..config.fields import parse_grid, parse_shape
+from ..config.inference import load_inference as load
+from ..config.loader import Loaded
+from ..kernels import run_kernel
 
 OVERRIDES = "overrides"
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -46,8 +50,6 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
     """A serving experiment (``kind: inference``; the shipped LLaMA3-8B on WSE-2 when ``path`` is None), as
     ``wsesim infer`` loads it: ``hardware``/``model`` a preset name or a file, ``overrides`` dotted keys
     (``{"inference.batch": 4, "model": "llama2-7b"}``). Returns a ``Loaded`` (its ``spec`` validated)."""
-    from ..config.inference import load_inference as load
-
     return load(path, hardware=hardware, model=model, overrides=dict(overrides or {}))
 
 
@@ -64,7 +66,7 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     requests each iteration carries, for a trace's spans to name them, as ``infer --trace`` does). A
     mapping that does not fit is a result with its reason; work that cannot finish here is a
     ``ConfigError``."""
-    from ..config.loader import Loaded
+    # local: keeps the engine (SimPy, numpy) out of experiments.api's import
     from .inference import run_inference, search_mapping
 
     if isinstance(experiment, Loaded):
@@ -90,9 +92,6 @@ def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
     collective; ``hardware`` a preset or file, ``overrides`` its keys (``{"hardware.pe.sram": "96 KiB"}``).
     Returns a ``KernelResult`` (``cycles``, ``seconds``, ``efficiency``, ``feasible``, ``reason``,
     ``to_dict()`` as ``--json`` prints it)."""
-    from ..config.fields import parse_grid, parse_shape
-    from ..kernels import run_kernel
-
     hw = load_hardware(hardware, overrides)
     rows, cols = (parse_grid(grid) if isinstance(grid, str) else grid) if grid is not None else (
         hw.mesh.rows, hw.mesh.cols)
@@ -105,7 +104,6 @@ def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
 def validate_file(path: str | Path) -> tuple[str, Any]:
     """``config.loader.validate_file`` with every kind known, the sweep kind included (registered by
     ``experiments.sweep``, which the config layer may not import); returns (kind, spec)."""
-    from ..config import inference  # noqa: F401 - registers the inference kind
     from . import sweep  # noqa: F401 - registers the sweep kind
 
     return _python_errors(loader.validate_file)(path)
@@ -124,6 +122,7 @@ def results_frame(results: Any) -> Any:
     except ImportError:
         raise ImportError("results_frame needs pandas: pip install 'wsesim[pandas]'") from None
     if isinstance(results, (str, Path)):
+        # local: keeps the engine (SimPy, numpy) out of experiments.api's import
         from .table import read_results_table
 
         header, rows = read_results_table(results)
@@ -135,6 +134,7 @@ def results_frame(results: Any) -> Any:
 
 
 def _records(results: Any) -> list[dict[str, Any]]:
+    # local: keeps the engine (SimPy, numpy) out of experiments.api's import
     from ..analysis.results import RunResult
     from .tune import TuneResult
 

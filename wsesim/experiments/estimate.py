@@ -55,6 +55,7 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
+from ..model.memory import max_batch_per_tile, training_memory
 from .estimate_models import dispatched, model_terms
 from .machine import (
     DEFAULT_MAX_RUN_SECONDS,
@@ -205,8 +206,6 @@ def surely_infeasible(spec: ExperimentSpec) -> bool:
     """Whether the step does not fit even with balanced routing (a hot region only needs more), so that
     the run stops after sizing, a result with its reason: B as set (or as the global batch and the
     micro-batches give it), or with ``auto`` not even B=1."""
-    from ..model.memory import max_batch_per_tile, training_memory
-
     hw, m, t = spec.hardware, spec.model, spec.training
     B: Any = t.batch_per_tile
     if B == "auto" and t.global_batch is not None and t.micro_batches != "auto":
@@ -227,7 +226,6 @@ def fewest_micro_batches(spec: ExperimentSpec) -> int:
     per_tile = max(t.global_batch // spec.cluster.systems // t.tiles, 1)
     if t.batch_per_tile != "auto":
         return max(per_tile // int(t.batch_per_tile), 1)
-    from ..model.memory import max_batch_per_tile
 
     bound = max(max_batch_per_tile(spec.hardware, spec.model, t), 1)
     largest = max((d for d in _divisors(per_tile) if d <= bound), default=1)

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from ..config.specs import ExperimentSpec
+from ..model.memory import max_batch_per_tile
 from .mappings import moe_mapping
 
 # in_place, per (layer × expert × PE column): a + b·√(copies each) seconds, at most c (numpy's binomial:
@@ -38,8 +39,6 @@ MAPPING_WORK: dict[str, Any] = {"in_place": in_place_term}
 
 
 def _balanced_batch(spec: ExperimentSpec) -> int:
-    from ..model.memory import max_batch_per_tile
-
     return max_batch_per_tile(spec.hardware, spec.model, spec.training)
 
 

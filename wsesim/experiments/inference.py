@@ -22,6 +22,7 @@ from ..sim.plan import Trace
 from ..sim.program import Program
 from .auto_grid import map_for
 from .serving_estimate import check_serving, estimate_serving, serving_estimate
+from .serving_layouts import serve_layout_batches
 
 __all__ = ["OBJECTIVES", "ServeRun", "run_inference", "search_mapping", "serving_estimate"]
 
@@ -61,7 +62,6 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, engine, spans=spans))
     if inf.extra_wafers:  # the draft's or the prefill wafers are more stations of the scheduler
-        from .serving_layouts import serve_layout_batches
 
         result, program, costs, trace = serve_layout_batches(
             spec, engine, mapping, plain.result if plain is not None else None, spans)

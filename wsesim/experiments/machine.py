@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, UnitError
+from ..config.units import parse_quantity
 
 DEFAULT_MAX_RUN_SECONDS = 1800.0
 DEFAULT_MAX_SWEEP_SECONDS = 86400.0
@@ -72,8 +73,6 @@ def memory_limit() -> float:
     text = os.environ.get(MEMORY_VARIABLE, "").strip()
     if not text:
         return MEMORY_FRACTION * machine_memory()
-    from ..config.errors import UnitError
-    from ..config.units import parse_quantity
 
     try:
         value = parse_quantity(text, "size")

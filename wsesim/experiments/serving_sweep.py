@@ -16,7 +16,9 @@ from typing import Any
 
 from ..config.inference import load_inference_data
 from ..config.loader import Loaded
+from ..sim.mapping import map_stages
 from .estimate import BASE_BYTES
+from .inference import run_inference, serving_estimate
 from .table import (
     SERVING_COLUMNS,
     SERVING_MEASURED,
@@ -39,9 +41,6 @@ def serving_work(loaded: Loaded) -> tuple[float, float]:
     ``estimate.estimate_serving`` costs them (the mapping is found in milliseconds), ``POINT_SECONDS`` at
     least (the kernels' costs); a point whose mapping does not fit costs ``POINT_SECONDS`` and a process's
     base memory. A point that alone cannot finish here is refused when it is served: its row says why."""
-    from ..sim.mapping import map_stages
-    from .inference import serving_estimate
-
     mapping = map_stages(loaded.spec)
     if not mapping.feasible:
         return POINT_SECONDS, BASE_BYTES
@@ -59,8 +58,6 @@ def serving_plan_key(loaded: Loaded) -> str:
 
 def run_serving_point(raw: dict[str, Any], source: str, point: Any) -> dict[str, Any]:
     """Serve one point (in a worker process); returns its CSV row. Never raises."""
-    from .inference import run_inference
-
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}
     row.update({f"set:{k}": v for k, v in point.overrides.items()})
     try:

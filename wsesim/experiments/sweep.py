@@ -56,8 +56,9 @@ from ..config.loader import (
 )
 from ..config.request_trace import trace_digest
 from ..config.specs import Spec, context_warning
-from .estimate import MAX_SWEEP_POINTS
+from .estimate import MAX_SWEEP_POINTS, check_work, estimate_search, estimate_work
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
+from .runner import run_experiment
 from .serving_sweep import INFERENCE, run_serving_point, serving_plan_key, serving_work
 from .table import (  # noqa: F401 (re-exported: the sweep's results)
     MEASURED_COLUMNS,
@@ -79,6 +80,7 @@ from .table import (  # noqa: F401 (re-exported: the sweep's results)
     swept_columns,
     swept_values,
 )
+from .tune import candidates, tune, tuned_row
 from .workers import run_dask, run_local
 
 
@@ -334,9 +336,6 @@ def _overlap(a: str, b: str) -> bool:
 def _point_work(loaded: Loaded, point: Point, *, check: bool) -> tuple[float, float]:
     """The point's estimated seconds of work (a tuned point runs every tuning candidate) and peak bytes;
     with ``check``, refuse a point that cannot finish on this machine."""
-    from .estimate import check_work, estimate_search, estimate_work
-    from .tune import candidates
-
     planned = candidates(loaded.spec) if point.tuned else None
     if check:
         estimate = check_work(loaded.spec, candidates=planned)
@@ -362,9 +361,6 @@ register_kind("sweep", _validate_sweep_file)
 def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
     """Run one point (in a worker process); returns its CSV row. Never raises. A serving base's point is
     served (``serving_sweep.run_serving_point``)."""
-    from .runner import run_experiment
-    from .tune import tune, tuned_row
-
     if raw.get("kind") == INFERENCE:
         return run_serving_point(raw, source, point)
     row: dict[str, Any] = {"point": point.index, "point_key": point.key}

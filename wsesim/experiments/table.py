@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import csv
 import io
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, RunResult
+from ..config.inference import InferenceExperimentSpec
+from ..config.specs import ExperimentSpec
 from ..config.yaml_strict import read_bounded
 
 TUNED = "tuned"
@@ -99,11 +104,6 @@ def swept_columns(keys: Iterable[str], *, serving: bool = False) -> dict[str, tu
     the spec's field (``hardware.pe.sram`` -> ``pe_sram_bytes``; a bandwidth in bits per second, as the
     presets write it: ``hardware.io.bandwidth`` -> ``io_bandwidth_bits_per_s``). ``serving``: the keys of
     a serving experiment, against the serving sweep's columns."""
-    from pydantic import BaseModel
-
-    from ..config.inference import InferenceExperimentSpec
-    from ..config.specs import ExperimentSpec
-
     taken = SERVING_COLUMNS if serving else RESULT_COLUMNS
     out: dict[str, tuple[str, float]] = {}
     for key in keys:
@@ -165,8 +165,6 @@ def serving_columns(override_keys: list[str], extra: Iterable[str] = ()) -> list
 
 def failure(e: BaseException) -> str:
     """A failed point's reason: the exception, and where it was raised (``ValueError: … (engine.py:12)``)."""
-    import traceback
-
     last = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f" ({Path(last.filename).name}:{last.lineno})" if last else ""
     return f"{type(e).__name__}: {e}{where}".replace("\n", " ")

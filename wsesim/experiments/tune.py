@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..analysis.results import RunResult
+from ..analysis.results import WALL_CLOCK_FIELDS, RunResult
+from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data
 from ..config.specs import ExperimentSpec
 from ..model.memory import max_batch_per_tile, max_tiles
-from .runner import run_experiment
+from .runner import run_experiment, size_step
 
 MAX_B_CANDIDATES = 24  # beyond this many values of B, try a geometric subset (B is then rarely binding)
 
@@ -136,8 +137,6 @@ def tune(loaded: Loaded, *, progress: Callable[[RunResult, int], None] | None = 
 def _baseline(loaded: Loaded, results: list[RunResult]) -> RunResult:
     """The run at G=1 as ``wsesim run --set training.tiles=1`` would do it (B as the experiment sets it,
     ``auto`` resolved against its own routing): the candidate with that B, else a new run."""
-    from .runner import size_step
-
     spec = _with_tiling(loaded, 1, loaded.spec.training.batch_per_tile)
     B = size_step(spec).batch_per_tile
     same = [r for r in results if r.tiles == 1 and (r.batch_per_tile == B or not B)]
@@ -224,8 +223,6 @@ def search_systems(loaded: Loaded, systems: list[int], *,
     """``tune`` a fixed ``training.global_batch`` on each count of ``systems``: G from the tuner, each with
     the fewest micro-batches that fit (more would only stream every weight in again). A count the batch
     does not split over (or that fits nothing) is skipped with the reason."""
-    from ..config.errors import ConfigError
-
     batch = loaded.spec.training.global_batch
     if batch is None:
         raise ConfigError("expected training.global_batch to be set for a search over systems (e.g. "
@@ -244,7 +241,5 @@ def search_systems(loaded: Loaded, systems: list[int], *,
 def candidates_table(results: list[tuple[RunResult, dict[str, Any]]]) -> list[dict[str, Any]]:
     """One row per candidate for a CSV: its marks (``best``, ``pareto``…) then its scalar fields (no host
     wall-clock time)."""
-    from ..analysis.results import WALL_CLOCK_FIELDS
-
     return [{**marks, **{k: v for k, v in r.scalars().items() if k not in WALL_CLOCK_FIELDS}}
             for r, marks in results]

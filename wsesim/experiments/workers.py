@@ -42,6 +42,7 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
         for p in points:
             yield run(p)
         return
+    # local: loky's process pool (and concurrent.futures) loads only for a sweep over several workers
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool  # loky's (a worker died) is a subclass
 
@@ -159,6 +160,7 @@ DASK_CONNECT_S = 8.0
 def dask_connect_timeout() -> float:
     """Seconds ``connect_dask`` waits: Dask's ``distributed.comm.timeouts.connect`` capped at
     ``DASK_CONNECT_S`` (e.g. ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=2s`` for less)."""
+    # local: keeps Dask out of experiments.workers's import
     import dask
     from dask.utils import parse_timedelta
 
@@ -200,11 +202,13 @@ class _BadAddress(Exception):
 def _probe_scheduler(address: str, timeout: float) -> None:
     """Raise ``ConfigError`` unless a Dask scheduler answers at ``address``: connecting is given
     ``timeout`` seconds (Dask retries a refused connection until then), the whole exchange 2 s more."""
+    # local: keeps asyncio out of experiments.workers's import (only a Dask scheduler's probe needs it)
     import asyncio
 
     outcome: dict[str, Any] = {}
 
     async def exchange() -> None:
+        # local: keeps Dask out of experiments.workers's import
         from distributed.comm.addressing import parse_address, parse_host_port
         from distributed.comm.core import connect
         from distributed.comm.registry import get_backend
@@ -264,6 +268,7 @@ def run_dask(run: Callable[[Any], dict[str, Any]], points: Sequence[Any],
              scheduler: Any) -> Iterator[dict[str, Any]]:
     """``run(point)`` of each point, as they finish, on a Dask distributed cluster: ``scheduler`` is an
     address (connected and closed here) or a client from ``connect_dask`` (left open for its owner)."""
+    # local: keeps Dask out of experiments.workers's import
     from dask.distributed import as_completed
 
     client = connect_dask(scheduler) if isinstance(scheduler, str) else scheduler

@@ -211,6 +211,7 @@ class DispatchModel:
     def _all_region_paths(self, regions: int) -> None:
         """Every row's per-region latencies: one grouped pass over each block of regions' own messages (a
         region's numbers come from its messages alone), the blocks shared by two threads."""
+        # local: the thread pool (concurrent.futures) loads only when messages are timed in parallel
         from concurrent.futures import ThreadPoolExecutor
 
         src, dst, region, _ = self._messages
@@ -241,6 +242,7 @@ class DispatchModel:
         """(dispatch, combine): both directions from one message plan, built side by side in two threads
         (numpy releases the GIL in the large array operations; each model reads only the shared plan, and
         its build holds scratch for one block of regions at a time besides its basis)."""
+        # local: the thread pool (concurrent.futures) loads only when messages are timed in parallel
         from concurrent.futures import ThreadPoolExecutor
 
         plan = region_plan(mesh, placement)

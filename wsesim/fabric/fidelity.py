@@ -60,6 +60,7 @@ def dispatch_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchMode
     """Dispatch (False) and combine (True) flow models of a mesh and placement, built once per process
     and kept for the last few (a tuner or a sweep worker runs many steps on the same wafer and
     placement; a run's wafer maps read the link loads of the models its step was timed with)."""
+    # local: keeps wsesim.fabric's modules out of every command's start
     from .dispatch import DispatchModel
 
     dispatch, combine = DispatchModel.pair(mesh, placement)
@@ -74,6 +75,7 @@ def _flow_dispatch(kind: str, mesh: Mesh, placement: Placement) -> DispatchTimer
 
 def _simulated_dispatch(kind: str, mesh: Mesh, placement: Placement) -> DispatchTimer:
     """A fidelity that simulates traffic times each dispatch as its messages, simulated."""
+    # local: keeps wsesim.fabric's modules out of every command's start
     from .dispatch import dispatch_traffic
 
     fabric = make_fabric(kind, mesh)

@@ -264,6 +264,7 @@ class Mesh:
         """The mesh as a networkx DiGraph, built on first use. Nodes are ``(r, c)`` with ``id``, ``pes``,
         ``sram_bytes``, ``flops_per_cycle``; each directed edge has ``link`` (its number), ``links``
         (parallel PE links), ``bytes_per_cycle`` and ``latency_cycles``."""
+        # local: keeps networkx out of fabric.mesh's import
         import networkx as nx
 
         g = nx.DiGraph(granularity=self.granularity, block=self.block)

@@ -12,12 +12,16 @@ lines appended whole, and a folder held by one writer at a time.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+from ..config.errors import ConfigError
 
 LOCK_NAME = ".wsesim.lock"
 
@@ -54,10 +58,6 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def refused(error: OSError, path: str | Path) -> Exception:
     """What the operating system refused (a full disk, a name too long, a folder where a file should go),
     as a one-line ``ConfigError`` naming the file: the user's to fix, not a bug."""
-    import errno
-
-    from ..config.errors import ConfigError
-
     if error.errno == errno.EISDIR or (error.errno in (errno.EEXIST, errno.ENOTEMPTY)
                                        and Path(path).is_dir()):
         return ConfigError(f"expected to write the file {Path(path).name}, got a folder in its place",
@@ -73,8 +73,6 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def prepare_dir(path: str | Path) -> Path:
     """Create the output folder (and parents); a file in the way is a clear error."""
-    from ..config.errors import ConfigError
-
     path = Path(path)
     try:
         if path.exists() and not path.is_dir():
@@ -92,8 +90,6 @@ NAME_MAX = 255  # bytes in one file or folder name (Linux, macOS)
 def check_names(path: str | Path) -> None:
     """Raise ``ConfigError`` if a name in ``path`` is longer than the file system takes (checked before
     anything runs, so that a long ``--out`` or sweep ``name:`` costs no time and writes nothing)."""
-    from ..config.errors import ConfigError
-
     for part in Path(path).parts:
         size = len(part.encode("utf-8", "surrogateescape"))
         if size > NAME_MAX:
@@ -104,8 +100,6 @@ def check_names(path: str | Path) -> None:
 def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
     """Raise ``ConfigError`` if one of the files a command will write in ``folder`` is a folder (checked
     before anything runs or is written)."""
-    from ..config.errors import ConfigError
-
     for name in names:
         if (Path(folder) / name).is_dir():
             raise ConfigError(f"expected to write the file {name}, got a folder in its place",
@@ -168,8 +162,6 @@ def folder_lock(folder: str | Path, command: str | None = None) -> Iterator[Path
     which holds ``pid <pid>: <command>`` while held and is removed on release. Raises ``ConfigError``
     (one line, naming the holder) if another process holds it. Where ``fcntl`` is missing (Windows)
     nothing is locked."""
-    from ..config.errors import ConfigError
-
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -241,8 +233,6 @@ files to any folder, their manifest under ``also``)."""
 def folder_owner(folder: str | Path) -> str | None:
     """The command whose output ``folder`` holds: ``sweep`` if it has a sweep's ``sweep.json``, else its
     ``manifest.json``'s kind if that is one of ``OWNING_KINDS``; None for an empty or unknown folder."""
-    import json
-
     folder = Path(folder)
     if (folder / "sweep.json").exists():
         return "sweep"
@@ -268,8 +258,6 @@ def command_folder(folder: str | Path, kind: str, command: str | None = None) ->
 def check_folder_owner(folder: str | Path, kind: str) -> None:
     """Refuse ``folder`` to command ``kind`` if it holds another command's output (``folder_owner``); a
     command that runs long checks this before it runs, and again under the lock (``command_folder``)."""
-    from ..config.errors import ConfigError
-
     owner = folder_owner(folder) if Path(folder).is_dir() else None
     if kind in OWNING_KINDS and owner is not None and owner != kind:
         raise ConfigError(f"this folder holds the output of wsesim {owner}, not of wsesim {kind}: give "

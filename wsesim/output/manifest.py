@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..config.version import __version__
 from .files import atomic_write_text
 
 MANIFEST = "manifest.json"
@@ -32,6 +33,7 @@ PACKAGES = ("numpy", "simpy", "pydantic", "networkx", "pint", "pyyaml", "matplot
 def git_commit() -> str | None:
     """The short commit of the checkout wsesim runs from (``git rev-parse --short HEAD``, 2 s at most), or
     None: an installed copy, no git, or not a repository."""
+    # local: keeps subprocess out of output.manifest's import
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
@@ -51,6 +53,7 @@ def git_dirty() -> bool | None:
     """Whether the checkout wsesim runs from has uncommitted changes to tracked files (``git status
     --porcelain --untracked-files=no``, 2 s at most): then its commit alone does not say which code ran.
     None where ``git_commit`` is None."""
+    # local: keeps subprocess out of output.manifest's import
     import subprocess
 
     root = Path(__file__).resolve().parents[2]
@@ -67,8 +70,6 @@ def git_dirty() -> bool | None:
 def version_text() -> str:
     """``wsesim --version``: the version, and the commit when run from a checkout (``, dirty`` when it has
     uncommitted changes)."""
-    from ..config.version import __version__
-
     commit = git_commit()
     dirty = ", dirty: uncommitted changes" if commit and git_dirty() else ""
     return f"wsesim {__version__}" + (f" (commit {commit}{dirty})" if commit else "")
@@ -97,6 +98,7 @@ def resolved(spec: Any) -> dict[str, Any]:
     data = spec.model_dump(mode="json")
     out = {"hardware": data.pop("hardware"), "model": data.pop("model"), "experiment": data}
     if trace := getattr(getattr(spec, "inference", None), "trace", None):
+        # local: keeps numpy out of output.manifest's import
         from ..config.request_trace import trace_digest
 
         out["trace_sha256"] = trace_digest(trace)
@@ -105,8 +107,6 @@ def resolved(spec: Any) -> dict[str, Any]:
 
 def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any]:
     """A manifest of ``kind`` (run, sweep, plot) with ``content`` (resolved specs, overrides, files...)."""
-    from ..config.version import __version__
-
     return {"kind": kind, "wsesim_version": __version__, "wsesim_commit": git_commit(),
             "wsesim_dirty": git_dirty(),
             "command": command_line(argv),

@@ -9,6 +9,7 @@ running, tuning and sweeping never load it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import matplotlib
@@ -38,8 +39,6 @@ class PlainLogLocator(Locator):  # type: ignore[misc]
         return self.tick_values(vmin, vmax)
 
     def tick_values(self, vmin: float, vmax: float) -> list[float]:
-        import math
-
         vmin, vmax = sorted((vmin, vmax))
         if not vmax > 0:
             return []

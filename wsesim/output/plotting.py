@@ -32,15 +32,34 @@ CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 from typing import Any
 
-from ..analysis.figures import check_rows
+import numpy as np
+
+from ..analysis.compare import is_candidates
+from ..analysis.figures import check_rows, plan_figures, plan_phases
 from ..analysis.scaling import accumulation_points, cluster_series, constant_settings
+from ..analysis.serving_ops import DECODE_OPS_COLUMNS, decode_step_plan
+from ..analysis.serving_plans import (
+    REQUIRED,
+    check_serving_rows,
+    is_serving,
+    plan_serving,
+    plan_throughput_latency,
+)
+from ..analysis.tune_plans import CANDIDATES, left_out, missing_columns, parse_candidates, plan_tune
+from ..config.errors import ConfigError, shown
+from ..config.yaml_strict import read_bounded
 from ..experiments.sweep import read_results, read_results_table
+from ..experiments.table import MAX_CSV_BYTES, allow_long_fields
 from .figure_limits import MAX_FIGURES, MAX_PIXELS, FigureTooLarge, capped
-from .files import atomic_write_bytes
+from .files import atomic_write_bytes, atomic_write_text, prepare_dir
 from .mpl import plain_log_axis, plt
+from .wafer_figures import wafer_figures
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
 
@@ -51,8 +70,6 @@ def save_figure(fig: Any, out: Path, stem: str,
                 formats: tuple[str, ...] = ("png", "svg", "pdf")) -> list[Path]:
     """Save ``fig`` as ``out/stem.<format>`` (the same figure, the same bytes), close it; the paths.
     ``FigureTooLarge`` (nothing written) for a figure larger than ``MAX_PIXELS`` a side."""
-    import io
-
     width, height = (float(x) * 150 for x in fig.get_size_inches())
     if max(width, height) > MAX_PIXELS:
         plt.close(fig)
@@ -92,10 +109,6 @@ _TUNE_CSV = "expected a candidates.csv written by wsesim tune --out"
 def _read_text(csv_path: str | Path, expected: str) -> str:
     """A CSV's text; a file that is not one (binary, not UTF-8, empty) is a ``ConfigError`` naming it,
     saying what was ``expected``."""
-    from ..config.errors import ConfigError
-    from ..config.yaml_strict import read_bounded
-    from ..experiments.table import MAX_CSV_BYTES, allow_long_fields
-
     source = str(csv_path)
     data = read_bounded(csv_path, limit=MAX_CSV_BYTES, what=expected.removeprefix("expected "))
     allow_long_fields()
@@ -112,8 +125,6 @@ def _read_text(csv_path: str | Path, expected: str) -> str:
 
 
 def _missing(missing: list[str], expected: str, source: str | Path) -> None:
-    from ..config.errors import ConfigError, shown
-
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise ConfigError(f"{expected}, got a CSV without the columns {shown(', '.join(missing[:3]))}{more}",
@@ -123,9 +134,6 @@ def _missing(missing: list[str], expected: str, source: str | Path) -> None:
 def _read_table(csv_path: str | Path, header: list[str]) -> tuple[list[str], list[dict[str, str]]]:
     """The header and rows of a sweep's results.csv (its text read and its ``header`` parsed); another
     program's CSV or a damaged row is a ``ConfigError`` naming it, before anything is drawn or made."""
-    from ..analysis.serving_plans import REQUIRED, check_serving_rows, is_serving
-    from ..config.errors import ConfigError, shown
-
     serving = is_serving(header)
     _missing([c for c in (REQUIRED if serving else _COLUMNS) if c not in header], _SWEEP_CSV, csv_path)
     try:
@@ -146,13 +154,7 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
     ``ConfigError`` for a file that is not a sweep's results.csv or tune's candidates.csv, or one with no
     row (a header only); [] for a training sweep where no row ran. At most ``max_figures`` throughput (or
     serving) figures are drawn (``capped``)."""
-    import csv
-    import io
-    import json
-
-    from ..analysis.compare import is_candidates
-    from ..analysis.figures import plan_figures, plan_phases
-    from ..analysis.tune_plans import CANDIDATES
+    # local: keeps wsesim.output's modules out of output.plotting's import
     from .sweep_figures import phases_figure, throughput_figure
 
     named = Path(csv_path).name == CANDIDATES
@@ -161,8 +163,6 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
     if named or is_candidates(header):
         return plot_candidates(text, csv_path, out)
     header, rows = _read_table(csv_path, header)
-    from ..analysis.serving_plans import is_serving
-    from ..config.errors import ConfigError
 
     if not rows:
         raise ConfigError("expected at least one row to plot, got a header only (no point finished)",
@@ -172,7 +172,6 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
     ran = [r for r in rows if r.get("status") == "ok"]
     if not ran:  # nothing to draw (the caller says so): not bad input, a sweep where nothing fits
         return []
-    from .files import atomic_write_text, prepare_dir
 
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
     meta = constant_settings(rows)  # only what holds for every row: a swept seq_len is not in a title
@@ -215,11 +214,7 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     ``figures.json`` listing each plan; the paths written. ``tune --out`` draws from the text it writes,
     ``wsesim plot`` from the file: the same plans. Raises ``ConfigError`` (before anything is made) for text
     that is not a candidates.csv."""
-    import json
-
-    from ..analysis.tune_plans import left_out, missing_columns, parse_candidates, plan_tune
-    from ..config.errors import ConfigError, shown
-    from .files import atomic_write_text, prepare_dir
+    # local: keeps wsesim.output's modules out of output.plotting's import
     from .tune_figures import tune_figure
 
     try:
@@ -270,6 +265,7 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
 def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
     """Cluster throughput (top, with N × one system's dashed) and efficiency (bottom) against systems."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.8), sharex=True, height_ratios=(2, 1.2))
+    # local: keeps wsesim.output's modules out of output.plotting's import
     from .palette import blue_first
 
     for i, (label, points) in enumerate(series.items()):
@@ -311,8 +307,6 @@ def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
     """Wafer pictures of a run (``wsesim.analysis.wafer.WaferMaps``; drawn by ``output.wafer_figures``): PE
     busy fraction, SRAM high-water, link load, expert placement, and one layer's Gantt chart. PNG files in
     ``out``; returns their paths."""
-    from .wafer_figures import wafer_figures
-
     return [path for stem, fig in wafer_figures(maps).items()
             for path in save_figure(fig, Path(out), stem, ("png",))]
 
@@ -320,12 +314,6 @@ def plot_wafer(maps: Any, out: str | Path) -> list[Path]:
 def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
     """Save a heat map of each node's busiest outgoing mesh link (bytes) to ``path`` (PNG), for
     ``wsesim fabric --png``."""
-    import io
-
-    import numpy as np
-
-    from ..config.errors import ConfigError
-
     loads = result.link_load.reshape(mesh.rows, mesh.cols, 6)[:, :, :4].max(axis=2)
     fig, ax = plt.subplots(figsize=(6, 6 * mesh.rows / max(mesh.cols, 1) + 0.8))
     image = ax.imshow(loads, cmap="magma", interpolation="nearest", vmin=0,
@@ -348,13 +336,7 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
     """A serving run's folder (``wsesim infer --out``): ``decode_step`` (PNG, SVG, PDF) from its
     ``ops.csv`` and ``result.json``, and ``figures.json`` listing what it drew (every stage's parts and one
     layer's ops). Raises ``ConfigError`` for a folder without them."""
-    import csv
-    import json
-
-    from ..analysis.serving_ops import DECODE_OPS_COLUMNS, decode_step_plan
-    from ..config.errors import ConfigError
-    from ..config.yaml_strict import read_bounded
-    from .files import atomic_write_text, prepare_dir
+    # local: keeps more of wsesim out of output.plotting's import
     from .serving_figures import decode_step_figure
 
     folder = Path(folder)
@@ -391,10 +373,7 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
                   out: str | Path, max_figures: int = MAX_FIGURES) -> list[Path]:
     """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even
     when no row was served."""
-    import json
-
-    from ..analysis.serving_plans import plan_serving, plan_throughput_latency
-    from .files import atomic_write_text, prepare_dir
+    # local: keeps more of wsesim out of output.plotting's import
     from .serving_figures import serving_figure, throughput_latency_figure
 
     out = prepare_dir(out)

@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import atomic_write_bytes, atomic_write_text
+from .files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
+from .manifest import manifest, resolved, write_manifest
 
 __all__ = ["flat", "records_csv", "run_files", "serving_files", "trace_bytes", "write_run", "write_trace"]
 
@@ -63,6 +64,7 @@ def _is_serving(run: Any) -> bool:
 def trace_bytes(run: Any, name: str, clock_hz: float | None = None) -> bytes | None:
     """The trace of a finished run as the file ``name`` holds it (gzip for ``.gz``); None when nothing ran
     (an infeasible configuration). A serving run's timestamps need its hardware's ``clock_hz``."""
+    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
     from ..analysis.chrome_trace import chrome_trace
 
     if run.trace is None or not run.result.feasible:
@@ -82,7 +84,6 @@ def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
     data = trace_bytes(run, str(path), clock)
     if data is None:
         return None
-    from .files import prepare_dir
 
     prepare_dir(Path(path).parent)
     atomic_write_bytes(path, data)
@@ -92,6 +93,7 @@ def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
 def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
     """A training run's ``result.json``, and when it ran its ``ops.csv`` and (``maps``: its wafer maps,
     made here when not given) ``wafer.json``, into ``folder``; the paths written."""
+    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
     from ..analysis.ops import ops_csv, ops_table
     from ..analysis.results import WALL_CLOCK_FIELDS
 
@@ -99,6 +101,7 @@ def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
     atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
     written = [folder / "result.json"]
     if run.result.feasible:
+        # local: keeps numpy out of output.run_folder's import
         from ..analysis.wafer import wafer_maps
 
         atomic_write_text(folder / "ops.csv", ops_csv(ops_table(run.trace)))
@@ -111,6 +114,7 @@ def serving_files(folder: Path, run: Any, spec: Any) -> list[Path]:
     """A serving run of ``spec``: its ``result.json`` and, when it was served, ``requests.csv`` (each
     request's times, ``analysis.requests.request_times``) and ``ops.csv`` (one decode step's ops, stage by
     stage, ``analysis.serving_ops``), into ``folder``; the paths written."""
+    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
     from ..analysis.requests import request_times, requests_csv
     from ..analysis.serving_ops import decode_ops, decode_ops_csv
 
@@ -130,9 +134,6 @@ def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
     """``wsesim run --out`` (a training ``Run``) or ``wsesim infer --out`` (a ``ServeRun``) from Python:
     the run's files and a ``manifest.json`` (command ``python``, the ``loaded`` experiment resolved) into
     ``folder``, held while written; the paths written."""
-    from .files import command_folder, prepare_dir
-    from .manifest import manifest, resolved, write_manifest
-
     kind = "infer" if _is_serving(run) else "run"
     with command_folder(prepare_dir(folder), kind) as out:
         written = serving_files(out, run, loaded.spec) if kind == "infer" else run_files(out, run)

@@ -16,11 +16,12 @@ saves these figures.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from ..analysis.serving_plans import ServingPlan, ThroughputLatencyPlan, logged
 from .labels import place_labels, thin_ticks
-from .mpl import plain_log_axis, plt
+from .mpl import NullLocator, plain_log_axis, plt
 from .palette import MARKERS, blue_first, marker
 
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
@@ -40,8 +41,6 @@ def _tick(plan: ServingPlan, text: str) -> str:
 def _x_axis(ax: Any, plan: ServingPlan) -> None:
     """The x axis: categories each at its place, numbers at their true spacing (log past
     ``LOG_SPAN``), each value ticked (every n-th past ``MAX_TICKS``) as the sweep wrote it."""
-    from .mpl import NullLocator
-
     n = len(plan.x_values)
     step = max(1, -(-n // MAX_TICKS))
     at = plan.x_positions or [float(i) for i in range(n)]
@@ -215,7 +214,6 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
     if legend:  # below the axes, never over a point
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(plan.series), 3),
                   frameon=False)
-    import textwrap
 
     lines = 1 + sum(len(textwrap.wrap(n, 110)) for n in notes)  # (one for the rates left unlabelled)
     fig.tight_layout(rect=(0, (0.05 * -(-len(plan.series) // 3) if legend else 0) + 0.025 * lines, 1, 1))

@@ -14,11 +14,14 @@ is told of the start and of each row (``on_start``, ``on_row``) and prints them 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config.errors import ConfigError
+from ..config.yaml_strict import read_bounded
 from .files import (
     LineAppender,
     atomic_write_text,
@@ -64,8 +67,7 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
     the points on; ``on_start(points, to_run, csv_path)`` once the kept rows are written;
     ``on_row(row, rows_so_far, points)`` after each row is appended. Raises ``ConfigError`` (nothing run)
     for a folder in use or of another sweep, or for a ``--resume`` that would drop finished rows."""
-    import time
-
+    # local: keeps the engine (SimPy, numpy) out of output.sweep_folder's import
     from ..experiments.resume import kept_rows, override_keys, resumable_rows, table_columns
     from ..experiments.sweep import run_sweep
     from ..experiments.table import csv_line, csv_text, read_results_table
@@ -101,6 +103,7 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
         atomic_write_text(csv_path, csv_text(rows, keys, columns=columns))
         plots: list[Path] = []
         if job.plot:
+            # local: keeps matplotlib out of output.sweep_folder's import
             from .plotting import plot_results
 
             plots = plot_results(csv_path, out, job.base_overrides)
@@ -127,9 +130,6 @@ def sweep_manifest(job: SweepJob, files: list[Path], wall_s: float | None = None
 
 def check_owner(out: Path, name: str) -> None:
     """Refuse a folder that holds another sweep's results (its ``sweep.json`` names another sweep)."""
-    from ..config.errors import ConfigError
-    from ..config.yaml_strict import read_bounded
-
     path = out / OWNER
     if not path.exists():
         return

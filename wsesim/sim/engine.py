@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import OpKind, Phase, Track
+from .batching import run_batches
 from .cluster import io_rate
 from .costing import Costs
 from .executor import Executor
@@ -164,8 +165,6 @@ class _Engine(Executor):
     # ------------------------------------------------------------------------------------- serving
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Requests over time, each stage running iteration-level batches (``batching``)."""
-        from .batching import run_batches  # serving's continuous batching only
-
         log = self.trace.batches = run_batches(op, self.costs.stations())
         self.events = len(log.start)  # the iterations
         yield self.env.timeout(log.end_cycle)

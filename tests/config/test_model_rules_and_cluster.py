@@ -1,6 +1,7 @@
-"""The keys of dense models, gradient accumulation and clusters (issue 11): what they accept, and a
-one-line error naming the key for nonsense (0, negative, a micro-batch that does not divide the batch, an
-MoE key on a dense model, a cluster without its interconnect)."""
+"""The keys of dense models and mixed layers (wsesim.config.model_rules), gradient accumulation and
+clusters (wsesim.config.cluster): what they accept, and a one-line error naming the key for nonsense (0,
+negative, a micro-batch that does not divide the batch, an MoE key on a dense model, a cluster without its
+interconnect). The keys were added by issue 11."""
 
 from __future__ import annotations
 

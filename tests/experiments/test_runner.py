@@ -1,8 +1,8 @@
-"""A run builds each of its parts once: the seeded streams, the expert placement, and the dispatch and
-combine models (the wafer maps read the models the step was timed with, not a second pair). Counted by
-wrapping the functions that build them, so each assertion is a count that a second build would break.
-Also: the batch search routes every B it tries from the routing stream's start, as a run at that B alone
-would, so sharing one stream changes no draw."""
+"""One run (wsesim.experiments.runner) builds each of its parts once: the seeded streams, the expert
+placement, and the dispatch and combine models (the wafer maps read the models the step was timed with,
+not a second pair). Counted by wrapping the functions that build them, so each assertion is a count that a
+second build would break. Also: the batch search routes every B it tries from the routing stream's start,
+as a run at that B alone would, so sharing one stream changes no draw."""
 
 from __future__ import annotations
 

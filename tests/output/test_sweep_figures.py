@@ -1,6 +1,7 @@
-"""Issue 29's figure defects (each test fails on the code before the fix): log axes of less than a decade
-show numbers, no two series share a colour, the systems view is log-log in millions where it passes a
-million."""
+"""A sweep's figures (wsesim.output.sweep_figures, with the log-axis locator of wsesim.output.mpl, the
+series' colours of wsesim.output.palette and the cluster figure of wsesim.output.plotting): log axes of
+less than a decade show numbers, no two series share a colour, the systems view is log-log in millions
+where it passes a million. Each test failed on the code before issue 29's fixes."""
 
 from __future__ import annotations
 
