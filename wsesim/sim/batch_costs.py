@@ -47,6 +47,9 @@ class BatchCosts:
         self._mixed: dict[tuple[int, int, int, int, int], float] = {}
         self._sampled: dict[tuple[int, tuple[int, ...]], float] = {}
         self.moe_layers = [i for i in work.stage.layers if not spec.model.is_dense(i)]
+        # the first layer's attention kernels (a decode batch's attention: theirs, every layer alike)
+        first = work.stage.layers[0]
+        self._first_attention = [op for op in work.decode if op.attention and op.layer == first]
         self._handoff: dict[int, tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
@@ -102,10 +105,8 @@ class BatchCosts:
         key = (batch, context)
         c = self._batch_attention.get(key)
         if c is None:
-            first = self.work.stage.layers[0]
             c = self._batch_attention[key] = self.layers * sum(
-                self._kernel(op, context, batch) for op in self.work.decode
-                if op.attention and op.layer == first)
+                self._kernel(op, context, batch) for op in self._first_attention)
         return c
 
     def prefill(self, tokens: int, start: int, ends: bool) -> float:
@@ -248,9 +249,7 @@ class BatchCosts:
     def _attention_items(self, decodes: int, longest: int) -> list[tuple[Kernel, int, int, int]]:
         """(kernel, context, batch, times) of ``decodes`` decode tokens' attention, the longest at
         ``longest``."""
-        first = self.work.stage.layers[0]
-        return [(op, longest, decodes, self.layers) for op in self.work.decode
-                if op.attention and op.layer == first] if decodes else []
+        return [(op, longest, decodes, self.layers) for op in self._first_attention] if decodes else []
 
     def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> list[tuple[Kernel, int, int, int]]:
