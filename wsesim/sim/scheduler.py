@@ -61,9 +61,9 @@ def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[in
 
 class Scheduler:
     """The state of one ``ServeBatches`` run and its rules (see the module's docstring). An executor
-    calls ``arrive`` at each arrival, ``land`` when a ``Move`` lands, ``start`` at the end of a cycle
-    for each station in ``touched`` that is idle with work queued, ``finish`` when an ``Iteration``
-    ends, and ``landed`` to log when a hand-off landed; ``log`` gives the run's ``BatchLog``. ``costs``:
+    calls ``arrive`` at each arrival, ``land`` when a ``Move`` lands (an ordered one's landing is
+    logged), ``start`` at the end of a cycle for each station in ``touched`` that is idle with work
+    queued, and ``finish`` when an ``Iteration`` ends; ``log`` gives the run's ``BatchLog``. ``costs``:
     each stage's ``BatchCosts``, then with a draft its station's (``speculative.DraftCosts``)."""
 
     def __init__(self, op: ServeBatches, costs: list[Any]) -> None:
@@ -116,6 +116,7 @@ class Scheduler:
                              lambda tokens: costs[0].swap(op.swap_bytes(tokens))) if op.kv_block else None)
         self.target = list(self.prompt)  # tokens its next prefill covers: its prompt, or its context
         self.redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
+        self.grows = self.entry if self.kv is not None else -1  # the station giving decodes their blocks
 
     @property
     def done(self) -> bool:
@@ -135,6 +136,8 @@ class Scheduler:
     def admit(self, now: float) -> list[Move]:
         """Admit the requests at the head of the line while they fit; returns the swaps back in."""
         moves: list[Move] = []
+        if not self.waiting:
+            return moves
         op, prompt, output, flight, prompts_in = (self.op, self.prompt, self.output, self.flight,
                                                   self.prompts_in)
         while self.waiting and flight[0] < op.cap:
@@ -226,7 +229,9 @@ class Scheduler:
         yet waits for that (``unprefilled``; one with nothing left to draft is dropped); with a draft and
         prefill wafers, its drafts wait at the first stage for its KV cache, and the cache for its drafts
         (``cached``, ``waiting_cache``)."""
-        to, rs = move.to, move.decodes
+        to, rs, ps = move.to, move.decodes, move.pieces
+        if move.ordered and move.index >= 0:  # an iteration's hand-off: when it landed, in its log row
+            self.rows[move.index * _WIDTH + _LANDED] = now
         if to == self.draft and rs:
             rs = [r for r in rs if self.left[r]]
             ready = [r for r in rs if self.drafted[r]]
@@ -242,15 +247,16 @@ class Scheduler:
                 self.waiting_cache.update(r for r in rs if not self.cached[r])
                 rs = [r for r in rs if self.cached[r]]
         self.decodes[to] += rs
-        self.pieces[to] += move.pieces
         self.touched.add(to)
         since = self.since_draft if to == self.draft else self.since
         for r in rs:
             since[r] = now
-        for p in move.pieces:
-            since[p[0]] = now
+        if ps:
+            self.pieces[to] += ps
+            for p in ps:
+                since[p[0]] = now
         if self.single:
-            self.kinds[to] += [True] * len(rs) + [False] * len(move.pieces)
+            self.kinds[to] += [True] * len(rs) + [False] * len(ps)
 
     def ready(self, s: int) -> bool:
         """Whether station s is idle with work queued (it starts an iteration at this cycle's end)."""
@@ -284,6 +290,10 @@ class Scheduler:
         """Station s's next iteration, from ``now`` (later when the blocks it takes are still being
         swapped out); None when preemption left it nothing to do."""
         context, target = self.context, self.target
+        if not self.pieces[s] and s != self.grows and not self.single:  # decode tokens alone: the most
+            rs = self.decodes[s]
+            self.decodes[s] = []
+            return self._decoding(s, rs, max(map(context.__getitem__, rs)), now)
         if self.single:  # one at a time, the first to come: a decode token, or a whole prompt
             rs, ps, t0 = (([self.decodes[s].pop(0)], [], now) if self.kinds[s].popleft()
                           else ([], [tuple(self.pieces[s].pop(0))], now))
@@ -304,14 +314,8 @@ class Scheduler:
             self.rows.extend((s, t0, t0 + cycles, len(rs), sum(p[2] for p in ps), longest, len(ps),
                               max(begin + tokens for tokens, begin, _ in taken),
                               sum(1 for t in taken if t[2]), 0, _NAN))
-        else:  # decodes alone (the most iterations by far): no piece to look at
-            drawn = self.experts[s]
-            if drawn is not None:
-                loads = drawn.loads(self.width * len(rs))
-                cycles = self.costs[s].iteration(len(rs), longest, (), loads)
-            else:
-                cycles = self.costs[s].iteration(len(rs), longest, ())
-            self.rows.extend((s, t0, t0 + cycles, len(rs), 0, longest, 0, 0, 0, 0, _NAN))
+        else:  # decodes alone after a paged cache's preemptions, or under ``none``
+            return self._decoding(s, rs, longest, t0)
         it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
         if self.members is not None:
             self.members.append((tuple(rs), tuple(tuple(p) for p in ps)))  # type: ignore[misc]
@@ -324,6 +328,25 @@ class Scheduler:
         self.running[s] = it
         return it
 
+    def _decoding(self, s: int, rs: list[int], longest: int, t0: float) -> Iteration:
+        """Station s's iteration of decode tokens alone (``rs``, the longest at context ``longest``) from
+        ``t0``: ``start``'s, with no piece to look at."""
+        drawn, costs, b = self.experts[s], self.costs[s], len(rs)
+        if drawn is None:
+            loads, cycles = None, costs.iteration(b, longest, ())
+        else:
+            loads = drawn.loads(self.width * b)
+            cycles = costs.iteration(b, longest, (), loads)
+        index = len(self.rows) // _WIDTH
+        self.rows.extend((s, t0, t0 + cycles, b, 0, longest, 0, 0, 0, 0, _NAN))
+        if self.members is not None:
+            self.members.append((tuple(rs), ()))
+        self.busy[s] += cycles
+        since = self.since_draft if s == self.draft else self.since
+        self.waited[s] += b * t0 - sum(map(since.__getitem__, rs))
+        it = self.running[s] = Iteration(s, t0, cycles, rs, [], longest, loads, index)
+        return it
+
     def finish(self, s: int, now: float) -> list[Move]:
         """Station s's iteration ends at ``now``: its tokens on, out or home. Returns the moves it sends:
         its hand-off on its outbound link (``ordered``), and with a draft and prefill wafers the first
@@ -332,6 +355,16 @@ class Scheduler:
         assert it is not None
         self.running[s] = None
         self.touched.add(s)
+        if s == self.S - 1:  # the last stage: outputs; the requests with more to come home or to the draft
+            home: list[int] = []
+            values = self._outputs(it, now, home)
+            sent = self.admit(now)
+            if home:
+                to, cost = (0, self.costs[s].handoff) if self.draft is None else (
+                    self.draft, self.costs[self.draft].receive)
+                self.rows[it.index * _WIDTH + _MOVED] = values
+                sent.append(Move(now + cost(values), to, home, [], s, it.index, True))
+            return sent
         rs, ps = it.decodes, it.pieces
         S, pool, draft, prompt, left, stop = self.S, self.pool, self.draft, self.prompt, self.left, self.stop
         move = self.costs[s].handoff
@@ -365,15 +398,9 @@ class Scheduler:
                 assert draft is not None
                 moves.append(Move(now + self.costs[draft].receive(len(ended)), draft, ended, [], s, -1,
                                   False))
-        elif s < S - 1:
+        else:  # a stage before the last
             values = (self.width * len(rs) + (sum(p[2] for p in ps) if ps else 0)) * self.hid
             to, out_r, out_p = s + 1, rs, ps
-        else:
-            to, out_r, out_p = (0 if draft is None else draft), [], []
-            values = self._outputs(it, now, out_r)
-            if draft is not None:
-                move = self.costs[draft].receive
-            moves += self.admit(now)
         if out_r or out_p:
             self.rows[it.index * _WIDTH + _MOVED] = values
             moves.append(Move(now + move(values), to, out_r, out_p, s, it.index, True))
@@ -384,14 +411,14 @@ class Scheduler:
         accepted), each piece ending its prompt a first token (a recompute's: the output its preempted
         decode would have given); those with more to come in ``out_r``. Returns the values sent home."""
         context, left, stop, prompt, emitted = self.context, self.left, self.stop, self.prompt, self.emitted
-        e = self.e
+        e, passes = self.e, self.passes
         for r in it.decodes:
             emitted[stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
             if e == 1.0:
                 context[r] += 1
             else:  # a verify pass: the tokens it accepted
-                self.passes[r] += 1
-                context[r] = prompt[r] + 1 + accepted(self.passes[r], self.output[r], e)
+                passes[r] += 1
+                context[r] = prompt[r] + 1 + accepted(passes[r], self.output[r], e)
             if left[r] > 1:
                 left[r] -= 1
                 out_r.append(r)
@@ -417,11 +444,6 @@ class Scheduler:
                 else:  # to the first stage, or to the draft for its first K drafts
                     out_r.append(r)
         return values
-
-    def landed(self, move: Move, at: float) -> None:
-        """Log when an iteration's hand-off landed at the next station."""
-        if move.index >= 0:
-            self.rows[move.index * _WIDTH + _LANDED] = at
 
     # ------------------------------------------------------------------------------------------ log
     def log(self) -> BatchLog:
