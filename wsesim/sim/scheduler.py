@@ -30,14 +30,14 @@ import numpy as np
 from ..model.speculative import accepted
 from .admission import Admission
 from .kv_pool import KvPool
-from .plan import ITERATION_COLUMNS, BatchLog, iteration_columns, kv_events
+from .plan import ITERATION_TIMES, BatchLog, iteration_columns, kv_events
 from .program import Iteration, Move, ServeBatches
 
 __all__ = ["Scheduler", "take_pieces"]
 
-_WIDTH, _MOVED, _LANDED = len(ITERATION_COLUMNS), ITERATION_COLUMNS.index("moved"), ITERATION_COLUMNS.index(
-    "landed")
 _NAN = float("nan")
+# a row of the log's times (``plan.iteration_columns``): its width, where the values moved and the landing go
+_ROW, _MOVED, _LANDED = len(ITERATION_TIMES), ITERATION_TIMES.index("moved"), ITERATION_TIMES.index("landed")
 
 
 def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[int, int, int]]:
@@ -99,7 +99,9 @@ class Scheduler(Admission):
         # its station (its own at the draft: a request has a prefill there beside the target's)
         self.waited = [0.0] * self.stations
         self.since, self.since_draft = [0.0] * n, [0.0] * n
-        self.rows = array("d")  # the iterations' log, ``ITERATION_COLUMNS`` a row, row after row
+        # the iterations' log, a row each (``plan.iteration_columns``): its counts (stage, decodes, prompt
+        # tokens, longest, pieces, reach, ends), and its times (start, end) and values moved and landing
+        self.counts, self.times = array("i"), array("d")
         self.decodes: list[list[int]] = [[] for _ in range(self.stations)]  # requests whose decode is queued
         self.pieces: list[list[list[int]]] = [[] for _ in range(self.stations)]  # [request, start, tokens]
         self.running: list[Iteration | None] = [None] * self.stations
@@ -132,7 +134,7 @@ class Scheduler(Admission):
         (``cached``, ``waiting_cache``)."""
         to, rs, ps = move.to, move.decodes, move.pieces
         if move.ordered and move.index >= 0:  # an iteration's hand-off: when it landed, in its log row
-            self.rows[move.index * _WIDTH + _LANDED] = now
+            self.times[move.index * _ROW + _LANDED] = now
         if to == self.draft and rs:
             rs = [r for r in rs if self.left[r]]
             ready = [r for r in rs if self.drafted[r]]
@@ -204,7 +206,7 @@ class Scheduler(Admission):
                 return None
             rs, ps, t0 = taken_now
         longest = max(map(context.__getitem__, rs)) if rs else 0
-        loads, index = None, len(self.rows) // _WIDTH
+        loads, index = None, len(self.times) // _ROW
         if ps:
             taken = [(tokens, begin, begin + tokens == target[r]) for r, begin, tokens in ps]
             cycles = self.costs[s].iteration(len(rs), longest, taken)
@@ -212,9 +214,10 @@ class Scheduler(Admission):
                 for r, begin, _ in ps:
                     if begin == 0 and self.started[r] != self.started[r]:  # its first (a recompute's not)
                         self.started[r] = t0
-            self.rows.extend((s, t0, t0 + cycles, len(rs), sum(p[2] for p in ps), longest, len(ps),
-                              max(begin + tokens for tokens, begin, _ in taken),
-                              sum(1 for t in taken if t[2]), 0, _NAN))
+            self.counts.extend((s, len(rs), sum(p[2] for p in ps), longest, len(ps),
+                                max(begin + tokens for tokens, begin, _ in taken),
+                                sum(1 for t in taken if t[2])))
+            self.times.extend((t0, t0 + cycles, 0.0, _NAN))
         else:  # decodes alone after a paged cache's preemptions, or under ``none``
             return self._decoding(s, rs, longest, t0)
         it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
@@ -238,8 +241,9 @@ class Scheduler(Admission):
         else:
             loads = drawn.loads(self.width * b)
             cycles = costs.iteration(b, longest, (), loads)
-        index = len(self.rows) // _WIDTH
-        self.rows.extend((s, t0, t0 + cycles, b, 0, longest, 0, 0, 0, 0, _NAN))
+        index = len(self.times) // _ROW
+        self.counts.extend((s, b, 0, longest, 0, 0, 0))
+        self.times.extend((t0, t0 + cycles, 0.0, _NAN))
         if self.members is not None:
             self.members.append((tuple(rs), ()))
         self.busy[s] += cycles
@@ -263,7 +267,7 @@ class Scheduler(Admission):
             if home:
                 to, cost = (0, self.costs[s].handoff) if self.draft is None else (
                     self.draft, self.costs[self.draft].receive)
-                self.rows[it.index * _WIDTH + _MOVED] = values
+                self.times[it.index * _ROW + _MOVED] = values
                 sent.append(Move(now + cost(values), to, home, [], s, it.index, True))
             return sent
         rs, ps = it.decodes, it.pieces
@@ -303,7 +307,7 @@ class Scheduler(Admission):
             values = (self.width * len(rs) + (sum(p[2] for p in ps) if ps else 0)) * self.hid
             to, out_r, out_p = s + 1, rs, ps
         if out_r or out_p:
-            self.rows[it.index * _WIDTH + _MOVED] = values
+            self.times[it.index * _ROW + _MOVED] = values
             moves.append(Move(now + move(values), to, out_r, out_p, s, it.index, True))
         return moves
 
@@ -350,7 +354,7 @@ class Scheduler(Admission):
     def log(self) -> BatchLog:
         """The run's log, its iterations in the order they started (then by station)."""
         f = np.array
-        cols, order = iteration_columns(np.frombuffer(self.rows))
+        cols, order = iteration_columns(self.counts, self.times)
         members = tuple(self.members[i] for i in order.tolist()) if self.members is not None else ()
         return BatchLog(f(self.admitted), f(self.started), f(self.first), f(self.finished),
                         f(self.refused, dtype=bool), f(self.busy), cols["stage"], cols["start"], cols["end"],
