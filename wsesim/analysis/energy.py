@@ -79,9 +79,9 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
     seen: dict[tuple[int, ...], int] = {}  # each distinct iteration's row in ``table``
     table: list[list[float]] = []
     values, total = np.zeros((0, len(_FIELDS))), np.zeros((1, len(_FIELDS)))
-    chunk = 1 << 18
+    chunk = 1 << 16
     for at in range(0, len(log.stage), chunk):
-        columns = [getattr(log, name)[at:at + chunk].astype(np.int64) for name in _KEY]
+        columns = [getattr(log, name)[at:at + chunk] for name in _KEY]
         first, inverse = _distinct(columns)
         ids = []
         for key in zip(*(c[first].tolist() for c in columns), strict=True):
@@ -120,7 +120,7 @@ def _distinct(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     if np.prod(spans, dtype=object) < 1 << 62:
         packed, stride = np.zeros(len(columns[0]), dtype=np.int64), 1
         for c, low, span in zip(columns, lows, spans, strict=True):
-            packed += (c - low) * stride
+            packed += (c.astype(np.int64) - low) * stride
             stride *= span
         _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
     else:
