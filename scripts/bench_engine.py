@@ -17,7 +17,7 @@ import time
 import simpy
 
 from wsesim.config.loader import load_experiment
-from wsesim.experiments.runner import make_plan, random_streams
+from wsesim.experiments.runner import costed_step, make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.sim.engine import simulate
 
@@ -51,7 +51,7 @@ def main() -> None:
     walls, trace = [], None
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        trace = simulate(plan)
+        trace = simulate(plan, *costed_step(plan))
         walls.append(time.perf_counter() - t0)
     bare = bare_simpy_events_per_s()
     best = min(walls)

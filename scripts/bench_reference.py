@@ -17,7 +17,7 @@ import argparse
 import time
 
 from wsesim.config.loader import load_experiment, load_experiment_data
-from wsesim.experiments.runner import make_plan, random_streams, simulate_experiment
+from wsesim.experiments.runner import costed_step, make_plan, random_streams, simulate_experiment
 from wsesim.model.routing import route_tokens
 from wsesim.sim import engine, reference
 from wsesim.sim.plan import StepPlan
@@ -48,7 +48,7 @@ def _time(simulate, plan: StepPlan, repeat: int):
     walls, trace = [], None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        trace = simulate(plan)
+        trace = simulate(plan, *costed_step(plan))
         walls.append(time.perf_counter() - t0)
     return min(walls), trace
 

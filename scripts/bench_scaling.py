@@ -107,7 +107,7 @@ plan, _, _ = runner.make_plan(spec, size.batch_per_tile, size.tokens, runner.ran
 t3 = time.perf_counter()
 plan_chunks(spec.hardware, spec.model, spec.training.activations == "recompute")
 t4 = time.perf_counter()
-trace = runner.engine_for(spec)(plan)
+trace = runner.engine_for(spec)(plan, *runner.costed_step(plan))
 t5 = time.perf_counter()
 print(json.dumps({{"imports": t1 - t0, "load+size": t2 - t1, "plan": t3 - t2, "chunks": t4 - t3,
                   "simulate": t5 - t4, "events": trace.events}}))

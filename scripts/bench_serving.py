@@ -6,9 +6,10 @@ time in a fresh process, kernels cold, and its peak memory), the median of sever
 
 Issue 37's speed cases are the 70B with a draft (10,000 Poisson requests) and a 1,000,000-request
 trace of LLaMA3-8B on one CS-3, its CSV written to a temporary folder first (``--trace-requests`` runs
-a shorter one; ``--cases`` picks the cases).
+a shorter one; ``--cases`` picks the cases). ``moe`` and ``moe-sampled``: 1,000 Poisson requests of
+Qwen3-30B-A3B, its expert dispatch through the fabric model, balanced and Zipf-sampled routing.
 
-    python scripts/bench_serving.py [--repeat N] [--cases decode,sweep,load,load70,trace]
+    python scripts/bench_serving.py [--repeat N] [--cases decode,sweep,load,load70,trace,moe,moe-sampled]
                                     [--trace-requests N]
 """
 
@@ -46,6 +47,13 @@ LOAD_70B = LOAD.replace("model='llama3-8b'", "model='llama3.1-70b'").replace(
 """Issue 37's speed case: LLaMA-3.1-70B on CS-3s (``grid: auto``, mapped for 64 requests in flight) with
 LLaMA 3.2 1B drafting on a wafer of its own, 10,000 Poisson requests at 2 per second under continuous
 batching."""
+
+MOE = LOAD.replace("model='llama3-8b'", "model='qwen3-30b-a3b'").replace(
+    "'inference.requests': 10000", "'inference.requests': 1000")
+"""1,000 Poisson requests of Qwen3-30B-A3B (128 experts, top-8) on CS-3s at 4 per second, up to 64 at once:
+every MoE layer's dispatch and combine through the fabric model (docs/model.md §11.8), balanced routing."""
+MOE_SAMPLED = MOE.replace("'inference.batch': 64}", "'inference.batch': 64, 'inference.routing': 'zipf:1.2'}")
+"""The same with sampled routing (Zipf α 1.2): each iteration's drawn experts through the fabric model."""
 
 TRACE = LOAD.replace("'inference.arrival': 'poisson', 'inference.rate': 4.0, 'inference.requests': 10000, ",
                      "'inference.arrival': 'trace', 'inference.trace': TRACE, ")
@@ -112,8 +120,9 @@ def in_process(repeat: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs of each command (default 3)")
-    ap.add_argument("--cases", default="decode,sweep,load,load70,trace",
-                    help="comma-separated: decode, sweep, load, load70, trace (default all)")
+    ap.add_argument("--cases", default="decode,sweep,load,load70,trace,moe",
+                    help="comma-separated: decode, sweep, load, load70, trace, moe, moe-sampled (default all "
+                         "but moe-sampled)")
     ap.add_argument("--trace-requests", type=int, default=1_000_000,
                     help="requests in the trace case (default 1,000,000)")
     args = ap.parse_args()
@@ -134,6 +143,10 @@ def main() -> None:
         if case in cases:
             report(f"10,000 Poisson requests (1,024 + 128 tokens, up to 64 at once), {name}",
                    load_run(args.repeat, code))
+    for case, name, code in (("moe", "balanced routing", MOE), ("moe-sampled", "zipf:1.2 routing", MOE_SAMPLED)):
+        if case in cases:
+            report(f"1,000 Poisson requests (1,024 + 128 tokens, up to 64 at once), Qwen3-30B-A3B on CS-3s, "
+                   f"4/s, {name}", load_run(args.repeat, code))
     if "trace" in cases:
         with tempfile.TemporaryDirectory() as folder:
             path = f"{folder}/trace.csv"

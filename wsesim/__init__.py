@@ -24,9 +24,17 @@ engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plottin
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
-from .config.version import __version__ as __version__  # the one place it is written
+# wsesim's matrix products are small and many (the dispatch model's, two per MoE layer a step): OpenBLAS's
+# worker threads would spin between them, taking the cores the dispatch model's own threads and other
+# processes need (a third of a 512-expert run's wall time on a busy two-core machine). One thread gives
+# the same bits (numpy's products here are matrix-vector, each output one thread's dot product). Set
+# before numpy loads, as OpenBLAS reads it then; a caller's own setting is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from .config.version import __version__ as __version__  # noqa: E402 - the one place it is written
 
 _EXPORTS = {
     "ConfigError": "config.errors", "InternalError": "config.errors", "WsesimError": "config.errors",

@@ -206,3 +206,36 @@ def test_every_phase_of_the_vocabulary_has_a_thread() -> None:
     from wsesim.model.vocabulary import Phase
 
     assert set(_STEP_TIDS) == set(Phase)
+
+
+@pytest.mark.parametrize("routing", ["balanced", "uniform"])
+def test_a_served_moe_run_shows_its_expert_dispatch_experts_and_combine(routing: str) -> None:
+    """Under continuous batching each iteration of an MoE stage has, on the thread "stage 0 experts", its
+    dispatch, its experts' work and its combine back to back from the iteration's start (each summed over
+    the stage's MoE layers: ``BatchLog.experts``), inside the iteration; a dense stage's (zeros) none."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from wsesim.config.inference import load_inference_data
+    from wsesim.experiments.inference import run_inference
+    from wsesim.sim.plan import Trace
+
+    spec = load_inference_data({"kind": "inference", "hardware": "tiny8", "model": "tiny-moe", "inference": {
+        "prompt_len": 16, "output_len": 6, "grid": "4x8", "arrival": "poisson", "rate": 200000,
+        "requests": 8, "batch": 4, "routing": routing}}).spec
+    log = run_inference(spec).trace.batches
+    events = chrome_trace(Trace(batches=log), clock_hz=spec.hardware.clock_hz)["traceEvents"]
+    tid = {e["args"]["name"]: e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    parts = [e for e in events if e.get("cat") == "experts"]
+    assert {e["tid"] for e in parts} == {tid["stage 0 experts"]}
+    assert [e["name"] for e in parts] == ["dispatch", "experts", "combine"] * len(log.stage)
+    us = 1e6 / 1e9  # tiny8's 1 GHz
+    for i, (start, end) in enumerate(zip(log.start.tolist(), log.end.tolist(), strict=True)):
+        three = parts[3 * i:3 * i + 3]
+        assert [e["dur"] for e in three] == pytest.approx([c * us for c in log.experts[i]])
+        assert three[0]["ts"] == pytest.approx(start * us)
+        assert three[1]["ts"] == pytest.approx(three[0]["ts"] + three[0]["dur"])
+        assert three[2]["ts"] + three[2]["dur"] <= end * us + 1e-9
+    dense = chrome_trace(Trace(batches=replace(log, experts=np.zeros_like(log.experts))), clock_hz=1e9)
+    assert not [e for e in dense["traceEvents"] if e.get("cat") == "experts" or "experts" in str(e["args"])]

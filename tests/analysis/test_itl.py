@@ -68,8 +68,11 @@ class _HandCosts:
     def iteration(self, decodes: int, longest: int, pieces: list) -> float:
         return 100.0 * len(pieces) + 10.0 * decodes
 
-    def handoff(self, values: float) -> float:
+    def handoff(self, values: float, prompt: bool = False) -> float:
         return 0.0
+
+    def experts(self, decodes: int, pieces: object, loads: object) -> tuple[float, float, float]:
+        return (0.0, 0.0, 0.0)  # a dense stage's: no MoE layer
 
 
 def _two_requests() -> tuple[object, ServeBatches]:

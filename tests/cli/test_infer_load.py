@@ -57,8 +57,10 @@ def test_trace_has_a_span_per_iteration(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--trace", str(path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
-    spans = [e for e in events if e["cat"] != "handoff"]
+    spans = [e for e in events if e["cat"] not in ("handoff", "experts")]
     assert len(spans) == result["events"]  # the iterations
+    # and each one's expert dispatch, experts and combine (tiny-moe: every layer an MoE layer)
+    assert len([e for e in events if e["cat"] == "experts"]) == 3 * result["events"]
     assert any(e["cat"] == "handoff" for e in events)  # and the hand-offs between them (issue 37)
     assert sum(e["args"]["decodes"] for e in spans) == 20 * 3  # every decode token, once
     assert sum(e["args"]["prompt_tokens"] for e in spans) == 20 * 16

@@ -229,7 +229,8 @@ AGREE = [
 @pytest.mark.parametrize("overrides", AGREE, ids=range(len(AGREE)))
 def test_the_two_engines_give_the_same_result(overrides: dict[str, Any]) -> None:
     """Every figure of the result equal, not merely close (``events`` counts what each engine counts and
-    ``wall_s`` is the host's time; the fast engine's events are the stage visits, S · B · T)."""
+    ``wall_s`` is the host's time; the fast engine's events are its iterations, one a stage visit
+    without batching: S · B · T)."""
     fast, ref = (_result(e, **overrides).to_dict() for e in ENGINES)
     assert fast["feasible"]
     assert fast["events"] == fast["stages"] * fast["batch"] * fast["output_len"]

@@ -80,9 +80,10 @@ def test_a_categorical_key_and_presets_by_name_are_swept() -> None:
     sweep = _sweep({"inference.kv_layout": ["shift", "concat"], "hardware": ["wse2", "wse3"]})
     rows = _csv(sweep, run_sweep(sweep))
     assert [(r["set:inference.kv_layout"], r["kv_layout"], r["hardware"], r["grid"]) for r in rows] == [
-        # the tiny model's shortest decode step (grid: auto by tpot) is on a small grid of either wafer
-        ("shift", "shift", "wse2", "32x18"), ("shift", "shift", "wse3", "32x18"),
-        ("concat", "concat", "wse2", "32x18"), ("concat", "concat", "wse3", "32x18")]
+        # the tiny model's shortest decode step (grid: auto by tpot) is on a small grid of either wafer (on
+        # WSE-3 a smaller one than on WSE-2 since the experts' dispatch is timed by the fabric model)
+        ("shift", "shift", "wse2", "32x18"), ("shift", "shift", "wse3", "22x12"),
+        ("concat", "concat", "wse2", "32x18"), ("concat", "concat", "wse3", "22x12")]
     assert all(r["status"] == STATUS_OK for r in rows)
     # appended to one row of PEs, the cache runs out sooner than spread over the grid
     assert int(rows[2]["max_output_len"]) < int(rows[0]["max_output_len"])

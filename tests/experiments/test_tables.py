@@ -18,7 +18,7 @@ from wsesim.config.specs import SimulationSpec
 from wsesim.config.tables import load
 from wsesim.experiments import mappings
 from wsesim.experiments.mappings import MOE_MAPPINGS, moe_mapping
-from wsesim.experiments.runner import ENGINES, engine_for, expert_costs, expert_placement, random_streams
+from wsesim.experiments.runner import ENGINES, engine_for, expert_placement, make_plan, random_streams
 from wsesim.fabric.fidelity import FABRICS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "wsesim"
@@ -60,7 +60,9 @@ def test_every_mapping_places_and_costs_the_experts(name: str) -> None:
     placement = expert_placement(spec, random_streams(spec.training.seed)[0])
     assert len(placement.expert_region_index) == spec.model.experts
     tokens = np.full((spec.model.layers, spec.model.experts), 8)
-    costs = expert_costs(spec, tokens, placement)
+    plan = make_plan(spec, 1, tokens, placement=placement)[0]
+    costs = mapping.expert_costs(plan)
+    assert plan.cost_experts is mapping.expert_costs
     assert all(c.shape == tokens.shape and (c > 0).all() for c in costs.cycles.values())
     if name == "in_place":  # one region, the whole wafer, shared by all
         assert len(placement.regions) == 1 and placement.regions[0].pes == spec.hardware.pes

@@ -32,8 +32,9 @@ def _micro_trace(activations: str):
     tokens = np.array([[1]])
     plan = StepPlan(hw, model, training, 1, 1, (8, 8), ((8, 8),), (0,), tokens,
                     lambda nbytes, reverse: (5.0, float(nbytes.sum())),
-                    region_expert_costs(hw, LayerShapes(model), tokens, np.array([8.0]), np.array([8.0])))
-    return simulate(plan)
+                    lambda plan: region_expert_costs(hw, LayerShapes(model), tokens, np.array([8.0]), np.array([8.0])))
+    program = training_program(plan)
+    return simulate(plan, program, cost_program(program, plan))
 
 
 def test_micro_step_recompute_exact() -> None:

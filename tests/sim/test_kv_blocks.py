@@ -188,9 +188,6 @@ def test_the_result_reports_the_preemptions() -> None:
     ({**TWO, "inference.kv_layout": "concat"}, "inference.kv_block: expected kv_layout: shift with kv_block"),
     ({"inference.preemption": "swap"}, "inference.preemption: expected no preemption without kv_block"),
     ({**TWO, "inference.preemption": "drop"}, "inference.preemption: expected 'recompute' or 'swap'"),
-    ({**TWO, "inference.speculative": {"draft": "tiny-moe", "tokens": 2, "acceptance": 0.5}},
-     "inference.kv_block: expected no speculative with kv_block (a verify pass writes K + 1 positions"),
-    ({**TWO, "inference.prefill_systems": 1}, "inference.kv_block: expected no prefill_systems with kv_block"),
 ])
 def test_bad_kv_block_keys_are_one_line(overrides: dict, message: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -211,3 +208,37 @@ def test_the_trace_shows_the_preemption_and_the_swaps() -> None:
                                                   ("swap in r1", pytest.approx(0.512))]
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e.get("tid") == kv[0]["tid"]}
     assert names == {"KV cache: preemptions, MemoryX I/O"}
+
+
+DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
+         "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
+LAYOUTS = {"draft": {"inference.speculative": {"draft": DRAFT, "tokens": 3, "acceptance": 0.7}},
+           "split prefill": {"inference.prefill_systems": 1},
+           "both": {"inference.speculative": {"draft": DRAFT, "tokens": 3, "acceptance": 0.7},
+                    "inference.prefill_systems": 1}}
+
+
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_paged_target_cache_composes_with_a_draft_and_prefill_wafers(layout: str, preemption: str) -> None:
+    """A draft's and the prefill wafers' stations beside a paged target cache that runs out: the target's
+    decode stage gives each verify pass the blocks of its K + 1 positions, a preempted request recomputes
+    through the prefill wafers (or swaps to MemoryX and back to the first decode stage) and the draft keeps
+    its own cache whole (it prefills each prompt once). Every request is served, some preempted, both
+    executors bit for bit; with room for every request the paged run is the whole reservation's."""
+    base = {"inference.arrival": "poisson", "inference.rate": 5e5, "inference.requests": 24, "inference.batch": 8,
+            "inference.lengths": "lognormal", "inference.prompt_len": 8, "inference.output_len": 12,
+            "inference.grid": "2x4", "inference.interconnect": "swarmx", **LAYOUTS[layout]}
+    spec = _spec({**base, "inference.kv_block": 4, "inference.preemption": preemption,
+                  "hardware.pe.sram": "24 KiB"})
+    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    for name in fast.trace.batches.__dataclass_fields__:
+        x, y = getattr(fast.trace.batches, name), getattr(ref.trace.batches, name)
+        assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
+    r = fast.result
+    assert r.feasible and r.refused == 0 and r.preemptions > 0, r.infeasible_reason
+    assert np.isfinite(fast.trace.batches.finished).all()
+    roomy = _spec({**base, "inference.kv_block": 4})
+    whole = _spec(base)
+    a, b = run_inference(roomy).trace.batches, run_inference(whole).trace.batches
+    assert a.preemptions == 0 and np.array_equal(a.emitted, b.emitted)

@@ -18,6 +18,7 @@ from wsesim.sim import engine, reference
 from wsesim.sim.builders.serving import serving_program
 from wsesim.sim.costing import cost_serving
 from wsesim.sim.mapping import map_stages
+from wsesim.sim.moe_serving import Draw
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 16, "output_len": 5, "grid": "4x8"}}
@@ -105,14 +106,18 @@ def test_uniform_sampling_has_the_expected_load() -> None:
 
 
 def test_imbalance_and_tpot() -> None:
-    """The one-token pipeline (``batching: none``). One grid: each expert has a region of its own and a
-    decode token's k experts run at once, so
-    which experts it draws cannot change its time: sampled TPOT equals balanced exactly. Over two
-    grids a balanced token reaches both (the most a token can), so a sampled one is never slower; the
-    busier expert (skew) shows in ``expert_load`` and in the grids' use."""
-    base = run_inference(_spec(batch=2, batching="none")).result
+    """Without batching (``batching: none``) each iteration carries one token. One grid: each expert has
+    a region of its own and a token's k experts run at once, so which experts it draws changes only its
+    dispatch and combine (the fabric's paths to those regions), never its experts' kernels: iteration by
+    iteration the expert figures match balanced routing's, and so does everything outside the dispatch
+    and combine. Over two grids a balanced token reaches both (the most a token can), so a sampled one is
+    never slower; the busier expert (skew) shows in ``expert_load`` and in the grids' use."""
+    base = run_inference(_spec(batch=2, batching="none")).trace.batches
     for routing in ("uniform", "zipf:1.2", "zipf:3"):
-        assert run_inference(_spec(batch=2, routing=routing, batching="none")).result.tpot_s == base.tpot_s
+        log = run_inference(_spec(batch=2, routing=routing, batching="none")).trace.batches
+        assert np.array_equal(log.experts[:, 1], base.experts[:, 1])
+        rest = [(b.end - b.start) - b.experts[:, 0] - b.experts[:, 2] for b in (log, base)]
+        assert np.allclose(rest[0], rest[1], rtol=0, atol=1e-6)
     two = run_inference(_spec(batch=2, expert_grids=2, batching="none")).result
     loads = []
     for routing in ("uniform", "zipf:3"):
@@ -248,5 +253,6 @@ def test_a_sampled_batch_waits_for_its_busiest_expert() -> None:
     assert tpot["balanced"] <= tpot["uniform"] < tpot["zipf:3"]
     stage = cost_serving(*(lambda s: (serving_program(s, map_stages(s), requests_of(s)), s))(
         _spec(**SAMPLED_LOAD))).stages[0].batches
-    assert stage.decode_sampled(8, ((4,), (4,))) == stage.decode(8)  # 8 tokens · 2 of 4 experts: 4 each, balanced
-    assert stage.decode_sampled(8, ((8,), (4,))) > stage.decode(8)
+    even = Draw((4, 4), (4, 4, 4, 4))  # 8 tokens · 2 of 4 experts: 4 each, balanced
+    assert stage.decode_sampled(8, even) == stage.decode(8)
+    assert stage.decode_sampled(8, Draw((8, 4), (8, 8, 0, 0))) > stage.decode(8)

@@ -13,6 +13,7 @@ from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor
 from wsesim.sim import engine, reference
 from wsesim.sim.builders.training import training_program
 from wsesim.sim.chunks import plan_chunks
+from wsesim.sim.costing import cost_program
 from wsesim.sim.program import Drain, GradientOut, Program, WaferOp, Weights
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
@@ -103,7 +104,7 @@ def test_the_engines_count_the_flops_the_program_says() -> None:
     plan = _plan()
     program = training_program(plan)
     for simulate in (engine.simulate, reference.simulate):
-        assert simulate(plan, program).executed_flops == pytest.approx(program.executed_flops, rel=1e-12)
+        assert simulate(plan, program, cost_program(program, plan)).executed_flops == pytest.approx(program.executed_flops, rel=1e-12)
 
 
 def test_both_engines_execute_a_program_no_builder_wrote() -> None:
@@ -116,7 +117,8 @@ def test_both_engines_execute_a_program_no_builder_wrote() -> None:
         WaferOp(A, Pass.FWD, 0, flops=1e6, weight_bytes=4096.0, tiles=2, args={"layer": 0, "pass": Pass.FWD}),
         GradientOut(Gradient.ATTENTION, float(s.attention_params * 2)),
     ), tail=(Drain(OpKind.GRADIENT_DRAIN),), chunks=plan_chunks(plan.hw, plan.model, True))
-    fast, ref = engine.simulate(plan, program), reference.simulate(plan, program)
+    costs = cost_program(program, plan)
+    fast, ref = engine.simulate(plan, program, costs), reference.simulate(plan, program, costs)
     names = [(span.name, span.args.get("tile")) for span in fast.spans]
     assert names[-3:-1] == [(Phase.ATTENTION, 0), (Phase.ATTENTION, 1)]
     assert [(s.name, s.start, s.end) for s in fast.spans] == [(s.name, s.start, s.end) for s in ref.spans]

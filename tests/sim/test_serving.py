@@ -83,7 +83,7 @@ class _Given:
     def iteration(self, decodes: int, longest: int, pieces, loads=None) -> float:
         return self.prefill if pieces else self.decode
 
-    def handoff(self, values: int) -> float:
+    def handoff(self, values: int, prompt: bool = False) -> float:
         return self.moved
 
 

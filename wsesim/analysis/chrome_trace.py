@@ -4,7 +4,10 @@ the one writer of traces, for a training step and for serving alike.
 Timestamps are simulated microseconds (cycles / clock). A serving run is one process, "pipeline
 stages", with a thread per stage and a span per request's token the stage served (prefill or decode);
 under continuous batching, a span per iteration (its decode tokens and prompt tokens in its args), and
-with a paged KV cache a span per preemption and per swap to MemoryX and back.
+with a paged KV cache a span per preemption and per swap to MemoryX and back; for an MoE stage a thread
+"stage s experts" with, per iteration, its expert dispatch, its experts' work and its combine, each
+summed over the stage's MoE layers (one span per part, not per layer: a 48-layer stage's iterations would
+make a run's trace 48 times longer), drawn back to back from the iteration's start.
 A training step's tracks, named with metadata events:
 
 =====  =========================  ==========================================================
@@ -140,6 +143,7 @@ def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
         for kind, r, start, end, tokens in b.kv_events.tolist():
             what = ("preempt", "swap out", "swap in")[int(kind)]
             span(1, kv, f"{what} r{int(r)}", start, end, {"request": int(r), "tokens": int(tokens)}, "kv")
+    _expert_spans(b, names, meta, span)
     members = b.members or ((None, None),) * len(b.stage)
     for s, start, end, decodes, prompt, (rs, ps) in zip(b.stage.tolist(), b.start.tolist(), b.end.tolist(),
                                                         b.decodes.tolist(), b.prompt_tokens.tolist(), members,
@@ -153,6 +157,26 @@ def _batch_trace(trace: Trace, span: Any, events: list[dict[str, Any]]) -> dict[
                                           **whose},
              "draft" if drafting else what if what == "verify" else "iteration")
     return {"traceEvents": meta + events, "displayTimeUnit": "ns"}
+
+
+def _expert_spans(b: Any, names: tuple[str, ...], meta: list[dict[str, Any]], span: Any) -> None:
+    """Each MoE iteration's expert dispatch, experts and combine (``BatchLog.experts``), on a thread
+    "<station> experts" after the KV cache's: three spans back to back from the iteration's start, each
+    the cycles of that part summed over the stage's MoE layers (their lengths, not their times: the
+    layers alternate with attention within the iteration's span)."""
+    moe = np.flatnonzero(b.experts.any(axis=1)) if len(b.experts) else np.zeros(0, dtype=np.int64)
+    tid = 2 * len(names) + 2  # after the stations', the hand-offs' and the KV cache's threads
+    for s in sorted(set(b.stage[moe].tolist())):
+        meta.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid + s,
+                     "args": {"name": f"{names[s]} experts"}})
+    for s, start, parts in zip(b.stage[moe].tolist(), b.start[moe].tolist(), b.experts[moe].tolist(),
+                               strict=True):
+        for what, cycles in zip(("dispatch", "experts", "combine"), parts, strict=True):
+            if cycles > 0:
+                span(1, tid + s, what, start, start + cycles, {"station": names[s], "cycles": cycles,
+                                                               "summed over": "the stage's MoE layers"},
+                     "experts")
+                start += cycles
 
 
 def _expert_events(trace: Trace, plan: StepPlan, span: Any) -> dict[int, str]:

@@ -53,11 +53,14 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
 def format_serving(r: Any) -> str:
     """The human view of a ``ServeResult``: a load's figures, or one request's alone (or requests served
     without batching, all at once)."""
-    batched = r.batching == "continuous" and not (r.requests == 1 and r.arrival == "together")
+    # one request's figures, or a batch served at once without batching; else a load's
+    batched = not (r.arrival == "together" and (r.requests == 1 or (r.batching == "none"
+                                                                      and r.requests == r.batch)))
     if batched:
-        head = (f"{r.model} on {r.hardware}: {r.requests:,} requests arriving {r.arrival}, "
-                f"continuous batching of up to {r.batch} at once (mapped for prompt {r.prompt_len:,} + "
-                f"output {r.output_len:,})\n")
+        policy = (f"continuous batching of up to {r.batch} at once" if r.batching == "continuous" else
+                  f"no batching (one prompt or decode token an iteration), up to {r.batch} in flight")
+        head = (f"{r.model} on {r.hardware}: {r.requests:,} requests arriving {r.arrival}, {policy} (mapped "
+                f"for prompt {r.prompt_len:,} + output {r.output_len:,})\n")
     else:
         head = (f"{r.model} on {r.hardware}: prompt {r.prompt_len:,} tokens, output {r.output_len:,}, "
                 f"{r.batch} request{'s' if r.batch > 1 else ''} at once\n")

@@ -78,8 +78,8 @@ def kv_block_problem(block: int, continuous: bool, keys: dict[str, Any]) -> str:
     """Why ``inference.kv_block`` cannot page this run's cache (empty: it can), from the keys validated
     before it. Blocks page the batching scheduler's cache: not ``batching: none``'s (one token at a time,
     each cache reserved whole), nor ``concat``'s (a block goes wherever the pool has room, as ``shift``
-    balances the cache; concat puts every decoded token on the grid's last row), nor a draft's or a
-    prefill pool's (their caches are written on other wafers: paging them is not modelled)."""
+    balances the cache; concat puts every decoded token on the grid's last row). With a draft or prefill
+    wafers the target's decode cache is paged and theirs kept whole (docs/model.md §11.7)."""
     if not continuous:
         return (f"expected batching: auto or continuous with kv_block (blocks page the cache of batched "
                 f"iterations; batching: none serves one token at a time, each cache reserved whole), got "
@@ -88,14 +88,6 @@ def kv_block_problem(block: int, continuous: bool, keys: dict[str, Any]) -> str:
         return (f"expected kv_layout: shift with kv_block (a block goes wherever the pool has room, the "
                 f"cache balanced over the grid; concat appends every decoded token to the grid's last row), "
                 f"got concat with kv_block: {block}")
-    if keys.get("speculative") is not None:
-        return (f"expected no speculative with kv_block (a verify pass writes K + 1 positions and keeps the "
-                f"accepted ones, and the draft's cache is on its own wafers: paging both is not modelled), "
-                f"got kv_block: {block}")
-    if keys.get("prefill_systems") is not None:
-        return (f"expected no prefill_systems with kv_block (the prompt's cache is written on the prefill "
-                f"wafers and handed over whole: a preempted request's recompute there is not modelled), got "
-                f"kv_block: {block}")
     return ""
 
 

@@ -27,17 +27,18 @@ from ..model.costs import ExpertCosts, in_place_expert_costs
 from ..model.routing import busiest_column_copies
 from ..model.shapes import LayerShapes
 from ..sim.costing import COMPUTE_MODELS
+from ..sim.plan import StepPlan
 
 
 @dataclass(frozen=True)
 class MoEMapping:
     """One MoE mapping: ``description`` what it models; ``placement(spec, rng)`` its expert regions (drawn
-    with the placement stream ``rng``); ``expert_costs(spec, tokens, placement)`` every expert op's
-    cycles, for the routed ``tokens[layer, expert]`` on that placement."""
+    with the placement stream ``rng``); ``expert_costs(plan)`` every expert op's cycles, for the plan's
+    routed ``tokens[layer, expert]`` on its regions (``StepPlan.cost_experts``: the cost pass asks)."""
 
     description: str
     placement: Callable[[ExperimentSpec, np.random.Generator], Placement]
-    expert_costs: Callable[[ExperimentSpec, np.ndarray, Placement], ExpertCosts]
+    expert_costs: Callable[[StepPlan], ExpertCosts]
     dispatched: bool = True  # its tokens cross the fabric to the experts' regions (the dispatch bases built)
 
 
@@ -52,11 +53,10 @@ def _regions_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placem
     return place(spec.hardware, spec.model.experts, spec.simulation.placement, rng)
 
 
-def _regions_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
-    region = np.array([(placement.regions[r].rows, placement.regions[r].cols)
-                       for r in placement.expert_region_index], dtype=float)
-    costs = COMPUTE_MODELS[spec.simulation.compute].region_experts
-    return costs(spec.hardware, LayerShapes(spec.model), tokens, region[:, 0], region[:, 1])
+def _regions_costs(plan: StepPlan) -> ExpertCosts:
+    region = np.array([plan.expert_regions[r] for r in plan.expert_region_of], dtype=float)
+    costs = COMPUTE_MODELS[plan.compute].region_experts
+    return costs(plan.hw, LayerShapes(plan.model), plan.tokens, region[:, 0], region[:, 1])
 
 
 def _whole_wafer(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
@@ -64,10 +64,10 @@ def _whole_wafer(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
     return place(spec.hardware, spec.model.experts, "grid", rng, tiles=1)
 
 
-def _in_place_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
-    hw = spec.hardware
-    lanes = busiest_column_copies(tokens, hw.mesh.cols, spread_stream(spec.training.seed))
-    return in_place_expert_costs(hw, LayerShapes(spec.model), lanes, hw.mesh.rows, hw.mesh.cols)
+def _in_place_costs(plan: StepPlan) -> ExpertCosts:
+    hw = plan.hw
+    lanes = busiest_column_copies(plan.tokens, hw.mesh.cols, spread_stream(plan.training.seed))
+    return in_place_expert_costs(hw, LayerShapes(plan.model), lanes, hw.mesh.rows, hw.mesh.cols)
 
 
 MOE_MAPPINGS: dict[str, MoEMapping] = {

@@ -1,5 +1,5 @@
-"""Composition: a validated experiment -> memory check -> mesh, placement, routing -> simulated step
--> result. The only place that turns specs into an engine plan.
+"""Composition: a validated experiment -> memory check -> mesh, placement, routing -> the step's program,
+costed once -> simulated step -> result. The only place that turns specs into an engine plan.
 
 What varies is looked up in tables, never special-cased here: the fabric fidelity that times dispatch
 (``fabric.fidelity.FABRICS``), the MoE mapping that places experts and costs their ops
@@ -12,8 +12,10 @@ independent streams for placement and routing, so a run is a pure function of it
 from __future__ import annotations
 
 import copy
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -25,12 +27,15 @@ from ..config.tables import entry, load
 from ..fabric.fidelity import dispatch_timer
 from ..fabric.mesh import Mesh, Region
 from ..fabric.placement import Placement
-from ..model.costs import ExpertCosts
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import expert_load, route_tokens
+from ..model.vocabulary import OpKind
+from ..sim.builders.training import training_program
 from ..sim.cluster import tree_for
+from ..sim.costing import Costs, cost_program
 from ..sim.engines import ENGINES
 from ..sim.plan import StepPlan, Trace
+from ..sim.program import Op, Program
 from .estimate import check_work
 from .mappings import moe_mapping
 
@@ -43,8 +48,9 @@ def _mesh(hw: HardwareSpec, granularity: str) -> Mesh:
 def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
               place_rng: np.random.Generator | None = None, micro_batches: int = 1, *,
               placement: Placement | None = None) -> tuple[StepPlan, Mesh, Placement]:
-    """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, fabric timing,
-    the cost of every expert op under the MoE mapping, the micro-batches and the cluster's tree. A dense
+    """The engine's plan for ``spec`` at B = ``batch_per_tile``: mesh, expert placement, how the fabric
+    times a dispatch and how the MoE mapping costs an expert op (both asked by the cost pass,
+    ``costed_step``), the micro-batches and the cluster's tree. A dense
     model has no experts: no regions, and no fabric phase to time. ``placement``: the one the step was
     sized against (``Sizing.placement``), else drawn from ``place_rng``."""
     hw, m, t = spec.hardware, spec.model, spec.training
@@ -59,7 +65,7 @@ def make_plan(spec: ExperimentSpec, batch_per_tile: int, tokens: np.ndarray,
         expert_region_of=tuple(placement.expert_region_index), tokens=tokens,
         dispatch=dispatch_timer(spec.simulation.fabric, mesh, placement) if moe else _no_dispatch,
         moe_mapping=spec.simulation.moe_mapping,
-        expert_costs=expert_costs(spec, tokens, placement) if moe else ExpertCosts({}, {}),
+        cost_experts=moe_mapping(spec.simulation.moe_mapping).expert_costs,
         micro_batches=micro_batches, tree=tree_for(hw, spec.cluster), compute=spec.simulation.compute,
     )
     return plan, mesh, placement
@@ -69,9 +75,11 @@ def _no_dispatch(nbytes: np.ndarray, reverse: bool) -> tuple[float, float]:
     raise AssertionError("a dense model dispatches nothing")
 
 
-def expert_costs(spec: ExperimentSpec, tokens: np.ndarray, placement: Placement) -> ExpertCosts:
-    """Every expert op's cycles under ``simulation.moe_mapping`` (``experiments.mappings``)."""
-    return moe_mapping(spec.simulation.moe_mapping).expert_costs(spec, tokens, placement)
+def costed_step(plan: StepPlan) -> tuple[Program, Costs]:
+    """The training step of ``plan`` as a program (``builders.training``) and its costs, all of them,
+    before an executor runs it (``costing.cost_program``)."""
+    program = training_program(plan)
+    return program, cost_program(program, plan)
 
 
 def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placement:
@@ -84,9 +92,12 @@ def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placemen
     return moe_mapping(spec.simulation.moe_mapping).placement(spec, rng)
 
 
-def engine_for(spec: ExperimentSpec) -> Callable[[StepPlan], Trace]:
-    """The event engine ``simulation.engine`` names (``ENGINES``)."""
-    engine: Callable[[StepPlan], Trace] = load(entry(ENGINES, spec.simulation.engine, "simulation.engine"))
+ExecuteFn = Callable[[StepPlan, Program, Costs], Trace]
+
+
+def engine_for(spec: ExperimentSpec) -> ExecuteFn:
+    """The event engine ``simulation.engine`` names (``ENGINES``): it runs a costed program."""
+    engine: ExecuteFn = load(entry(ENGINES, spec.simulation.engine, "simulation.engine"))
     return engine
 
 
@@ -226,9 +237,28 @@ def _divisors(n: int) -> list[int]:
     return sorted({*small, *(n // d for d in small)})
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic collector paused for one step: planning and executing it make ~10⁵ small objects
+    that live until it ends (chunk names, spans, SimPy events), and the collector would walk them and
+    everything imported again and again while they are made (~10 % of a 512-expert step's time). Cycles
+    the step leaves are collected after it, as usual."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def simulate_experiment(spec: ExperimentSpec) -> Run:
     """``run_experiment``, keeping the trace and the plan."""
-    wall = time.perf_counter()
+    with _collector_paused():
+        return _simulate(spec, time.perf_counter())
+
+
+def _simulate(spec: ExperimentSpec, wall: float) -> Run:
     # work that cannot finish here is refused before anything is built, routing included
     planned = check_work(spec)
     size = size_step(spec)
@@ -241,13 +271,21 @@ def simulate_experiment(spec: ExperimentSpec) -> Run:
     if size.micro_batches > planned.micro_batches:  # the routed load asked for more than the fewest
         check_work(spec, micro_batches=size.micro_batches)
     plan, mesh, placement = make_plan(spec, B, size.tokens, micro_batches=N, placement=size.placement)
-    simulate_plan = engine_for(spec)
-    trace = simulate_plan(plan)
-    # a cluster's scaling efficiency: against one system alone on the same share (no tree)
-    alone = trace.step_cycles if plan.tree is None else simulate_plan(replace(plan, tree=None)).step_cycles
+    execute = engine_for(spec)
+    program, costs = costed_step(plan)
+    trace = execute(plan, program, costs)
+    # a cluster's scaling efficiency: against one system alone on the same share (no tree), the same
+    # costed ops without the reduce tree's drain
+    alone = trace.step_cycles if plan.tree is None else execute(
+        replace(plan, tree=None), replace(program, tail=_without_tree(program.tail)), costs).step_cycles
     one = None if plan.tree is None else one_system_throughput(spec)
     result = measure(spec, B, trace, tokens=size.tokens, peak_sram=mem.peak_bytes_per_pe,
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                      wall_s=time.perf_counter() - wall, micro_batches=N, alone_cycles=alone,
                      one_system_throughput=one)
     return Run(result, trace, plan, mesh, placement)
+
+
+def _without_tree(tail: tuple[Op, ...]) -> tuple[Op, ...]:
+    """A step's tail on one system: no reduce tree to drain."""
+    return tuple(op for op in tail if op.kind != OpKind.REDUCE_DRAIN)

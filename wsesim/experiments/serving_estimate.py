@@ -3,10 +3,10 @@ refused before its program is built (``wsesim infer``, ``--search``, each point 
 serving sweep). The limits are training's (``machine.memory_limit``, ``WSESIM_MAX_MEMORY``;
 ``WSESIM_MAX_RUN_S``).
 
-* One request alone (the §11.4 pipeline): the engine visits each stage once per output token, and keeps
-  each visit in its trace (``SERVE_VISIT``).
-* Continuous batching (every load but one request alone): each stage runs iterations, each holding at
-  least one decode token or one prompt piece, so a stage runs at most (output tokens + prompt pieces)
+* Without batching (``batching: none``, §11.4): each stage runs an iteration per request's output token
+  (its prompt, then each decode token), ``SERVE_ITERATION`` each.
+* Continuous batching: each stage runs iterations, each holding at least one decode token or one prompt
+  piece, so a stage runs at most (output tokens + prompt pieces)
   iterations, fewer the more requests share one (``SERVE_ITERATION`` each, an upper bound: the count the
   load sets lies between that and a full batch's); a chunked prompt's pieces (``inference.prefill:
   chunked``, ⌈prompt / token_budget⌉ each) are costed at a new context each (``PIECE_SECONDS``).
@@ -32,10 +32,6 @@ from ..sim.mapping import Mapping
 from .estimate import BASE_BYTES
 from .machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
 
-# (seconds, bytes) per stage visit of a served request's token (stages × requests × output tokens): fast
-# measured 7 µs, 370 B (Qwen3-235B-A22B, batch 64, 2,000 output tokens on 32 stages: 4.1 M visits, 28 s,
-# 1.5 GB); the reference executor visits each about 4 times (128,019 visits for fast's 32,000)
-SERVE_VISIT = {"fast": (7.5e-6, 400.0), "reference": (30e-6, 1600.0)}
 # (seconds, bytes) per stage iteration under continuous batching: measured (2-core machine, load average
 # 7) 10 µs, 190 B (LLaMA3-8B, 2 CS-3 stages, 8,192 Poisson requests at 2/s: 1.65 M iterations, 18.7 s of
 # CPU, 0.38 GB) and 15 µs, 250 B (LLaMA-3.1-70B, 7 stages: 1.89 M iterations, 32.8 s, 0.53 GB); since the
@@ -79,14 +75,14 @@ class ServingEstimate:
 
     @property
     def seconds(self) -> float:
-        table = SERVE_ITERATION if self.continuous else SERVE_VISIT
+        table = SERVE_ITERATION
         visit = table.get(self.engine, table["reference"])[0] + (SPAN[0] if self.spans else 0.0)
         return (visit * self.visits + PIECE_SECONDS * self.pieces + CONTEXT_SECONDS * self.contexts
                 + ROUTING_DRAW_S * self.draws)
 
     @property
     def bytes(self) -> float:  # the largest run's trace: runs are one after another
-        table = SERVE_VISIT if not self.continuous else SERVE_ITERATION
+        table = SERVE_ITERATION
         per = table.get(self.engine, table["reference"])[1] + (SPAN[1] if self.spans else 0.0)
         return BASE_BYTES + per * (self.held or self.visits)
 
@@ -108,11 +104,12 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: st
     docstring); ``spans``: with a ``--trace`` written."""
     i, m, S = spec.inference, spec.model, len(mapping.stages)
     moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
-    if not i.continuous:
-        draws = i.batch * max(i.output_len - 1, 0) * moe
-        return estimate_serving(S, int(i.batch), int(i.output_len), engine, draws=draws, spans=spans)
     load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
+    if not i.continuous:  # an iteration per stage for each request's prompt and each decode token
+        mean = round(float(load.output.mean())) if len(load) else 0
+        return estimate_serving(S, len(load), max(1, mean), engine, visits=S * int(load.output.sum()),
+                                arrival=i.arrival, draws=draws, spans=spans)
     budget = default_token_budget(spec, mapping.grid[0]) if i.token_budget == "auto" else int(i.token_budget)
     if i.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
         pieces = int(np.sum(-(-load.prompt.astype(np.int64) // budget)))
@@ -160,7 +157,7 @@ def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None
     took = took if took.startswith("under") else f"about {took}"
     counts = " × ".join(f"{n:,} {what}{'s' if n != 1 else ''}" for n, what in (
         (e.stages, "stage"), (e.batch, "request"), (e.output_len, "output token")))
-    unit = "stage iterations at most" if e.continuous else "stage visits"
+    unit = "stage iterations at most" if e.continuous else "stage iterations"
     counts = (f"{e.visits:,} {unit} over {e.runs} candidate mappings, the largest {counts}"
               if e.runs > 1 else f"{counts} = {e.visits:,} {unit}")
     if e.pieces and e.runs == 1:
@@ -189,5 +186,5 @@ def _advice(e: ServingEstimate, fraction: float) -> str:
     return f"--set inference.requests={fit} would fit (now {e.batch:,}), or a shorter inference.output_len"
 
 
-__all__ = ["CONTEXT_SECONDS", "ROUTING_DRAW_S", "SERVE_ITERATION", "SERVE_VISIT", "ServingEstimate",
+__all__ = ["CONTEXT_SECONDS", "ROUTING_DRAW_S", "SERVE_ITERATION", "ServingEstimate",
            "check_serving", "estimate_serving", "serving_estimate"]

@@ -45,6 +45,8 @@ class Admission:
     draft: int | None
     single: bool
     gone: int
+    cached: list[bool]
+    width: int
 
     def arrive(self, r: int, now: float) -> list[Move]:
         """Request r arrives: in line, or refused when it fits no stage even alone."""
@@ -79,18 +81,20 @@ class Admission:
             flight[1] += p
             flight[2] += o
             prompts_in[p] = prompts_in.get(p, 0) + 1
-            if self.admitted[r] != self.admitted[r]:  # its first admission (NaN before)
+            again = self.admitted[r] == self.admitted[r]  # readmitted after a preemption (NaN before)
+            if not again:
                 self.admitted[r] = now
             if self.kv is not None and self.kv.swapped(r):  # its cache back in, then its decode on
                 at = self.kv.back_in(r, now, self.context[r] - 1)
-                moves.append(Move(at, self.entry, [r], [], -1, -1, False))
+                moves.append(Move(at, 0, [r], [], -1, -1, False))
             else:
                 self.pieces[self.entry].append([r, 0, self.target[r]])
                 self.since[r] = now
                 self.touched.add(self.entry)
                 if self.single:
                     self.kinds[self.entry].append(False)
-                if self.draft is not None:  # the draft prefills the prompt beside the target
+                if self.draft is not None and not again:  # the draft prefills the prompt beside the target
+                    # (once: its own cache, on its own wafers, is kept whole while the target's is paged)
                     self.pieces[self.draft].append([r, 0, p])
                     self.since_draft[r] = now
                     self.touched.add(self.draft)
@@ -120,6 +124,8 @@ class Admission:
         self.waiting.appendleft(v)
         c = self.target[v] = self.context[v]
         assert self.kv is not None
+        if not self.kv.swap:  # with prefill wafers its cache comes back from them before it verifies again
+            self.cached[v] = False
         self.redo[v] = not self.kv.swap
         return self.kv.drop(v, now, c - 1)
 
@@ -132,7 +138,7 @@ class Admission:
         i, j = 0, len(queue)
         while i < j:
             r = queue[i]
-            need = pool.blocks(self.context[r]) - pool.held[r]
+            need = pool.blocks(self.context[r] + self.width - 1) - pool.held[r]  # a verify pass's K + 1
             while need > pool.free and j - 1 > i:
                 j -= 1
                 ready = max(ready, self._preempt(queue[j], now))

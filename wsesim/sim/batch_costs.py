@@ -3,15 +3,32 @@ pass (``costing``) builds one ``BatchCosts`` per stage from its grid's kernels, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.energy import EventCounts
 from ..model.vocabulary import StageOpKind
 from .program import Handoff, Kernel, StageWork
 
+if TYPE_CHECKING:
+    from .moe_serving import Draw
+
 __all__ = ["BatchCosts"]
+
+_EXPERT_FFN = frozenset({"gate_up", "activation", "down"})
+"""An MoE layer's prefill kernels that stand for its experts' work (§11.2's dense approximation)."""
+
+
+def _part(op: Kernel, moe: Sequence[int] | None) -> int | None:
+    """Which of (dispatch, experts, combine) ``op`` is, or None: a ``TRANSFER`` is the dispatch or the
+    combine; an expert's kernel runs on its region (decode, ``moe`` None) or, in a prefill, is an MoE
+    layer's FFN kernel (a composed kernel by the kernel it was built on)."""
+    if op.kind == StageOpKind.TRANSFER:
+        return 2 if op.name == "combine" else 0
+    if moe is None:
+        return 1 if op.region else None
+    return 1 if op.layer in moe and op.name.split("+")[0].split("|")[0] in _EXPERT_FFN else None
 
 
 class BatchCosts:
@@ -34,9 +51,13 @@ class BatchCosts:
 
     def __init__(self, spec: InferenceExperimentSpec, work: StageWork, grid: Any, fixed: float,
                  attention_cycles: Callable[[int], float], prompt_len: int, whole_prompt: float,
-                 move: Callable[[Handoff], tuple[float, EventCounts]]) -> None:
+                 move: Callable[[Handoff], tuple[float, EventCounts]],
+                 move_prompt: Callable[[Handoff], tuple[float, EventCounts]] | None = None) -> None:
         self.spec, self.work, self.grid, self.whole_prompt = spec, work, grid, whole_prompt
-        self.move = move  # a hand-off's cycles and events (``costing._handoff``: the one formula)
+        # a hand-off's cycles and events (``handoffs.handoff``: the one formula), after decode tokens
+        # alone and after an iteration with prompt tokens (an asynchronous hand-off hides beside the
+        # iteration's last kernel: the decode step's, or the prefill's)
+        self.move, self.move_prompt = move, move_prompt or move
         self.layers = len(work.stage.layers)
         self.per_expert = (spec.model.top_k, spec.model.experts) if spec.model.experts else (1, 1)
         self._attention_cycles, self.prompt_len = attention_cycles, prompt_len
@@ -45,12 +66,24 @@ class BatchCosts:
         self._batch_attention: dict[tuple[int, int], float] = {}
         self._prefill: dict[tuple[int, int, bool], float] = {}
         self._mixed: dict[tuple[int, int, int, int, int], float] = {}
-        self._sampled: dict[tuple[int, tuple[int, ...]], float] = {}
+        self._last_draw: tuple[int, Any, Any] = (0, None, None)  # (batch, draw, figures) of the last draw
+        self._expert_parts: dict[tuple[bool, int], tuple[float, float, float]] = {}
         self.moe_layers = [i for i in work.stage.layers if not spec.model.is_dense(i)]
         # the first layer's attention kernels (a decode batch's attention: theirs, every layer alike)
         first = work.stage.layers[0]
         self._first_attention = [op for op in work.decode if op.attention and op.layer == first]
-        self._handoff: dict[int, tuple[float, EventCounts]] = {}
+        self._fixed: dict[int, tuple[float, float, float]] = {}  # sampled routing's (``_drawn``)
+        self._region: dict[tuple[int, int], float] = {}  # (kind of layer, load) -> its expert kernels'
+        kinds: dict[tuple[tuple[Any, ...], ...], int] = {}  # an MoE layer's expert kernels, by what they are
+        self._region_ops: list[tuple[Kernel, ...]] = []
+        self._region_kind: list[int] = []  # each MoE layer's, in order
+        for layer in self.moe_layers:
+            ops = tuple(op for op in work.decode if op.region and op.layer == layer)
+            kind = kinds.setdefault(tuple((op.kind, op.name, op.dims, op.region) for op in ops), len(kinds))
+            if kind == len(self._region_ops):
+                self._region_ops.append(ops)
+            self._region_kind.append(kind)
+        self._handoff: dict[tuple[int, bool], tuple[float, EventCounts]] = {}
         self._kernels: dict[tuple, Any] = {}
         self._counts: dict[tuple[int, int, int, int, int, int], EventCounts] = {}
         # decode-only iterations by (decodes, longest, width): the executors' commonest question, answered
@@ -73,18 +106,75 @@ class BatchCosts:
                 for op in self.work.decode if not op.attention)
         return self._decode[batch]
 
-    def decode_sampled(self, batch: int, loads: tuple[tuple[int, ...], ...]) -> float:
+    def decode_sampled(self, batch: int, loads: Draw) -> float:
         """``decode(batch)`` with each MoE layer's expert kernels at its busiest expert's tokens and its
-        trips to further grids at the tokens reaching each (``loads``, the stage's MoE layers in order:
-        sampled routing, ``moe_serving.BatchExperts.loads``)."""
-        key = (batch, loads)
-        c = self._sampled.get(key)
+        dispatch and combine moving each expert's drawn tokens (``loads``: sampled routing,
+        ``moe_serving.BatchExperts``). Each draw is new, so nothing is kept but the last (``experts``
+        asks for the same one next)."""
+        return self._drawn(batch, loads)[0]
+
+    def _drawn(self, batch: int, draw: Draw) -> tuple[float, tuple[float, float, float]]:
+        """(``decode_sampled``, ``experts``) of ``batch`` decode tokens under ``draw``: the kernels that do
+        not depend on the draw kept by batch, each MoE layer's expert kernels by the layer's kernels and
+        load, the dispatch and combine once each through the fabric model (every MoE layer's alike)."""
+        if self._last_draw[0] == batch and self._last_draw[1] is draw:
+            return self._last_draw[2]
+        fixed = self._fixed.get(batch)
+        if fixed is None:  # (the rest, trips between grids aside; the dispatches' launches; the combines')
+            sums = [0.0, 0.0, 0.0]
+            for op in self.work.decode:
+                if not op.attention and not op.region and op.kind != StageOpKind.GRID_TRIPS:
+                    c = self._cost(op, 0, batch)
+                    if op.kind == StageOpKind.TRANSFER:  # its launch; the fabric's part is the draw's
+                        sums[2 if op.name == "combine" else 1] += c.cycles - c.communication
+                    else:
+                        sums[0] += c.cycles
+            fixed = self._fixed[batch] = (sums[0], sums[1], sums[2])
+        compute = 0.0
+        for kind, load in zip(self._region_kind, draw.loads, strict=True):
+            c = self._region.get((kind, load))
+            if c is None:
+                c = self._region[kind, load] = sum(self._kernel(op, 0, load) for op in self._region_ops[kind])
+            compute += c
+        moves = len(self.moe_layers)
+        there = fixed[1] + moves * self.grid.experts.drawn(draw.counts, False)
+        back = fixed[2] + moves * self.grid.experts.drawn(draw.counts, True)
+        trips = sum(map(self._trips, draw.reach))  # to the further grids the tokens reach, and back
+        out = (fixed[0] + trips + there + compute + back, (there, compute, back))
+        self._last_draw = (batch, draw, out)
+        return out
+
+    def experts(self, decodes: int, pieces: Sequence[tuple[int, int, bool]] = (),
+                loads: Draw | None = None) -> tuple[float, float, float]:
+        """The cycles of an iteration (as ``iteration``'s arguments) spent on the stage's MoE layers'
+        dispatch, experts and combine, each summed over those layers (0 on a dense stage): a decode
+        batch's dispatch and combine kernels and its expert kernels on their regions (sampled: ``loads``'
+        tokens); with prompt pieces, the one pass's dispatch and combine of its tokens and the MoE layers'
+        FFN kernels (the dense approximation of a prefill's routed work, §11.2). For the trace."""
+        if not self.moe_layers:
+            return (0.0, 0.0, 0.0)
+        if decodes and self.width > 1:  # as ``iteration``
+            decodes = decodes * self.width
+        if loads is not None and not pieces:
+            return self._drawn(decodes, loads)[1]
+        rows = decodes + sum(p[0] for p in pieces)
+        key = (bool(pieces), rows)
+        c = self._expert_parts.get(key)
         if c is None:
-            load = dict(zip(self.moe_layers, loads, strict=True))
-            c = self._sampled[key] = sum(
-                self._trips(load[op.layer][1:]) if op.kind == StageOpKind.GRID_TRIPS else
-                self._kernel(op, 0, load[op.layer][0] if op.region else batch)
-                for op in self.work.decode if not op.attention)
+            parts = [0.0, 0.0, 0.0]
+            if pieces:  # a pass of ``rows`` tokens: its kernels but attention's (alike at any context)
+                for ops, n in self._runs(rows, rows):
+                    for op in ops:
+                        part = None if op.attention else _part(op, self.moe_layers)
+                        if part is not None:
+                            parts[part] += n * self._kernel(op, 0, 1)
+            else:
+                top_k, experts = self.per_expert
+                for op in self.work.decode:
+                    part = _part(op, None)
+                    if part is not None and not op.attention:
+                        parts[part] += self._kernel(op, 0, -(-rows * top_k // experts) if op.region else rows)
+            c = self._expert_parts[key] = (parts[0], parts[1], parts[2])
         return c
 
     def _trips(self, reach: tuple[int, ...]) -> float:
@@ -124,7 +214,7 @@ class BatchCosts:
         return self._prefill[key]
 
     def iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
-                  loads: tuple[tuple[int, ...], ...] | None = None) -> float:
+                  loads: Draw | None = None) -> float:
         """Cycles of one iteration: ``decodes`` decode tokens, the longest at context ``longest`` (one
         request's: its context), and prompt pieces (tokens, start, ends its prompt). Decode tokens alone
         are a batch of GEMVs (with sampled routing, ``loads``: ``BatchExperts.loads``, each MoE layer's
@@ -139,7 +229,7 @@ class BatchCosts:
         return self._iteration(decodes, longest, pieces, loads)
 
     def _iteration(self, decodes: int, longest: int, pieces: list[tuple[int, int, bool]],
-                   loads: tuple[tuple[int, ...], ...] | None) -> float:
+                   loads: Draw | None) -> float:
         if decodes and self.width > 1:  # verify passes: K + 1 vectors each, the last K past the context
             decodes, longest = decodes * self.width, longest + self.width - 1
         if not pieces:
@@ -200,21 +290,23 @@ class BatchCosts:
         MemoryX over the system's I/O (``io.bandwidth``, one direction), out or back in."""
         return nbytes / self.spec.hardware.io_bytes_per_cycle
 
-    def handoff(self, values: int) -> float:
-        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage."""
-        moved = self._handoff.get(values)
-        return (moved if moved is not None else self._moved(values))[0]
+    def handoff(self, values: int, prompt: bool = False) -> float:
+        """Cycles to hand ``values`` (activations, or tokens from the last stage) to the next stage after
+        an iteration (``prompt``: one that carried prompt tokens)."""
+        moved = self._handoff.get((values, prompt))
+        return (moved if moved is not None else self._moved(values, prompt))[0]
 
     def handoff_counts(self, values: int) -> EventCounts:
         """The events of handing ``values`` to the next stage."""
-        return self._moved(values)[1]
+        return self._moved(values, False)[1]
 
-    def _moved(self, values: int) -> tuple[float, EventCounts]:
-        if values not in self._handoff:
+    def _moved(self, values: int, prompt: bool) -> tuple[float, EventCounts]:
+        key = (values, prompt)
+        if key not in self._handoff:
             h = self.work.handoff_decode
-            self._handoff[values] = self.move(Handoff(h.source, h.target, values)) if values else (
-                0.0, EventCounts())
-        return self._handoff[values]
+            self._handoff[key] = (self.move_prompt if prompt else self.move)(
+                Handoff(h.source, h.target, values)) if values else (0.0, EventCounts())
+        return self._handoff[key]
 
     def counts(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> EventCounts:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -87,7 +88,8 @@ class _Builder:
         for op in ops:
             offset[op] = len(pattern)
             pattern += [(op, size) for size in self.split(s.expert_op_bytes(op))]
-        self.names.extend([(pass_, layer, op, e) for e in range(E) for op, _ in pattern])
+        ops = [op for op, _ in pattern]  # (pass, layer, op, expert) for each expert, its ops in turn:
+        self.names.extend(zip(repeat(pass_), repeat(layer), ops * E, sorted(list(range(E)) * len(ops))))
         self.sizes.extend([size for _, size in pattern] * E)
         experts = np.arange(E, dtype=np.int64) * len(pattern)
         for op in ops:

@@ -15,6 +15,11 @@ key), one table for the training step and serving alike:
 The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is every expert's copies
 side by side in SIMD lanes, paced by the column holding the most copies of one expert — not a GEMM of a
 shape of its own that the kernel layer could simulate (``experiments.mappings``).
+
+A training step is costed here in one moment (``cost_program``): its whole-wafer ops, its experts' ops
+(the MoE mapping's, ``StepPlan.cost_experts``), every dispatch and combine over the fabric (the fabric
+fidelity's, ``StepPlan.dispatch``: a layer's bytes are its routed tokens, known before the step runs) and
+MemoryX's optimizer step. Nothing is timed during a run but queues and waits: the executors read ``Costs``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterable
 from copy import copy
 from dataclasses import dataclass, field
 from math import ceil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -37,29 +42,31 @@ from ..model.energy import EventCounts
 from ..model.optimizer import optimizer_step_cycles
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Pass, StageOpKind
-from .builders.training import training_program
 from .handoffs import handoff, move, wafer_handoff
 from .plan import StepPlan
-from .program import Kernel, Op, Program, ServeBatches, StageWork, WaferOp
+from .program import Kernel, Op, Program, ServeBatches, StageWork, Transfer, WaferOp
 from .software import production_cost
 
 if TYPE_CHECKING:  # serving's own modules are imported where a serving run needs them, not by a training step
     from ..config.inference import InferenceExperimentSpec
     from .batch_costs import BatchCosts
 
-__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "StageCosts", "cost_program",
-           "cost_serving", "wafer_handoff", "with_defaults"]
+__all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "FabricCost", "StageCosts", "cost_program",
+           "cost_serving", "wafer_handoff"]
 
 
 @dataclass(frozen=True)
 class ComputeModel:
     """One compute model: ``wafer(hw, rows, cols, op, bytes_per_value)`` a whole-wafer op's cost;
     ``region_experts(hw, shapes, tokens, rows, cols)`` every expert op's cycles on its region (the
-    ``regions`` mapping), for the routed ``tokens[layer, expert]``."""
+    ``regions`` mapping), for the routed ``tokens[layer, expert]``; ``pipelined``: an op consumes its
+    weights as they arrive (``links.consume``: from the first bytes, ending no earlier than the last),
+    else it starts once they are in — the one thing the model changes in how an executor runs a step."""
 
     description: str
     wafer: Callable[[HardwareSpec, int, int, WaferOp, int], OpCost]
     region_experts: Callable[[HardwareSpec, LayerShapes, np.ndarray, np.ndarray, np.ndarray], ExpertCosts]
+    pipelined: bool = False
 
 
 def _constant_wafer(hw: HardwareSpec, rows: int, cols: int, op: WaferOp, bytes_per_value: int) -> OpCost:
@@ -78,7 +85,7 @@ COMPUTE_MODELS: dict[str, ComputeModel] = {
     "constant": ComputeModel("FLOPs at the global gemm_efficiency (docs/model.md §4)", _constant_wafer,
                              region_expert_costs),
     "kernel": ComputeModel("each op's GEMMs simulated on its PEs (docs/model.md §4.1)", _kernel_wafer,
-                           kernel_region_expert_costs),
+                           kernel_region_expert_costs, pipelined=True),
 }
 """Compute models by name (the ``simulation.compute`` key)."""
 
@@ -113,13 +120,29 @@ def split_costs(costs: Iterable[KernelCost]) -> dict[str, float]:
     return {"instructions": issue, "compute": compute, "communication": comm}
 
 
+class FabricCost(NamedTuple):
+    """A dispatch or combine over the fabric: its cycles, the busiest link's bytes, the bytes moved."""
+
+    cycles: float
+    max_link_load_bytes: float
+    nbytes: float
+
+
+_NO_EXPERTS = ExpertCosts({}, {})
+
+
 @dataclass
 class Costs:
-    """What a program's ops cost: each whole-wafer op's (keyed by the op), MemoryX's optimizer step,
-    each serving stage's, and the kernels that do not fit (``problems``, once each)."""
+    """What a program's ops cost: each whole-wafer op's (keyed by the op), every expert op's, each
+    layer's dispatch and combine (``fabric[layer, reverse]``), MemoryX's optimizer step and whether ops
+    consume their weights as they arrive (the compute model's ``pipelined``); each serving stage's, and
+    the kernels that do not fit (``problems``, once each)."""
 
     wafer: dict[Op, OpCost] = field(default_factory=dict)
     optimizer_cycles: float = 0.0
+    experts: ExpertCosts = _NO_EXPERTS
+    fabric: dict[tuple[int, bool], FabricCost] = field(default_factory=dict)
+    pipelined: bool = False
     stages: tuple[StageCosts, ...] = ()
     problems: tuple[str, ...] = ()
     draft: Any = None  # continuous batching with a draft: its station's costs (``speculative.DraftCosts``)
@@ -132,29 +155,23 @@ class Costs:
         return [*out, *self.pool, *((self.draft,) if self.draft is not None else ())]
 
 
-def with_defaults(plan: StepPlan | None, program: Program | None,
-                  costs: Costs | None) -> tuple[Program, Costs]:
-    """What an executor runs when it is given only part of it: by default the training step of
-    ``plan`` (``builders.training``), costed by this pass."""
-    if program is None:
-        assert plan is not None, "without a program, the step's plan"
-        program = training_program(plan)
-    if costs is None:
-        assert plan is not None, "a program without costs is costed from the step's plan"
-        costs = cost_program(program, plan)
-    return program, costs
-
-
 def cost_program(program: Program, plan: StepPlan) -> Costs:
-    """A training program's costs under ``plan.compute`` (the experts' are the plan's, costed by the MoE
-    mapping through the same table)."""
+    """A training program's costs, all of them before it runs: its whole-wafer ops under
+    ``plan.compute``, its experts' ops (the MoE mapping's, which costs a region's through the same table),
+    each layer's dispatch and combine (the fabric's timer on the layer's routed bytes: forward,
+    recompute and backward move the same bytes, timed once) and MemoryX's optimizer step."""
     model = COMPUTE_MODELS[plan.compute]
     rows, cols = plan.attention_shape
-    bytes_per_value = plan.model.bytes_per_value
-    costs = Costs(optimizer_cycles=optimizer_step_cycles(plan.hw, plan.model))
+    m = plan.model
+    costs = Costs(optimizer_cycles=optimizer_step_cycles(plan.hw, m), pipelined=model.pipelined,
+                  experts=plan.cost_experts(plan) if m.experts else _NO_EXPERTS)
     for op in program.distinct():
         if isinstance(op, WaferOp):
-            costs.wafer[op] = model.wafer(plan.hw, rows, cols, op, bytes_per_value)
+            costs.wafer[op] = model.wafer(plan.hw, rows, cols, op, m.bytes_per_value)
+        elif isinstance(op, Transfer) and (op.layer, op.reverse) not in costs.fabric:
+            nbytes = plan.tokens[op.layer].astype(float) * m.hidden_size * m.bytes_per_value
+            costs.fabric[op.layer, op.reverse] = FabricCost(*plan.dispatch(nbytes, op.reverse),
+                                                            float(nbytes.sum()))
     return costs
 
 
@@ -173,6 +190,8 @@ class _Grid:
         self.launch = runtime.production_launch_cycles if self.production else runtime.kernel_launch_cycles
         # values -> a token's trip to each of the stage's grids and back (``moe_serving.grid_trips``)
         self.trips: Callable[[int], np.ndarray] | None = None
+        # an MoE stage's dispatch and combine on this grid (``expert_dispatch.StageDispatch``)
+        self.experts: Any = None
         # kernel costs here and on its regions (shared by ``on``'s copies): kernel_cost's hashes the hardware
         self._memo: dict[tuple, KernelCost] = {}
 
@@ -238,8 +257,11 @@ class _Grid:
 
             cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
             return KernelCost(cycles, 0.0, cycles)
-        values, hops = dims  # TRANSFER: values spread over the rows, moved ``hops`` along them in parallel
-        return self.transfer(values, hops)
+        # TRANSFER: (tokens,) an MoE layer's, spread evenly over its experts, to their regions (dispatch)
+        assert self.experts is not None, "an MoE stage's grid knows its experts' placement"  # or back
+        tokens, back = dims[0], op.name == "combine"
+        cycles = self.experts.balanced(tokens, back)
+        return KernelCost(cycles, 0.0, cycles, wavelet_hops=self.experts.wavelet_hops(tokens))
 
     def _layer(self, kind: StageOpKind, rows: int, cols: int, **shape: Any) -> KernelCost:
         """``kernels.cost.kernel_cost`` on this machine, remembered by what varies from call to call."""
@@ -279,6 +301,10 @@ def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) 
     home = (stage.wafer, stage.origin)
     grid.trips = lambda values: grid_trips(stage, values,
                                            lambda place, n: move(spec, grid, home, place, n)[0])
+    if any(not spec.model.is_dense(layer) for layer in stage.layers):
+        from .expert_dispatch import StageDispatch
+
+        grid.experts = StageDispatch(spec.hardware, stage.rows, stage.cols, spec.model, stage.grids)
     prefill = tuple(grid.on(op.region).cost(op, 0) for op in work.prefill)
     prompt_len, output_len = spec.inference.prompt_len, spec.inference.output_len
     longest = decode_context(prompt_len, output_len)
@@ -293,7 +319,8 @@ def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) 
     fixed = sum(c.cycles for c in decode) - layers * attention_cycles(longest)
     step = fixed + layers * attention_cycles(prompt_len + output_len - 1) if output_len > 1 else 0.0
     batches = BatchCosts(spec, work, grid, fixed, attention_cycles, prompt_len,
-                         sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)))
+                         sum(c.cycles for c in prefill), lambda h: handoff(spec, grid, h, _last(decode)),
+                         lambda h: handoff(spec, grid, h, _last(prefill)))
     return StageCosts(prefill, decode, step, handoff(spec, grid, work.handoff_prefill, _last(prefill))[0],
                       handoff(spec, grid, work.handoff_decode, _last(decode))[0], batches)
 

@@ -29,6 +29,7 @@ from ..config.specs import DTYPE_BYTES
 from ..model.shapes import BACKWARD_OPS, EXPERT_SHARE, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, Pass
 from .chunks import ChunkPlan
+from .costing import Costs
 from .links import GradientLink, WeightStream, consume
 from .plan import ExpertOps, StepPlan, Trace
 from .program import Experts
@@ -45,20 +46,21 @@ def _last_use(pass_: str, chunk_pass: str) -> bool:
 
 
 class ExpertsPhase:
-    """The experts phase's own state, given what it needs: the plan (costs, tokens, regions), the chunk
-    plan, the clock, both links, the trace it records into, and how to stall for outbound room.
+    """The experts phase's own state, given what it needs: the plan (tokens, regions), the step's costs
+    (its expert ops', whether they are pipelined), the chunk plan, the clock, both links, the trace it
+    records into, and how to stall for outbound room.
 
     ``slots[j, r]`` is the j-th expert region r runs (-1: none); ``run(op)`` executes an ``EXPERTS`` op
     under the plan's MoE mapping (``MAPPINGS``)."""
 
-    def __init__(self, plan: StepPlan, chunks: ChunkPlan, env: simpy.Environment, stream: WeightStream,
-                 grads: GradientLink, trace: Trace, gradient_room: RoomFn) -> None:
+    def __init__(self, plan: StepPlan, costs: Costs, chunks: ChunkPlan, env: simpy.Environment,
+                 stream: WeightStream, grads: GradientLink, trace: Trace, gradient_room: RoomFn) -> None:
         self.plan, self.env, self.stream, self.grads, self.trace = plan, env, stream, grads, trace
         self.gradient_room = gradient_room
         self.chunks, self.expert_chunks, self.chunk_bytes = chunks, chunks.expert_chunks, chunks.sizes
         self.s = LayerShapes(plan.model)
-        self.cost = plan.expert_costs.cycles
-        self.compute_bound = plan.expert_costs.compute_bound  # else bound by the weight feed
+        self.cost = costs.experts.cycles
+        self.compute_bound = costs.experts.compute_bound  # else bound by the weight feed
         g = DTYPE_BYTES[plan.training.weight_gradient_dtype]
         self.op_bytes = {op: self.s.expert_op_bytes(op, g) for op in EXPERT_SHARE}  # their gradients' bytes
         R = len(plan.expert_regions)
@@ -70,7 +72,7 @@ class ExpertsPhase:
         for r, experts in enumerate(members):
             self.slots[: len(experts), r] = experts
         self._phase = MAPPINGS[plan.moe_mapping] if plan.model.experts else None
-        self.pipelined = plan.compute == "kernel"  # an op consumes its weights as they arrive (links.consume)
+        self.pipelined = costs.pipelined  # an op consumes its weights as they arrive (links.consume)
 
     def use_micro_batch(self, i: int) -> None:
         """Index micro-batch i's copy of the experts' chunks."""

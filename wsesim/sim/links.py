@@ -114,27 +114,31 @@ class WeightStream:
         heap, waiting, rate, latency = self._frees, self._waiters, self.rate, self.latency
         level, i, link_free, bytes_in = self.level, self.next, self.link_free_at, self.bytes_in
         first, start, arrival = i, [], []  # this call's decisions, copied into the arrays at the end
+        started, arrived = start.append, arrival.append  # bound once: the loop runs per chunk and per free
+        pop, replace, after = heapq.heappop, heapq.heapreplace, bisect.bisect_right
         clock = max(self.env.now, self._clock)
         while True:
             while heap and heap[0][0] <= clock:  # the frees due by the clock give their room back
-                _, bid, times, cumulative, pos = heapq.heappop(heap)
-                end = bisect.bisect_right(times, clock, lo=pos)
+                _, bid, times, cumulative, pos = heap[0]
+                end = after(times, clock, lo=pos)
                 level -= cumulative[end] - cumulative[pos]
-                if end < len(times):
-                    heapq.heappush(heap, (times[end], bid, times, cumulative, end))
+                if end < len(times):  # the batch's later frees back in the heap (ids are unique: one order)
+                    replace(heap, (times[end], bid, times, cumulative, end))
+                else:
+                    pop(heap)
             while i < n and level + sizes[i] <= limit:  # reserve room; start when the link is free
                 nbytes = sizes[i]
                 level += nbytes
-                begin = max(link_free, clock)
+                begin = clock if clock > link_free else link_free  # max(link_free, clock), inline
                 link_free = begin + nbytes / rate
-                start.append(begin)
-                arrival.append(link_free + latency)  # (a cluster's tree: docs/model.md §9)
+                started(begin)
+                arrived(link_free + latency)  # (a cluster's tree: docs/model.md §9)
                 bytes_in += nbytes
-                i += 1
-                if i - 1 in waiting:
-                    self._notify(i - 1, link_free + latency)
+                if i in waiting:
+                    self._notify(i, link_free + latency)
                     # a consumer wakes at that arrival and may free room then: decide no further ahead
                     until = min(until, link_free + latency)
+                i += 1
             if i >= n or not heap or heap[0][0] > until:
                 break
             clock = heap[0][0]

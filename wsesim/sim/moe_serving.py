@@ -16,6 +16,7 @@ reaches. Cycles.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..model.routing import draw_with, popularity, region_load
 from ..model.serving import experts_per_grid
 from .mapping import Stage
 
-__all__ = ["BatchExperts", "balanced_trips", "grid_trips"]
+__all__ = ["BatchExperts", "Draw", "balanced_trips", "grid_trips"]
 
 Move = Callable[[tuple[int, tuple[int, int]], int], float]
 """Cycles to move ``values`` from a stage's first grid to the grid at (wafer, origin)."""
@@ -49,9 +50,10 @@ class BatchExperts:
     iteration's b tokens drawing their k distinct experts in every layer then, in the stage's order of
     iterations (one generator a stage, so both executors draw the same). An expert is its own region and
     the experts of a layer run at once, so a layer's expert kernels take the busiest expert's tokens
-    (``loads``) where balanced routing takes ⌈b·k / E⌉, and with the experts over G grids a token goes to
-    the further grids its experts are on, and only those. Over the run it counts each expert's draws per
-    layer and the (token, layer) pairs reaching each grid (``use``)."""
+    (``Draw.loads``) where balanced routing takes ⌈b·k / E⌉; the dispatch and combine move each expert's
+    drawn tokens (``Draw.counts``); with the experts over G grids a token goes to the further grids its
+    experts are on, and only those (``Draw.reach``). Over the run it counts each expert's draws per layer
+    and the (token, layer) pairs reaching each grid (``use``)."""
 
     def __init__(self, model: ModelSpec, layers: int, alpha: float | None, rng: np.random.Generator,
                  grids: int = 1) -> None:
@@ -62,24 +64,25 @@ class BatchExperts:
         self.counts = np.zeros((layers, model.experts), dtype=np.int64)
         self.reached = np.zeros(grids, dtype=np.int64)  # (token, layer) pairs with an expert on each grid
 
-    def loads(self, tokens: int) -> tuple[tuple[int, ...], ...]:
-        """For ``tokens`` decode tokens, each of the stage's MoE layers' (the busiest expert's tokens,
-        then the tokens reaching each further grid, grid 1 … G − 1)."""
-        out = []
+    def loads(self, tokens: int) -> Draw:
+        """``tokens`` decode tokens' experts in each of the stage's MoE layers, drawn (``Draw``)."""
+        out, reach, counts, most = [], [], None, -1
         for i, log_p in enumerate(self.log_p):
             picks = draw_with(log_p, self.top_k, tokens, self.rng)
-            count = np.bincount(picks.ravel(), minlength=self.experts)
-            self.counts[i] += count
+            c = np.bincount(picks.ravel(), minlength=self.experts)
+            self.counts[i] += c
+            out.append(int(c.max()))
+            if out[-1] > most:
+                counts, most = c, out[-1]
             if self.grids > 1:
                 touched = np.zeros((tokens, self.grids), dtype=bool)
                 touched[np.arange(tokens)[:, None], picks // self.per_grid] = True
-                reach = touched.sum(axis=0)
-                self.reached += reach
-                out.append((int(count.max()), *(int(c) for c in reach[1:])))
+                reached = touched.sum(axis=0)
+                self.reached += reached
+                reach.append(tuple(int(n) for n in reached[1:]))
             else:
                 self.reached[0] += tokens
-                out.append((int(count.max()),))
-        return tuple(out)
+        return Draw(tuple(out), tuple(counts.tolist()) if counts is not None else (), tuple(reach))
 
     def use(self) -> tuple[tuple[float, ...], float]:
         """The share of the (token, MoE layer) pairs drawn with an expert on each grid, and the busiest
@@ -91,3 +94,17 @@ class BatchExperts:
             return share, 0.0
         E = self.experts
         return share, float(region_load(self.counts.astype(float), np.arange(E), np.ones(E), E).max())
+
+
+@dataclass(frozen=True, eq=False)
+class Draw:
+    """One decode iteration's experts under sampled routing (``BatchExperts.loads``): ``loads`` the busiest
+    expert's tokens in each of the stage's MoE layers, in order; ``counts`` every expert's tokens in the
+    layer whose busiest expert has the most (the first of them), at which every MoE layer's dispatch and
+    combine are timed (``expert_dispatch.StageDispatch.drawn``: one layer's vector through the fabric
+    model an iteration, not each layer's, to keep a run fast; docs/model.md §11.8); ``reach``, with the
+    experts over G grids, each MoE layer's tokens reaching grid 1 … G − 1 (empty on one grid)."""
+
+    loads: tuple[int, ...]
+    counts: tuple[int, ...]
+    reach: tuple[tuple[int, ...], ...] = ()

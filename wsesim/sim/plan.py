@@ -30,13 +30,17 @@ class Span(NamedTuple):
     args: dict[str, Any]
 
 
-# The fabric as the engine sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
+# The fabric as the cost pass sees it: (bytes per expert, reverse) -> (cycles, busiest link's bytes).
 DispatchFn = Callable[[np.ndarray, bool], tuple[float, float]]
+# The MoE mapping's cost of every expert op of a step (``experiments.mappings``), asked by the cost pass.
+ExpertsCostFn = Callable[["StepPlan"], ExpertCosts]
 
 
 @dataclass(frozen=True)
 class StepPlan:
-    """Everything the engine needs, resolved: no YAML and no choice left.
+    """Everything the cost pass and the executors need, resolved: no YAML and no choice left. What the step
+    costs is not here: ``dispatch`` (the fabric fidelity's timer) and ``cost_experts`` (the MoE mapping's)
+    are asked once, by the cost pass (``costing.cost_program``), before an executor runs.
 
     ``expert_regions[r]`` is region r's (rows, cols) in PEs; ``expert_region_of[e]`` the region of expert
     e; ``tokens[layer, e]`` the routed slots at expert e (each row sums to global tokens · top_k).
@@ -52,7 +56,7 @@ class StepPlan:
     expert_region_of: tuple[int, ...]
     tokens: np.ndarray
     dispatch: DispatchFn
-    expert_costs: ExpertCosts
+    cost_experts: ExpertsCostFn
     moe_mapping: str = "regions"  # "in_place": experts on the whole wafer, no dispatch or combine
     micro_batches: int = 1  # gradient accumulation: the step runs this many micro-batches of G·B
     tree: Tree | None = None  # the cluster's broadcast-reduce tree (None: one system)
@@ -141,6 +145,12 @@ class BatchLog:
     members: tuple[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]], ...] = ()
     # with sampled routing, each station's ``moe_serving.BatchExperts.use()`` over the run (None: none drawn)
     expert_use: tuple[tuple[tuple[float, ...], float] | None, ...] = ()
+    # per iteration (a row each, in ``stage``'s order): the cycles of its stage's MoE layers' expert
+    # dispatch, experts and combine, each summed over those layers (``BatchCosts.experts``; 0 on a dense one)
+    experts: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+
+    def __post_init__(self) -> None:
+        self.experts = np.asarray(self.experts, dtype=np.float64).reshape(-1, 3)  # any buffer, 3 a row
 
     @property
     def preemptions(self) -> int:

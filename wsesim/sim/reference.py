@@ -4,9 +4,8 @@ is in clock cycles, sizes in bytes. The order of work is the program's (``builde
 training step, ``builders.serving`` for serving), run op by op, once per micro-batch.
 
 It shares with the fast engine only data — the program and the chunk plan it carries, the cost pass's
-costs (``costing``; the expert ops' from ``plan.expert_costs``), the FLOP and byte counts
-(``model.shapes``), the fabric's timing (``plan.dispatch``) and the trace's records — never scheduling
-code:
+costs (``costing``: every op's, the expert ops' and the fabric's included), the FLOP and byte counts
+(``model.shapes``) and the trace's records — never scheduling code:
 
 * the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
   ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
@@ -20,9 +19,9 @@ code:
   one process per tile, queued on the wafer in tile order, one timeout each; each expert region runs one
   process per phase over its experts in slot order (ascending expert index), every op, and every piece
   of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
-  region is free; under ``compute: kernel`` an op consumes its weights as they arrive
-  (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to no earlier
-  than their arrival, the first run of a whole-wafer op after its weights wait likewise;
+  region is free; under a pipelined compute model (``compute: kernel``) an op consumes its weights as
+  they arrive (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to
+  no earlier than their arrival, the first run of a whole-wafer op after its weights wait likewise;
 * in a cluster, chunks come down and gradients go up the tree at its rate, a process per level (``relay``);
 * the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
   I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
@@ -58,7 +57,7 @@ SimPy's ``RuntimeError`` if the event queue runs dry before the step has ended (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
 from fractions import Fraction
 from math import fsum
@@ -71,28 +70,14 @@ from ..config.specs import DTYPE_BYTES
 from ..model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ..model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from .cluster import io_rate, relay
-from .costing import Costs, with_defaults
-from .counting import CountingEnvironment
-from .links import Pending, close_wait, consume
+from .costing import Costs
+from .executor import Executor
+from .links import consume
 from .plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
-from .program import (
-    WAFER_OPS,
-    Drain,
-    Experts,
-    GradientOut,
-    OptimizerStep,
-    Program,
-    ServeBatches,
-    Transfer,
-    WaferOp,
-    Weights,
-)
+from .program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
 from .reference_batching import serve_batches
 
 __all__ = ["simulate"]
-
-_CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
-"""The ops before which a pipelined weights wait stays open: another wait, or the op that consumes it."""
 
 SLACK = 1 + 1e-12
 """Relative slack on both staging buffers' capacity, as in the fast engine (``links``)."""
@@ -110,16 +95,12 @@ class _Gradient:
     left: float = np.nan
 
 
-class _Reference:
+class _Reference(Executor):
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
-        self.plan, self.program, self.costs = plan, program, costs
-        self.env = CountingEnvironment()
-        self.trace = Trace()
-        self.pipelined = plan is not None and plan.compute == "kernel"  # an op consumes its weights as
-        # they arrive (links.consume): the last weights wait, open until an op consumes it
-        self.pending: Pending | None = None
+        super().__init__(plan, program, costs)
+        self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
         if program.chunks is not None:
-            assert plan is not None, "a program that streams weights needs the step's plan"
+            assert plan is not None
             self._resources(plan, program)
 
     def _resources(self, plan: StepPlan, program: Program) -> None:
@@ -127,7 +108,6 @@ class _Reference:
         hw, m, env = plan.hw, plan.model, self.env
         assert program.chunks is not None
         self.s = LayerShapes(m)
-        self.b = m.bytes_per_value
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = io_rate(hw, plan.tree)
         self.latency = plan.tree.latency if plan.tree is not None else 0.0  # first bytes: start + latency
@@ -190,12 +170,8 @@ class _Reference:
                 self._free(i)
         if self.pipelined:
             self.pending = (start, float(self.start[first]) + self.latency, env.now, dict(op.args))
-        elif env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, env.now, dict(op.args)))
-
-    def _close_pending(self) -> None:
-        close_wait(self.trace, self.pending)
-        self.pending = None
+        else:
+            self._since(start, Phase.WEIGHT_STALL, op.args)
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -232,8 +208,7 @@ class _Reference:
             if fsum(g.nbytes for g in self.held) <= limit:
                 break
             yield self.departure
-        if env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_STALL, start, env.now, dict(args)))
+        self._since(start, Phase.GRADIENT_STALL, args)
 
     def _gradient(self, op: GradientOut) -> Generator[Any, Any, None]:
         yield from self._gradient_room(op.args, op.nbytes)
@@ -264,20 +239,13 @@ class _Reference:
         if op.useful:
             self.trace.executed_flops += op.flops
 
-    def _wafer_op(self, op: WaferOp) -> Generator[Any, Any, None]:
+    def _wafer(self, op: WaferOp) -> Generator[Any, Any, None]:
         """A whole-wafer op; a tiled one is one process per tile, queued on the wafer in tile order."""
         if not op.tiles:
             yield from self._on_wafer(op, dict(op.args))
             return
         tiles = [self.env.process(self._on_wafer(op, {**op.args, "tile": i})) for i in range(op.tiles)]
         yield simpy.AllOf(self.env, tiles)
-
-    def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
-        nbytes = self.plan.tokens[op.layer].astype(float) * self.plan.model.hidden_size * self.b
-        cycles, max_load = self.plan.dispatch(nbytes, op.reverse)
-        start = self.env.now
-        yield self.env.timeout(cycles)
-        self.trace.fabric_span(op, start, self.env.now, float(nbytes.sum()), max_load)
 
     def _region(self, r: int, layer: int, pass_: str, chunk_pass: str, backward: bool,
                 batch: int) -> Generator[Any, Any, None]:
@@ -289,9 +257,9 @@ class _Reference:
             tokens = float(p.tokens[layer, e])
             for k, op in enumerate(BACKWARD_OPS if backward else FORWARD_OPS):
                 flops = s.expert_op_flops(op, tokens, backward)
-                # the cost model's, via the plan
-                cycles = float(p.expert_costs.cycles[op, backward][layer, e])
-                bound = bool(p.expert_costs.compute_bound[op, backward][layer, e])
+                # the cost pass's
+                cycles = float(self.costs.experts.cycles[op, backward][layer, e])
+                bound = bool(self.costs.experts.compute_bound[op, backward][layer, e])
                 chunks = (self.chunks.expert_chunks[chunk_pass, layer, op][:, e] + self.offset).tolist()
                 for piece, i in enumerate(chunks):
                     with self.regions[r].request() as request:
@@ -333,65 +301,32 @@ class _Reference:
     # --------------------------------------------------------------------------------------- the step
     def _gradient_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """The step ends when the last gradient has left ..."""
-        env, start = self.env, self.env.now
+        start = self.env.now
         while self.departed < len(self.sent):
             yield self.departure
-        if env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.GRADIENT_DRAIN, start, env.now, dict(op.args)))
+        self._since(start, Phase.GRADIENT_DRAIN, op.args)
 
     def _reduce_drain(self, op: Drain) -> Generator[Any, Any, None]:
         """... and, in a cluster, when its sum has reached MemoryX."""
-        env, start = self.env, self.env.now
+        start = self.env.now
         for _ in self.sent:
             yield self.at_memoryx.get()
-        if env.now > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.REDUCE_DRAIN, start, env.now, dict(op.args)))
+        self._since(start, Phase.REDUCE_DRAIN, op.args)
 
-    def _optimizer(self, op: OptimizerStep) -> Generator[Any, Any, None]:
-        """... and MemoryX has updated the weights with the summed gradients."""
-        start, cycles = self.env.now, self.costs.optimizer_cycles
-        yield self.env.timeout(cycles)
-        self.trace.spans.append(Span(Track.STEP, Phase.OPTIMIZER_STEP, start, self.env.now,
-                                     {**op.args, "cycles": cycles}))
+    def _micro_batch(self, i: int) -> None:
+        self.offset = i * self.chunks.per_micro_batch
+
+    def _start_links(self) -> None:
+        self.env.process(self._inbound())
+        self.env.process(self._outbound())
 
     # ---------------------------------------------------------------------------------------- serving
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Continuous batching as processes and resources (``reference_batching``)."""
         self.trace.batches = yield from serve_batches(self.env, op, self.costs.stations())
 
-    def _step(self) -> Generator[Any, Any, None]:
-        run: dict[OpKind, Callable[[Any], Generator[Any, Any, None]]] = {
-            OpKind.SERVE_BATCHES: self._serve_batches}
-        if self.program.chunks is not None:
-            run.update({kind: self._wafer_op for kind in WAFER_OPS})
-            run.update({OpKind.WEIGHTS: self._weights, OpKind.DISPATCH: self._fabric,
-                        OpKind.COMBINE: self._fabric, OpKind.EXPERTS: self._experts,
-                        OpKind.GRADIENT: self._gradient,
-                        OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
-                        OpKind.OPTIMIZER_STEP: self._optimizer})
-        for micro_batch, op in self.program.ops():  # one after another; MemoryX sums their gradients
-            if self.program.chunks is not None:
-                self.offset = micro_batch * self.chunks.per_micro_batch
-            if op.kind not in _CONSUMERS:
-                self._close_pending()
-            yield from run[op.kind](op)
-
-    def run(self) -> Trace:
-        env = self.env
-        if self.program.chunks is not None:
-            env.process(self._inbound())
-            env.process(self._outbound())
-        done = env.process(self._step())
-        env.run(until=done)
-        tr = self.trace
-        tr.step_cycles, tr.events = float(env.now), env.processed
-        if self.program.chunks is not None:
-            self._link_records(tr)
-        return tr
-
     def _link_records(self, tr: Trace) -> None:
         c, env = self.chunks, self.env
-        tr.restreamed_for_recompute = c.restreamed_for_recompute
         tr.io_bytes_in = self.bytes_in
         tr.io_bytes_out = fsum(g.nbytes for g in self.sent if g.left <= env.now)
         freed = np.array(self.freed, dtype=float).reshape(-1, 2)
@@ -404,9 +339,8 @@ class _Reference:
                                              for f in ("start", "left", "nbytes")))
 
 
-def simulate(plan: StepPlan | None, program: Program | None = None, costs: Costs | None = None) -> Trace:
-    """Execute ``program`` at ``costs`` (by default the training step of ``plan``, costed by the cost
-    pass) with the reference engine; returns the trace (spans in cycles) and counters, as
-    ``engine.simulate`` does. A serving program needs no plan (None). Raises ``RuntimeError`` on a
-    bookkeeping error or a deadlock."""
-    return _Reference(plan, *with_defaults(plan, program, costs)).run()
+def simulate(plan: StepPlan | None, program: Program, costs: Costs) -> Trace:
+    """Execute ``program`` at ``costs`` (the cost pass's) with the reference engine; returns the trace
+    (spans in cycles) and counters, as ``engine.simulate`` does. A serving program needs no plan (None).
+    Raises ``RuntimeError`` on a bookkeeping error or a deadlock."""
+    return _Reference(plan, program, costs).run()

@@ -93,6 +93,8 @@ class Scheduler(Admission):
         self.stop = list(accumulate(self.outputs))  # request r's outputs end before stop[r] in ``emitted``
         self.emitted = array("d", [nan]) * (self.stop[-1] if n else 0)
         self.busy = [0.0] * self.stations
+        self.moe = bool(op.model.experts)  # an MoE model: each iteration's expert figures logged (3 a row)
+        self.expert_rows = array("d")
         self.members: list[tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]] | None = (
             [] if op.members else None)  # each iteration's decode requests and prompt pieces
         # cycles work queued at each station before an iteration took it; when a request's work landed at
@@ -119,7 +121,7 @@ class Scheduler(Admission):
                              lambda tokens: costs[0].swap(op.swap_bytes(tokens))) if op.kv_block else None)
         self.target = list(self.prompt)  # tokens its next prefill covers: its prompt, or its context
         self.redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
-        self.grows = self.entry if self.kv is not None else -1  # the station giving decodes their blocks
+        self.grows = 0 if self.kv is not None else -1  # the station giving decode tokens their blocks
 
     @property
     def done(self) -> bool:
@@ -175,7 +177,7 @@ class Scheduler(Admission):
         else:  # prefill first: the decodes wait for an iteration without prompts
             rs = []
         t0 = now
-        if self.kv is not None and s == self.entry and rs:
+        if self.kv is not None and s == 0 and rs:
             rs, ready = self._grow(rs, now)
             if not rs and not self.pieces[s]:
                 return None
@@ -221,6 +223,8 @@ class Scheduler(Admission):
         else:  # decodes alone after a paged cache's preemptions, or under ``none``
             return self._decoding(s, rs, longest, t0)
         it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
+        if self.moe:  # its MoE layers' dispatch, experts and combine, for the trace
+            self.expert_rows.extend(self.costs[s].experts(len(rs), taken, loads))
         if self.members is not None:
             self.members.append((tuple(rs), tuple(tuple(p) for p in ps)))  # type: ignore[misc]
         self.busy[s] += cycles
@@ -244,6 +248,8 @@ class Scheduler(Admission):
         index = len(self.times) // _ROW
         self.counts.extend((s, b, 0, longest, 0, 0, 0))
         self.times.extend((t0, t0 + cycles, 0.0, _NAN))
+        if self.moe:  # its MoE layers' dispatch, experts and combine, for the trace
+            self.expert_rows.extend(costs.experts(b, (), loads))
         if self.members is not None:
             self.members.append((tuple(rs), ()))
         self.busy[s] += cycles
@@ -265,17 +271,22 @@ class Scheduler(Admission):
             values = self._outputs(it, now, home)
             sent = self.admit(now)
             if home:
-                to, cost = (0, self.costs[s].handoff) if self.draft is None else (
-                    self.draft, self.costs[self.draft].receive)
                 self.times[it.index * _ROW + _MOVED] = values
-                sent.append(Move(now + cost(values), to, home, [], s, it.index, True))
+                if self.draft is not None:
+                    at = self.costs[self.draft].receive(values)
+                else:  # after an iteration with prompt tokens or without (``BatchCosts.handoff``)
+                    at = self.costs[s].handoff(values, True) if it.pieces else self.costs[s].handoff(values)
+                sent.append(Move(now + at, 0 if self.draft is None else self.draft, home, [], s, it.index,
+                                 True))
             return sent
         rs, ps = it.decodes, it.pieces
-        S, pool, draft, prompt, left, stop = self.S, self.pool, self.draft, self.prompt, self.left, self.stop
+        S, pool, draft = self.S, self.pool, self.draft
+        # a stage's hand-off, after an iteration with prompt tokens or without (``BatchCosts.handoff``)
         move = self.costs[s].handoff
+        prompt = bool(ps)
         moves: list[Move] = []
         if s == draft:  # the drafts of every round in it to the first stage, K values each
-            to, out_r, out_p = 0, rs, []
+            to, out_r, out_p, prompt = 0, rs, [], False
             values = self.k * len(out_r)
             for r, _, _ in ps:  # prompts prefilled: a first token already back starts its round
                 self.drafted[r] = True
@@ -287,17 +298,14 @@ class Scheduler(Admission):
             to, out_r, out_p = s + 1, [], ps
             values = sum(p[2] for p in ps) * self.hid
         elif pool and s == self.last_pool:  # the first tokens out; the finished prompts' KV to decode
-            to, out_r, out_p, values = 0, [], [], 0
+            to, out_r, out_p, values, prompt = 0, [], [], 0, False
             ended = []
             for r, begin, tokens in ps:
-                if begin + tokens == prompt[r]:
-                    self.first[r] = self.emitted[stop[r] - self.outputs[r]] = now
+                if begin + tokens == self.target[r]:
                     ended.append(r)
-                    if left[r]:
+                    if self._prompt_done(r, now):
                         out_r.append(r)
-                        values += prompt[r]
-                    else:
-                        self._release(r, now)
+                        values += self.target[r]  # its cache: its prompt, or a recompute's context
             moves += self.admit(now)
             if self.joins and ended:  # and every first token to the draft (its own link: a value each)
                 assert draft is not None
@@ -308,45 +316,50 @@ class Scheduler(Admission):
             to, out_r, out_p = s + 1, rs, ps
         if out_r or out_p:
             self.times[it.index * _ROW + _MOVED] = values
-            moves.append(Move(now + move(values), to, out_r, out_p, s, it.index, True))
+            moves.append(Move(now + (move(values, True) if prompt else move(values)), to, out_r, out_p, s,
+                              it.index, True))
         return moves
 
+    def _emit(self, r: int, now: float) -> bool:
+        """Request r's next output at ``now`` (a verify pass: the tokens it accepted); whether more come
+        (else it leaves)."""
+        left = self.left
+        self.emitted[self.stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
+        if self.e == 1.0:
+            self.context[r] += 1
+        else:  # a verify pass: the tokens it accepted
+            self.passes[r] += 1
+            self.context[r] = self.prompt[r] + 1 + accepted(self.passes[r], self.output[r], self.e)
+        if left[r] > 1:
+            left[r] -= 1
+            return True
+        self._release(r, now)
+        return False
+
+    def _prompt_done(self, r: int, now: float) -> bool:
+        """Request r's prompt (or, recomputed after a preemption, its context) has been prefilled: its
+        first token (a recompute's: the output its preempted decode would have given); whether more
+        come (else it leaves)."""
+        if self.redo[r]:
+            self.redo[r] = False
+            return self._emit(r, now)
+        self.first[r] = self.emitted[self.stop[r] - self.outputs[r]] = now
+        if self.left[r]:
+            return True
+        self._release(r, now)
+        return False
+
     def _outputs(self, it: Iteration, now: float, out_r: list[int]) -> int:
-        """The last stage's iteration: each decode token an output (a verify pass: the tokens it
-        accepted), each piece ending its prompt a first token (a recompute's: the output its preempted
-        decode would have given); those with more to come in ``out_r``. Returns the values sent home."""
-        context, left, stop, prompt, emitted = self.context, self.left, self.stop, self.prompt, self.emitted
-        e, passes = self.e, self.passes
-        for r in it.decodes:
-            emitted[stop[r] - left[r]] = now  # its output outputs − left (left counts this one)
-            if e == 1.0:
-                context[r] += 1
-            else:  # a verify pass: the tokens it accepted
-                passes[r] += 1
-                context[r] = prompt[r] + 1 + accepted(passes[r], self.output[r], e)
-            if left[r] > 1:
-                left[r] -= 1
-                out_r.append(r)
-            else:
-                self._release(r, now)
+        """The last stage's iteration: each decode token an output, each piece ending its prompt a first
+        token; those with more to come in ``out_r`` (to the first stage, or to the draft for their next
+        K drafts). Returns the values sent home."""
+        emit, target = self._emit, self.target
+        out_r += [r for r in it.decodes if emit(r, now)]
         values = self.width * len(it.decodes)
         for r, begin, tokens in it.pieces:
-            if begin + tokens == self.target[r]:  # its prompt's last piece: the first token is out
+            if begin + tokens == target[r]:  # its prompt's last piece: the first token is out
                 values += 1
-                if self.redo[r]:  # a recompute's: the output its preempted decode would have given
-                    self.redo[r] = False
-                    emitted[stop[r] - left[r]] = now
-                    context[r] += 1
-                    if left[r] > 1:
-                        left[r] -= 1
-                        out_r.append(r)
-                    else:
-                        self._release(r, now)
-                    continue
-                self.first[r] = emitted[stop[r] - self.outputs[r]] = now
-                if not left[r]:
-                    self._release(r, now)
-                else:  # to the first stage, or to the draft for its first K drafts
+                if self._prompt_done(r, now):
                     out_r.append(r)
         return values
 
@@ -355,6 +368,8 @@ class Scheduler(Admission):
         """The run's log, its iterations in the order they started (then by station)."""
         f = np.array
         cols, order = iteration_columns(self.counts, self.times)
+        experts = (np.frombuffer(self.expert_rows).reshape(-1, 3)[order] if self.moe
+                   else np.zeros((len(order), 3)))
         members = tuple(self.members[i] for i in order.tolist()) if self.members is not None else ()
         return BatchLog(f(self.admitted), f(self.started), f(self.first), f(self.finished),
                         f(self.refused, dtype=bool), f(self.busy), cols["stage"], cols["start"], cols["end"],
@@ -362,5 +377,5 @@ class Scheduler(Admission):
                         cols["longest"], cols["pieces"], cols["reach"], cols["ends"], cols["moved"],
                         cols["landed"], self.op.stations(), self.width,
                         kv_events(self.kv.log if self.kv else []),
-                        waited=f(self.waited), members=members,
+                        waited=f(self.waited), members=members, experts=experts,
                         expert_use=tuple(e.use() if e is not None else None for e in self.experts))

@@ -5,6 +5,8 @@ target's verify passes (``DraftCosts``); ``model.speculative`` says how many tok
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config.inference import InferenceExperimentSpec
 from ..model.energy import EventCounts
 from .batch_costs import BatchCosts
@@ -94,6 +96,11 @@ class DraftCosts:
 
     def handoff_counts(self, values: int) -> EventCounts:
         return EventCounts(io_bytes=2.0 * values * self.bpv)
+
+    def experts(self, decodes: int, pieces: Any = (), loads: Any = None) -> tuple[float, float, float]:
+        """The draft's MoE work in an iteration, for the trace (``BatchCosts.experts``): none shown (its
+        stages' passes are summed into the draft's one span)."""
+        return (0.0, 0.0, 0.0)
 
     receive = handoff  # the target's verified tokens back to the draft: the same move the other way
     receive_counts = handoff_counts

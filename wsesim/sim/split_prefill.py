@@ -42,7 +42,7 @@ class KvHandoff:
 
     def __init__(self, spec: InferenceExperimentSpec, last: BatchCosts, per_token: float) -> None:
         self.spec, self.last, self.per_token = spec, last, per_token
-        self.iteration, self.counts = last.iteration, last.counts
+        self.iteration, self.counts, self.experts = last.iteration, last.counts, last.experts
 
     def handoff(self, values: int) -> float:
         return wafer_handoff(self.spec, values * self.per_token) if values else 0.0

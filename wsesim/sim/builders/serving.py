@@ -83,25 +83,26 @@ class _Layer:
                 self._gemv("down", layer, mm["down"])]
 
     def moe(self, layer: int, mm: dict) -> list[Kernel]:
-        """The router on the grid; the token to its top_k experts' regions (the grid cut into one
-        region per expert) and back; their GEMVs run at once, one expert's time; the shared expert's on
-        the grid. With the experts spread over G grids (expert parallelism), each grid is cut into one
+        """The router on the grid; the token to its top_k experts' regions and back (``TRANSFER`` of one
+        token a decode vector, timed by the fabric model on the grid's placement of its experts,
+        ``sim.expert_dispatch``); their GEMVs run at once, one expert's time, each on a near-square region
+        of its own; the shared expert's on the grid. With the experts spread over G grids (expert
+        parallelism), each grid is cut into one
         region per expert it holds (⌈E/G⌉), and the token also travels to the further grids its experts
         are on and back (``GRID_TRIPS``: with balanced routing its k experts reach min(k, G) grids, the
         first one of them; sampled, the grids its drawn experts are on, ``sim.moe_serving``)."""
         m, rows, cols, hid = self.m, self.rows, self.cols, self.m.hidden_size
         side = max(1, isqrt(rows * cols // experts_per_grid(m.experts, self.grids)))
         region = (min(side, rows), min(side, cols))
-        hops = (rows + cols) // 4  # a region's centre from the grid's, on average
         gate_up, down = (expert_op_matmuls(self.shapes, op, 1, False)[0] for op in ("gate_up", "down"))
         ops = [self._gemv("router", layer, mm["router"]),
                Kernel(ALLREDUCE, "top_k", layer, (2 * m.top_k,)),
-               Kernel(TRANSFER, "dispatch", layer, (hid, hops)),
+               Kernel(TRANSFER, "dispatch", layer, (1,)),
                self._gemv("expert_gate_up", layer, gate_up, region),
                Kernel(ELEMENTWISE, "expert_activation", layer, (m.expert_intermediate * region[1], 4),
                       region),
                self._gemv("expert_down", layer, down, region),
-               Kernel(TRANSFER, "combine", layer, (hid, hops))]
+               Kernel(TRANSFER, "combine", layer, (1,))]
         if self.grids > 1:  # (values each way, further grids a balanced token reaches)
             reached = min(m.top_k, self.grids) - 1
             ops.append(Kernel(StageOpKind.GRID_TRIPS, "expert_grids", layer, (hid, reached)))
@@ -118,6 +119,9 @@ class _Layer:
         mm = layer_matmuls(self.shapes, tokens, context, self.m.is_dense(layer))
         q, k, _v, _o = self.shapes.qkvo_widths
         per_row = ceil(tokens / rows)
+        moe = not self.m.is_dense(layer)  # the prompt's tokens to their experts and back (``moe``)
+        there, back = ([Kernel(TRANSFER, name, layer, (tokens,))] if moe else []
+                       for name in ("dispatch", "combine"))
         return [Kernel(ELEMENTWISE, "attn_norm", layer, (tokens * hid, 2)),
                 Kernel(ALLREDUCE, "attn_norm_sum", layer, (per_row,)),
                 Kernel(GEMM, "qkv", layer, mm["qkv"]),
@@ -130,9 +134,11 @@ class _Layer:
                 Kernel(GEMM, "o_proj", layer, mm["o_proj"]),
                 Kernel(ELEMENTWISE, "ffn_norm", layer, (tokens * hid, 3)),
                 Kernel(ALLREDUCE, "ffn_norm_sum", layer, (per_row,)),
+                *there,
                 Kernel(GEMM, "gate_up", layer, mm["gate_up"]),
                 Kernel(ELEMENTWISE, "activation", layer, (tokens * mm["down"][1], 4)),
                 Kernel(GEMM, "down", layer, mm["down"]),
+                *back,
                 *self.prefill_trips(layer, tokens),
                 Kernel(ELEMENTWISE, "residual", layer, (tokens * hid, 2))]
 
