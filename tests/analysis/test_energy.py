@@ -234,3 +234,19 @@ def test_instruction_cycles_are_each_kernels_launch_and_issues_on_every_pe() -> 
     assert cycles(0) == (0, 0)
     assert one[0] == 100  # one PE: one cycle a launch, 100 launches in the run (its prefill and 2 decodes)
     assert cycles(1, "2x2")[0] == 4 * one[0]  # the same program on 4 PEs
+
+
+def test_distinct_log_rows_the_same_packed_or_compared_whole() -> None:
+    """``batch_counts`` tells a chunk's log rows apart by packing their columns into one integer a row
+    when their spans allow, else by comparing them whole: both give every row the index of a row equal
+    to it, and equal rows the same one."""
+    from wsesim.analysis.energy import _distinct
+
+    rng = np.random.default_rng(3)
+    small = [rng.integers(0, 4, 500) for _ in range(8)]
+    wide = [*small[:7], small[7] * (1 << 61)]  # the spans' product past 2^62: compared whole
+    for columns in (small, wide):
+        first, inverse = _distinct(columns)
+        table = np.stack(columns, axis=1)
+        assert np.array_equal(table[first][inverse], table)
+        assert len({tuple(row) for row in table.tolist()}) == len(first)

@@ -18,8 +18,7 @@ hardware lacks are None (n/a), never 0.
 
 from __future__ import annotations
 
-from array import array
-from dataclasses import astuple, fields
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -58,39 +57,45 @@ def training_energy(hw: HardwareSpec, bytes_per_value: int, trace: Trace, *, ste
 
 def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
     """The events of every iteration a continuously batched run logged, and of its hand-off (summed in
-    the log's order, the same for both executors)."""
-    columns = (log.stage, log.decodes, log.longest, log.pieces, log.prompt_tokens, log.reach, log.ends,
-               log.moved)
-    chunk = 1 << 16  # the log's rows as Python ints a chunk at a time (all at once: ~290 bytes a row)
-    rows = (key for at in range(0, len(log.stage), chunk)
-            for key in zip(*(c[at:at + chunk].tolist() for c in columns), strict=True))
-    seen: dict[tuple[int, ...], int] = {}  # each distinct iteration's row in ``table``
-    table: list[tuple[float, ...]] = [(0.0,) * len(fields(EventCounts))]
-    index = array("q")
+    the log's order, the same for both executors). Iterations alike (the same ``_KEY`` columns) are
+    costed once: a chunk of the log at a time, its distinct rows found with numpy (``_distinct``) and
+    costed the first time any chunk meets them, then their events gathered row by row and summed."""
     stations, last = costs.stations(), len(costs.stages) - 1
     # with a draft and prefill wafers, the prefill wafers' last stage also sends each first token to it
     first_tokens = len(costs.stages) + len(costs.pool) - 1 if costs.pool and costs.draft is not None else -1
-    for key in rows:
-        i = seen.get(key)
-        if i is None:
-            s, decodes, longest, pieces, tokens, reach, ends, moved = key
-            station = stations[s]
-            assert station is not None, "a continuously batched run's stages have their batch costs"
-            # the last stage's hand-off goes to the draft's wafers when there is one
-            moved_counts = (costs.draft.receive_counts(moved) if s == last and costs.draft is not None
-                            else station.handoff_counts(moved))
-            c = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
-            if s == first_tokens:
-                c = c + costs.draft.receive_counts(ends)
-            i = seen[key] = len(table)
-            table.append(astuple(c))
-        index.append(i)
-    # the sum row by row from zero, each field on its own, as adding the EventCounts one by one would:
-    # numpy's accumulate adds in order (a chunk's first row carries the sum so far)
-    values, total = np.array(table), np.zeros((1, len(table[0])))
-    order = np.frombuffer(index, dtype=np.int64) if index else np.zeros(0, dtype=np.int64)
-    for at in range(0, len(order), chunk):
-        total = np.add.accumulate(np.concatenate([total, values[order[at:at + chunk]]]))[-1:]
+
+    def events(key: tuple[int, ...]) -> list[float]:
+        s, decodes, longest, pieces, tokens, reach, ends, moved = key
+        station = stations[s]
+        assert station is not None, "a continuously batched run's stages have their batch costs"
+        # the last stage's hand-off goes to the draft's wafers when there is one
+        moved_counts = (costs.draft.receive_counts(moved) if s == last and costs.draft is not None
+                        else station.handoff_counts(moved))
+        c = station.counts(decodes, longest, pieces, tokens, reach, ends) + moved_counts
+        if s == first_tokens:
+            c = c + costs.draft.receive_counts(ends)
+        return [getattr(c, name) for name in _FIELDS]
+
+    seen: dict[tuple[int, ...], int] = {}  # each distinct iteration's row in ``table``
+    table: list[list[float]] = []
+    values, total = np.zeros((0, len(_FIELDS))), np.zeros((1, len(_FIELDS)))
+    chunk = 1 << 16
+    for at in range(0, len(log.stage), chunk):
+        columns = [getattr(log, name)[at:at + chunk] for name in _KEY]
+        first, inverse = _distinct(columns)
+        ids = []
+        for key in zip(*(c[first].tolist() for c in columns), strict=True):
+            i = seen.get(key)
+            if i is None:
+                i = seen[key] = len(table)
+                table.append(events(key))
+            ids.append(i)
+        if len(table) > len(values):
+            values = np.concatenate([values, np.array(table[len(values):])])
+        # the sum row by row, each field on its own, as adding the EventCounts one by one would: numpy's
+        # accumulate adds in order (a chunk's first row carries the sum so far)
+        rows = values[np.array(ids, dtype=np.int64)[inverse]]
+        total = np.add.accumulate(np.concatenate([total, rows]))[-1:]
     counts = EventCounts(*total[0].tolist())
     kv = log.kv_events
     swapped = float(kv[kv[:, 0] > 0, 4].sum()) if len(kv) else 0.0
@@ -99,6 +104,29 @@ def batch_counts(costs: Costs, log: BatchLog) -> EventCounts:
         counts = counts + EventCounts(io_bytes=swapped * kv_bytes_per_token(stages[0].spec.model)
                                       * sum(b.layers for b in stages))
     return counts
+
+
+_KEY = ("stage", "decodes", "longest", "pieces", "prompt_tokens", "reach", "ends", "moved")
+"""The log's columns that say what an iteration's events are (``batch_counts``)."""
+_FIELDS = tuple(f.name for f in fields(EventCounts))
+
+
+def _distinct(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``columns`` (integers, all one length) told apart: the index of one row of each distinct
+    row, and each row's position among them. The columns packed into one integer a row where their spans
+    allow (one sort of integers), else compared whole."""
+    lows = [int(c.min()) for c in columns]
+    spans = [int(c.max()) - low + 1 for c, low in zip(columns, lows, strict=True)]
+    if np.prod(spans, dtype=object) < 1 << 62:
+        packed, stride = np.zeros(len(columns[0]), dtype=np.int64), 1
+        for c, low, span in zip(columns, lows, spans, strict=True):
+            packed += (c.astype(np.int64) - low) * stride
+            stride *= span
+        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_index=True,
+                                      return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 def serving_counts(costs: Costs, trace: Trace) -> EventCounts:

@@ -34,8 +34,10 @@ from .machine import _duration, _size, max_run_seconds, memory_limit, too_much_m
 
 # (seconds, bytes) per stage iteration under continuous batching: measured (2-core machine, load average
 # 7) 10 µs, 190 B (LLaMA3-8B, 2 CS-3 stages, 8,192 Poisson requests at 2/s: 1.65 M iterations, 18.7 s of
-# CPU, 0.38 GB) and 15 µs, 250 B (LLaMA-3.1-70B, 7 stages: 1.89 M iterations, 32.8 s, 0.53 GB)
-SERVE_ITERATION = {"fast": (15e-6, 260.0), "reference": (60e-6, 1040.0)}
+# CPU, 0.38 GB) and 15 µs, 250 B (LLaMA-3.1-70B, 7 stages: 1.89 M iterations, 32.8 s, 0.53 GB); since the
+# log's rows went from 88 to 60 bytes and its columns became views, 12 µs and 141 B (LLaMA3-8B on one
+# CS-3, a 100,000-request trace at 4/s: 5.11 M iterations, 62-64 s of CPU, 0.93 GB; it was 14-15 µs, 285 B)
+SERVE_ITERATION = {"fast": (15e-6, 150.0), "reference": (60e-6, 1040.0)}
 # seconds per (stage × chunked prompt piece): each piece's pass is costed at a new context (measured 1.1 ms
 # at token_budget 1 and 2 ms at 16, LLaMA 3.2 1B on a CS-3 with a 20,000-token prompt)
 PIECE_SECONDS = 2e-3

@@ -69,6 +69,9 @@ class BatchCosts:
         self._last_draw: tuple[int, Any, Any] = (0, None, None)  # (batch, draw, figures) of the last draw
         self._expert_parts: dict[tuple[bool, int], tuple[float, float, float]] = {}
         self.moe_layers = [i for i in work.stage.layers if not spec.model.is_dense(i)]
+        # the first layer's attention kernels (a decode batch's attention: theirs, every layer alike)
+        first = work.stage.layers[0]
+        self._first_attention = [op for op in work.decode if op.attention and op.layer == first]
         self._fixed: dict[int, tuple[float, float, float]] = {}  # sampled routing's (``_drawn``)
         self._region: dict[tuple[int, int], float] = {}  # (kind of layer, load) -> its expert kernels'
         kinds: dict[tuple[tuple[Any, ...], ...], int] = {}  # an MoE layer's expert kernels, by what they are
@@ -192,10 +195,8 @@ class BatchCosts:
         key = (batch, context)
         c = self._batch_attention.get(key)
         if c is None:
-            first = self.work.stage.layers[0]
             c = self._batch_attention[key] = self.layers * sum(
-                self._kernel(op, context, batch) for op in self.work.decode
-                if op.attention and op.layer == first)
+                self._kernel(op, context, batch) for op in self._first_attention)
         return c
 
     def prefill(self, tokens: int, start: int, ends: bool) -> float:
@@ -340,9 +341,7 @@ class BatchCosts:
     def _attention_items(self, decodes: int, longest: int) -> list[tuple[Kernel, int, int, int]]:
         """(kernel, context, batch, times) of ``decodes`` decode tokens' attention, the longest at
         ``longest``."""
-        first = self.work.stage.layers[0]
-        return [(op, longest, decodes, self.layers) for op in self.work.decode
-                if op.attention and op.layer == first] if decodes else []
+        return [(op, longest, decodes, self.layers) for op in self._first_attention] if decodes else []
 
     def _items(self, decodes: int, longest: int, pieces: int, tokens: int, reach: int,
                ends: int) -> list[tuple[Kernel, int, int, int]]:

@@ -31,6 +31,8 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     ``BatchCosts``, then with a draft the draft's station (``speculative.DraftCosts``)."""
     sched = Scheduler(op, costs)
     n, arrival, touched = op.requests, sched.arrival, sched.touched
+    arrive, land, ready, start, finish = sched.arrive, sched.land, sched.ready, sched.start, sched.finish
+    push, pop = heapq.heappush, heapq.heappop
     heap: list[tuple[float, int, int, Move | None]] = []  # (cycle, order, station or −1, move)
     link = [0.0] * sched.stations  # the last hand-off's landing on each station's outbound link
     order = 0
@@ -40,13 +42,12 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         for move in moves:
             if move.ordered:  # behind the hand-off ahead of it on its link
                 at = link[move.source] = max(move.at, link[move.source])
-                sched.landed(move, at)
                 if at == now:
-                    sched.land(move, now)
+                    land(move, now)
                     continue
             else:
                 at = now + (move.at - now)  # as a SimPy timeout lands
-            heapq.heappush(heap, (at, order, -1, move))
+            push(heap, (at, order, -1, move))
             order += 1
 
     next_arrival = 0
@@ -58,20 +59,20 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
         else:
             break
         while next_arrival < n and arrival[next_arrival] == now:
-            send(sched.arrive(next_arrival, now), now)
+            send(arrive(next_arrival, now), now)
             next_arrival += 1
         while heap and heap[0][0] == now:
-            _, _, s, move = heapq.heappop(heap)
+            _, _, s, move = pop(heap)
             if move is None:
-                send(sched.finish(s, now), now)
+                send(finish(s, now), now)
             else:
-                sched.land(move, now)
+                land(move, now)
         # only a station whose queue grew or whose iteration ended now can start one, in station order
-        for s in sorted(touched):
-            if sched.ready(s):
-                it = sched.start(s, now)
+        for s in sorted(touched) if len(touched) > 1 else touched:
+            if ready(s):
+                it = start(s, now)
                 if it is not None:
-                    heapq.heappush(heap, (it.start + it.cycles, order, s, None))
+                    push(heap, (it.start + it.cycles, order, s, None))
                     order += 1
         touched.clear()
     return sched.log()

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -164,19 +165,33 @@ class BatchLog:
 
 ITERATION_COLUMNS = ("stage", "start", "end", "decodes", "prompt_tokens", "longest", "pieces", "reach",
                      "ends", "moved", "landed")
-"""A ``BatchLog``'s per-iteration columns, as the scheduler logs them, a row an iteration in doubles (exact:
-cycles, and counts below 2^53)."""
+"""A ``BatchLog``'s per-iteration columns; the scheduler logs them as two rows an iteration, its counts and
+its times (``iteration_columns``)."""
+ITERATION_COUNTS = ("stage", "decodes", "prompt_tokens", "longest", "pieces", "reach", "ends")
+ITERATION_TIMES = ("start", "end", "moved", "landed")
 
 
-def iteration_columns(rows: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """``ITERATION_COLUMNS`` rows, flat, as the log's columns by name, the iterations by start then stage
-    (counts as integers, cycles as floats), and that order (the logged rows' indices)."""
-    table = rows.reshape(-1, len(ITERATION_COLUMNS))
-    order = np.lexsort((table[:, 0], table[:, 1]))
-    table = table[order]
-    return {name: table[:, i].copy() if name in ("start", "end", "landed") else
-            table[:, i].astype(np.int32 if name in ("stage", "decodes", "prompt_tokens") else np.int64)
-            for i, name in enumerate(ITERATION_COLUMNS)}, order
+def iteration_columns(counts: array, times: array) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The log's columns by name (``ITERATION_COLUMNS``; counts as integers, cycles as floats), the
+    iterations by start then stage, and that order (the logged rows' indices), from the rows as the
+    scheduler logs them, flat: ``counts`` (``ITERATION_COUNTS``, C ints: array "i") and ``times``
+    (``ITERATION_TIMES``, doubles: cycles, and values moved, exact below 2^53). Rows already in that
+    order (one station's, as a rule) become the columns as views of the arrays, no copy; the values
+    moved a column of int64."""
+    ints = np.frombuffer(counts, dtype=np.intc).reshape(-1, len(ITERATION_COUNTS))
+    floats = np.frombuffer(times, dtype=np.float64).reshape(-1, len(ITERATION_TIMES))
+    stage, start = ints[:, 0], floats[:, 0]
+    step = np.diff(start)
+    if bool(np.all((step > 0) | ((step == 0) & (np.diff(stage) >= 0)))):  # lexsort's order already
+        order = np.arange(len(start))
+        columns = {**{name: ints[:, i] for i, name in enumerate(ITERATION_COUNTS)},
+                   **{name: floats[:, i] for i, name in enumerate(ITERATION_TIMES)}}
+    else:
+        order = np.lexsort((stage, start))
+        columns = {**{name: ints[order, i] for i, name in enumerate(ITERATION_COUNTS)},
+                   **{name: floats[order, i] for i, name in enumerate(ITERATION_TIMES)}}
+    columns["moved"] = columns["moved"].astype(np.int64)
+    return columns, order
 
 
 def kv_events(rows: list[tuple[float, float, float, float, float]]) -> np.ndarray:

@@ -83,8 +83,7 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                 yield env.timeout(move.at - env.now)
             else:
                 yield env.timeout(0)
-            sched.landed(move, env.now)
-            land(move)
+            land(move)  # the scheduler logs when it landed
 
     def station(s: int) -> Generator[Any, Any, None]:
         while True:

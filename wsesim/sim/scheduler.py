@@ -13,6 +13,7 @@ token is an output, a piece ending its prompt the first one, and a request whose
 leaves (``_outputs``); a draft and a prefill pool are more stations (``land``: where their work waits
 for the other half of it); a paged cache gives each decode token of the first stage the
 blocks of its context, earliest arrived first, preempting the latest-arrived while short (``_grow``).
+Admission, preemption and release are ``admission.Admission``'s, a part of the class written apart.
 A request has one piece of work in flight at a time, so a decode token queued is its request's index
 alone: the request's next context (``context[r]``) and outputs still to come (``left[r]``) say the rest.
 """
@@ -26,17 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from ..model.serving import requests_fit
 from ..model.speculative import accepted
+from .admission import Admission
 from .kv_pool import KvPool
-from .plan import ITERATION_COLUMNS, BatchLog, iteration_columns, kv_events
+from .plan import ITERATION_TIMES, BatchLog, iteration_columns, kv_events
 from .program import Iteration, Move, ServeBatches
 
 __all__ = ["Scheduler", "take_pieces"]
 
-_WIDTH, _MOVED, _LANDED = len(ITERATION_COLUMNS), ITERATION_COLUMNS.index("moved"), ITERATION_COLUMNS.index(
-    "landed")
 _NAN = float("nan")
+# a row of the log's times (``plan.iteration_columns``): its width, where the values moved and the landing go
+_ROW, _MOVED, _LANDED = len(ITERATION_TIMES), ITERATION_TIMES.index("moved"), ITERATION_TIMES.index("landed")
 
 
 def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[int, int, int]]:
@@ -59,11 +60,11 @@ def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[in
     return taken
 
 
-class Scheduler:
+class Scheduler(Admission):
     """The state of one ``ServeBatches`` run and its rules (see the module's docstring). An executor
-    calls ``arrive`` at each arrival, ``land`` when a ``Move`` lands, ``start`` at the end of a cycle
-    for each station in ``touched`` that is idle with work queued, ``finish`` when an ``Iteration``
-    ends, and ``landed`` to log when a hand-off landed; ``log`` gives the run's ``BatchLog``. ``costs``:
+    calls ``arrive`` at each arrival, ``land`` when a ``Move`` lands (an ordered one's landing is
+    logged), ``start`` at the end of a cycle for each station in ``touched`` that is idle with work
+    queued, and ``finish`` when an ``Iteration`` ends; ``log`` gives the run's ``BatchLog``. ``costs``:
     each stage's ``BatchCosts``, then with a draft its station's (``speculative.DraftCosts``)."""
 
     def __init__(self, op: ServeBatches, costs: list[Any]) -> None:
@@ -100,7 +101,9 @@ class Scheduler:
         # its station (its own at the draft: a request has a prefill there beside the target's)
         self.waited = [0.0] * self.stations
         self.since, self.since_draft = [0.0] * n, [0.0] * n
-        self.rows = array("d")  # the iterations' log, ``ITERATION_COLUMNS`` a row, row after row
+        # the iterations' log, a row each (``plan.iteration_columns``): its counts (stage, decodes, prompt
+        # tokens, longest, pieces, reach, ends), and its times (start, end) and values moved and landing
+        self.counts, self.times = array("i"), array("d")
         self.decodes: list[list[int]] = [[] for _ in range(self.stations)]  # requests whose decode is queued
         self.pieces: list[list[list[int]]] = [[] for _ in range(self.stations)]  # [request, start, tokens]
         self.running: list[Iteration | None] = [None] * self.stations
@@ -118,113 +121,12 @@ class Scheduler:
                              lambda tokens: costs[0].swap(op.swap_bytes(tokens))) if op.kv_block else None)
         self.target = list(self.prompt)  # tokens its next prefill covers: its prompt, or its context
         self.redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
+        self.grows = 0 if self.kv is not None else -1  # the station giving decode tokens their blocks
 
     @property
     def done(self) -> bool:
         """Every request has finished or been refused."""
         return self.gone == self.op.requests
-
-    # ------------------------------------------------------------------------------------- requests
-    def arrive(self, r: int, now: float) -> list[Move]:
-        """Request r arrives: in line, or refused when it fits no stage even alone."""
-        if self.op.fits_alone(r):
-            self.waiting.append(r)
-            return self.admit(now)
-        self.refused[r] = True
-        self.gone += 1
-        return []
-
-    def admit(self, now: float) -> list[Move]:
-        """Admit the requests at the head of the line while they fit; returns the swaps back in."""
-        moves: list[Move] = []
-        op, prompt, output, flight, prompts_in = (self.op, self.prompt, self.output, self.flight,
-                                                  self.prompts_in)
-        while self.waiting and flight[0] < op.cap:
-            r = self.waiting[0]
-            p, o = prompt[r], output[r]
-            if self.kv is not None:  # the blocks of its prompt, or of its context when it was preempted
-                if not self.kv.take(r, self.kv.blocks(self.target[r])):
-                    break
-            else:
-                longest = max(max(prompts_in), p) if prompts_in else p
-                if not all(requests_fit(op.model, mem, layers, rows, cols, op.layout, flight[0] + 1,
-                                        flight[1] + p, flight[2] + o, longest)
-                           for mem, layers, rows, cols in self.fit_args):
-                    break
-            self.waiting.popleft()
-            flight[0] += 1
-            flight[1] += p
-            flight[2] += o
-            prompts_in[p] = prompts_in.get(p, 0) + 1
-            again = self.admitted[r] == self.admitted[r]  # readmitted after a preemption (NaN before)
-            if not again:
-                self.admitted[r] = now
-            if self.kv is not None and self.kv.swapped(r):  # its cache back in, then its decode on
-                at = self.kv.back_in(r, now, self.context[r] - 1)
-                moves.append(Move(at, 0, [r], [], -1, -1, False))
-            else:
-                self.pieces[self.entry].append([r, 0, self.target[r]])
-                self.since[r] = now
-                self.touched.add(self.entry)
-                if self.single:
-                    self.kinds[self.entry].append(False)
-                if self.draft is not None and not again:  # the draft prefills the prompt beside the target
-                    # (once: its own cache, on its own wafers, is kept whole while the target's is paged)
-                    self.pieces[self.draft].append([r, 0, p])
-                    self.since_draft[r] = now
-                    self.touched.add(self.draft)
-        return moves
-
-    def _leave(self, r: int) -> None:
-        """Request r out of flight, its blocks back in the pool."""
-        if self.kv is not None:
-            self.kv.give_back(r)
-        self.flight[0] -= 1
-        self.flight[1] -= self.prompt[r]
-        self.flight[2] -= self.output[r]
-        p = self.prompt[r]
-        self.prompts_in[p] -= 1
-        if not self.prompts_in[p]:
-            del self.prompts_in[p]
-
-    def _release(self, r: int, now: float) -> None:
-        self.finished[r] = now
-        self.gone += 1
-        self._leave(r)
-
-    def _preempt(self, v: int, now: float) -> float:
-        """Request v gives up its blocks and is first in line again, its cache dropped (``recompute``)
-        or swapped out to MemoryX behind the swaps before it; returns when its blocks are free."""
-        self._leave(v)
-        self.waiting.appendleft(v)
-        c = self.target[v] = self.context[v]
-        assert self.kv is not None
-        if not self.kv.swap:  # with prefill wafers its cache comes back from them before it verifies again
-            self.cached[v] = False
-        self.redo[v] = not self.kv.swap
-        return self.kv.drop(v, now, c - 1)
-
-    def _grow(self, rs: list[int], now: float) -> tuple[list[int], float]:
-        """The blocks ``rs``'s decode tokens need at their contexts, earliest arrived first, preempting the
-        latest-arrived not yet served while the pool is short; returns those kept and when their blocks
-        are free."""
-        ready, queue, pool = now, sorted(rs), self.kv
-        assert pool is not None
-        i, j = 0, len(queue)
-        while i < j:
-            r = queue[i]
-            need = pool.blocks(self.context[r] + self.width - 1) - pool.held[r]  # a verify pass's K + 1
-            while need > pool.free and j - 1 > i:
-                j -= 1
-                ready = max(ready, self._preempt(queue[j], now))
-            if not pool.take(r, need):  # the latest itself
-                ready = max(ready, self._preempt(r, now))
-                break
-            i += 1
-        if i == len(queue):
-            return rs, ready
-        kept = set(queue[:i])
-        return [r for r in rs if r in kept], ready
 
     # ------------------------------------------------------------------------------------- stations
     def land(self, move: Move, now: float) -> None:
@@ -232,7 +134,9 @@ class Scheduler:
         yet waits for that (``unprefilled``; one with nothing left to draft is dropped); with a draft and
         prefill wafers, its drafts wait at the first stage for its KV cache, and the cache for its drafts
         (``cached``, ``waiting_cache``)."""
-        to, rs = move.to, move.decodes
+        to, rs, ps = move.to, move.decodes, move.pieces
+        if move.ordered and move.index >= 0:  # an iteration's hand-off: when it landed, in its log row
+            self.times[move.index * _ROW + _LANDED] = now
         if to == self.draft and rs:
             rs = [r for r in rs if self.left[r]]
             ready = [r for r in rs if self.drafted[r]]
@@ -248,15 +152,16 @@ class Scheduler:
                 self.waiting_cache.update(r for r in rs if not self.cached[r])
                 rs = [r for r in rs if self.cached[r]]
         self.decodes[to] += rs
-        self.pieces[to] += move.pieces
         self.touched.add(to)
         since = self.since_draft if to == self.draft else self.since
         for r in rs:
             since[r] = now
-        for p in move.pieces:
-            since[p[0]] = now
+        if ps:
+            self.pieces[to] += ps
+            for p in ps:
+                since[p[0]] = now
         if self.single:
-            self.kinds[to] += [True] * len(rs) + [False] * len(move.pieces)
+            self.kinds[to] += [True] * len(rs) + [False] * len(ps)
 
     def ready(self, s: int) -> bool:
         """Whether station s is idle with work queued (it starts an iteration at this cycle's end)."""
@@ -290,6 +195,10 @@ class Scheduler:
         """Station s's next iteration, from ``now`` (later when the blocks it takes are still being
         swapped out); None when preemption left it nothing to do."""
         context, target = self.context, self.target
+        if not self.pieces[s] and s != self.grows and not self.single:  # decode tokens alone: the most
+            rs = self.decodes[s]
+            self.decodes[s] = []
+            return self._decoding(s, rs, max(map(context.__getitem__, rs)), now)
         if self.single:  # one at a time, the first to come: a decode token, or a whole prompt
             rs, ps, t0 = (([self.decodes[s].pop(0)], [], now) if self.kinds[s].popleft()
                           else ([], [tuple(self.pieces[s].pop(0))], now))
@@ -299,7 +208,7 @@ class Scheduler:
                 return None
             rs, ps, t0 = taken_now
         longest = max(map(context.__getitem__, rs)) if rs else 0
-        loads, index = None, len(self.rows) // _WIDTH
+        loads, index = None, len(self.times) // _ROW
         if ps:
             taken = [(tokens, begin, begin + tokens == target[r]) for r, begin, tokens in ps]
             cycles = self.costs[s].iteration(len(rs), longest, taken)
@@ -307,20 +216,15 @@ class Scheduler:
                 for r, begin, _ in ps:
                     if begin == 0 and self.started[r] != self.started[r]:  # its first (a recompute's not)
                         self.started[r] = t0
-            self.rows.extend((s, t0, t0 + cycles, len(rs), sum(p[2] for p in ps), longest, len(ps),
-                              max(begin + tokens for tokens, begin, _ in taken),
-                              sum(1 for t in taken if t[2]), 0, _NAN))
-        else:  # decodes alone (the most iterations by far): no piece to look at
-            drawn = self.experts[s]
-            if drawn is not None:
-                loads = drawn.loads(self.width * len(rs))
-                cycles = self.costs[s].iteration(len(rs), longest, (), loads)
-            else:
-                cycles = self.costs[s].iteration(len(rs), longest, ())
-            self.rows.extend((s, t0, t0 + cycles, len(rs), 0, longest, 0, 0, 0, 0, _NAN))
+            self.counts.extend((s, len(rs), sum(p[2] for p in ps), longest, len(ps),
+                                max(begin + tokens for tokens, begin, _ in taken),
+                                sum(1 for t in taken if t[2])))
+            self.times.extend((t0, t0 + cycles, 0.0, _NAN))
+        else:  # decodes alone after a paged cache's preemptions, or under ``none``
+            return self._decoding(s, rs, longest, t0)
         it = Iteration(s, t0, cycles, rs, ps, longest, loads, index)
         if self.moe:  # its MoE layers' dispatch, experts and combine, for the trace
-            self.expert_rows.extend(self.costs[s].experts(len(rs), taken if ps else (), loads))
+            self.expert_rows.extend(self.costs[s].experts(len(rs), taken, loads))
         if self.members is not None:
             self.members.append((tuple(rs), tuple(tuple(p) for p in ps)))  # type: ignore[misc]
         self.busy[s] += cycles
@@ -332,6 +236,28 @@ class Scheduler:
         self.running[s] = it
         return it
 
+    def _decoding(self, s: int, rs: list[int], longest: int, t0: float) -> Iteration:
+        """Station s's iteration of decode tokens alone (``rs``, the longest at context ``longest``) from
+        ``t0``: ``start``'s, with no piece to look at."""
+        drawn, costs, b = self.experts[s], self.costs[s], len(rs)
+        if drawn is None:
+            loads, cycles = None, costs.iteration(b, longest, ())
+        else:
+            loads = drawn.loads(self.width * b)
+            cycles = costs.iteration(b, longest, (), loads)
+        index = len(self.times) // _ROW
+        self.counts.extend((s, b, 0, longest, 0, 0, 0))
+        self.times.extend((t0, t0 + cycles, 0.0, _NAN))
+        if self.moe:  # its MoE layers' dispatch, experts and combine, for the trace
+            self.expert_rows.extend(costs.experts(b, (), loads))
+        if self.members is not None:
+            self.members.append((tuple(rs), ()))
+        self.busy[s] += cycles
+        since = self.since_draft if s == self.draft else self.since
+        self.waited[s] += b * t0 - sum(map(since.__getitem__, rs))
+        it = self.running[s] = Iteration(s, t0, cycles, rs, [], longest, loads, index)
+        return it
+
     def finish(self, s: int, now: float) -> list[Move]:
         """Station s's iteration ends at ``now``: its tokens on, out or home. Returns the moves it sends:
         its hand-off on its outbound link (``ordered``), and with a draft and prefill wafers the first
@@ -340,6 +266,19 @@ class Scheduler:
         assert it is not None
         self.running[s] = None
         self.touched.add(s)
+        if s == self.S - 1:  # the last stage: outputs; the requests with more to come home or to the draft
+            home: list[int] = []
+            values = self._outputs(it, now, home)
+            sent = self.admit(now)
+            if home:
+                self.times[it.index * _ROW + _MOVED] = values
+                if self.draft is not None:
+                    at = self.costs[self.draft].receive(values)
+                else:  # after an iteration with prompt tokens or without (``BatchCosts.handoff``)
+                    at = self.costs[s].handoff(values, True) if it.pieces else self.costs[s].handoff(values)
+                sent.append(Move(now + at, 0 if self.draft is None else self.draft, home, [], s, it.index,
+                                 True))
+            return sent
         rs, ps = it.decodes, it.pieces
         S, pool, draft = self.S, self.pool, self.draft
         # a stage's hand-off, after an iteration with prompt tokens or without (``BatchCosts.handoff``)
@@ -372,17 +311,11 @@ class Scheduler:
                 assert draft is not None
                 moves.append(Move(now + self.costs[draft].receive(len(ended)), draft, ended, [], s, -1,
                                   False))
-        elif s < S - 1:
+        else:  # a stage before the last
             values = (self.width * len(rs) + (sum(p[2] for p in ps) if ps else 0)) * self.hid
             to, out_r, out_p = s + 1, rs, ps
-        else:
-            to, out_r, out_p = (0 if draft is None else draft), [], []
-            values = self._outputs(it, now, out_r)
-            if draft is not None:
-                move, prompt = self.costs[draft].receive, False
-            moves += self.admit(now)
         if out_r or out_p:
-            self.rows[it.index * _WIDTH + _MOVED] = values
+            self.times[it.index * _ROW + _MOVED] = values
             moves.append(Move(now + (move(values, True) if prompt else move(values)), to, out_r, out_p, s,
                               it.index, True))
         return moves
@@ -430,16 +363,11 @@ class Scheduler:
                     out_r.append(r)
         return values
 
-    def landed(self, move: Move, at: float) -> None:
-        """Log when an iteration's hand-off landed at the next station."""
-        if move.index >= 0:
-            self.rows[move.index * _WIDTH + _LANDED] = at
-
     # ------------------------------------------------------------------------------------------ log
     def log(self) -> BatchLog:
         """The run's log, its iterations in the order they started (then by station)."""
         f = np.array
-        cols, order = iteration_columns(np.frombuffer(self.rows))
+        cols, order = iteration_columns(self.counts, self.times)
         experts = (np.frombuffer(self.expert_rows).reshape(-1, 3)[order] if self.moe
                    else np.zeros((len(order), 3)))
         members = tuple(self.members[i] for i in order.tolist()) if self.members is not None else ()
