@@ -31,7 +31,7 @@ def _infer(tmp_path: Path, sets: list[str], engine: str = "fast", extra: tuple[s
     result = json.loads((out / "result.json").read_text())
     return (_visits([e for e in events if e["ph"] == "X" and e["cat"] == "iteration"]), result,
             [e for e in events if e["ph"] == "M" and e["name"] == "thread_name"
-             and not e["args"]["name"].endswith("hand-off")])
+             and not e["args"]["name"].endswith(("hand-off", "experts"))])
 
 
 def _visits(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
