@@ -354,18 +354,7 @@ class Scheduler(Admission):
         token; those with more to come in ``out_r`` (to the first stage, or to the draft for their next
         K drafts). Returns the values sent home."""
         emit, target = self._emit, self.target
-        if self.e == 1.0:  # ``_emit`` without a draft, written out: the loop every output token takes
-            emitted, stop, left, context = self.emitted, self.stop, self.left, self.context
-            for r in it.decodes:
-                emitted[stop[r] - left[r]] = now
-                context[r] += 1
-                if left[r] > 1:
-                    left[r] -= 1
-                    out_r.append(r)
-                else:
-                    self._release(r, now)
-        else:
-            out_r += [r for r in it.decodes if emit(r, now)]
+        out_r += [r for r in it.decodes if emit(r, now)]
         values = self.width * len(it.decodes)
         for r, begin, tokens in it.pieces:
             if begin + tokens == target[r]:  # its prompt's last piece: the first token is out
