@@ -31,6 +31,8 @@ CASES = {
     "one stage, chunked, lognormal": {**POISSON, "inference.rate": 5e5, "inference.batch": 8,
                                       "inference.lengths": "lognormal", "inference.prefill": "chunked",
                                       "inference.token_budget": 5},
+    "one stage, long outputs run ahead": {**POISSON, "inference.rate": 5e4, "inference.batch": 4,
+                                          "inference.output_len": 40, "inference.lengths": "lognormal"},
     "two stages, together": {"inference.grid": "2x2", "inference.layers_per_stage": 1,
                              "inference.batching": "continuous", "inference.requests": 10, "inference.batch": 3},
     "two stages, chunked, lognormal": {**POISSON, "inference.grid": "2x2", "inference.layers_per_stage": 1,
@@ -54,6 +56,26 @@ def test_both_executors_agree_exactly(case: str) -> None:
         x, y = getattr(fast, name), getattr(ref, name)
         assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
     assert (fast.decodes > 1).any()  # some iterations batched several decode tokens
+
+
+def test_one_station_runs_its_decode_iterations_ahead(monkeypatch) -> None:
+    """On one station alone the fast executor runs a decode batch's next iterations ahead while nothing
+    else can happen (``Scheduler.run_ahead``); the reference executor never does, and the test above
+    holds the two logs equal. Here: that the case above does run iterations ahead (else it proves nothing)."""
+    from wsesim.sim.scheduler import Scheduler
+
+    ahead = []
+    run_ahead = Scheduler.run_ahead
+
+    def counted(self, it, until):
+        last = run_ahead(self, it, until)
+        ahead.append(last.index - it.index)
+        return last
+
+    monkeypatch.setattr(Scheduler, "run_ahead", counted)
+    log = run_inference(_spec(CASES["one stage, long outputs run ahead"]), "fast").trace.batches
+    assert sum(ahead) > len(log.stage) // 2  # most iterations were run ahead
+    assert max(ahead) > 1 and (log.decodes > 1).any()
 
 
 def test_refusals_and_sram_bound_are_seen() -> None:

@@ -9,7 +9,9 @@ is only the mechanism that times them:
   landing — and only then does each idle station with work queued start its next iteration, in station
   order, so work that lands in the cycle a station frees joins that station's next batch;
 * a hand-off leaves on its station's outbound link, which delivers in order: it lands at its own time or
-  when the one ahead of it on that link landed, whichever is later.
+  when the one ahead of it on that link landed, whichever is later;
+* on a run of one station alone (``Scheduler.loops``) a decode iteration's successors are run ahead to the
+  next arrival (``Scheduler.run_ahead``): most of such a run's iterations never pass through the heap.
 
 ``reference_batching.py`` times the same scheduler with SimPy processes; both agree exactly (tests/sim).
 """
@@ -25,6 +27,8 @@ from .scheduler import Scheduler
 
 __all__ = ["run_batches"]
 
+_INF = float("inf")
+
 
 def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     """Serve ``op``'s requests (see the module's docstring); returns their log. ``costs``: each stage's
@@ -32,6 +36,7 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
     sched = Scheduler(op, costs)
     n, arrival, touched = op.requests, sched.arrival, sched.touched
     arrive, land, ready, start, finish = sched.arrive, sched.land, sched.ready, sched.start, sched.finish
+    loops, run_ahead = sched.loops, sched.run_ahead
     push, pop = heapq.heappush, heapq.heappop
     heap: list[tuple[float, int, int, Move | None]] = []  # (cycle, order, station or −1, move)
     link = [0.0] * sched.stations  # the last hand-off's landing on each station's outbound link
@@ -72,6 +77,9 @@ def run_batches(op: ServeBatches, costs: list[Any]) -> BatchLog:
             if ready(s):
                 it = start(s, now)
                 if it is not None:
+                    if loops:  # one station alone: its decode iterations run ahead to the next event
+                        it = run_ahead(it, min(arrival[next_arrival] if next_arrival < n else _INF,
+                                            heap[0][0] if heap else _INF))
                     push(heap, (it.start + it.cycles, order, s, None))
                     order += 1
         touched.clear()

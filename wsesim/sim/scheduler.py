@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import Any
 
 import numpy as np
@@ -122,6 +122,9 @@ class Scheduler(Admission):
         self.target = list(self.prompt)  # tokens its next prefill covers: its prompt, or its context
         self.redo = [False] * n  # that prefill is a recompute: its end is its next output, not its first
         self.grows = 0 if self.kv is not None else -1  # the station giving decode tokens their blocks
+        # one station alone, its tokens home to itself: decode iterations can be run ahead (``run_ahead``)
+        self.loops = (self.stations == 1 and self.kv is None and self.experts[0] is None and not self.single
+                      and self.e == 1.0)
 
     @property
     def done(self) -> bool:
@@ -236,9 +239,10 @@ class Scheduler(Admission):
         self.running[s] = it
         return it
 
-    def _decoding(self, s: int, rs: list[int], longest: int, t0: float) -> Iteration:
+    def _decoding(self, s: int, rs: list[int], longest: int, t0: float, landed: bool = False) -> Iteration:
         """Station s's iteration of decode tokens alone (``rs``, the longest at context ``longest``) from
-        ``t0``: ``start``'s, with no piece to look at."""
+        ``t0``: ``start``'s, with no piece to look at (``landed``: every token came at ``t0``, as in
+        ``run_ahead``; its wait summed as for tokens logged as landed then)."""
         drawn, costs, b = self.experts[s], self.costs[s], len(rs)
         if drawn is None:
             loads, cycles = None, costs.iteration(b, longest, ())
@@ -254,8 +258,43 @@ class Scheduler(Admission):
             self.members.append((tuple(rs), ()))
         self.busy[s] += cycles
         since = self.since_draft if s == self.draft else self.since
-        self.waited[s] += b * t0 - sum(map(since.__getitem__, rs))
+        self.waited[s] += b * t0 - (sum(repeat(t0, b)) if landed else sum(map(since.__getitem__, rs)))
         it = self.running[s] = Iteration(s, t0, cycles, rs, [], longest, loads, index)
+        return it
+
+    def run_ahead(self, it: Iteration, until: float) -> Iteration:
+        """The iterations after ``it`` (just started) on a run of one station (``loops``: no draft, no
+        prefill pool, no paged cache, no sampled routing), run ahead while nothing else can happen: ``it``
+        carries decode tokens alone with nothing else queued, so each next iteration takes the same tokens
+        one position on (its longest context one more), as ``finish``, ``land`` and ``start`` would
+        give it. One is run ahead while it starts before ``until`` (the executor's next other event) and
+        no request of it would leave before it (the admission's state is then unchanged: ``admit`` admits
+        nobody new); the outputs of those run ahead are ``_emit``'s, a request's in one slice. Returns the
+        last iteration started, running."""
+        s, rs = it.station, it.decodes
+        if it.pieces or self.pieces[s] or self.decodes[s]:
+            return it
+        values = self.width * len(rs)
+        home = self.costs[s].handoff(values)
+        times, ends = self.times, array("d")
+        for _ in range(min(map(self.left.__getitem__, rs)) - 1):  # iterations whose outputs all have more
+            end = it.start + it.cycles
+            landed = end + home  # the station's own hand-off home: nothing ahead of it on its link
+            if landed >= until:
+                break
+            ends.append(end)
+            times[it.index * _ROW + _MOVED] = values
+            times[it.index * _ROW + _LANDED] = landed
+            it = self._decoding(s, rs, it.longest + 1, landed, True)
+        n = len(ends)
+        if n:  # each request's n outputs (``_emit``: e is 1, none the last), its tokens landed home
+            emitted, stop, left, context, since = self.emitted, self.stop, self.left, self.context, self.since
+            for r in rs:
+                at = stop[r] - left[r]
+                emitted[at:at + n] = ends
+                context[r] += n
+                left[r] -= n
+                since[r] = it.start
         return it
 
     def finish(self, s: int, now: float) -> list[Move]:
