@@ -237,15 +237,17 @@ def test_instruction_cycles_are_each_kernels_launch_and_issues_on_every_pe() -> 
 
 
 def test_distinct_log_rows_the_same_packed_or_compared_whole() -> None:
-    """``batch_counts`` tells a chunk's log rows apart by packing their columns into one integer a row
-    when their spans allow, else by comparing them whole: both give every row the index of a row equal
-    to it, and equal rows the same one."""
+    """``batch_counts`` tells a chunk's log rows apart by packing their columns into one integer a row:
+    by their spans when those allow, else by each column's rank (the code ranked again when it would
+    overflow): each way gives every row the index of a row equal to it, and equal rows the same one."""
     from wsesim.analysis.energy import _distinct
 
     rng = np.random.default_rng(3)
     small = [rng.integers(0, 4, 500) for _ in range(8)]
-    wide = [*small[:7], small[7] * (1 << 61)]  # the spans' product past 2^62: compared whole
-    for columns in (small, wide):
+    wide = [*small[:7], small[7] * (1 << 61)]  # the spans' product past 2^62: packed by ranks
+    # 8 columns of up to 500 values each: 500^8 > 2^62, so the code is ranked again on the way
+    many = [rng.integers(0, 500, 500) * (1 << 40) for _ in range(8)]
+    for columns in (small, wide, many):
         first, inverse = _distinct(columns)
         table = np.stack(columns, axis=1)
         assert np.array_equal(table[first][inverse], table)

@@ -113,19 +113,25 @@ _FIELDS = tuple(f.name for f in fields(EventCounts))
 
 def _distinct(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``columns`` (integers, all one length) told apart: the index of one row of each distinct
-    row, and each row's position among them. The columns packed into one integer a row where their spans
-    allow (one sort of integers), else compared whole."""
+    row, and each row's position among them. The columns packed into one integer a row (one sort of
+    integers): by their values' spans where those allow, else by each column's rank among its own values,
+    the packed code ranked again whenever the next column would overflow it."""
     lows = [int(c.min()) for c in columns]
     spans = [int(c.max()) - low + 1 for c, low in zip(columns, lows, strict=True)]
+    packed, stride = np.zeros(len(columns[0]), dtype=np.int64), 1
     if np.prod(spans, dtype=object) < 1 << 62:
-        packed, stride = np.zeros(len(columns[0]), dtype=np.int64), 1
         for c, low, span in zip(columns, lows, spans, strict=True):
             packed += (c.astype(np.int64) - low) * stride
             stride *= span
-        _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
     else:
-        _, first, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_index=True,
-                                      return_inverse=True)
+        for c in columns:
+            values, rank = np.unique(c, return_inverse=True)
+            if stride * len(values) >= 1 << 62:  # the code so far by its rank: as many as its distinct rows
+                kept, ranked = np.unique(packed, return_inverse=True)
+                packed, stride = ranked.reshape(-1).astype(np.int64), len(kept)
+            packed = packed * len(values) + rank.reshape(-1)
+            stride *= len(values)
+    _, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
 
 
