@@ -215,9 +215,9 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
         else:
             raw = load_ref(kind, data[kind], base_dir, source, kind)
         if raw.data.get("kind") == "gpu":  # a GPU preset names no wafer to train or serve on (issue 41)
-            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training and serving "
-                              "on GPUs are not modelled yet; `wsesim kernel` runs GPU kernels", source=raw.source,
-                              path="kind")
+            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training and "
+                              "serving on GPUs are not modelled yet; `wsesim kernel` runs GPU kernels",
+                              source=raw.source, path="kind")
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
         sources[kind] = raw.source
     return data, sources

@@ -29,6 +29,7 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DType = Literal["fp32", "bf16", "fp16"]
 
 
+from .gpu import GpuSpec  # noqa: E402, F401 - a GPU in its node (kind: gpu), re-exported with the others
 from .hardware import (  # noqa: E402, F401 - the hardware specs, re-exported here with the others
     Clock,
     EnergySpec,
@@ -40,7 +41,6 @@ from .hardware import (  # noqa: E402, F401 - the hardware specs, re-exported he
     PESpec,
     RuntimeSpec,
 )
-from .gpu import GpuSpec  # noqa: E402, F401 - a GPU in its node (kind: gpu), re-exported with the others
 
 # ------------------------------------------------------------------------------------------------- model
 

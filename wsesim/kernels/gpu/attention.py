@@ -78,9 +78,10 @@ def prefill_attention(gpu: Gpu, batch: int, seq: int, head_dim: int, heads: int,
     launch = gpu.launch(graphs)
     notes = (f"{'causal, ' if causal else ''}blocks of {BLOCK} queries, K/V tiles of {BLOCK} keys; softmax's "
              "exponentials overlapped with the MMAs (FlashAttention-3)",)
-    return GpuKernelResult("attention", "flash", gpu, 1, 1, (batch, seq, head_dim, heads, kv), launch + compute
-                           + memory, launch=launch, compute=compute, memory=memory, flops=flops,
-                           hbm_bytes=total, tiles=blocks, waves=waves, tile=(BLOCK, BLOCK), notes=notes)
+    return GpuKernelResult("attention", "flash", gpu, 1, 1, (batch, seq, head_dim, heads, kv),
+                           launch + compute + memory, launch=launch, compute=compute, memory=memory,
+                           flops=flops, hbm_bytes=total, tiles=blocks, waves=waves, tile=(BLOCK, BLOCK),
+                           notes=notes)
 
 
 def decode_attention(gpu: Gpu, batch: int, context: int, head_dim: int, heads: int, kv_heads: int = 0, *,
@@ -96,10 +97,11 @@ def decode_attention(gpu: Gpu, batch: int, context: int, head_dim: int, heads: i
     arithmetic = max(work, exps)
     mem = nbytes / gpu.hbm_bytes_per_s
     launch = gpu.launch(graphs)
-    return GpuKernelResult("decode-attention", "flash-decoding", gpu, 1, 1,
-                           (batch, context, head_dim, heads, kv), launch + max(arithmetic, mem), launch=launch,
-                           compute=arithmetic if arithmetic > mem else 0.0, memory=mem if mem >= arithmetic
-                           else 0.0, flops=4.0 * batch * heads * context * head_dim, hbm_bytes=nbytes)
+    compute, memory = (arithmetic, 0.0) if arithmetic > mem else (0.0, mem)
+    shape = (batch, context, head_dim, heads, kv)
+    return GpuKernelResult("decode-attention", "flash-decoding", gpu, 1, 1, shape,
+                           launch + compute + memory, launch=launch, compute=compute, memory=memory,
+                           flops=4.0 * batch * heads * context * head_dim, hbm_bytes=nbytes)
 
 
 def elementwise(gpu: Gpu, values: int, *, reads: int = 1, writes: int = 1,

@@ -36,9 +36,13 @@ COLLECTIVE_ALGORITHMS: dict[str, tuple[str, ...]] = {
 """Each collective's algorithms, NCCL's default first."""
 
 
-def _bus(gpu: Gpu, nodes: int) -> float:
-    """The slowest link a GPU's ring traffic crosses: NVLink in one node, its NIC across nodes."""
-    return gpu.nvlink_bytes_per_s if nodes == 1 else min(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s)
+def _bus(gpu: Gpu, nodes: int, gpus: int) -> float:
+    """The bus bandwidth of a ring or tree: NVLink in one node; across nodes, NVLink or the node's NICs,
+    whichever is slower — NCCL runs one ring per NIC, so the node's ``gpus`` NICs carry the crossing
+    traffic side by side (each ring crosses a node's boundary on one NIC)."""
+    if nodes == 1:
+        return gpu.nvlink_bytes_per_s
+    return min(gpu.nvlink_bytes_per_s, gpus * gpu.network_bytes_per_s)
 
 
 def collective(gpu: Gpu, kind: str, nodes: int, gpus: int, nbytes: float, algorithm: str = "", *,
@@ -55,7 +59,7 @@ def collective(gpu: Gpu, kind: str, nodes: int, gpus: int, nbytes: float, algori
                           path="algorithm")
     n = nodes * gpus
     a_nvl, a_net = gpu.nvlink_latency_s, gpu.network_latency_s
-    bus = _bus(gpu, nodes)
+    bus = _bus(gpu, nodes, gpus)
     if n == 1:
         steps_time, sent, wire = 0.0, 0.0, 0.0
     elif kind == "allreduce" and algorithm == "tree":

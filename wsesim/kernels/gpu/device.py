@@ -48,9 +48,10 @@ class Gpu:
 
     @classmethod
     def of(cls, spec: GpuSpec, dtype: str = "bf16") -> Gpu:
-        """``spec``'s figures in ``dtype``. Raises ``ConfigError`` at ``dtype`` for a type it has no rate for."""
+        """``spec``'s figures in ``dtype``. Raises ``ConfigError`` at ``dtype`` for a type without a rate."""
         if dtype not in GPU_DTYPES:
-            raise ConfigError(f"expected one of {', '.join(GPU_DTYPES)} on a GPU, got \"{dtype}\"", path="dtype")
+            raise ConfigError(f"expected one of {', '.join(GPU_DTYPES)} on a GPU, got \"{dtype}\"",
+                              path="dtype")
         peak = spec.peak_flops_per_s(dtype)
         tensor = dtype != "fp32"
         node = spec.node

@@ -34,7 +34,8 @@ def gpu_algorithm(kind: str, algorithm: str | None) -> str:
     if kind in _WAFER_ONLY:
         raise ConfigError(f"{kind} runs on a wafer only: {_WAFER_ONLY[kind]}", path="kind")
     if kind not in GPU_ALGORITHMS:
-        raise ConfigError(f"expected one of {', '.join(GPU_ALGORITHMS)} on a GPU, got \"{kind}\"", path="kind")
+        raise ConfigError(f"expected one of {', '.join(GPU_ALGORITHMS)} on a GPU, got \"{kind}\"",
+                          path="kind")
     choices = GPU_ALGORITHMS[kind]
     if not algorithm:
         return choices[0]
@@ -53,7 +54,8 @@ def run_gpu_kernel(spec: GpuSpec, kind: str, nodes: int = 1, gpus: int = 1, *, d
     attention's (batch, seq, head_dim) and decode attention's (batch, context, head_dim) with ``heads``
     and ``kv_heads``. An element-wise kernel and the collectives take ``values`` of ``dtype`` per GPU;
     a collective runs over ``nodes`` x ``gpus``. ``graphs``: replayed from a CUDA graph, no launch cost.
-    Raises ``ConfigError`` (path ``kind``, ``algorithm``, ``dtype``, ``grid``, ``shape``) for what it cannot run."""
+    Raises ``ConfigError`` (at ``kind``, ``algorithm``, ``dtype``, ``grid``, ``shape``) for what it
+    cannot run."""
     algorithm = gpu_algorithm(kind, algorithm)
     g = Gpu.of(spec, dtype)
     if kind in COMPUTE_KINDS and (nodes, gpus) != (1, 1):
@@ -69,7 +71,8 @@ def run_gpu_kernel(spec: GpuSpec, kind: str, nodes: int = 1, gpus: int = 1, *, d
         if kind == "grouped-gemm":
             return grouped(g, [a] * experts, b, c, graphs=graphs)
         if kv_heads and (kv_heads > heads or heads % kv_heads):
-            raise ConfigError(f"expected KV heads dividing the {heads} query heads, got {kv_heads}", path="heads")
+            raise ConfigError(f"expected KV heads dividing the {heads} query heads, got {kv_heads}",
+                              path="heads")
         if kind == "attention":
             return prefill_attention(g, a, b, c, heads, kv_heads, causal=causal, graphs=graphs)
         return decode_attention(g, a, b, c, heads, kv_heads, graphs=graphs)
