@@ -6,15 +6,16 @@ wave's tiles run side by side, and the next wave starts when it ends — so ``ce
 the last one partly empty (wave quantization), and every tile a whole ``tm × tn`` however few rows or
 columns it has (tile quantization). A wave takes the longer of its arithmetic, one tile's
 ``2·tm·tn·K / r_sm``, and its HBM traffic over the GPU's bandwidth: the distinct row panels of A and
-column panels of B its tiles read (the L2 serves a panel to every tile of the wave that shares it) and
-the C tiles it writes. So a GEMM with few rows reads all its weights at HBM bandwidth whatever its
-arithmetic: an expert with 16 tokens pays for its whole weight matrix.
+column panels of B its tiles read (the L2 serves a panel to every tile of the wave that shares it; the
+tiles are rasterized in swizzled panels of ``SWIZZLE`` rows so that a wave's tiles share panels), less
+what the wave before left in the L2, and the C tiles it writes. So a GEMM with few rows reads all its
+weights at HBM bandwidth whatever its arithmetic: an expert with 16 tokens pays for its whole weight matrix.
 
 When a GEMM has fewer tiles than SMs, K is split (split-K) so that ``tiles × s`` ≤ SMs fill the GPU;
-each split writes an fp32 partial that is read back once to sum. The tile shape is the one of
-``TILES`` that finishes first, as a library's heuristic picks among its kernels. A grouped GEMM
-(``grouped``) runs E problems with one tile shape in one launch, their tiles in sequence over the SMs
-(a persistent grouped kernel), without split-K; each problem's B is its own expert's weights.
+each split writes an fp32 partial that is read back once to sum. The tile shape is the fastest of the
+large ones when they fill the SMs, else of all (``_best``), as a library's heuristic picks its kernels.
+A grouped GEMM (``grouped``) runs E problems with one tile shape in one launch, their tiles in sequence
+over the SMs (a persistent grouped kernel), without split-K; each problem's B is its own expert's weights.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...config.errors import ConfigError
 from .device import Gpu, GpuKernelResult
 
 __all__ = ["TILES", "TileCost", "gemm", "grouped", "tile_cost"]
@@ -31,8 +33,18 @@ TILES: tuple[tuple[int, int], ...] = ((128, 256), (256, 128), (128, 128), (64, 2
 """The output tiles (tm, tn) the GEMM may use: Hopper's and Blackwell's common CUTLASS/cuBLAS shapes,
 the largest first; 64 is the smallest M a warpgroup's MMA takes."""
 
+LARGE_TILE = 128 * 128
+"""The smallest tile area a large GEMM runs in (``_best``)."""
+
 STAGE_BYTES = 128
 """Bytes of K one pipeline stage loads per row (64 16-bit values): K is padded to whole stages."""
+
+SWIZZLE = 8
+"""Tile rows a rasterized wave walks down before the next column (CUTLASS's threadblock swizzle), so a
+wave's tiles share few rows of A and few columns of B, and the L2 serves them to each other."""
+
+MAX_TILES = 2_000_000
+"""Tiles a GEMM may have here (each wave's tiles are walked one by one: some seconds at most)."""
 
 PARTIAL_BYTES = 4
 """An fp32 partial sum of split-K, written by each split and read back once to add them."""
@@ -56,14 +68,13 @@ class TileCost:
         return self.compute + self.memory
 
 
-def _span(t0: int, t1: int, cols: int) -> tuple[int, int]:
-    """(tile rows, tile columns) that tiles ``t0 .. t1 - 1`` of a row-major grid ``cols`` wide touch."""
-    rows = (t1 - 1) // cols - t0 // cols + 1
-    if rows == 1:
-        return 1, t1 - t0
-    if rows == 2:
-        return 2, min(cols, cols - t0 % cols + (t1 - 1) % cols + 1)
-    return rows, cols
+def _tile(t: int, rows: int, cols: int) -> tuple[int, int]:
+    """Tile ``t``'s (row, column) in a problem of ``rows`` x ``cols`` tiles, rasterized as CUTLASS's
+    swizzle does: panels of ``SWIZZLE`` tile rows, walked column by column, down each column's rows."""
+    panel, rest = divmod(t, SWIZZLE * cols)
+    height = min(SWIZZLE, rows - panel * SWIZZLE)
+    column, row = divmod(rest, height)
+    return panel * SWIZZLE + row, column
 
 
 def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int, int], *,
@@ -75,8 +86,11 @@ def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int
     tk = max(1, STAGE_BYTES // gpu.elem_bytes)
     steps = math.ceil(k / tk)
     cols = math.ceil(n / tn)
-    per = [math.ceil(m / tm) * cols for m in problems]
-    tiles = sum(per)
+    rows = [math.ceil(m / tm) for m in problems]
+    tiles = sum(rows) * cols
+    if tiles > MAX_TILES:
+        raise ConfigError(f"expected at most {MAX_TILES:,} tiles of {tm} x {tn}, got {tiles:,}: a GEMM this "
+                          "large takes too long to schedule tile by tile here", path="shape")
     s = min(gpu.sms // tiles, steps) if split and len(problems) == 1 and tiles < gpu.sms else 1
     k_tile = math.ceil(steps / s) * tk  # the K one unit of work walks
     t_tile = 2 * tm * tn * k_tile / gpu.sm_flops_per_s
@@ -89,24 +103,25 @@ def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int
                         nbytes)
     compute = memory = total = 0.0
     waves = math.ceil(tiles / gpu.sms)
-    offsets = [0]
-    for count in per:
-        offsets.append(offsets[-1] + count)
-    first = 0  # the first problem the wave may touch
+    problem, first = 0, 0  # the problem the next tile is in, and that problem's first tile
+    held: dict[tuple[str, int, int], float] = {}  # the previous wave's panels, and their bytes
     for w in range(waves):
-        lo, hi = w * gpu.sms, min((w + 1) * gpu.sms, tiles)
-        nbytes = 0.0
-        e = first
-        while e < len(problems) and offsets[e] < hi:
-            a, b = max(lo, offsets[e]) - offsets[e], min(hi, offsets[e + 1]) - offsets[e]
-            if b > a:
-                rows, panels = _span(a, b, cols)
-                m = problems[e]
-                nbytes += (min(rows * tm, m) * k + min(panels * tn, n) * k) * a_b
-                nbytes += min((b - a) * tm * tn, m * n) * c_b
-            if offsets[e + 1] <= hi:
-                first = e + 1
-            e += 1
+        panels: dict[tuple[str, int, int], float] = {}
+        out = 0.0
+        for t in range(w * gpu.sms, min((w + 1) * gpu.sms, tiles)):
+            while t >= first + rows[problem] * cols:
+                first += rows[problem] * cols
+                problem += 1
+            i, j = _tile(t - first, rows[problem], cols)
+            m = problems[problem]
+            height, width = min(tm, m - i * tm), min(tn, n - j * tn)
+            panels[("a", problem, i)] = height * k * a_b  # the rows of A the tile reads
+            panels[("b", problem, j)] = width * k * a_b  # the columns of B
+            out += height * width * c_b
+        # the L2 still holds what the wave before read, as far as it holds it
+        kept = min(gpu.l2_bytes, sum(v for key, v in panels.items() if key in held))
+        nbytes = sum(panels.values()) - kept + out
+        held = panels
         mem = nbytes / gpu.hbm_bytes_per_s
         total += nbytes
         if t_tile >= mem:
@@ -117,8 +132,14 @@ def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int
 
 
 def _best(gpu: Gpu, problems: Sequence[int], k: int, n: int, split: bool) -> TileCost:
-    """The tile shape of ``TILES`` that finishes first (the first listed on a tie)."""
+    """The tile shape a library's heuristic would pick: the fastest of the large tiles (``LARGE_TILE``
+    and up) when any of them fills every SM at least once — a smaller tile reuses each operand it loads
+    over too little output to keep the tensor cores fed from the L2 (traffic not modelled, so this rule
+    stands for it) — else the fastest of all, split-K among them (the first listed on a tie)."""
     costs = [tile_cost(gpu, problems, k, n, t, split=split) for t in TILES]
+    large = [c for c in costs if c.tile[0] * c.tile[1] >= LARGE_TILE]
+    if any(c.tiles >= gpu.sms for c in large):
+        costs = large
     return min(costs, key=lambda c: c.seconds)
 
 
