@@ -15,7 +15,7 @@ from typing import Any
 from ...config.errors import ConfigError
 from ...config.gpu import GpuSpec, TensorSpec
 
-__all__ = ["GPU_DTYPES", "Gpu", "GpuKernelResult"]
+__all__ = ["GPU_DTYPES", "GPU_KERNEL_FIELDS", "Gpu", "GpuKernelResult"]
 
 GPU_DTYPES = tuple(TensorSpec.model_fields)
 """The data types a GPU kernel runs in: the tensor cores' fp16, bf16, fp8, tf32, and fp32 on its lanes."""
@@ -148,3 +148,39 @@ _SHAPE_NAMES = {
     "alltoall": ("values",), "broadcast": ("values",),
 }
 """What each number of a GPU kernel's shape is, by kind, for its JSON."""
+
+
+GPU_KERNEL_FIELDS: dict[str, tuple[str, ...]] = {
+    "cycles": ("cycles", "`seconds` at the GPU preset's clock", "§13.1"),
+    "seconds": ("s", "the kernel, its launch included", "§13.1"),
+    "kind": ("", "gemm, gemv, grouped-gemm, attention, decode-attention, elementwise or a collective", "§13"),
+    "algorithm": ("", "tiled, flash, flash-decoding, bandwidth; a collective's ring, tree or direct", "§13"),
+    "hardware": ("", "the GPU preset's name"),
+    "grid_rows": ("nodes", "nodes (1 for a kernel on one GPU)", "§13.4"),
+    "grid_cols": ("GPUs", "GPUs a node (1 for a kernel on one GPU)", "§13.4"),
+    "shape_<dimension>": ("", "the kernel's sizes: a GEMM's m, k, n (a grouped GEMM's experts too); "
+                          "attention's batch, seq or context, head_dim, heads, kv_heads; a collective's or "
+                          "an element-wise kernel's values per GPU", "§13"),
+    "dtype": ("", "fp16, bf16, fp8, tf32 or fp32"),
+    "flops": ("FLOP", "the useful FLOPs it computes"),
+    "flops_per_s": ("FLOP/s", "`flops` / `seconds`"),
+    "efficiency": ("fraction", "`flops` over the GPUs' dense datasheet peak for the time taken"),
+    "critical_path_launch": ("s", "the host's launch (0 under CUDA graphs)", "§13.1"),
+    "critical_path_compute": ("s", "waves whose arithmetic set their time", "§13.2"),
+    "critical_path_memory": ("s", "what HBM traffic added beyond the arithmetic", "§13.2"),
+    "critical_path_communication": ("s", "a collective's steps and bytes over its links", "§13.4"),
+    "schedule_tiles": ("count", "thread blocks (tiles) of a tiled kernel", "§13.2"),
+    "schedule_waves": ("count", "waves of tiles over the SMs", "§13.2"),
+    "schedule_tile_m": ("rows", "a tile's rows (attention: queries a block)", "§13.2"),
+    "schedule_tile_n": ("columns", "a tile's columns (attention: keys a K/V tile)", "§13.2"),
+    "schedule_split_k": ("count", "slices K is split into (1: none)", "§13.2"),
+    "schedule_bound": ("", "launch, compute, memory or communication: what set most of the time", "§13.1"),
+    "hbm_bytes": ("B", "bytes read from and written to HBM", "§13.2"),
+    "link_bytes": ("B", "bytes each GPU sends over its links (a collective)", "§13.4"),
+    "feasible": ("bool", "whether it fits (always, so far)"),
+    "reason": ("", "why not (empty when it fits)"),
+    "notes": ("", "what the model assumed, `; `-joined"),
+}
+"""The columns of ``kernels.csv`` of a GPU kernel run (``wsesim kernel KIND --hardware h100 --out DIR``):
+``GpuKernelResult.to_dict`` flattened; ``shape_<dimension>`` stands for the kind's sizes. (unit, meaning[,
+docs/model.md section]), as ``kernels.result.KERNEL_FIELDS``."""
