@@ -5,6 +5,8 @@ be exact, on the H100 preset where the point is what an H100 does."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from wsesim.config.errors import ConfigError
@@ -170,3 +172,24 @@ def test_what_a_gpu_cannot_run_is_one_config_error(kind: str, kwargs: dict, path
     with pytest.raises(ConfigError) as e:
         run_gpu_kernel(H100, kind, **kwargs)
     assert e.value.path == path and "\n" not in str(e.value)
+
+
+MODEL_MD = (Path(__file__).resolve().parents[2] / "docs" / "model.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "mnk", "experts", "written"), [
+    ("h100", "bf16", (8192, 8192, 8192), 0, "| H100 | 794 TFLOP/s |"),
+    ("h100", "fp8", (1024, 9216, 14336), 0, "| H100 | 1,430 |"),
+    ("h200", "fp8", (1280, 4096, 12032), 0, "| H200 | 1,324 |"),
+    ("b200", "fp8", (15360, 4096, 3072), 0, "| B200 | 3,506 |"),
+    ("h100", "fp8", (64, 7168, 16384), 0, "| H100 | 422 |"),
+    ("h100", "fp8", (128, 7168, 16384), 0, "| H100 | 830 |"),
+    ("h100", "fp8", (256, 4096, 7168), 4, "| H100 | 1,513 |"),
+])
+def test_model_md_predictions_are_what_the_model_gives(gpu: str, dtype: str, mnk: tuple[int, int, int],
+                                                       experts: int, written: str) -> None:
+    """docs/model.md §13.5's table (M x N x K, CUDA graphs) stays equal to the code."""
+    m, n, k = mnk
+    g = Gpu.of(load_hardware(gpu), dtype)
+    r = grouped(g, [m] * experts, k, n, graphs=True) if experts else gemm(g, m, k, n, graphs=True)
+    assert f"{r.flops_per_s / 1e12:,.0f}" in written and written in MODEL_MD
