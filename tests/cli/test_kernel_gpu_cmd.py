@@ -126,3 +126,12 @@ def test_a_gpu_validates_as_its_own_kind_and_is_no_wafer_to_train_on() -> None:
         load_experiment(hardware="h100")
     assert (e.value.source, e.value.path) == ("hardware/h100.yaml", "kind")
     assert "training and serving on GPUs are not modelled yet" in e.value.message
+
+
+def test_the_python_api_runs_a_gpu_kernel() -> None:
+    """``wsesim.kernel`` on a GPU preset: one GPU for a GEMM, a node for a collective by default."""
+    import wsesim
+
+    r = wsesim.kernel("grouped-gemm", shape="16x2048x768", hardware="h100", dtype="bf16", experts=128)
+    assert (r.kind, r.gpus, r.bound) == ("grouped-gemm", 1, "memory")
+    assert wsesim.kernel("allreduce", hardware="h200", wavelets=1024).gpus == 8
