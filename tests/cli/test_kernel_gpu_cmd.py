@@ -75,6 +75,7 @@ def test_attention_and_decode_take_heads(capsys: pytest.CaptureFixture[str]) -> 
     (["kernel", "attention", "--hardware", "h100", "--shape", "1x8x8", "--heads", "8/x"],
      'wsesim: --heads: expected H or H/KV heads like "64/8", got "8/x"'),
     (["kernel", "gemm", "--hardware", "h100"], "wsesim: --shape: gemm needs a shape"),
+    (["kernel", "allreduce", "--hardware", "h100", "--grid", "0x8"], 'wsesim: --grid: expected NODESxGPUS like "2x8"'),
 ])
 def test_what_a_gpu_cannot_run_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str],
                                                        message: str, tmp_path: Path,

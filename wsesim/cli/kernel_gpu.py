@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from ..config.errors import ConfigError, shown
-from ..config.fields import parse_shape
-from .common import format_table, parse_pe_grid
+from ..config.fields import parse_grid, parse_shape
+from .common import format_table
 
 _COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)
 _HEADS = re.compile(r"([0-9]{1,6})(?:/([0-9]{1,6}))?", re.ASCII)
@@ -42,6 +42,14 @@ def _heads(text: str | None) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2) or 0)
 
 
+def _grid(text: str) -> tuple[int, int]:
+    """``--grid 2x8`` on a GPU: nodes x GPUs a node (``config.fields.parse_grid``; an error is the flag's)."""
+    try:
+        return parse_grid(text, path="--grid")
+    except ConfigError:
+        raise ConfigError(f'expected NODESxGPUS like "2x8", got "{shown(text)}"', path="--grid") from None
+
+
 def gpu_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
     """Every run of the comma-lists' product on the GPU ``hw``, in order (``kernels.gpu.run_gpu_kernel``)."""
     # local: the kernel layer, not loaded at every command's start
@@ -53,7 +61,7 @@ def gpu_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
                           path="--png")
     gpu_algorithm(kind, None)  # a kind only a wafer runs: refused before anything else
     default = "1x1" if kind in COMPUTE_KINDS else f"1x{hw.node.gpus}"
-    grids = [parse_pe_grid(g, "--grid", "1x8") for g in _split(args.grid) or [default]]
+    grids = [_grid(g) for g in _split(args.grid) or [default]]
     shapes: list[Any] = [parse_shape(s, path="--shape") for s in _split(args.shape)] or [None]
     if kind in SHAPED and shapes == [None]:
         raise ConfigError(f"{kind} needs a shape, e.g. --shape {_EXAMPLE[kind]}", path="--shape")
