@@ -193,3 +193,12 @@ def test_model_md_predictions_are_what_the_model_gives(gpu: str, dtype: str, mnk
     g = Gpu.of(load_hardware(gpu), dtype)
     r = grouped(g, [m] * experts, k, n, graphs=True) if experts else gemm(g, m, k, n, graphs=True)
     assert f"{r.flops_per_s / 1e12:,.0f}" in written and written in MODEL_MD
+
+
+def test_model_md_attention_predictions_are_what_the_model_gives() -> None:
+    """§13.5's attention rows: 16k tokens a batch of 16 heads of 128 (FlashAttention-3's sizes)."""
+    g = Gpu.of(H100, "bf16")
+    rates = {(s, causal): prefill_attention(g, 16384 // s, s, 128, 16, causal=causal, graphs=True).flops_per_s / 1e12
+             for s in (512, 16384) for causal in (False, True)}
+    assert [f"{rates[k]:,.0f}" for k in sorted(rates)] == ["794", "430", "794", "805"]
+    assert "| H100 | 794 (no mask), 430 (causal) |" in MODEL_MD and "| H100 | 794 (no mask), 805 (causal) |" in MODEL_MD
