@@ -249,8 +249,11 @@ def test_validate_stops_at_the_first_bad_file(capsys: pytest.CaptureFixture[str]
 def test_hardware_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _main(capsys, "hardware", "list")
     assert (code, err) == (0, "")
-    names = [line.split()[0] for line in out.split("\n\n")[0].splitlines()[2:]]
-    assert names == sorted(p.stem for p in (REPO / "hardware").glob("*.yaml"))
+    tables = out.split("\n\n")
+    names = [line.split()[0] for table in tables[:2] for line in table.splitlines()[2:]]
+    assert names == sorted(p.stem for p in (REPO / "hardware").glob("*.yaml") if "kind: gpu" not in p.read_text()) \
+        + sorted(p.stem for p in (REPO / "hardware").glob("*.yaml") if "kind: gpu" in p.read_text())
+    assert tables[1].startswith("GPU ") and "h100" in tables[1]  # the GPUs in a table of their own
     assert "Cerebras WSE-2 (CS-2)" in out and "swarmx" in out  # descriptions, and the interconnects
 
 

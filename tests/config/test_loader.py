@@ -210,14 +210,14 @@ def test_missing_kind_lists_the_kinds(write_yaml: WriteYaml, tiny8_text: str) ->
     p = write_yaml("hw.yaml", _replace(tiny8_text, "kind: hardware\n", ""))
     e = _file_error(p)
     assert (e.source, e.path) == (str(p), "kind")
-    assert str(e).startswith(f"{p}: kind: required key is missing (expected one of experiment, hardware, inference, interconnect, model")
+    assert str(e).startswith(f"{p}: kind: required key is missing (expected one of experiment, gpu, hardware, inference, interconnect, model")
 
 
 def test_unknown_kind_lists_the_kinds(write_yaml: WriteYaml, tiny8_text: str) -> None:
     p = write_yaml("hw.yaml", _replace(tiny8_text, "kind: hardware", "kind: hardwear"))
     e = _file_error(p)
     assert e.path == "kind"
-    assert str(e).startswith(f"{p}: kind: expected one of experiment, hardware, inference, interconnect, model")
+    assert str(e).startswith(f"{p}: kind: expected one of experiment, gpu, hardware, inference, interconnect, model")
     assert str(e).endswith(", got 'hardwear'")
 
 

@@ -279,6 +279,8 @@ def test_the_unit_patterns_cover_the_shipped_presets() -> None:
     seen = 0
     for path in [*repo.glob("hardware/*.yaml")]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if data["kind"] == "gpu":  # a GPU's keys: test_the_unit_patterns_cover_the_gpu_presets
+            continue
         for section, key, dimension in [(None, "clock", "frequency"), ("pe", "sram", "size"),
                                         ("fabric", "link_width", "size"), ("fabric", "hop_latency", "cycles"),
                                         ("io", "bandwidth", "bandwidth"), ("runtime", "gemm_efficiency", "fraction")]:
@@ -286,3 +288,24 @@ def test_the_unit_patterns_cover_the_shipped_presets() -> None:
             assert re.match(units.unit_pattern(dimension), value), (path.name, key, value)  # type: ignore[arg-type]
             seen += 1
     assert seen >= 18
+
+
+def test_the_unit_patterns_cover_the_gpu_presets() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    seen = 0
+    for path in repo.glob("hardware/*.yaml"):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if data["kind"] != "gpu":
+            continue
+        for section, key, dimension in [(None, "clock", "frequency"), ("hbm", "bandwidth", "bandwidth"),
+                                        ("hbm", "capacity", "size"), (None, "l2", "size"),
+                                        ("node", "nvlink", "bandwidth"), ("node", "network_latency", "time"),
+                                        ("power", "gpu", "power"), ("runtime", "tensor_efficiency", "fraction")]:
+            value = data[key] if section is None else data[section][key]
+            assert re.match(units.unit_pattern(dimension), value), (path.name, key, value)  # type: ignore[arg-type]
+            seen += 1
+    assert seen == 3 * 8  # h100, h200, b200

@@ -37,6 +37,8 @@ from wsesim.experiments.inference import run_inference
 from wsesim.experiments.table import RESULT_COLUMNS, SERVING_COLUMNS, SPEEDUP, SWEEP_FIELDS, result_columns
 from wsesim.fabric.traffic import FABRIC_FIELDS, HOTTEST_FIELDS
 from wsesim.kernels import run_kernel
+from wsesim.kernels.gpu.device import GPU_KERNEL_FIELDS
+from wsesim.kernels.gpu.registry import run_gpu_kernel
 from wsesim.kernels.result import KERNEL_FIELDS
 from wsesim.model.energy import PARTS, EventCounts
 from wsesim.output.data_dictionary import FILES, markdown, output_files
@@ -154,6 +156,14 @@ def test_speculative_and_split_prefill_blocks_are_described() -> None:
 def test_kernels_csv_columns_are_described(kind: str, kwargs: dict) -> None:
     r = run_kernel(load_hardware("tiny8"), kind, 2, 2, **kwargs)
     assert list(flat(r.to_dict())) == list(KERNEL_FIELDS)
+
+
+@pytest.mark.parametrize(("kind", "kwargs"), [("gemm", {"shape": (8, 8, 8)}), ("allreduce", {"gpus": 8}),
+                                              ("attention", {"shape": (1, 256, 64), "heads": 2})])
+def test_gpu_kernels_csv_columns_are_described(kind: str, kwargs: dict) -> None:
+    r = run_gpu_kernel(load_hardware("h100"), kind, **kwargs)
+    names = list(dict.fromkeys("shape_<dimension>" if k.startswith("shape_") else k for k in flat(r.to_dict())))
+    assert names == list(GPU_KERNEL_FIELDS)
 
 
 def test_fabric_csv_columns_are_described(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

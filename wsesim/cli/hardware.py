@@ -1,4 +1,5 @@
-"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals, and the shipped presets; ``wsesim
+"""``wsesim hardware show|list``: a wafer's derived whole-wafer totals or a GPU's figures and its node's, and
+the shipped presets; ``wsesim
 model list``: the shipped models, each with its one-line description, its layers and experts, and the
 context it was made for.
 
@@ -22,8 +23,12 @@ def presets(kind: str) -> list[dict[str, Any]]:
     for name in preset_names(kind):
         if kind == "hardware":
             hw = load_hardware(name)
-            out.append({"name": name, "description": hw.description, "mesh": f"{hw.mesh.rows}x{hw.mesh.cols}",
-                        "clock_hz": hw.clock_hz})
+            if hw.kind == "gpu":
+                out.append({"name": name, "kind": "gpu", "description": hw.description, "sms": hw.sms,
+                            "clock_hz": hw.clock_hz, "gpus_per_node": hw.node.gpus})
+                continue
+            out.append({"name": name, "kind": "hardware", "description": hw.description,
+                        "mesh": f"{hw.mesh.rows}x{hw.mesh.cols}", "clock_hz": hw.clock_hz})
         elif kind == "model":
             m = load_model(name)
             out.append({"name": name, "description": m.description, "layers": m.layers, "experts": m.experts,
@@ -40,8 +45,12 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"hardware": wafers, "interconnects": links})
             return EXIT_OK
-        print(format_table([(h["name"], h["mesh"], h["description"]) for h in wafers],
+        print(format_table([(h["name"], h["mesh"], h["description"]) for h in wafers
+                            if h["kind"] == "hardware"],
                            ("hardware", "mesh (PEs)", "description"), left=(0, 2)))
+        print()
+        print(format_table([(h["name"], h["sms"], h["gpus_per_node"], h["description"]) for h in wafers
+                            if h["kind"] == "gpu"], ("GPU", "SMs", "a node", "description"), left=(0, 3)))
         print()
         print(format_table([(i["name"], i["description"]) for i in links], ("interconnect", "description"),
                            left=(0, 1)))
@@ -52,6 +61,10 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
     totals = hw.totals()
     if args.json:
         print_json({"name": hw.name, **totals})
+        return EXIT_OK
+    if hw.kind == "gpu":
+        print(f"{hw.name}: {hw.description}")
+        print(format_table(_gpu_rows(hw, totals), ("quantity", "value")))
         return EXIT_OK
     print(f"{hw.name}: {hw.description}")
     rows = [
@@ -69,6 +82,23 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
     ]
     print(format_table(rows + _energy_rows(hw), ("quantity", "value")))
     return EXIT_OK
+
+
+def _gpu_rows(hw: Any, totals: dict[str, float]) -> list[tuple[str, str]]:
+    """A GPU preset's figures (``GpuSpec.totals``) as ``hardware show`` prints them."""
+    peaks = [(f"peak {d} (dense)", f"{totals[f'peak_{d}_flops_per_s'] / 1e12:,.1f} TFLOP/s")
+             for d in ("bf16", "fp16", "fp8", "tf32", "fp32")]
+    return [("SMs", f"{hw.sms}"), ("clock", f"{hw.clock_hz / 1e6:g} MHz"), *peaks,
+            ("achievable tensor rate", f"{100 * hw.runtime.tensor_efficiency:g} % of peak (calibrated)"),
+            ("HBM", f"{totals['hbm_bytes'] / 1e9:g} GB at "
+                    f"{totals['hbm_bandwidth_bytes_per_s'] / 1e12:g} TB/s"),
+            ("L2", f"{totals['l2_bytes'] / 1e6:g} MB"),
+            ("node", f"{hw.node.gpus} GPUs on NVSwitch, {totals['node_hbm_bytes'] / 1e9:g} GB of HBM"),
+            ("NVLink per GPU", f"{totals['nvlink_bytes_per_s'] / 1e9:g} GB/s each way"),
+            ("network per GPU", f"{totals['network_bytes_per_s'] * 8 / 1e9:g} Gbit/s each way"),
+            ("kernel launch", f"{hw.runtime.kernel_launch_s * 1e6:g} us (0 under CUDA graphs)"),
+            ("power", f"{hw.power.gpu_watts:g} W a GPU; the node {totals['node_power_watts'] / 1e3:g} kW "
+                      f"({hw.power.node_floor_watts / 1e3:g} kW beside its GPUs)")]
 
 
 def _energy_rows(hw: Any) -> list[tuple[str, str]]:

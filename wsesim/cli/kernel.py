@@ -1,4 +1,5 @@
-"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §10).
+"""``wsesim kernel``: simulate one kernel (GEMM, GEMV, a collective) on a grid of PEs (docs/model.md §10), or
+on a GPU preset (``kind: gpu``: GEMMs in tiles, attention, NCCL's collectives; ``kernel_gpu``, §13).
 
 Several values per flag, separated by commas (``--grid 420x420,720x720 --algorithm chain,tree``), make a
 sweep: one row per combination, as a table (or ``{"runs": [...]}`` with ``--json``). ``--png DIR`` draws
@@ -18,8 +19,10 @@ from typing import Any
 from ..config.errors import ConfigError, shown
 from ..config.fields import parse_shape as parse
 from ..config.loader import load_hardware
+from ..kernels.gpu.registry import GPU_ONLY
 from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
+from .kernel_gpu import gpu_human, gpu_runs, gpu_table
 
 _COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are not numbers here
 MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
@@ -60,8 +63,13 @@ def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     # local: the kernel layer's registry and schedules, not loaded at every command's start
     from ..kernels import run_kernel
 
-    kind = KernelKind(args.kind)
     hw = load_hardware(args.hardware, parse_overrides(args.set))
+    if hw.kind == "gpu":
+        return hw, gpu_runs(args, hw)
+    if args.kind in GPU_ONLY:
+        raise ConfigError(f"{args.kind} is a GPU kernel and {hw.name} a wafer (kind: hardware): ask a GPU "
+                          "preset (--hardware h100, h200 or b200)", path="kind")
+    kind = KernelKind(args.kind)
     grids = [parse_pe_grid(g, "--grid", "420x420") for g in _split(args.grid)]
     grids = grids or [(hw.mesh.rows, hw.mesh.cols)]
     shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in _split(args.shape)] or [None]
@@ -223,6 +231,8 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
         written += _write_out(args, hw, runs)
     if args.json:
         print_json(runs[0] if len(runs) == 1 else {"runs": runs})
+    elif hw.kind == "gpu":
+        print(gpu_human(runs[0]) if len(runs) == 1 else gpu_table(runs))
     else:
         print(_human(runs[0]) + _production(results[0]) if len(runs) == 1 else _table(runs))
         for path in written:
@@ -245,6 +255,8 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
 
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
                                                     "wavelets")}
+    if hw.kind == "gpu":  # the flags only a GPU reads
+        flags |= {name: getattr(args, name) for name in ("experts", "heads", "causal", "cuda_graphs")}
     with command_folder(prepare_dir(args.out), "kernel") as out:
         atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
                                                           for r in runs]))
@@ -265,17 +277,28 @@ def _algorithm_help() -> str:
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:
-    p = sub.add_parser("kernel", help="simulate a GEMM, GEMV or collective on a grid of PEs",
+    p = sub.add_parser("kernel", help="simulate a GEMM, GEMV or collective on a grid of PEs or on GPUs",
                        description=__doc__.split("\n\n", 1)[0])
-    p.add_argument("kind", choices=[k.value for k in KernelKind], help="the kernel")
+    p.add_argument("kind", choices=[*(k.value for k in KernelKind), *GPU_ONLY],
+                   help=f"the kernel ({', '.join(GPU_ONLY)}: on a GPU preset only)")
     p.add_argument("--hardware", default="wse2", metavar="NAME|FILE",
                    help="a hardware preset or file (default wse2)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a hardware key (repeatable)")
-    p.add_argument("--grid", metavar="PxQ[,...]", help="rows x columns of PEs (default: the whole mesh)")
+    p.add_argument("--grid", metavar="PxQ[,...]",
+                   help="rows x columns of PEs (default: the whole mesh); on a GPU, nodes x GPUs a node")
     p.add_argument("--shape", metavar="MxKxN[,...]", help="GEMM M x K x N; GEMV 1 x K x N")
-    p.add_argument("--dtype", metavar="fp16|fp32[,...]", help="data type (default fp16)")
+    p.add_argument("--dtype", metavar="fp16|fp32[,...]",
+                   help="data type (default fp16; on a GPU bf16, and fp16, fp8, tf32, fp32)")
     p.add_argument("--algorithm", metavar="NAME[,...]", help=_algorithm_help())
-    p.add_argument("--wavelets", metavar="B[,...]", help="collectives: 32-bit wavelets per PE (default 1)")
+    p.add_argument("--wavelets", metavar="B[,...]", help="collectives: 32-bit wavelets per PE (default 1); "
+                   "on a GPU, values of --dtype per GPU (collectives and elementwise)")
+    p.add_argument("--experts", metavar="E[,...]",
+                   help="GPU grouped-gemm: experts, each with M tokens (default 1)")
+    p.add_argument("--heads", metavar="H[/KV]", help="GPU attention: query heads and the KV heads they share")
+    p.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True,
+                   help="GPU attention: causal mask (default) or not")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="GPU: replayed from a CUDA graph, no launch cost (runtime.kernel_launch)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a top-level cycles key)")
     p.add_argument("--png", metavar="DIR",
                    help="draw each run's link map (wavelets per link) as a wafer picture in DIR")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, shown_repr
-from .specs import SPEC_KINDS, ExperimentSpec, HardwareSpec, ModelSpec, Spec
+from .specs import HARDWARE_KINDS, SPEC_KINDS, ExperimentSpec, GpuSpec, HardwareSpec, ModelSpec, Spec
 from .validation import validate
 from .yaml_strict import describe_value as _describe
 from .yaml_strict import parse_yaml, read_yaml
@@ -132,7 +132,7 @@ def load_ref(kind: str, ref: Any, base_dir: Path | None, source: str, path: str 
 
 
 def _strip_kind(data: dict[str, Any], kind: str, source: str) -> dict[str, Any]:
-    if data.get("kind", kind) != kind:
+    if data.get("kind", kind) not in (HARDWARE_KINDS if kind == "hardware" else (kind,)):
         raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}", source=source,
                           path="kind")
     return data
@@ -167,11 +167,8 @@ _RADIX = re.compile(r"[-+]?0[xXoObB][0-9a-fA-F_]*")
 
 
 def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``data`` with each dotted key set; the original is never mutated.
-
-    An override may create a key that the schema knows but the file omits (validation then judges it);
-    it may not descend into a value that is not a mapping.
-    """
+    """A deep copy of ``data`` with each dotted key set (the original never mutated). An override may create
+    a key the schema knows but the file omits; it may not descend into a value that is not a mapping."""
     out = copy.deepcopy(data)
     for dotted, value in overrides.items():
         node = out
@@ -217,6 +214,10 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
                             kind if given[kind] == "--set" else None)
         else:
             raw = load_ref(kind, data[kind], base_dir, source, kind)
+        if raw.data.get("kind") == "gpu":  # a GPU preset names no wafer to train or serve on (issue 41)
+            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training and "
+                              "serving on GPUs are not modelled yet; `wsesim kernel` runs GPU kernels",
+                              source=raw.source, path="kind")
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
         sources[kind] = raw.source
     return data, sources
@@ -338,9 +339,9 @@ def default_experiment_path() -> Path:
     return shipped_file("qwen3-30b-a3b/experiment.yaml")
 
 
-def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> HardwareSpec:
-    """A hardware spec from a preset name or a file, with overrides keyed as in an experiment
-    (``hardware.pe.sram``) or, in the short form, without the prefix (``pe.sram``)."""
+def load_hardware(ref: str | Path, overrides: Mapping[str, Any] | None = None) -> HardwareSpec | GpuSpec:
+    """A hardware spec from a preset name or a file — a wafer's, or a GPU's for a ``kind: gpu`` file — with
+    overrides keyed as in an experiment (``hardware.pe.sram``) or without the prefix (``pe.sram``)."""
     return _load_part(HardwareSpec, "hardware", ref, overrides)
 
 
@@ -357,6 +358,7 @@ def load_part(kind: str, ref: str | Path) -> Any:
 def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[str, Any] | None) -> Any:
     """``load_hardware``/``load_model``: an error in an override names the key as the user wrote it."""
     raw = load_ref(kind, str(ref), Path.cwd(), "<command line>", kind)
+    spec = SPEC_KINDS[raw.data.get("kind", kind)] if kind == "hardware" else spec  # a wafer or a GPU
     base = {k: v for k, v in raw.data.items() if k != "kind"}
     prefix = f"{kind}."
     short = {key.removeprefix(prefix): value for key, value in (overrides or {}).items()}

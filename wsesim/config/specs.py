@@ -29,6 +29,7 @@ DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DType = Literal["fp32", "bf16", "fp16"]
 
 
+from .gpu import GpuSpec  # noqa: E402, F401 - a GPU in its node (kind: gpu), re-exported with the others
 from .hardware import (  # noqa: E402, F401 - the hardware specs, re-exported here with the others
     Clock,
     EnergySpec,
@@ -336,4 +337,9 @@ SPEC_KINDS: dict[str, type[Spec]] = {
     "model": ModelSpec,
     "experiment": ExperimentSpec,
     "interconnect": InterconnectSpec,
+    "gpu": GpuSpec,
 }
+
+HARDWARE_KINDS = ("hardware", "gpu")
+"""The kinds a ``hardware:`` reference may name: a wafer (``kind: hardware``) or a GPU in its node
+(``kind: gpu``), presets of both in ``hardware/``; ``loader.load_hardware`` reads either by its spec."""

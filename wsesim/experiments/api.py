@@ -20,6 +20,7 @@ from ..config.fields import parse_grid, parse_shape
 from ..config.inference import load_inference as load
 from ..config.loader import Loaded
 from ..kernels import run_kernel
+from ..kernels.gpu.registry import COMPUTE_KINDS, run_gpu_kernel
 
 OVERRIDES = "overrides"
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -85,14 +86,23 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
 def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
            shape: str | tuple[int, int, int] | None = None, hardware: str | Path = "wse2",
            overrides: Mapping[str, Any] | None = None, dtype: str = "fp16", algorithm: str | None = None,
-           wavelets: int = 1) -> Any:
+           wavelets: int = 1, **gpu: Any) -> Any:
     """Simulate one kernel as ``wsesim kernel`` does: ``kind`` gemm, gemv, reduce, allreduce, broadcast or
     alltoall; ``grid`` rows × columns of PEs (``"420x420"`` or ``(420, 420)``; None: the whole mesh);
     ``shape`` M × K × N for a GEMM or GEMV (``"1x16384x16384"`` or a tuple); ``wavelets`` per PE for a
     collective; ``hardware`` a preset or file, ``overrides`` its keys (``{"hardware.pe.sram": "96 KiB"}``).
     Returns a ``KernelResult`` (``cycles``, ``seconds``, ``efficiency``, ``feasible``, ``reason``,
-    ``to_dict()`` as ``--json`` prints it)."""
+    ``to_dict()`` as ``--json`` prints it). On a GPU preset (``hardware="h100"``) ``grid`` is nodes × GPUs
+    (None: one GPU, or a node for a collective), ``wavelets`` values per GPU, ``gpu`` the GPU kernels' own
+    arguments (``experts``, ``heads``, ``kv_heads``, ``causal``, ``graphs``), and the result a
+    ``GpuKernelResult`` (``kernels.gpu.registry.run_gpu_kernel``, docs/model.md §13)."""
     hw = load_hardware(hardware, overrides)
+    if hw.kind == "gpu":
+        nodes, gpus = ((parse_grid(grid) if isinstance(grid, str) else grid) if grid is not None
+                       else (1, 1 if kind in COMPUTE_KINDS else hw.node.gpus))
+        return run_gpu_kernel(hw, kind, int(nodes), int(gpus), dtype=dtype, algorithm=algorithm,
+                              shape=parse_shape(shape) if isinstance(shape, str) else shape, values=wavelets,
+                              **gpu)
     rows, cols = (parse_grid(grid) if isinstance(grid, str) else grid) if grid is not None else (
         hw.mesh.rows, hw.mesh.cols)
     if isinstance(shape, str):
