@@ -32,6 +32,7 @@ from .admission import Admission
 from .kv_pool import KvPool
 from .plan import ITERATION_TIMES, BatchLog, iteration_columns, kv_events
 from .program import Iteration, Move, ServeBatches
+from .run_ahead import RunAhead
 
 __all__ = ["Scheduler", "take_pieces"]
 
@@ -60,7 +61,7 @@ def take_pieces(queue: list[list[int]], room: int, whole: bool) -> list[tuple[in
     return taken
 
 
-class Scheduler(Admission):
+class Scheduler(Admission, RunAhead):
     """The state of one ``ServeBatches`` run and its rules (see the module's docstring). An executor
     calls ``arrive`` at each arrival, ``land`` when a ``Move`` lands (an ordered one's landing is
     logged), ``start`` at the end of a cycle for each station in ``touched`` that is idle with work
@@ -260,41 +261,6 @@ class Scheduler(Admission):
         since = self.since_draft if s == self.draft else self.since
         self.waited[s] += b * t0 - (sum(repeat(t0, b)) if landed else sum(map(since.__getitem__, rs)))
         it = self.running[s] = Iteration(s, t0, cycles, rs, [], longest, loads, index)
-        return it
-
-    def run_ahead(self, it: Iteration, until: float) -> Iteration:
-        """The iterations after ``it`` (just started) on a run of one station (``loops``: no draft, no
-        prefill pool, no paged cache, no sampled routing), run ahead while nothing else can happen: ``it``
-        carries decode tokens alone with nothing else queued, so each next iteration takes the same tokens
-        one position on (its longest context one more), as ``finish``, ``land`` and ``start`` would
-        give it. One is run ahead while it starts before ``until`` (the executor's next other event) and
-        no request of it would leave before it (the admission's state is then unchanged: ``admit`` admits
-        nobody new); the outputs of those run ahead are ``_emit``'s, a request's in one slice. Returns the
-        last iteration started, running."""
-        s, rs = it.station, it.decodes
-        if it.pieces or self.pieces[s] or self.decodes[s]:
-            return it
-        values = self.width * len(rs)
-        home = self.costs[s].handoff(values)
-        times, ends = self.times, array("d")
-        for _ in range(min(map(self.left.__getitem__, rs)) - 1):  # iterations whose outputs all have more
-            end = it.start + it.cycles
-            landed = end + home  # the station's own hand-off home: nothing ahead of it on its link
-            if landed >= until:
-                break
-            ends.append(end)
-            times[it.index * _ROW + _MOVED] = values
-            times[it.index * _ROW + _LANDED] = landed
-            it = self._decoding(s, rs, it.longest + 1, landed, True)
-        n = len(ends)
-        if n:  # each request's n outputs (``_emit``: e is 1, none the last), its tokens landed home
-            emitted, stop, left, context, since = self.emitted, self.stop, self.left, self.context, self.since
-            for r in rs:
-                at = stop[r] - left[r]
-                emitted[at:at + n] = ends
-                context[r] += n
-                left[r] -= n
-                since[r] = it.start
         return it
 
     def finish(self, s: int, now: float) -> list[Move]:
