@@ -196,7 +196,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.inference import run_inference, search_mapping
     from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import manifest, resolved
+    from ..output.manifest import write_manifest
 
     overrides = parse_overrides(args.set)
     vary = _parse_vary(args.vary) if args.vary else {}
@@ -255,24 +255,20 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     held = contextlib.ExitStack()
     if args.out:
         # local: keeps wsesim.output's modules out of every command's start
-        from ..output.manifest import write_manifest
-        from ..output.run_folder import serving_files
+        from ..output.run_folder import run_files, saved_result
 
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        written += serving_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
+        written += run_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
         if not candidates:  # an earlier --search's candidates would read as this run's
             (out / "candidates.json").unlink(missing_ok=True)
         if candidates:
             atomic_write_text(out / "candidates.json", json.dumps(
-                [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
-                 for c in candidates],
+                [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates],
                 indent=2) + "\n")
             written.append(out / "candidates.json")
-        written.append(write_manifest(out, manifest(
-            "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
-                                                             "set": list(args.set or [])},
-            sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written],
-            wall_s=result.wall_s)))
+        written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
+                                      overrides={"experiment_file": args.experiment,
+                                                 "set": list(args.set or [])}, wall_s=result.wall_s))
     if args.trace:
         # local: keeps wsesim.output's modules out of every command's start
         from ..output.run_folder import write_trace

@@ -240,7 +240,7 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     hardware resolved)."""
     # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import manifest, write_manifest
+    from ..output.manifest import write_manifest
     from ..output.run_folder import flat, records_csv
 
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
@@ -248,10 +248,9 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     with command_folder(prepare_dir(args.out), "kernel") as out:
         atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
                                                           for r in runs]))
-        data = manifest("kernel", getattr(args, "argv", None),
-                        overrides={**flags, "set": list(args.set or [])}, hardware=hw.model_dump(mode="json"),
-                        files=[KERNELS_CSV])
-        return [out / KERNELS_CSV, write_manifest(out, data)]
+        return [out / KERNELS_CSV, write_manifest(out, "kernel", getattr(args, "argv", None), [KERNELS_CSV],
+                                                  overrides={**flags, "set": list(args.set or [])},
+                                                  hardware=hw.model_dump(mode="json"))]
 
 
 def _algorithm_help() -> str:

@@ -139,7 +139,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # local: keeps wsesim.output's modules out of every command's start
             from ..output.run_folder import run_files
 
-            written += run_files(out, run, maps)
+            written += run_files(out, run, s, maps)
         if png is not None and maps is not None:
             # local: keeps matplotlib out of every command's start
             from ..output.plotting import plot_wafer
@@ -162,7 +162,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 say("wsesim: no trace: the configuration is infeasible\n")
         for folder in dict.fromkeys(f for f in (out, png) if f is not None):
             mine = [Path(p) for p in written if Path(p).parent == folder]
-            written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))
+            written.append(write_manifest(folder, "run", getattr(args, "argv", None), mine, loaded=loaded,
+                                          overrides=given(args), wall_s=result.wall_s))
         if args.json:
             sys.stdout.write(result.to_json())
         else:
@@ -176,14 +177,6 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     """The experiment and overrides as the command line gave them (for a manifest)."""
     return {"experiment_file": args.experiment, "hardware_ref": args.hardware, "model_ref": args.model,
             "set": list(args.set or [])}
-
-
-def run_manifest(args: argparse.Namespace, loaded: Any, result: Any, written: list[Path]) -> dict[str, Any]:
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.manifest import manifest, resolved
-
-    return manifest("run", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
-                    **resolved(loaded.spec), files=[Path(p).name for p in written], wall_s=result.wall_s)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

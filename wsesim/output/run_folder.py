@@ -7,10 +7,10 @@
 * ``trace_bytes`` and ``write_trace`` — a finished run's Chrome/Perfetto trace (a training step's or a
   serving run's), gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same
   trace, the same bytes).
-* ``run_files`` / ``serving_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest:
-  ``result.json`` (without the host's seconds), ``ops.csv`` (the step's ops, or one decode step's), a
-  training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run`` writes them with the
-  ``manifest.json``, for Python (``wsesim.write_run``).
+* ``run_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest, for either kind:
+  ``result.json`` (``saved_result``: without the host's seconds), ``ops.csv`` (the step's ops, or one
+  decode step's), a training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run``
+  writes them with the ``manifest.json`` (``manifest.write_manifest``), for Python (``wsesim.write_run``).
 
 Nothing here runs a simulation or prints; the folder is held (``files.command_folder``) while written.
 """
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
-from .manifest import manifest, resolved, write_manifest
+from .manifest import write_manifest
 
-__all__ = ["flat", "records_csv", "run_files", "serving_files", "trace_bytes", "write_run", "write_trace"]
+__all__ = ["flat", "records_csv", "run_files", "saved_result", "trace_bytes", "write_run", "write_trace"]
 
 
 def flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -90,43 +90,44 @@ def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
     return Path(path)
 
 
-def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
-    """A training run's ``result.json``, and when it ran its ``ops.csv`` and (``maps``: its wafer maps,
-    made here when not given) ``wafer.json``, into ``folder``; the paths written."""
+def saved_result(result: Any) -> dict[str, Any]:
+    """A result as ``result.json`` and ``candidates.json`` hold it, of either kind: every field but the
+    host's seconds (``WALL_CLOCK_FIELDS``: they are the manifest's), so that the file is the same bytes for
+    the same inputs."""
     # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
-    from ..analysis.ops import ops_csv, ops_table
     from ..analysis.results import WALL_CLOCK_FIELDS
 
-    data = {k: v for k, v in run.result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
-    atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
+    return {k: v for k, v in result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
+
+
+def run_files(folder: Path, run: Any, spec: Any, maps: Any = None) -> list[Path]:
+    """A run's files besides the manifest, into ``folder``; the paths written. Either kind: its
+    ``result.json`` (``saved_result``); when a training step ran, its ``ops.csv`` and (``maps``: its wafer
+    maps, made here when not given) ``wafer.json``; a serving run of ``spec``, when it was served, its
+    ``requests.csv`` (each request's times, ``analysis.requests``) and ``ops.csv`` (one decode step's ops,
+    stage by stage, ``analysis.serving_ops``)."""
+    atomic_write_text(folder / "result.json", json.dumps(saved_result(run.result), indent=2) + "\n")
     written = [folder / "result.json"]
-    if run.result.feasible:
-        # local: keeps numpy out of output.run_folder's import
+    files: list[tuple[str, Any]] = []
+    if _is_serving(run):
+        # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+        from ..analysis.requests import request_times, requests_csv
+        from ..analysis.serving_ops import decode_ops, decode_ops_csv
+
+        if run.trace is not None and run.program is not None:
+            files.append(("requests.csv", lambda: requests_csv(request_times(spec, run.program, run.trace))))
+        if run.result.feasible and run.program is not None and run.costs is not None:
+            files.append(("ops.csv", lambda: decode_ops_csv(decode_ops(spec, run.program, run.costs))))
+    elif run.result.feasible:
+        # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+        from ..analysis.ops import ops_csv, ops_table
         from ..analysis.wafer import wafer_maps
 
-        atomic_write_text(folder / "ops.csv", ops_csv(ops_table(run.trace)))
-        atomic_write_text(folder / "wafer.json", json.dumps((maps or wafer_maps(run)).to_dict()))
-        written += [folder / "ops.csv", folder / "wafer.json"]
-    return written
-
-
-def serving_files(folder: Path, run: Any, spec: Any) -> list[Path]:
-    """A serving run of ``spec``: its ``result.json`` and, when it was served, ``requests.csv`` (each
-    request's times, ``analysis.requests.request_times``) and ``ops.csv`` (one decode step's ops, stage by
-    stage, ``analysis.serving_ops``), into ``folder``; the paths written."""
-    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
-    from ..analysis.requests import request_times, requests_csv
-    from ..analysis.serving_ops import decode_ops, decode_ops_csv
-
-    data = {k: v for k, v in run.result.to_dict().items() if k != "wall_s"}
-    atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
-    written = [folder / "result.json"]
-    if run.trace is not None and run.program is not None:
-        atomic_write_text(folder / "requests.csv", requests_csv(request_times(spec, run.program, run.trace)))
-        written.append(folder / "requests.csv")
-    if run.result.feasible and run.program is not None and run.costs is not None:
-        atomic_write_text(folder / "ops.csv", decode_ops_csv(decode_ops(spec, run.program, run.costs)))
-        written.append(folder / "ops.csv")
+        files += [("ops.csv", lambda: ops_csv(ops_table(run.trace))),
+                  ("wafer.json", lambda: json.dumps((maps or wafer_maps(run)).to_dict()))]
+    for name, text in files:
+        atomic_write_text(folder / name, text())
+        written.append(folder / name)
     return written
 
 
@@ -136,8 +137,6 @@ def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
     ``folder``, held while written; the paths written."""
     kind = "infer" if _is_serving(run) else "run"
     with command_folder(prepare_dir(folder), kind) as out:
-        written = serving_files(out, run, loaded.spec) if kind == "infer" else run_files(out, run)
-        data = manifest(kind, None, overrides={"python": True}, sources=loaded.sources,
-                        **resolved(loaded.spec), files=[p.name for p in written], wall_s=run.result.wall_s)
-        data["command"] = "python: wsesim.write_run"
-        return [*written, write_manifest(out, data)]
+        written = run_files(out, run, loaded.spec)
+        return [*written, write_manifest(out, kind, None, written, loaded=loaded, overrides={"python": True},
+                                         wall_s=run.result.wall_s, command="python: wsesim.write_run")]
