@@ -15,7 +15,8 @@ from typing import Any
 
 from ..config.errors import ConfigError, shown, shown_repr
 from ..config.fields import parse_grid
-from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd, load_experiment, parse_override
+from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd, load_experiment
+from ..config.overrides import parse_override
 from ..config.specs import context_warning
 from ..config.yaml_strict import _KINDS
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..config.errors import ConfigError, shown_repr
 from ..config.inference import load_inference, read_inference
-from ..config.loader import parse_override
+from ..config.overrides import parse_override
 from ..sim.builders.software import SOFTWARE_STACKS
 from ..sim.engines import ENGINES
 from .common import (

@@ -28,18 +28,16 @@ from .inference_parts import (
     kv_block_problem,
 )
 from .loader import (
-    REFERENCE_KEYS,
     Loaded,
     input_file,
+    load_kind_data,
     load_ref,
     named_by_set,
     read_yaml,
     register_kind,
-    resolve_with_overrides,
     shipped_file,
 )
 from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
-from .validation import validate
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
@@ -295,26 +293,18 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
                         overrides: dict[str, Any] | None = None,
                         given: dict[str, str] | None = None) -> Loaded:
     """Validate a raw ``kind: inference`` mapping (hardware and model by preset name or path) plus
-    ``--set`` overrides; ``inference.interconnect`` may name a preset too."""
-    if data.get("kind") != "inference":
-        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",
-                          source=source, path="kind")
-    overrides = dict(overrides or {})
-    # a whole hardware or model named by an override (a sweep's ``model: [llama3-8b, llama2-7b]``, ``--set
-    # hardware=wse3``) replaces the reference before anything is resolved, as in a training experiment
-    named = {k: overrides.pop(k) for k in REFERENCE_KEYS
-             if k in overrides and not isinstance(overrides[k], dict)}
-    if named:
-        data = {**data, **named}
-    base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
-                                                     overrides=overrides, given=given)
-    # a path --set gave is the working folder's; the file's own, or a sweep point's, the file's folder's
-    _trace_path(resolved, "inference.trace" in (given or {}), base_dir)
-    by_set = "inference.speculative.draft" in (given or {})
-    resolved = _draft(resolved, Path.cwd() if by_set else base_dir,
+    ``--set`` overrides (``loader.load_kind_data``); ``inference.interconnect`` may name a preset too, and
+    ``inference.trace`` and ``inference.speculative.draft`` a file."""
+    def inline(resolved: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+        # a path --set gave is the working folder's; the file's own, or a sweep point's, the file's folder's
+        _trace_path(resolved, "inference.trace" in (given or {}), base_dir)
+        by_set = "inference.speculative.draft" in (given or {})
+        return _draft(resolved, Path.cwd() if by_set else base_dir,
                       "--set" if "inference.speculative.draft" in overrides else source)
-    spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
-                    baseline=base if overrides else None)
+
+    loaded = load_kind_data(data, "inference", InferenceExperimentSpec, "inference", source=source,
+                            base_dir=base_dir, overrides=overrides, given=given, inline=inline)
+    spec = loaded.spec
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
         # local: keeps wsesim.config's modules out of every command's start
         from .request_trace import check_cycles, read_request_trace
@@ -325,7 +315,7 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         if spec.inference.requests is not None and spec.inference.requests > rows:
             raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
                               f"{spec.inference.requests:,}", source=source, path="inference.requests")
-    return Loaded(spec, resolved, source, sources)
+    return loaded
 
 
 def _trace_path(resolved: dict[str, Any], overridden: bool, base_dir: Path | None) -> None:
