@@ -120,23 +120,21 @@ def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
     largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory or ``WSESIM_MAX_MEMORY``)."""
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import BASE_BYTES
-    from ..experiments.machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
+    from ..experiments.machine import _duration, _size, refuse_work
 
     costs = [kernel_work(kind, grid, shape, b, str(a)) for grid, shape, _, a, b in combos]
     seconds, nbytes = sum(c[0] for c in costs), BASE_BYTES + max(c[1] for c in costs)
-    memory, limit = memory_limit(), max_run_seconds()
-    if nbytes <= memory and seconds <= limit:
-        return
-    (rows, cols), shape, _, algorithm, b = combos[max(range(len(costs)), key=lambda i: costs[i])]
-    size = (f"shape {'x'.join(map(str, shape))}" if kind in MATMULS and shape
-            else f"{b:,} wavelets per PE")
-    why = (too_much_memory() if nbytes > memory
-           else f"would run longer than {_duration(limit)} (WSESIM_MAX_RUN_S)")
-    took = _duration(seconds)
-    runs = f"{len(combos):,} run{'s' if len(combos) > 1 else ''}"
-    raise ConfigError(f"this kernel cannot finish here: it {why}: up to {took} and {_size(nbytes)} for "
-                      f"{runs} (the largest {kind} {algorithm} on {rows}x{cols} PEs, {size}); use a smaller "
-                      f"{'--shape' if kind in MATMULS else '--wavelets'} or grid")
+
+    def describe() -> str:
+        (rows, cols), shape, _, algorithm, b = combos[max(range(len(costs)), key=lambda i: costs[i])]
+        size = (f"shape {'x'.join(map(str, shape))}" if kind in MATMULS and shape
+                else f"{b:,} wavelets per PE")
+        runs = f"{len(combos):,} run{'s' if len(combos) > 1 else ''}"
+        return (f"up to {_duration(seconds)} and {_size(nbytes)} for {runs} (the largest {kind} {algorithm} "
+                f"on {rows}x{cols} PEs, {size})")
+
+    refuse_work("this kernel", seconds, nbytes, describe,
+                lambda *_: f"use a smaller {'--shape' if kind in MATMULS else '--wavelets'} or grid")
 
 
 def _human(r: dict[str, Any]) -> str:

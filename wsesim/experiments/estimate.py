@@ -61,10 +61,12 @@ from .machine import (
     DEFAULT_MAX_RUN_SECONDS,
     _duration,
     _size,
+    about,
     machine_memory,
     max_run_seconds,
     max_sweep_seconds,
     memory_limit,
+    refuse_work,
     too_much_memory,
 )
 
@@ -127,8 +129,7 @@ class WorkEstimate:
         elif self.systems > 1:
             counts += f", {self.systems} systems"
         runs_text = f" for {runs} runs" if runs > 1 else ""
-        took = _duration(self.total_seconds(runs))
-        took = took if took.startswith("under") else f"about {took}"
+        took = about(self.total_seconds(runs))
         return f"{took} and {_size(self.bytes)}{runs_text} ({counts}), mostly {self.driver}"
 
 
@@ -293,23 +294,12 @@ def check_work(spec: ExperimentSpec, *, runs: int = 1, candidates: list[tuple[in
 def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what: str = "this run",
            workers: int = 1) -> None:
     """Raise the one-line ``ConfigError`` when ``runs`` runs of ``estimate`` (over ``workers`` processes,
-    each holding one run's memory) cannot finish on this machine."""
-    memory, limit_s = memory_limit(), max_run_seconds()
-    nbytes = estimate.bytes * workers
+    each holding one run's memory) cannot finish on this machine (``machine.refuse_work``)."""
     seconds = (estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1
                else estimate.total_seconds(runs))
-    too_big = nbytes > memory
-    too_long = seconds > limit_s
-    if not (too_big or too_long):
-        return
-    why = (too_much_memory() if too_big
-           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
-    if workers > 1:
-        why += f" with --workers {workers} ({_size(nbytes)} in all)"
-    fraction = min(limit_s / seconds if too_long else 1.0,
-                   memory / nbytes if too_big else 1.0)
-    raise ConfigError(f"{what} cannot finish here: it {why}: {estimate.describe(runs)}; "
-                      f"{_advice(spec, estimate, too_big, fraction, workers, runs)}")
+    refuse_work(what, seconds, estimate.bytes * workers, lambda: estimate.describe(runs),
+                lambda too_big, fraction: _advice(spec, estimate, too_big, fraction, workers, runs),
+                workers=workers)
 
 
 def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: float, workers: int = 1,
