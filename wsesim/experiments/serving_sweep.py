@@ -1,8 +1,6 @@
-"""A sweep's points when its base is a serving experiment (``kind: inference``): each validated by the
-inference loader (``config.inference.load_inference_data``, presets and files by name as in a training
-sweep) and served by ``experiments.inference.run_inference`` on the fast engine; one CSV row per point
-(``experiments.table.serving_columns``). An infeasible mapping is a row with its reason, a failure a row
-with the error: neither stops the sweep.
+"""What a sweep's point does its own way when its base is a serving experiment (``kind: inference``;
+the point runner is ``experiments.points``'s): each is served by ``experiments.inference.run_inference``
+on the fast engine, into the serving columns of its CSV row (``experiments.table.serving_columns``).
 
 A serving point's work is estimated from its mapping's stage visits (``serving_work``,
 ``experiments.estimate.estimate_serving``) plus ``POINT_SECONDS``: the sweep's limits (points, the total
@@ -14,20 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..config.inference import load_inference_data
 from ..config.loader import Loaded
 from ..sim.mapping import map_stages
 from .estimate import BASE_BYTES
 from .inference import run_inference, serving_estimate
-from .table import (
-    SERVING_COLUMNS,
-    SERVING_MEASURED,
-    STATUS_ERROR,
-    STATUS_INFEASIBLE,
-    STATUS_OK,
-    failure,
-    swept_values,
-)
+from .table import SERVING_COLUMNS
 
 INFERENCE = "inference"
 POINT_SECONDS = 0.3
@@ -56,23 +45,10 @@ def serving_plan_key(loaded: Loaded) -> str:
                       sort_keys=True)
 
 
-def run_serving_point(raw: dict[str, Any], source: str, point: Any) -> dict[str, Any]:
-    """Serve one point (in a worker process); returns its CSV row. Never raises."""
-    row: dict[str, Any] = {"point": point.index, "point_key": point.key}
-    row.update({f"set:{k}": v for k, v in point.overrides.items()})
-    try:
-        loaded = load_inference_data(raw, source=source, overrides=point.run_overrides(),
-                                     base_dir=point.base_dir_path)
-        row.update(swept_values(loaded.spec, point.swept or point.overrides))
-        result = run_inference(loaded.spec, engine="fast").result
-        served = result.to_dict()
-        row.update({c: served[c] for c in SERVING_COLUMNS})
-        row["layers_per_stage"] = "+".join(str(n) for n in served["layers_per_stage"])  # "11+11+10"
-        row["status"] = STATUS_OK if result.feasible else STATUS_INFEASIBLE
-        row["reason"] = result.infeasible_reason
-        if not result.feasible:  # nothing was served: empty, not 0
-            row.update(dict.fromkeys(SERVING_MEASURED, ""))
-    except Exception as e:  # a failing point is a row, never the end of the sweep
-        row["status"] = STATUS_ERROR
-        row["reason"] = failure(e)
-    return row
+def serve_point(loaded: Loaded, point: Any) -> tuple[dict[str, Any], bool, str]:
+    """Serve one point: its result's serving columns, whether it was served, and why not."""
+    result = run_inference(loaded.spec, engine="fast").result
+    served = result.to_dict()
+    columns = {c: served[c] for c in SERVING_COLUMNS}
+    columns["layers_per_stage"] = "+".join(str(n) for n in served["layers_per_stage"])  # "11+11+10"
+    return columns, result.feasible, result.infeasible_reason
