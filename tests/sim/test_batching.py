@@ -49,7 +49,7 @@ CASES = {
 def test_both_executors_agree_exactly(case: str) -> None:
     """Every admission, first token, finish and iteration (stage, start, end, tokens) bit for bit."""
     spec = _spec(CASES[case], dense=not case.startswith("MoE"))
-    fast, ref = (run_inference(spec, engine).trace.batches for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)).trace.batches for engine in ("fast", "reference"))
     for name in fast.__dataclass_fields__:
         x, y = getattr(fast, name), getattr(ref, name)
         assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name

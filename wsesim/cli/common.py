@@ -110,24 +110,6 @@ def cwd_paths(grid: dict[str, list[Any]]) -> dict[str, dict[str, str]]:
             if (found := {v: r for v in values if isinstance(v, str) and (r := cwd_value(k, v)) != v})}
 
 
-def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
-    """``wsesim sweep --grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set``
-    reads one but a path kept as written (``cwd_paths`` resolves it; not a grid of PEs "PxQ": that is
-    ``config.fields.parse_grid``)."""
-    out: dict[str, list[Any]] = {}
-    for text in pairs or ():
-        key, sep, values = text.partition("=")
-        parts = values.split(",") if sep else []
-        if not parts or any(not v.strip() for v in parts):
-            raise ConfigError(f"expected KEY=v1,v2,... (comma-separated values, none empty), got {text!r}",
-                              source="--grid")
-        try:
-            out[key.strip()] = [parse_override(f"{key}={v}")[1] for v in parts]
-        except ConfigError as e:
-            raise ConfigError(e.message, source="--grid", path=e.path) from None
-    return out
-
-
 def parse_pe_grid(text: str, flag: str, example: str) -> tuple[int, int]:
     """A grid of PEs given to ``flag`` (``--grid 420x420``, ``--mesh 64x64``): ``config.fields.parse_grid``
     reads it; an error is the flag's, with ``example``."""

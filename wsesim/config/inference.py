@@ -37,7 +37,7 @@ from .loader import (
     register_kind,
     shipped_file,
 )
-from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
+from .specs import ExecutorSpec, HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
@@ -267,6 +267,12 @@ class InferenceExperimentSpec(Spec):
     hardware: HardwareSpec
     model: ModelSpec
     inference: InferenceSpec = Field(InferenceSpec(), validate_default=True)
+    simulation: ExecutorSpec = ExecutorSpec()  # the executor, as a training run names it
+
+    def on(self, engine: str) -> InferenceExperimentSpec:
+        """This experiment run by another executor (its ``simulation.engine``; the name is checked when it
+        runs, against ``sim.engines.ENGINES``)."""
+        return self.model_copy(update={"simulation": self.simulation.model_copy(update={"engine": engine})})
 
     @field_validator("inference")
     @classmethod

@@ -1,11 +1,12 @@
 """``--set KEY.PATH=VALUE``: one override read from the command line (``parse_override``, the value a YAML
-scalar) and a raw tree with its dotted keys set (``apply_overrides``), before anything is validated."""
+scalar), a sweep's keys each with its values (``parse_grid_pairs``: ``sweep --grid``, ``infer --vary``),
+and a raw tree with its dotted keys set (``apply_overrides``), before anything is validated."""
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import ConfigError, shown_repr
@@ -34,6 +35,28 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 _RADIX = re.compile(r"[-+]?0[xXoObB][0-9a-fA-F_]*")
+
+
+def parse_grid_pairs(pairs: Sequence[str] | None, flag: str = "--grid") -> dict[str, list[Any]]:
+    """``KEY=v1,v2,...`` pairs given to ``flag`` (``wsesim sweep --grid``, ``wsesim infer --vary``) as a
+    sweep's grid keys, each value read as ``--set`` reads one, a path kept as written (the command line
+    resolves it). A key given twice, an empty value, or a value given twice (its point would run twice) is
+    refused."""
+    out: dict[str, list[Any]] = {}
+    for text in pairs or ():
+        key, sep, values = text.partition("=")
+        key, items = key.strip(), [v.strip() for v in values.split(",")] if sep else []
+        if not key or key in out or not items or not all(items):
+            raise ConfigError("expected KEY=v1,v2,... once per key (comma-separated values, none empty), got "
+                              f"{shown_repr(text)}", source=flag)
+        if twice := next((v for i, v in enumerate(items) if v in items[:i]), None):
+            raise ConfigError(f"expected each value once, got {shown_repr(twice)} twice in "
+                              f"{shown_repr(text)} (its point would run twice)", source=flag, path=key)
+        try:
+            out[key] = [parse_override(f"{key}={v}")[1] for v in items]
+        except ConfigError as e:
+            raise ConfigError(e.message, source=flag, path=e.path) from None
+    return out
 
 
 def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

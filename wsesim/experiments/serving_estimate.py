@@ -97,11 +97,11 @@ def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fa
                            arrival, **more)
 
 
-def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: str = "fast", *,
+def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
                      spans: bool = False) -> ServingEstimate:
-    """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone (see the module
-    docstring); ``spans``: with a ``--trace`` written."""
-    i, m, S = spec.inference, spec.model, len(mapping.stages)
+    """The work of serving ``spec`` on ``mapping`` (its stages) by the executor it names, from the counts
+    alone (see the module docstring); ``spans``: with a ``--trace`` written."""
+    i, m, S, engine = spec.inference, spec.model, len(mapping.stages), spec.simulation.engine
     moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
     load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer

@@ -82,7 +82,7 @@ def _wafers(mapping: Mapping) -> str:
     return f"{mapping.systems} wafer{'s' if mapping.systems > 1 else ''}"
 
 
-def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
+def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
                          plain: ServeResult | None = None, members: bool = False,
                          ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
     """Speculative decoding, split prefill or both (docs/model.md §11.9, §11.10), at any load: the
@@ -119,7 +119,7 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
         per_token = kv_rate(spec, other, mapping)
         pool[-1] = KvHandoff(spec, pool[-1], per_token)
         costs.pool = tuple(pool)
-    trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
+    trace = load(entry(ENGINES, spec.simulation.engine, "simulation.engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
                              extra_systems=sum(m.systems for m, _ in found.values()))
     warnings = list(result.warnings)

@@ -1,6 +1,7 @@
 """What a sweep's point does its own way when its base is a serving experiment (``kind: inference``;
 the point runner is ``experiments.points``'s): each is served by ``experiments.inference.run_inference``
-on the fast engine, into the serving columns of its CSV row (``experiments.table.serving_columns``).
+on the executor its ``simulation.engine`` names (a key a sweep may vary), into the serving columns of its
+CSV row (``experiments.table.serving_columns``).
 
 A serving point's work is estimated from its mapping's stage visits (``serving_work``,
 ``experiments.estimate.estimate_serving``) plus ``POINT_SECONDS``: the sweep's limits (points, the total
@@ -33,7 +34,7 @@ def serving_work(loaded: Loaded) -> tuple[float, float]:
     mapping = map_stages(loaded.spec)
     if not mapping.feasible:
         return POINT_SECONDS, BASE_BYTES
-    e = serving_estimate(loaded.spec, mapping, "fast")
+    e = serving_estimate(loaded.spec, mapping)
     return POINT_SECONDS + e.seconds, e.bytes
 
 
@@ -47,7 +48,7 @@ def serving_plan_key(loaded: Loaded) -> str:
 
 def serve_point(loaded: Loaded, point: Any) -> tuple[dict[str, Any], bool, str]:
     """Serve one point: its result's serving columns, whether it was served, and why not."""
-    result = run_inference(loaded.spec, engine="fast").result
+    result = run_inference(loaded.spec).result
     served = result.to_dict()
     columns = {c: served[c] for c in SERVING_COLUMNS}
     columns["layers_per_stage"] = "+".join(str(n) for n in served["layers_per_stage"])  # "11+11+10"
