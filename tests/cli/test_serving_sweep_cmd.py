@@ -209,11 +209,11 @@ def test_a_serving_sweep_runs_each_executor_simulation_engine_names(capsys: pyte
     serves each point on both, and the two agree on every measured column (the executors may differ only in
     when an op runs, never in what it costs; a continuous-batching load makes them schedule). ``--engine``
     sets the key for every point."""
-    from wsesim.experiments import serving_sweep
+    from wsesim.experiments import points
 
     ran: list[str] = []
-    real = serving_sweep.run_inference
-    monkeypatch.setattr(serving_sweep, "run_inference", lambda spec, **kw: ran.append(spec.simulation.engine)
+    real = points.run_inference
+    monkeypatch.setattr(points, "run_inference", lambda spec, **kw: ran.append(spec.simulation.engine)
                         or real(spec, **kw))
     load = ["--set", "inference.arrival=poisson", "--set", "inference.rate=200000", "--set", "inference.requests=3"]
     assert cli.main(["infer", *TINY, *load, "--vary", "simulation.engine=fast,reference", "--json"]) == 0

@@ -13,7 +13,7 @@ from pydantic import Field, ValidationInfo, WithJsonSchema, field_validator
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import Description, Name, count, format_grid, parse_grid
+from .fields import count, format_grid, parse_grid
 from .inference_parts import (
     ExpertGrids,
     Rate,
@@ -37,7 +37,7 @@ from .loader import (
     register_kind,
     shipped_file,
 )
-from .specs import ExecutorSpec, HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
+from .specs import ExecutorSpec, RunSpec, Seed, routing_problem, window_problem, zipf_of
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
@@ -258,14 +258,10 @@ class InferenceSpec(Spec):
         return None if self.grid == "auto" else parse_grid(self.grid)
 
 
-class InferenceExperimentSpec(Spec):
+class InferenceExperimentSpec(RunSpec):
     """A hardware, a model and requests to serve: one simulated serving run."""
 
     kind: Literal["inference"] = "inference"
-    name: Name = ""
-    description: Description = ""
-    hardware: HardwareSpec
-    model: ModelSpec
     inference: InferenceSpec = Field(InferenceSpec(), validate_default=True)
     simulation: ExecutorSpec = ExecutorSpec()  # the executor, as a training run names it
 

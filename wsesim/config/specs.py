@@ -272,14 +272,20 @@ class SimulationSpec(Spec):
         return parse_granularity(self.granularity)
 
 
-class ExperimentSpec(Spec):
-    """A hardware, a model, a training setting and simulation settings: one simulated step."""
+class RunSpec(Spec):
+    """What an experiment of either kind names first: a hardware and a model (its ``kind`` its own)."""
 
-    kind: Literal["experiment"] = "experiment"
+    kind: str
     name: Name = ""
     description: Description = ""
     hardware: HardwareSpec
     model: ModelSpec
+
+
+class ExperimentSpec(RunSpec):
+    """A hardware, a model, a training setting and simulation settings: one simulated step."""
+
+    kind: Literal["experiment"] = "experiment"
     training: TrainingSpec = TrainingSpec()
     simulation: SimulationSpec = SimulationSpec()
     cluster: ClusterSpec = Field(ClusterSpec(), validate_default=True)

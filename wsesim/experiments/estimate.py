@@ -378,8 +378,7 @@ def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) ->
 
 def sweep_duration(seconds: float, points: int, workers: int) -> str:
     """The sweep's estimated wall time, as its progress line says it ("about 5 minutes", "under 1 s")."""
-    text = _duration(seconds / max(min(workers, points), 1))
-    return text if text.startswith("under") else f"about {text}"
+    return about(seconds / max(min(workers, points), 1))
 
 
 def check_fabric(nodes: int, pes: int, experts: int) -> None:
@@ -394,8 +393,6 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
                           f"{_size(nbytes)} of traffic, the limit is {_size(memory_limit())}), "
                           f"got {experts:,}: use fewer --experts or a coarser --granularity",
                           path="--experts")
-
-
 
 
 __all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",

@@ -4,7 +4,7 @@ serving program (``sim.builders.serving``) -> its costs, each stage's kernels si
 (``sim.engines.ENGINES``, the same key and executors as training's) -> result. And the search for the
 fastest mapping that fits (``wsesim infer --search``, over the rectangles that tile the wafer), as
 ``tune`` searches G for training. A sweep of serving points runs each through ``run_inference``
-(``experiments.serving_sweep``)."""
+(``experiments.points``)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ set both in ``grid`` and in a point is an error, not an override; a point whose 
 this machine is refused: ``wsesim.experiments.estimate``). A point that is infeasible, or fails, is a
 row with its status and reason; it never stops the sweep. A serving base (``kind: inference``) sweeps
 ``inference.*``, ``hardware`` and ``model`` keys the same way; its points are served
-(``experiments.serving_sweep``) and its CSV has the serving columns (``table.serving_columns``).
+(``experiments.points``) and its CSV has the serving columns (``table.serving_columns``).
 
 Results: ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as
 points finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not
@@ -54,9 +54,8 @@ from ..config.loader import (
 from ..config.request_trace import trace_digest
 from ..config.specs import Spec, context_warning
 from .estimate import MAX_SWEEP_POINTS
-from .points import KINDS, died_row, run_point
+from .points import INFERENCE, KINDS, died_row, run_point
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
-from .serving_sweep import INFERENCE
 from .table import (  # noqa: F401 (re-exported: the sweep's results)
     MEASURED_COLUMNS,
     RESULT_COLUMNS,
