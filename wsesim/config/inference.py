@@ -29,11 +29,10 @@ from .inference_parts import (
 )
 from .loader import (
     Loaded,
-    input_file,
     load_kind_data,
     load_ref,
     named_by_set,
-    read_yaml,
+    read_experiment,
     register_kind,
     shipped_file,
 )
@@ -347,20 +346,9 @@ def default_inference_path() -> Path:
 
 def read_inference(path: str | Path | None = None, *, hardware: str | None = None,
                    model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
-    """An inference experiment file's raw mapping (the shipped example when ``path`` is None), its
-    ``hardware`` and ``model`` replaced by those given (a preset name, or a path relative to the current
-    directory, made absolute): (the file, the mapping, which references the command line gave)."""
-    path = input_file(path) if path is not None else default_inference_path()
-    data = read_yaml(path)
-    if data.get("kind") != "inference":
-        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",
-                          source=str(path), path="kind")
-    given = {}
-    for key, ref in (("hardware", hardware), ("model", model)):
-        if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's
-            data[key] = str(Path(ref).resolve()) if Path(ref).suffix in (".yaml", ".yml", ".json") else ref
-            given[key] = f"--{key}"
-    return path, data, given
+    """An inference experiment file's raw mapping (``loader.read_experiment``; the shipped example when
+    ``path`` is None)."""
+    return read_experiment(path, default_inference_path(), "inference", hardware=hardware, model=model)
 
 
 def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,

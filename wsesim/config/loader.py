@@ -255,20 +255,29 @@ def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: s
     return {**data, section: {**part, "interconnect": inlined}}
 
 
+def read_experiment(path: str | Path | None, default: Path, kind: str, *, hardware: str | None = None,
+                    model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
+    """An experiment file's raw mapping of ``kind`` (``default`` when ``path`` is None), its ``hardware``
+    and ``model`` replaced by those given (a preset name, or a path of the current directory, made
+    absolute, not the file's folder's): (the file, the mapping, which references the command line gave)."""
+    path = input_file(path) if path is not None else default
+    data = read_yaml(path)
+    if data.get("kind", "experiment") != kind:
+        raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}",
+                          source=str(path), path="kind")
+    given = {}
+    for key, ref in (("hardware", hardware), ("model", model)):
+        if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's
+            data[key], given[key] = from_cwd(ref), f"--{key}"
+    return path, data, given
+
+
 def load_experiment(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
                     overrides: Mapping[str, Any] | None = None) -> Loaded:
-    """Load an experiment file (or the shipped default example when ``path`` is None).
-
-    ``hardware``/``model`` replace the file's references (a preset name or a path).
-    """
-    path = input_file(path) if path is not None else default_experiment_path()
-    data = read_yaml(path)
-    # a file named on the command line is the current directory's, not the experiment file's folder's
-    given = {}
-    if hardware is not None:
-        data["hardware"], given["hardware"] = from_cwd(hardware), "--hardware"
-    if model is not None:
-        data["model"], given["model"] = from_cwd(model), "--model"
+    """Load an experiment file (or the shipped default example when ``path`` is None); ``hardware`` and
+    ``model`` replace its references (``read_experiment``)."""
+    path, data, given = read_experiment(path, default_experiment_path(), "experiment", hardware=hardware,
+                                        model=model)
     return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides,
                                 given={**given, **named_by_set(overrides)})  # --set replaces --model
 
