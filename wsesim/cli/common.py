@@ -216,12 +216,32 @@ def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
     check(folder, names)
 
 
+def check_outputs(command: str, trace: str | None, *folders: str | None) -> None:
+    """What ``run`` and ``infer`` (``command``) will write, checked before anything runs: the ``trace``
+    file (``check_trace_file``), each of the ``folders`` and the trace's (``check_output_folder``), and
+    the trace's folder not another command's."""
+    trace_dir = str(Path(trace).parent) if trace else None
+    if trace:
+        check_trace_file(trace)
+    for folder in (*folders, trace_dir):
+        if folder:
+            check_output_folder(folder)
+    if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
+        # local: keeps wsesim.output's modules out of every command's start
+        from ..output.files import check_folder_owner
+
+        check_folder_owner(trace_dir, command)
+
+
 def check_trace_file(path: str, flag: str = "--trace") -> None:
     """Raise ``ConfigError`` unless ``path`` can take a trace: a name ending in .json or .json.gz, and
     nothing in its place but a regular file (which it replaces). A directory, a symbolic link, a FIFO, a
     device or a socket is refused: the trace is written by renaming a new file over the name, which would
     replace a device node, a pipe another program reads, or the link (not the file it points to)."""
     check_names(path)
+    if Path(path).is_dir():
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
+                          f"{shown_repr(path)}", source=flag)
     if not path.endswith((".json", ".json.gz")):
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",
                           source=flag)

@@ -18,8 +18,7 @@ from .common import (
     EXIT_OK,
     add_experiment_arguments,
     add_json_argument,
-    check_output_folder,
-    check_trace_file,
+    check_outputs,
     cwd_paths,
     cwd_value,
     defer,
@@ -220,14 +219,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         if given:  # they shape a --vary sweep; without one they would change nothing
             raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
                               "resume or share out)", source=flag)
-    if args.trace:
-        if Path(args.trace).is_dir():
-            raise ConfigError("expected a .json or .json.gz file name for the trace, got a directory",
-                              source=args.trace)
-        check_trace_file(args.trace)
-    for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
-        if folder:
-            check_output_folder(folder)
+    check_outputs("infer", args.trace, args.out)
     if args.out:
         # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import check_folder_owner
