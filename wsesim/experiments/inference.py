@@ -14,10 +14,10 @@ from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
-from ..config.tables import entry, load
+from ..config.tables import entry
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
-from ..sim.engines import ENGINES
+from ..sim.engines import engine_for
 from ..sim.mapping import Mapping, candidate_mappings
 from ..sim.plan import Trace
 from ..sim.program import Program
@@ -69,7 +69,7 @@ def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objectiv
         return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
     program = serving_program(spec, mapping, members=spans)
     costs = cost_serving(program, spec)
-    trace = load(entry(ENGINES, spec.simulation.engine, "simulation.engine"))(None, program, costs)
+    trace = engine_for(spec)(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
     return ServeRun(result, mapping, program, costs, trace)
 
