@@ -4,9 +4,9 @@
   ``flat``, a nested record (a kernel's ``critical_path``, a fabric run's ``mesh``) as one flat row
   (``critical_path_compute``); ``tune --out``'s ``candidates.csv``, ``kernel --out``'s ``kernels.csv``,
   ``fabric --out``'s ``fabric.csv``.
-* ``trace_bytes`` and ``write_trace`` — a finished run's Chrome/Perfetto trace (a training step's or a
-  serving run's), gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same
-  trace, the same bytes).
+* ``write_trace`` — a finished run's Chrome/Perfetto trace (a training step's or a serving run's),
+  gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same trace, the same
+  bytes).
 * ``run_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest, for either kind:
   ``result.json`` (``saved_result``: without the host's seconds), ``ops.csv`` (the step's ops, or one
   decode step's), a training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run``
@@ -28,7 +28,7 @@ from typing import Any
 from .files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
 from .manifest import write_manifest
 
-__all__ = ["flat", "records_csv", "run_files", "saved_result", "trace_bytes", "write_run", "write_trace"]
+__all__ = ["flat", "records_csv", "run_files", "saved_result", "write_run", "write_trace"]
 
 
 def flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -61,32 +61,23 @@ def _is_serving(run: Any) -> bool:
     return hasattr(run, "mapping")  # experiments.inference.ServeRun; a training Run has a plan instead
 
 
-def trace_bytes(run: Any, name: str, clock_hz: float | None = None) -> bytes | None:
-    """The trace of a finished run as the file ``name`` holds it (gzip for ``.gz``); None when nothing ran
-    (an infeasible configuration). A serving run's timestamps need its hardware's ``clock_hz``."""
+def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
+    """Write ``run``'s Chrome/Perfetto trace to ``path`` (``.json``, or gzip for ``.json.gz`` with no
+    timestamp in its header: the same trace, the same bytes); its folder is made. A serving run needs the
+    ``loaded`` experiment it served (its timestamps need its clock). Returns the path, or None when nothing
+    ran (an infeasible configuration)."""
     # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
     from ..analysis.chrome_trace import chrome_trace
 
-    if run.trace is None or not run.result.feasible:
-        return None
-    trace = (chrome_trace(run.trace, clock_hz=clock_hz) if _is_serving(run)
-             else chrome_trace(run.trace, run.plan))
-    data = json.dumps(trace).encode()
-    return gzip.compress(data, compresslevel=6, mtime=0) if str(name).endswith(".gz") else data
-
-
-def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
-    """Write ``run``'s trace to ``path`` (``.json`` or ``.json.gz``); its folder is made. A serving run
-    needs the ``loaded`` experiment it served (its clock). Returns the path, or None when nothing ran."""
     clock = loaded.spec.hardware.clock_hz if loaded is not None else None
     if _is_serving(run) and clock is None:
         raise ValueError("a serving run's trace needs loaded= (the experiment it served: its clock)")
-    data = trace_bytes(run, str(path), clock)
-    if data is None:
+    if run.trace is None or not run.result.feasible:
         return None
-
+    data = json.dumps(chrome_trace(run.trace, clock_hz=clock) if _is_serving(run)
+                      else chrome_trace(run.trace, run.plan)).encode()
     prepare_dir(Path(path).parent)
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, gzip.compress(data, 6, mtime=0) if str(path).endswith(".gz") else data)
     return Path(path)
 
 
@@ -106,9 +97,8 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None) -> list[Path]
     maps, made here when not given) ``wafer.json``; a serving run of ``spec``, when it was served, its
     ``requests.csv`` (each request's times, ``analysis.requests``) and ``ops.csv`` (one decode step's ops,
     stage by stage, ``analysis.serving_ops``)."""
-    atomic_write_text(folder / "result.json", json.dumps(saved_result(run.result), indent=2) + "\n")
-    written = [folder / "result.json"]
-    files: list[tuple[str, Any]] = []
+    saved = json.dumps(saved_result(run.result), indent=2) + "\n"
+    files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
     if _is_serving(run):
         # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
         from ..analysis.requests import request_times, requests_csv
@@ -127,8 +117,7 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None) -> list[Path]
                   ("wafer.json", lambda: json.dumps((maps or wafer_maps(run)).to_dict()))]
     for name, text in files:
         atomic_write_text(folder / name, text())
-        written.append(folder / name)
-    return written
+    return [folder / name for name, _ in files]
 
 
 def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
