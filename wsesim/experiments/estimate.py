@@ -287,28 +287,15 @@ def check_work(spec: ExperimentSpec, *, runs: int = 1, candidates: list[tuple[in
         estimate, runs = estimate_search(spec, candidates), len(candidates)
     else:
         estimate = estimate_work(spec, wafer_maps=wafer_maps, micro_batches=micro_batches)
-    refuse(spec, estimate, runs)
+    refuse_work("this run", estimate.total_seconds(runs), estimate.bytes, lambda: estimate.describe(runs),
+                lambda *_: _advice(spec, estimate, runs))
     return estimate
 
 
-def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what: str = "this run",
-           workers: int = 1) -> None:
-    """Raise the one-line ``ConfigError`` when ``runs`` runs of ``estimate`` (over ``workers`` processes,
-    each holding one run's memory) cannot finish on this machine (``machine.refuse_work``)."""
-    seconds = (estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1
-               else estimate.total_seconds(runs))
-    refuse_work(what, seconds, estimate.bytes * workers, lambda: estimate.describe(runs),
-                lambda too_big, fraction: _advice(spec, estimate, too_big, fraction, workers, runs),
-                workers=workers)
-
-
-def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: float, workers: int = 1,
-            runs: int = 1) -> str:
+def _advice(spec: ExperimentSpec, e: WorkEstimate, runs: int = 1) -> str:
     """The override that would fit: the dominant term's count, the largest that the estimate lets finish
     (``runs`` times: a tuner's candidates)."""
     t, m = spec.training, spec.model
-    if workers > 1 and too_big and e.bytes <= memory_limit():
-        return f"use fewer workers (--workers {max(1, int(workers * fraction))})"
     if e.driver == "packet":
         return ("use simulation.fabric: flow (packet timing is for small meshes and single patterns: "
                 "wsesim fabric), or a much smaller wafer")
@@ -396,4 +383,4 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
 
 
 __all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",
-           "machine_memory", "max_run_seconds", "refuse"]
+           "machine_memory", "max_run_seconds"]

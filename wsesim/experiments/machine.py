@@ -93,18 +93,16 @@ def too_much_memory() -> str:
 
 
 def refuse_work(what: str, seconds: float, nbytes: float, describe: Callable[[], str],
-                advice: Callable[[bool, float], str], *, workers: int = 1) -> None:
+                advice: Callable[[bool, float], str]) -> None:
     """The one refusal of work (a training run or a tuner's candidates, a serving run, kernels) past the
-    memory limit (``nbytes``, over ``workers`` processes) or the time limit: "``what`` cannot finish here:
-    it <the limit>: ``describe()``; ``advice(too_big, fraction)``", ``fraction`` the share that fits."""
+    memory limit (``nbytes``) or the time limit: "``what`` cannot finish here: it <the limit>:
+    ``describe()``; ``advice(too_big, fraction)``", ``fraction`` the share that fits."""
     memory, limit_s = memory_limit(), max_run_seconds()
     too_big, too_long = nbytes > memory, seconds > limit_s
     if not (too_big or too_long):
         return
     why = (too_much_memory() if too_big
            else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
-    if workers > 1:
-        why += f" with --workers {workers} ({_size(nbytes)} in all)"
     fraction = min(limit_s / seconds if too_long else 1.0, memory / nbytes if too_big else 1.0)
     raise ConfigError(f"{what} cannot finish here: it {why}: {describe()}; {advice(too_big, fraction)}")
 
