@@ -194,7 +194,7 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 def _cmd_infer(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import atomic_write_text, command_folder, prepare_dir
+    from ..output.files import command_folder, prepare_dir
     from ..output.manifest import write_manifest
 
     overrides = parse_overrides(args.set)
@@ -247,17 +247,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     held = contextlib.ExitStack()
     if args.out:
         # local: keeps wsesim.output's modules out of every command's start
-        from ..output.run_folder import run_files, saved_result
+        from ..output.run_folder import run_files
 
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        written += run_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
-        if not candidates:  # an earlier --search's candidates would read as this run's
-            (out / "candidates.json").unlink(missing_ok=True)
-        if candidates:
-            atomic_write_text(out / "candidates.json", json.dumps(
-                [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates],
-                indent=2) + "\n")
-            written.append(out / "candidates.json")
+        written += run_files(out, run, loaded.spec, candidates=candidates)
         written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
                                       overrides={"experiment_file": args.experiment,
                                                  "set": list(args.set or [])}, wall_s=result.wall_s))

@@ -91,12 +91,12 @@ def saved_result(result: Any) -> dict[str, Any]:
     return {k: v for k, v in result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
 
 
-def run_files(folder: Path, run: Any, spec: Any, maps: Any = None) -> list[Path]:
+def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: Any = ()) -> list[Path]:
     """A run's files besides the manifest, into ``folder``; the paths written. Either kind: its
     ``result.json`` (``saved_result``); when a training step ran, its ``ops.csv`` and (``maps``: its wafer
     maps, made here when not given) ``wafer.json``; a serving run of ``spec``, when it was served, its
     ``requests.csv`` (each request's times, ``analysis.requests``) and ``ops.csv`` (one decode step's ops,
-    stage by stage, ``analysis.serving_ops``)."""
+    stage by stage, ``analysis.serving_ops``), and a search's ``candidates`` (``candidates.json``)."""
     saved = json.dumps(saved_result(run.result), indent=2) + "\n"
     files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
     if _is_serving(run):
@@ -108,6 +108,10 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None) -> list[Path]
             files.append(("requests.csv", lambda: requests_csv(request_times(spec, run.program, run.trace))))
         if run.result.feasible and run.program is not None and run.costs is not None:
             files.append(("ops.csv", lambda: decode_ops_csv(decode_ops(spec, run.program, run.costs))))
+        (folder / "candidates.json").unlink(missing_ok=True)  # an earlier search's would read as this run's
+        if candidates:
+            shown = [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates]
+            files.append(("candidates.json", lambda: json.dumps(shown, indent=2) + "\n"))
     elif run.result.feasible:
         # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
         from ..analysis.ops import ops_csv, ops_table
