@@ -27,7 +27,7 @@ PER_FMAC = 1e-12 + 4 * 0.5e-12 + 2 * 1e-12  # an fp16 FMAC, its 4 B read and its
 
 def _serve(overrides: dict | None = None, engine: str = "fast", data: dict | None = None):
     spec = load_inference_data(data or TINY, overrides={**DENSE, **(overrides or {})}).spec
-    return run_inference(spec, engine)
+    return run_inference(spec.on(engine))
 
 
 def test_serving_energy_on_one_pe_by_hand() -> None:

@@ -151,10 +151,12 @@ def test_a_sweeps_time_left_says_how_far_off_the_first_lines_estimate_it_is(
     estimate, the second at the rate the points ran. Three points estimated at 1 s each ("about 3 s"), run
     on a clock that gives each 2.6 s: the time left says it is 2.6x the estimate; at 1 s each, nothing to
     explain. (The clock is the test's; nothing is timed.)"""
-    from wsesim.cli import sweep as cli_sweep
-    from wsesim.experiments import sweep as sweep_module
+    from dataclasses import replace
 
-    monkeypatch.setattr(sweep_module, "serving_work", lambda loaded: (1.0, 1e8))
+    from wsesim.cli import sweep as cli_sweep
+    from wsesim.experiments.points import KINDS
+
+    monkeypatch.setitem(KINDS, "inference", replace(KINDS["inference"], work=lambda *_: (1.0, 1e8)))
     ticks = iter([0.0, per_point, 2 * per_point, 3 * per_point])
     monkeypatch.setattr(cli_sweep, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(ticks))}))
     args = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.pe.sram=1 MiB",

@@ -725,9 +725,9 @@ def test_infer_search_honours_the_engine(tmp_path: Path, capsys: pytest.CaptureF
     engines: list[str] = []
     real = inference.run_inference
 
-    def spy(spec: Any, engine: str = "fast", **kwargs: Any) -> Any:
-        engines.append(engine)
-        return real(spec, engine, **kwargs)
+    def spy(spec: Any, **kwargs: Any) -> Any:
+        engines.append(spec.simulation.engine)
+        return real(spec, **kwargs)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(inference, "run_inference", spy)

@@ -203,9 +203,35 @@ def test_infer_vary_without_out_writes_nothing_and_json_gives_the_rows(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_serving_sweep_runs_each_executor_simulation_engine_names(capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor is the experiment's key, as a training run's: ``--vary simulation.engine=fast,reference``
+    serves each point on both, and the two agree on every measured column (the executors may differ only in
+    when an op runs, never in what it costs; a continuous-batching load makes them schedule). ``--engine``
+    sets the key for every point."""
+    from wsesim.experiments import points
+
+    ran: list[str] = []
+    real = points.run_inference
+    monkeypatch.setattr(points, "run_inference", lambda spec, **kw: ran.append(spec.simulation.engine)
+                        or real(spec, **kw))
+    load = ["--set", "inference.arrival=poisson", "--set", "inference.rate=200000", "--set", "inference.requests=3"]
+    assert cli.main(["infer", *TINY, *load, "--vary", "simulation.engine=fast,reference", "--json"]) == 0
+    fast, reference = json.loads(capsys.readouterr().out)
+    assert ran == ["fast", "reference"]
+    assert [(r["set:simulation.engine"], r["engine"]) for r in (fast, reference)] == [("fast", "fast"),
+                                                                                      ("reference", "reference")]
+    assert fast["status"] == "ok" and fast["ttft_s"] > 0
+    own = ("set:simulation.engine", "engine", "point_key", "point")
+    assert {k: v for k, v in fast.items() if k not in own} == {k: v for k, v in reference.items() if k not in own}
+    ran.clear()
+    assert cli.main(["infer", *TINY, "--engine", "reference", "--vary", "inference.batch=1,2", "--json"]) == 0
+    assert ran == ["reference", "reference"]
+
+
 @pytest.mark.parametrize(("args", "line"), [
     (["--vary", "inference.batch=1,2", "--search"],
-     "wsesim: --vary: expected no --search with --vary (a sweep serves each point once, on the fast engine)"),
+     "wsesim: --vary: expected no --search with --vary (a sweep serves each point once)"),
     (["--vary", "inference.batch=1,2", "--resume"],
      "wsesim: --resume: expected --out DIR with --resume (the folder whose results.csv to resume)"),
     (["--vary", "inference.kv_layout=shift,paged"],

@@ -99,12 +99,14 @@ def _draft_text() -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def test_vary_refuses_a_value_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--vary inference.batch=1,2,1`` served the first value twice."""
-    assert cli.main(["infer", "--vary", "inference.batch=1,2,1"]) == 2
+@pytest.mark.parametrize(("command", "flag"), [(["infer"], "--vary"), (["sweep", "x.yaml"], "--grid")])
+def test_vary_refuses_a_value_given_twice(command: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--vary inference.batch=1,2,1`` served the first value twice; ``sweep --grid`` reads its pairs with the
+    same parser, so it refuses the same (before the sweep file is read)."""
+    assert cli.main([*command, flag, "inference.batch=1,2,1"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["wsesim: --vary: inference.batch: expected each value once, got '1' twice in "
-                   "'inference.batch=1,2,1' (it would be served twice)"]
+    assert err == [f"wsesim: {flag}: inference.batch: expected each value once, got '1' twice in "
+                   "'inference.batch=1,2,1' (its point would run twice)"]
 
 
 def test_a_later_run_into_the_folder_removes_an_earlier_searchs_candidates(

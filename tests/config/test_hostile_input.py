@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wsesim.config import loader
+from wsesim.config import loader, overrides
 from wsesim.config.errors import ConfigError
 from wsesim.config.yaml_strict import MAX_DEPTH, parse_yaml
 
@@ -77,7 +77,7 @@ def test_a_description_may_span_lines_but_not_hold_control_characters(write_yaml
 def test_a_control_character_in_an_override(char: str) -> None:
     """``--set name=a<BEL>b`` raised ReaderError; a newline could smuggle a second key into the value."""
     text = f"pe.sram=48{char}KiB"
-    assert _error(lambda: loader.parse_override(text)) == (
+    assert _error(lambda: overrides.parse_override(text)) == (
         f"--set: expected KEY.PATH=VALUE without control characters, got {text!r} (U+{ord(char):04X})")
 
 

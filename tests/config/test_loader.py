@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wsesim.config import loader
+from wsesim.config import loader, overrides
 from wsesim.config.errors import ConfigError
 from wsesim.config.specs import ExperimentSpec, HardwareSpec, ModelSpec
 
@@ -378,12 +378,12 @@ def test_inline_hardware_mapping_is_accepted(write_yaml: WriteYaml, tiny8_text: 
     ],
 )
 def test_parse_override(text: str, expected: tuple[str, object]) -> None:
-    assert loader.parse_override(text) == expected
+    assert overrides.parse_override(text) == expected
 
 
 @pytest.mark.parametrize("text", ["noequals", "=3", "a..b=1", ".a=1", "a.=1", " =1"])
 def test_override_without_key_path_and_value(text: str) -> None:
-    e = _error(lambda: loader.parse_override(text))
+    e = _error(lambda: overrides.parse_override(text))
     assert e.source == "--set"
     assert str(e) == f"--set: expected KEY.PATH=VALUE, got {text!r}"
 
@@ -420,7 +420,7 @@ def test_unknown_key_via_override(write_yaml: WriteYaml) -> None:
 def test_bad_value_via_override_names_set(write_yaml: WriteYaml) -> None:
     """The value came from ``--set``, not from ``hardware/tiny8.yaml`` nor the experiment file."""
     exp = write_yaml("e.yaml", TINY_EXPERIMENT)
-    key, value = loader.parse_override("hardware.pe.sram=96")
+    key, value = overrides.parse_override("hardware.pe.sram=96")
     e = _error(lambda: loader.load_experiment(exp, overrides={key: value}))
     assert str(e) == '--set: hardware.pe.sram: expected a size like "48 KiB", got 96 (a bare number)'
 

@@ -124,7 +124,7 @@ def test_wsesim_run_refuses_with_one_line_and_exit_2(capsys: pytest.CaptureFixtu
 
 def test_wsesim_tune_counts_every_candidate(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                                             nothing_built: None) -> None:
-    monkeypatch.setattr(estimate, "max_run_seconds", lambda: 60.0)
+    monkeypatch.setenv("WSESIM_MAX_RUN_S", "60")
     monkeypatch.setattr(estimate, "ENGINE_SECONDS", {"fast": 20.0 / (48 * 128), "reference": 1.0})
     assert cli.main(["tune", "--json"]) == 2  # 6 candidates × 20 s > 60 s
     assert "for 6 runs" in capsys.readouterr().err

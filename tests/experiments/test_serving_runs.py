@@ -41,7 +41,7 @@ def _spec(**overrides: Any) -> Any:
 
 
 def _result(engine: str = "fast", **overrides: Any) -> ServeResult:
-    return run_inference(_spec(**overrides), engine=engine).result
+    return run_inference(_spec(**overrides).on(engine)).result
 
 
 def _steps(engine: str, output_len: int, **overrides: Any) -> list[list[float]]:

@@ -21,6 +21,7 @@ from wsesim import cli
 from wsesim.analysis.results import WALL_CLOCK_FIELDS
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import load_experiment_data
+from wsesim.experiments import points as points_module
 from wsesim.experiments import runner, workers
 from wsesim.experiments import sweep as sweep_module
 from wsesim.experiments.sweep import (
@@ -116,7 +117,7 @@ def test_neither_grid_nor_points_is_an_error(write_sweep: Callable[..., Path]) -
 def test_every_point_is_validated_before_anything_runs(
         write_sweep: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
         grid: dict[str, list[Any]] | None, points: list[dict[str, Any]] | None, point: int, key: str) -> None:
-    monkeypatch.setattr(sweep_module, "run_experiment", _never_called)  # as a point runs it
+    monkeypatch.setattr(points_module, "run_experiment", _never_called)  # as a point runs it
     path = write_sweep(grid=grid, points=points)
     with pytest.raises(ConfigError) as info:
         load_sweep(path)
@@ -200,7 +201,7 @@ def test_infeasible_and_failing_points_are_rows_and_the_sweep_goes_on(
             raise RuntimeError("boom")
         return real(spec)
 
-    monkeypatch.setattr(sweep_module, "run_experiment", failing)  # as a point runs it
+    monkeypatch.setattr(points_module, "run_experiment", failing)  # as a point runs it
     sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"training.batch_per_tile": 5000},
                                            {"model.top_k": 2}]))
     rows = run_sweep(sweep, workers=1)

@@ -121,7 +121,7 @@ def test_one_request_is_the_same_batched_or_not_and_spends_no_phantom_trip() -> 
 
 def test_energy_is_counted_under_load_on_both_executors() -> None:
     spec = _spec(**POISSON, **{"inference.rate": 2e5})
-    fast, ref = (run_inference(spec, engine).result for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)).result for engine in ("fast", "reference"))
     assert fast.joules_per_token is not None and fast.joules_per_token > 0
     assert fast.energy_events == ref.energy_events and fast.joules_per_token == ref.joules_per_token
 

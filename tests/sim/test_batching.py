@@ -51,7 +51,7 @@ CASES = {
 def test_both_executors_agree_exactly(case: str) -> None:
     """Every admission, first token, finish and iteration (stage, start, end, tokens) bit for bit."""
     spec = _spec(CASES[case], dense=not case.startswith("MoE"))
-    fast, ref = (run_inference(spec, engine).trace.batches for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)).trace.batches for engine in ("fast", "reference"))
     for name in fast.__dataclass_fields__:
         x, y = getattr(fast, name), getattr(ref, name)
         assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
@@ -73,7 +73,7 @@ def test_one_station_runs_its_decode_iterations_ahead(monkeypatch) -> None:
         return last
 
     monkeypatch.setattr(Scheduler, "run_ahead", counted)
-    log = run_inference(_spec(CASES["one stage, long outputs run ahead"]), "fast").trace.batches
+    log = run_inference(_spec(CASES["one stage, long outputs run ahead"]).on("fast")).trace.batches
     assert sum(ahead) > len(log.stage) // 2  # most iterations were run ahead
     assert max(ahead) > 1 and (log.decodes > 1).any()
 

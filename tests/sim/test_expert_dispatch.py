@@ -105,7 +105,7 @@ def test_both_executors_log_the_same_expert_figures() -> None:
     many tokens alike, sampled ones drawn."""
     for routing in ("balanced", "zipf:1.2"):
         spec = _spec(grid="4x8", routing=routing, **LOAD)
-        fast, ref = (run_inference(spec, engine).trace.batches for engine in ("fast", "reference"))
+        fast, ref = (run_inference(spec.on(engine)).trace.batches for engine in ("fast", "reference"))
         assert np.array_equal(fast.experts, ref.experts) and fast.experts.shape == (len(fast.stage), 3)
         assert (fast.experts > 0).all()
         assert (fast.experts.sum(axis=1) <= fast.end - fast.start).all()

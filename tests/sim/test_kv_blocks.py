@@ -144,7 +144,7 @@ def test_both_executors_agree_exactly_with_preemptions(load_: str, preemption: s
                   "inference.batch": 8, "inference.lengths": "lognormal", "inference.prompt_len": 8,
                   "inference.output_len": 12, "inference.kv_block": 4, "inference.preemption": preemption,
                   "hardware.pe.sram": "200 KiB", **LOADS[load_]})
-    fast, ref = (run_inference(spec, engine).trace.batches for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)).trace.batches for engine in ("fast", "reference"))
     for name in fast.__dataclass_fields__:
         x, y = getattr(fast, name), getattr(ref, name)
         assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name
@@ -162,7 +162,7 @@ def test_sampled_moe_routing_with_preemptions_agrees_and_has_its_energy(preempti
                                           "inference.lengths": "lognormal", "inference.routing": "zipf:1.2",
                                           "inference.kv_block": 4, "inference.preemption": preemption,
                                           "hardware.pe.sram": "24 KiB"}).spec
-    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     assert fast.result.to_dict() | {"wall_s": 0, "events": 0} == ref.result.to_dict() | {"wall_s": 0, "events": 0}
     assert fast.result.preemptions > 0 and fast.result.joules_per_token > 0
     assert (fast.result.energy_events["io_bytes"] > 0) == (preemption == "swap")
@@ -231,7 +231,7 @@ def test_the_paged_target_cache_composes_with_a_draft_and_prefill_wafers(layout:
             "inference.grid": "2x4", "inference.interconnect": "swarmx", **LAYOUTS[layout]}
     spec = _spec({**base, "inference.kv_block": 4, "inference.preemption": preemption,
                   "hardware.pe.sram": "24 KiB"})
-    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     for name in fast.trace.batches.__dataclass_fields__:
         x, y = getattr(fast.trace.batches, name), getattr(ref.trace.batches, name)
         assert (x == y if isinstance(x, tuple | int) else np.array_equal(x, y, equal_nan=True)), name

@@ -233,7 +233,7 @@ def test_sampled_routing_under_load_is_drawn_per_iteration_on_both_executors() -
     """Each decode iteration's tokens draw their experts then, stage by stage from one generator each:
     both executors log the same iterations bit for bit, and the same seed the same run."""
     spec = _spec(routing="zipf:1.2", **SAMPLED_LOAD)
-    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     a, b = fast.trace.batches, ref.trace.batches
     for name in a.__dataclass_fields__:
         x, y = getattr(a, name), getattr(b, name)

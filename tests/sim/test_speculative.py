@@ -103,7 +103,7 @@ def test_the_timeline_by_hand_on_both_executors() -> None:
     run's), then the 5 passes of ``_gaps``; TPOT is their sum over the 8 tokens after the first. Both
     executors give it to the bit; the run without it is the one-request pipeline's, on the same mapping."""
     spec = _speculative()
-    fast, ref = run_inference(spec, "fast"), run_inference(spec, "reference")
+    fast, ref = run_inference(spec.on("fast")), run_inference(spec.on("reference"))
     r = fast.result
     assert r.batching == "continuous"
     assert r.tpot_s == pytest.approx(sum(_gaps(fast)) / 8 / 1e9, rel=1e-12)
@@ -151,7 +151,7 @@ def test_split_prefill_kv_cache_and_its_hand_off_by_hand() -> None:
     as without), and the first decode step starts 2,512 cycles later: the 8 tokens after the first take
     the plain run's Σ decode steps + 2,512 (one stage: no hand-off after its prefill)."""
     spec = _spec(**{"inference.prefill_systems": 1})
-    fast, ref = run_inference(spec, "fast"), run_inference(spec, "reference")
+    fast, ref = run_inference(spec.on("fast")), run_inference(spec.on("reference"))
     plain = run_inference(_spec())
     sp = fast.result.split_prefill
     assert (sp["kv_bytes"], sp["kv_handoff_cycles"], sp["kv_handoff_s"]) == (2048.0, 2512.0, 2.512e-6)
@@ -192,7 +192,7 @@ def test_under_load_the_draft_is_a_station_and_both_executors_agree() -> None:
     """Twelve Poisson requests, up to four at once, with a draft: the scheduler's log bit for bit on both
     executors, the draft its last station, every decode token a verify pass of K + 1 = 5 positions."""
     spec = _speculative(**LOAD)
-    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     a, b = fast.trace.batches, ref.trace.batches
     for name in a.__dataclass_fields__:
         x, y = getattr(a, name), getattr(b, name)
@@ -227,7 +227,7 @@ def test_split_prefill_under_load_is_a_pool_of_stations_both_executors_agree() -
     station before the decode stage, both executors log the same, and the decode stage never takes a
     prompt (no prefill stall in its iterations)."""
     spec = _spec(**LOAD, **{"inference.prefill_systems": 1})
-    fast, ref = (run_inference(spec, engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     a, b = fast.trace.batches, ref.trace.batches
     for name in a.__dataclass_fields__:
         x, y = getattr(a, name), getattr(b, name)
@@ -276,7 +276,7 @@ def test_a_draft_with_prefill_wafers_by_hand_and_under_load() -> None:
     assert log.emitted[1] == verify + 105_190
     r = run.result
     assert r.systems == 3 and r.speculative and r.split_prefill and r.joules_per_token > 0
-    fast, ref = (run_inference(_speculative(**both, **LOAD), engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(_speculative(**both, **LOAD).on(engine)) for engine in ("fast", "reference"))
     a, b = fast.trace.batches, ref.trace.batches
     for name in a.__dataclass_fields__:
         x, y = getattr(a, name), getattr(b, name)
@@ -295,5 +295,5 @@ def test_with_a_slow_io_the_drafts_wait_for_the_kv_cache() -> None:
     drafts = first + (2 / 0.04 + 2000) + run.costs.draft.iteration(1, 9, []) + (8 / 0.04 + 2000)
     assert kv > drafts
     assert log.start[log.stage == 0][0] == kv
-    fast, ref = (run_inference(_speculative(**both, **LOAD), engine) for engine in ("fast", "reference"))
+    fast, ref = (run_inference(_speculative(**both, **LOAD).on(engine)) for engine in ("fast", "reference"))
     assert np.array_equal(fast.trace.batches.emitted, ref.trace.batches.emitted, equal_nan=True)

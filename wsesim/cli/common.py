@@ -15,7 +15,8 @@ from typing import Any
 
 from ..config.errors import ConfigError, shown, shown_repr
 from ..config.fields import parse_grid
-from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd, load_experiment, parse_override
+from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd, load_experiment
+from ..config.overrides import parse_override
 from ..config.specs import context_warning
 from ..config.yaml_strict import _KINDS
 
@@ -107,24 +108,6 @@ def cwd_paths(grid: dict[str, list[Any]]) -> dict[str, dict[str, str]]:
     the value as written (so that its CSV does not change with the folder it was run from)."""
     return {k: found for k, values in grid.items()
             if (found := {v: r for v in values if isinstance(v, str) and (r := cwd_value(k, v)) != v})}
-
-
-def parse_grid_pairs(pairs: Sequence[str] | None) -> dict[str, list[Any]]:
-    """``wsesim sweep --grid KEY=v1,v2,...`` pairs as a sweep's grid keys, each value read as ``--set``
-    reads one but a path kept as written (``cwd_paths`` resolves it; not a grid of PEs "PxQ": that is
-    ``config.fields.parse_grid``)."""
-    out: dict[str, list[Any]] = {}
-    for text in pairs or ():
-        key, sep, values = text.partition("=")
-        parts = values.split(",") if sep else []
-        if not parts or any(not v.strip() for v in parts):
-            raise ConfigError(f"expected KEY=v1,v2,... (comma-separated values, none empty), got {text!r}",
-                              source="--grid")
-        try:
-            out[key.strip()] = [parse_override(f"{key}={v}")[1] for v in parts]
-        except ConfigError as e:
-            raise ConfigError(e.message, source="--grid", path=e.path) from None
-    return out
 
 
 def parse_pe_grid(text: str, flag: str, example: str) -> tuple[int, int]:
@@ -233,12 +216,32 @@ def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
     check(folder, names)
 
 
+def check_outputs(command: str, trace: str | None, *folders: str | None) -> None:
+    """What ``run`` and ``infer`` (``command``) will write, checked before anything runs: the ``trace``
+    file (``check_trace_file``), each of the ``folders`` and the trace's (``check_output_folder``), and
+    the trace's folder not another command's."""
+    trace_dir = str(Path(trace).parent) if trace else None
+    if trace:
+        check_trace_file(trace)
+    for folder in (*folders, trace_dir):
+        if folder:
+            check_output_folder(folder)
+    if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
+        # local: keeps wsesim.output's modules out of every command's start
+        from ..output.files import check_folder_owner
+
+        check_folder_owner(trace_dir, command)
+
+
 def check_trace_file(path: str, flag: str = "--trace") -> None:
     """Raise ``ConfigError`` unless ``path`` can take a trace: a name ending in .json or .json.gz, and
     nothing in its place but a regular file (which it replaces). A directory, a symbolic link, a FIFO, a
     device or a socket is refused: the trace is written by renaming a new file over the name, which would
     replace a device node, a pipe another program reads, or the link (not the file it points to)."""
     check_names(path)
+    if Path(path).is_dir():
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
+                          f"{shown_repr(path)}", source=flag)
     if not path.endswith((".json", ".json.gz")):
         raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",
                           source=flag)

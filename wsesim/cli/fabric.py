@@ -151,7 +151,7 @@ def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[A
     ``DIR/manifest.json`` (the flags as given, the hardware resolved)."""
     # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import manifest, write_manifest
+    from ..output.manifest import write_manifest
     from ..output.run_folder import flat, records_csv
 
     hottest = [{"from_row": h["from"][0], "from_col": h["from"][1], "to_row": h["to"][0],
@@ -164,9 +164,9 @@ def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[A
         if hottest:
             atomic_write_text(folder / HOTTEST_CSV, records_csv(hottest))
             files.append(HOTTEST_CSV)
-        data = manifest("fabric", getattr(args, "argv", None), overrides=flags,
-                        hardware=hw.model_dump(mode="json"), files=files)
-        return [*(folder / f for f in files), write_manifest(folder, data)]
+        return [*(folder / f for f in files),
+                write_manifest(folder, "fabric", getattr(args, "argv", None), files, overrides=flags,
+                               hardware=hw.model_dump(mode="json"))]
 
 
 def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:

@@ -9,17 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config.errors import ConfigError, shown_repr
+from ..config.errors import ConfigError
 from ..config.inference import load_inference, read_inference
-from ..config.loader import parse_override
+from ..config.overrides import parse_grid_pairs
 from ..sim.builders.software import SOFTWARE_STACKS
 from ..sim.engines import ENGINES
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
     add_json_argument,
-    check_output_folder,
-    check_trace_file,
+    check_outputs,
     cwd_paths,
     cwd_value,
     defer,
@@ -195,11 +194,13 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 def _cmd_infer(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import manifest, resolved
+    from ..output.files import command_folder, prepare_dir
+    from ..output.manifest import write_manifest
 
     overrides = parse_overrides(args.set)
-    vary = _parse_vary(args.vary) if args.vary else {}
+    if args.engine:  # the executor is the experiment's key, as a training run's: --engine sets it
+        overrides["simulation.engine"] = args.engine
+    vary = parse_grid_pairs(args.vary, "--vary")
     # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
     # names stays the file's here, so that an error in one is --vary's (its sweep's points say it)
     first = {k: cwd_value(k, v[0]) for k, v in vary.items() if k not in ("hardware", "model")}
@@ -218,14 +219,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         if given:  # they shape a --vary sweep; without one they would change nothing
             raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
                               "resume or share out)", source=flag)
-    if args.trace:
-        if Path(args.trace).is_dir():
-            raise ConfigError("expected a .json or .json.gz file name for the trace, got a directory",
-                              source=args.trace)
-        check_trace_file(args.trace)
-    for folder in (args.out, str(Path(args.trace).parent) if args.trace else None):
-        if folder:
-            check_output_folder(folder)
+    check_outputs("infer", args.trace, args.out)
     if args.out:
         # local: keeps wsesim.output's modules out of every command's start
         from ..output.files import check_folder_owner
@@ -245,34 +239,21 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
                         f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
         if args.search:
-            run, candidates = search_mapping(s, engine=args.engine or "fast",
-                                             objective=args.objective or "tpot", spans=bool(args.trace))
+            run, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
         else:
-            run = run_inference(s, engine=args.engine or "fast", objective=args.objective or "tpot",
-                                spans=bool(args.trace))
+            run = run_inference(s, objective=args.objective or "tpot", spans=bool(args.trace))
     result = run.result
     written: list[Path] = []
     held = contextlib.ExitStack()
     if args.out:
         # local: keeps wsesim.output's modules out of every command's start
-        from ..output.manifest import write_manifest
-        from ..output.run_folder import serving_files
+        from ..output.run_folder import run_files
 
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        written += serving_files(out, run, loaded.spec)  # result.json, requests.csv, ops.csv (a decode step)
-        if not candidates:  # an earlier --search's candidates would read as this run's
-            (out / "candidates.json").unlink(missing_ok=True)
-        if candidates:
-            atomic_write_text(out / "candidates.json", json.dumps(
-                [{k: v for k, v in c.to_dict().items() if k not in ("wall_s", "per_stage")}
-                 for c in candidates],
-                indent=2) + "\n")
-            written.append(out / "candidates.json")
-        written.append(write_manifest(out, manifest(
-            "infer", getattr(args, "argv", None), overrides={"experiment_file": args.experiment,
-                                                             "set": list(args.set or [])},
-            sources=loaded.sources, **resolved(loaded.spec), files=[p.name for p in written],
-            wall_s=result.wall_s)))
+        written += run_files(out, run, loaded.spec, candidates=candidates)
+        written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
+                                      overrides={"experiment_file": args.experiment,
+                                                 "set": list(args.set or [])}, wall_s=result.wall_s))
     if args.trace:
         # local: keeps wsesim.output's modules out of every command's start
         from ..output.run_folder import write_trace
@@ -316,23 +297,6 @@ def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
     print()
 
 
-def _parse_vary(texts: list[str]) -> dict[str, list[Any]]:
-    """``--vary inference.batch=1,2,4`` -> {"inference.batch": [1, 2, 4]} (each value read as ``--set``
-    reads it, a path kept as the user wrote it: a hardware or model named by a relative path, a trace or a
-    draft, is the working folder's, ``cwd_paths``). A value given twice is refused (it would run twice)."""
-    vary: dict[str, list[Any]] = {}
-    for text in texts:
-        key, _, values = text.partition("=")
-        if not key or not values or key in vary:
-            raise ConfigError(f"expected KEY=v1,v2,... once per key, got {shown_repr(text)}", source="--vary")
-        items = [v.strip() for v in values.split(",")]
-        if twice := next((v for i, v in enumerate(items) if v in items[:i]), None):
-            raise ConfigError(f"expected each value once, got {shown_repr(twice)} twice in "
-                              f"{shown_repr(text)} (it would be served twice)", source="--vary", path=key)
-        vary[key] = [parse_override(f"{key}={v}")[1] for v in items]
-    return vary
-
-
 def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     """``--vary``: a sweep whose base is this experiment (its ``--hardware``, ``--model`` and ``--set``
     applied) and whose grid is the ``--vary`` keys, as ``wsesim sweep`` runs it: with ``--out DIR`` into
@@ -346,11 +310,10 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from ..output.sweep_folder import SweepJob
 
     refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
-                                        ("--trace", args.trace),
-                                        ("--engine", args.engine is not None)) if given]
+                                        ("--trace", args.trace)) if given]
     if refused:
-        raise ConfigError(f"expected no {refused[0]} with --vary (a sweep serves each point once, on the "
-                          "fast engine)", source="--vary")
+        raise ConfigError(f"expected no {refused[0]} with --vary (a sweep serves each point once)",
+                          source="--vary")
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
                           source="--workers")
@@ -359,7 +322,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
                           source="--resume")
     path, data, _ = read_inference(args.experiment, hardware=args.hardware, model=args.model)
     name = data.get("name") if isinstance(data.get("name"), str) and not name_problem(data["name"]) else ""
-    grid = _parse_vary(args.vary)
+    grid = parse_grid_pairs(args.vary, "--vary")
     sweep = sweep_from_data({"kind": "sweep", "name": name or path.stem, "base": data}, source=str(path),
                             base_dir=path.parent, overrides=overrides, grid=grid, grid_flag="--vary",
                             paths=cwd_paths(grid))
@@ -398,7 +361,8 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                         "tokens/s per request), ttft (the shortest time to first token) or throughput (the "
                         "highest tokens/s of all requests)")
     p.add_argument("--engine", choices=tuple(ENGINES),
-                   help="fast (default) or the plain-SimPy reference executor")
+                   help="fast (default) or the plain-SimPy reference executor: sets simulation.engine "
+                        "(with --vary, every point's; --vary simulation.engine=fast,reference runs both)")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",
                    help="serve every combination (repeatable), e.g. --vary inference.batch=1,2,4,8 "
                         "--vary inference.grid=250x250,375x375: a sweep with this experiment as its base, as "

@@ -128,23 +128,21 @@ def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
     largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory or ``WSESIM_MAX_MEMORY``)."""
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import BASE_BYTES
-    from ..experiments.machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
+    from ..experiments.machine import _duration, _size, refuse_work
 
     costs = [kernel_work(kind, grid, shape, b, str(a)) for grid, shape, _, a, b in combos]
     seconds, nbytes = sum(c[0] for c in costs), BASE_BYTES + max(c[1] for c in costs)
-    memory, limit = memory_limit(), max_run_seconds()
-    if nbytes <= memory and seconds <= limit:
-        return
-    (rows, cols), shape, _, algorithm, b = combos[max(range(len(costs)), key=lambda i: costs[i])]
-    size = (f"shape {'x'.join(map(str, shape))}" if kind in MATMULS and shape
-            else f"{b:,} wavelets per PE")
-    why = (too_much_memory() if nbytes > memory
-           else f"would run longer than {_duration(limit)} (WSESIM_MAX_RUN_S)")
-    took = _duration(seconds)
-    runs = f"{len(combos):,} run{'s' if len(combos) > 1 else ''}"
-    raise ConfigError(f"this kernel cannot finish here: it {why}: up to {took} and {_size(nbytes)} for "
-                      f"{runs} (the largest {kind} {algorithm} on {rows}x{cols} PEs, {size}); use a smaller "
-                      f"{'--shape' if kind in MATMULS else '--wavelets'} or grid")
+
+    def describe() -> str:
+        (rows, cols), shape, _, algorithm, b = combos[max(range(len(costs)), key=lambda i: costs[i])]
+        size = (f"shape {'x'.join(map(str, shape))}" if kind in MATMULS and shape
+                else f"{b:,} wavelets per PE")
+        runs = f"{len(combos):,} run{'s' if len(combos) > 1 else ''}"
+        return (f"up to {_duration(seconds)} and {_size(nbytes)} for {runs} (the largest {kind} {algorithm} "
+                f"on {rows}x{cols} PEs, {size})")
+
+    refuse_work("this kernel", seconds, nbytes, describe,
+                lambda *_: f"use a smaller {'--shape' if kind in MATMULS else '--wavelets'} or grid")
 
 
 def _human(r: dict[str, Any]) -> str:
@@ -250,7 +248,7 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     hardware resolved)."""
     # local: keeps wsesim.output's modules out of every command's start
     from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import manifest, write_manifest
+    from ..output.manifest import write_manifest
     from ..output.run_folder import flat, records_csv
 
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
@@ -260,10 +258,9 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     with command_folder(prepare_dir(args.out), "kernel") as out:
         atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
                                                           for r in runs]))
-        data = manifest("kernel", getattr(args, "argv", None),
-                        overrides={**flags, "set": list(args.set or [])}, hardware=hw.model_dump(mode="json"),
-                        files=[KERNELS_CSV])
-        return [out / KERNELS_CSV, write_manifest(out, data)]
+        return [out / KERNELS_CSV, write_manifest(out, "kernel", getattr(args, "argv", None), [KERNELS_CSV],
+                                                  overrides={**flags, "set": list(args.set or [])},
+                                                  hardware=hw.model_dump(mode="json"))]
 
 
 def _algorithm_help() -> str:

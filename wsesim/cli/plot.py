@@ -120,13 +120,12 @@ def _kind(folder: Path) -> object:
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
     if paths:
         # local: keeps wsesim.output's modules out of every command's start
-        from ..output.manifest import manifest, write_manifest
+        from ..output.manifest import write_manifest
 
         folder = paths[0].parent
-        paths.append(write_manifest(folder, manifest(
-            "plot", getattr(args, "argv", None), source=str(Path(source).resolve()),
-            source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest(),
-            files=[p.name for p in paths])))
+        paths.append(write_manifest(folder, "plot", getattr(args, "argv", None), paths,
+                                    source=str(Path(source).resolve()),
+                                    source_sha256=hashlib.sha256(Path(source).read_bytes()).hexdigest()))
     return paths
 
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config.errors import ConfigError, shown_repr
 from ..config.units import format_bytes
 from .common import (
     EXIT_OK,
@@ -16,8 +15,7 @@ from .common import (
     add_json_argument,
     check_names,
     check_output_files,
-    check_output_folder,
-    check_trace_file,
+    check_outputs,
     format_duration,
     format_table,
     load_from_args,
@@ -94,26 +92,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for name in (args.trace, args.out, args.png):
         if name:
             check_names(name)
-    if args.trace and Path(args.trace).is_dir():
-        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
-                          f"{shown_repr(args.trace)}", source="--trace")
-    if args.trace:
-        check_trace_file(args.trace)
     if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
         # local: keeps the engine (SimPy, numpy) out of every command's start
         from ..experiments.estimate import check_work
 
         check_work(loaded.spec, wafer_maps=True)
-    # every output folder is checked before any is made, so that bad input writes nothing
-    trace_dir = str(Path(args.trace).parent) if args.trace else None
-    for folder in (args.out, args.png, trace_dir):
-        if folder:
-            check_output_folder(folder)
-    if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
-        check_folder_owner(trace_dir, "run")
+    check_outputs("run", args.trace, args.out, args.png)  # before any folder is made: bad input writes none
     if args.out:
         check_output_files(args.out, ["result.json", "wafer.json", "manifest.json"])
     if args.png:
@@ -139,7 +123,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # local: keeps wsesim.output's modules out of every command's start
             from ..output.run_folder import run_files
 
-            written += run_files(out, run, maps)
+            written += run_files(out, run, s, maps)
         if png is not None and maps is not None:
             # local: keeps matplotlib out of every command's start
             from ..output.plotting import plot_wafer
@@ -162,7 +146,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 say("wsesim: no trace: the configuration is infeasible\n")
         for folder in dict.fromkeys(f for f in (out, png) if f is not None):
             mine = [Path(p) for p in written if Path(p).parent == folder]
-            written.append(write_manifest(folder, run_manifest(args, loaded, result, mine)))
+            written.append(write_manifest(folder, "run", getattr(args, "argv", None), mine, loaded=loaded,
+                                          overrides=given(args), wall_s=result.wall_s))
         if args.json:
             sys.stdout.write(result.to_json())
         else:
@@ -176,14 +161,6 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     """The experiment and overrides as the command line gave them (for a manifest)."""
     return {"experiment_file": args.experiment, "hardware_ref": args.hardware, "model_ref": args.model,
             "set": list(args.set or [])}
-
-
-def run_manifest(args: argparse.Namespace, loaded: Any, result: Any, written: list[Path]) -> dict[str, Any]:
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.manifest import manifest, resolved
-
-    return manifest("run", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
-                    **resolved(loaded.spec), files=[Path(p).name for p in written], wall_s=result.wall_s)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

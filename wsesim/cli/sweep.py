@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..config.overrides import parse_grid_pairs
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
     cwd_paths,
     defer,
     format_table,
-    parse_grid_pairs,
     parse_overrides,
     print_json,
     say,

@@ -56,7 +56,7 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
     # local: keeps matplotlib out of every command's start
     from ..experiments.tune import candidates_table
     from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import manifest, resolved, write_manifest
+    from ..output.manifest import write_manifest
     from ..output.plotting import plot_candidates
     from ..output.run_folder import records_csv
 
@@ -66,9 +66,8 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
         atomic_write_text(path, text)
         # as wsesim plot draws the file: the same plans (no candidates, every count skipped: nothing to draw)
         figures = plot_candidates(text, path, out) if marked else []
-        data = manifest("tune", getattr(args, "argv", None), overrides=given(args), sources=loaded.sources,
-                        **resolved(loaded.spec), files=[CANDIDATES, *(p.name for p in figures)], **summary)
-        return [path, *figures, write_manifest(out, data)]
+        return [path, *figures, write_manifest(out, "tune", getattr(args, "argv", None), [path, *figures],
+                                               loaded=loaded, overrides=given(args), **summary)]
 
 
 def tune_systems(args: argparse.Namespace) -> int:

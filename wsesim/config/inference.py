@@ -13,7 +13,7 @@ from pydantic import Field, ValidationInfo, WithJsonSchema, field_validator
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import Description, Name, count, format_grid, parse_grid
+from .fields import count, format_grid, parse_grid
 from .inference_parts import (
     ExpertGrids,
     Rate,
@@ -28,18 +28,15 @@ from .inference_parts import (
     kv_block_problem,
 )
 from .loader import (
-    REFERENCE_KEYS,
     Loaded,
-    input_file,
+    load_kind_data,
     load_ref,
     named_by_set,
-    read_yaml,
+    read_experiment,
     register_kind,
-    resolve_with_overrides,
     shipped_file,
 )
-from .specs import HardwareSpec, ModelSpec, Seed, routing_problem, window_problem, zipf_of
-from .validation import validate
+from .specs import ExecutorSpec, RunSpec, Seed, routing_problem, window_problem, zipf_of
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
@@ -260,15 +257,17 @@ class InferenceSpec(Spec):
         return None if self.grid == "auto" else parse_grid(self.grid)
 
 
-class InferenceExperimentSpec(Spec):
+class InferenceExperimentSpec(RunSpec):
     """A hardware, a model and requests to serve: one simulated serving run."""
 
     kind: Literal["inference"] = "inference"
-    name: Name = ""
-    description: Description = ""
-    hardware: HardwareSpec
-    model: ModelSpec
     inference: InferenceSpec = Field(InferenceSpec(), validate_default=True)
+    simulation: ExecutorSpec = ExecutorSpec()  # the executor, as a training run names it
+
+    def on(self, engine: str) -> InferenceExperimentSpec:
+        """This experiment run by another executor (its ``simulation.engine``; the name is checked when it
+        runs, against ``sim.engines.ENGINES``)."""
+        return self.model_copy(update={"simulation": self.simulation.model_copy(update={"engine": engine})})
 
     @field_validator("inference")
     @classmethod
@@ -295,26 +294,18 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
                         overrides: dict[str, Any] | None = None,
                         given: dict[str, str] | None = None) -> Loaded:
     """Validate a raw ``kind: inference`` mapping (hardware and model by preset name or path) plus
-    ``--set`` overrides; ``inference.interconnect`` may name a preset too."""
-    if data.get("kind") != "inference":
-        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",
-                          source=source, path="kind")
-    overrides = dict(overrides or {})
-    # a whole hardware or model named by an override (a sweep's ``model: [llama3-8b, llama2-7b]``, ``--set
-    # hardware=wse3``) replaces the reference before anything is resolved, as in a training experiment
-    named = {k: overrides.pop(k) for k in REFERENCE_KEYS
-             if k in overrides and not isinstance(overrides[k], dict)}
-    if named:
-        data = {**data, **named}
-    base, resolved, sources = resolve_with_overrides(data, "inference", source=source, base_dir=base_dir,
-                                                     overrides=overrides, given=given)
-    # a path --set gave is the working folder's; the file's own, or a sweep point's, the file's folder's
-    _trace_path(resolved, "inference.trace" in (given or {}), base_dir)
-    by_set = "inference.speculative.draft" in (given or {})
-    resolved = _draft(resolved, Path.cwd() if by_set else base_dir,
+    ``--set`` overrides (``loader.load_kind_data``); ``inference.interconnect`` may name a preset too, and
+    ``inference.trace`` and ``inference.speculative.draft`` a file."""
+    def inline(resolved: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+        # a path --set gave is the working folder's; the file's own, or a sweep point's, the file's folder's
+        _trace_path(resolved, "inference.trace" in (given or {}), base_dir)
+        by_set = "inference.speculative.draft" in (given or {})
+        return _draft(resolved, Path.cwd() if by_set else base_dir,
                       "--set" if "inference.speculative.draft" in overrides else source)
-    spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
-                    baseline=base if overrides else None)
+
+    loaded = load_kind_data(data, "inference", InferenceExperimentSpec, "inference", source=source,
+                            base_dir=base_dir, overrides=overrides, given=given, inline=inline)
+    spec = loaded.spec
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
         # local: keeps wsesim.config's modules out of every command's start
         from .request_trace import check_cycles, read_request_trace
@@ -325,7 +316,7 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         if spec.inference.requests is not None and spec.inference.requests > rows:
             raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
                               f"{spec.inference.requests:,}", source=source, path="inference.requests")
-    return Loaded(spec, resolved, source, sources)
+    return loaded
 
 
 def _trace_path(resolved: dict[str, Any], overridden: bool, base_dir: Path | None) -> None:
@@ -355,20 +346,9 @@ def default_inference_path() -> Path:
 
 def read_inference(path: str | Path | None = None, *, hardware: str | None = None,
                    model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
-    """An inference experiment file's raw mapping (the shipped example when ``path`` is None), its
-    ``hardware`` and ``model`` replaced by those given (a preset name, or a path relative to the current
-    directory, made absolute): (the file, the mapping, which references the command line gave)."""
-    path = input_file(path) if path is not None else default_inference_path()
-    data = read_yaml(path)
-    if data.get("kind") != "inference":
-        raise ConfigError(f"expected kind: inference, got kind: {shown_repr(data.get('kind'))}",
-                          source=str(path), path="kind")
-    given = {}
-    for key, ref in (("hardware", hardware), ("model", model)):
-        if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's
-            data[key] = str(Path(ref).resolve()) if Path(ref).suffix in (".yaml", ".yml", ".json") else ref
-            given[key] = f"--{key}"
-    return path, data, given
+    """An inference experiment file's raw mapping (``loader.read_experiment``; the shipped example when
+    ``path`` is None)."""
+    return read_experiment(path, default_inference_path(), "inference", hardware=hardware, model=model)
 
 
 def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,

@@ -11,15 +11,14 @@ pydantic's errors into one-line ``ConfigError`` s is ``validation``'s.
 
 from __future__ import annotations
 
-import copy
-import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, shown_repr
+from .overrides import apply_overrides
 from .specs import HARDWARE_KINDS, SPEC_KINDS, ExperimentSpec, GpuSpec, HardwareSpec, ModelSpec, Spec
 from .validation import validate
 from .yaml_strict import describe_value as _describe
@@ -138,54 +137,6 @@ def _strip_kind(data: dict[str, Any], kind: str, source: str) -> dict[str, Any]:
     return data
 
 
-# ---------------------------------------------------------------------------------------------- overrides
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """``"model.experts=64"`` -> ``("model.experts", 64)``; the value is read as a YAML scalar."""
-    bad = _CONTROL.search(text)
-    if bad:
-        raise ConfigError(f"expected KEY.PATH=VALUE without control characters, got {shown_repr(text)} "
-                          f"(U+{ord(bad.group()):04X})", source="--set")
-    key, sep, value = text.partition("=")
-    key = key.strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"expected KEY.PATH=VALUE, got {shown_repr(text)}", source="--set")
-    if _RADIX.fullmatch(value.strip()):  # "0x1" is a grid of PEs to a user, not YAML 1.1's hex 1
-        return key, value.strip()
-    try:
-        parsed = parse_yaml(value, "--set") if value.strip() else ""
-    except ConfigError:
-        parsed = value
-    return key, parsed
-
-
-_RADIX = re.compile(r"[-+]?0[xXoObB][0-9a-fA-F_]*")
-
-
-def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``data`` with each dotted key set (the original never mutated). An override may create
-    a key the schema knows but the file omits; it may not descend into a value that is not a mapping."""
-    out = copy.deepcopy(data)
-    for dotted, value in overrides.items():
-        node = out
-        parts = dotted.split(".")
-        for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            if not isinstance(child, dict):
-                where = ".".join(parts[: i + 1])
-                raise ConfigError(f"cannot set {dotted}: {where} is {shown_repr(child)}, not a mapping",
-                                  source="--set", path=dotted)
-            node = child
-        node[parts[-1]] = copy.deepcopy(value)
-    return out
-
-
 # ----------------------------------------------------------------------------------------------- loading
 
 
@@ -228,13 +179,19 @@ REFERENCE_KEYS = ("hardware", "model")
 ``hardware:``/``model:``."""
 
 
-def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
-                         overrides: Mapping[str, Any] | None = None,
-                         given: Mapping[str, str] | None = None) -> Loaded:
-    """Validate a raw experiment mapping (with preset references) plus overrides (``given``: see
-    ``resolve_experiment``)."""
-    if data.get("kind", "experiment") != "experiment":
-        raise ConfigError(f"expected kind: experiment, got kind: {shown_repr(data.get('kind'))}",
+_Inline = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+
+
+def load_kind_data(data: dict[str, Any], kind: str, spec_type: type[Spec], section: str, *, source: str,
+                   base_dir: Path | None, overrides: Mapping[str, Any] | None,
+                   given: Mapping[str, str] | None, inline: _Inline | None = None) -> Loaded:
+    """The one loader of an experiment-like mapping of ``kind`` (``experiment``, training's, the default
+    when the file names none; ``inference``, serving's): its hardware and model references inlined
+    (``given``: see ``resolve_experiment``), the overrides applied, ``<section>.interconnect`` inlined,
+    ``inline(resolved, overrides)`` for what else the kind's references name, and ``spec_type``
+    validated. Raises ``ConfigError``."""
+    if data.get("kind", "experiment") != kind:
+        raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}",
                           source=source, path="kind")
     overrides = dict(overrides or {})
     # a whole hardware or model named by an override (a sweep's ``hardware: [wse2, wse3]``, ``--set
@@ -243,14 +200,25 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
              if k in overrides and not isinstance(overrides[k], dict)}
     if named:
         data = {**data, **named}
-    base, resolved, sources = resolve_with_overrides(data, "cluster", source=source, base_dir=base_dir,
+    base, resolved, sources = resolve_with_overrides(data, section, source=source, base_dir=base_dir,
                                                      overrides=overrides, given=given)
-    try:
-        spec = validate(ExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
-                        baseline=base if overrides else None)
-    except ConfigError as e:
-        raise _granularity_for_given_hardware(e, source, given, overrides) from None
+    if inline is not None:
+        resolved = inline(resolved, overrides)
+    spec = validate(spec_type, resolved, source=source, sources=sources, overridden=overrides,
+                    baseline=base if overrides else None)
     return Loaded(spec, resolved, source, sources)
+
+
+def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
+                         overrides: Mapping[str, Any] | None = None,
+                         given: Mapping[str, str] | None = None) -> Loaded:
+    """Validate a raw training experiment mapping (with preset references) plus overrides
+    (``load_kind_data``)."""
+    try:
+        return load_kind_data(data, "experiment", ExperimentSpec, "cluster", source=source, base_dir=base_dir,
+                              overrides=overrides, given=given)
+    except ConfigError as e:
+        raise _granularity_for_given_hardware(e, source, given, overrides or {}) from None
 
 
 def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[str, str] | None,
@@ -291,20 +259,29 @@ def _resolve_interconnect(data: dict[str, Any], base_dir: Path | None, source: s
     return {**data, section: {**part, "interconnect": inlined}}
 
 
+def read_experiment(path: str | Path | None, default: Path, kind: str, *, hardware: str | None = None,
+                    model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
+    """An experiment file's raw mapping of ``kind`` (``default`` when ``path`` is None), its ``hardware``
+    and ``model`` replaced by those given (a preset name, or a path of the current directory, made
+    absolute, not the file's folder's): (the file, the mapping, which references the command line gave)."""
+    path = input_file(path) if path is not None else default
+    data = read_yaml(path)
+    if data.get("kind", "experiment") != kind:
+        raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}",
+                          source=str(path), path="kind")
+    given = {}
+    for key, ref in (("hardware", hardware), ("model", model)):
+        if ref is not None:  # a model may be a Hugging Face config.json; an error in it is the flag's
+            data[key], given[key] = from_cwd(ref), f"--{key}"
+    return path, data, given
+
+
 def load_experiment(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,
                     overrides: Mapping[str, Any] | None = None) -> Loaded:
-    """Load an experiment file (or the shipped default example when ``path`` is None).
-
-    ``hardware``/``model`` replace the file's references (a preset name or a path).
-    """
-    path = input_file(path) if path is not None else default_experiment_path()
-    data = read_yaml(path)
-    # a file named on the command line is the current directory's, not the experiment file's folder's
-    given = {}
-    if hardware is not None:
-        data["hardware"], given["hardware"] = from_cwd(hardware), "--hardware"
-    if model is not None:
-        data["model"], given["model"] = from_cwd(model), "--model"
+    """Load an experiment file (or the shipped default example when ``path`` is None); ``hardware`` and
+    ``model`` replace its references (``read_experiment``)."""
+    path, data, given = read_experiment(path, default_experiment_path(), "experiment", hardware=hardware,
+                                        model=model)
     return load_experiment_data(data, source=str(path), base_dir=path.parent, overrides=overrides,
                                 given={**given, **named_by_set(overrides)})  # --set replaces --model
 

@@ -232,6 +232,16 @@ def parse_granularity(granularity: str) -> int:
     return int(m.group(1))
 
 
+Engine = Literal["fast", "reference"]
+"""The executor a run names (``simulation.engine``, training's and serving's alike): sim.engines.ENGINES."""
+
+
+class ExecutorSpec(Spec):
+    """A serving run's ``simulation`` section: only which executor runs it (training's holds more)."""
+
+    engine: Engine = "fast"
+
+
 class SimulationSpec(Spec):
     """How the simulation is run: fabric fidelity, mesh granularity, expert placement, and which event
     engine runs the step (``fast``, or the plain-SimPy ``reference`` that vouches for it)."""
@@ -240,7 +250,7 @@ class SimulationSpec(Spec):
     fabric: Literal["flow", "packet", "packet-simpy"] = "flow"  # wsesim.fabric.fidelity.FABRICS
     granularity: str = "block:16"
     placement: Literal["grid", "snake", "random"] = "grid"
-    engine: Literal["fast", "reference"] = "fast"  # wsesim.sim.engines.ENGINES
+    engine: Engine = "fast"
     # how an MoE layer's experts run (docs/model.md §3): on expert regions that tokens reach over the
     # fabric, or on the whole wafer with each token's k copies kept in place (the Cerebras stack's way)
     moe_mapping: Literal["regions", "in_place"] = "regions"  # wsesim.experiments.mappings.MOE_MAPPINGS
@@ -263,14 +273,20 @@ class SimulationSpec(Spec):
         return parse_granularity(self.granularity)
 
 
-class ExperimentSpec(Spec):
-    """A hardware, a model, a training setting and simulation settings: one simulated step."""
+class RunSpec(Spec):
+    """What an experiment of either kind names first: a hardware and a model (its ``kind`` its own)."""
 
-    kind: Literal["experiment"] = "experiment"
+    kind: str
     name: Name = ""
     description: Description = ""
     hardware: HardwareSpec
     model: ModelSpec
+
+
+class ExperimentSpec(RunSpec):
+    """A hardware, a model, a training setting and simulation settings: one simulated step."""
+
+    kind: Literal["experiment"] = "experiment"
     training: TrainingSpec = TrainingSpec()
     simulation: SimulationSpec = SimulationSpec()
     cluster: ClusterSpec = Field(ClusterSpec(), validate_default=True)

@@ -56,7 +56,7 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
 
 @_python_errors
 def infer(experiment: Any = None, *, hardware: str | None = None, model: str | None = None,
-          overrides: Mapping[str, Any] | None = None, engine: str = "fast", search: bool = False,
+          overrides: Mapping[str, Any] | None = None, engine: str | None = None, search: bool = False,
           objective: str = "tpot", spans: bool = False) -> Any:
     """Serve a model as ``wsesim infer`` does: ``experiment`` a ``kind: inference`` file (None: the shipped
     example) or what ``load_inference`` returned; ``search`` tries the rectangles that tile the wafer and
@@ -66,7 +66,7 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     costs, trace) for ``wsesim.write_run`` and ``wsesim.write_trace`` (``spans``: the run logs which
     requests each iteration carries, for a trace's spans to name them, as ``infer --trace`` does). A
     mapping that does not fit is a result with its reason; work that cannot finish here is a
-    ``ConfigError``."""
+    ``ConfigError``. ``engine``: the executor, in place of the experiment's ``simulation.engine``."""
     # local: keeps the engine (SimPy, numpy) out of experiments.api's import
     from .inference import run_inference, search_mapping
 
@@ -77,9 +77,10 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
         loaded = experiment
     else:
         loaded = load_inference(experiment, hardware=hardware, model=model, overrides=overrides)
+    spec = loaded.spec if engine is None else loaded.spec.on(engine)
     if search:
-        return search_mapping(loaded.spec, engine=engine, objective=objective, spans=spans)[0]
-    return run_inference(loaded.spec, engine=engine, spans=spans)
+        return search_mapping(spec, objective=objective, spans=spans)[0]
+    return run_inference(spec, spans=spans)
 
 
 @_python_errors

@@ -61,10 +61,12 @@ from .machine import (
     DEFAULT_MAX_RUN_SECONDS,
     _duration,
     _size,
+    about,
     machine_memory,
     max_run_seconds,
     max_sweep_seconds,
     memory_limit,
+    refuse_work,
     too_much_memory,
 )
 
@@ -127,8 +129,7 @@ class WorkEstimate:
         elif self.systems > 1:
             counts += f", {self.systems} systems"
         runs_text = f" for {runs} runs" if runs > 1 else ""
-        took = _duration(self.total_seconds(runs))
-        took = took if took.startswith("under") else f"about {took}"
+        took = about(self.total_seconds(runs))
         return f"{took} and {_size(self.bytes)}{runs_text} ({counts}), mostly {self.driver}"
 
 
@@ -286,39 +287,15 @@ def check_work(spec: ExperimentSpec, *, runs: int = 1, candidates: list[tuple[in
         estimate, runs = estimate_search(spec, candidates), len(candidates)
     else:
         estimate = estimate_work(spec, wafer_maps=wafer_maps, micro_batches=micro_batches)
-    refuse(spec, estimate, runs)
+    refuse_work("this run", estimate.total_seconds(runs), estimate.bytes, lambda: estimate.describe(runs),
+                lambda *_: _advice(spec, estimate, runs))
     return estimate
 
 
-def refuse(spec: ExperimentSpec, estimate: WorkEstimate, runs: int = 1, *, what: str = "this run",
-           workers: int = 1) -> None:
-    """Raise the one-line ``ConfigError`` when ``runs`` runs of ``estimate`` (over ``workers`` processes,
-    each holding one run's memory) cannot finish on this machine."""
-    memory, limit_s = memory_limit(), max_run_seconds()
-    nbytes = estimate.bytes * workers
-    seconds = (estimate.total_seconds(runs) / max(min(workers, runs), 1) if workers > 1
-               else estimate.total_seconds(runs))
-    too_big = nbytes > memory
-    too_long = seconds > limit_s
-    if not (too_big or too_long):
-        return
-    why = (too_much_memory() if too_big
-           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
-    if workers > 1:
-        why += f" with --workers {workers} ({_size(nbytes)} in all)"
-    fraction = min(limit_s / seconds if too_long else 1.0,
-                   memory / nbytes if too_big else 1.0)
-    raise ConfigError(f"{what} cannot finish here: it {why}: {estimate.describe(runs)}; "
-                      f"{_advice(spec, estimate, too_big, fraction, workers, runs)}")
-
-
-def _advice(spec: ExperimentSpec, e: WorkEstimate, too_big: bool, fraction: float, workers: int = 1,
-            runs: int = 1) -> str:
+def _advice(spec: ExperimentSpec, e: WorkEstimate, runs: int = 1) -> str:
     """The override that would fit: the dominant term's count, the largest that the estimate lets finish
     (``runs`` times: a tuner's candidates)."""
     t, m = spec.training, spec.model
-    if workers > 1 and too_big and e.bytes <= memory_limit():
-        return f"use fewer workers (--workers {max(1, int(workers * fraction))})"
     if e.driver == "packet":
         return ("use simulation.fabric: flow (packet timing is for small meshes and single patterns: "
                 "wsesim fabric), or a much smaller wafer")
@@ -388,8 +365,7 @@ def check_sweep(points: int, seconds: float, peak_bytes: float, workers: int) ->
 
 def sweep_duration(seconds: float, points: int, workers: int) -> str:
     """The sweep's estimated wall time, as its progress line says it ("about 5 minutes", "under 1 s")."""
-    text = _duration(seconds / max(min(workers, points), 1))
-    return text if text.startswith("under") else f"about {text}"
+    return about(seconds / max(min(workers, points), 1))
 
 
 def check_fabric(nodes: int, pes: int, experts: int) -> None:
@@ -406,7 +382,5 @@ def check_fabric(nodes: int, pes: int, experts: int) -> None:
                           path="--experts")
 
 
-
-
 __all__ = ["WorkEstimate", "check_routing", "check_work", "estimate_search", "estimate_work",
-           "machine_memory", "max_run_seconds", "refuse"]
+           "machine_memory", "max_run_seconds"]

@@ -1,9 +1,10 @@
 """Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> the
 serving program (``sim.builders.serving``) -> its costs, each stage's kernels simulated on its grid
-(``sim.costing``) -> requests through the pipeline by the engine the run names (``sim.engines.ENGINES``,
-the same executors as training's) -> result. And the search for the fastest mapping that fits (``wsesim
-infer --search``, over the rectangles that tile the wafer), as ``tune`` searches G for training. A
-sweep of serving points runs each through ``run_inference`` (``experiments.serving_sweep``)."""
+(``sim.costing``) -> requests through the pipeline by the executor its ``simulation.engine`` names
+(``sim.engines.ENGINES``, the same key and executors as training's) -> result. And the search for the
+fastest mapping that fits (``wsesim infer --search``, over the rectangles that tile the wafer), as
+``tune`` searches G for training. A sweep of serving points runs each through ``run_inference``
+(``experiments.points``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
-from ..config.tables import entry, load
+from ..config.tables import entry
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
-from ..sim.engines import ENGINES
+from ..sim.engines import engine_for
 from ..sim.mapping import Mapping, candidate_mappings
 from ..sim.plan import Trace
 from ..sim.program import Program
@@ -38,8 +39,8 @@ class ServeRun:
     trace: Trace | None = None
 
 
-def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check: bool = True,
-                  objective: str = "tpot", spans: bool = False) -> ServeRun:
+def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objective: str = "tpot",
+                  spans: bool = False) -> ServeRun:
     """Map (``grid: auto`` by ``objective``, ``auto_grid.map_for``), build and serve ``spec``; an infeasible
     mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
@@ -50,8 +51,8 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
         # one request alone: the run without the draft or the prefill wafers too, on its mapping (the
         # figure the layout is held against, ``tokens_per_s_per_request_without``)
         alone = inf.model_copy(update={"speculative": None, "prefill_systems": None})
-        plain = run_inference(spec.model_copy(update={"inference": alone}), engine, check=check,
-                              objective=objective, spans=spans)
+        plain = run_inference(spec.model_copy(update={"inference": alone}), check=check, objective=objective,
+                              spans=spans)
         if not plain.result.feasible:
             return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
                             plain.mapping)
@@ -60,15 +61,15 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     if not mapping.feasible:
         return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
     if check:  # what cannot finish here is refused before the program is built
-        check_serving(serving_estimate(spec, mapping, engine, spans=spans))
+        check_serving(serving_estimate(spec, mapping, spans=spans))
     if inf.extra_wafers:  # the draft's or the prefill wafers are more stations of the scheduler
 
         result, program, costs, trace = serve_layout_batches(
-            spec, engine, mapping, plain.result if plain is not None else None, spans)
+            spec, mapping, plain.result if plain is not None else None, spans)
         return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
     program = serving_program(spec, mapping, members=spans)
     costs = cost_serving(program, spec)
-    trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
+    trace = engine_for(spec)(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
     return ServeRun(result, mapping, program, costs, trace)
 
@@ -100,7 +101,7 @@ OBJECTIVES: dict[str, tuple[str, Any]] = {
 ``ServeResult``, larger is better). ``tpot`` is the default."""
 
 
-def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast", objective: str = "tpot",
+def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
                    spans: bool = False) -> tuple[ServeRun, list[ServeResult]]:
     """The best mapping that fits by ``objective`` (``OBJECTIVES``; by default the highest tokens/s per
     request, then aggregate tokens/s). Every
@@ -109,8 +110,8 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast", objectiv
     for a tiny model, where every grid does). Returns the best and the results of the served candidates
     and of up to ``SHOWN_INFEASIBLE`` grids larger than every one that fits (infeasible, with their
     reasons), in candidate order; when nothing fits, the best is the first candidate, with its reason.
-    Each is served by ``engine`` (``spans``: logged for a ``--trace``); the work of every one is
-    estimated, and checked, before any runs."""
+    Each is served by the executor ``spec`` names (``spans``: logged for a ``--trace``); the work of every
+    one is estimated, and checked, before any runs."""
     better = entry(OBJECTIVES, objective, "objective")[1]  # an unknown one before any work
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
@@ -120,17 +121,17 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast", objectiv
     specs = [(spec.model_copy(update={"inference": spec.inference.model_copy(
         update={"grid": f"{mp.grid[0]}x{mp.grid[1]}", "expert_grids": mp.expert_grids})}), mp)
         for mp in mappings if id(mp) in keep]
-    each = [serving_estimate(s, mp, engine) for s, mp in specs if mp.feasible]
+    each = [serving_estimate(s, mp) for s, mp in specs if mp.feasible]
     if each:  # every candidate's work counted before any is served
         largest = max(each, key=lambda e: e.bytes)
-        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, engine,
+        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, largest.engine,
                                        visits=sum(e.visits for e in each), runs=len(each),
                                        draws=sum(e.draws for e in each), arrival=largest.arrival,
                                        continuous=largest.continuous, held=largest.held or largest.visits,
                                        pieces=sum(e.pieces for e in each),
                                        contexts=sum(e.contexts for e in each)),
                       what="this search")
-    candidates = [run_inference(s, engine, check=False, spans=spans) for s, _ in specs]
+    candidates = [run_inference(s, check=False, spans=spans) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]

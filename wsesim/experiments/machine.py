@@ -6,6 +6,7 @@ estimate says seconds and bytes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ..config.errors import ConfigError, UnitError
 from ..config.units import parse_quantity
@@ -91,6 +92,27 @@ def too_much_memory() -> str:
             "allows more)")
 
 
+def refuse_work(what: str, seconds: float, nbytes: float, describe: Callable[[], str],
+                advice: Callable[[bool, float], str]) -> None:
+    """The one refusal of work (a training run or a tuner's candidates, a serving run, kernels) past the
+    memory limit (``nbytes``) or the time limit: "``what`` cannot finish here: it <the limit>:
+    ``describe()``; ``advice(too_big, fraction)``", ``fraction`` the share that fits."""
+    memory, limit_s = memory_limit(), max_run_seconds()
+    too_big, too_long = nbytes > memory, seconds > limit_s
+    if not (too_big or too_long):
+        return
+    why = (too_much_memory() if too_big
+           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
+    fraction = min(limit_s / seconds if too_long else 1.0, memory / nbytes if too_big else 1.0)
+    raise ConfigError(f"{what} cannot finish here: it {why}: {describe()}; {advice(too_big, fraction)}")
+
+
+def about(seconds: float) -> str:
+    """An estimate's seconds as a refusal says them: "under 1 s", "about 3 minutes"."""
+    took = _duration(seconds)
+    return took if took.startswith("under") else f"about {took}"
+
+
 def _duration(seconds: float) -> str:
     if seconds < 1:
         return "under 1 s"
@@ -112,5 +134,5 @@ def _size(nbytes: float) -> str:
     return ""  # unreachable
 
 
-__all__ = ["MEMORY_FRACTION", "machine_memory", "max_run_seconds", "max_sweep_seconds", "memory_limit",
-           "too_much_memory"]
+__all__ = ["MEMORY_FRACTION", "about", "machine_memory", "max_run_seconds", "max_sweep_seconds",
+           "memory_limit", "refuse_work", "too_much_memory"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -23,7 +23,6 @@ import numpy as np
 
 from ..analysis.results import RunResult, infeasible, measure
 from ..config.specs import ExperimentSpec, HardwareSpec
-from ..config.tables import entry, load
 from ..fabric.fidelity import dispatch_timer
 from ..fabric.mesh import Mesh, Region
 from ..fabric.placement import Placement
@@ -33,7 +32,7 @@ from ..model.vocabulary import OpKind
 from ..sim.builders.training import training_program
 from ..sim.cluster import tree_for
 from ..sim.costing import Costs, cost_program
-from ..sim.engines import ENGINES
+from ..sim.engines import ENGINES, engine_for  # noqa: F401 (ENGINES re-exported)
 from ..sim.plan import StepPlan, Trace
 from ..sim.program import Op, Program
 from .estimate import check_work
@@ -90,15 +89,6 @@ def expert_placement(spec: ExperimentSpec, rng: np.random.Generator) -> Placemen
         return Placement("grid", Region(0, 0, spec.hardware.mesh.rows, spec.hardware.mesh.cols),
                          (Region(0, 0, spec.hardware.mesh.rows, spec.hardware.mesh.cols),), ())
     return moe_mapping(spec.simulation.moe_mapping).placement(spec, rng)
-
-
-ExecuteFn = Callable[[StepPlan, Program, Costs], Trace]
-
-
-def engine_for(spec: ExperimentSpec) -> ExecuteFn:
-    """The event engine ``simulation.engine`` names (``ENGINES``): it runs a costed program."""
-    engine: ExecuteFn = load(entry(ENGINES, spec.simulation.engine, "simulation.engine"))
-    return engine
 
 
 def random_streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:

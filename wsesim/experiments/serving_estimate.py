@@ -23,14 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ..config.errors import ConfigError
 from ..config.inference import InferenceExperimentSpec
 from ..model.load import Requests, requests_of
 from ..model.serving import requests_fit
 from ..sim.builders.serving import default_token_budget
 from ..sim.mapping import Mapping
 from .estimate import BASE_BYTES
-from .machine import _duration, _size, max_run_seconds, memory_limit, too_much_memory
+from .machine import _size, about, refuse_work
 
 # (seconds, bytes) per stage iteration under continuous batching: measured (2-core machine, load average
 # 7) 10 µs, 190 B (LLaMA3-8B, 2 CS-3 stages, 8,192 Poisson requests at 2/s: 1.65 M iterations, 18.7 s of
@@ -98,11 +97,11 @@ def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fa
                            arrival, **more)
 
 
-def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, engine: str = "fast", *,
+def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
                      spans: bool = False) -> ServingEstimate:
-    """The work of serving ``spec`` on ``mapping`` (its stages), from the counts alone (see the module
-    docstring); ``spans``: with a ``--trace`` written."""
-    i, m, S = spec.inference, spec.model, len(mapping.stages)
+    """The work of serving ``spec`` on ``mapping`` (its stages) by the executor it names, from the counts
+    alone (see the module docstring); ``spans``: with a ``--trace`` written."""
+    i, m, S, engine = spec.inference, spec.model, len(mapping.stages), spec.simulation.engine
     moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
     load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
@@ -143,18 +142,13 @@ def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> 
 
 
 def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None:
-    """Raise the one-line ``ConfigError`` when ``e`` cannot finish on this machine: the estimate, its
-    counts, the limit, and what would fit (``_advice``)."""
-    memory, limit_s = memory_limit(), max_run_seconds()
-    too_big, too_long = e.bytes > memory, e.seconds > limit_s
-    if not (too_big or too_long):
-        return
-    why = (too_much_memory() if too_big
-           else f"would run longer than {_duration(limit_s)} (WSESIM_MAX_RUN_S)")
-    fraction = min(limit_s / e.seconds if too_long else 1.0,
-                   memory / e.bytes if too_big else 1.0)
-    took = _duration(e.seconds)
-    took = took if took.startswith("under") else f"about {took}"
+    """Raise the one-line ``ConfigError`` when ``e`` cannot finish on this machine
+    (``machine.refuse_work``): the estimate, its counts, the limit, and what would fit (``_advice``)."""
+    refuse_work(what, e.seconds, e.bytes, lambda: _describe(e), lambda _, fraction: _advice(e, fraction))
+
+
+def _describe(e: ServingEstimate) -> str:
+    """The estimate's seconds and bytes and the counts they follow."""
     counts = " × ".join(f"{n:,} {what}{'s' if n != 1 else ''}" for n, what in (
         (e.stages, "stage"), (e.batch, "request"), (e.output_len, "output token")))
     unit = "stage iterations at most" if e.continuous else "stage iterations"
@@ -164,8 +158,7 @@ def check_serving(e: ServingEstimate, *, what: str = "this serving run") -> None
         counts += f", {e.pieces:,} prompt passes and {e.contexts:,} decode contexts costed"
     if e.spans:
         counts += ", with --trace"
-    raise ConfigError(f"{what} cannot finish here: it {why}: {took} and {_size(e.bytes)} ({counts}, on the "
-                      f"{e.engine} engine); {_advice(e, fraction)}")
+    return f"{about(e.seconds)} and {_size(e.bytes)} ({counts}, on the {e.engine} engine)"
 
 
 def _advice(e: ServingEstimate, fraction: float) -> str:

@@ -14,13 +14,12 @@ from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving, prefill_breakdown
 from ..config.inference import InferenceExperimentSpec
-from ..config.tables import entry, load
 from ..model.load import requests_of
 from ..model.serving import kv_bytes_per_token
 from ..model.speculative import expected_tokens
 from ..sim.builders.serving import serving_program
 from ..sim.costing import Costs, cost_serving
-from ..sim.engines import ENGINES
+from ..sim.engines import engine_for
 from ..sim.mapping import Mapping
 from ..sim.program import Program
 from ..sim.speculative import DraftCosts, prefill_path
@@ -82,7 +81,7 @@ def _wafers(mapping: Mapping) -> str:
     return f"{mapping.systems} wafer{'s' if mapping.systems > 1 else ''}"
 
 
-def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Mapping,
+def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
                          plain: ServeResult | None = None, members: bool = False,
                          ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
     """Speculative decoding, split prefill or both (docs/model.md §11.9, §11.10), at any load: the
@@ -119,7 +118,7 @@ def serve_layout_batches(spec: InferenceExperimentSpec, engine: str, mapping: Ma
         per_token = kv_rate(spec, other, mapping)
         pool[-1] = KvHandoff(spec, pool[-1], per_token)
         costs.pool = tuple(pool)
-    trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
+    trace = engine_for(spec)(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
                              extra_systems=sum(m.systems for m, _ in found.values()))
     warnings = list(result.warnings)

@@ -17,7 +17,7 @@ set both in ``grid`` and in a point is an error, not an override; a point whose 
 this machine is refused: ``wsesim.experiments.estimate``). A point that is infeasible, or fails, is a
 row with its status and reason; it never stops the sweep. A serving base (``kind: inference``) sweeps
 ``inference.*``, ``hardware`` and ``model`` keys the same way; its points are served
-(``experiments.serving_sweep``) and its CSV has the serving columns (``table.serving_columns``).
+(``experiments.points``) and its CSV has the serving columns (``table.serving_columns``).
 
 Results: ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as
 points finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not
@@ -42,13 +42,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..analysis.results import RunResult
 from ..config.errors import ConfigError, shown_repr
-from ..config.inference import load_inference_data
 from ..config.loader import (
     Loaded,
     input_file,
-    load_experiment_data,
     named_by_set,
     read_yaml,
     register_kind,
@@ -56,10 +53,9 @@ from ..config.loader import (
 )
 from ..config.request_trace import trace_digest
 from ..config.specs import Spec, context_warning
-from .estimate import MAX_SWEEP_POINTS, check_work, estimate_search, estimate_work
+from .estimate import MAX_SWEEP_POINTS
+from .points import INFERENCE, KINDS, died_row, run_point
 from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
-from .runner import run_experiment
-from .serving_sweep import INFERENCE, run_serving_point, serving_plan_key, serving_work
 from .table import (  # noqa: F401 (re-exported: the sweep's results)
     MEASURED_COLUMNS,
     RESULT_COLUMNS,
@@ -80,7 +76,6 @@ from .table import (  # noqa: F401 (re-exported: the sweep's results)
     swept_columns,
     swept_values,
 )
-from .tune import candidates, tune, tuned_row
 from .workers import run_dask, run_local
 
 
@@ -185,17 +180,13 @@ class Sweep:
 
     def load_point(self, point: Point) -> Loaded:
         """A point's experiment, validated as its row is run (training's loader or serving's)."""
-        return _LOADERS[self.kind](self.base.raw, source=self.base.source, overrides=point.run_overrides(),
-                                   base_dir=point.base_dir_path)
-
-
-_LOADERS = {"experiment": load_experiment_data, INFERENCE: load_inference_data}
-"""How a point of a sweep is validated, by its base's kind."""
+        return KINDS[self.kind].load(self.base.raw, source=self.base.source,
+                                     overrides=point.run_overrides(), base_dir=point.base_dir_path)
 
 
 def _base_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind", "experiment")
-    if kind not in _LOADERS:
+    if kind not in KINDS:
         raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
                           f"{shown_repr(kind)}", source=source, path="kind")
     return str(kind)
@@ -243,7 +234,7 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
     kind = _base_kind(base_data, base_source)
-    load = _LOADERS[kind]
+    load = KINDS[kind].load
     given = named_by_set(overrides)  # a hardware or model --set names is the flag's: its error is --set's
     try:
         base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
@@ -286,13 +277,8 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         where = "points" if spec.points else "grid"
         try:
             loaded = load(base.raw, source=base_source, overrides=point.run_overrides(), base_dir=base_root)
-            if kind == INFERENCE:
-                (cost, nbytes), plan_key = serving_work(loaded), serving_plan_key(loaded)
-            else:
-                cost, nbytes = _point_work(loaded, point, check=check_work)
-                s = loaded.spec
-                plan_key = json.dumps([s.hardware.model_dump(mode="json"), s.model.experts,
-                                       s.simulation.model_dump(mode="json"), s.training.seed], sort_keys=True)
+            cost, nbytes = KINDS[kind].work(loaded, point, check_work)
+            plan_key = KINDS[kind].plan_key(loaded)
         except ConfigError as e:  # a value --grid gave is the flag's error
             flag = bool(grid) and bool(e.path) and any(_overlap(e.path, k) for k in grid or {})
             raise ConfigError(f"point {i} {_describe(ov)}: {e.path + ': ' if e.path else ''}{e.message}",
@@ -333,17 +319,6 @@ def _overlap(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
 
-def _point_work(loaded: Loaded, point: Point, *, check: bool) -> tuple[float, float]:
-    """The point's estimated seconds of work (a tuned point runs every tuning candidate) and peak bytes;
-    with ``check``, refuse a point that cannot finish on this machine."""
-    planned = candidates(loaded.spec) if point.tuned else None
-    if check:
-        estimate = check_work(loaded.spec, candidates=planned)
-    else:
-        estimate = estimate_search(loaded.spec, planned) if planned else estimate_work(loaded.spec)
-    return estimate.total_seconds(len(planned) if planned else 1), estimate.bytes
-
-
 def _describe(overrides: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}={v}" for k, v in overrides.items()) + "}"
 
@@ -353,41 +328,6 @@ def _validate_sweep_file(data: dict[str, Any], path: Path) -> SweepSpec:
 
 
 register_kind("sweep", _validate_sweep_file)
-
-
-# ------------------------------------------------------------------------------------------- one point
-
-
-def run_point(raw: dict[str, Any], source: str, point: Point) -> dict[str, Any]:
-    """Run one point (in a worker process); returns its CSV row. Never raises. A serving base's point is
-    served (``serving_sweep.run_serving_point``)."""
-    if raw.get("kind") == INFERENCE:
-        return run_serving_point(raw, source, point)
-    row: dict[str, Any] = {"point": point.index, "point_key": point.key}
-    row.update({f"set:{k}": v for k, v in point.overrides.items()})
-    try:
-        loaded = load_experiment_data(raw, source=source, overrides=point.run_overrides(),
-                                      base_dir=point.base_dir_path)
-        row.update(swept_values(loaded.spec, point.swept or point.overrides))
-        result: RunResult = tuned_row(tune(loaded)) if point.tuned else run_experiment(loaded.spec)
-        row.update(result.scalars())
-        row["tuned"] = point.tuned
-        row["status"] = STATUS_OK if result.feasible else STATUS_INFEASIBLE
-        row["reason"] = row.pop("infeasible_reason")
-        if not result.feasible:  # nothing was measured: empty, not 0
-            row.update(dict.fromkeys(MEASURED_COLUMNS, ""))
-    except Exception as e:  # a failing point is a row, never the end of the sweep
-        row["tuned"] = point.tuned
-        row["status"] = STATUS_ERROR
-        row["reason"] = failure(e)
-    return row
-
-
-def died_row(point: Point, why: str) -> dict[str, Any]:
-    """The row of a point whose worker process died under it: an error, and the sweep goes on."""
-    return {"point": point.index, "point_key": point.key,
-            **{f"set:{k}": v for k, v in point.overrides.items()},
-            "tuned": point.tuned, "status": STATUS_ERROR, "reason": why}
 
 
 # ---------------------------------------------------------------------------------------------- running

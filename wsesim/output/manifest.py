@@ -113,9 +113,15 @@ def manifest(kind: str, argv: list[str] | None, **content: Any) -> dict[str, Any
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **content, **environment()}
 
 
-def write_manifest(folder: str | Path, data: dict[str, Any]) -> Path:
-    """Write ``folder/manifest.json`` (atomically); one of another kind already there is kept, with this
-    one added under ``also``. Returns its path."""
+def write_manifest(folder: str | Path, kind: str, argv: list[str] | None, files: list[Any], *,
+                   loaded: Any = None, **content: Any) -> Path:
+    """Write ``folder/manifest.json`` (atomically), the one composer of every command's manifest: its
+    ``kind``, the command line ``argv``, the names of the ``files`` written beside it, the ``loaded``
+    experiment (its sources and the specs resolved) when there is one, and ``content`` (overrides, a
+    sweep's points, ``wall_s``...). One of another kind already there is kept, with this one added under
+    ``also``. Returns its path."""
+    specs = {} if loaded is None else {"sources": loaded.sources, **resolved(loaded.spec)}
+    data = manifest(kind, argv, **specs, files=[Path(p).name for p in files], **content)
     path = Path(folder) / MANIFEST
     try:
         existing = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

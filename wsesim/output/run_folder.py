@@ -4,13 +4,13 @@
   ``flat``, a nested record (a kernel's ``critical_path``, a fabric run's ``mesh``) as one flat row
   (``critical_path_compute``); ``tune --out``'s ``candidates.csv``, ``kernel --out``'s ``kernels.csv``,
   ``fabric --out``'s ``fabric.csv``.
-* ``trace_bytes`` and ``write_trace`` — a finished run's Chrome/Perfetto trace (a training step's or a
-  serving run's), gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same
-  trace, the same bytes).
-* ``run_files`` / ``serving_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest:
-  ``result.json`` (without the host's seconds), ``ops.csv`` (the step's ops, or one decode step's), a
-  training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run`` writes them with the
-  ``manifest.json``, for Python (``wsesim.write_run``).
+* ``write_trace`` — a finished run's Chrome/Perfetto trace (a training step's or a serving run's),
+  gzip-compressed when the name ends in ``.gz`` (no timestamp in the header: the same trace, the same
+  bytes).
+* ``run_files`` — what ``run --out`` and ``infer --out`` hold besides the manifest, for either kind:
+  ``result.json`` (``saved_result``: without the host's seconds), ``ops.csv`` (the step's ops, or one
+  decode step's), a training run's ``wafer.json`` and a serving run's ``requests.csv``; ``write_run``
+  writes them with the ``manifest.json`` (``manifest.write_manifest``), for Python (``wsesim.write_run``).
 
 Nothing here runs a simulation or prints; the folder is held (``files.command_folder``) while written.
 """
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
-from .manifest import manifest, resolved, write_manifest
+from .manifest import write_manifest
 
-__all__ = ["flat", "records_csv", "run_files", "serving_files", "trace_bytes", "write_run", "write_trace"]
+__all__ = ["flat", "records_csv", "run_files", "saved_result", "write_run", "write_trace"]
 
 
 def flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -61,73 +61,67 @@ def _is_serving(run: Any) -> bool:
     return hasattr(run, "mapping")  # experiments.inference.ServeRun; a training Run has a plan instead
 
 
-def trace_bytes(run: Any, name: str, clock_hz: float | None = None) -> bytes | None:
-    """The trace of a finished run as the file ``name`` holds it (gzip for ``.gz``); None when nothing ran
-    (an infeasible configuration). A serving run's timestamps need its hardware's ``clock_hz``."""
+def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
+    """Write ``run``'s Chrome/Perfetto trace to ``path`` (``.json``, or gzip for ``.json.gz`` with no
+    timestamp in its header: the same trace, the same bytes); its folder is made. A serving run needs the
+    ``loaded`` experiment it served (its timestamps need its clock). Returns the path, or None when nothing
+    ran (an infeasible configuration)."""
     # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
     from ..analysis.chrome_trace import chrome_trace
 
-    if run.trace is None or not run.result.feasible:
-        return None
-    trace = (chrome_trace(run.trace, clock_hz=clock_hz) if _is_serving(run)
-             else chrome_trace(run.trace, run.plan))
-    data = json.dumps(trace).encode()
-    return gzip.compress(data, compresslevel=6, mtime=0) if str(name).endswith(".gz") else data
-
-
-def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
-    """Write ``run``'s trace to ``path`` (``.json`` or ``.json.gz``); its folder is made. A serving run
-    needs the ``loaded`` experiment it served (its clock). Returns the path, or None when nothing ran."""
     clock = loaded.spec.hardware.clock_hz if loaded is not None else None
     if _is_serving(run) and clock is None:
         raise ValueError("a serving run's trace needs loaded= (the experiment it served: its clock)")
-    data = trace_bytes(run, str(path), clock)
-    if data is None:
+    if run.trace is None or not run.result.feasible:
         return None
-
+    data = json.dumps(chrome_trace(run.trace, clock_hz=clock) if _is_serving(run)
+                      else chrome_trace(run.trace, run.plan)).encode()
     prepare_dir(Path(path).parent)
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, gzip.compress(data, 6, mtime=0) if str(path).endswith(".gz") else data)
     return Path(path)
 
 
-def run_files(folder: Path, run: Any, maps: Any = None) -> list[Path]:
-    """A training run's ``result.json``, and when it ran its ``ops.csv`` and (``maps``: its wafer maps,
-    made here when not given) ``wafer.json``, into ``folder``; the paths written."""
+def saved_result(result: Any) -> dict[str, Any]:
+    """A result as ``result.json`` and ``candidates.json`` hold it, of either kind: every field but the
+    host's seconds (``WALL_CLOCK_FIELDS``: they are the manifest's), so that the file is the same bytes for
+    the same inputs."""
     # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
-    from ..analysis.ops import ops_csv, ops_table
     from ..analysis.results import WALL_CLOCK_FIELDS
 
-    data = {k: v for k, v in run.result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
-    atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
-    written = [folder / "result.json"]
-    if run.result.feasible:
-        # local: keeps numpy out of output.run_folder's import
+    return {k: v for k, v in result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
+
+
+def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: Any = ()) -> list[Path]:
+    """A run's files besides the manifest, into ``folder``; the paths written. Either kind: its
+    ``result.json`` (``saved_result``); when a training step ran, its ``ops.csv`` and (``maps``: its wafer
+    maps, made here when not given) ``wafer.json``; a serving run of ``spec``, when it was served, its
+    ``requests.csv`` (each request's times, ``analysis.requests``) and ``ops.csv`` (one decode step's ops,
+    stage by stage, ``analysis.serving_ops``), and a search's ``candidates`` (``candidates.json``)."""
+    saved = json.dumps(saved_result(run.result), indent=2) + "\n"
+    files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
+    if _is_serving(run):
+        # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+        from ..analysis.requests import request_times, requests_csv
+        from ..analysis.serving_ops import decode_ops, decode_ops_csv
+
+        if run.trace is not None and run.program is not None:
+            files.append(("requests.csv", lambda: requests_csv(request_times(spec, run.program, run.trace))))
+        if run.result.feasible and run.program is not None and run.costs is not None:
+            files.append(("ops.csv", lambda: decode_ops_csv(decode_ops(spec, run.program, run.costs))))
+        (folder / "candidates.json").unlink(missing_ok=True)  # an earlier search's would read as this run's
+        if candidates:
+            shown = [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates]
+            files.append(("candidates.json", lambda: json.dumps(shown, indent=2) + "\n"))
+    elif run.result.feasible:
+        # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+        from ..analysis.ops import ops_csv, ops_table
         from ..analysis.wafer import wafer_maps
 
-        atomic_write_text(folder / "ops.csv", ops_csv(ops_table(run.trace)))
-        atomic_write_text(folder / "wafer.json", json.dumps((maps or wafer_maps(run)).to_dict()))
-        written += [folder / "ops.csv", folder / "wafer.json"]
-    return written
-
-
-def serving_files(folder: Path, run: Any, spec: Any) -> list[Path]:
-    """A serving run of ``spec``: its ``result.json`` and, when it was served, ``requests.csv`` (each
-    request's times, ``analysis.requests.request_times``) and ``ops.csv`` (one decode step's ops, stage by
-    stage, ``analysis.serving_ops``), into ``folder``; the paths written."""
-    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
-    from ..analysis.requests import request_times, requests_csv
-    from ..analysis.serving_ops import decode_ops, decode_ops_csv
-
-    data = {k: v for k, v in run.result.to_dict().items() if k != "wall_s"}
-    atomic_write_text(folder / "result.json", json.dumps(data, indent=2) + "\n")
-    written = [folder / "result.json"]
-    if run.trace is not None and run.program is not None:
-        atomic_write_text(folder / "requests.csv", requests_csv(request_times(spec, run.program, run.trace)))
-        written.append(folder / "requests.csv")
-    if run.result.feasible and run.program is not None and run.costs is not None:
-        atomic_write_text(folder / "ops.csv", decode_ops_csv(decode_ops(spec, run.program, run.costs)))
-        written.append(folder / "ops.csv")
-    return written
+        files += [("ops.csv", lambda: ops_csv(ops_table(run.trace))),
+                  ("wafer.json", lambda: json.dumps((maps or wafer_maps(run)).to_dict()))]
+    for name, text in files:
+        atomic_write_text(folder / name, text())
+    return [folder / name for name, _ in files]
 
 
 def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
@@ -136,8 +130,6 @@ def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
     ``folder``, held while written; the paths written."""
     kind = "infer" if _is_serving(run) else "run"
     with command_folder(prepare_dir(folder), kind) as out:
-        written = serving_files(out, run, loaded.spec) if kind == "infer" else run_files(out, run)
-        data = manifest(kind, None, overrides={"python": True}, sources=loaded.sources,
-                        **resolved(loaded.spec), files=[p.name for p in written], wall_s=run.result.wall_s)
-        data["command"] = "python: wsesim.write_run"
-        return [*written, write_manifest(out, data)]
+        written = run_files(out, run, loaded.spec)
+        return [*written, write_manifest(out, kind, None, written, loaded=loaded, overrides={"python": True},
+                                         wall_s=run.result.wall_s, command="python: wsesim.write_run")]

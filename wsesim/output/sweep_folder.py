@@ -30,7 +30,7 @@ from .files import (
     command_folder,
     prepare_dir,
 )
-from .manifest import MANIFEST, manifest, resolved, write_manifest
+from .manifest import MANIFEST, write_manifest
 
 RESULTS, OWNER, FIGURES = "results.csv", "sweep.json", "figures.json"
 
@@ -89,7 +89,7 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
         atomic_write_text(out / OWNER, json.dumps({"kind": "sweep results", "name": job.name,
                                                    "sweep": job.sweep_file}) + "\n")
         atomic_write_text(csv_path, csv_text(kept_rows(sweep, done), keys, columns=columns))
-        write_manifest(out, sweep_manifest(job, [csv_path]))  # now: an interrupted sweep has one too
+        sweep_manifest(job, out, [csv_path])  # now: an interrupted sweep has one too
         total = len(sweep.points)
         if on_start is not None:
             on_start(total, [p for p in sweep.points if p.key not in done], csv_path)
@@ -108,24 +108,23 @@ def run_into_folder(job: SweepJob, *, client: Any = None,
 
             plots = plot_results(csv_path, out, job.base_overrides)
         wall = time.perf_counter() - started
-        written = [csv_path, *plots, write_manifest(out, sweep_manifest(job, [csv_path, *plots], wall))]
+        written = [csv_path, *plots, sweep_manifest(job, out, [csv_path, *plots], wall)]
     return SweepOutcome(rows, keys, written)
 
 
-def sweep_manifest(job: SweepJob, files: list[Path], wall_s: float | None = None) -> dict[str, Any]:
-    """The sweep folder's manifest.json: the base experiment resolved, each point's overrides as given, and
-    ``wall_s``, the host's seconds from start to the last file (None while the sweep runs; a resumed sweep's
-    are its own run's)."""
+def sweep_manifest(job: SweepJob, out: Path, files: list[Path], wall_s: float | None = None) -> Path:
+    """Write the sweep folder's (``out``) manifest.json: the base experiment resolved, each point's
+    overrides as given, and ``wall_s``, the host's seconds from start to the last file (None while the
+    sweep runs; a resumed sweep's are its own run's)."""
     sweep = job.sweep
     spec = sweep.spec
-    return manifest("sweep", job.argv, name=job.name, sweep_file=job.sweep_file,
-                    sweep={"base": spec.base, "grid": spec.grid, "points": spec.points},
-                    sources=sweep.base.sources,
-                    overrides=[{"point": p.index, **p.overrides} for p in sweep.points],
-                    base_overrides=job.base_overrides, **resolved(sweep.base.spec),
-                    files=[p.name for p in files], resumed=job.resume,
-                    workers=None if job.scheduler else job.workers, scheduler=job.scheduler, wall_s=wall_s,
-                    **({"command": job.command_line} if job.command_line else {}))
+    return write_manifest(out, "sweep", job.argv, files, loaded=sweep.base, name=job.name,
+                          sweep_file=job.sweep_file,
+                          sweep={"base": spec.base, "grid": spec.grid, "points": spec.points},
+                          overrides=[{"point": p.index, **p.overrides} for p in sweep.points],
+                          base_overrides=job.base_overrides, resumed=job.resume,
+                          workers=None if job.scheduler else job.workers, scheduler=job.scheduler,
+                          wall_s=wall_s, **({"command": job.command_line} if job.command_line else {}))
 
 
 def check_owner(out: Path, name: str) -> None:
