@@ -16,7 +16,8 @@ import pytest
 from wsesim.analysis import chrome_trace as chrome_trace_module
 from wsesim.analysis.chrome_trace import MAX_REGION_TRACKS, chrome_trace
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments.runner import Run, simulate_experiment
+from wsesim.experiments.runner import simulate_experiment
+from wsesim.experiments.runs import Run
 
 TINY: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
                         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},

@@ -12,7 +12,8 @@ import pytest
 
 from wsesim.analysis.wafer import WaferMaps, wafer_maps
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments.runner import Run, simulate_experiment
+from wsesim.experiments.runner import simulate_experiment
+from wsesim.experiments.runs import Run
 from wsesim.model.memory import EXPERT_PARTS, training_memory
 
 TINY: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",

@@ -22,7 +22,8 @@ from wsesim.analysis.chrome_trace import chrome_trace
 from wsesim.analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS
 from wsesim.analysis.wafer import wafer_maps
 from wsesim.config.loader import load_experiment, load_experiment_data
-from wsesim.experiments.runner import Run, simulate_experiment
+from wsesim.experiments.runner import simulate_experiment
+from wsesim.experiments.runs import Run
 
 RTOL = 1e-9
 

@@ -61,7 +61,7 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     """Serve a model as ``wsesim infer`` does: ``experiment`` a ``kind: inference`` file (None: the shipped
     example) or what ``load_inference`` returned; ``search`` tries the rectangles that tile the wafer and
     keeps the best by ``objective`` (``tpot``, ``ttft`` or ``throughput``: ``inference.OBJECTIVES``).
-    Returns a ``ServeRun``: its ``result`` (a ``ServeResult``: ``ttft_s``, ``tpot_s``,
+    Returns a ``Run`` (``experiments.runs``): its ``result`` (a ``ServeResult``: ``ttft_s``, ``tpot_s``,
     ``tokens_per_s_per_request``, ``tokens_per_s``, ``feasible``, ...) and what made it (mapping, program,
     costs, trace) for ``wsesim.write_run`` and ``wsesim.write_trace`` (``spans``: the run logs which
     requests each iteration carries, for a trace's spans to name them, as ``infer --trace`` does). A

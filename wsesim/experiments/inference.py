@@ -9,38 +9,26 @@ fastest mapping that fits (``wsesim infer --search``, over the rectangles that t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry
 from ..sim.builders.serving import serving_program
-from ..sim.costing import Costs, cost_serving
+from ..sim.costing import cost_serving
 from ..sim.engines import engine_for
 from ..sim.mapping import Mapping, candidate_mappings
-from ..sim.plan import Trace
-from ..sim.program import Program
 from .auto_grid import map_for
+from .runs import Run
 from .serving_estimate import check_serving, estimate_serving, serving_estimate
 from .serving_layouts import serve_layout_batches
 
-__all__ = ["OBJECTIVES", "ServeRun", "run_inference", "search_mapping", "serving_estimate"]
-
-
-@dataclass
-class ServeRun:
-    """A serving run's result with what produced it (the trace only for feasible runs)."""
-
-    result: ServeResult
-    mapping: Mapping
-    program: Program | None = None
-    costs: Costs | None = None
-    trace: Trace | None = None
+__all__ = ["OBJECTIVES", "run_inference", "search_mapping", "serving_estimate"]
 
 
 def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objective: str = "tpot",
-                  spans: bool = False) -> ServeRun:
+                  spans: bool = False) -> Run:
     """Map (``grid: auto`` by ``objective``, ``auto_grid.map_for``), build and serve ``spec``; an infeasible
     mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
@@ -54,24 +42,24 @@ def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objectiv
         plain = run_inference(spec.model_copy(update={"inference": alone}), check=check, objective=objective,
                               spans=spans)
         if not plain.result.feasible:
-            return ServeRun(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
-                            plain.mapping)
+            return Run(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
+                       mapping=plain.mapping)
     t0 = time.perf_counter()
     mapping = map_for(spec, objective) if plain is None else plain.mapping
     if not mapping.feasible:
-        return ServeRun(infeasible_serving(spec, mapping, mapping.reason), mapping)
+        return Run(infeasible_serving(spec, mapping, mapping.reason), mapping=mapping)
     if check:  # what cannot finish here is refused before the program is built
         check_serving(serving_estimate(spec, mapping, spans=spans))
     if inf.extra_wafers:  # the draft's or the prefill wafers are more stations of the scheduler
 
         result, program, costs, trace = serve_layout_batches(
             spec, mapping, plain.result if plain is not None else None, spans)
-        return ServeRun(replace(result, wall_s=time.perf_counter() - t0), mapping, program, costs, trace)
+        return Run(replace(result, wall_s=time.perf_counter() - t0), trace, program, costs, mapping=mapping)
     program = serving_program(spec, mapping, members=spans)
     costs = cost_serving(program, spec)
     trace = engine_for(spec)(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
-    return ServeRun(result, mapping, program, costs, trace)
+    return Run(result, trace, program, costs, mapping=mapping)
 
 
 SEARCH_LIMIT = 64
@@ -102,7 +90,7 @@ OBJECTIVES: dict[str, tuple[str, Any]] = {
 
 
 def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
-                   spans: bool = False) -> tuple[ServeRun, list[ServeResult]]:
+                   spans: bool = False) -> tuple[Run, list[ServeResult]]:
     """The best mapping that fits by ``objective`` (``OBJECTIVES``; by default the highest tokens/s per
     request, then aggregate tokens/s). Every
     candidate grid of ``grid: auto`` (the rectangles that tile the wafer, largest first) is mapped, which

@@ -33,10 +33,11 @@ from ..sim.builders.training import training_program
 from ..sim.cluster import tree_for
 from ..sim.costing import Costs, cost_program
 from ..sim.engines import ENGINES, engine_for  # noqa: F401 (ENGINES re-exported)
-from ..sim.plan import StepPlan, Trace
+from ..sim.plan import StepPlan
 from ..sim.program import Op, Program
 from .estimate import check_work
 from .mappings import moe_mapping
+from .runs import Run
 
 
 @lru_cache(maxsize=8)
@@ -101,17 +102,6 @@ def _route_draw(route_rng: np.random.Generator) -> np.random.Generator:
     """The routing stream from its start, for one trial of the batch search: every B is routed by the
     same draws, as a run at that B alone would be (``route_rng`` itself is never advanced)."""
     return copy.deepcopy(route_rng)
-
-
-@dataclass(frozen=True)
-class Run:
-    """A run's result, and (when it ran) the trace and plan it came from, for traces and pictures."""
-
-    result: RunResult
-    trace: Trace | None = None
-    plan: StepPlan | None = None
-    mesh: Mesh | None = None
-    placement: Placement | None = None
 
 
 def run_experiment(spec: ExperimentSpec) -> RunResult:
@@ -273,7 +263,7 @@ def _simulate(spec: ExperimentSpec, wall: float) -> Run:
                      capacity=mem.capacity_bytes_per_pe, binding=mem.binding.phase, expert_load=load,
                      wall_s=time.perf_counter() - wall, micro_batches=N, alone_cycles=alone,
                      one_system_throughput=one)
-    return Run(result, trace, plan, mesh, placement)
+    return Run(result, trace, program, costs, plan, mesh, placement)
 
 
 def _without_tree(tail: tuple[Op, ...]) -> tuple[Op, ...]:

@@ -57,10 +57,6 @@ def records_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _is_serving(run: Any) -> bool:
-    return hasattr(run, "mapping")  # experiments.inference.ServeRun; a training Run has a plan instead
-
-
 def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
     """Write ``run``'s Chrome/Perfetto trace to ``path`` (``.json``, or gzip for ``.json.gz`` with no
     timestamp in its header: the same trace, the same bytes); its folder is made. A serving run needs the
@@ -70,11 +66,11 @@ def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
     from ..analysis.chrome_trace import chrome_trace
 
     clock = loaded.spec.hardware.clock_hz if loaded is not None else None
-    if _is_serving(run) and clock is None:
+    if run.serving and clock is None:
         raise ValueError("a serving run's trace needs loaded= (the experiment it served: its clock)")
     if run.trace is None or not run.result.feasible:
         return None
-    data = json.dumps(chrome_trace(run.trace, clock_hz=clock) if _is_serving(run)
+    data = json.dumps(chrome_trace(run.trace, clock_hz=clock) if run.serving
                       else chrome_trace(run.trace, run.plan)).encode()
     prepare_dir(Path(path).parent)
     atomic_write_bytes(path, gzip.compress(data, 6, mtime=0) if str(path).endswith(".gz") else data)
@@ -99,7 +95,7 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: A
     stage by stage, ``analysis.serving_ops``), and a search's ``candidates`` (``candidates.json``)."""
     saved = json.dumps(saved_result(run.result), indent=2) + "\n"
     files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
-    if _is_serving(run):
+    if run.serving:
         # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
         from ..analysis.requests import request_times, requests_csv
         from ..analysis.serving_ops import decode_ops, decode_ops_csv
@@ -125,10 +121,10 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: A
 
 
 def write_run(run: Any, folder: str | Path, loaded: Any) -> list[Path]:
-    """``wsesim run --out`` (a training ``Run``) or ``wsesim infer --out`` (a ``ServeRun``) from Python:
+    """``wsesim run --out`` (a training ``Run``) or ``wsesim infer --out`` (a serving ``Run``) from Python:
     the run's files and a ``manifest.json`` (command ``python``, the ``loaded`` experiment resolved) into
     ``folder``, held while written; the paths written."""
-    kind = "infer" if _is_serving(run) else "run"
+    kind = "infer" if run.serving else "run"
     with command_folder(prepare_dir(folder), kind) as out:
         written = run_files(out, run, loaded.spec)
         return [*written, write_manifest(out, kind, None, written, loaded=loaded, overrides={"python": True},
