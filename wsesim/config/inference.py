@@ -291,6 +291,11 @@ class InferenceExperimentSpec(Spec):
         return inference
 
 
+SERVING_SPECS: dict[str, type[Spec]] = {}
+"""The spec a serving experiment validates as, by its hardware's ``kind`` other than a wafer's: ``gpu``,
+registered by ``config.gpu_inference`` (imported with the package)."""
+
+
 def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
                         overrides: dict[str, Any] | None = None,
                         given: dict[str, str] | None = None) -> Loaded:
@@ -313,7 +318,9 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
     by_set = "inference.speculative.draft" in (given or {})
     resolved = _draft(resolved, Path.cwd() if by_set else base_dir,
                       "--set" if "inference.speculative.draft" in overrides else source)
-    spec = validate(InferenceExperimentSpec, resolved, source=source, sources=sources, overridden=overrides,
+    hw = resolved.get("hardware")  # a GPU preset keeps its kind (``loader.resolve_experiment``)
+    kind = SERVING_SPECS.get(hw.get("kind", "") if isinstance(hw, dict) else "", InferenceExperimentSpec)
+    spec = validate(kind, resolved, source=source, sources=sources, overridden=overrides,
                     baseline=base if overrides else None)
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
         # local: keeps wsesim.config's modules out of every command's start

@@ -200,10 +200,10 @@ class Loaded:
 
 
 def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None,
-                       given: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+                       given: Mapping[str, str] | None = None, gpu: bool = False) -> tuple[dict, dict]:
     """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping. ``given`` names the
     references the command line replaced (kind -> ``--model``): an error in one is blamed on the flag, and
-    a relative path there is the working folder's."""
+    a relative path there is the working folder's. ``gpu`` (serving): a GPU preset, ``kind`` kept."""
     data = dict(data)
     sources: dict[str, str] = {}
     for kind in ("hardware", "model"):
@@ -214,11 +214,10 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
                             kind if given[kind] == "--set" else None)
         else:
             raw = load_ref(kind, data[kind], base_dir, source, kind)
-        if raw.data.get("kind") == "gpu":  # a GPU preset names no wafer to train or serve on (issue 41)
-            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training and "
-                              "serving on GPUs are not modelled yet; `wsesim kernel` runs GPU kernels",
-                              source=raw.source, path="kind")
-        data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
+        if (on_gpu := raw.data.get("kind") == "gpu") and not gpu:  # no wafer to train on (issue 41)
+            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training on GPUs is "
+                              "not modelled yet (`wsesim infer` serves)", source=raw.source, path="kind")
+        data[kind] = {k: v for k, v in raw.data.items() if k != "kind" or on_gpu}
         sources[kind] = raw.source
     return data, sources
 
@@ -272,7 +271,8 @@ def resolve_with_overrides(data: dict[str, Any], section: str, *, source: str, b
     """(base, resolved, sources) of a raw experiment-like mapping: its hardware and model inlined, the
     overrides applied, and ``<section>.interconnect`` (``cluster`` for training, ``inference`` for
     serving) inlined after them, since it may be a reference and an override may set it."""
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given,
+                                           gpu=section == "inference")
     base, resolved = resolved, apply_overrides(resolved, overrides)
     key = f"{section}.interconnect"
     base = _resolve_interconnect(base, base_dir, source, section)

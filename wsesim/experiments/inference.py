@@ -21,6 +21,7 @@ from ..sim.mapping import Mapping, candidate_mappings
 from ..sim.plan import Trace
 from ..sim.program import Program
 from .auto_grid import map_for
+from .gpu_inference import run_gpu_inference
 from .serving_estimate import check_serving, estimate_serving, serving_estimate
 from .serving_layouts import serve_layout_batches
 
@@ -44,6 +45,8 @@ def run_inference(spec: InferenceExperimentSpec, engine: str = "fast", *, check:
     mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
     search checks all its candidates at once; ``spans``: a ``--trace`` will be written, its spans counted)."""
+    if spec.hardware.kind == "gpu":  # the same scheduler on a node's GPUs (docs/model.md §13.7)
+        return ServeRun(*run_gpu_inference(spec, engine, spans=spans))
     inf = spec.inference
     plain = None
     if inf.extra_wafers and inf.alone:

@@ -1,0 +1,47 @@
+"""Composition of a serving run on GPUs (docs/model.md §13.7): a ``GpuInferenceExperimentSpec`` -> the
+nodes its layers need (``sim.builders.gpu.gpu_mapping``) -> each stage's station (``sim.gpu_serving``)
+-> the one ``ServeBatches`` op through the same scheduler and executors as a wafer's -> the same
+``ServeResult``, its energy a node's (``analysis.gpu_energy``). ``experiments.inference.run_inference``
+hands a GPU spec here."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..analysis.serving import infeasible_serving, measure_serving
+from ..config.tables import entry, load
+from ..sim.builders.gpu import gpu_mapping, gpu_program, gpu_stations, kv_shards
+from ..sim.costing import Costs
+from ..sim.engines import ENGINES
+from ..sim.gpu_serving import station_costs
+
+__all__ = ["run_gpu_inference"]
+
+
+def _block(spec: Any, mapping: Any) -> dict[str, Any]:
+    """The result's ``gpu`` block: how the run is laid on the nodes."""
+    tp = mapping.grid[1]
+    return {"gpus_per_node": spec.hardware.node.gpus, "tensor_parallel": tp, "kv_shards": kv_shards(spec, tp),
+            "nodes": len(mapping.stages), "experts_per_gpu": -(-spec.model.experts // tp),
+            "hbm_bytes_per_gpu": spec.hardware.hbm.capacity_bytes}
+
+
+def run_gpu_inference(spec: Any, engine: str = "fast", *, spans: bool = False) -> tuple[Any, ...]:
+    """Map, build and serve ``spec`` on its GPUs; a mapping that does not fit is a result with its reason.
+    Returns ``experiments.inference.ServeRun``'s fields: (result, mapping, program, costs, trace)."""
+    t0 = time.perf_counter()
+    mapping = gpu_mapping(spec)
+    if not mapping.feasible:
+        return replace(infeasible_serving(spec, mapping, mapping.reason), gpu=_block(spec, mapping)), mapping
+    stations = gpu_stations(spec, mapping)
+    program = gpu_program(spec, mapping, stations, members=spans)
+    serve = program.body[0]
+    inf = spec.inference
+    context = inf.prompt_len + max(inf.output_len - 1, 1)
+    costs = Costs(stages=tuple(station_costs(st, work, inf.prompt_len, context)
+                               for st, work in zip(stations, serve.stages, strict=True)))
+    trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
+    return replace(result, gpu=_block(spec, mapping)), mapping, program, costs, trace
