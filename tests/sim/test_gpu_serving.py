@@ -85,7 +85,7 @@ def test_the_mapping_takes_the_fewest_nodes_and_the_energy_counts_them() -> None
     assert (r.stages, r.systems, r.gpu["nodes"], r.gpu["tensor_parallel"]) == (2, 2, 2, 8)
     static = r.energy_by_part_j["static"]
     assert static == pytest.approx(2 * 4600.0 * r.end_to_end_s, rel=1e-12)
-    busy = r.energy_events["gpu_busy_seconds"]
+    busy = r.gpu["gpu_busy_seconds"]
     assert r.energy_by_part_j["gpus"] == pytest.approx(busy * 700.0, rel=1e-12)
     assert r.energy_j == pytest.approx(static + busy * 700.0, rel=1e-12)
     assert r.joules_per_token == pytest.approx(r.energy_j / 4, rel=1e-12)

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ..analysis.gpu_energy import gpu_seconds
 from ..analysis.serving import infeasible_serving, measure_serving
 from ..config.tables import entry, load
 from ..sim.builders.gpu import gpu_mapping, gpu_program, gpu_stations, kv_shards
@@ -44,4 +45,7 @@ def run_gpu_inference(spec: Any, engine: str = "fast", *, spans: bool = False) -
                                for st, work in zip(stations, serve.stages, strict=True)))
     trace = load(entry(ENGINES, engine, "engine"))(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
-    return replace(result, gpu=_block(spec, mapping)), mapping, program, costs, trace
+    assert trace.batches is not None
+    used = gpu_seconds(spec.hardware, trace.batches.busy, mapping.grid[1], result.end_to_end_s,
+                       mapping.systems)
+    return replace(result, gpu={**_block(spec, mapping), **used}), mapping, program, costs, trace
