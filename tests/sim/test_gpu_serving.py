@@ -113,3 +113,20 @@ def test_what_a_gpu_run_cannot_do_is_one_line(over: dict, key: str) -> None:
     with pytest.raises(ConfigError) as e:
         _spec(**over)
     assert e.value.path == key and "\n" not in e.value.message
+
+
+def test_the_predictions_in_model_md_are_the_code_s() -> None:
+    """docs/model.md §13.7's batch-1 rows (5,000 + 500 tokens, bf16) are what ``wsesim infer`` predicts."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "model.md").read_text(encoding="utf-8")
+    table = text.split("**Predictions at batch 1**")[1].split("\n\n")[1]
+    rows = re.findall(r"^\| (\S+) \| (\d+) × (\w+)(?:, TP (\d+))? \| ([\d.]+) ms \| ([\d.]+) \|", table, re.M)
+    assert len(rows) == 5
+    for model, gpus, hardware, tp, tpot, speed in rows:
+        assert tp in ("", gpus)
+        r = run_inference(_spec(model.lower().replace("llama-", "llama"), hardware.lower(), **{
+            "inference.tensor_parallel": int(gpus), "inference.prompt_len": 5000,
+            "inference.output_len": 500})).result
+        assert (f"{r.tpot_s * 1e3:.2f}", f"{r.tokens_per_s_per_request:.1f}") == (tpot, speed)

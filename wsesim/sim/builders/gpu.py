@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...model.load import Requests, requests_of
-from ...model.serving import kv_pool_tokens, stage_memory
+from ...model.serving import stage_memory
 from ...model.shapes import LayerShapes
 from ..gpu_serving import GpuStation
 from ..mapping import Mapping, Stage
-from ..program import Handoff, Kernel, Program, ServeBatches, StageWork
+from ..program import Handoff, Kernel, Program, StageWork
+from .serving import serve_program
 
 __all__ = ["MAX_NODES", "gpu_mapping", "gpu_program", "gpu_stations", "gpu_token_budget", "tensor_parallel"]
 
@@ -134,12 +135,4 @@ def gpu_program(spec: Any, mapping: Mapping, stations: list[GpuStation], request
     if requests is None:
         requests = requests_of(spec)
     budget = gpu_token_budget(spec) if inf.token_budget == "auto" else inf.token_budget
-    paged = None
-    if inf.kv_block is not None:  # the pool: the tightest stage's room at the cap and the longest prompt
-        longest = int(requests.prompt.max()) if len(requests.prompt) else inf.prompt_len
-        pool = min(kv_pool_tokens(spec.model, s.memory, len(s.layers), s.rows, s.cols, inf.batch, longest)
-                   for s in stages)
-        paged = (inf.kv_block, pool // inf.kv_block, inf.preempt_by)
-    policy = inf.prefill if inf.continuous else "none"
-    return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
-                                 policy, budget, spec.model, "shift", kv_block=paged, members=members),))
+    return serve_program(spec, works, requests, budget, "shift", members=members)
