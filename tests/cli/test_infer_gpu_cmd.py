@@ -41,6 +41,10 @@ def test_the_json_has_the_gpu_block_and_a_wafer_run_none(capsys: pytest.CaptureF
     (("infer", "--hardware", "h100", "--set", "inference.tensor_parallel=5"),
      "inference.tensor_parallel: expected a tensor-parallel size dividing the model's 32 attention heads, got 5"),
     (("run", "--hardware", "h100"), "training on GPUs is not modelled yet"),
+    (("infer", "--hardware", "h200", "--search"), "--search: expected a wafer with --search"),
+    (("infer", "--hardware", "b200", "--set", "inference.speculative.draft=llama3.2-1b", "--set",
+      "inference.speculative.tokens=4", "--set", "inference.speculative.acceptance=0.8"),
+     "inference.speculative: speculative decoding is not modelled on GPUs yet"),
 ])
 def test_a_gpu_refusal_is_one_line(capsys: pytest.CaptureFixture[str], args: tuple[str, ...],
                                    message: str) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
+from ..config.errors import ConfigError
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry, load
 from ..sim.builders.serving import serving_program
@@ -115,6 +116,9 @@ def search_mapping(spec: InferenceExperimentSpec, engine: str = "fast", objectiv
     Each is served by ``engine`` (``spans``: logged for a ``--trace``); the work of every one is
     estimated, and checked, before any runs."""
     better = entry(OBJECTIVES, objective, "objective")[1]  # an unknown one before any work
+    if spec.hardware.kind == "gpu":
+        raise ConfigError("expected a wafer with --search (it tries the grids that tile a wafer; on a GPU "
+                          "set inference.tensor_parallel)", source="--search")
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
     largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)

@@ -41,8 +41,8 @@ def serving_work(loaded: Loaded) -> tuple[float, float]:
     ``estimate.estimate_serving`` costs them (the mapping is found in milliseconds), ``POINT_SECONDS`` at
     least (the kernels' costs); a point whose mapping does not fit costs ``POINT_SECONDS`` and a process's
     base memory. A point that alone cannot finish here is refused when it is served: its row says why."""
-    mapping = map_stages(loaded.spec)
-    if not mapping.feasible:
+    mapping = map_stages(loaded.spec) if loaded.spec.hardware.kind != "gpu" else None  # a GPU's: §13.7
+    if mapping is None or not mapping.feasible:
         return POINT_SECONDS, BASE_BYTES
     e = serving_estimate(loaded.spec, mapping, "fast")
     return POINT_SECONDS + e.seconds, e.bytes
