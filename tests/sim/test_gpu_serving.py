@@ -130,3 +130,9 @@ def test_the_predictions_in_model_md_are_the_code_s() -> None:
             "inference.tensor_parallel": int(gpus), "inference.prompt_len": 5000,
             "inference.output_len": 500})).result
         assert (f"{r.tpot_s * 1e3:.2f}", f"{r.tokens_per_s_per_request:.1f}") == (tpot, speed)
+
+
+def test_a_latent_attention_model_is_refused_on_a_gpu() -> None:
+    with pytest.raises(ConfigError) as e:
+        _spec("deepseek-v3", "b200")
+    assert e.value.source.endswith("deepseek-v3.yaml") and "latent attention" in e.value.message

@@ -17,7 +17,8 @@ def gpu_mapping_text(r: Any) -> str:
     nodes = f"{r.stages} node{'s' if r.stages > 1 else ''}"
     allowed = f" of {r.systems_allowed} allowed" if r.systems_allowed else ""
     shards = f"{g['kv_shards']} shard{'s' if g['kv_shards'] > 1 else ''}"
-    experts = f", {g['experts_per_gpu']} experts a GPU" if g["experts_per_gpu"] > 1 else ""
+    n = g["experts_per_gpu"]  # 0 on a dense model
+    experts = f", {n} expert{'s' if n > 1 else ''} a GPU" if n else ""
     what = "mapping" if r.feasible or r.refused else "mapping: none that fits; tried"
     text = (f"{what}: {nodes}{allowed} ({'a pipeline stage each, ' if r.stages > 1 else ''}tensor parallel "
             f"over {g['tensor_parallel']} of its {g['gpus_per_node']} GPUs, KV heads in {shards}"

@@ -58,8 +58,6 @@ def gpu_refusal(inference: Any, model: Any, gpus: int) -> tuple[str, str]:
          "expected expert_grids: 1 on a GPU (its experts are split over the tensor-parallel group's GPUs)"),
         ("preemption", inference.preemption == "swap",
          "expected preemption: recompute on a GPU (the preset has no host link to swap a cache over)"),
-        ("model", bool(model.kv_lora_rank),
-         f"{model.name} caches a latent (multi-head latent attention), whose GPU kernels are not modelled"),
     ]
     for key, bad, why in rules:
         if bad:
@@ -72,6 +70,14 @@ class GpuInferenceExperimentSpec(InferenceExperimentSpec):
 
     hardware: GpuSpec  # type: ignore[assignment]
     inference: GpuInferenceSpec = GpuInferenceSpec()  # type: ignore[assignment]
+
+    @field_validator("model")
+    @classmethod
+    def _attention_on_a_gpu(cls, model: Any) -> Any:
+        if model.kv_lora_rank:
+            raise fail(f"expected a model without latent attention on a GPU ({model.name} caches a latent, "
+                       "whose GPU kernels, FlashMLA's, are not modelled)")
+        return model
 
     @field_validator("inference")
     @classmethod
