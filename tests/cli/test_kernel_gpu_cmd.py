@@ -126,7 +126,7 @@ def test_a_gpu_validates_as_its_own_kind_and_is_no_wafer_to_train_on() -> None:
     with pytest.raises(ConfigError) as e:
         load_experiment(hardware="h100")
     assert (e.value.source, e.value.path) == ("hardware/h100.yaml", "kind")
-    assert "training and serving on GPUs are not modelled yet" in e.value.message
+    assert "training on GPUs is not modelled yet" in e.value.message
 
 
 def test_the_python_api_runs_a_gpu_kernel() -> None:

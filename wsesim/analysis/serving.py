@@ -23,6 +23,7 @@ from ..sim.mapping import Mapping
 from ..sim.plan import Trace
 from ..sim.program import Program, ServeBatches
 from .energy import serving_energy
+from .gpu_energy import gpu_serving_energy
 from .requests import RequestTimes, load_figures, nan_mean, request_times
 
 __all__ = ["ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown"]
@@ -127,6 +128,8 @@ class ServeResult:
     # speculative decoding's figures (docs/model.md §11.9) and split prefill's (§11.10); empty when off
     speculative: dict[str, Any] = field(default_factory=dict)
     split_prefill: dict[str, Any] = field(default_factory=dict)
+    # on GPUs (docs/model.md §13.7): GPUs a node, tensor-parallel size, KV shards, nodes; empty on a wafer
+    gpu: dict[str, Any] = field(default_factory=dict)
 
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,7 +138,7 @@ class ServeResult:
         out = asdict(self)
         if not self.moe:
             del out["moe"]
-        return {k: v for k, v in out.items() if k not in ("speculative", "split_prefill") or v}
+        return {k: v for k, v in out.items() if k not in ("speculative", "split_prefill", "gpu") or v}
 
 
 def _moe(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
@@ -249,21 +252,31 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                   **(_stage_experts(w.stage, use[i]) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     systems = mapping.systems + extra_systems
-    energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems,
-                            tokens=produced,
-                            price_per_system_hour=inf.price_per_system_hour)
+    if spec.hardware.kind == "gpu":  # a node's GPUs at TDP while busy, and its floor (§13.7)
+        energy = gpu_serving_energy(spec.hardware, busy_cycles, mapping.grid[1], seconds=end, nodes=systems,
+                                    tokens=produced, price_per_system_hour=inf.price_per_system_hour)
+    else:
+        energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems, tokens=produced,
+                                price_per_system_hour=inf.price_per_system_hour)
     return ServeResult(
         **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
         tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
         tokens_per_s_per_system=tokens / systems,
-        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill)),
+        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill),
+                               GPU_WORDS if spec.hardware.kind == "gpu" else None),
         decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
         decode_launches=launches(op for work in serve.stages for op in work.decode),
         per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
         wall_s=wall_s, **load, **steady)
+
+
+GPU_WORDS = {"instructions": "kernel launches from the host",
+             "compute": "the GPUs' kernels (tensor cores and HBM)",
+             "communication": "NCCL collectives over NVLink"}
+"""The parts of a decode step on GPUs (docs/model.md §13.7), as ``_bottleneck`` names them."""
 
 
 def _load(spec: InferenceExperimentSpec, load: dict[str, Any], ttft: float,
@@ -352,21 +365,22 @@ class Load:
 
 
 def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
-                load: Load | None = None) -> str:
+                load: Load | None = None, words: dict[str, str] | None = None) -> str:
     """What limits the run, in words that agree with its figures: when requests queue (their mean wait
     before the prompt starts half their TTFT or more), the stage they queue for if one is busy (``BUSY``),
     else admission (``inference.batch`` requests in flight, or fewer when their KV caches filled the
     stages), and, when a prompt spends longer on the links between stages than in their kernels, that;
-    then what a decode step is mostly made of, and the op that costs most."""
+    then what a decode step is mostly made of, and the op that costs most (``words``: another machine's
+    names of the parts, ``GPU_WORDS``)."""
     total = sum(breakdown.values()) or 1.0
     part = max(breakdown, key=lambda k: breakdown[k])
     op = max(by_op, key=lambda k: by_op[k]) if by_op else ""
     busiest = int(busy.argmax()) if len(busy) else 0
     share = float(busy.max()) if len(busy) else 0.0
     stage = f"stage {busiest}" if len(busy) > 1 else "the stage"
-    what = {"instructions": "instruction issue and kernel launches on the PEs",
-            "compute": "arithmetic on the PEs",
-            "communication": "wavelets on the fabric (hop and ramp latency)",
+    what = {**{"instructions": "instruction issue and kernel launches on the PEs",
+               "compute": "arithmetic on the PEs",
+               "communication": "wavelets on the fabric (hop and ramp latency)"}, **(words or {}),
             "handoff": "hand-offs between stages",
             "waiting": (f"waiting for {stage}, busy with other requests" if share >= BUSY
                         else "waiting between its decode steps (others' prompts, hand-offs in line)")}[part]

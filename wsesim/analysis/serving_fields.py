@@ -13,7 +13,8 @@ from __future__ import annotations
 from ..model.energy import PARTS
 from .result_fields import Doc
 
-__all__ = ["BREAKDOWN_FIELDS", "DECODE_OPS_FIELDS", "ENERGY_EVENT_FIELDS", "ENERGY_PART_FIELDS", "MOE_FIELDS",
+__all__ = ["BREAKDOWN_FIELDS", "DECODE_OPS_FIELDS", "ENERGY_EVENT_FIELDS", "ENERGY_PART_FIELDS", "GPU_FIELDS",
+           "MOE_FIELDS",
            "PER_STAGE_FIELDS", "REQUEST_FIELDS", "SERVE_RESULT_FIELDS", "SPECULATIVE_FIELDS",
            "SPLIT_PREFILL_FIELDS"]
 
@@ -120,6 +121,8 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "speculative": ("", "speculative decoding's block (`speculative.…` below; left out when off)",
                     "§11.9"),
     "split_prefill": ("", "split prefill's block (`split_prefill.…` below; left out when off)", "§11.10"),
+    "gpu": ("", "on a GPU preset, how the run sits on its nodes (`gpu.…` below; left out on a wafer)",
+            "§13.7"),
 }
 
 BREAKDOWN_FIELDS: dict[str, Doc] = {
@@ -153,6 +156,21 @@ PER_STAGE_FIELDS: dict[str, Doc] = {
                         "each grid", "§11.8"),
     "expert_load": ("ratio", "sampled routing: the busiest expert's draws over the mean", "§11.8"),
 }
+
+GPU_FIELDS: dict[str, Doc] = {
+    "gpus_per_node": ("count", "the preset's `node.gpus`", "§13.7"),
+    "tensor_parallel": ("count", "GPUs a stage spans (`inference.tensor_parallel`)", "§13.7"),
+    "kv_shards": ("count", "the KV heads' shards over them: min(tensor_parallel, kv_heads)", "§13.7"),
+    "nodes": ("count", "nodes in use, a pipeline stage each (`systems` counts them)", "§13.7"),
+    "experts_per_gpu": ("count", "an MoE layer's experts on each GPU (the model's experts, 0 if dense, "
+                        "over tensor_parallel)", "§13.7"),
+    "hbm_bytes_per_gpu": ("B", "each GPU's HBM (`hbm.capacity`)", "§13.7"),
+    "gpu_busy_seconds": ("s", "GPU-seconds at TDP: each stage's busy seconds times its GPUs (the run's "
+                         "`energy_by_part_j` is then `gpus`, these at TDP, and `static`, the nodes' floor; "
+                         "`energy_events` is empty)", "§13.7"),
+    "node_seconds": ("s", "nodes times the run's seconds, at the nodes' floor", "§13.7"),
+}
+"""The keys of a GPU run's ``gpu`` block (docs/model.md §13.7)."""
 
 MOE_FIELDS: dict[str, Doc] = {
     "routing": ("", "`inference.routing`: how decode tokens pick experts", "§11.8"),

@@ -27,6 +27,7 @@ from .common import (
     significant,
     warn_beyond_context,
 )
+from .infer_gpu import gpu_text
 from .progress import Progress
 from .sweep import Progress as SweepProgress
 from .sweep import died_exit, row_text, run_job, serving_summary_rows
@@ -37,8 +38,7 @@ does not import the serving code to build its parser)."""
 
 
 def _energy_rows(r: Any) -> list[tuple[str, str]]:
-    """A serving result's energy lines (docs/model.md §12); n/a where the hardware has no energy section
-    or no price was given."""
+    """A serving result's energy lines (docs/model.md §12); n/a with no energy section or no price."""
     if r.joules_per_token is None:
         rows = [("energy per token", "n/a (the hardware has no energy section)")]
     else:
@@ -56,8 +56,9 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
 
 
 def format_serving(r: Any) -> str:
-    """The human view of a ``ServeResult``: a load's figures, or one request's alone (or requests served
-    without batching, all at once)."""
+    """The human view of a ``ServeResult``: a load's, one request's, or a batch's without batching."""
+    if r.gpu:  # a node's GPUs, not a wafer's PEs (docs/model.md §13.7)
+        return gpu_text(r, format_serving)
     # one request's figures, or a batch served at once without batching; else a load's
     batched = not (r.arrival == "together" and (r.requests == 1 or (r.batching == "none"
                                                                       and r.requests == r.batch)))

@@ -290,6 +290,11 @@ class InferenceExperimentSpec(RunSpec):
         return inference
 
 
+SERVING_SPECS: dict[str, type[Spec]] = {}
+"""The spec a serving experiment validates as, by its hardware's ``kind`` other than a wafer's: ``gpu``,
+registered by ``config.gpu_inference`` (imported with the package)."""
+
+
 def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,
                         overrides: dict[str, Any] | None = None,
                         given: dict[str, str] | None = None) -> Loaded:
@@ -303,8 +308,13 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
         return _draft(resolved, Path.cwd() if by_set else base_dir,
                       "--set" if "inference.speculative.draft" in overrides else source)
 
+    def spec_for(resolved: dict[str, Any]) -> type[Spec]:  # a GPU preset keeps its kind (resolve_experiment)
+        hw = resolved.get("hardware")
+        return SERVING_SPECS.get(hw.get("kind", "") if isinstance(hw, dict) else "", InferenceExperimentSpec)
+
     loaded = load_kind_data(data, "inference", InferenceExperimentSpec, "inference", source=source,
-                            base_dir=base_dir, overrides=overrides, given=given, inline=inline)
+                            base_dir=base_dir, overrides=overrides, given=given, inline=inline,
+                            spec_for=spec_for)
     spec = loaded.spec
     if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
         # local: keeps wsesim.config's modules out of every command's start

@@ -151,10 +151,10 @@ class Loaded:
 
 
 def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None,
-                       given: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+                       given: Mapping[str, str] | None = None, gpu: bool = False) -> tuple[dict, dict]:
     """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping. ``given`` names the
     references the command line replaced (kind -> ``--model``): an error in one is blamed on the flag, and
-    a relative path there is the working folder's."""
+    a relative path there is the working folder's. ``gpu`` (serving): a GPU preset, ``kind`` kept."""
     data = dict(data)
     sources: dict[str, str] = {}
     for kind in ("hardware", "model"):
@@ -165,11 +165,10 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
                             kind if given[kind] == "--set" else None)
         else:
             raw = load_ref(kind, data[kind], base_dir, source, kind)
-        if raw.data.get("kind") == "gpu":  # a GPU preset names no wafer to train or serve on (issue 41)
-            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training and "
-                              "serving on GPUs are not modelled yet; `wsesim kernel` runs GPU kernels",
-                              source=raw.source, path="kind")
-        data[kind] = {k: v for k, v in raw.data.items() if k != "kind"}
+        if (on_gpu := raw.data.get("kind") == "gpu") and not gpu:  # no wafer to train on (issue 41)
+            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training on GPUs is "
+                              "not modelled yet (`wsesim infer` serves)", source=raw.source, path="kind")
+        data[kind] = {k: v for k, v in raw.data.items() if k != "kind" or on_gpu}
         sources[kind] = raw.source
     return data, sources
 
@@ -184,12 +183,14 @@ _Inline = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 def load_kind_data(data: dict[str, Any], kind: str, spec_type: type[Spec], section: str, *, source: str,
                    base_dir: Path | None, overrides: Mapping[str, Any] | None,
-                   given: Mapping[str, str] | None, inline: _Inline | None = None) -> Loaded:
+                   given: Mapping[str, str] | None, inline: _Inline | None = None,
+                   spec_for: Callable[[dict[str, Any]], type[Spec]] | None = None) -> Loaded:
     """The one loader of an experiment-like mapping of ``kind`` (``experiment``, training's, the default
     when the file names none; ``inference``, serving's): its hardware and model references inlined
     (``given``: see ``resolve_experiment``), the overrides applied, ``<section>.interconnect`` inlined,
-    ``inline(resolved, overrides)`` for what else the kind's references name, and ``spec_type``
-    validated. Raises ``ConfigError``."""
+    ``inline(resolved, overrides)`` for what else the kind's references name, and ``spec_type`` (or the
+    type ``spec_for`` gives for the resolved mapping: a serving run on a GPU's) validated. Raises
+    ``ConfigError``."""
     if data.get("kind", "experiment") != kind:
         raise ConfigError(f"expected kind: {kind}, got kind: {shown_repr(data.get('kind'))}",
                           source=source, path="kind")
@@ -204,8 +205,8 @@ def load_kind_data(data: dict[str, Any], kind: str, spec_type: type[Spec], secti
                                                      overrides=overrides, given=given)
     if inline is not None:
         resolved = inline(resolved, overrides)
-    spec = validate(spec_type, resolved, source=source, sources=sources, overridden=overrides,
-                    baseline=base if overrides else None)
+    spec = validate(spec_for(resolved) if spec_for else spec_type, resolved, source=source, sources=sources,
+                    overridden=overrides, baseline=base if overrides else None)
     return Loaded(spec, resolved, source, sources)
 
 
@@ -240,7 +241,8 @@ def resolve_with_overrides(data: dict[str, Any], section: str, *, source: str, b
     """(base, resolved, sources) of a raw experiment-like mapping: its hardware and model inlined, the
     overrides applied, and ``<section>.interconnect`` (``cluster`` for training, ``inference`` for
     serving) inlined after them, since it may be a reference and an override may set it."""
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given,
+                                           gpu=section == "inference")
     base, resolved = resolved, apply_overrides(resolved, overrides)
     key = f"{section}.interconnect"
     base = _resolve_interconnect(base, base_dir, source, section)

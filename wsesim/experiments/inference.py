@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
+from ..config.errors import ConfigError
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry
 from ..sim.builders.serving import serving_program
@@ -20,6 +21,7 @@ from ..sim.costing import cost_serving
 from ..sim.engines import engine_for
 from ..sim.mapping import Mapping, candidate_mappings
 from .auto_grid import map_for
+from .gpu_inference import run_gpu_inference
 from .runs import Run
 from .serving_estimate import check_serving, estimate_serving, serving_estimate
 from .serving_layouts import serve_layout_batches
@@ -33,6 +35,8 @@ def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objectiv
     mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
     check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
     search checks all its candidates at once; ``spans``: a ``--trace`` will be written, its spans counted)."""
+    if spec.hardware.kind == "gpu":  # the same scheduler on a node's GPUs (docs/model.md §13.7)
+        return run_gpu_inference(spec, spans=spans)
     inf = spec.inference
     plain = None
     if inf.extra_wafers and inf.alone:
@@ -101,6 +105,9 @@ def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
     Each is served by the executor ``spec`` names (``spans``: logged for a ``--trace``); the work of every
     one is estimated, and checked, before any runs."""
     better = entry(OBJECTIVES, objective, "objective")[1]  # an unknown one before any work
+    if spec.hardware.kind == "gpu":
+        raise ConfigError("expected a wafer with --search (it tries the grids that tile a wafer; on a GPU "
+                          "set inference.tensor_parallel)", source="--search")
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
     largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)

@@ -75,8 +75,9 @@ def _train(loaded: Loaded, point: Any) -> tuple[dict[str, Any], bool, str]:
 def _serving_work(loaded: Loaded, point: Any, check: bool) -> tuple[float, float]:
     """A point whose mapping does not fit costs ``POINT_SECONDS`` and a process's base memory; one that
     alone cannot finish here is refused when it is served (its row says why), so ``check`` is not read."""
-    mapping = map_stages(loaded.spec)  # found in milliseconds
-    if not mapping.feasible:
+    # found in milliseconds; a GPU's is its own (docs/model.md §13.7), its work the point's least
+    mapping = map_stages(loaded.spec) if loaded.spec.hardware.kind != "gpu" else None
+    if mapping is None or not mapping.feasible:
         return POINT_SECONDS, BASE_BYTES
     e = serving_estimate(loaded.spec, mapping)
     return POINT_SECONDS + e.seconds, e.bytes

@@ -108,6 +108,7 @@ _NESTED: dict[str, tuple[str, Mapping[str, tuple[str, ...]], str]] = {
     "energy_events": ("energy_events.", serving.ENERGY_EVENT_FIELDS, "wsesim/model/energy.py"),
     "speculative": ("speculative.", serving.SPECULATIVE_FIELDS, _LAYOUTS),
     "split_prefill": ("split_prefill.", serving.SPLIT_PREFILL_FIELDS, _LAYOUTS),
+    "gpu": ("gpu.", serving.GPU_FIELDS, "wsesim/experiments/gpu_inference.py"),
 }
 """The nested blocks of a serving result: the prefix of their keys, their table, the module that makes
 them."""

@@ -36,7 +36,7 @@ from ..mapping import Mapping, Stage
 from ..program import Handoff, Kernel, PerToken, Program, ServeBatches, StageWork
 from .software import compose
 
-__all__ = ["serving_program"]
+__all__ = ["serve_program", "serving_program"]
 
 ELEMENTWISE, GEMV, ALLREDUCE, GEMM, TRANSFER = (StageOpKind.ELEMENTWISE, StageOpKind.GEMV,
                                                 StageOpKind.ALLREDUCE, StageOpKind.GEMM, StageOpKind.TRANSFER)
@@ -236,13 +236,23 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
     budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
               else inf.token_budget)
     routing = (inf.zipf_alpha, inf.seed) if inf.sampled and spec.model.experts else None
+    return serve_program(spec, works, requests, budget, inf.kv_layout, routing, members)
+
+
+def serve_program(spec: InferenceExperimentSpec, works: list[StageWork], requests: Requests, budget: int,
+                  layout: str, routing: tuple[float | None, int] | None = None,
+                  members: bool = False) -> Program:
+    """The one ``ServeBatches`` op over ``works``' stages (a wafer's or a GPU's, ``builders.gpu``): the
+    requests, the scheduler's policy and ``budget``, and with ``inference.kv_block`` the paged pool, the
+    tightest stage's room at the cap and the longest prompt."""
+    inf = spec.inference
     paged = None
-    if inf.kv_block is not None:  # the pool: the tightest stage's room at the cap and the longest prompt
+    if inf.kv_block is not None:
         longest = int(requests.prompt.max()) if len(requests.prompt) else inf.prompt_len
         pool = min(kv_pool_tokens(spec.model, s.memory, len(s.layers), s.rows, s.cols, inf.batch, longest)
-                   for s in stages)
+                   for s in (w.stage for w in works))
         paged = (inf.kv_block, pool // inf.kv_block, inf.preempt_by)
     policy = inf.prefill if inf.continuous else "none"
     return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
-                                 policy, budget, spec.model, inf.kv_layout, routing=routing,
+                                 policy, budget, spec.model, layout, routing=routing,
                                  kv_block=paged, members=members),))

@@ -1,0 +1,40 @@
+"""A GPU serving run's energy and cost (docs/model.md §13.7): each GPU of a stage draws its TDP
+(``power.gpu``) while its stage is busy and nothing beyond its node's floor while idle; each node in use
+draws its floor (``power.node_floor``: host, NICs, NVSwitches, fans) for the whole run. A "system" is a
+node: the price (``inference.price_per_system_hour``) is per node-hour, the per-system figures per node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config.gpu import GpuSpec
+
+__all__ = ["gpu_seconds", "gpu_serving_energy"]
+
+
+def gpu_serving_energy(hw: GpuSpec, busy_cycles: Any, gpus_per_stage: int, *, seconds: float, nodes: int,
+                       tokens: int, price_per_system_hour: float | None) -> dict[str, Any]:
+    """The energy fields of a serving result on ``nodes`` nodes over ``seconds``: each station's busy
+    cycles (``busy_cycles``, at the GPU's clock) × its ``gpus_per_stage`` GPUs × TDP, and every node's
+    floor × ``seconds``; per output token (``tokens``), tokens/s per kW, $ per million tokens."""
+    used = gpu_seconds(hw, busy_cycles, gpus_per_stage, seconds, nodes)
+    gpus = used["gpu_busy_seconds"] * hw.power.gpu_watts
+    static = used["node_seconds"] * hw.power.node_floor_watts
+    joules = gpus + static
+    usd = (price_per_system_hour * nodes * seconds / 3600 / tokens * 1e6
+           if price_per_system_hour is not None and tokens else None)
+    if not tokens or seconds <= 0:
+        return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
+                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd, "energy_events": {}}
+    return {"energy_j": joules, "energy_by_part_j": {"gpus": gpus, "static": static},
+            "power_w": joules / seconds, "joules_per_token": joules / tokens,
+            "tokens_per_s_per_kw": tokens / joules * 1000 if joules > 0 else None,
+            "usd_per_million_tokens": usd, "energy_events": {}}
+
+
+def gpu_seconds(hw: GpuSpec, busy_cycles: Any, gpus_per_stage: int, seconds: float,
+                nodes: int) -> dict[str, float]:
+    """The GPU-seconds at TDP (each stage's busy seconds × its GPUs) and the node-seconds at the floor
+    that ``gpu_serving_energy`` prices, for the result's ``gpu`` block."""
+    return {"gpu_busy_seconds": float(sum(busy_cycles)) / hw.clock_hz * gpus_per_stage,
+            "node_seconds": nodes * seconds}
