@@ -227,6 +227,11 @@ def test_a_serving_sweep_runs_each_executor_simulation_engine_names(capsys: pyte
     ran.clear()
     assert cli.main(["infer", *TINY, "--engine", "reference", "--vary", "inference.batch=1,2", "--json"]) == 0
     assert ran == ["reference", "reference"]
+    ran.clear()  # two executors asked for at once: refused, nothing served
+    capsys.readouterr()
+    assert cli.main(["infer", *TINY, "--engine", "reference", "--set", "simulation.engine=fast"]) == 2
+    assert ran == [] and capsys.readouterr().err.strip() == (
+        "wsesim: --engine: expected one executor, got --engine reference and --set simulation.engine=fast")
 
 
 @pytest.mark.parametrize(("args", "line"), [

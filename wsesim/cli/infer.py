@@ -200,6 +200,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
     overrides = parse_overrides(args.set)
     if args.engine:  # the executor is the experiment's key, as a training run's: --engine sets it
+        given = overrides.get("simulation.engine", args.engine)
+        if given != args.engine:  # two executors asked for: neither silently wins
+            raise ConfigError(f"expected one executor, got --engine {args.engine} and --set "
+                              f"simulation.engine={given}", source="--engine")
         overrides["simulation.engine"] = args.engine
     vary = parse_grid_pairs(args.vary, "--vary")
     # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
