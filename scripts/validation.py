@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 from _energy_anchors import energy_anchors  # (beside this script)
+from _gpu_anchors import gpu_anchors  # (beside this script)
 from _serving_anchors import serving_anchors  # (beside this script)
 
 from wsesim.config.loader import load_experiment, load_hardware
@@ -376,6 +377,7 @@ ANCHORS: list[Anchor] = [
 ANCHORS = [replace(a, kernel=getattr(a.wsesim, "kernel", None)) if a.kernel is None else a for a in ANCHORS]
 ANCHORS += serving_anchors(Anchor, PREDICTION, PARAMETER)
 ANCHORS += energy_anchors(Anchor, PREDICTION)
+ANCHORS += gpu_anchors(Anchor, PREDICTION, PARAMETER)
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -691,6 +693,21 @@ rest. For context, not as a fit: NVIDIA's DGX B200 (8 GPUs, ~14.3 kW at most by 
 2025), ~0.2 J a token at full draw, with a server full of concurrent users; a wafer's joules per token fall
 the same way only as its work per second grows (a batch that shares the seconds, issue 28's continuous
 batching).
+
+## Reading the GPU rows
+
+A GPU's kernels (docs/model.md §13) are tiles in waves over its SMs, each wave the longer of its
+tensor-core arithmetic and its HBM traffic, and NCCL's collectives as steps of latency and bandwidth. One
+key per GPU, `runtime.tensor_efficiency`, is set on the largest matmul rate of one published table (the
+two rows marked so; the H200 takes the H100's, its compute being the H100's); every other row predicts.
+Large GEMMs, compute-bound, land within 0.4–9 % of what was measured. What is bound by HBM or by a
+kernel's fixed work lands fast: a skinny fp8 GEMM by 25–29 % and a grouped one by 62 % (HBM at its
+datasheet rate, where measured kernels reach ~80 % of it; no per-group fixed work), NCCL's ring by 21 %
+(its protocol's overhead left out), and a 70B decode at batch 1 by 40 %, the sum of both: each of its
+~1,045 kernels a token misses a few µs of fixed latency, and its GEMVs read at the datasheet's rate. The
+fix is two global keys, a measured share of HBM and a per-kernel latency, each to be set on one named
+point; neither is set, so the misses stand. The published decode figure is fp8 on 2 GPUs; wsesim has no
+fp8 model weights, so it runs bf16 on 4, which reads the same 35 GB a GPU a token.
 """
 
 
