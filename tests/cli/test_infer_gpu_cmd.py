@@ -40,7 +40,8 @@ def test_the_json_has_the_gpu_block_and_a_wafer_run_none(capsys: pytest.CaptureF
 @pytest.mark.parametrize(("args", "message"), [
     (("infer", "--hardware", "h100", "--set", "inference.tensor_parallel=5"),
      "inference.tensor_parallel: expected a tensor-parallel size dividing the model's 32 attention heads, got 5"),
-    (("run", "--hardware", "h100"), "training on GPUs is not modelled yet"),
+    (("run", "--hardware", "h100", "--set", "training.global_batch=64"),
+     "training.global_batch: expected no global_batch on a GPU"),
     (("infer", "--hardware", "h200", "--search"), "--search: expected a wafer with --search"),
     (("infer", "--hardware", "b200", "--set", "inference.speculative.draft=llama3.2-1b", "--set",
       "inference.speculative.tokens=4", "--set", "inference.speculative.acceptance=0.8"),

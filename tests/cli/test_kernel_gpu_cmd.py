@@ -120,13 +120,13 @@ def test_a_bad_gpu_preset_is_one_line_naming_the_file_and_key(capsys: pytest.Cap
     assert err.startswith(f"wsesim: {bad}: ") and message in err
 
 
-def test_a_gpu_validates_as_its_own_kind_and_is_no_wafer_to_train_on() -> None:
+def test_a_gpu_validates_as_its_own_kind_and_trains_as_a_node() -> None:
     kind, spec = validate_file(REPO / "hardware" / "h200.yaml")
     assert (kind, spec.name, spec.hbm.capacity_bytes) == ("gpu", "h200", 141e9)
+    assert load_experiment(hardware="h100").spec.hardware.node.gpus == 8  # docs/model.md §13.8
     with pytest.raises(ConfigError) as e:
-        load_experiment(hardware="h100")
-    assert (e.value.source, e.value.path) == ("hardware/h100.yaml", "kind")
-    assert "training on GPUs is not modelled yet" in e.value.message
+        load_experiment(hardware="h100", overrides={"simulation.moe_mapping": "in_place"})
+    assert e.value.path == "simulation.moe_mapping" and "regions on a GPU" in e.value.message
 
 
 def test_the_python_api_runs_a_gpu_kernel() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..model.vocabulary import Phase
 
-__all__ = ["Doc", "OPS_FIELDS", "PHASE_FIELDS", "RUN_RESULT_FIELDS"]
+__all__ = ["Doc", "GPU_TRAINING_FIELDS", "OPS_FIELDS", "PHASE_FIELDS", "RUN_RESULT_FIELDS"]
 
 Doc = tuple[str, str] | tuple[str, str, str]
 """(unit, meaning) or (unit, meaning, the docs/model.md section that says more)."""
@@ -94,7 +94,28 @@ RUN_RESULT_FIELDS: dict[str, Doc] = {
     "events": ("count", "simulation events the engine processed"),
     "wall_s": ("s", "the host's seconds to simulate: printed by `--json`, never written to `result.json` "
                "or `results.csv` (it differs run to run)"),
+    "gpu": ("", "on a GPU preset, how the step sits on its node (`gpu.…` below; left out on a wafer, and "
+            "from `results.csv`)", "§13.8"),
 }
+
+GPU_TRAINING_FIELDS: dict[str, Doc] = {
+    "gpus": ("count", "the node's GPUs (`node.gpus`)", "§13.8"),
+    "data_parallel": ("count", "GPUs each running the step's program on its own G × B sequences", "§13.8"),
+    "expert_parallel": ("count", "GPUs an MoE layer's experts are split over (1: a dense model)", "§13.8"),
+    "experts_per_gpu": ("count", "⌈experts / GPUs⌉ (0: a dense model)", "§13.8"),
+    "hbm_bytes_per_gpu": ("B", "one GPU's HBM in the step", "§13.8"),
+    "hbm_capacity_bytes": ("B", "one GPU's HBM (`hbm.capacity`)", "§13.8"),
+    "hbm_by_part_bytes": ("B", "`hbm_bytes_per_gpu` by part: weights, gradients, optimizer, activations, "
+                          "logits", "§13.8"),
+    "kernels_per_gpu": ("count", "kernels one GPU ran in the step (also `events`)", "§13.8"),
+    "executed_flops_per_gpu": ("FLOP", "the FLOPs its kernels computed, recomputation included", "§13.8"),
+    "link_bytes_per_gpu": ("B", "bytes its all-to-alls and all-reduce sent (also `dispatched_bytes`)",
+                           "§13.8"),
+    "seconds_by_part": ("s", "the step by part (attention, attention_core, norms, ffn, router, experts, "
+                        "dispatch, combine, lm_head, gradient_allreduce, optimizer; `phases` holds them in "
+                        "cycles)", "§13.8"),
+}
+"""The keys of a GPU step's ``gpu`` block (docs/model.md §13.8)."""
 
 PHASE_FIELDS: dict[str, Doc] = {
     Phase.ATTENTION: ("cycles", "attention (QKV, scores, output projection) on the whole wafer", "§3.3"),

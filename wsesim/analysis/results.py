@@ -96,17 +96,19 @@ class RunResult:
     energy_static_j: float | None = None
     events: int = 0
     wall_s: float = 0.0
+    # a step on a GPU node (docs/model.md §13.8): its parallelism, HBM and seconds by part; absent on a wafer
+    gpu: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values only (numpy scalars from the engine become floats and ints)."""
-        return {k: _plain(v) for k, v in asdict(self).items()}
+        return {k: _plain(v) for k, v in asdict(self).items() if k != "gpu" or v}
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False) + ("\n" if indent else "")
 
     def scalars(self) -> dict[str, Any]:
         """The flat fields (``phases`` flattened to ``phase_<name>_cycles``), e.g. for a CSV row."""
-        out = {k: v for k, v in self.to_dict().items() if k != "phases"}
+        out = {k: v for k, v in self.to_dict().items() if k not in ("phases", "gpu")}
         for name in STEP_PHASES:
             out[f"phase_{name}_cycles"] = self.phases.get(name, 0.0)
         return out

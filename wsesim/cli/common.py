@@ -156,9 +156,16 @@ def add_experiment_arguments(p: argparse.ArgumentParser, metavar: str = "EXPERIM
                    help=f"override any key, e.g. {example} (repeatable)")
 
 
-def load_from_args(args: argparse.Namespace) -> Any:
+def load_from_args(args: argparse.Namespace, *, gpu: bool = False) -> Any:
+    """The training experiment the arguments name; a GPU node's (docs/model.md §13.8) only where the
+    command runs one (``gpu``), else one line saying which commands do."""
     loaded = load_experiment(args.experiment, hardware=args.hardware, model=args.model,
                              overrides=parse_overrides(args.set))
+    if loaded.spec.hardware.kind == "gpu" and not gpu:
+        what = f"wsesim {args.command}" + (" with --trace, --out or --png" if args.command == "run" else "")
+        raise ConfigError(f"expected a wafer (kind: hardware), got a GPU (kind: gpu): `{what}` needs a wafer "
+                          "(`wsesim run` and `sweep` train on a GPU node, `infer` serves)",
+                          source=args.hardware or loaded.sources.get("hardware", loaded.source), path="kind")
     warn_beyond_context(loaded.spec)
     return loaded
 

@@ -39,6 +39,17 @@ def energy_rows(r: Any) -> list[tuple[str, str]]:
             ("energy per token", f"{significant(r.joules_per_token, 4)} J")]
 
 
+def _gpu_rows(g: dict[str, Any]) -> list[tuple[str, str]]:
+    """A GPU node's step (docs/model.md §13.8): its parallelism and one GPU's HBM, in place of the
+    wafer's I/O and SRAM lines."""
+    n, plural = g["experts_per_gpu"], "s" if g["experts_per_gpu"] > 1 else ""
+    experts = f", expert parallel ({n} expert{plural} a GPU)" if g["expert_parallel"] > 1 else ""
+    parts = ", ".join(f"{k} {format_bytes(v, binary=False)}" for k, v in g["hbm_by_part_bytes"].items())
+    return [("node", f"{g['gpus']} GPUs, data parallel{experts}"),
+            ("HBM per GPU", f"{format_bytes(g['hbm_bytes_per_gpu'], binary=False)} of "
+                            f"{format_bytes(g['hbm_capacity_bytes'], binary=False)} ({parts})")]
+
+
 def format_result(r: Any) -> str:
     """The human view of a ``RunResult``: a header, the key figures, and where the step's time goes."""
     shape = f"E={r.experts} top_k={r.top_k}" if r.experts else "dense"  # a dense model has no experts to show
@@ -55,11 +66,12 @@ def format_result(r: Any) -> str:
         ("step time", f"{format_duration(r.step_time_s)} ({r.step_cycles:,.0f} cycles)"),
         ("tokens per step", f"{r.tokens_per_step:,}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
-        ("I/O in / out", f"{format_bytes(r.io_bytes_in, binary=False)} / "
-                         f"{format_bytes(r.io_bytes_out, binary=False)} "
-                         f"(inbound link busy {100 * r.io_in_utilisation:.0f} % of the step)"),
-        ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
-                             f"({r.binding_memory_phase})"),
+        *(_gpu_rows(r.gpu) if r.gpu else [
+            ("I/O in / out", f"{format_bytes(r.io_bytes_in, binary=False)} / "
+                             f"{format_bytes(r.io_bytes_out, binary=False)} "
+                             f"(inbound link busy {100 * r.io_in_utilisation:.0f} % of the step)"),
+            ("peak SRAM per PE", f"{r.peak_sram_bytes_per_pe:,} of {r.sram_capacity_bytes_per_pe:,} B "
+                                 f"({r.binding_memory_phase})")]),
     ]
     rows += energy_rows(r)
     if r.experts:
@@ -79,7 +91,7 @@ def format_result(r: Any) -> str:
                   for name, cycles in r.phases.items() if cycles > 0]
     return "\n".join([head, format_table(rows, ("", "")).split("\n", 2)[2],
                       "", format_table(phase_rows, ("phase", "cycles", "share of step")),
-                      f"({r.events:,} events in {r.wall_s:.2f} s)"])
+                      f"({r.events:,} {'kernels a GPU' if r.gpu else 'events'} in {r.wall_s:.2f} s)"])
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -88,7 +100,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..output.files import command_folder, prepare_dir
     from ..output.manifest import write_manifest
 
-    loaded = load_from_args(args)
+    loaded = load_from_args(args, gpu=not (args.trace or args.out or args.png))  # a GPU's step has no spans
     for name in (args.trace, args.out, args.png):
         if name:
             check_names(name)

@@ -5,11 +5,11 @@ A GPU preset lives beside the wafers in ``hardware/`` and is named as they are (
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from .base import Spec
+from .base import Spec, fail
 from .fields import Description, Name, count, quantity
 
 # 132 SMs on an H100 SXM, 148 on a B200; 4,096 is past any GPU die or pair of dies.
@@ -123,3 +123,12 @@ class GpuSpec(Spec):
             "node_hbm_bytes": self.node.gpus * self.hbm.capacity_bytes,
             "node_power_watts": self.node.gpus * self.power.gpu_watts + self.power.node_floor_watts,
         }
+
+
+def attention_on_a_gpu(model: Any) -> Any:
+    """``model`` as it is, or the one refusal of a model with latent attention on a GPU (its kernels,
+    FlashMLA's, are not modelled): what a serving run and a training step on a GPU validate alike."""
+    if model.kv_lora_rank:
+        raise fail(f"expected a model without latent attention on a GPU ({model.name} caches a latent, "
+                   "whose GPU kernels, FlashMLA's, are not modelled)")
+    return model

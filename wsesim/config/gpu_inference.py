@@ -12,7 +12,7 @@ from pydantic import field_validator
 
 from .base import fail
 from .fields import count
-from .gpu import GpuSpec
+from .gpu import GpuSpec, attention_on_a_gpu
 from .inference import SERVING_SPECS, InferenceExperimentSpec, InferenceSpec
 from .inference_parts import check_experts_fit
 from .specs import window_problem
@@ -74,10 +74,7 @@ class GpuInferenceExperimentSpec(InferenceExperimentSpec):
     @field_validator("model")
     @classmethod
     def _attention_on_a_gpu(cls, model: Any) -> Any:
-        if model.kv_lora_rank:
-            raise fail(f"expected a model without latent attention on a GPU ({model.name} caches a latent, "
-                       "whose GPU kernels, FlashMLA's, are not modelled)")
-        return model
+        return attention_on_a_gpu(model)
 
     @field_validator("inference")
     @classmethod

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, shown_repr
+from .gpu_training import GpuExperimentSpec
 from .overrides import apply_overrides
 from .specs import HARDWARE_KINDS, SPEC_KINDS, ExperimentSpec, GpuSpec, HardwareSpec, ModelSpec, Spec
 from .validation import validate
@@ -151,10 +152,10 @@ class Loaded:
 
 
 def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | None,
-                       given: Mapping[str, str] | None = None, gpu: bool = False) -> tuple[dict, dict]:
+                       given: Mapping[str, str] | None = None) -> tuple[dict, dict]:
     """Inline the ``hardware:`` and ``model:`` references of a raw experiment mapping. ``given`` names the
     references the command line replaced (kind -> ``--model``): an error in one is blamed on the flag, and
-    a relative path there is the working folder's. ``gpu`` (serving): a GPU preset, ``kind`` kept."""
+    a relative path there is the working folder's. A GPU preset keeps its ``kind``."""
     data = dict(data)
     sources: dict[str, str] = {}
     for kind in ("hardware", "model"):
@@ -165,9 +166,7 @@ def resolve_experiment(data: dict[str, Any], *, source: str, base_dir: Path | No
                             kind if given[kind] == "--set" else None)
         else:
             raw = load_ref(kind, data[kind], base_dir, source, kind)
-        if (on_gpu := raw.data.get("kind") == "gpu") and not gpu:  # no wafer to train on (issue 41)
-            raise ConfigError("expected a wafer (kind: hardware), got a GPU (kind: gpu): training on GPUs is "
-                              "not modelled yet (`wsesim infer` serves)", source=raw.source, path="kind")
+        on_gpu = raw.data.get("kind") == "gpu"  # its spec is chosen by it (``spec_for``)
         data[kind] = {k: v for k, v in raw.data.items() if k != "kind" or on_gpu}
         sources[kind] = raw.source
     return data, sources
@@ -217,9 +216,15 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
     (``load_kind_data``)."""
     try:
         return load_kind_data(data, "experiment", ExperimentSpec, "cluster", source=source, base_dir=base_dir,
-                              overrides=overrides, given=given)
+                              overrides=overrides, given=given, spec_for=_training_spec_for)
     except ConfigError as e:
         raise _granularity_for_given_hardware(e, source, given, overrides or {}) from None
+
+
+def _training_spec_for(resolved: dict[str, Any]) -> type[Spec]:
+    """A training step on a wafer, or on a GPU node for a ``kind: gpu`` preset (docs/model.md §13.8)."""
+    hw = resolved.get("hardware")
+    return GpuExperimentSpec if isinstance(hw, dict) and hw.get("kind") == "gpu" else ExperimentSpec
 
 
 def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[str, str] | None,
@@ -241,8 +246,7 @@ def resolve_with_overrides(data: dict[str, Any], section: str, *, source: str, b
     """(base, resolved, sources) of a raw experiment-like mapping: its hardware and model inlined, the
     overrides applied, and ``<section>.interconnect`` (``cluster`` for training, ``inference`` for
     serving) inlined after them, since it may be a reference and an override may set it."""
-    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given,
-                                           gpu=section == "inference")
+    resolved, sources = resolve_experiment(data, source=source, base_dir=base_dir, given=given)
     base, resolved = resolved, apply_overrides(resolved, overrides)
     key = f"{section}.interconnect"
     base = _resolve_interconnect(base, base_dir, source, section)

@@ -42,6 +42,10 @@ POINT_SECONDS = 0.3
 LLaMA3-8B on WSE-2, 4,096 + 128 tokens, took 0.17-0.38 s a point on the 2-core machine (batch 1-16, grids
 250² to 750²), a tiny model on tiny8 0.05 s."""
 
+GPU_STEP_SECONDS = 4.0
+"""What a training step on a GPU node is costed for dealing points: Qwen3-30B-A3B's on H100 took 3.5 s on the
+2-core machine (its kernels' schedules, most of it the grouped GEMMs'), LLaMA3-8B's 8 s."""
+
 
 @dataclass(frozen=True)
 class PointKind:
@@ -57,8 +61,11 @@ class PointKind:
 
 
 def _training_work(loaded: Loaded, point: Any, check: bool) -> tuple[float, float]:
-    """A tuned point runs every tuning candidate; ``check`` refuses a point that cannot finish here."""
+    """A tuned point runs every tuning candidate; ``check`` refuses a point that cannot finish here. A GPU
+    step's (docs/model.md §13.8) is ``GPU_STEP_SECONDS`` a candidate: it has no mesh to size."""
     planned = candidates(loaded.spec) if point.tuned else None
+    if loaded.spec.hardware.kind == "gpu":
+        return GPU_STEP_SECONDS * (len(planned) if planned else 1), BASE_BYTES
     if check:
         estimate = check_work(loaded.spec, candidates=planned)
     else:

@@ -36,6 +36,7 @@ from ..sim.engines import ENGINES, engine_for  # noqa: F401 (ENGINES re-exported
 from ..sim.plan import StepPlan
 from ..sim.program import Op, Program
 from .estimate import check_work
+from .gpu_training import run_gpu_training
 from .mappings import moe_mapping
 from .runs import Run
 
@@ -233,7 +234,10 @@ def _collector_paused() -> Iterator[None]:
 
 
 def simulate_experiment(spec: ExperimentSpec) -> Run:
-    """``run_experiment``, keeping the trace and the plan."""
+    """``run_experiment``, keeping the trace and the plan; a GPU node's step is costed on its kernels
+    (``experiments.gpu_training``, docs/model.md §13.8)."""
+    if spec.hardware.kind == "gpu":
+        return run_gpu_training(spec)
     with _collector_paused():
         return _simulate(spec, time.perf_counter())
 

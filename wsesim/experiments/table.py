@@ -43,7 +43,7 @@ RETIRED_COLUMNS = ("infeasible_reason", *WALL_CLOCK_FIELDS)
 """Never written, and dropped from an older file on --resume: ``reason`` says why a point is infeasible,
 and the wall-clock time is the host's, not a result (it differs run to run)."""
 RESULT_COLUMNS = ["point", "point_key", "status", "reason", "tuned"] + [
-    f for f in RunResult.__dataclass_fields__ if f not in ("phases", *RETIRED_COLUMNS)] + [
+    f for f in RunResult.__dataclass_fields__ if f not in ("phases", "gpu", *RETIRED_COLUMNS)] + [
     f"phase_{p}_cycles" for p in STEP_PHASES]
 # what an infeasible result still knows
 _KNOWN_UNRUN = {"tokens_per_step", "peak_sram_bytes_per_pe", "sram_capacity_bytes_per_pe",

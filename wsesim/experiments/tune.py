@@ -24,7 +24,9 @@ from ..analysis.results import WALL_CLOCK_FIELDS, RunResult
 from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data
 from ..config.specs import ExperimentSpec
+from ..model.gpu_memory import max_gpu_batch, max_gpu_tiles
 from ..model.memory import max_batch_per_tile, max_tiles
+from .gpu_training import gpu_batch
 from .runner import run_experiment, size_step
 
 MAX_B_CANDIDATES = 24  # beyond this many values of B, try a geometric subset (B is then rarely binding)
@@ -55,6 +57,13 @@ class TuneResult:
                 "gain_over_baseline": self.gain}
 
 
+def _fits(spec: ExperimentSpec) -> tuple[Callable[..., int], Callable[..., int]]:
+    """The memory model's largest B and largest G: a wafer's SRAM, or a GPU's HBM (§13.8)."""
+    if spec.hardware.kind == "gpu":
+        return max_gpu_batch, max_gpu_tiles
+    return max_batch_per_tile, max_tiles
+
+
 def _geometric(n: int) -> list[int]:
     if n <= MAX_B_CANDIDATES:
         return list(range(1, n + 1))
@@ -68,6 +77,7 @@ def _geometric(n: int) -> list[int]:
 def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
     """(G, B) pairs to try, G=1 first. B is an int, or "auto" where the memory model picks it."""
     hw, m, t = spec.hardware, spec.model, spec.training
+    max_batch_per_tile, max_tiles = _fits(spec)
     out: dict[tuple[int, int], None] = {}
     if t.global_batch is not None:  # G divides each system's share; B (or the micro-batches) follow
         share, most = t.global_batch // spec.cluster.systems, max(max_tiles(hw, m, t, batch_per_tile=1), 1)
@@ -111,6 +121,7 @@ def tune(loaded: Loaded, *, progress: Callable[[RunResult, int], None] | None = 
     results: list[RunResult] = []
     tried: set[tuple[int, int | str]] = set()
     hw, m, t = loaded.spec.hardware, loaded.spec.model, loaded.spec.training
+    max_tiles = _fits(loaded.spec)[1]
     planned = candidates(loaded.spec)
     for G, B in planned:
         while (G, B) not in tried:
@@ -138,7 +149,7 @@ def _baseline(loaded: Loaded, results: list[RunResult]) -> RunResult:
     """The run at G=1 as ``wsesim run --set training.tiles=1`` would do it (B as the experiment sets it,
     ``auto`` resolved against its own routing): the candidate with that B, else a new run."""
     spec = _with_tiling(loaded, 1, loaded.spec.training.batch_per_tile)
-    B = size_step(spec).batch_per_tile
+    B = gpu_batch(spec)[0] if spec.hardware.kind == "gpu" else size_step(spec).batch_per_tile
     same = [r for r in results if r.tiles == 1 and (r.batch_per_tile == B or not B)]
     return same[0] if same else run_experiment(spec)  # (no B fits at G=1: the G=1 candidate, infeasible)
 

@@ -95,6 +95,8 @@ def _training_json() -> list[Entry]:
         out.append(_entry(name, doc, _RESULTS))
         if name == "phases":
             out += [_entry(f"phases.{p}", training.PHASE_FIELDS[p], _RESULTS) for p in STEP_PHASES]
+        if name == "gpu":
+            out += _table(training.GPU_TRAINING_FIELDS, "wsesim/experiments/gpu_training.py", "gpu.")
     return out
 
 

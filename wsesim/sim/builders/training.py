@@ -15,20 +15,20 @@ from typing import Any
 from ...config.specs import DTYPE_BYTES
 from ...model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes, copy_op_flops, wafer_op, wafer_op_matmuls
 from ...model.vocabulary import Copy, Gradient, OpKind, Pass, Tensor
-from ..chunks import ChunkPlan, plan_chunks
+from ..chunks import plan_chunks
 from ..plan import StepPlan
 from ..program import Drain, Experts, GradientOut, Op, OptimizerStep, Program, Transfer, WaferOp, Weights
 
-__all__ = ["training_program"]
+__all__ = ["micro_batch_ops", "training_program"]
 
 
 class _Builder:
-    def __init__(self, plan: StepPlan, chunks: ChunkPlan) -> None:
+    def __init__(self, plan: StepPlan, rec_pass: Copy) -> None:
         self.plan, m, t = plan, plan.model, plan.training
         self.s = LayerShapes(m)
         self.grad_bytes = DTYPE_BYTES[t.weight_gradient_dtype]  # bytes per weight gradient value
         self.recompute = t.activations == "recompute"
-        self.rec_copy = Copy(chunks.rec_pass)
+        self.rec_copy = Copy(rec_pass)
         self.in_place = plan.moe_mapping == "in_place"
         self.ops: list[Op] = []
 
@@ -149,9 +149,15 @@ def training_program(plan: StepPlan) -> Program:
     times, then the drains that end the step (the reduce tree's only in a cluster) and MemoryX's
     optimizer step (docs/model.md §2.5); it carries the chunk plan its weight waits refer to."""
     chunks = plan_chunks(plan.hw, plan.model, plan.training.activations == "recompute", plan.micro_batches)
-    body = _Builder(plan, chunks).micro_batch()
+    body = _Builder(plan, chunks.rec_pass).micro_batch()
     tail: list[Op] = [Drain(OpKind.GRADIENT_DRAIN)]
     if plan.tree is not None:
         tail.append(Drain(OpKind.REDUCE_DRAIN, {"levels": plan.tree.depth}))
     tail.append(OptimizerStep())
     return Program(body, plan.micro_batches, tuple(tail), chunks)
+
+
+def micro_batch_ops(plan: StepPlan) -> tuple[Op, ...]:
+    """One micro-batch's ops of ``plan``, in the order the step runs them, without a chunk plan: what a
+    GPU runs (its weights stay in its HBM; nothing streams, docs/model.md §13.8)."""
+    return _Builder(plan, Copy.BWD).micro_batch()

@@ -1,0 +1,55 @@
+"""Training on GPUs (``wsesim run --hardware h100``; docs/model.md §13.8): the same ``kind: experiment``
+with a ``kind: gpu`` preset as its hardware. ``GpuExperimentSpec`` is the wafer's spec with the hardware a
+``GpuSpec``; the ``simulation`` keys that describe a wafer (fabric, granularity, placement, compute) are
+kept as given and not read. What a GPU step cannot do yet is refused here, in one line with its reason,
+before anything is built."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import field_validator
+
+from .base import fail
+from .gpu import GpuSpec, attention_on_a_gpu
+from .specs import ClusterSpec, ExperimentSpec, SimulationSpec, TrainingSpec
+
+__all__ = ["GpuExperimentSpec"]
+
+
+class GpuExperimentSpec(ExperimentSpec):
+    """A ``kind: gpu`` preset, a model and one training step on the preset's node (§13.8)."""
+
+    hardware: GpuSpec  # type: ignore[assignment]
+
+    @field_validator("model")
+    @classmethod
+    def _attention_on_a_gpu(cls, model: Any) -> Any:
+        return attention_on_a_gpu(model)
+
+    @field_validator("training")
+    @classmethod
+    def _step_on_a_node(cls, training: TrainingSpec, info: Any) -> TrainingSpec:
+        if training.global_batch is not None:
+            raise fail("expected no global_batch on a GPU (a step is G tiles of B sequences on each of the "
+                       "node's GPUs; gradient accumulation is not modelled there)", at="global_batch")
+        if training.micro_batches not in ("auto", 1):
+            raise fail(f"expected micro_batches 1 or auto on a GPU, got {training.micro_batches}",
+                       at="micro_batches")
+        return training
+
+    @field_validator("simulation")
+    @classmethod
+    def _block_fits(cls, simulation: SimulationSpec, info: Any) -> SimulationSpec:  # a GPU has no mesh
+        if simulation.moe_mapping != "regions":
+            raise fail("expected moe_mapping: regions on a GPU (its experts are split over the node's GPUs; "
+                       "in_place is a wafer's SIMD lanes)", at="moe_mapping")
+        return simulation
+
+    @field_validator("cluster")
+    @classmethod
+    def _batch_per_system(cls, cluster: ClusterSpec, info: Any) -> ClusterSpec:
+        if cluster.systems != 1:
+            raise fail(f"expected systems: 1 on a GPU (one node; nodes over the network are not modelled for "
+                       f"training yet), got {cluster.systems}", at="systems")
+        return cluster
