@@ -19,7 +19,7 @@ import simpy
 from wsesim.config.loader import load_experiment
 from wsesim.experiments.runner import costed_step, make_plan, random_streams
 from wsesim.model.routing import route_tokens
-from wsesim.sim.engine import simulate
+from wsesim.sim.executors.engine import simulate
 
 
 def bare_simpy_events_per_s(n: int = 200_000) -> float:

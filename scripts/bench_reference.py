@@ -19,8 +19,8 @@ import time
 from wsesim.config.loader import load_experiment, load_experiment_data
 from wsesim.experiments.runner import costed_step, make_plan, random_streams, simulate_experiment
 from wsesim.model.routing import route_tokens
-from wsesim.sim import engine, reference
-from wsesim.sim.plan import StepPlan
+from wsesim.sim.executors import engine, reference
+from wsesim.sim.programs.plan import StepPlan
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 64, "batch_per_tile": 2, "tiles": 2}, "simulation": {"granularity": "pe"}}

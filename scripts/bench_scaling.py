@@ -95,7 +95,7 @@ t0 = time.perf_counter()
 from wsesim.cli.common import parse_overrides
 from wsesim.config.loader import load_experiment
 from wsesim.experiments import runner
-from wsesim.sim.chunks import plan_chunks
+from wsesim.sim.programs.chunks import plan_chunks
 t1 = time.perf_counter()
 argv = {args!r}
 model = argv[argv.index("--model") + 1] if "--model" in argv else None

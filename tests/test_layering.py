@@ -45,7 +45,7 @@ MAX_LINES = 420
 
 @functools.cache
 def _modules() -> list[str]:
-    """Every module as a dotted name below ``wsesim`` (``sim.engine``, ``__init__``, ``fabric.__init__``)."""
+    """Every module as a dotted name below ``wsesim`` (``sim.executors.engine``, ``__init__``, ``fabric.__init__``)."""
     return sorted(".".join(p.relative_to(PACKAGE).with_suffix("").parts) for p in PACKAGE.rglob("*.py"))
 
 
@@ -120,7 +120,6 @@ TABLE_IMPORTS: dict[str, Callable[[], Iterable[str]]] = {
     **{module: lambda module=module: _LAZY_EXPORTS_OF[module]().values() for module in _LAZY_EXPORTS_OF},
     "cli.main": lambda: importlib.import_module("wsesim.cli.main")._EXTENSION_MODULES,
     "fabric.fidelity": lambda: _references("wsesim.fabric.fidelity.FABRICS"),
-    "sim.engines": lambda: _references("wsesim.sim.engines.ENGINES"),
 }
 """Modules that import through a table, and what they import, read from it: the lazy public API (a
 relative name in its own package), the CLI's command table (its own modules), and the plug-in tables
@@ -171,6 +170,30 @@ def test_no_module_imports_a_later_layer(module: str) -> None:
     assert not root, f"{module} imports the package root ({root}): its lazy API hides what it loads"
 
 
+SIM_ROOMS = {"programs": 1, "cost": 2, "executors": 3}
+"""``wsesim/sim``'s rooms, in the order they may import one another: what a workload is, what it costs,
+how it runs (docs/architecture.md, layer 5)."""
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "sim" and len(parts) > 2 else None
+
+
+def test_every_sim_module_is_in_a_room() -> None:
+    assert {m for m in _modules() if m.startswith("sim.") and _room(m) is None} == {"sim.__init__"}
+    assert {_room(m) for m in _modules() if _room(m)} == set(SIM_ROOMS)
+
+
+@pytest.mark.parametrize("module", [m for m in _modules() if _room(m)])
+def test_no_sim_room_imports_a_later_room(module: str) -> None:
+    """A program never imports its costs or executors, a cost never an executor (function-local imports
+    and those under ``TYPE_CHECKING`` included)."""
+    room = SIM_ROOMS[_room(module) or ""]
+    later = sorted(m for m in _module_imports(module) if _room(m) and SIM_ROOMS[_room(m) or ""] > room)
+    assert not later, f"{module} ({_room(module)}) imports {later}"
+
+
 def test_the_import_reader_resolves_modules_and_lazy_exports() -> None:
     """The reader the layer and cycle checks stand on: submodules, packages, lazy exports, computed names."""
     assert _module_of("wsesim.fabric.mesh.Mesh") == "fabric.mesh"
@@ -179,11 +202,11 @@ def test_the_import_reader_resolves_modules_and_lazy_exports() -> None:
     assert _module_of("wsesim.run_experiment") == "experiments.runner"
     assert _module_of("wsesim.__version__") == "__init__"
     assert _module_of("numpy.random") is None
-    assert "sim.experts" in _module_imports("sim.engine")
+    assert "sim.executors.experts" in _module_imports("sim.executors.engine")
     assert "cli.run" in _module_imports("cli.main")  # its command table
     assert "wsesim.experiments" in _imports("__init__")  # the lazy API's table
     assert {"fabric.packet", "fabric.packet_simpy"} <= _module_imports("fabric.fidelity")  # its FABRICS
-    assert "sim.reference" in _module_imports("sim.engines")  # its ENGINES
+    assert "sim.executors.reference" in _module_imports("sim.executors.engines")  # its ENGINES
 
 
 _REFERENCE = re.compile(r"^wsesim(\.\w+)+:\w+$")
@@ -343,7 +366,7 @@ def test_the_side_effect_check_sees_them() -> None:
 
 _FRESH = """
 import json, sys
-from wsesim.sim.engine import simulate
+from wsesim.sim.executors.engine import simulate
 engine_loads = sorted(m for m in sys.modules if m.startswith("wsesim."))
 from wsesim.analysis.chrome_trace import chrome_trace
 from wsesim.config.loader import load_experiment_data
@@ -379,8 +402,8 @@ def test_running_the_engine_never_imports_matplotlib(tmp_path: Path) -> None:
     seen = json.loads(r.stdout.splitlines()[-1])
     assert seen["matplotlib"] == []
     loaded_by_engine = {m.removeprefix("wsesim.") for m in seen["engine_loads"]}
-    assert "sim.engine" in loaded_by_engine
+    assert "sim.executors.engine" in loaded_by_engine
     assert {m for m in loaded_by_engine if LAYERS.get(_folder(m) or m, 0) > LAYERS["sim"]} == set()
-    # flow runs on the fast engine: the tables load neither the packet fidelities nor the reference engine
-    assert {"wsesim.fabric.flow", "wsesim.sim.engine"} <= set(seen["wsesim"])
-    assert {"wsesim.fabric.packet", "wsesim.fabric.packet_simpy", "wsesim.sim.reference"} & set(seen["wsesim"]) == set()
+    # flow runs on the fast engine: the fidelity table loads neither packet fidelity
+    assert {"wsesim.fabric.flow", "wsesim.sim.executors.engine"} <= set(seen["wsesim"])
+    assert {"wsesim.fabric.packet", "wsesim.fabric.packet_simpy"} & set(seen["wsesim"]) == set()

@@ -12,7 +12,7 @@ import pytest
 
 from wsesim.config.inference import InferenceExperimentSpec, InferenceSpec, load_inference
 from wsesim.config.specs import ModelSpec
-from wsesim.sim.mapping import map_stages
+from wsesim.sim.programs.mapping import map_stages
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

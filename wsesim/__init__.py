@@ -16,8 +16,8 @@ Serving and kernels the same way, and a run's folder or trace written as the com
 
 An error in ``overrides`` names the key (``overrides: model.top_k: ...``), not the command line's ``--set``.
 
-The names below are imported on first use, so that ``import wsesim.sim.engine`` loads only the layers the
-engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does (through
+The names below are imported on first use, so that ``import wsesim.sim.executors.engine`` loads only the
+layers the engine needs. Importing wsesim never imports matplotlib; ``wsesim.output.plotting`` does (through
 ``wsesim.output.mpl``).
 """
 

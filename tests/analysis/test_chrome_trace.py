@@ -220,7 +220,7 @@ def test_a_served_moe_run_shows_its_expert_dispatch_experts_and_combine(routing:
 
     from wsesim.config.inference import load_inference_data
     from wsesim.experiments.inference import run_inference
-    from wsesim.sim.plan import Trace
+    from wsesim.sim.programs.plan import Trace
 
     spec = load_inference_data({"kind": "inference", "hardware": "tiny8", "model": "tiny-moe", "inference": {
         "prompt_len": 16, "output_len": 6, "grid": "4x8", "arrival": "poisson", "rate": 200000,

@@ -15,12 +15,12 @@ from wsesim.analysis.requests import RequestTimes, load_figures, request_times
 from wsesim.config.inference import load_inference_data
 from wsesim.experiments.inference import run_inference
 from wsesim.model.load import requests_of
-from wsesim.sim.batching import run_batches
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.plan import Trace
-from wsesim.sim.program import Program, ServeBatches
-from wsesim.sim.reference_batching import serve_batches
+from wsesim.sim.executors.batching import run_batches
+from wsesim.sim.executors.reference_batching import serve_batches
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.mapping import map_stages
+from wsesim.sim.programs.plan import Trace
+from wsesim.sim.programs.program import Program, ServeBatches
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}

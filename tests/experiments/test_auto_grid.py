@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from wsesim.config.inference import load_inference
 from wsesim.experiments.auto_grid import map_for, one_request_cycles
-from wsesim.sim.mapping import candidate_mappings, map_stages
+from wsesim.sim.programs.mapping import candidate_mappings, map_stages
 
 
 def test_each_objective_keeps_its_best_candidate() -> None:

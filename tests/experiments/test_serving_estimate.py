@@ -20,7 +20,7 @@ from wsesim.experiments.serving_estimate import (
     estimate_serving,
     serving_estimate,
 )
-from wsesim.sim.mapping import map_stages
+from wsesim.sim.programs.mapping import map_stages
 
 POISSON = {"inference.arrival": "poisson", "inference.rate": "2 /s", "inference.batch": 64}
 

@@ -1,4 +1,4 @@
-"""The plug-in tables the runner composes from: engines (``sim.engines.ENGINES``), MoE mappings
+"""The plug-in tables the runner composes from: engines (``sim.executors.engines.ENGINES``), MoE mappings
 (``mappings.MOE_MAPPINGS``) and fabric fidelities (``fabric.fidelity.FABRICS``, tested in tests/fabric).
 Each key of the specs lists exactly its table's names, every entry loads, an unknown name lists the
 valid ones, and no layer outside sim/ special-cases a name of a table."""
@@ -15,7 +15,6 @@ import pytest
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import load_experiment_data
 from wsesim.config.specs import SimulationSpec
-from wsesim.config.tables import load
 from wsesim.experiments import mappings
 from wsesim.experiments.mappings import MOE_MAPPINGS, moe_mapping
 from wsesim.experiments.runner import ENGINES, engine_for, expert_placement, make_plan, random_streams
@@ -33,9 +32,8 @@ def test_each_simulation_key_lists_exactly_its_table(key: str, table: dict[str, 
 
 @pytest.mark.parametrize("name", sorted(ENGINES))
 def test_every_engine_loads_a_step_function_from_the_sim_layer(name: str) -> None:
-    module, _, function = ENGINES[name].partition(":")
-    engine = load(ENGINES[name])
-    assert module.startswith("wsesim.sim.") and engine.__module__ == module and engine.__name__ == function
+    engine = ENGINES[name]
+    assert engine.__module__.startswith("wsesim.sim.executors.") and engine.__name__ == "simulate"
     spec = load_experiment_data(TINY, overrides={"simulation.engine": name}).spec
     assert engine_for(spec) is engine
 
@@ -117,5 +115,5 @@ def test_the_special_case_check_sees_one(tmp_path: Path) -> None:
     probe.write_text('if spec.simulation.fabric == "flow":\n    pass\nif "in_place" != sim.moe_mapping: pass\n'
                      'if sim.fabric.startswith("packet"): pass\nif engine in ("fast", "x"): pass\n'
                      'x = "flow"  # == "flow" in a comment\nif e.driver == "packet": pass\n'
-                     'if sim.engine == other: pass\n', encoding="utf-8")
+                     'if sim.executors.engine == other: pass\n', encoding="utf-8")
     assert [int(s.split(":")[1]) for s in _special_cases(probe, tmp_path)] == [1, 3, 4, 5]

@@ -10,7 +10,7 @@ import pytest
 from wsesim.config.loader import load_experiment_data, load_model
 from wsesim.model.memory import TokenFootprint, training_memory
 from wsesim.model.shapes import LayerShapes
-from wsesim.sim.chunks import plan_chunks
+from wsesim.sim.programs.chunks import plan_chunks
 
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe", "training": {"seq_len": 64}}

@@ -11,10 +11,10 @@ from wsesim.analysis.requests import percentile, request_times
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
 from wsesim.experiments.inference import run_inference
-from wsesim.sim.builders.serving import default_token_budget, serving_program
-from wsesim.sim.costing import cost_serving
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.scheduler import take_pieces
+from wsesim.sim.cost.costing import cost_serving
+from wsesim.sim.executors.scheduler import take_pieces
+from wsesim.sim.programs.builders.serving import default_token_budget, serving_program
+from wsesim.sim.programs.mapping import map_stages
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "2x2"}}

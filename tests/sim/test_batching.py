@@ -62,7 +62,7 @@ def test_one_station_runs_its_decode_iterations_ahead(monkeypatch) -> None:
     """On one station alone the fast executor runs a decode batch's next iterations ahead while nothing
     else can happen (``Scheduler.run_ahead``); the reference executor never does, and the test above
     holds the two logs equal. Here: that the case above does run iterations ahead (else it proves nothing)."""
-    from wsesim.sim.scheduler import Scheduler
+    from wsesim.sim.executors.scheduler import Scheduler
 
     ahead = []
     run_ahead = Scheduler.run_ahead

@@ -1,4 +1,4 @@
-"""The weight-chunk plan (wsesim.sim.chunks): what each chunk is, in the order of first use, whole or in
+"""The weight-chunk plan (wsesim.sim.programs.chunks): what each chunk is, in the order of first use, whole or in
 equal pieces; the experts' chunks one expert after another, indexed by ``expert_chunks``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from wsesim.config.loader import load_experiment_data
 from wsesim.model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
-from wsesim.sim.chunks import plan_chunks
+from wsesim.sim.programs.chunks import plan_chunks
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2}, "simulation": {"granularity": "pe"}}

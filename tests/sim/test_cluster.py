@@ -11,7 +11,7 @@ import pytest
 
 from wsesim.config.loader import load_experiment, load_experiment_data
 from wsesim.experiments.runner import run_experiment, simulate_experiment
-from wsesim.sim.cluster import tree_depth, tree_for
+from wsesim.sim.programs.cluster import tree_depth, tree_for
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2}, "simulation": {"granularity": "pe"}}

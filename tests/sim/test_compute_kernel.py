@@ -99,7 +99,7 @@ def test_consume_is_the_slower_of_the_stream_and_the_work() -> None:
     """A chunk whose first bytes reach the wafer at 10 and its last at 50, on PEs free from 20: 15 cycles
     of work start at 50 and end at 65 unpipelined; pipelined they start at 20 and end at max(35, 50) = 50
     (the stream is slower: 15 cycles not computing), and 60 cycles end at 80 (the work is slower)."""
-    from wsesim.sim.links import consume
+    from wsesim.sim.executors.links import consume
 
     assert consume(20.0, 10.0, 50.0, 15.0, False) == (50.0, 65.0, 30.0)
     assert consume(20.0, 10.0, 50.0, 15.0, True) == (20.0, 50.0, 15.0)

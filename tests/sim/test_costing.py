@@ -1,4 +1,4 @@
-"""The cost pass (wsesim.sim.costing): a training program priced once before it runs (every whole-wafer
+"""The cost pass (wsesim.sim.cost.costing): a training program priced once before it runs (every whole-wafer
 op, each layer's dispatch and combine, the experts' ops and MemoryX's optimizer step), the compute model's
 table entry deciding whether ops consume their weights as they arrive, and a serving program's stages
 each given its ``StageCosts``."""
@@ -16,13 +16,13 @@ from wsesim.config.loader import load_experiment_data
 from wsesim.experiments.runner import make_plan, random_streams
 from wsesim.model.optimizer import optimizer_step_cycles
 from wsesim.model.routing import route_tokens
-from wsesim.sim import costing
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.builders.training import training_program
-from wsesim.sim.costing import COMPUTE_MODELS, StageCosts, cost_program, cost_serving
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.plan import StepPlan
-from wsesim.sim.program import Transfer, WaferOp
+from wsesim.sim.cost import costing
+from wsesim.sim.cost.costing import COMPUTE_MODELS, StageCosts, cost_program, cost_serving
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.builders.training import training_program
+from wsesim.sim.programs.mapping import map_stages
+from wsesim.sim.programs.plan import StepPlan
+from wsesim.sim.programs.program import Transfer, WaferOp
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},

@@ -16,10 +16,10 @@ from wsesim.experiments.runner import make_plan, random_streams, run_experiment,
 from wsesim.model.costs import region_expert_costs
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
-from wsesim.sim.builders.training import training_program
-from wsesim.sim.costing import cost_program
-from wsesim.sim.engine import _Engine, simulate
-from wsesim.sim.plan import StepPlan
+from wsesim.sim.cost.costing import cost_program
+from wsesim.sim.executors.engine import _Engine, simulate
+from wsesim.sim.programs.builders.training import training_program
+from wsesim.sim.programs.plan import StepPlan
 
 MICRO = {"name": "micro", "hidden_size": 8, "layers": 1, "heads": 1, "kv_heads": 1, "head_dim": 8, "experts": 1,
          "top_k": 1, "expert_intermediate": 8, "vocab_size": 8}

@@ -1,5 +1,5 @@
 """Serving's expert dispatch and combine through training's fabric model (docs/model.md §11.8,
-``sim.expert_dispatch``): a line of four experts derived by hand, balanced against sampled routing, the
+``sim.cost.expert_dispatch``): a line of four experts derived by hand, balanced against sampled routing, the
 prefill's tokens routed too, and the per-iteration figures both executors log alike."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from wsesim.experiments.inference import run_inference
 from wsesim.fabric.dispatch import dispatch_traffic
 from wsesim.fabric.flow import FlowFabric
 from wsesim.model.vocabulary import StageOpKind
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.costing import cost_serving
-from wsesim.sim.expert_dispatch import StageDispatch
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.moe_serving import Draw
+from wsesim.sim.cost.costing import cost_serving
+from wsesim.sim.cost.expert_dispatch import StageDispatch
+from wsesim.sim.cost.moe_serving import Draw
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.mapping import map_stages
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 16, "output_len": 5, "grid": "1x4"}}

@@ -23,7 +23,8 @@ def _spec(model: str = "llama3-8b", hardware: str = "h100", **over):
 
 
 def _station(spec):
-    from wsesim.sim.builders.gpu import gpu_mapping, gpu_stations
+    from wsesim.sim.cost.gpu_serving import gpu_stations
+    from wsesim.sim.programs.builders.gpu import gpu_mapping
 
     return gpu_stations(spec, gpu_mapping(spec))[0]
 

@@ -17,8 +17,8 @@ from wsesim.kernels.gpu.device import Gpu
 from wsesim.model.gpu_memory import ADAM_BYTES, gpu_memory, split_params
 from wsesim.model.shapes import LayerShapes
 from wsesim.model.vocabulary import OpKind, Pass
-from wsesim.sim.builders.training import micro_batch_ops
-from wsesim.sim.gpu_training import cost_gpu_step
+from wsesim.sim.cost.gpu_training import cost_gpu_step
+from wsesim.sim.programs.builders.training import micro_batch_ops
 
 # one dense layer whose FFN GEMMs run whole waves of 128 x 256 tiles on H100's 132 SMs: T = 33 x 1,024 =
 # 33,792 tokens = 264 row tiles, H = F = 4,096 (SwiGLU: gate and up as one GEMM of N = 8,192)

@@ -24,14 +24,14 @@ import pytest
 
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference_data
-from wsesim.config.tables import entry, load
+from wsesim.config.tables import entry
 from wsesim.experiments.auto_grid import map_for
 from wsesim.experiments.inference import run_inference
 from wsesim.model.load import requests_of
 from wsesim.model.serving import kv_pool_tokens, requests_fit
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.costing import cost_serving
-from wsesim.sim.engines import ENGINES
+from wsesim.sim.cost.costing import cost_serving
+from wsesim.sim.executors.engines import ENGINES
+from wsesim.sim.programs.builders.serving import serving_program
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 4, "output_len": 6, "grid": "1x1"}}
@@ -53,7 +53,7 @@ def _run(preemption: str, engine: str = "fast", blocks: int = 4):
     program = replace(program, body=(op,))
     costs = cost_serving(program, spec)
     assert len(op.stages) == 1
-    return load(entry(ENGINES, engine, "engine"))(None, program, costs).batches, op, costs
+    return entry(ENGINES, engine, "engine")(None, program, costs).batches, op, costs
 
 
 def test_the_pool_is_the_room_admission_reserves() -> None:
@@ -199,7 +199,7 @@ def test_the_trace_shows_the_preemption_and_the_swaps() -> None:
     """The hand-derived swap case in the Chrome trace: one thread for the cache, a span out and a span in,
     each 512 cycles (0.512 us at tiny8's 1 GHz), named by the request."""
     from wsesim.analysis.chrome_trace import chrome_trace
-    from wsesim.sim.plan import Trace
+    from wsesim.sim.programs.plan import Trace
 
     log, _, _ = _run("swap")
     events = chrome_trace(Trace(batches=log), clock_hz=1e9)["traceEvents"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import simpy
 
-from wsesim.sim.links import GradientLink, WeightStream
+from wsesim.sim.executors.links import GradientLink, WeightStream
 
 
 def _stream(sizes, capacity=200.0, rate=10.0):

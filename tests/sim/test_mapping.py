@@ -1,5 +1,5 @@
 """Where a served model lives (docs/model.md §11.1, §11.3): ``map_stages`` and ``grid_candidates`` of
-``wsesim.sim.mapping``, checked against layouts and SRAM sums derived by hand on the tiny8 wafer.
+``wsesim.sim.programs.mapping``, checked against layouts and SRAM sums derived by hand on the tiny8 wafer.
 
 The numbers every docstring below uses (tiny-moe in bf16, 2 B a value; tiny8: 8 × 8 PEs of 48 KiB, 25 %
 reserved, so 36,864 B usable per PE):
@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.sim.mapping import Mapping, Stage, grid_candidates, map_stages, place_table, square_candidates
+from wsesim.sim.programs.mapping import (
+    Mapping,
+    Stage,
+    grid_candidates,
+    map_stages,
+    place_table,
+    square_candidates,
+)
 
 TINY: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
                         "inference": {"prompt_len": 16, "output_len": 3}}

@@ -14,11 +14,11 @@ from wsesim.experiments.inference import run_inference
 from wsesim.model.load import requests_of
 from wsesim.model.routing import sample_layer
 from wsesim.model.serving import experts_per_grid, layer_weight_bytes
-from wsesim.sim import engine, reference
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.costing import cost_serving
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.moe_serving import Draw
+from wsesim.sim.cost.costing import cost_serving
+from wsesim.sim.cost.moe_serving import Draw
+from wsesim.sim.executors import engine, reference
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.mapping import map_stages
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 16, "output_len": 5, "grid": "4x8"}}

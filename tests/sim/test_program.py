@@ -1,4 +1,4 @@
-"""The training step as a program (``sim/builders/training.py``): its order of work read directly as data, its
+"""The training step as a program (``sim/programs/builders/training.py``): its order of work read directly as data, its
 FLOPs against the model's, and both engines executing a program that no builder wrote."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from wsesim.experiments.runner import make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor
-from wsesim.sim import engine, reference
-from wsesim.sim.builders.training import training_program
-from wsesim.sim.chunks import plan_chunks
-from wsesim.sim.costing import cost_program
-from wsesim.sim.program import Drain, GradientOut, Program, WaferOp, Weights
+from wsesim.sim.cost.costing import cost_program
+from wsesim.sim.executors import engine, reference
+from wsesim.sim.programs.builders.training import training_program
+from wsesim.sim.programs.chunks import plan_chunks
+from wsesim.sim.programs.program import Drain, GradientOut, Program, WaferOp, Weights
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},

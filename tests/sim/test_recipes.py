@@ -1,6 +1,6 @@
 """docs/architecture.md's two recipes followed: a new workload (a builder returning a ``Program`` of the
 vocabulary's ops, costed by the cost pass, run by every executor of ``ENGINES``) and a new executor (a
-subclass of ``sim.executor.Executor`` writing only its mechanism), each built here as a toy. If a recipe's
+subclass of ``sim.executors.executor.Executor`` writing only its mechanism), each built here as a toy. If a recipe's
 text changes, this file changes with it: the test is the recipe followed."""
 
 from __future__ import annotations
@@ -12,19 +12,19 @@ import numpy as np
 import pytest
 
 from wsesim.config.loader import load_experiment_data
-from wsesim.config.tables import entry, load
+from wsesim.config.tables import entry
 from wsesim.experiments.runner import make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor, Track
-from wsesim.sim.builders.training import training_program
-from wsesim.sim.chunks import ChunkPlan
-from wsesim.sim.cluster import io_rate
-from wsesim.sim.costing import Costs, cost_program
-from wsesim.sim.engines import ENGINES
-from wsesim.sim.executor import Executor
-from wsesim.sim.plan import Span, StepPlan, Trace
-from wsesim.sim.program import Drain, GradientOut, Op, OptimizerStep, Program, WaferOp, Weights
+from wsesim.sim.cost.costing import Costs, cost_program
+from wsesim.sim.executors.engines import ENGINES
+from wsesim.sim.executors.executor import Executor
+from wsesim.sim.programs.builders.training import training_program
+from wsesim.sim.programs.chunks import ChunkPlan
+from wsesim.sim.programs.cluster import io_rate
+from wsesim.sim.programs.plan import Span, StepPlan, Trace
+from wsesim.sim.programs.program import Drain, GradientOut, Op, OptimizerStep, Program, WaferOp, Weights
 
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 1, "activations": "store"},
@@ -85,7 +85,7 @@ def test_a_new_workload_is_a_builder_costed_once_and_run_by_every_executor() -> 
         OpKind.WEIGHTS, OpKind.FFN, OpKind.GRADIENT] * 2
     costs = cost_program(program, plan)  # 2. the cost pass, once, before anything runs
     assert set(costs.wafer) == {op for op in program.body if isinstance(op, WaferOp)}
-    traces = {name: load(entry(ENGINES, name, "simulation.engine"))(plan, program, costs)  # 3. every executor
+    traces = {name: entry(ENGINES, name, "simulation.engine")(plan, program, costs)  # 3. every executor
               for name in ENGINES}
     fast, ref = traces["fast"], traces["reference"]
     assert fast.executed_flops == ref.executed_flops == 2 * 64 * 36_864 * 3 == 14_155_776
@@ -165,14 +165,14 @@ def roomy_simulate(plan: StepPlan | None, program: Program, costs: Costs) -> Tra
 @pytest.mark.parametrize("build", ["builder", "toy"])
 def test_a_new_executor_gives_the_fast_engines_step(build: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy executor on a dense step whose weights all fit the staging buffer: the training builder's
-    own program and the toy workload's above. Registered as ``ENGINES`` names it (``module:function``),
+    own program and the toy workload's above. Registered in ``ENGINES`` (its function),
     it gives the fast engine's step cycles, spans of stalls and drains and executed FLOPs."""
     plan = _plan({"hardware.runtime.staging_buffer": "16 KiB"})
     program = training_program(plan) if build == "builder" else ffn_only_program(plan)
     costs = cost_program(program, plan)
-    monkeypatch.setitem(ENGINES, "roomy", f"{__name__}:roomy_simulate")  # 3. registered by name
-    roomy = load(entry(ENGINES, "roomy", "simulation.engine"))(plan, program, costs)
-    fast = load(entry(ENGINES, "fast", "simulation.engine"))(plan, program, costs)
+    monkeypatch.setitem(ENGINES, "roomy", roomy_simulate)  # 3. registered by name
+    roomy = entry(ENGINES, "roomy", "simulation.engine")(plan, program, costs)
+    fast = entry(ENGINES, "fast", "simulation.engine")(plan, program, costs)
     assert roomy.step_cycles == fast.step_cycles > 0
     assert roomy.executed_flops == fast.executed_flops
     phases = (Phase.WEIGHT_STALL, Phase.GRADIENT_DRAIN, Phase.OPTIMIZER_STEP)

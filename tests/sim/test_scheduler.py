@@ -1,4 +1,4 @@
-"""The scheduler (``sim/scheduler.py``, docs/model.md §11.7) driven by hand, with no executor: the ops it
+"""The scheduler (``sim/executors/scheduler.py``, docs/model.md §11.7) driven by hand, with no executor: the ops it
 emits (``Iteration``: which decode tokens and prompt pieces a station's pass takes; ``Move``: where the
 work goes after, landing when) for events a test hands it, on one stage whose costs are given in cycles.
 The rules are checked here once; the executors only time them (tests/sim/test_batching.py holds them
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.program import Iteration, Move, ServeBatches, StageWork
-from wsesim.sim.scheduler import Scheduler
+from wsesim.sim.executors.scheduler import Scheduler
+from wsesim.sim.programs.mapping import map_stages
+from wsesim.sim.programs.program import Iteration, Move, ServeBatches, StageWork
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}

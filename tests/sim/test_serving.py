@@ -11,11 +11,11 @@ import pytest
 from wsesim.config.inference import load_inference_data
 from wsesim.kernels.cost import KernelCost
 from wsesim.model.serving import kv_bytes_per_token, stage_memory
-from wsesim.sim import engine, reference
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.costing import Costs, StageCosts, cost_serving
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.program import Program, ServeBatches, StageWork
+from wsesim.sim.cost.costing import Costs, StageCosts, cost_serving
+from wsesim.sim.executors import engine, reference
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.mapping import map_stages
+from wsesim.sim.programs.program import Program, ServeBatches, StageWork
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}

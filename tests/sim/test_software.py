@@ -9,12 +9,12 @@ import pytest
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference_data
 from wsesim.model.vocabulary import StageOpKind
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.builders.software import fuse, launches
-from wsesim.sim.costing import cost_serving
-from wsesim.sim.mapping import map_stages
-from wsesim.sim.program import Kernel, ServeBatches
-from wsesim.sim.software import asynchronous_io, reduce_beside_compute
+from wsesim.sim.cost.costing import cost_serving
+from wsesim.sim.cost.software import asynchronous_io, reduce_beside_compute
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.builders.software import fuse, launches
+from wsesim.sim.programs.mapping import map_stages
+from wsesim.sim.programs.program import Kernel, ServeBatches
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}

@@ -10,9 +10,9 @@ import pytest
 from wsesim.config.inference import load_inference_data
 from wsesim.experiments.inference import run_inference
 from wsesim.model.speculative import expected_tokens, round_contexts
-from wsesim.sim.builders.serving import serving_program
-from wsesim.sim.costing import cost_serving, wafer_handoff
-from wsesim.sim.mapping import map_stages
+from wsesim.sim.cost.costing import cost_serving, wafer_handoff
+from wsesim.sim.programs.builders.serving import serving_program
+from wsesim.sim.programs.mapping import map_stages
 
 # the tiny dense model of tests/sim/test_serving.py (H 64, q 64, k 32, v 32, o 64, F 96, 2 layers, vocabulary
 # 256) on one PE of tiny8 (1 GHz, 4 FMAC lanes in fp16, I/O 4 B a cycle); swarmx: 2 us = 2,000 cycles a node

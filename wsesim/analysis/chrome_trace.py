@@ -40,7 +40,7 @@ import numpy as np
 
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Phase, Track
-from ..sim.plan import StepPlan, Trace
+from ..sim.programs.plan import StepPlan, Trace
 
 MAX_REGION_TRACKS = 16
 COUNTER_BINS = 400

@@ -27,8 +27,8 @@ from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
 from ..model.energy import PARTS, Energy, EventCounts, energy_of
 from ..model.serving import kv_bytes_per_token
-from ..sim.costing import Costs
-from ..sim.plan import BatchLog, Trace
+from ..sim.cost.costing import Costs
+from ..sim.programs.plan import BatchLog, Trace
 
 __all__ = ["TRAINING_ENERGY_FIELDS", "batch_counts", "serving_counts", "serving_energy", "training_counts",
            "training_energy"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..model.vocabulary import Phase, Track, Where
-from ..sim.plan import Trace
+from ..sim.programs.plan import Trace
 
 OP_WHERE: dict[str, Where] = {
     Phase.ATTENTION: Where.WAFER, Phase.FFN: Where.WAFER, Phase.ROUTER: Where.WAFER,

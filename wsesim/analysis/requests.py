@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..config.inference import InferenceExperimentSpec
-from ..sim.plan import Trace
-from ..sim.program import Program, ServeBatches
+from ..sim.programs.plan import Trace
+from ..sim.programs.program import Program, ServeBatches
 
 __all__ = ["REQUEST_COLUMNS", "RequestTimes", "load_figures", "nan_mean", "percentile", "request_times",
            "requests_csv", "spread"]

@@ -18,7 +18,7 @@ import numpy as np
 from ..config.specs import ExperimentSpec
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Phase, Track
-from ..sim.plan import Trace
+from ..sim.programs.plan import Trace
 from .energy import training_energy
 
 STEP_PHASES: tuple[Phase, ...] = tuple(Phase)

@@ -17,11 +17,11 @@ import numpy as np
 
 from ..config.inference import InferenceExperimentSpec
 from ..model.serving import experts_per_grid
-from ..sim.builders.software import launches
-from ..sim.costing import Costs, split_costs
-from ..sim.mapping import Mapping
-from ..sim.plan import Trace
-from ..sim.program import Program, ServeBatches
+from ..sim.cost.costing import Costs, split_costs
+from ..sim.programs.builders.software import launches
+from ..sim.programs.mapping import Mapping
+from ..sim.programs.plan import Trace
+from ..sim.programs.program import Program, ServeBatches
 from .energy import serving_energy
 from .gpu_energy import gpu_serving_energy
 from .requests import RequestTimes, load_figures, nan_mean, request_times

@@ -132,7 +132,7 @@ BREAKDOWN_FIELDS: dict[str, Doc] = {
     "handoff": ("cycles", "the activations handed from stage to stage", "§11.4"),
     "waiting": ("cycles", "a decode token's wait between steps (decode_breakdown only)", "§11.5"),
 }
-"""The keys of ``decode_breakdown`` and ``prefill_breakdown`` (``sim.costing.split_costs``)."""
+"""The keys of ``decode_breakdown`` and ``prefill_breakdown`` (``sim.cost.costing.split_costs``)."""
 
 PER_STAGE_FIELDS: dict[str, Doc] = {
     "stage": ("", "the stage's index, first to last"),

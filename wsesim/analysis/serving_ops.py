@@ -1,10 +1,10 @@
 """One decode step as a table, one row per op: the data of a serving run's ``ops.csv`` (``wsesim infer
 --out``), as ``analysis.ops`` is a training step's.
 
-Pure functions over a finished serving program and its costs (``sim.costing.cost_serving``): for each
+Pure functions over a finished serving program and its costs (``sim.cost.costing.cost_serving``): for each
 stage in pipeline order, each kernel of its decode step in the order it runs — its op name, kind (gemv,
 allreduce, elementwise, ...), layer, its dimensions at the context the step is costed at
-(``sim.costing.decode_context``: the last decode step's, where attention costs most), the region of the
+(``sim.cost.costing.decode_context``: the last decode step's, where attention costs most), the region of the
 stage's grid it runs on, ``start`` (cycles since the stage began the step: the ops run one after another)
 and ``cycles``, split along its critical path into instruction issue, arithmetic, wavelets on the fabric
 and waiting, and whether it fits (its reason if not); then the hand-off of the token's activations to the
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.inference import InferenceExperimentSpec
-from ..sim.costing import Costs, decode_context
-from ..sim.program import Program, ServeBatches
+from ..sim.cost.costing import Costs, decode_context
+from ..sim.programs.program import Program, ServeBatches
 from .ops import table_csv
 
 DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region", "context", "start",

@@ -7,13 +7,13 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from ..config.errors import ConfigError
 from ..config.inference import load_inference, read_inference
 from ..config.overrides import parse_grid_pairs
-from ..sim.builders.software import SOFTWARE_STACKS
-from ..sim.engines import ENGINES
+from ..config.specs import Engine
+from ..sim.programs.builders.software import SOFTWARE_STACKS
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
@@ -365,7 +365,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="with --search: what the best mapping is best at: tpot (default: the highest "
                         "tokens/s per request), ttft (the shortest time to first token) or throughput (the "
                         "highest tokens/s of all requests)")
-    p.add_argument("--engine", choices=tuple(ENGINES),
+    p.add_argument("--engine", choices=get_args(Engine),
                    help="fast (default) or the plain-SimPy reference executor: sets simulation.engine "
                         "(with --vary, every point's; --vary simulation.engine=fast,reference runs both)")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",

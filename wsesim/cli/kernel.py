@@ -179,7 +179,7 @@ def _production(r: Any) -> str:
     if r.kind != KernelKind.GEMV:
         return ""
     # local: keeps more of wsesim out of every command's start
-    from ..sim.software import reduce_beside_compute
+    from ..sim.cost.software import reduce_beside_compute
 
     stream = r.overhead + r.compute
     chunks = min(r.machine.microthreads, r.machine.wavelets(r.shape[0] * -(-r.shape[2] // r.rows)))

@@ -43,8 +43,8 @@ __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSp
 
 class InferenceSpec(Spec):
     """Requests and their mapping onto wafers. ``grid`` is each pipeline stage's rectangle of PEs
-    ("auto": the best of the grids that tile the wafer, ``sim.mapping.rank``); ``layers_per_stage`` how
-    many consecutive layers a stage holds ("auto": as many as its SRAM allows); ``systems`` how many
+    ("auto": the best of the grids that tile the wafer, ``sim.programs.mapping.rank``); ``layers_per_stage``
+    how many consecutive layers a stage holds ("auto": as many as its SRAM allows); ``systems`` how many
     wafers at most ("auto": as few as the mapping needs)."""
 
     prompt_len: Tokens = 4096
@@ -266,7 +266,7 @@ class InferenceExperimentSpec(RunSpec):
 
     def on(self, engine: str) -> InferenceExperimentSpec:
         """This experiment run by another executor (its ``simulation.engine``; the name is checked when it
-        runs, against ``sim.engines.ENGINES``)."""
+        runs, against ``sim.executors.engines.ENGINES``)."""
         return self.model_copy(update={"simulation": self.simulation.model_copy(update={"engine": engine})})
 
     @field_validator("inference")

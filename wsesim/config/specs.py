@@ -233,7 +233,8 @@ def parse_granularity(granularity: str) -> int:
 
 
 Engine = Literal["fast", "reference"]
-"""The executor a run names (``simulation.engine``, training's and serving's alike): sim.engines.ENGINES."""
+"""The executor a run names (``simulation.engine``, training's and serving's alike):
+sim.executors.engines.ENGINES."""
 
 
 class ExecutorSpec(Spec):

@@ -5,7 +5,7 @@ is one table from its name to an entry, so that adding one touches that table an
 given). An entry names code it must not load before it is used as ``"package.module:attribute"``, and
 ``load`` imports it then: a run loads only the fidelity and engine it uses. The tables themselves live
 with what they choose between (``fabric.fidelity.FABRICS``, ``experiments.mappings.MOE_MAPPINGS``,
-``sim.engines.ENGINES``); ``SimulationSpec`` in ``specs.py`` lists the same names, and a test
+``sim.executors.engines.ENGINES``); ``SimulationSpec`` in ``specs.py`` lists the same names, and a test
 checks that each table and its key agree.
 """
 

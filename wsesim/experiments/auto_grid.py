@@ -1,6 +1,6 @@
 """``grid: auto`` by the run's objective (docs/model.md §11.1): among the candidate grids whose mapping
-fits (``sim.mapping.candidate_mappings``), the one that serves the run's requests best by ``objective``,
-read off the cost pass alone — no load is served to choose.
+fits (``sim.programs.mapping.candidate_mappings``), the one that serves the run's requests best by
+``objective``, read off the cost pass alone — no load is served to choose.
 
 * ``tpot`` (the default): the shortest decode step (the highest tokens/s per request) — for one request,
   each stage's mean over the output's contexts plus the hand-offs between stages; under continuous
@@ -8,7 +8,7 @@ read off the cost pass alone — no load is served to choose.
   context, and their hand-offs): a grid that is fastest for one token can be the slowest for 64, whose
   GEMVs the larger grid's PEs share;
 * ``ttft``: the shortest prefill path (every stage's prefill and the hand-offs between them);
-* ``throughput``: ``sim.mapping.rank``'s order, fewest wafers and then the most PEs in use (the rule
+* ``throughput``: ``sim.programs.mapping.rank``'s order, fewest wafers and then the most PEs in use (the rule
   before objectives: a one-request figure says nothing of a batch's throughput).
 
 Ties go to fewer wafers, then to ``rank``'s order. A grid named (``grid: RxC``) is mapped as it is.
@@ -17,9 +17,9 @@ Ties go to fewer wafers, then to ``rank``'s order. A grid named (``grid: RxC``) 
 from __future__ import annotations
 
 from ..config.inference import InferenceExperimentSpec
-from ..sim.builders.serving import serving_program
-from ..sim.costing import cost_serving
-from ..sim.mapping import Mapping, candidate_mappings, map_stages, rank
+from ..sim.cost.costing import cost_serving
+from ..sim.programs.builders.serving import serving_program
+from ..sim.programs.mapping import Mapping, candidate_mappings, map_stages, rank
 
 __all__ = ["batch_step_cycles", "map_for", "one_request_cycles"]
 

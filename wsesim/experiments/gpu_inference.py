@@ -1,8 +1,8 @@
 """Composition of a serving run on GPUs (docs/model.md §13.7): a ``GpuInferenceExperimentSpec`` -> the
-nodes its layers need (``sim.builders.gpu.gpu_mapping``) -> each stage's station (``sim.gpu_serving``)
--> the one ``ServeBatches`` op through the same scheduler and executors as a wafer's -> the same
-``ServeResult``, its energy a node's (``analysis.gpu_energy``). ``experiments.inference.run_inference``
-hands a GPU spec here."""
+nodes its layers need (``sim.programs.builders.gpu.gpu_mapping``) -> each stage's station
+(``sim.cost.gpu_serving``) -> the one ``ServeBatches`` op through the same scheduler and executors as a
+wafer's -> the same ``ServeResult``, its energy a node's (``analysis.gpu_energy``).
+``experiments.inference.run_inference`` hands a GPU spec here."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from ..analysis.gpu_energy import gpu_seconds
 from ..analysis.serving import infeasible_serving, measure_serving
-from ..sim.builders.gpu import gpu_mapping, gpu_program, gpu_stations, kv_shards
-from ..sim.costing import Costs
-from ..sim.engines import engine_for
-from ..sim.gpu_serving import station_costs
+from ..sim.cost.costing import Costs
+from ..sim.cost.gpu_serving import gpu_stations, gpu_token_budget, stage_kernels, station_costs
+from ..sim.executors.engines import engine_for
+from ..sim.programs.builders.gpu import gpu_mapping, gpu_program, kv_shards
 from .runs import Run
 
 __all__ = ["run_gpu_inference"]
@@ -38,7 +38,7 @@ def run_gpu_inference(spec: Any, *, spans: bool = False) -> Run:
         return Run(replace(infeasible_serving(spec, mapping, mapping.reason), gpu=_block(spec, mapping)),
                    mapping=mapping)
     stations = gpu_stations(spec, mapping)
-    program = gpu_program(spec, mapping, stations, members=spans)
+    program = gpu_program(spec, mapping, stage_kernels(spec, stations), gpu_token_budget(spec), members=spans)
     serve = program.body[0]
     inf = spec.inference
     context = inf.prompt_len + max(inf.output_len - 1, 1)

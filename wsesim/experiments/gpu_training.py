@@ -1,8 +1,8 @@
 """Composition of a training step on a GPU node (docs/model.md §13.8): a ``GpuExperimentSpec`` -> B resolved
 against one GPU's HBM (``model.gpu_memory``) -> the routing of the node's tokens -> the training program's
 micro-batch (``builders.training.micro_batch_ops``) -> its ops costed on the GPU kernels
-(``sim.gpu_training``) -> the same ``RunResult`` as a wafer's step, its energy the node's (each GPU at its
-TDP for the step, the node's floor beside). ``runner.simulate_experiment`` hands a GPU spec here."""
+(``sim.cost.gpu_training``) -> the same ``RunResult`` as a wafer's step, its energy the node's (each GPU at
+its TDP for the step, the node's floor beside). ``runner.simulate_experiment`` hands a GPU spec here."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from ..kernels.gpu.device import Gpu
 from ..model.gpu_memory import gpu_memory, max_gpu_batch
 from ..model.routing import route_tokens
 from ..model.shapes import LayerShapes
-from ..sim.builders.training import micro_batch_ops
-from ..sim.gpu_serving import GPU_DTYPES_BY_BYTES
-from ..sim.gpu_training import cost_gpu_step, expert_share
-from ..sim.plan import StepPlan
+from ..sim.cost.gpu_serving import GPU_DTYPES_BY_BYTES
+from ..sim.cost.gpu_training import cost_gpu_step, expert_share
+from ..sim.programs.builders.training import micro_batch_ops
+from ..sim.programs.plan import StepPlan
 from .runs import Run
 
 __all__ = ["gpu_batch", "run_gpu_training"]
@@ -46,7 +46,7 @@ def _plan(spec: Any, batch_per_tile: int, tokens: np.ndarray) -> StepPlan:
 
 
 def _nothing(*args: Any) -> Any:
-    raise AssertionError("a GPU step is costed by sim.gpu_training, not by the wafer's cost pass")
+    raise AssertionError("a GPU step is costed by sim.cost.gpu_training, not by the wafer's cost pass")
 
 
 def _block(spec: Any, mem: Any, extra: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> the
-serving program (``sim.builders.serving``) -> its costs, each stage's kernels simulated on its grid
-(``sim.costing``) -> requests through the pipeline by the executor its ``simulation.engine`` names
-(``sim.engines.ENGINES``, the same key and executors as training's) -> result. And the search for the
-fastest mapping that fits (``wsesim infer --search``, over the rectangles that tile the wafer), as
+serving program (``sim.programs.builders.serving``) -> its costs, each stage's kernels simulated on its grid
+(``sim.cost.costing``) -> requests through the pipeline by the executor its ``simulation.engine`` names
+(``sim.executors.engines.ENGINES``, the same key and executors as training's) -> result. And the search for
+the fastest mapping that fits (``wsesim infer --search``, over the rectangles that tile the wafer), as
 ``tune`` searches G for training. A sweep of serving points runs each through ``run_inference``
 (``experiments.points``)."""
 
@@ -16,10 +16,10 @@ from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.errors import ConfigError
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry
-from ..sim.builders.serving import serving_program
-from ..sim.costing import cost_serving
-from ..sim.engines import engine_for
-from ..sim.mapping import Mapping, candidate_mappings
+from ..sim.cost.costing import cost_serving
+from ..sim.executors.engines import engine_for
+from ..sim.programs.builders.serving import serving_program
+from ..sim.programs.mapping import Mapping, candidate_mappings
 from .auto_grid import map_for
 from .gpu_inference import run_gpu_inference
 from .runs import Run

@@ -3,7 +3,7 @@ and what each expert op costs there, by the ``simulation.moe_mapping`` key.
 
 * ``regions``: each expert on a region of its own (placed by ``simulation.placement``), reached by its
   tokens over the fabric; an op's cycles are its region's, under the compute model
-  (``sim.costing.COMPUTE_MODELS``, the ``simulation.compute`` key).
+  (``sim.cost.costing.COMPUTE_MODELS``, the ``simulation.compute`` key).
 * ``in_place``: every expert on the whole wafer, each token's k copies kept where the token is (the
   Cerebras software stack's way); an op is paced by the PE column holding the most copies of its expert,
   the copies' spread over the columns drawn from the run's seed (``spread_stream``). It keeps this lane
@@ -26,8 +26,8 @@ from ..fabric.placement import Placement, place
 from ..model.costs import ExpertCosts, in_place_expert_costs
 from ..model.routing import busiest_column_copies
 from ..model.shapes import LayerShapes
-from ..sim.costing import COMPUTE_MODELS
-from ..sim.plan import StepPlan
+from ..sim.cost.costing import COMPUTE_MODELS
+from ..sim.programs.plan import StepPlan
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@ costed once -> simulated step -> result. The only place that turns specs into an
 
 What varies is looked up in tables, never special-cased here: the fabric fidelity that times dispatch
 (``fabric.fidelity.FABRICS``), the MoE mapping that places experts and costs their ops
-(``experiments.mappings.MOE_MAPPINGS``) and the event engine that runs the step (``sim.engines.ENGINES``).
+(``experiments.mappings.MOE_MAPPINGS``) and the event engine that runs the step
+(``sim.executors.engines.ENGINES``).
 
 Randomness comes from one ``numpy.random.Generator`` seeded by ``training.seed``, split into
 independent streams for placement and routing, so a run is a pure function of its inputs.
@@ -29,12 +30,12 @@ from ..fabric.placement import Placement
 from ..model.memory import TrainingMemory, max_batch_per_tile, training_memory
 from ..model.routing import expert_load, route_tokens
 from ..model.vocabulary import OpKind
-from ..sim.builders.training import training_program
-from ..sim.cluster import tree_for
-from ..sim.costing import Costs, cost_program
-from ..sim.engines import ENGINES, engine_for  # noqa: F401 (ENGINES re-exported)
-from ..sim.plan import StepPlan
-from ..sim.program import Op, Program
+from ..sim.cost.costing import Costs, cost_program
+from ..sim.executors.engines import ENGINES, engine_for  # noqa: F401 (ENGINES re-exported)
+from ..sim.programs.builders.training import training_program
+from ..sim.programs.cluster import tree_for
+from ..sim.programs.plan import StepPlan
+from ..sim.programs.program import Op, Program
 from .estimate import check_work
 from .gpu_training import run_gpu_training
 from .mappings import moe_mapping

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ..fabric.mesh import Mesh
     from ..fabric.placement import Placement
-    from ..sim.costing import Costs
-    from ..sim.mapping import Mapping
-    from ..sim.plan import StepPlan, Trace
-    from ..sim.program import Program
+    from ..sim.cost.costing import Costs
+    from ..sim.programs.mapping import Mapping
+    from ..sim.programs.plan import StepPlan, Trace
+    from ..sim.programs.program import Program
 
 __all__ = ["Result", "Run"]
 

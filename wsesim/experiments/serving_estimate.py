@@ -26,8 +26,8 @@ import numpy as np
 from ..config.inference import InferenceExperimentSpec
 from ..model.load import Requests, requests_of
 from ..model.serving import requests_fit
-from ..sim.builders.serving import default_token_budget
-from ..sim.mapping import Mapping
+from ..sim.programs.builders.serving import default_token_budget
+from ..sim.programs.mapping import Mapping
 from .estimate import BASE_BYTES
 from .machine import _size, about, refuse_work
 

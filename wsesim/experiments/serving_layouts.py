@@ -1,7 +1,7 @@
 """Serving layouts beyond one pipeline of stages (docs/model.md §11.9, §11.10): speculative decoding, a
 draft model on wafers of its own beside the target, and split prefill, the prompt prefilled on wafers
 of its own and its KV cache handed to the decode wafers. Each maps its extra model or wafers with the
-same mapping (``sim.mapping``), costs them with the same pass and serves them as more stations of the
+same mapping (``sim.programs.mapping``), costs them with the same pass and serves them as more stations of the
 one iteration-level scheduler, at any load (one request alone included); the result's breakdowns stay
 the target's one-token step, and the layout's figures are its own mapping and one request's pass
 (``speculative``, ``split_prefill``), beside the run without it when one request is served alone."""
@@ -17,13 +17,13 @@ from ..config.inference import InferenceExperimentSpec
 from ..model.load import requests_of
 from ..model.serving import kv_bytes_per_token
 from ..model.speculative import expected_tokens
-from ..sim.builders.serving import serving_program
-from ..sim.costing import Costs, cost_serving
-from ..sim.engines import engine_for
-from ..sim.mapping import Mapping
-from ..sim.program import Program
-from ..sim.speculative import DraftCosts, prefill_path
-from ..sim.split_prefill import KvHandoff, kv_rate
+from ..sim.cost.costing import Costs, cost_serving
+from ..sim.cost.speculative import DraftCosts, prefill_path
+from ..sim.cost.split_prefill import KvHandoff, kv_rate
+from ..sim.executors.engines import engine_for
+from ..sim.programs.builders.serving import serving_program
+from ..sim.programs.mapping import Mapping
+from ..sim.programs.program import Program
 from .auto_grid import map_for
 
 __all__ = ["serve_layout_batches"]
@@ -87,13 +87,13 @@ def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
     """Speculative decoding, split prefill or both (docs/model.md §11.9, §11.10), at any load: the
     target's stages on ``mapping`` (feasible) and the draft and the prefill wafers, each mapped by the
     same mapper on wafers of their own for the same requests, as more stations of the one scheduler —
-    the draft one after the last stage (``sim.speculative.DraftCosts``), the prefill wafers' stages before
-    the first, the last handing each finished prompt's KV cache over (``sim.split_prefill.KvHandoff``).
-    Every wafer counts (``measure_serving``'s ``extra_systems``). ``plain``: the same request served
-    without them on the same mapping (one request alone), whose tokens/s and TTFT the blocks report
-    beside; ``members``: log each iteration's requests (a trace's). Returns (result, program, costs,
-    trace); a draft or prefill wafers that do not fit, or wafers without an interconnect, is an
-    infeasible result."""
+    the draft one after the last stage (``sim.cost.speculative.DraftCosts``), the prefill wafers' stages
+    before the first, the last handing each finished prompt's KV cache over
+    (``sim.cost.split_prefill.KvHandoff``). Every wafer counts (``measure_serving``'s ``extra_systems``).
+    ``plain``: the same request served without them on the same mapping (one request alone), whose tokens/s
+    and TTFT the blocks report beside; ``members``: log each iteration's requests (a trace's). Returns
+    (result, program, costs, trace); a draft or prefill wafers that do not fit, or wafers without an
+    interconnect, is an infeasible result."""
     t0, sp = time.perf_counter(), spec.inference.speculative
     found = _extras(spec, mapping)
     if isinstance(found, ServeResult):

@@ -10,10 +10,10 @@ reduced around the rows; the GEMMs that contract over the tokens (weight gradien
 value gradients: ``model.shapes.over_tokens``) stream along the rows and reduce down the columns. The
 GEMMs' cycles include their wavelets, latencies and the weights' pass down the columns, so neither the
 constant model's fill/drain nor its feed is added. The weights come out of the staging buffer
-(``staged``): the I/O that brings them there is the weight stream the engine simulates (``sim.links``),
-and the gradients leave through its gradient link, so the edge is charged once. A GEMM's cycles depend
-on the tokens only through each PE's block, so they are rounded up to whole blocks before the cached
-simulation (``cost.kernel_cost`` rounds and caches).
+(``staged``): the I/O that brings them there is the weight stream the engine simulates
+(``sim.executors.links``), and the gradients leave through its gradient link, so the edge is charged once. A
+GEMM's cycles depend on the tokens only through each PE's block, so they are rounded up to whole blocks
+before the cached simulation (``cost.kernel_cost`` rounds and caches).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ Per output, on the critical PE (every PE does the same work; ``Machine.instructi
 ``vec`` and ``red`` are (m, k) forward and (m', k') for the weight gradient. ``source`` is the streamed
 row's bytes entering at the edge (forward: K values), ``sink`` the result's bytes leaving it (weight
 gradient: K' values); both at the I/O rate. In the training step neither is charged here: the weight
-stream and the gradient link (``sim.links``) carry them, and the step runs with the weights already in
-the staging buffer (``staged``) — so the I/O has one home.
+stream and the gradient link (``sim.executors.links``) carry them, and the step runs with the weights already
+in the staging buffer (``staged``) — so the I/O has one home.
 
     cycles = fill + N · pace + drain
     fill   = 2·T_R + (L_b − 1)·t_h      the first values reach the farthest PE of a broadcast line of L_b
@@ -202,7 +202,7 @@ def weight_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
                   staged: bool = False) -> KernelResult:
     """C = A · B with A resident (M over the rows, K over the columns) and B's rows streamed down the
     columns from the north edge, at the I/O rate unless ``staged`` (already on the wafer: the training
-    step, whose weight stream is ``sim.links``)."""
+    step, whose weight stream is ``sim.executors.links``)."""
     _check(m, rows, cols, shape)
     mm, kk, nn = shape
     vec, red = -(-mm // rows), -(-kk // cols)

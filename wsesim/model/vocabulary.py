@@ -60,7 +60,7 @@ class Tensor(Name):
 
 
 class OpKind(Name):
-    """What an op of a program does (the ``kind`` of a ``sim.program`` record)."""
+    """What an op of a program does (the ``kind`` of a ``sim.programs.program`` record)."""
 
     WEIGHTS = "weights"  # wait for a tensor's weights to arrive
     ATTENTION = "attention"
@@ -80,7 +80,7 @@ class OpKind(Name):
 
 
 class StageOpKind(Name):
-    """What one op of a serving stage's work is (``sim.program.Kernel.kind``, docs/model.md §11.2): a
+    """What one op of a serving stage's work is (``sim.programs.program.Kernel.kind``, docs/model.md §11.2): a
     kernel the kernel layer simulates on the stage's grid (``GEMM``, ``GEMV``, ``ALLREDUCE``, each the
     ``wsesim.kernels`` kind of the same name), SIMD work on every PE's own values (``ELEMENTWISE``:
     norms' squares, RoPE, softmax's exponentials, activations, residuals), or values moved across the

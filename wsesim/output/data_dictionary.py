@@ -101,9 +101,9 @@ def _training_json() -> list[Entry]:
 
 
 _NESTED: dict[str, tuple[str, Mapping[str, tuple[str, ...]], str]] = {
-    "decode_breakdown": ("decode_breakdown.", serving.BREAKDOWN_FIELDS, "wsesim/sim/costing.py"),
+    "decode_breakdown": ("decode_breakdown.", serving.BREAKDOWN_FIELDS, "wsesim/sim/cost/costing.py"),
     "prefill_breakdown": ("prefill_breakdown.", {k: v for k, v in serving.BREAKDOWN_FIELDS.items()
-                                                 if k != "waiting"}, "wsesim/sim/costing.py"),
+                                                 if k != "waiting"}, "wsesim/sim/cost/costing.py"),
     "per_stage": ("per_stage[].", serving.PER_STAGE_FIELDS, _SERVING),
     "moe": ("moe.", serving.MOE_FIELDS, _SERVING),
     "energy_by_part_j": ("energy_by_part_j.", serving.ENERGY_PART_FIELDS, "wsesim/model/energy.py"),

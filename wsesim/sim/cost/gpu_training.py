@@ -1,0 +1,203 @@
+"""A training step on a GPU node (docs/model.md §13.8): the training program's ops (``builders.training``)
+costed by the GPU kernels (``wsesim.kernels.gpu``) on one GPU of the node, in the program's order.
+
+The node's ``n`` GPUs are data parallel: each runs the same program on its own G tiles of B sequences
+(T = G·B·S tokens), so one GPU's stream of kernels is the step; an MoE model's experts are split over the
+GPUs (⌈E/n⌉ a GPU, expert parallel), each layer's routed copies sent to their experts' GPUs and back by an
+NCCL all-to-all, and the step waits on the GPU whose experts got the most slots (the routing the step
+draws over the node's n·T tokens): every MoE layer's experts are costed at the slots of the step's worst
+layer's busiest GPU — a bound on the other layers, which differ from it by the routing's spread (a few
+per cent under uniform routing), and one grouped-GEMM schedule a shape instead of one a layer (each takes
+the kernel layer a good part of a second). By op of the program:
+
+* attention, per tile of B sequences (its GEMMs' M = B·S): the q/k/v and output projections (backward:
+  each one's input- and weight-gradient GEMMs), FlashAttention over the B sequences (backward 2.5× its
+  forward's arithmetic: five matrix products a block to the forward's two, as FlashAttention-2 computes
+  it), RoPE and, counted here, the layer's two RMSNorms and two residual adds;
+* a dense FFN on all T tokens (its GEMMs and the activation); an MoE layer's router (with a shared
+  expert), the dispatch, the busiest GPU's experts as grouped GEMMs (gate and up as one, down; backward,
+  the input gradients' grouped GEMMs and the weight gradients' costed as grouped GEMMs of the forward's
+  shape: the same FLOPs and weight bytes an expert), and the combine;
+* the LM head per tile (its three GEMMs) and the loss's softmax over the tile's logits;
+* after the last op (not overlapped with the backward pass): the non-expert gradients' ring all-reduce
+  (the distributed optimizer's reduce-scatter and its all-gather of the updated weights: the same bytes),
+  then Adam over the GPU's share of the parameters at HBM bandwidth.
+
+A GEMM of more than ``PIECE_TILES`` tiles of 64×64 (an LM head or a dense FFN over a step's ~10⁵ tokens)
+is costed as equal pieces of its rows (a grouped GEMM: of each expert's), one after another, each under
+that bound: the kernel layer walks a GEMM's tiles one by one, and a piece of 2¹⁶ small tiles still runs
+dozens of waves of the large ones, so splitting adds at most one partial wave in ~60 (< 2 %).
+The host launches kernels ahead of the GPU (PyTorch's launches are asynchronous): a kernel costs its
+launch only where the launch is longer than its work. Weights are resident: nothing streams.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from math import ceil
+from typing import Any
+
+import numpy as np
+
+from ...config.specs import DTYPE_BYTES
+from ...kernels.gpu.attention import elementwise, prefill_attention
+from ...kernels.gpu.collectives import collective
+from ...kernels.gpu.device import Gpu, GpuKernelResult
+from ...kernels.gpu.gemm import gemm, grouped
+from ...model.gpu_memory import ADAM_BYTES, split_params
+from ...model.shapes import FFN_MATRICES, LayerShapes
+from ...model.vocabulary import OpKind, Pass
+from ..programs.program import Experts, Op, Transfer, WaferOp
+
+__all__ = ["FLASH_BACKWARD", "PIECE_TILES", "GpuStep", "cost_gpu_step", "expert_share"]
+
+FLASH_BACKWARD = 2.5
+"""FlashAttention's backward over its forward: 5 matrix products a block to 2 (Dao, FlashAttention-2,
+2023, §3.1-3.2), at the forward's rate."""
+
+PIECE_TILES = 1 << 16
+"""Tiles of 64×64 a GEMM is costed in at most (see the module's docstring)."""
+
+_PARTS = ("attention", "attention_core", "norms", "ffn", "router", "experts", "dispatch", "combine",
+          "lm_head", "gradient_allreduce", "optimizer")
+
+
+@dataclass(frozen=True)
+class GpuStep:
+    """One GPU's step: its seconds by part (``_PARTS``; they sum to ``seconds``), the kernels it ran, the
+    FLOPs it executed and the bytes its all-to-alls and all-reduce sent a GPU."""
+
+    seconds: float
+    parts: dict[str, float]
+    kernels: int
+    flops: float
+    link_bytes: float
+
+
+def expert_share(tokens: np.ndarray, gpus: int) -> np.ndarray:
+    """``[layers, gpus]`` routed slots of each GPU's experts (⌈E/gpus⌉ consecutive experts a GPU)."""
+    layers, experts = tokens.shape
+    per = ceil(experts / gpus) if experts else 1
+    out = np.zeros((layers, gpus), dtype=np.int64)
+    for g in range(gpus):
+        out[:, g] = tokens[:, g * per:(g + 1) * per].sum(axis=1)
+    return out
+
+
+class _Step:
+    def __init__(self, spec: Any, gpu: Gpu, batch_per_tile: int, tokens: np.ndarray) -> None:
+        self.spec, self.gpu, self.m, self.t = spec, gpu, spec.model, spec.training
+        self.s, self.n = LayerShapes(self.m), spec.hardware.node.gpus
+        self.B, self.tokens = batch_per_tile, tokens
+        self.parts: dict[str, float] = defaultdict(float)
+        self.kernels, self.flops, self.link = 0, 0.0, 0.0
+        share = expert_share(tokens, self.n) if self.m.experts else np.zeros((0, 0))
+        # the layer whose busiest GPU holds the most routed slots, and that GPU: every MoE layer's experts
+        # are costed at its slots (see the module's docstring)
+        self.worst = divmod(int(share.argmax()), self.n) if share.size else (0, 0)
+
+    def add(self, part: str, r: GpuKernelResult, times: int = 1) -> None:
+        work = r.seconds - r.launch
+        self.parts[part] += times * max(work, r.launch)
+        self.kernels += times
+        self.flops += times * r.flops
+        self.link += times * r.link_bytes
+
+    def gemms(self, part: str, matmuls: Any, times: int = 1) -> None:
+        for m, k, n in matmuls:
+            pieces = ceil(ceil(m / 64) * ceil(n / 64) / PIECE_TILES)
+            self.add(part, _gemm(self.gpu, ceil(m / pieces), k, n), times * pieces)
+
+    # ------------------------------------------------------------------------------------- the ops
+    def wafer_op(self, op: WaferOp) -> None:
+        g, m, H = self.gpu, self.m, self.m.hidden_size
+        backward = op.pass_ == Pass.BWD
+        grads = 2 if backward else 1  # an element-wise op's backward reads and writes as much again
+        if op.kind == OpKind.ATTENTION:
+            tiles, rows = op.tiles, self.B * self.t.seq_len
+            self.gemms("attention", op.matmuls[: 4 if backward else 2], tiles)  # projections, not the core
+            flash = prefill_attention(g, self.B, self.t.seq_len, self.s.qk_head_dim, m.heads, m.kv_heads)
+            scale = FLASH_BACKWARD if backward else 1.0
+            core = GpuKernelResult(flash.kind, flash.algorithm, g, 1, 1, flash.shape,
+                                   flash.launch + scale * (flash.seconds - flash.launch), launch=flash.launch,
+                                   flops=scale * flash.flops)
+            self.add("attention_core", core, tiles)
+            q, k, _, _ = self.s.qkvo_widths
+            self.add("norms", elementwise(g, rows * (q + k)), grads * tiles)  # RoPE
+            self.add("norms", elementwise(g, rows * H), 2 * grads * tiles)  # the two RMSNorms
+            self.add("norms", elementwise(g, rows * H, reads=2), 2 * grads * tiles)  # the two residuals
+        elif op.kind == OpKind.FFN:
+            rows = self.B * self.t.tiles * self.t.seq_len
+            self.gemms("ffn", op.matmuls)
+            reads = FFN_MATRICES[m.ffn_activation] - 1  # SwiGLU's gate and up, GELU's up
+            self.add("ffn", elementwise(g, rows * m.ffn_intermediate, reads=reads), grads)
+        elif op.kind == OpKind.ROUTER:
+            rows = self.B * self.t.tiles * self.t.seq_len
+            self.gemms("router", op.matmuls)
+            self.add("router", elementwise(g, rows * m.experts), grads)  # softmax and top-k over the logits
+        elif op.kind == OpKind.LM_HEAD:
+            rows = self.B * self.t.seq_len
+            self.gemms("lm_head", op.matmuls, op.tiles)
+            self.add("lm_head", elementwise(g, rows * m.vocab_size), op.tiles)  # the loss's softmax
+        else:
+            raise ValueError(f"no GPU kernels for {op.kind!r}")  # in_place ops are refused by the spec
+
+    def transfer(self, op: Transfer) -> None:
+        """A layer's routed copies to their experts' GPUs (or back): an all-to-all of one GPU's share."""
+        nbytes = float(self.tokens[op.layer].sum()) / self.n * self.m.hidden_size * self.m.bytes_per_value
+        self.add("combine" if op.reverse else "dispatch", collective(self.gpu, "alltoall", 1, self.n, nbytes))
+
+    def experts(self, op: Experts) -> None:
+        """The busiest GPU's experts of the layer, as grouped GEMMs on their routed slots."""
+        m, H, I = self.m, self.m.hidden_size, self.m.expert_intermediate  # noqa: E741 (the config's name)
+        per = ceil(m.experts / self.n)
+        layer, g = self.worst
+        slots = tuple(int(x) for x in self.tokens[layer, g * per:(g + 1) * per])
+        for k, n in ((H, 2 * I), (I, H)):
+            pieces = ceil(sum(ceil(x / 64) for x in slots) * ceil(max(k, n) / 64) / PIECE_TILES)
+            part = tuple(ceil(x / pieces) for x in slots)
+            if op.backward:  # the input gradient's, then the weight gradient's (see the module's docstring)
+                self.add("experts", _grouped(self.gpu, part, n, k), pieces)
+            self.add("experts", _grouped(self.gpu, part, k, n), pieces)
+        self.add("experts", elementwise(self.gpu, sum(slots) * I, reads=2), 2 if op.backward else 1)
+
+    def tail(self) -> None:
+        m, t = self.m, self.t
+        dense, mine = split_params(m, self.n)
+        grad = DTYPE_BYTES[t.weight_gradient_dtype]
+        self.add("gradient_allreduce", collective(self.gpu, "allreduce", 1, self.n, float(dense * grad)))
+        params = ceil(dense / self.n) + mine  # Adam reads weight, gradient and state; writes weight and state
+        moved = params * (2 * m.bytes_per_value + grad + 2 * ADAM_BYTES)
+        self.add("optimizer", elementwise(self.gpu, ceil(moved / (2 * self.gpu.elem_bytes))))
+
+
+@lru_cache(maxsize=4096)
+def _gemm(gpu: Gpu, m: int, k: int, n: int) -> GpuKernelResult:
+    """``gemm``, kept per process: a sweep's steps share their shapes."""
+    return gemm(gpu, m, k, n)
+
+
+@lru_cache(maxsize=1024)
+def _grouped(gpu: Gpu, slots: tuple[int, ...], k: int, n: int) -> GpuKernelResult:
+    return grouped(gpu, slots, k, n)
+
+
+def cost_gpu_step(spec: Any, gpu: Gpu, batch_per_tile: int, tokens: np.ndarray,
+                  ops: tuple[Op, ...]) -> GpuStep:
+    """One GPU's step (see the module's docstring): ``ops`` the training program's micro-batch
+    (``builders.training.micro_batch_ops``), ``tokens[layer, expert]`` the routed slots of the node's
+    n·G·B·S tokens."""
+    step = _Step(spec, gpu, batch_per_tile, tokens)
+    for op in ops:
+        if isinstance(op, WaferOp):
+            step.wafer_op(op)
+        elif isinstance(op, Transfer):
+            step.transfer(op)
+        elif isinstance(op, Experts):
+            step.experts(op)
+        # Weights and GradientOut cost nothing here: the weights are resident, the gradients reduced after
+    step.tail()
+    parts = {p: step.parts.get(p, 0.0) for p in _PARTS}
+    return GpuStep(sum(parts.values()), parts, step.kernels, step.flops, step.link)
