@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wsesim.analysis.serving_plans import plan_serving, plan_throughput_latency
+from wsesim.analysis.frontier import plan_throughput_latency
+from wsesim.analysis.serving_plans import plan_serving
 from wsesim.experiments.sweep import read_results_table
 from wsesim.output.figure_check import box, overlapping_text, overlaps, problems
 from wsesim.output.mpl import plt
@@ -86,7 +87,7 @@ def test_models_are_categories_and_the_rate_a_log_axis_with_its_unit() -> None:
 
 def test_the_70bs_curve_turning_back_is_said() -> None:
     _, load = _plans("serve-vs-load.csv")
-    assert load.turns_back == [{"label": "model llama3.1-70b", "rate": "3"}]
+    assert load.turns_back == [{"label": "model llama3.1-70b", "load": "3"}]
     fig = throughput_latency_figure(load)
     words = " ".join(t.get_text() for t in fig.texts)
     assert "past 3/s more load gives more tokens/s per user (the curve turns back)" in words

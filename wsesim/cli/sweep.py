@@ -89,7 +89,7 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
         figure = (f"{float(row['tokens_per_s_per_request']):,.1f} tokens/s per request, "
                   f"{float(row['tokens_per_s']):,.1f} in all, TTFT {1e3 * float(row['ttft_s']):,.3f} ms "
                   f"({_count(row['stages'], 'stage')} of {row['grid']} PEs on "
-                  f"{_count(row['systems'], 'wafer')})"
+                  f"{_count(row['systems'], row.get('system') or 'wafer')})"
                   if ok
                   else row["reason"][:80])
     else:
