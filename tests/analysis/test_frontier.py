@@ -53,7 +53,7 @@ def test_one_curve_per_hardware_through_its_batches_each_point_its_rows_figures(
     assert [p.metric for p in plan.panels] == ["tokens_per_s_per_system", "tokens_per_s_per_kw"]
     assert plan.not_drawn == ["usd_per_million_tokens"]  # no row was priced: no $ panel, and it says so
     assert plan.point_label("8") == "b=8" and plan.left_out == [] and plan.turns_back == []
-    assert "each point a batch (requests at once)" in plan.title
+    assert "each point one batch (requests at once)" in plan.title
 
 
 def test_a_row_not_served_is_listed_with_its_reason_and_every_row_is_accounted_for() -> None:

@@ -114,7 +114,7 @@ def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> Th
             left_out.append({"point": point, "load": at, "series": s.label, "status": row.get("status", ""),
                              "reason": row.get("reason", "") or "no decode step (one output token)"})
             continue
-        systems.setdefault(s.label, set()).add(row.get("system", "") or "wafer")
+        systems.setdefault(s.label, set()).add(row.get("system", ""))  # "": a CSV older than the column
         s.points.append({"load": at, "point": point, PER_USER: float(row[PER_USER]),
                          **{m: number(row.get(m, "")) for m in metrics}})
     turns = []
@@ -161,7 +161,7 @@ def _title(plan: ThroughputLatencyPlan) -> str:
     both = {"prompt_len", "output_len"} <= set(c)
     lengths = f"prompt {c['prompt_len']} + output {c['output_len']}" if both else ""
     return (f"Tokens/s per system against tokens/s per user\n{', '.join(filter(None, [head, lengths]))}"
-            f"{'; ' if head or lengths else ''}each point a {x_label(plan.load, [])}")
+            f"{'; ' if head or lengths else ''}each point one {x_label(plan.load, [])}")
 
 
 def kw_per_system(row: dict[str, Any]) -> float | None:
