@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
-from .common import EXIT_OK, add_json_argument, format_table, print_json
+from .common import EXIT_OK, add_json_argument, count_of, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
 SERVING_HEADLINE = ("tokens_per_s_per_request", "tokens_per_s", "ttft_s", "itl_p99_s", "e2e_p99_s")
@@ -181,10 +181,6 @@ def _only_in(data: dict[str, Any]) -> list[str]:
             for side in ("a", "b") if data[f"only_in_{side}"]]
 
 
-def _count(n: Any, what: str) -> str:
-    return f"{n} {what}{'' if str(n) == '1' else 's'}"
-
-
 def format_side_by_side(data: dict[str, Any], source: str) -> str:
     """One serving sweep's rows side by side (``analysis.frontier.side_by_side``): a table per load, each
     row a hardware (or whatever else varies) with its systems, their mean kW and the frontier's figures;
@@ -210,7 +206,7 @@ def format_side_by_side(data: dict[str, Any], source: str) -> str:
     for r in data["rows"]:
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason'][:70]}"
         rows.append([*([r["load"]] if load else []), *(r[k] for k in data["keys"]),
-                     _count(r["systems"], r["system"] or "system"), _num(r["kw_per_system"]),
+                     count_of(r["systems"], r["system"] or "system"), _num(r["kw_per_system"]),
                      *(_num(r[m]) for m in ("tokens_per_s_per_request", "tokens_per_s_per_system",
                                             "tokens_per_s_per_kw", "usd_per_million_tokens")), status])
     left = (*range(len(head) - 7), len(head) - 7, len(head) - 1)

@@ -230,7 +230,8 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
         fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="lower center",
                    bbox_to_anchor=(0.5, 0.0), ncol=min(len(plan.series), 3), frameon=False)
     rows = -(-len(plan.series) // 3) if legend else 0
-    lines = 1 + sum(len(textwrap.wrap(n, 110 * len(panels) // 2 + 55)) for n in notes)
+    width = 110 * len(panels) // 2 + 55  # characters a note's line holds across the panels
+    lines = 1 + sum(len(textwrap.wrap(n, width)) for n in notes)
     fig.tight_layout(rect=(0, 0.05 * rows + 0.025 * lines + 0.03, 1, 1))
     dropped = []
     for ax, panel in zip(axes, panels, strict=True):
@@ -242,7 +243,6 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
     if dropped:
         notes.append(f"loads not labelled (they would overprint): {', '.join(sorted(set(dropped)))}")
     if notes:
-        width = 110 * len(panels) // 2 + 55
         fig.text(0.01, 0.05 * rows + 0.01, "\n".join(textwrap.fill(n, width) for n in notes), fontsize=6.5,
                  va="bottom")
     return fig
