@@ -140,7 +140,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         check_sweep(len(sweep.points), sum(p.cost for p in sweep.points), max(p.nbytes for p in sweep.points),
                     args.workers)
     progress = Progress()
-    cpus = os.cpucount_of() or 1
+    cpus = os.cpu_count() or 1
     if args.workers > cpus and not args.scheduler:
         progress(f"wsesim: warning: --workers {args.workers} is more than the {cpus} CPUs here: the points "
                  "share them (no faster, more memory)\n")
