@@ -294,8 +294,8 @@ def test_figures_name_the_mapping_of_every_point(tmp_path: Path) -> None:
     assert plan.mapping == "1 × 8², 1 wafer"
     assert plan.title.endswith(", mapping 1 × 8², 1 wafer")
     assert {p["mapping"] for s in plan.panels[0].series for p in s.points} == {"1 × 8², 1 wafer"}
-    [figure] = json.loads((out / "figures.json").read_text())["figures"]
-    assert figure["mapping"] == "1 × 8², 1 wafer"
+    figure, frontier = json.loads((out / "figures.json").read_text())["figures"]  # a batch sweep: the frontier
+    assert figure["mapping"] == "1 × 8², 1 wafer" and frontier["stem"] == "throughput_vs_latency"
 
 
 def test_mapping_text() -> None:

@@ -75,12 +75,13 @@ def test_a_sweep_over_the_rate_draws_throughput_against_latency(tmp_path: Path,
     figures = json.loads((out / "figures.json").read_text())["figures"]
     load = next(f for f in figures if f["stem"] == "throughput_vs_latency")
     (series,) = load["series"]
-    assert [p["rate"] for p in series["points"]] == ["20000", "100000", "500000"]
+    assert load["load"] == "inference.rate"
+    assert [p["load"] for p in series["points"]] == ["20000", "100000", "500000"]
     assert not load["left_out"]
     rows = list(csv.DictReader((out / "results.csv").open()))
     for p, row in zip(series["points"], rows, strict=True):
-        assert p["per_system"] == float(row["tokens_per_s_per_system"])
-        assert p["per_user"] == float(row["tokens_per_s_per_request"])
+        assert p["tokens_per_s_per_system"] == float(row["tokens_per_s_per_system"])
+        assert p["tokens_per_s_per_request"] == float(row["tokens_per_s_per_request"])
     assert (out / "throughput_vs_latency.png").stat().st_size > 0
 
 

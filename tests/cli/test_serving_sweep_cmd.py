@@ -56,8 +56,9 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
     assert all(float(r["tokens_per_s"]) > 0 and float(r["tokens_per_s_per_request"]) > 0 for r in rows)
     assert {"serving_vs_batch.png", "serving_vs_batch.svg", "serving_vs_batch.pdf", "figures.json",
             "manifest.json", "sweep.json"} <= {p.name for p in out.iterdir()}
-    [figure] = json.loads((out / "figures.json").read_text())["figures"]
+    figure, frontier = json.loads((out / "figures.json").read_text())["figures"]
     assert figure["stem"] == "serving_vs_batch" and figure["x_values"] == ["1", "2"]
+    assert frontier["stem"] == "throughput_vs_latency" and frontier["load"] == "inference.batch"
     assert [p["metric"] for p in figure["panels"]] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s",
                                                        "itl_p99_s", "e2e_p99_s"]
     for panel in figure["panels"]:  # every row drawn once in each panel
@@ -65,7 +66,8 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "sweep" and manifest["experiment"]["kind"] == "inference"
     assert manifest["files"] == ["results.csv", "serving_vs_batch.png", "serving_vs_batch.svg",
-                                 "serving_vs_batch.pdf", "figures.json"]
+                                 "serving_vs_batch.pdf", "throughput_vs_latency.png", "throughput_vs_latency.svg",
+                                 "throughput_vs_latency.pdf", "figures.json"]
     printed = capsys.readouterr()
     assert printed.out.splitlines()[0].split() == [
         "inference.batch", "grid", "stages", "systems", "tokens/s", "per", "request", "tokens/s", "TTFT", "ms",
@@ -257,7 +259,7 @@ def test_plot_draws_a_serving_sweeps_csv(tmp_path: Path, capsys: pytest.CaptureF
     capsys.readouterr()
     assert cli.main(["plot", str(out / "results.csv"), "--json"]) == 0
     assert [Path(p).name for p in json.loads(capsys.readouterr().out)] == [
-        "serving_vs_batch.png", "serving_vs_batch.svg", "serving_vs_batch.pdf", "figures.json",
-        "manifest.json"]
+        "serving_vs_batch.png", "serving_vs_batch.svg", "serving_vs_batch.pdf", "throughput_vs_latency.png",
+        "throughput_vs_latency.svg", "throughput_vs_latency.pdf", "figures.json", "manifest.json"]
     assert os.path.getsize(out / "serving_vs_batch.svg") > 0
     assert "plot" in json.loads((out / "manifest.json").read_text())["also"]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wsesim.analysis.serving_plans import plan_serving, plan_throughput_latency
+from wsesim.analysis.frontier import plan_throughput_latency
+from wsesim.analysis.serving_plans import plan_serving
 from wsesim.experiments.sweep import read_results_table
 from wsesim.output.figure_check import box, overlapping_text, overlaps, problems
 from wsesim.output.mpl import plt
@@ -86,7 +87,7 @@ def test_models_are_categories_and_the_rate_a_log_axis_with_its_unit() -> None:
 
 def test_the_70bs_curve_turning_back_is_said() -> None:
     _, load = _plans("serve-vs-load.csv")
-    assert load.turns_back == [{"label": "model llama3.1-70b", "rate": "3"}]
+    assert load.turns_back == [{"label": "model llama3.1-70b", "load": "3"}]
     fig = throughput_latency_figure(load)
     words = " ".join(t.get_text() for t in fig.texts)
     assert "past 3/s more load gives more tokens/s per user (the curve turns back)" in words
@@ -186,4 +187,28 @@ def test_wafer_placement_neighbours_never_share_a_colour() -> None:
     fig = _placement_figure(maps)
     image = fig.axes[0].images[0]
     assert _neighbours_alike(region, image.to_rgba(image.get_array())) == 0
+    plt.close(fig)
+
+
+def test_the_frontier_of_a_wafer_and_a_gpu_node_reads_and_names_what_it_leaves_out() -> None:
+    """Three panels (per system, per kW, $) over two hardware; the node's b=8 row not served and the
+    wafer's rows without a price: the notes below the axes name each, and nothing overprints."""
+    header = ["point", "status", "reason", "set:hardware", "set:inference.batch", "model", "hardware",
+              "system", "systems", "tokens_per_s_per_request", "tokens_per_s_per_system", "tokens_per_s_per_kw",
+              "usd_per_million_tokens"]
+    cells = [("0", "ok", "", "wse3", "1", "m", "wse3", "wafer", "2", "2000", "100", "9.1", ""),
+             ("1", "ok", "", "wse3", "8", "m", "wse3", "wafer", "2", "1200", "450", "39", ""),
+             ("2", "ok", "", "h200", "1", "m", "h200", "8-GPU node", "1", "900", "800", "100", "4.5"),
+             ("3", "infeasible", "too big", "h200", "8", "m", "h200", "8-GPU node", "1", "", "", "", "")]
+    rows = [dict(zip(header, c, strict=True)) for c in cells]
+    load = plan_throughput_latency(header, rows)
+    assert [p.metric for p in load.panels] == ["tokens_per_s_per_system", "tokens_per_s_per_kw",
+                                               "usd_per_million_tokens"]
+    fig = throughput_latency_figure(load)
+    assert problems(fig) == [] and len(fig.axes) == 3
+    words = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "not drawn: hardware h200 b=8 (infeasible)" in words
+    assert "$ per million tokens (lower is better): n/a for hardware wse3 b=1, hardware wse3 b=8" in words
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["hardware wse3 (a system: wafer)", "hardware h200 (a system: 8-GPU node)"]
     plt.close(fig)

@@ -69,6 +69,7 @@ class ServeResult:
     events: int = 0
     wall_s: float = 0.0
     systems_allowed: int = 0  # the wafers inference.systems allows (0: auto); ``systems`` is those used
+    system: str = "wafer"  # what one of ``systems`` is: a wafer, or on GPUs a node ("8-GPU node", §13.7)
     # MoE serving when asked for (sampled routing or expert_grids other than 1; docs/model.md §11.8):
     # routing, expert_grids G, experts_per_grid, grids in all; empty otherwise, and then left out
     moe: dict[str, Any] = field(default_factory=dict)
@@ -156,11 +157,17 @@ def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
     return {"moe": _moe(spec, mapping),
             "hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.prompt_len,
             "output_len": inf.output_len, "batch": inf.batch, "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
-            "stages": len(mapping.stages), "systems": mapping.systems,
+            "stages": len(mapping.stages), "systems": mapping.systems, "system": system_word(spec.hardware),
             "systems_allowed": mapping.allowed or 0,
             "layers_per_stage": [len(s.layers) for s in mapping.stages], "kv_layout": inf.kv_layout,
             "software": inf.software,
             "max_output_len": min((s.memory.max_output for s in mapping.stages), default=0)}
+
+
+def system_word(hardware: Any) -> str:
+    """What one system of a serving run is, in words a count goes before: a wafer, or a GPU preset's node
+    ("8-GPU node"): what ``systems``, the per-system figures and the price per system-hour count."""
+    return f"{hardware.node.gpus}-GPU node" if hardware.kind == "gpu" else "wafer"
 
 
 def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: str) -> ServeResult:

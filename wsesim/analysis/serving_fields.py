@@ -27,7 +27,8 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "batch": ("requests", "`inference.batch`: requests in flight at most", "§11.7"),
     "grid": ("PEs", "rows x columns of PEs each pipeline stage runs on", "§11.1"),
     "stages": ("count", "pipeline stages (each a grid of PEs holding whole layers)", "§11.1"),
-    "systems": ("count", "wafers the run uses: the stages' and any draft's or prefill wafers'", "§11.1"),
+    "systems": ("count", "systems the run uses (wafers, or on GPUs nodes): the stages' and any draft's or "
+                "prefill wafers'", "§11.1"),
     "layers_per_stage": ("layers", "each stage's layers, in order (a sweep's CSV writes `11+11+10`)",
                          "§11.1"),
     "kv_layout": ("", "`inference.kv_layout`: shift (the KV cache balanced over the grid) or concat "
@@ -67,6 +68,8 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
                "or `results.csv`"),
     "systems_allowed": ("count", "the wafers `inference.systems` allows the target's stages (0: auto, as "
                         "few as the mapping needs); `systems` is those used", "§11.1"),
+    "system": ("", "what one of `systems` is, which the per-system figures and the price count: `wafer`, or "
+               "on a GPU preset its node (`8-GPU node`)", "§13.9"),
     "moe": ("", "MoE serving's block when asked for (`moe.…` below; left out otherwise)", "§11.8"),
     "arrival": ("", "`inference.arrival`: together, poisson or trace", "§11.7"),
     "batching": ("", "continuous (iteration-level batches) or none (one prompt or decode token an "

@@ -14,11 +14,8 @@ grid of PEs per stage, and the wafers, "9 × 250², 1 wafer"): the title's when 
 written beside each point, so that a change of mapping (``grid: auto`` choosing another for a larger
 batch) is seen where it happens.
 
-When the sweep varies ``inference.rate`` (a load, docs/model.md §11.7) there is one figure more,
-``throughput_vs_latency``: tokens/s per system against tokens/s per user (1 / TPOT), one point per load,
-labelled with its rate, one line per combination of the other varying keys, as GPU serving studies draw
-it; a row that was not served cannot be placed on those axes, so the plan lists it (``left_out``, with
-its reason) and the figure says so.
+When the sweep varies a load (the rate, or the batch) there is one figure more, the frontier of tokens/s
+per system against tokens/s per user: ``analysis.frontier``'s.
 """
 
 from __future__ import annotations
@@ -155,80 +152,6 @@ def _mapping_runs(points: list[dict[str, Any]], x_values: list[str]) -> list[str
     return [f"{m}: {xs[0]}" + (f"–{xs[-1]}" if len(xs) > 1 else "") for m, xs in runs]
 
 
-RATE = "inference.rate"
-"""The swept key that makes the throughput–latency figure."""
-
-
-@dataclass
-class LoadSeries:
-    label: str
-    fixed: dict[str, str]
-    colour: int
-    points: list[dict[str, Any]] = field(default_factory=list)  # rate, per_user, per_system, point
-
-
-@dataclass
-class ThroughputLatencyPlan:
-    stem: str
-    title: str
-    constant: dict[str, str]
-    series_keys: list[str]
-    series: list[LoadSeries]
-    left_out: list[dict[str, Any]]  # rows not served: point, rate, status, reason
-    x_log: bool = False  # tokens/s per user span more than ``LOG_SPAN``
-    y_log: bool = False  # tokens/s per system likewise
-    turns_back: list[dict[str, Any]] = field(default_factory=list)  # label, rate: where a series' tokens/s
-    #   per user rises again with the load (the curve doubles back: the load is past what it serves)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> ThroughputLatencyPlan | None:
-    """The throughput–latency figure of a sweep that varies ``inference.rate`` (None otherwise, or for a
-    CSV without per-system tokens/s)."""
-    keys = swept_keys(header)
-    rows = with_base_values(header, rows)
-    if RATE not in keys or "tokens_per_s_per_system" not in header or len(_values(rows, RATE)) < 2:
-        return None
-    varying = [k for k in keys if len(_values(rows, k)) > 1]
-    others = [k for k in varying if k != RATE]
-    combos: list[tuple[str, ...]] = []
-    for row in rows:
-        combo = tuple(value(row, k) for k in others)
-        if combo not in combos:
-            combos.append(combo)
-    series = [LoadSeries(", ".join(f"{short(k)} {v}" for k, v in zip(others, c, strict=True)),
-                         dict(zip(others, c, strict=True)), i) for i, c in enumerate(combos)]
-    left_out = []
-    for row in rows:
-        rate, point = value(row, RATE), row.get("point", "")
-        point = int(point) if str(point).isdigit() else point
-        served = row.get("status") == "ok" and row.get("tokens_per_s_per_system", "") != "" \
-            and float(row.get("tokens_per_s_per_request") or 0) > 0
-        if not served:
-            left_out.append({"point": point, "rate": rate, "status": row.get("status", ""),
-                             "reason": row.get("reason", "") or "no decode step (one output token)"})
-            continue
-        s = series[combos.index(tuple(value(row, k) for k in others))]
-        s.points.append({"rate": rate, "per_user": float(row["tokens_per_s_per_request"]),
-                         "per_system": float(row["tokens_per_s_per_system"]), "point": point})
-    turns = []
-    for s in series:
-        s.points.sort(key=lambda p: number(p["rate"]) or 0.0)
-        users = [p["per_user"] for p in s.points]
-        back = next((i for i in range(1, len(users)) if users[i] > users[i - 1]), None)
-        if back is not None:  # more load, faster per user: past the knee, queueing sets the points
-            turns.append({"label": s.label, "rate": s.points[back - 1]["rate"]})
-    constant = _constant(rows, varying)
-    title = _title(RATE, constant).replace("Serving vs rate", "Tokens/s per system against tokens/s per user")
-    drawn = [p for s in series for p in s.points]
-    return ThroughputLatencyPlan("throughput_vs_latency", title, constant, others, series, left_out,
-                                 y_log([p["per_user"] for p in drawn]),
-                                 y_log([p["per_system"] for p in drawn]),
-                                 turns)
-
-
 def is_serving(header: list[str]) -> bool:
     """Whether a results CSV is a serving sweep's (its figures are these, not the training ones)."""
     return "tokens_per_s_per_request" in header and "throughput_tokens_per_s" not in header
@@ -254,14 +177,14 @@ def value(row: dict[str, str], key: str) -> str:
 
 def mapping_text(row: dict[str, str]) -> str:
     """A served row's mapping in a few characters: stages × grid of PEs per stage (a square as its side),
-    and the wafers: ``9 × 250², 1 wafer``; "" for a row not served."""
+    and the systems: ``9 × 250², 1 wafer`` (on GPUs ``1 × 1x8, 1 8-GPU node``); "" for a row not served."""
     if row.get("status") != "ok" or not row.get("grid"):
         return ""
     grid = row["grid"]
     if (m := _GRID.match(grid)) and m.group(1) == m.group(2):
         grid = f"{m.group(1)}²"
-    systems = row.get("systems", "")
-    return f"{row.get('stages', '')} × {grid}, {systems} wafer{'' if systems == '1' else 's'}"
+    systems, system = row.get("systems", ""), row.get("system") or "wafer"
+    return f"{row.get('stages', '')} × {grid}, {systems} {system}{'' if systems == '1' else 's'}"
 
 
 def _order(text: str) -> tuple[int, float]:

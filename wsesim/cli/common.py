@@ -78,6 +78,11 @@ def significant(x: float, digits: int = 3) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def count_of(n: Any, what: str) -> str:
+    """A count with its noun, plural but for one: ``4 wafers``, ``1 8-GPU node``."""
+    return f"{n} {what}{'' if str(n) == '1' else 's'}"
+
+
 def parse_overrides(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs as overrides; a hardware, model or interconnect named by a relative path
     (``--set model=my/model.yaml``, ``--set cluster.interconnect=./ic.yaml``) is the working folder's, as

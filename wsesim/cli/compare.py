@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
-from .common import EXIT_OK, add_json_argument, format_table, print_json
+from .common import EXIT_OK, add_json_argument, count_of, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
 SERVING_HEADLINE = ("tokens_per_s_per_request", "tokens_per_s", "ttft_s", "itl_p99_s", "e2e_p99_s")
@@ -181,10 +181,63 @@ def _only_in(data: dict[str, Any]) -> list[str]:
             for side in ("a", "b") if data[f"only_in_{side}"]]
 
 
+def format_side_by_side(data: dict[str, Any], source: str) -> str:
+    """One serving sweep's rows side by side (``analysis.frontier.side_by_side``): a table per load, each
+    row a hardware (or whatever else varies) with its systems, their mean kW and the frontier's figures;
+    above it what one system is on each hardware and how per kW and $ are counted."""
+    c = data["constant"]
+    what = ", ".join(filter(None, [" on ".join(c[k] for k in ("model", "hardware") if k in c),
+                                   f"prompt {c['prompt_len']} + output {c['output_len']} tokens"
+                                   if {"prompt_len", "output_len"} <= set(c) else ""]))
+    on: dict[str, list[str]] = {}
+    for s in data["systems"]:
+        on.setdefault(s["system"] or "not recorded (a CSV older than its system column)", []).append(
+            s["hardware"])
+    systems = "; ".join(f"{system} on {', '.join(hardware)}" for system, hardware in on.items())
+    out = [f"{source}: {what}" if what else source, f"one system: {systems}",
+           "per kW: of each run's simulated mean power (all its systems, their static floor included); "
+           "$: at inference.price_per_system_hour"]
+    load = data["load"]
+    head = [*([load.removeprefix("inference.")] if load else []), *(k.removeprefix("inference.")
+                                                                    for k in data["keys"]),
+            "systems", "kW per system", "tokens/s per user", "tokens/s per system", "tokens/s per kW",
+            "$ per M tokens", "status"]
+    rows = []
+    for r in data["rows"]:
+        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason'][:70]}"
+        rows.append([*([r["load"]] if load else []), *(r[k] for k in data["keys"]),
+                     count_of(r["systems"], r["system"] or "system"), _num(r["kw_per_system"]),
+                     *(_num(r[m]) for m in ("tokens_per_s_per_request", "tokens_per_s_per_system",
+                                            "tokens_per_s_per_kw", "usd_per_million_tokens")), status])
+    left = (*range(len(head) - 7), len(head) - 7, len(head) - 1)
+    return "\n".join([*out, format_table(rows, head, left=left),
+                      "(-: n/a, or not served; --json has every row)"])
+
+
+def _one_sweep(source: str) -> dict[str, Any]:
+    """``wsesim compare DIR``: one serving sweep's rows side by side, or a one-line refusal."""
+    # local: keeps the engine (SimPy, numpy) out of every command's start
+    from ..analysis.frontier import side_by_side
+
+    kind, data, _ = read_side(source)
+    if kind != "sweep" or SERVING_HEADLINE[0] not in data[0]:
+        raise _fail(f"expected a serving sweep's folder or results.csv (infer --vary --out) to set its rows "
+                    f"side by side, or two runs or sweeps to compare, got {_KINDS[kind]} alone"
+                    + (" (a training sweep)" if kind == "sweep" else ""), source)
+    return side_by_side(*data)
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..analysis.compare import compare_runs, compare_sweeps
 
+    if args.b is None:
+        table = _one_sweep(args.a)
+        if args.json:
+            print_json({"a": args.a, **table})
+        else:
+            print(format_side_by_side(table, args.a))
+        return EXIT_OK
     kind_a, a, manifest_a = read_side(args.a)
     kind_b, b, manifest_b = read_side(args.b)
     if kind_a != kind_b:
@@ -216,7 +269,9 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
     p.add_argument("a", metavar="A", help="a run's result.json or folder (run or infer), a run --json or "
                                           "infer --json file, a sweep's results.csv or folder (sweep or "
                                           "infer --vary), or tune's candidates.csv or folder")
-    p.add_argument("b", metavar="B", help="the same kind as A")
+    p.add_argument("b", metavar="B", nargs="?",
+                   help="the same kind as A; without B, A is one serving sweep (infer --vary --out) whose "
+                        "rows are set side by side: each hardware at each load, per system, per kW and $")
     add_json_argument(p, 'print {"config": [...], "metrics": [...]} (two sweeps: "rows", each with its '
                          'metrics)')
     commands["compare"] = _cmd_compare

@@ -19,6 +19,7 @@ from ..config.overrides import parse_grid_pairs
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
+    count_of,
     cwd_paths,
     defer,
     format_table,
@@ -86,10 +87,11 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
                          else f"{k} not set" for k in keys)
     ok = row["status"] == "ok"
     if "tokens_per_s_per_request" in row:  # a served point
+        system = row.get("system") or "wafer"  # on GPUs a stage's grid is 1 x its tensor-parallel GPUs
+        per_stage = f"{row['grid']} PEs" if system == "wafer" else f"{row['grid'].rpartition('x')[2]} GPUs"
         figure = (f"{float(row['tokens_per_s_per_request']):,.1f} tokens/s per request, "
                   f"{float(row['tokens_per_s']):,.1f} in all, TTFT {1e3 * float(row['ttft_s']):,.3f} ms "
-                  f"({_count(row['stages'], 'stage')} of {row['grid']} PEs on "
-                  f"{_count(row['systems'], 'wafer')})"
+                  f"({count_of(row['stages'], 'stage')} of {per_stage} on {count_of(row['systems'], system)})"
                   if ok
                   else row["reason"][:80])
     else:
@@ -99,10 +101,6 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
             figure = (f"cluster {float(row['cluster_throughput_tokens_per_s']):,.0f} tokens/s on "
                       f"{row['systems']} systems, per system " + figure)
     return f"{settings}: {row['status']} {figure}"
-
-
-def _count(n: Any, what: str) -> str:
-    return f"{n} {what}{'' if str(n) == '1' else 's'}"
 
 
 def died_exit(rows: list[dict[str, Any]], *, resumable: bool) -> int:
@@ -116,7 +114,7 @@ def died_exit(rows: list[dict[str, Any]], *, resumable: bool) -> int:
     if not died:
         return EXIT_OK
     again = "; --resume runs them again" if resumable else ""
-    say(f"wsesim: {_count(died, 'point')} of {len(rows)} not run: the worker process running each died "
+    say(f"wsesim: {count_of(died, 'point')} of {len(rows)} not run: the worker process running each died "
         f"(see the reason in its row){again}\n")
     return EXIT_FAIL
 

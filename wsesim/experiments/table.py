@@ -54,7 +54,7 @@ MEASURED_COLUMNS = tuple(c for c in RESULT_COLUMNS if c.startswith("phase_") or 
 """Columns only a simulated step fills: empty on an infeasible (or failed) row."""
 SPEEDUP = "speedup"
 
-SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems", "layers_per_stage",
+SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems", "system", "layers_per_stage",
                    "kv_layout", "batch", "prompt_len", "output_len", "ttft_s", "tpot_s",
                    "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s", "prefill_tokens_per_s",
                    "decode_step_cycles", "max_output_len", "bottleneck", "arrival", "batching", "requests",
@@ -62,7 +62,7 @@ SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems",
                    "itl_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "queueing_s",
                    "tokens_per_s_per_system", "mean_batch", "largest_batch", "slo_attainment",
                    "goodput_requests_per_s", "goodput_tokens_per_s", "kv_block", "kv_blocks", "preemption",
-                   "preemptions", "swap_s", "joules_per_token", "tokens_per_s_per_kw",
+                   "preemptions", "swap_s", "power_w", "joules_per_token", "tokens_per_s_per_kw",
                    "usd_per_million_tokens")
 """The fields of a ``ServeResult`` a serving sweep's CSV keeps, after the swept keys: what was served,
 the mapping it was served on (a grid of PEs per stage, stages, wafers) and its figures, energy and cost
@@ -73,7 +73,7 @@ SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_
                     "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s", "itl_p99_s", "e2e_mean_s",
                     "e2e_p50_s", "e2e_p99_s", "queueing_s", "tokens_per_s_per_system",
                     "mean_batch", "largest_batch", "slo_attainment", "goodput_requests_per_s",
-                    "goodput_tokens_per_s", "kv_blocks", "preemptions", "swap_s",
+                    "goodput_tokens_per_s", "kv_blocks", "preemptions", "swap_s", "power_w",
                     "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
 """Columns only a served run fills: empty on an infeasible (or failed) row."""
 

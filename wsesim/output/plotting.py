@@ -42,15 +42,10 @@ import numpy as np
 
 from ..analysis.compare import is_candidates
 from ..analysis.figures import check_rows, plan_figures, plan_phases
+from ..analysis.frontier import plan_throughput_latency
 from ..analysis.scaling import accumulation_points, cluster_series, constant_settings
 from ..analysis.serving_ops import DECODE_OPS_COLUMNS, decode_step_plan
-from ..analysis.serving_plans import (
-    REQUIRED,
-    check_serving_rows,
-    is_serving,
-    plan_serving,
-    plan_throughput_latency,
-)
+from ..analysis.serving_plans import REQUIRED, check_serving_rows, is_serving, plan_serving
 from ..analysis.tune_plans import CANDIDATES, left_out, missing_columns, parse_candidates, plan_tune
 from ..config.errors import ConfigError, shown
 from ..config.yaml_strict import read_bounded
@@ -385,7 +380,7 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
             listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
     load = plan_throughput_latency(header, rows)
-    if load is not None:  # a sweep over the offered load
+    if load is not None:  # a sweep over a load: the rate, or the batch
         if files := _draw(throughput_latency_figure(load), out, load.stem, left_out):
             listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
         written += files

@@ -19,7 +19,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from ..analysis.serving_plans import ServingPlan, ThroughputLatencyPlan, logged
+from ..analysis.frontier import NOT_GIVEN, PANELS, PER_USER, ThroughputLatencyPlan
+from ..analysis.serving_plans import ServingPlan, logged
 from .labels import place_labels, thin_ticks
 from .mpl import NullLocator, plain_log_axis, plt
 from .palette import MARKERS, blue_first, marker
@@ -179,52 +180,70 @@ def decode_step_figure(plan: dict[str, Any], title: str) -> Any:
 
 
 def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
-    """Tokens/s per system against tokens/s per user, one marker per load labelled with its rate
-    (requests/s) where the label overprints nothing (those left out are named below the axes), a line
-    per series through the loads in rate order; where a series' curve turns back (more load, more tokens/s
-    per user: past what it serves) a note says so; the rows it could not place are named below too."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for s in plan.series:
-        colour, (symbol, style) = blue_first(s.colour), marker(s.colour)
-        ax.plot([p["per_user"] for p in s.points], [p["per_system"] for p in s.points], marker=symbol,
-                linestyle=style, color=colour, label=s.label or None)
-    x_words, y_words = "tokens/s per user (1 / mean time per output token)", "tokens/s per system"
-    ax.set_xlabel(logged(x_words) if plan.x_log else x_words)
-    ax.set_ylabel(logged(y_words) if plan.y_log else y_words)
-    for log, axis, setter, limit in ((plan.x_log, ax.xaxis, ax.set_xscale, ax.set_xlim),
-                                     (plan.y_log, ax.yaxis, ax.set_yscale, ax.set_ylim)):
-        if log:
-            setter("log")
-            plain_log_axis(axis)
-        else:
-            limit(0, None)
-    ax.margins(0.08)
-    ax.grid(alpha=0.3)
+    """The frontier (``analysis.frontier``): tokens/s per user on x and one panel per y figure (per system,
+    per kW, $ per million tokens), a line per series through its loads, each marker labelled with its load
+    where the label overprints nothing (those left out are named below the axes); where a series' curve
+    turns back (more offered load, more tokens/s per user: past what it serves) a note says so; the rows it
+    could not place, and the points a panel has no figure for, are named below too."""
+    panels = plan.panels
+    fig, grid = plt.subplots(1, len(panels), figsize=(6.4 if len(panels) == 1 else 5.0 * len(panels), 4.8),
+                             squeeze=False)
+    axes = list(grid[0])
+    x_words = "tokens/s per user (1 / mean time per output token)"
+    for ax, panel in zip(axes, panels, strict=True):
+        for s in plan.series:
+            colour, (symbol, style) = blue_first(s.colour), marker(s.colour)
+            shown = [p for p in s.points if p[panel.metric] is not None]
+            label = (f"{s.label} (a system: {s.system})" if s.label and s.system else s.label) or None
+            ax.plot([p[PER_USER] for p in shown], [p[panel.metric] for p in shown], marker=symbol,
+                    linestyle=style, color=colour, label=label)
+        ax.set_xlabel(logged(x_words) if plan.x_log else x_words, fontsize=8)
+        ax.set_ylabel(logged(panel.y_label) if panel.y_log else panel.y_label, fontsize=8)
+        for log, axis, setter, limit in ((plan.x_log, ax.xaxis, ax.set_xscale, ax.set_xlim),
+                                         (panel.y_log, ax.yaxis, ax.set_yscale, ax.set_ylim)):
+            if log:
+                setter("log")
+                plain_log_axis(axis)
+            else:
+                limit(0, None)
+        ax.margins(0.08)
+        ax.grid(alpha=0.3)
     notes = []
     for turn in plan.turns_back:
         who = f"{turn['label']}: " if turn["label"] else ""
-        notes.append(f"{who}past {turn['rate']}/s more load gives more tokens/s per user (the curve turns "
-                     "back): the load is past what it serves, queueing sets these points")
+        notes.append(f"{who}past {plan.point_label(turn['load'])} more load gives more tokens/s per user "
+                     "(the curve turns back): the load is past what it serves, queueing sets these points")
     if plan.left_out:
-        shown = ", ".join(f"{p['rate']}/s ({p['status'] or 'not served'})" for p in plan.left_out[:6])
+        shown = ", ".join(f"{p['series']} {plan.point_label(p['load'])}".strip()
+                          + f" ({p['status'] or 'not served'})" for p in plan.left_out[:6])
         more = f" and {len(plan.left_out) - 6} more" if len(plan.left_out) > 6 else ""
         notes.append(f"not drawn: {shown}{more} (figures.json: reasons)")
-    ax.set_title(plan.title, fontsize=9)
+    for panel in panels:
+        if panel.missing:
+            notes.append(f"{panel.y_label}: n/a for {', '.join(panel.missing[:6])}"
+                         + (f" and {len(panel.missing) - 6} more" if len(panel.missing) > 6 else ""))
+    for metric in plan.not_drawn:
+        notes.append(f"{dict(PANELS)[metric]}: n/a on every row ({NOT_GIVEN[metric]}), so no panel")
+    fig.suptitle(plan.title, fontsize=9)
     legend = any(s.label for s in plan.series)
     if legend:  # below the axes, never over a point
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(len(plan.series), 3),
-                  frameon=False)
-
-    lines = 1 + sum(len(textwrap.wrap(n, 110)) for n in notes)  # (one for the rates left unlabelled)
-    fig.tight_layout(rect=(0, (0.05 * -(-len(plan.series) // 3) if legend else 0) + 0.025 * lines, 1, 1))
+        fig.legend(*axes[0].get_legend_handles_labels(), fontsize=7, loc="lower center",
+                   bbox_to_anchor=(0.5, 0.0), ncol=min(len(plan.series), 3), frameon=False)
+    rows = -(-len(plan.series) // 3) if legend else 0
+    width = 110 * len(panels) // 2 + 55  # characters a note's line holds across the panels
+    lines = 1 + sum(len(textwrap.wrap(n, width)) for n in notes)
+    fig.tight_layout(rect=(0, 0.05 * rows + 0.025 * lines + 0.03, 1, 1))
     dropped = []
-    for s in plan.series:
-        colour = blue_first(s.colour)
-        dropped += [f"{t} ({s.label})" if s.label else t for _, _, t, _ in
-                    place_labels(ax, [(p["per_user"], p["per_system"], f"{p['rate']}/s", colour)
-                                      for p in s.points])]
+    for ax, panel in zip(axes, panels, strict=True):
+        for s in plan.series:
+            colour = blue_first(s.colour)
+            dropped += [f"{t} ({s.label})" if s.label else t for _, _, t, _ in
+                        place_labels(ax, [(p[PER_USER], p[panel.metric], plan.point_label(p["load"]), colour)
+                                          for p in s.points if p[panel.metric] is not None])]
     if dropped:
-        notes.append(f"rates not labelled (they would overprint): {', '.join(dropped)}")
+        notes.append(f"loads not labelled (they would overprint): {', '.join(sorted(set(dropped)))}")
     if notes:
-        fig.text(0.01, 0.01, "\n".join(textwrap.fill(n, 110) for n in notes), fontsize=6.5, va="bottom")
+        fig.text(0.01, 0.05 * rows + 0.01, "\n".join(textwrap.fill(n, width) for n in notes), fontsize=6.5,
+                 va="bottom")
     return fig
+
