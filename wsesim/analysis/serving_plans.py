@@ -14,7 +14,7 @@ grid of PEs per stage, and the wafers, "9 × 250², 1 wafer"): the title's when 
 written beside each point, so that a change of mapping (``grid: auto`` choosing another for a larger
 batch) is seen where it happens.
 
-When the sweep varies ``inference.rate`` (a load, docs/model.md §11.7) there is one figure more,
+When the sweep varies ``inference.load.rate`` (a load, docs/model.md §11.7) there is one figure more,
 ``throughput_vs_latency``: tokens/s per system against tokens/s per user (1 / TPOT), one point per load,
 labelled with its rate, one line per combination of the other varying keys, as GPU serving studies draw
 it; a row that was not served cannot be placed on those axes, so the plan lists it (``left_out``, with
@@ -89,13 +89,16 @@ class ServingPlan:
 
 LOG_SPAN = 20.0
 """A numeric axis whose values (all positive) span more than this factor is drawn on a log scale."""
-_X_LABELS = {"inference.batch": "batch (requests at once)", "inference.rate": "offered load (requests/s)",
-             "inference.prompt_len": "prompt length (tokens)",
-             "inference.output_len": "output length (tokens)",
-             "inference.requests": "requests", "inference.speculative.tokens": "drafted tokens K per pass",
+_X_LABELS = {"inference.scheduler.batch": "batch (requests at once)",
+             "inference.load.rate": "offered load (requests/s)",
+             "inference.load.prompt_len": "prompt length (tokens)",
+             "inference.load.output_len": "output length (tokens)",
+             "inference.load.requests": "requests",
+             "inference.speculative.tokens": "drafted tokens K per pass",
              "inference.speculative.acceptance": "acceptance rate α (per drafted token)",
-             "inference.prefill_systems": "prefill wafers", "inference.warmup": "warm-up (requests)",
-             "inference.token_budget": "token budget (tokens per pass)"}
+             "inference.disaggregation.prefill_systems": "prefill wafers",
+             "inference.load.warmup": "warm-up (requests)",
+             "inference.scheduler.token_budget": "token budget (tokens per pass)"}
 _QUANTITY_UNITS = (("size", "bytes"), ("bandwidth", "bytes/s"), ("frequency", "Hz"), ("time", "s"))
 
 
@@ -155,7 +158,7 @@ def _mapping_runs(points: list[dict[str, Any]], x_values: list[str]) -> list[str
     return [f"{m}: {xs[0]}" + (f"–{xs[-1]}" if len(xs) > 1 else "") for m, xs in runs]
 
 
-RATE = "inference.rate"
+RATE = "inference.load.rate"
 """The swept key that makes the throughput–latency figure."""
 
 
@@ -185,7 +188,7 @@ class ThroughputLatencyPlan:
 
 
 def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> ThroughputLatencyPlan | None:
-    """The throughput–latency figure of a sweep that varies ``inference.rate`` (None otherwise, or for a
+    """The throughput–latency figure of a sweep that varies ``inference.load.rate`` (None otherwise, or for a
     CSV without per-system tokens/s)."""
     keys = swept_keys(header)
     rows = with_base_values(header, rows)
