@@ -240,9 +240,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                           f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
                           "other", source="--search")
     s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
-    requests = inf.request_count
-    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
-                        f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
+    n = inf.request_count  # None: a whole trace, its rows not yet read
+    requests = "the trace's requests" if n is None else f"{n:,} request{'s' if n != 1 else ''}"
+    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests}"
+                        + (", searching the grids" if args.search else "")):
         if args.search:
             run, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
         else:
