@@ -48,7 +48,7 @@ def gpu_refusal(inference: Any, model: Any, gpus: int) -> tuple[str, str]:
         ("speculative", inference.speculative is not None,
          "speculative decoding is not modelled on GPUs yet: its draft is a station of wafers of its own "
          "(speculative.DraftCosts); a draft on a GPU's own SMs beside the target is not costed"),
-        ("disaggregation", inference.disaggregation is not None,
+        ("disaggregation.prefill_systems", inference.disaggregation is not None,
          "split prefill is not modelled on GPUs yet: the KV cache's hand-off between nodes is costed over "
          "wafers' I/O links only"),
         ("moe.routing", model.experts and inference.moe.routing != "balanced",

@@ -88,19 +88,20 @@ class InferenceSpec(Spec):
     def _across_groups(self) -> InferenceSpec:
         """The rules that span groups, each refused in one line at the key it is about."""
         load, sched = self.load, self.scheduler
-        for what, spec in (("speculative", self.speculative), ("disaggregation", self.disaggregation)):
+        for what, at, spec in (("speculative", "speculative", self.speculative),
+                               ("prefill_systems", "disaggregation.prefill_systems", self.disaggregation)):
             # Speculative decoding and split prefill run under the iteration-level scheduler at any load,
             # one request alone included (their draft or prefill wafers are its stations, §11.9–11.10)
             if spec is None:
                 continue
             if what == "speculative" and load.output_len == 1:
                 raise fail("expected output_len of at least 2 with speculative (the first output token is "
-                           "the prefill's: a draft has nothing to propose), got output_len: 1", at=what)
+                           "the prefill's: a draft has nothing to propose), got output_len: 1", at=at)
             if not sched.continuous:
                 where = "draft's wafers are" if what == "speculative" else "prefill wafers are"
-                raise fail(f"expected scheduler.batching: auto or continuous with {what} (the {where} "
+                raise fail(f"expected batching: auto or continuous with {what} (the {where} "
                            "stations of the iteration-level scheduler, docs/model.md §11.9–11.10), got "
-                           "batching: none", at=what)
+                           "batching: none", at=at)
         if sched.kv_block is not None and (problem := kv_block_problem(sched.kv_block, sched.continuous,
                                                                       self.kv_layout)):
             raise fail(problem, at="scheduler.kv_block")
@@ -117,6 +118,11 @@ class InferenceSpec(Spec):
         if self.load.requests is not None or self.load.arrival == "trace":
             return self.load.requests
         return self.scheduler.batch
+
+    @property
+    def trace_file(self) -> str | None:
+        """The CSV a trace load reads (None for a synthetic load)."""
+        return self.load.file if self.load.arrival == "trace" else None
 
     @property
     def alone(self) -> bool:

@@ -17,7 +17,7 @@ from .fields import count
 from .inference_parts import Rate, Requests, Sigma, Tokens
 from .specs import Seed
 
-__all__ = ["MOVED", "Load", "LognormalLengths", "PoissonLoad", "SchedulerSpec", "TogetherLoad", "TraceLoad",
+__all__ = ["GROUPS", "MOVED", "Load", "LognormalLengths", "PoissonLoad", "SchedulerSpec", "TogetherLoad", "TraceLoad",
            "moved_key"]
 
 
@@ -129,6 +129,9 @@ MOVED = {
     "expert_grids": "moe.expert_grids", "price_per_system_hour": "economics.price_per_system_hour",
 }
 """Each key of the old flat ``inference:`` section, by its new home under ``inference.``."""
+
+GROUPS = ("load", "scheduler", "disaggregation", "moe", "economics")
+"""The groups the flat keys moved into: a figure or a label names a key of one by its own name."""
 
 _HOW = {"trace": " (with arrival: trace)", "length_sigma": " (lengths: {lognormal: σ})"}
 

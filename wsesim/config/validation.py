@@ -73,6 +73,15 @@ def _belongs(model: type[BaseModel], loc: tuple[Any, ...], key: str) -> str:
             f"{' or '.join(owners)})")
 
 
+def _required(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """A key a tagged union's branch requires, named with the branch ("expected rate with arrival:
+    poisson, got none"); "" elsewhere."""
+    _, options, union = _walk(model, loc[:-1])
+    tag = next(((k, v) for k in options[0].model_fields for v in [_literal(options[0], k)] if v),
+               None) if options and union else None
+    return f"expected {loc[-1]} with {tag[0]}: {tag[1]}, got none" if tag else ""
+
+
 def _literal(cls: type[BaseModel], key: str) -> Any:
     """The one literal value of ``cls``'s field ``key`` (a tagged branch's tag), or None."""
     f = cls.model_fields.get(key)
@@ -120,7 +129,7 @@ def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tupl
         return path, (f"expected {ctx.get('discriminator', '').strip(chr(39))}: one of "
                       f"{ctx.get('expected_tags')}, got {_describe(ctx.get('tag'))}")
     if kind == "missing":
-        return path, "required key is missing"
+        return path, _required(model, loc) or "required key is missing"
     if kind in ("quantity", "cross_field"):
         return path, err["msg"]
     if len(siblings) > 1:  # a union: say what each branch wanted
