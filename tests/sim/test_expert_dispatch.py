@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wsesim.config.inference_load import MOVED
 from wsesim.config.inference import load_inference_data
+from wsesim.config.inference_load import MOVED
 from wsesim.experiments.inference import run_inference
 from wsesim.fabric.dispatch import dispatch_traffic
 from wsesim.fabric.flow import FlowFabric

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from wsesim.config.errors import ConfigError
-from wsesim.config.inference_load import MOVED
 from wsesim.config.inference import load_inference, load_inference_data
+from wsesim.config.inference_load import MOVED
 from wsesim.config.loader import load_model
 from wsesim.experiments.inference import run_inference
 from wsesim.model.load import requests_of

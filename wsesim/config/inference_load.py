@@ -17,8 +17,8 @@ from .fields import count
 from .inference_parts import Rate, Requests, Sigma, Tokens
 from .specs import Seed
 
-__all__ = ["GROUPS", "MOVED", "Load", "LognormalLengths", "PoissonLoad", "SchedulerSpec", "TogetherLoad", "TraceLoad",
-           "moved_key"]
+__all__ = ["GROUPS", "MOVED", "Load", "LognormalLengths", "PoissonLoad", "SchedulerSpec", "TogetherLoad",
+           "TraceLoad", "moved_key"]
 
 
 class LognormalLengths(Spec):
