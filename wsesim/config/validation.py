@@ -61,10 +61,8 @@ def _belongs(model: type[BaseModel], loc: tuple[Any, ...], key: str) -> str:
     """An unknown ``key`` in a tagged union's branch that another branch reads: why it cannot be written
     here, naming the branch it belongs to ("rate belongs to arrival: poisson"); "" when none reads it."""
     _, options, union = _walk(model, loc)
-    if not options or not union:
-        return ""
-    here = next(((k, v) for k in options[0].model_fields for v in [_literal(options[0], k)] if v), None)
-    if here is None:
+    here = _tag(options, union)
+    if not here:
         return ""
     owners = [str(_literal(c, here[0])) for c in union if c is not options[0] and key in c.model_fields]
     if not owners:
@@ -76,10 +74,16 @@ def _belongs(model: type[BaseModel], loc: tuple[Any, ...], key: str) -> str:
 def _required(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """A key a tagged union's branch requires, named with the branch ("expected rate with arrival:
     poisson, got none"); "" elsewhere."""
-    _, options, union = _walk(model, loc[:-1])
-    tag = next(((k, v) for k in options[0].model_fields for v in [_literal(options[0], k)] if v),
-               None) if options and union else None
+    tag = _tag(*_walk(model, loc[:-1])[1:])
     return f"expected {loc[-1]} with {tag[0]}: {tag[1]}, got none" if tag else ""
+
+
+def _tag(options: list[type[BaseModel]], union: list[type[BaseModel]]) -> tuple[str, Any] | None:
+    """(key, value) of the tag that chose the branch ``options[0]`` of a tagged ``union`` (``arrival``,
+    ``poisson``), or None when no tagged branch was taken."""
+    if not options or not union:
+        return None
+    return next(((k, v) for k in options[0].model_fields if (v := _literal(options[0], k)) is not None), None)
 
 
 def _literal(cls: type[BaseModel], key: str) -> Any:
@@ -87,13 +91,6 @@ def _literal(cls: type[BaseModel], key: str) -> Any:
     f = cls.model_fields.get(key)
     args = getattr(f.annotation, "__args__", ()) if f else ()
     return args[0] if f and getattr(f.annotation, "__origin__", None) is Literal and len(args) == 1 else None
-
-
-def _clean_loc(loc: tuple[Any, ...], model: type[BaseModel] | None = None) -> tuple[Any, ...]:
-    if model is not None:
-        return _walk(model, loc)[0]
-    return tuple(p for p in loc
-                 if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
 
 
 _BRANCH_MARKERS = {"int", "str", "float", "constrained-int", "constrained-float", "bool"}
@@ -118,7 +115,7 @@ def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tupl
     loc = tuple(err["loc"])
     # a union (int | "auto") reports one error per branch, with the branch in the loc: drop it
     at = (err.get("ctx") or {}).get("at") if err["type"] == "cross_field" else None
-    clean = _clean_loc(loc, model) + ((at,) if at else ())  # a rule about one key (fail(at=))
+    clean = _walk(model, loc)[0] + ((at,) if at else ())  # a rule about one key (fail(at=))
     path = shown(".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in clean).replace(".[", "["))
     kind, value = err["type"], err.get("input")
     if kind == "extra_forbidden":
@@ -163,8 +160,8 @@ def validate(model: type[Spec], data: Any, *, source: str, sources: Mapping[str,
         # and of a union (a name or a mapping), the branch the value's shape chose
         errors = sorted(e.errors(include_url=False), key=lambda err: (err["type"] != "extra_forbidden",
                         err["type"] == "literal_error" and isinstance(err["input"], dict)))
-        first = _clean_loc(tuple(errors[0]["loc"]), model)
-        siblings = [err for err in errors if _clean_loc(tuple(err["loc"]), model) == first]  # union branches
+        first = _walk(model, tuple(errors[0]["loc"]))[0]
+        siblings = [err for err in errors if _walk(model, tuple(err["loc"]))[0] == first]  # union branches
         path, message = _message(model, errors[0], siblings)
         for key in overridden:
             if path == key or path.startswith(key + ".") or key.startswith(path + "."):
