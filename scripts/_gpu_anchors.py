@@ -43,7 +43,7 @@ def _nim_decode() -> float:
     """ms per output token of LLaMA-3.1-70B in bf16 on 4 H100s (TP 4), one request of 5,000 + 500 tokens:
     each GPU reads the 35 GB a token that NIM's fp8 run on 2 H100s (TP 2) reads."""
     spec = load_inference(model="llama3.1-70b", hardware="h100", overrides={
-        "inference.tensor_parallel": 4, "inference.prompt_len": 5000, "inference.output_len": 500}).spec
+        "inference.tensor_parallel": 4, "inference.load.prompt_len": 5000, "inference.load.output_len": 500}).spec
     return run_inference(spec).result.tpot_s * 1e3
 
 

@@ -15,7 +15,7 @@ WAFERLLM_HZ = 1.1e9
 @cache
 def _run(model: str, grid: str, output_len: int):
     spec = load_inference(model=model, hardware="wse2", overrides={
-        "inference.grid": grid, "inference.prompt_len": 4096, "inference.output_len": output_len}).spec
+        "inference.grid": grid, "inference.load.prompt_len": 4096, "inference.load.output_len": output_len}).spec
     return spec, run_inference(spec).result
 
 
@@ -36,7 +36,7 @@ def decode_pipeline(model: str) -> float:
 def prefill(gemm: str = "summa", model: str = "llama3-8b") -> float:
     """Prompt tokens/s of a 4,096-token prefill on one 720 × 720 grid (the whole model fits it)."""
     spec = load_inference(model=model, hardware="wse2", overrides={
-        "inference.grid": "720x720", "inference.prompt_len": 4096, "inference.output_len": 2,
+        "inference.grid": "720x720", "inference.load.prompt_len": 4096, "inference.load.output_len": 2,
         "inference.gemm": gemm}).spec
     result = run_inference(spec).result
     return 4096 * WAFERLLM_HZ / (result.ttft_s * spec.hardware.clock_hz)
@@ -45,7 +45,7 @@ def prefill(gemm: str = "summa", model: str = "llama3-8b") -> float:
 @cache
 def _seventy_b():
     spec = load_inference(model="llama3.1-70b", hardware="wse3", overrides={
-        "inference.prompt_len": 4096, "inference.output_len": 128, "inference.grid": "755x1170"}).spec
+        "inference.load.prompt_len": 4096, "inference.load.output_len": 128, "inference.grid": "755x1170"}).spec
     return spec, run_inference(spec).result
 
 
@@ -70,7 +70,7 @@ def _cs3(model: str, software: str, draft: bool = False):
     """One request on CS-3s, one 755 × 1,170 stage a wafer (the layout Cerebras describes), 4,096 + 128
     tokens, under ``software``; with ``draft``, the assumed draft (``DRAFT``). More than four wafers are
     joined by SwarmX (the shipped interconnect preset)."""
-    overrides = {"inference.prompt_len": 4096, "inference.output_len": 128, "inference.grid": "755x1170",
+    overrides = {"inference.load.prompt_len": 4096, "inference.load.output_len": 128, "inference.grid": "755x1170",
                  "inference.software": software, **(DRAFT if draft else {})}
     if model == "llama3.1-405b":
         overrides["inference.interconnect"] = "swarmx"

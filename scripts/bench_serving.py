@@ -23,40 +23,40 @@ import tempfile
 import time
 
 DECODE_STEP = ["infer", "--model", "llama3-8b", "--hardware", "wse2", "--set", "inference.grid=420x420",
-               "--set", "inference.prompt_len=4096", "--set", "inference.output_len=2", "--json"]
+               "--set", "inference.load.prompt_len=4096", "--set", "inference.load.output_len=2", "--json"]
 BATCH_SWEEP = ["infer", "--model", "llama3-8b", "--hardware", "wse2", "--set", "inference.grid=375x375",
-               "--vary", "inference.batch=" + ",".join(str(b) for b in range(1, 21)), "--json"]
+               "--vary", "inference.scheduler.batch=" + ",".join(str(b) for b in range(1, 21)), "--json"]
 
 
 LOAD = ("import resource, time\n"
         "start = time.perf_counter()\n"
         "from wsesim.config.inference import load_inference\n"
         "from wsesim.experiments.inference import run_inference\n"
-        "spec = load_inference(model='llama3-8b', hardware='wse3', overrides={'inference.prompt_len': 1024, "
-        "'inference.output_len': 128, 'inference.arrival': 'poisson', 'inference.rate': 4.0, "
-        "'inference.requests': 10000, 'inference.batch': 64}).spec\n"
+        "spec = load_inference(model='llama3-8b', hardware='wse3', overrides={'inference.load.prompt_len': 1024, "
+        "'inference.load.output_len': 128, 'inference.load.arrival': 'poisson', 'inference.load.rate': 4.0, "
+        "'inference.load.requests': 10000, 'inference.scheduler.batch': 64}).spec\n"
         "r = run_inference(spec).result\n"
         "print(time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "
         "r.events, r.tokens_per_s, r.ttft_p99_s)\n")
 """10,000 requests at 4 per second, up to 64 in flight: imports, mapping (``grid: auto`` by a full batch's
 decode step: the CS-3 as one 755 x 1,170 stage), kernels and the run, in a fresh process."""
 LOAD_70B = LOAD.replace("model='llama3-8b'", "model='llama3.1-70b'").replace(
-    "'inference.rate': 4.0", "'inference.rate': 2.0").replace(
-    "'inference.batch': 64}", "'inference.batch': 64, 'inference.speculative.draft': 'llama3.2-1b', "
+    "'inference.load.rate': 4.0", "'inference.load.rate': 2.0").replace(
+    "'inference.scheduler.batch': 64}", "'inference.scheduler.batch': 64, 'inference.speculative.draft': 'llama3.2-1b', "
     "'inference.speculative.tokens': 4, 'inference.speculative.acceptance': 0.8}")
 """Issue 37's speed case: LLaMA-3.1-70B on CS-3s (``grid: auto``, mapped for 64 requests in flight) with
 LLaMA 3.2 1B drafting on a wafer of its own, 10,000 Poisson requests at 2 per second under continuous
 batching."""
 
 MOE = LOAD.replace("model='llama3-8b'", "model='qwen3-30b-a3b'").replace(
-    "'inference.requests': 10000", "'inference.requests': 1000")
+    "'inference.load.requests': 10000", "'inference.load.requests': 1000")
 """1,000 Poisson requests of Qwen3-30B-A3B (128 experts, top-8) on CS-3s at 4 per second, up to 64 at once:
 every MoE layer's dispatch and combine through the fabric model (docs/model.md §11.8), balanced routing."""
-MOE_SAMPLED = MOE.replace("'inference.batch': 64}", "'inference.batch': 64, 'inference.routing': 'zipf:1.2'}")
+MOE_SAMPLED = MOE.replace("'inference.scheduler.batch': 64}", "'inference.scheduler.batch': 64, 'inference.moe.routing': 'zipf:1.2'}")
 """The same with sampled routing (Zipf α 1.2): each iteration's drawn experts through the fabric model."""
 
-TRACE = LOAD.replace("'inference.arrival': 'poisson', 'inference.rate': 4.0, 'inference.requests': 10000, ",
-                     "'inference.arrival': 'trace', 'inference.trace': TRACE, ")
+TRACE = LOAD.replace("'inference.load.arrival': 'poisson', 'inference.load.rate': 4.0, 'inference.load.requests': 10000, ",
+                     "'inference.load.arrival': 'trace', 'inference.load.file': TRACE, ")
 """A trace (``TRACE``: its CSV's path) of LLaMA3-8B on one CS-3, up to 64 requests at once."""
 
 
@@ -106,7 +106,7 @@ def in_process(repeat: int) -> list[float]:
     from wsesim.kernels.lines import rotating_reduces
 
     spec = load_inference(model="llama3-8b", hardware="wse2", overrides={
-        "inference.grid": "420x420", "inference.prompt_len": 4096, "inference.output_len": 2}).spec
+        "inference.grid": "420x420", "inference.load.prompt_len": 4096, "inference.load.output_len": 2}).spec
     out = []
     for _ in range(repeat):
         kernel_cost.cache_clear()

@@ -27,9 +27,9 @@ def serve(model: str, extra: dict[str, Any], rate: float, requests: int) -> Any:
     from wsesim.experiments.inference import run_inference
 
     spec = load_inference(model=model, hardware="wse3", overrides={
-        "inference.prompt_len": 1024, "inference.output_len": 128, "inference.arrival": "poisson",
-        "inference.rate": rate, "inference.requests": requests, "inference.warmup": requests // 10,
-        "inference.batch": 64, "inference.interconnect": "swarmx", **extra}).spec
+        "inference.load.prompt_len": 1024, "inference.load.output_len": 128, "inference.load.arrival": "poisson",
+        "inference.load.rate": rate, "inference.load.requests": requests, "inference.load.warmup": requests // 10,
+        "inference.scheduler.batch": 64, "inference.interconnect": "swarmx", **extra}).spec
     return run_inference(spec).result
 
 

@@ -54,7 +54,7 @@ def test_the_serving_paragraphs_mapping_is_the_runs() -> None:
     assert "the smaller grids need 4 and 9 stages to hold the model (and a second wafer from 8 requests on)" in text
 
     def mapping(grid: str, batch: int) -> tuple[int, int]:  # as run_inference maps it, before serving
-        mp = map_stages(load_inference(overrides={"inference.grid": grid, "inference.batch": batch}).spec)
+        mp = map_stages(load_inference(overrides={"inference.grid": grid, "inference.scheduler.batch": batch}).spec)
         return len(mp.stages), mp.systems
 
     assert [mapping("375x375", 1), mapping("250x250", 1)] == [(4, 1), (9, 1)]

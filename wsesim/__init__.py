@@ -10,8 +10,8 @@ The public API, for use from Python (the ``wsesim`` command wraps the same funct
 
 Serving and kernels the same way, and a run's folder or trace written as the commands write them::
 
-    served = wsesim.infer(overrides={"inference.batch": 4})  # a Run; served.result.ttft_s, ...
-    wsesim.write_run(served, "out/serve", wsesim.load_inference(overrides={"inference.batch": 4}))
+    served = wsesim.infer(overrides={"inference.scheduler.batch": 4})  # a Run; served.result.ttft_s, ...
+    wsesim.write_run(served, "out/serve", wsesim.load_inference(overrides={"inference.scheduler.batch": 4}))
     print(wsesim.kernel("gemv", "420x420", shape="1x16384x16384").cycles)
 
 An error in ``overrides`` names the key (``overrides: model.top_k: ...``), not the command line's ``--set``.

@@ -223,8 +223,8 @@ def test_a_served_moe_run_shows_its_expert_dispatch_experts_and_combine(routing:
     from wsesim.sim.programs.plan import Trace
 
     spec = load_inference_data({"kind": "inference", "hardware": "tiny8", "model": "tiny-moe", "inference": {
-        "prompt_len": 16, "output_len": 6, "grid": "4x8", "arrival": "poisson", "rate": 200000,
-        "requests": 8, "batch": 4, "routing": routing}}).spec
+        "load": {"prompt_len": 16, "output_len": 6, "arrival": "poisson", "rate": 200000, "requests": 8},
+        "grid": "4x8", "scheduler": {"batch": 4}, "moe": {"routing": routing}}}).spec
     log = run_inference(spec).trace.batches
     events = chrome_trace(Trace(batches=log), clock_hz=spec.hardware.clock_hz)["traceEvents"]
     tid = {e["args"]["name"]: e["tid"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}

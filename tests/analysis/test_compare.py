@@ -60,7 +60,7 @@ def _serving_rows(swept: str, values: list[str], model: str | None, hardware: st
     rows = []
     for value in values:
         for rate in ("1", "2.0"):
-            row = {"point": str(len(rows)), "status": "ok", f"set:{swept}": value, "set:inference.rate": rate,
+            row = {"point": str(len(rows)), "status": "ok", f"set:{swept}": value, "set:inference.load.rate": rate,
                    "model": model or value, "hardware": hardware or value, "tokens_per_s": str(10 * len(rows) + 10)}
             rows.append(row)
     return rows
@@ -71,33 +71,33 @@ def test_two_sweeps_over_different_keys_match_by_the_values_they_share() -> None
     first hardware at each rate, listed A's other model twice (by its rate alone) and dropped B's other
     hardware. A (LLaMA3-8B and 70B on wse3) meets B (8B on wse2 and wse3) only where both ran the 8B on the
     wse3, at each rate (2.0 in B is A's 2); the rest is listed once each, by its own keys."""
-    cols_a = ["point", "status", "set:model", "set:inference.rate", "model", "hardware", "tokens_per_s"]
-    cols_b = ["point", "status", "set:hardware", "set:inference.rate", "model", "hardware", "tokens_per_s"]
+    cols_a = ["point", "status", "set:model", "set:inference.load.rate", "model", "hardware", "tokens_per_s"]
+    cols_b = ["point", "status", "set:hardware", "set:inference.load.rate", "model", "hardware", "tokens_per_s"]
     a = _serving_rows("model", ["llama3-8b", "llama3.1-70b"], None, "wse3")
     b = _serving_rows("hardware", ["wse2", "wse3"], "llama3-8b", None)
     for row in a:
-        row["set:inference.rate"] = row["set:inference.rate"].replace("2.0", "2")
+        row["set:inference.load.rate"] = row["set:inference.load.rate"].replace("2.0", "2")
     out = compare_sweeps(cols_a, a, cols_b, b)
-    assert out["match_by"] == ["set:inference.rate", "set:model", "set:hardware"]
+    assert out["match_by"] == ["set:inference.load.rate", "set:model", "set:hardware"]
     assert [(r["key"], r["metrics"][0]["a"], r["metrics"][0]["b"]) for r in out["rows"]] == [
-        ({"set:inference.rate": "1", "set:model": "llama3-8b", "set:hardware": "wse3"}, 10.0, 30.0),
-        ({"set:inference.rate": "2", "set:model": "llama3-8b", "set:hardware": "wse3"}, 20.0, 40.0)]
-    assert out["only_in_a"] == [{"set:inference.rate": "1", "set:model": "llama3.1-70b"},
-                                {"set:inference.rate": "2", "set:model": "llama3.1-70b"}]
-    assert out["only_in_b"] == [{"set:inference.rate": "1", "set:hardware": "wse2"},
-                                {"set:inference.rate": "2.0", "set:hardware": "wse2"}]
+        ({"set:inference.load.rate": "1", "set:model": "llama3-8b", "set:hardware": "wse3"}, 10.0, 30.0),
+        ({"set:inference.load.rate": "2", "set:model": "llama3-8b", "set:hardware": "wse3"}, 20.0, 40.0)]
+    assert out["only_in_a"] == [{"set:inference.load.rate": "1", "set:model": "llama3.1-70b"},
+                                {"set:inference.load.rate": "2", "set:model": "llama3.1-70b"}]
+    assert out["only_in_b"] == [{"set:inference.load.rate": "1", "set:hardware": "wse2"},
+                                {"set:inference.load.rate": "2.0", "set:hardware": "wse2"}]
 
 
 def test_rows_a_key_cannot_tell_apart_are_listed_once_each_not_paired_by_order() -> None:
     """B sweeps a key A has no column for: its rows at one rate cannot be told apart, so none is paired
     with A's row at that rate by order; each is listed once."""
-    a = [{"status": "ok", "set:inference.rate": "1", "tokens_per_s": "10"}]
-    b = [{"status": "ok", "set:inference.rate": "1", "set:inference.batch": n, "tokens_per_s": "20"} for n in "12"]
-    out = compare_sweeps(["status", "set:inference.rate", "tokens_per_s"], a,
-                         ["status", "set:inference.rate", "set:inference.batch", "tokens_per_s"], b)
-    assert out["rows"] == [] and out["only_in_a"] == [{"set:inference.rate": "1"}]
-    assert out["only_in_b"] == [{"set:inference.rate": "1", "set:inference.batch": "1"},
-                                {"set:inference.rate": "1", "set:inference.batch": "2"}]
+    a = [{"status": "ok", "set:inference.load.rate": "1", "tokens_per_s": "10"}]
+    b = [{"status": "ok", "set:inference.load.rate": "1", "set:inference.scheduler.batch": n, "tokens_per_s": "20"} for n in "12"]
+    out = compare_sweeps(["status", "set:inference.load.rate", "tokens_per_s"], a,
+                         ["status", "set:inference.load.rate", "set:inference.scheduler.batch", "tokens_per_s"], b)
+    assert out["rows"] == [] and out["only_in_a"] == [{"set:inference.load.rate": "1"}]
+    assert out["only_in_b"] == [{"set:inference.load.rate": "1", "set:inference.scheduler.batch": "1"},
+                                {"set:inference.load.rate": "1", "set:inference.scheduler.batch": "2"}]
 
 
 def test_two_sweeps_that_share_no_key_are_not_matched_by_position() -> None:

@@ -19,7 +19,7 @@ from wsesim.experiments.inference import run_inference
 from wsesim.experiments.runner import run_experiment
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
 PER_FMAC = 1e-12 + 4 * 0.5e-12 + 2 * 1e-12  # an fp16 FMAC, its 4 B read and its 2 B written: 5 pJ
@@ -87,15 +87,15 @@ def test_a_hand_off_between_wafers_is_io_and_on_a_wafer_wavelet_hops() -> None:
 
 
 def test_both_executors_and_a_second_run_give_the_same_energy() -> None:
-    fast, again, reference = (_serve({"inference.batch": 3}), _serve({"inference.batch": 3}),
-                              _serve({"inference.batch": 3}, engine="reference"))
+    fast, again, reference = (_serve({"inference.scheduler.batch": 3}), _serve({"inference.scheduler.batch": 3}),
+                              _serve({"inference.scheduler.batch": 3}, engine="reference"))
     keys = ("energy_j", "energy_by_part_j", "energy_events", "joules_per_token", "power_w", "tokens_per_s_per_kw")
     picked = [json.dumps({k: r.result.to_dict()[k] for k in keys}) for r in (fast, again, reference)]
     assert picked[0] == picked[1] == picked[2]
 
 
 def test_energy_is_at_least_the_floor_and_grows_with_the_work() -> None:
-    short, long, wide = _serve(), _serve({"inference.output_len": 6}), _serve({"inference.batch": 2})
+    short, long, wide = _serve(), _serve({"inference.load.output_len": 6}), _serve({"inference.scheduler.batch": 2})
     for r in (short.result, long.result, wide.result):
         assert r.energy_j >= r.energy_by_part_j["static"] == pytest.approx(1.0 * r.end_to_end_s, rel=1e-12)
     assert long.result.energy_j > short.result.energy_j and wide.result.energy_j > short.result.energy_j
@@ -106,7 +106,7 @@ def test_energy_is_at_least_the_floor_and_grows_with_the_work() -> None:
 def test_price_gives_dollars_per_million_tokens_and_no_price_is_none() -> None:
     """$36 an hour for one system over the run's seconds, for 3 output tokens: 36 · s / 3600 / 3 · 1e6."""
     assert _serve().result.usd_per_million_tokens is None
-    r = _serve({"inference.price_per_system_hour": 36}).result
+    r = _serve({"inference.economics.price_per_system_hour": 36}).result
     assert r.usd_per_million_tokens == pytest.approx(36 * r.end_to_end_s / 3600 / 3 * 1e6, rel=1e-12)
 
 
@@ -170,8 +170,8 @@ def test_training_energy_is_deterministic_and_none_without_an_energy_section() -
 def test_without_batching_every_iteration_carries_one_token() -> None:
     """``batching: none``: each iteration of the log (whose events the energy sums) is one request's prompt
     or one decode token: 3 requests × 3 tokens an iteration each at every stage, in both executors alike."""
-    two = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1, "batch": 3,
-                                                 "batching": "none"}}
+    two = {**TINY, "inference": {**TINY["inference"], "grid": "2x2", "layers_per_stage": 1,
+                                                 "scheduler": {"batch": 3, "batching": "none"}}}
     logs = [_serve(data=two, engine=engine).trace.batches for engine in ("fast", "reference")]
     for log in logs:
         assert ((log.decodes + log.pieces) == 1).all()

@@ -11,7 +11,7 @@ import pytest
 
 from wsesim.analysis.frontier import kw_per_system, load_key, plan_throughput_latency, side_by_side
 
-HEADER = ["point", "status", "reason", "set:hardware", "set:inference.batch", "model", "hardware", "systems",
+HEADER = ["point", "status", "reason", "set:hardware", "set:inference.scheduler.batch", "model", "hardware", "systems",
           "system", "batch", "prompt_len", "output_len", "tokens_per_s_per_request", "tokens_per_s_per_system",
           "power_w", "tokens_per_s_per_kw", "usd_per_million_tokens"]
 
@@ -22,7 +22,7 @@ def _row(point: int, hardware: str, batch: int, per_user: float, per_system: flo
     ok = status == "ok"
     per_kw = per_system * systems / (power_w / 1e3)  # tokens/s over the run's mean kW
     return {"point": str(point), "status": status, "reason": reason, "set:hardware": hardware,
-            "set:inference.batch": str(batch), "model": "m", "hardware": hardware, "systems": str(systems),
+            "set:inference.scheduler.batch": str(batch), "model": "m", "hardware": hardware, "systems": str(systems),
             "system": system, "batch": str(batch), "prompt_len": "256", "output_len": "16",
             "tokens_per_s_per_request": repr(per_user) if ok else "",
             "tokens_per_s_per_system": repr(per_system) if ok else "", "power_w": repr(power_w) if ok else "",
@@ -41,7 +41,7 @@ def _rows(**h200: Any) -> list[dict[str, str]]:
 
 def test_one_curve_per_hardware_through_its_batches_each_point_its_rows_figures() -> None:
     plan = plan_throughput_latency(HEADER, _rows())
-    assert plan is not None and plan.load == "inference.batch" and plan.series_keys == ["hardware"]
+    assert plan is not None and plan.load == "inference.scheduler.batch" and plan.series_keys == ["hardware"]
     assert [(s.label, s.system) for s in plan.series] == [("hardware wse3", "wafer"),
                                                          ("hardware h200", "8-GPU node")]
     wse3, h200 = plan.series
@@ -74,8 +74,8 @@ def test_a_price_on_some_rows_draws_the_dollar_panel_and_names_the_points_withou
 
 
 def test_no_load_varies_no_frontier() -> None:
-    rows = [r for r in _rows() if r["set:inference.batch"] == "1"]
-    assert load_key(["hardware", "inference.batch"], rows) is None
+    rows = [r for r in _rows() if r["set:inference.scheduler.batch"] == "1"]
+    assert load_key(["hardware", "inference.scheduler.batch"], rows) is None
     assert plan_throughput_latency(HEADER, rows) is None
 
 
@@ -86,7 +86,7 @@ def test_kw_per_system_is_the_mean_power_over_the_systems() -> None:
 
 def test_side_by_side_groups_each_load_with_every_hardware_and_says_what_a_system_is() -> None:
     table = side_by_side(HEADER, _rows(status="infeasible", reason="too big"))
-    assert table["load"] == "inference.batch" and table["keys"] == ["hardware"]
+    assert table["load"] == "inference.scheduler.batch" and table["keys"] == ["hardware"]
     assert [(r["load"], r["hardware"], r["status"]) for r in table["rows"]] == [
         ("1", "wse3", "ok"), ("1", "h200", "ok"), ("8", "wse3", "ok"), ("8", "h200", "infeasible")]
     assert table["systems"] == [{"hardware": "wse3", "system": "wafer"},

@@ -23,7 +23,7 @@ from wsesim.sim.programs.plan import Trace
 from wsesim.sim.programs.program import Program, ServeBatches
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
 DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
@@ -76,8 +76,8 @@ class _HandCosts:
 
 
 def _two_requests() -> tuple[object, ServeBatches]:
-    spec = _spec(**{"inference.arrival": "poisson", "inference.rate": 1e5, "inference.requests": 2,
-                    "inference.batch": 4})
+    spec = _spec(**{"inference.load.arrival": "poisson", "inference.load.rate": 1e5, "inference.load.requests": 2,
+                    "inference.scheduler.batch": 4})
     op = serving_program(spec, map_stages(spec), requests_of(spec)).body[0]
     assert isinstance(op, ServeBatches) and op.policy == "prefill_first"
     return spec, replace(op, arrival=np.array([0.0, 15.0]), prompt=np.array([4, 4]), output=np.array([3, 2]))
@@ -112,8 +112,8 @@ def test_stage_log_gaps_are_the_done_differences_and_average_to_tpot() -> None:
     """Without batching, 3 requests of 6 outputs through two stages: the gaps are done[r, t + 1] −
     done[r, t] exactly (``done``: each request's tokens' cycles as the log emitted them), 15 of them; each request's mean gap is its TPOT, so ITL's mean is TPOT's mean;
     end to end is each request's last token (all arrive at 0)."""
-    spec = _spec(**{"inference.batch": 3, "inference.output_len": 6, "inference.grid": "2x2",
-                    "inference.layers_per_stage": 1, "inference.batching": "none"})
+    spec = _spec(**{"inference.scheduler.batch": 3, "inference.load.output_len": 6, "inference.grid": "2x2",
+                    "inference.layers_per_stage": 1, "inference.scheduler.batching": "none"})
     run = run_inference(spec)
     done = run.trace.batches.emitted.reshape(3, 6)
     t = request_times(spec, run.program, run.trace)
@@ -131,7 +131,7 @@ def test_a_verify_pass_is_one_output() -> None:
     """Speculative decoding, K = 4, α = 0.5, 9 outputs: 5 verify passes (tests/sim/test_speculative), so 5
     gaps, not 8: the first the hand-off after the prefill and the first pass, each next the hand-off
     after a pass and the pass. ITL's mean is the span over 5, TPOT's over 8."""
-    spec = _spec(**{"inference.output_len": 9, "inference.interconnect": "swarmx",
+    spec = _spec(**{"inference.load.output_len": 9, "inference.interconnect": "swarmx",
                     "inference.speculative": {"draft": DRAFT, "tokens": 4, "acceptance": 0.5}})
     run = run_inference(spec)
     assert run.result.speculative["rounds"] == 5
@@ -147,6 +147,6 @@ def test_a_verify_pass_is_one_output() -> None:
 
 def test_a_one_token_run_has_no_gap() -> None:
     """One output token: no gap (ITL 0, as TPOT), end to end its first token's time."""
-    r = run_inference(_spec(**{"inference.output_len": 1})).result
+    r = run_inference(_spec(**{"inference.load.output_len": 1})).result
     assert (r.itl_s, r.itl_p50_s, r.itl_p99_s) == (0.0, 0.0, 0.0)
     assert r.e2e_mean_s == r.ttft_s > 0

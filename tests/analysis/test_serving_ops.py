@@ -18,7 +18,7 @@ from wsesim.analysis.serving_ops import (
 from wsesim.config.inference import load_inference
 from wsesim.experiments.inference import run_inference
 
-TINY = {"inference.prompt_len": 16, "inference.output_len": 4, "hardware.pe.sram": "1 MiB",
+TINY = {"inference.load.prompt_len": 16, "inference.load.output_len": 4, "hardware.pe.sram": "1 MiB",
         "inference.grid": "2x2", "inference.layers_per_stage": 1}
 
 
@@ -64,8 +64,8 @@ def test_the_csv_has_its_columns_and_the_plan_every_stage(served) -> None:  # ty
 def test_under_continuous_batching_it_is_one_requests_step_at_the_specs_lengths() -> None:
     """Twenty Poisson requests batched: the decode kernels are costed for one request of 16 + 4 tokens,
     so the table is the same as a lone request's (its context 19)."""
-    load = {**TINY, "inference.arrival": "poisson", "inference.rate": 1000, "inference.requests": 20,
-            "inference.batching": "continuous"}
+    load = {**TINY, "inference.load.arrival": "poisson", "inference.load.rate": 1000, "inference.load.requests": 20,
+            "inference.scheduler.batching": "continuous"}
     spec = load_inference(hardware="tiny8", model="tiny-moe", overrides=load).spec
     batched = run_inference(spec)
     alone_spec = load_inference(hardware="tiny8", model="tiny-moe", overrides=TINY).spec

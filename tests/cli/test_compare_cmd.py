@@ -13,8 +13,8 @@ from wsesim import cli
 
 TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
         "--set", "training.seq_len=32"]
-SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-           "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+           "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
 TUNE = ["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe"]
 
 
@@ -104,8 +104,8 @@ def test_two_cluster_sweeps_lead_with_cluster_throughput(tmp_path: Path, capsys:
 
 def test_a_configuration_value_is_shown_without_float_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """0.23 pJ is 2.3000000000000003e-13 J after the unit conversion; the table shows 2.3e-13 (issue 40)."""
-    serve = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-             "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+    serve = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+             "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
     assert cli.main([*serve, "--out", str(tmp_path / "a")]) == 0
     assert cli.main([*serve, "--set", "hardware.energy.fmac_fp16.value=0.23 pJ", "--out", str(tmp_path / "b")]) == 0
     capsys.readouterr()
@@ -127,9 +127,9 @@ def test_two_sweeps_sharing_no_key_say_so_in_one_line(tmp_path: Path, capsys: py
 def test_a_serving_sweep_against_a_training_sweep_is_refused(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """Both are results.csv files: they were matched row by row, tokens/s per request against nothing."""
-    (tmp_path / "serve.csv").write_text("point,status,set:inference.batch,tokens_per_s_per_request,tokens_per_s\n"
+    (tmp_path / "serve.csv").write_text("point,status,set:inference.scheduler.batch,tokens_per_s_per_request,tokens_per_s\n"
                                         "0,ok,1,50,50\n")
-    (tmp_path / "train.csv").write_text("point,status,set:inference.batch,throughput_tokens_per_s,mfu\n0,ok,1,9,0.5\n")
+    (tmp_path / "train.csv").write_text("point,status,set:inference.scheduler.batch,throughput_tokens_per_s,mfu\n0,ok,1,9,0.5\n")
     capsys.readouterr()
     assert cli.main(["compare", str(tmp_path / "serve.csv"), str(tmp_path / "train.csv")]) == 2
     err = capsys.readouterr().err
@@ -139,14 +139,14 @@ def test_a_serving_sweep_against_a_training_sweep_is_refused(tmp_path: Path,
 
 def test_two_sweeps_over_different_keys_print_each_unmatched_row_once(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    head = "point,status,{},set:inference.rate,model,hardware,tokens_per_s_per_request,tokens_per_s\n"
+    head = "point,status,{},set:inference.load.rate,model,hardware,tokens_per_s_per_request,tokens_per_s\n"
     (tmp_path / "a.csv").write_text(head.format("set:model") + "0,ok,m8,1,m8,w3,5,5\n1,ok,m70,1,m70,w3,2,2\n")
     (tmp_path / "b.csv").write_text(head.format("set:hardware") + "0,ok,w2,1,m8,w2,4,4\n1,ok,w3,1,m8,w3,6,6\n")
     capsys.readouterr()
     assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
     out = capsys.readouterr().out
     assert "swept only in A (matched with B's model column): model" in out
-    assert "only in A: inference.rate=1, model=m70\n" in out and "only in B: inference.rate=1, hardware=w2\n" in out
+    assert "only in A: inference.load.rate=1, model=m70\n" in out and "only in B: inference.load.rate=1, hardware=w2\n" in out
     assert "1.2x" in out  # the 8B on w3: 6 / 5
 
 
@@ -161,11 +161,11 @@ def test_compare_prints_every_number_one_way() -> None:
 def test_compare_two_serving_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Batch 1 against 2 on one stage: twice the requests, the same aggregate tokens/s here."""
     assert cli.main(["infer", *SERVING, "--out", str(tmp_path / "a")]) == 0
-    assert cli.main(["infer", *SERVING, "--set", "inference.batch=2", "--out", str(tmp_path / "b")]) == 0
+    assert cli.main(["infer", *SERVING, "--set", "inference.scheduler.batch=2", "--out", str(tmp_path / "b")]) == 0
     capsys.readouterr()
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["config"] == [{"key": "experiment.inference.batch", "a": 1, "b": 2}]
+    assert data["config"] == [{"key": "experiment.inference.scheduler.batch", "a": 1, "b": 2}]
     metrics = {m["metric"]: m for m in data["metrics"]}
     assert metrics["batch"]["ratio"] == 2.0
     a = json.loads((tmp_path / "a" / "result.json").read_text())
@@ -177,8 +177,8 @@ def test_compare_two_serving_runs(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_compare_two_serving_sweeps_shows_their_own_figures(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["infer", *SERVING, "--vary", "inference.batch=1,2", "--out", str(tmp_path / "a")]) == 0
-    assert cli.main(["infer", *SERVING, "--set", "inference.kv_layout=concat", "--vary", "inference.batch=1,2",
+    assert cli.main(["infer", *SERVING, "--vary", "inference.scheduler.batch=1,2", "--out", str(tmp_path / "a")]) == 0
+    assert cli.main(["infer", *SERVING, "--set", "inference.kv_layout=concat", "--vary", "inference.scheduler.batch=1,2",
                      "--out", str(tmp_path / "b")]) == 0
     capsys.readouterr()
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
@@ -204,7 +204,7 @@ def test_compare_two_candidate_tables_by_g(tmp_path: Path, capsys: pytest.Captur
     ("tune", "sweep", "got tune's candidates")])
 def test_compare_refuses_two_kinds_in_one_line(a: str, b: str, says: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    make = {"serve": ["infer", *SERVING], "sweep": ["infer", *SERVING, "--vary", "inference.batch=1,2"],
+    make = {"serve": ["infer", *SERVING], "sweep": ["infer", *SERVING, "--vary", "inference.scheduler.batch=1,2"],
             "run": ["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "training.seq_len=16",
                     "--set", "training.batch_per_tile=1", "--set", "simulation.granularity=pe"],
             "tune": [*TUNE, "--set", "training.seq_len=16"]}

@@ -19,8 +19,8 @@ from wsesim.cli.infer import OBJECTIVES as CLI_OBJECTIVES
 from wsesim.experiments.inference import OBJECTIVES
 from wsesim.experiments.table import read_results_table
 
-TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-        "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+        "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
 REPO = Path(__file__).parents[2]
 
 
@@ -32,8 +32,8 @@ def test_the_shipped_example_prints_ttft_tokens_per_s_and_the_bottleneck(capsys:
 
 
 def test_json_has_the_serving_figures_at_the_top(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["infer", "--set", "inference.grid=420x420", "--set", "inference.prompt_len=4096",
-                     "--set", "inference.output_len=128", "--json"]) == 0
+    assert cli.main(["infer", "--set", "inference.grid=420x420", "--set", "inference.load.prompt_len=4096",
+                     "--set", "inference.load.output_len=128", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["feasible"] and r["grid"] == "420x420"
     assert r["ttft_s"] > 0 and r["tokens_per_s_per_request"] > 0 and r["tokens_per_s"] > 0
@@ -51,10 +51,10 @@ def test_a_model_that_does_not_fit_says_why(capsys: pytest.CaptureFixture[str]) 
 def test_vary_writes_a_row_per_point_and_the_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A sweep with this experiment as its base (tests/cli/test_serving_sweep_cmd.py has the rest)."""
     out = tmp_path / "serve"
-    assert cli.main(["infer", *TINY, "--vary", "inference.batch=1,2,3", "--vary", "inference.grid=2x2,4x4",
+    assert cli.main(["infer", *TINY, "--vary", "inference.scheduler.batch=1,2,3", "--vary", "inference.grid=2x2,4x4",
                      "--out", str(out)]) == 0
     rows = list(csv.DictReader((out / "results.csv").open()))
-    assert [(r["set:inference.batch"], r["set:inference.grid"], r["grid"]) for r in rows] == [
+    assert [(r["set:inference.scheduler.batch"], r["set:inference.grid"], r["grid"]) for r in rows] == [
         (b, g, g) for b in ("1", "2", "3") for g in ("2x2", "4x4")]
     assert {p.name for p in out.iterdir()} >= {"serving_vs_batch.png", "serving_vs_grid.png", "results.csv",
                                                "figures.json", "manifest.json", "sweep.json"}
@@ -70,7 +70,7 @@ def test_search_keeps_the_fastest_mapping_that_fits(capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(("args", "start"), [
     (["--set", "inference.grid=420by420"], "wsesim: --set: inference.grid: expected a grid like"),
     (["--set", "inference.grid=800x800"], "wsesim: --set: inference.grid: expected a grid within the 750x994 mesh"),
-    (["--vary", "inference.batch"], "wsesim: --vary: expected KEY=v1,v2,..."),
+    (["--vary", "inference.scheduler.batch"], "wsesim: --vary: expected KEY=v1,v2,..."),
     (["--set", "inference.kv_layout=paged"], "wsesim: --set: inference.kv_layout:"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], start: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,7 +82,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], start: str, capsys: p
 def test_out_and_trace_write_the_result_the_manifest_and_one_span_per_stage_visit(tmp_path: Path) -> None:
     out, trace = tmp_path / "run", tmp_path / "t" / "serve.json"
     assert cli.main(["infer", *TINY, "--set", "inference.grid=2x2", "--set", "inference.layers_per_stage=1",
-                     "--set", "inference.batch=2", "--set", "inference.batching=none",  # a token an iteration
+                     "--set", "inference.scheduler.batch=2", "--set", "inference.scheduler.batching=none",  # a token an iteration
                      "--out", str(out), "--trace", str(trace)]) == 0
     result = json.loads((out / "result.json").read_text())
     assert result["stages"] == 2 and "wall_s" not in result
@@ -106,7 +106,7 @@ def test_a_bad_vary_key_or_first_value_is_blamed_on_vary(vary: str, expected: st
 
 def test_a_bad_set_key_beside_vary_is_still_blamed_on_set(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.bogus=1",
-            "--vary", "inference.batch=1,2"]
+            "--vary", "inference.scheduler.batch=1,2"]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err.startswith("wsesim: --set: inference.bogus: unknown key")
 
@@ -135,13 +135,13 @@ def test_a_sweep_warns_of_each_point_beyond_the_context(tmp_path: Path,
     """A context of 20 tokens: a request of 16 + 4 - 1 = 19 tokens fits it, 16 + 6 - 1 = 21 does not; the
     warning names that point by its value (the base, the first point, fits). Every point of a sweep is
     checked, not only its base."""
-    at = TINY.index("inference.output_len=4")
+    at = TINY.index("inference.load.output_len=4")
     tiny = TINY[:at - 1] + TINY[at + 1:]
-    code = cli.main(["infer", *tiny, "--set", "model.context_len=20", "--vary", "inference.output_len=4,6"])
+    code = cli.main(["infer", *tiny, "--set", "model.context_len=20", "--vary", "inference.load.output_len=4,6"])
     assert code == 0
     err = capsys.readouterr().err.splitlines()[-1]  # after the progress lines
-    assert err == ("wsesim: warning: sweep point {inference.output_len=6}: a request's prompt and output "
-                   "(inference.prompt_len + output_len - 1) of 21 tokens is beyond tiny-moe's context of 20 "
+    assert err == ("wsesim: warning: sweep point {inference.load.output_len=6}: a request's prompt and output "
+                   "(inference.load.prompt_len + output_len - 1) of 21 tokens is beyond tiny-moe's context of 20 "
                    "tokens (model.context_len): simulated as asked, but the model was not made for it")
     sweep = tmp_path / "s.yaml"
     sweep.write_text(f"kind: sweep\nname: ctx\nbase: {REPO / 'workloads/qwen3-30b-a3b/experiment.yaml'}\n"
@@ -163,7 +163,7 @@ def test_vary_a_categorical_key_and_a_number_into_a_folder_draws_both(
     """Issue 29 High 1: kv_layout (shift, concat) is a category on its axis, the batch a number."""
     out = tmp_path / "o"
     assert cli.main(["infer", *TINY, "--vary", "inference.kv_layout=shift,concat", "--vary",
-                     "inference.batch=1,2", "--out", str(out)]) == 0
+                     "inference.scheduler.batch=1,2", "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert "internal error" not in captured.err
     figures = {f["stem"]: f for f in json.loads((out / "figures.json").read_text())["figures"]}
@@ -218,7 +218,7 @@ def test_a_file_given_to_vary_or_grid_is_shown_as_written_and_loaded_from_the_wo
     assert rows["a"][0]["point_key"] == rows["c"][0]["point_key"]
     sweep = tmp_path / "s.yaml"  # wsesim sweep --grid alike
     sweep.write_text(yaml.safe_dump({"kind": "sweep", "base": str(REPO / "workloads/llama3-8b/serve.yaml"),
-                                     "grid": {"inference.batch": [1]}}), encoding="utf-8")
+                                     "grid": {"inference.scheduler.batch": [1]}}), encoding="utf-8")
     sets = [a for s in ("hardware=tiny8", *TINY[5::2]) for a in ("--set", s)]
     assert cli.main(["sweep", str(sweep), *sets, "--grid", "model=./m.yaml", "--out", "g"]) == 0
     [row] = read_results_table(tmp_path / "c" / "g" / "results.csv")[1]
@@ -226,11 +226,11 @@ def test_a_file_given_to_vary_or_grid_is_shown_as_written_and_loaded_from_the_wo
 
 
 def test_vary_and_set_hardware_by_name(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["infer", "--vary", "hardware=wse2,wse3", "--set", "inference.prompt_len=256",
-                     "--set", "inference.output_len=2", "--json"]) == 0
+    assert cli.main(["infer", "--vary", "hardware=wse2,wse3", "--set", "inference.load.prompt_len=256",
+                     "--set", "inference.load.output_len=2", "--json"]) == 0
     assert [r["hardware"] for r in json.loads(capsys.readouterr().out)] == ["wse2", "wse3"]
-    assert cli.main(["infer", "--set", "hardware=wse3", "--set", "inference.prompt_len=256",
-                     "--set", "inference.output_len=2", "--json"]) == 0
+    assert cli.main(["infer", "--set", "hardware=wse3", "--set", "inference.load.prompt_len=256",
+                     "--set", "inference.load.output_len=2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hardware"] == "wse3"
 
 
@@ -241,7 +241,7 @@ def test_vary_and_set_hardware_by_name(capsys: pytest.CaptureFixture[str]) -> No
     (["infer", "--vary", "hardware=wse2,nope"], "wsesim: --vary: point 1 {hardware=nope}: hardware: expected"),
     (["infer", "--set", "inference.grid=420x420", "--objective", "ttft"],
      "wsesim: --objective: expected --objective with --search or inference.grid: auto"),
-    (["infer", "--vary", "inference.batch=1,2", "--objective", "ttft"],
+    (["infer", "--vary", "inference.scheduler.batch=1,2", "--objective", "ttft"],
      "wsesim: --vary: expected no --objective with --vary"),
 ])
 def test_an_error_blames_the_flag_that_gave_the_value(argv: list[str], line: str, tmp_path: Path,
@@ -266,8 +266,8 @@ def test_search_keeps_the_best_candidate_by_its_objective(objective: str, metric
     """Issue 29 Medium 7 / deliver 3: the kept mapping is the candidate best at what was asked (LLaMA3-8B on
     a WSE-2 with four short requests: 13 grids fit, and they trade TTFT, TPOT and throughput)."""
     out = tmp_path / "o"
-    argv = ["infer", "--set", "inference.prompt_len=256", "--set", "inference.output_len=4", "--set",
-            "inference.batch=4", "--search", "--out", str(out)]
+    argv = ["infer", "--set", "inference.load.prompt_len=256", "--set", "inference.load.output_len=4", "--set",
+            "inference.scheduler.batch=4", "--search", "--out", str(out)]
     assert cli.main([*argv, "--objective", objective]) == 0
     printed = capsys.readouterr().out
     assert f"kept (--objective {objective}) {OBJECTIVES[objective][0]}" in printed
@@ -287,7 +287,7 @@ def test_figures_name_the_mapping_of_every_point(tmp_path: Path) -> None:
     """Issue 29 Medium 7: each served point has its stages × grid and wafers; one mapping for all is the
     title's. The tiny model at batch 1, 2 on an 8×8 grid: one stage on one wafer each."""
     out = tmp_path / "o"
-    assert cli.main(["infer", *TINY, "--set", "inference.grid=8x8", "--vary", "inference.batch=1,2",
+    assert cli.main(["infer", *TINY, "--set", "inference.grid=8x8", "--vary", "inference.scheduler.batch=1,2",
                      "--out", str(out)]) == 0
     header, rows = read_results_table(out / "results.csv")
     [plan] = plan_serving(header, rows)

@@ -28,11 +28,11 @@ def test_llama3_8b_on_an_h100_node_prints_its_figures(capsys: pytest.CaptureFixt
 
 def test_the_json_has_the_gpu_block_and_a_wafer_run_none(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _main(capsys, "infer", "--hardware", "h200", "--model", "llama3-8b", "--set",
-                         "inference.tensor_parallel=2", "--set", "inference.prompt_len=128", "--json")
+                         "inference.tensor_parallel=2", "--set", "inference.load.prompt_len=128", "--json")
     r = json.loads(out)
     assert code == 0 and r["gpu"]["tensor_parallel"] == 2 and r["gpu"]["kv_shards"] == 2
     assert r["joules_per_token"] > 0 and r["tpot_s"] > 0 and r["systems"] == 1
-    code, out, _ = _main(capsys, "infer", "--set", "inference.prompt_len=128", "--set", "inference.output_len=4",
+    code, out, _ = _main(capsys, "infer", "--set", "inference.load.prompt_len=128", "--set", "inference.load.output_len=4",
                          "--json")
     assert code == 0 and "gpu" not in json.loads(out)
 

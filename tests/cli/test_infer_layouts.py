@@ -20,7 +20,7 @@ def test_the_readme_examples_are_the_draft_and_the_split_prefill() -> None:
     found = [p for p in pairs()[0] if p.name.startswith("Speculative decoding and split prefill")]
     assert [len(p.commands) for p in found] == [1, 1]
     assert "inference.speculative.draft=llama3.2-1b" in found[0].commands[0]
-    assert "inference.prefill_systems=1" in found[1].commands[0]
+    assert "inference.disaggregation.prefill_systems=1" in found[1].commands[0]
     assert found[0].quoted[1].startswith("speculative decoding") and found[1].quoted[0].startswith("split prefill")
 
 
@@ -33,9 +33,9 @@ def test_the_readme_examples_are_the_draft_and_the_split_prefill() -> None:
      "expected a speculative draft with the target's vocabulary (128,256 tokens"),
     (["inference.speculative.draft=nope", "inference.speculative.acceptance=0.8"],
      "inference.speculative.draft: expected a model preset"),
-    (["inference.prefill_systems=1", "inference.batch=4", "inference.batching=none"],
-     "inference.prefill_systems: expected batching: auto or continuous with prefill_systems"),
-    (["inference.prefill_systems=0"], "inference.prefill_systems: expected a value > 0"),
+    (["inference.disaggregation.prefill_systems=1", "inference.scheduler.batch=4", "inference.scheduler.batching=none"],
+     "inference.disaggregation.prefill_systems: expected batching: auto or continuous with prefill_systems"),
+    (["inference.disaggregation.prefill_systems=0"], "inference.disaggregation.prefill_systems: expected a value > 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2(sets: list[str], message: str, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:

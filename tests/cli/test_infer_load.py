@@ -12,8 +12,8 @@ import pytest
 
 from wsesim import cli
 
-LOAD = ["--set", "inference.arrival=poisson", "--set", "inference.rate=4", "--set", "inference.requests=40",
-        "--set", "inference.batch=8", "--set", "inference.prompt_len=512", "--set", "inference.output_len=32"]
+LOAD = ["--set", "inference.load.arrival=poisson", "--set", "inference.load.rate=4", "--set", "inference.load.requests=40",
+        "--set", "inference.scheduler.batch=8", "--set", "inference.load.prompt_len=512", "--set", "inference.load.output_len=32"]
 
 
 def test_poisson_load_prints_percentiles_and_writes_requests_csv(tmp_path: Path,
@@ -40,21 +40,21 @@ def test_poisson_load_prints_percentiles_and_writes_requests_csv(tmp_path: Path,
 
 def test_bad_load_key_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "o"
-    assert cli.main(["infer", "--set", "inference.arrival=poisson", "--set", "inference.requests=5",
+    assert cli.main(["infer", "--set", "inference.load.arrival=poisson", "--set", "inference.load.requests=5",
                      "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "inference.rate: expected a rate (requests per second) with arrival: poisson" in err
+    assert "inference.load.rate: expected rate with arrival: poisson, got none" in err
     assert "\n" not in err and not out.exists()
 
 
-TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-        "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB", "--set", "inference.arrival=poisson",
-        "--set", "inference.requests=20", "--set", "inference.batch=4"]
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+        "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB", "--set", "inference.load.arrival=poisson",
+        "--set", "inference.load.requests=20", "--set", "inference.scheduler.batch=4"]
 
 
 def test_trace_has_a_span_per_iteration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "t.json"
-    assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--trace", str(path), "--json"]) == 0
+    assert cli.main(["infer", *TINY, "--set", "inference.load.rate=100000", "--trace", str(path), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     spans = [e for e in events if e["cat"] not in ("handoff", "experts")]
@@ -68,14 +68,14 @@ def test_trace_has_a_span_per_iteration(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_a_sweep_over_the_rate_draws_throughput_against_latency(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """--vary inference.rate: one labelled point per load on tokens/s per system against per user; the
+    """--vary inference.load.rate: one labelled point per load on tokens/s per system against per user; the
     base needs no rate of its own (the first point's validates it)."""
     out = tmp_path / "sweep"
-    assert cli.main(["infer", *TINY, "--vary", "inference.rate=20000,100000,500000", "--out", str(out)]) == 0
+    assert cli.main(["infer", *TINY, "--vary", "inference.load.rate=20000,100000,500000", "--out", str(out)]) == 0
     figures = json.loads((out / "figures.json").read_text())["figures"]
     load = next(f for f in figures if f["stem"] == "throughput_vs_latency")
     (series,) = load["series"]
-    assert load["load"] == "inference.rate"
+    assert load["load"] == "inference.load.rate"
     assert [p["load"] for p in series["points"]] == ["20000", "100000", "500000"]
     assert not load["left_out"]
     rows = list(csv.DictReader((out / "results.csv").open()))
@@ -93,11 +93,11 @@ def test_without_an_slo_goodput_is_n_a_never_0(tmp_path: Path, capsys: pytest.Ca
     serving sweep's results.csv and no metric of ``compare`` (issue 40: they read 0.0, as if nothing met
     targets never given); with targets they are numbers."""
     out = tmp_path / "run"
-    assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--out", str(out)]) == 0
+    assert cli.main(["infer", *TINY, "--set", "inference.load.rate=100000", "--out", str(out)]) == 0
     result = json.loads((out / "result.json").read_text())
     assert result["feasible"] and all(result[k] is None for k in SLO_FIELDS), {k: result[k] for k in SLO_FIELDS}
     sweep = tmp_path / "sweep"
-    assert cli.main(["infer", *TINY, "--vary", "inference.rate=20000,100000", "--out", str(sweep)]) == 0
+    assert cli.main(["infer", *TINY, "--vary", "inference.load.rate=20000,100000", "--out", str(sweep)]) == 0
     rows = list(csv.DictReader((sweep / "results.csv").open()))
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert all(r[k] == "" for r in rows for k in SLO_FIELDS if k in r)
@@ -108,7 +108,7 @@ def test_without_an_slo_goodput_is_n_a_never_0(tmp_path: Path, capsys: pytest.Ca
         metrics = [m["metric"] for m in data["metrics"]] if "metrics" in data else [
             m["metric"] for row in data["rows"] for m in row["metrics"]]
         assert metrics and not set(metrics) & set(SLO_FIELDS)
-    assert cli.main(["infer", *TINY, "--set", "inference.rate=100000", "--set", "inference.slo.ttft=1 s",
+    assert cli.main(["infer", *TINY, "--set", "inference.load.rate=100000", "--set", "inference.slo.ttft=1 s",
                      "--set", "inference.slo.tpot=1 s", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["slo_attainment"] == 1.0 and result["goodput_tokens_per_s"] == result["tokens_per_s"]
@@ -120,10 +120,10 @@ def test_a_refused_request_does_not_meet_the_slo(tmp_path: Path, capsys: pytest.
     counts the 2."""
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_len,output_len\n0,16,4\n0.001,16,4\n0.002,16,10000000\n")
-    argv = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-            "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB",
-            "--set", "inference.arrival=trace", "--set", f"inference.trace={trace}",
-            "--set", "inference.batch=4", "--set", "inference.slo.ttft=1 s",
+    argv = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+            "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB",
+            "--set", "inference.load.arrival=trace", "--set", f"inference.load.file={trace}",
+            "--set", "inference.scheduler.batch=4", "--set", "inference.slo.ttft=1 s",
             "--set", "inference.slo.tpot=1 s", "--json"]
     assert cli.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
@@ -140,19 +140,19 @@ def test_every_request_refused_is_infeasible_not_ok(tmp_path: Path, capsys: pyte
     the best point of a figure); in a sweep, an infeasible row with its latencies empty."""
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_len,output_len\n0,16,10000000\n0.001,16,10000000\n")
-    base = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-            "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB", "--set", "inference.arrival=trace",
-            "--set", "inference.batch=4"]
-    assert cli.main([*base, "--set", f"inference.trace={trace}", "--json"]) == 0
+    base = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+            "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB", "--set", "inference.load.arrival=trace",
+            "--set", "inference.scheduler.batch=4"]
+    assert cli.main([*base, "--set", f"inference.load.file={trace}", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert not result["feasible"] and (result["requests"], result["refused"]) == (2, 2)
     assert result["infeasible_reason"].startswith("every request refused: each one's KV cache")
     assert "16 + 10,000,000 tokens" in result["infeasible_reason"]
-    assert cli.main([*base, "--set", f"inference.trace={trace}"]) == 0
+    assert cli.main([*base, "--set", f"inference.load.file={trace}"]) == 0
     text = capsys.readouterr().out
     assert "mapping: 1 stage of 8x8 PEs" in text and "infeasible: every request refused" in text
     sweep = tmp_path / "sweep"
-    assert cli.main([*base, "--vary", f"inference.trace={trace}", "--out", str(sweep)]) == 0
+    assert cli.main([*base, "--vary", f"inference.load.file={trace}", "--out", str(sweep)]) == 0
     (row,) = csv.DictReader((sweep / "results.csv").open())
     assert row["status"] == "infeasible" and row["reason"].startswith("every request refused")
     assert row["ttft_s"] == row["tpot_s"] == row["end_to_end_s"] == ""

@@ -14,8 +14,8 @@ import pytest
 
 from wsesim import cli
 
-TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-        "--set", "inference.batching=none"]  # an iteration a stage visit
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+        "--set", "inference.scheduler.batching=none"]  # an iteration a stage visit
 EPS = 1e-6  # µs: the trace's float rounding, far below a cycle (0.001 µs)
 
 
@@ -50,13 +50,13 @@ def _visits(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 CASES = {
-    "one stage": (["inference.grid=8x8", "inference.batch=3", "inference.output_len=3"], 1, 3, 3),
-    "two stages": (["inference.grid=2x2", "inference.layers_per_stage=1", "inference.batch=2",
-                    "inference.output_len=5"], 2, 2, 5),
+    "one stage": (["inference.grid=8x8", "inference.scheduler.batch=3", "inference.load.output_len=3"], 1, 3, 3),
+    "two stages": (["inference.grid=2x2", "inference.layers_per_stage=1", "inference.scheduler.batch=2",
+                    "inference.load.output_len=5"], 2, 2, 5),
     "three stages": (["model.layers=3", "inference.grid=2x2", "inference.layers_per_stage=1",
-                      "inference.batch=2", "inference.output_len=3"], 3, 2, 3),
+                      "inference.scheduler.batch=2", "inference.load.output_len=3"], 3, 2, 3),
     "two wafers": (["inference.grid=8x8", "inference.layers_per_stage=1", "inference.interconnect=swarmx",
-                    "inference.batch=1", "inference.output_len=4"], 2, 1, 4),
+                    "inference.scheduler.batch=1", "inference.load.output_len=4"], 2, 1, 4),
 }
 
 
@@ -102,8 +102,8 @@ def test_a_batch_queues_first_come_first_served(tmp_path: Path) -> None:
     """Three requests on one stage (one PE) at cycle 0: the prompts back to back, request r's first
     token at (r + 1) · P; then token 1 of requests 0, 1, 2 and token 2 of 0, 1, 2, the stage never idle
     (tests/experiments/test_serving_runs.py derives the times)."""
-    spans, result, _ = _infer(tmp_path, ["inference.grid=1x1", "hardware.pe.sram=1 MiB", "inference.batch=3",
-                                         "inference.output_len=3"])
+    spans, result, _ = _infer(tmp_path, ["inference.grid=1x1", "hardware.pe.sram=1 MiB", "inference.scheduler.batch=3",
+                                         "inference.load.output_len=3"])
     P = result["per_stage"][0]["prefill_cycles"] / 1e3  # µs
     order = sorted(spans, key=lambda e: e["ts"])
     assert [(e["args"]["request"], e["args"]["token"]) for e in order] == [
@@ -118,7 +118,7 @@ def test_a_batch_queues_first_come_first_served(tmp_path: Path) -> None:
 def test_search_traces_the_mapping_it_keeps(tmp_path: Path) -> None:
     """``--search --trace`` writes the best candidate's run: its stages × requests × tokens spans."""
     spans, result, threads = _infer(tmp_path, ["hardware.mesh.rows=16", "hardware.mesh.cols=16",
-                                               "inference.batch=2", "inference.output_len=3"],
+                                               "inference.scheduler.batch=2", "inference.load.output_len=3"],
                                     extra=("--search",))
     assert result["feasible"] and len(threads) == result["stages"]
     assert len(spans) == result["stages"] * 2 * 3

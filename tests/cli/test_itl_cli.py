@@ -14,10 +14,10 @@ from wsesim import cli
 from wsesim.analysis.serving_plans import plan_serving
 from wsesim.experiments.table import SERVING_COLUMNS, read_results_table
 
-TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-        "--set", "inference.output_len=6", "--set", "hardware.pe.sram=1 MiB"]
-LOAD = ["--set", "inference.arrival=poisson", "--set", "inference.rate=200000", "--set",
-        "inference.requests=20", "--set", "inference.batch=4"]
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+        "--set", "inference.load.output_len=6", "--set", "hardware.pe.sram=1 MiB"]
+LOAD = ["--set", "inference.load.arrival=poisson", "--set", "inference.load.rate=200000", "--set",
+        "inference.load.requests=20", "--set", "inference.scheduler.batch=4"]
 NEW = ("itl_s", "itl_p50_s", "itl_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s")
 
 
@@ -43,7 +43,7 @@ def test_one_request_pipeline_prints_them_too(capsys: pytest.CaptureFixture[str]
     assert cli.main(["infer", *TINY]) == 0
     text = capsys.readouterr().out
     assert "inter-token latency " in text and "end to end per request " in text
-    assert cli.main(["infer", *TINY, "--set", "inference.output_len=1"]) == 0
+    assert cli.main(["infer", *TINY, "--set", "inference.load.output_len=1"]) == 0
     assert "n/a (one output token: no gap)" in capsys.readouterr().out
 
 
@@ -52,16 +52,16 @@ def test_sweep_columns_are_the_results_and_compare_shows_their_ratios(tmp_path: 
     """The six columns follow tpot_p99_s in results.csv, each cell the repr of the point's result; compare
     of two sweeps has ITL p99 and e2e p99 ratios (rate 2e5 against 4e5: more queueing at B)."""
     for side, rate in (("a", "200000"), ("b", "400000")):
-        assert cli.main(["infer", *TINY, *LOAD[:2], "--set", f"inference.rate={rate}", *LOAD[4:6],
-                         "--vary", "inference.batch=2,4", "--out", str(tmp_path / side)]) == 0
+        assert cli.main(["infer", *TINY, *LOAD[:2], "--set", f"inference.load.rate={rate}", *LOAD[4:6],
+                         "--vary", "inference.scheduler.batch=2,4", "--out", str(tmp_path / side)]) == 0
     at = SERVING_COLUMNS.index("tpot_p99_s") + 1
     assert SERVING_COLUMNS[at:at + 6] == NEW
     header, rows = read_results_table(tmp_path / "a" / "results.csv")
     assert all(c in header for c in NEW) and all(float(row[c]) > 0 for row in rows for c in NEW)
     capsys.readouterr()
-    assert cli.main(["infer", *TINY, *LOAD[:6], "--set", "inference.batch=2", "--json"]) == 0
+    assert cli.main(["infer", *TINY, *LOAD[:6], "--set", "inference.scheduler.batch=2", "--json"]) == 0
     one = json.loads(capsys.readouterr().out)
-    first = next(row for row in rows if row["set:inference.batch"] == "2")
+    first = next(row for row in rows if row["set:inference.scheduler.batch"] == "2")
     assert [first[c] for c in NEW] == [repr(one[c]) for c in NEW]
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -76,7 +76,7 @@ def test_sweep_columns_are_the_results_and_compare_shows_their_ratios(tmp_path: 
 
 def test_compare_two_serving_runs_has_itl_and_e2e(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["infer", *TINY, *LOAD, "--out", str(tmp_path / "a")]) == 0
-    assert cli.main(["infer", *TINY, *LOAD, "--set", "inference.batch=2", "--out", str(tmp_path / "b")]) == 0
+    assert cli.main(["infer", *TINY, *LOAD, "--set", "inference.scheduler.batch=2", "--out", str(tmp_path / "b")]) == 0
     capsys.readouterr()
     assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
     metrics = {m["metric"]: m for m in json.loads(capsys.readouterr().out)["metrics"]}
@@ -87,7 +87,7 @@ def test_compare_two_serving_runs_has_itl_and_e2e(tmp_path: Path, capsys: pytest
 
 def test_a_csv_without_the_columns_keeps_three_panels(tmp_path: Path) -> None:
     """An older sweep's results.csv (no ITL or e2e columns) is still drawn: its three panels."""
-    assert cli.main(["infer", *TINY, "--vary", "inference.batch=1,2", "--out", str(tmp_path / "a")]) == 0
+    assert cli.main(["infer", *TINY, "--vary", "inference.scheduler.batch=1,2", "--out", str(tmp_path / "a")]) == 0
     header, rows = read_results_table(tmp_path / "a" / "results.csv")
     [plan] = plan_serving(header, rows)
     assert [p.metric for p in plan.panels][3:] == ["itl_p99_s", "e2e_p99_s"]
@@ -106,11 +106,11 @@ def test_a_csv_without_the_columns_keeps_three_panels(tmp_path: Path) -> None:
 
 def test_the_sweep_table_has_itl_p99(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``infer --vary``'s table: ITL p99 in ms beside TTFT, as results.csv has it."""
-    assert cli.main(["infer", *TINY, *LOAD[:6], "--vary", "inference.batch=2,4", "--out", str(tmp_path / "a")]) == 0
+    assert cli.main(["infer", *TINY, *LOAD[:6], "--vary", "inference.scheduler.batch=2,4", "--out", str(tmp_path / "a")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    head = next(line for line in lines if line.startswith("inference.batch"))
+    head = next(line for line in lines if line.startswith("inference.scheduler.batch"))
     assert "TTFT ms  ITL p99 ms  status" in head
     _, rows = read_results_table(tmp_path / "a" / "results.csv")
     for row in rows:
-        line = next(x for x in lines if x.split()[:1] == [row["set:inference.batch"]])
+        line = next(x for x in lines if x.split()[:1] == [row["set:inference.scheduler.batch"]])
         assert line.split()[-2] == f"{1e3 * float(row['itl_p99_s']):,.3f}"

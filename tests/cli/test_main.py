@@ -311,9 +311,9 @@ def test_memory_training_auto_on_the_shipped_example(capsys: pytest.CaptureFixtu
 
 # ----------------------------------------------------- a sweep's workers with stdin and stderr closed
 
-SERVE_TINY = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-              "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB",
-              "--set", "inference.arrival=poisson", "--set", "inference.requests=3", "--set", "inference.batch=4"]
+SERVE_TINY = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+              "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB",
+              "--set", "inference.load.arrival=poisson", "--set", "inference.load.requests=3", "--set", "inference.scheduler.batch=4"]
 
 
 def test_a_vary_on_two_workers_with_stdin_and_stderr_closed_serves_every_point(tmp_path: Path) -> None:
@@ -324,7 +324,7 @@ def test_a_vary_on_two_workers_with_stdin_and_stderr_closed_serves_every_point(t
         os.close(0)
         os.close(2)
 
-    r = subprocess.run([sys.executable, "-m", "wsesim", *SERVE_TINY, "--vary", "inference.rate=1000,2000",
+    r = subprocess.run([sys.executable, "-m", "wsesim", *SERVE_TINY, "--vary", "inference.load.rate=1000,2000",
                         "--workers", "2", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
                        preexec_fn=close_stdin_and_stderr, check=False, timeout=300, text=True)
     assert r.returncode == 0, r.stdout[-2000:]
@@ -338,7 +338,7 @@ def test_a_sweep_whose_worker_died_exits_1_and_says_so(tmp_path: Path) -> None:
         "import os\nfrom wsesim.experiments import sweep\nreal = sweep.run_point\n\n\n"
         "def run_point(raw, source, point):\n    if point.index == 1:\n        os.kill(os.getpid(), 9)\n"
         "    return real(raw, source, point)\n", encoding="utf-8")
-    argv = [*SERVE_TINY, "--vary", "inference.rate=1000,2000,3000", "--workers", "2", "--json"]
+    argv = [*SERVE_TINY, "--vary", "inference.load.rate=1000,2000,3000", "--workers", "2", "--json"]
     (tmp_path / "driver.py").write_text(
         f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport dyingpoint\nfrom wsesim import cli\n"
         "from wsesim.experiments import sweep\nif __name__ == '__main__':\n"
@@ -347,7 +347,7 @@ def test_a_sweep_whose_worker_died_exits_1_and_says_so(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(tmp_path / "driver.py")], cwd=tmp_path, capture_output=True,
                        stdin=subprocess.DEVNULL, check=False, timeout=300, text=True)
     assert r.returncode == 1, r.stderr[-2000:]
-    rows = {str(row["set:inference.rate"]): row for row in json.loads(r.stdout)}
+    rows = {str(row["set:inference.load.rate"]): row for row in json.loads(r.stdout)}
     assert [rows[k]["status"] for k in ("1000", "2000", "3000")] == ["ok", "error", "ok"]
     assert rows["2000"]["reason"].startswith("the worker process running this point died")
     assert "wsesim: 1 point of 3 not run: the worker process running each died" in r.stderr

@@ -17,8 +17,8 @@ from wsesim import cli
 from wsesim.experiments.sweep import RESULT_COLUMNS
 
 EXPECTED = "expected a results.csv written by wsesim sweep"
-SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-           "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+           "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
 
 
 def _results(rows: list[dict[str, object]]) -> str:

@@ -160,8 +160,8 @@ def test_a_sweeps_time_left_says_how_far_off_the_first_lines_estimate_it_is(
     ticks = iter([0.0, per_point, 2 * per_point, 3 * per_point])
     monkeypatch.setattr(cli_sweep, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(ticks))}))
     args = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.pe.sram=1 MiB",
-            "--set", "inference.prompt_len=16", "--set", "inference.output_len=4",
-            "--vary", "inference.batch=1,2,3", "--out", str(tmp_path / "o")]
+            "--set", "inference.load.prompt_len=16", "--set", "inference.load.output_len=4",
+            "--vary", "inference.scheduler.batch=1,2,3", "--out", str(tmp_path / "o")]
     assert cli.main(args) == 0
     err = capsys.readouterr().err.splitlines()
     assert "3 points, 3 to run (about 3 s)" in err[0]
@@ -172,7 +172,7 @@ def test_infer_draws_its_progress_on_a_terminal_only(monkeypatch: pytest.MonkeyP
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 40 (low): a 65,536-request run was 18 s of silence; tune showed its progress."""
     args = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "hardware.pe.sram=1 MiB",
-            "--set", "inference.prompt_len=16", "--set", "inference.output_len=4", "--json"]
+            "--set", "inference.load.prompt_len=16", "--set", "inference.load.output_len=4", "--json"]
     assert cli.main(args) == 0
     assert capsys.readouterr().err == ""  # captured, not a terminal: quiet
     tty = Terminal()

@@ -16,7 +16,7 @@ from _readme_pairs import pairs  # noqa: E402
 def test_the_readme_load_example_quotes_the_latencies() -> None:
     [pair] = [p for p in pairs()[0] if p.name.startswith("Serving many users")]
     [args] = pair.commands
-    assert args[0] == "infer" and args[-2] == "--out" and "inference.arrival=poisson" in args
+    assert args[0] == "infer" and args[-2] == "--out" and "inference.load.arrival=poisson" in args
     starts = [line.split("  ", 1)[0] for line in pair.quoted]
     assert {"time to first token", "time per output token", "inter-token latency", "end to end per request",
             "goodput"} <= set(starts)

@@ -122,32 +122,32 @@ CASES += [
          r"alone at the same batch: 2,048 micro-batches\)\), mostly micro-batches; --set training\.global_batch=\d+ would fit "
          r"\(now 6,144: 8 micro-batches\)", env={"WSESIM_MAX_RUN_S": "60"}),
     # issue 30.4: serving has a work estimate (stages × requests × output tokens), a search and --vary too
-    Case("infer-output-len", lambda f: ["infer", "--set", "inference.batch=16", "--set", "inference.output_len=10000"],
+    Case("infer-output-len", lambda f: ["infer", "--set", "inference.scheduler.batch=16", "--set", "inference.load.output_len=10000"],
          r"this serving run cannot finish here: it would run longer than 1 s \(WSESIM_MAX_RUN_S\): about \d+ s and .* "
          r"\(\d+ stages × 16 requests × 10,000 output tokens = [\d,]+ stage iterations at most, .*, on the fast engine\); "
-         r"--set inference\.output_len=\d+ would fit \(now 10,000\), or a smaller inference\.batch",
+         r"--set inference\.load\.output_len=\d+ would fit \(now 10,000\), or a smaller inference\.scheduler\.batch",
          env={"WSESIM_MAX_RUN_S": "1"}),
     # issue 40: a load under continuous batching is its requests' tokens: the advice is fewer requests (a
     # trace's first rows), never a smaller batch (the same tokens are served)
     Case("infer-poisson-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
                                               "--set", "hardware.pe.sram=1 MiB", *_POISSON],
          r"this serving run cannot finish here: .*\(1 stage × 3,000 requests × 400 output tokens = 1,203,000 stage "
-         r"iterations at most, .*, on the fast engine\); --set inference\.requests=\d+ would fit \(now 3,000\), or a shorter "
-         r"inference\.output_len", env={"WSESIM_MAX_RUN_S": "1"}),
+         r"iterations at most, .*, on the fast engine\); --set inference\.load\.requests=\d+ would fit \(now 3,000\), or a shorter "
+         r"inference\.load\.output_len", env={"WSESIM_MAX_RUN_S": "1"}),
     Case("infer-trace-too-long", lambda f: ["infer", "--hardware", "tiny8", "--model", "tiny-moe",
-                                            "--set", "hardware.pe.sram=1 MiB", "--set", "inference.prompt_len=16",
-                                            "--set", "inference.arrival=trace", "--set", f"inference.trace={_trace(f)}"],
-         r"this serving run cannot finish here: .*; --set inference\.requests=(\d+) \(the trace's first [\d,]+ rows\) "
+                                            "--set", "hardware.pe.sram=1 MiB", "--set", "inference.load.prompt_len=16",
+                                            "--set", "inference.load.arrival=trace", "--set", f"inference.load.file={_trace(f)}"],
+         r"this serving run cannot finish here: .*; --set inference\.load\.requests=(\d+) \(the trace's first [\d,]+ rows\) "
          r"would fit \(now 3,000\)", env={"WSESIM_MAX_RUN_S": "1"}),
-    Case("infer-search-output-len", lambda f: ["infer", "--search", "--set", "inference.batch=16",
-                                               "--set", "inference.output_len=10000"],
+    Case("infer-search-output-len", lambda f: ["infer", "--search", "--set", "inference.scheduler.batch=16",
+                                               "--set", "inference.load.output_len=10000"],
          r"this search cannot finish here: .*stage iterations at most over \d+ candidate mappings, the largest .*; "
-         r"--set inference\.output_len=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "1"}),
-    Case("infer-vary-too-long", lambda f: ["infer", "--vary", "inference.output_len=5000,10000", "--set", "inference.batch=16"],
+         r"--set inference\.load\.output_len=\d+ would fit .*", env={"WSESIM_MAX_RUN_S": "1"}),
+    Case("infer-vary-too-long", lambda f: ["infer", "--vary", "inference.load.output_len=5000,10000", "--set", "inference.scheduler.batch=16"],
          r"this sweep cannot finish here: it would run longer than 1 s \(WSESIM_MAX_SWEEP_S\): about \d+ s for 2 points .*",
          env={"WSESIM_MAX_SWEEP_S": "1"}),
-    Case("infer-vary-points", lambda f: ["infer", "--vary", "inference.batch=" + ",".join(map(str, range(1, 201))),
-                                         "--vary", "inference.output_len=" + ",".join(map(str, range(1, 101)))],
+    Case("infer-vary-points", lambda f: ["infer", "--vary", "inference.scheduler.batch=" + ",".join(map(str, range(1, 201))),
+                                         "--vary", "inference.load.output_len=" + ",".join(map(str, range(1, 101)))],
          r".*serve\.yaml: grid: expected at most 10,000 points, got 20,000 \(200 × 100\): split the sweep into "
          r"several files"),
     # issue 30.5: wsesim kernel has a work estimate, a bound on its comma-lists, and ASCII digits only
@@ -319,12 +319,12 @@ CASES += [
 ]
 
 
-TINY_SERVE = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-              "--set", "inference.output_len=4"]
+TINY_SERVE = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+              "--set", "inference.load.output_len=4"]
 
 
-_POISSON = ["--set", "inference.prompt_len=16", "--set", "inference.output_len=400", "--set", "inference.arrival=poisson",
-            "--set", "inference.requests=3000", "--set", "inference.batch=4", "--set", "inference.rate=1000"]
+_POISSON = ["--set", "inference.load.prompt_len=16", "--set", "inference.load.output_len=400", "--set", "inference.load.arrival=poisson",
+            "--set", "inference.load.requests=3000", "--set", "inference.scheduler.batch=4", "--set", "inference.load.rate=1000"]
 
 
 def _trace(folder: Path) -> Path:
@@ -368,8 +368,8 @@ CASES += [
     Case("mistral-window-exceeded", lambda f: ["run", "--model", _mistral(f), "--set", "training.seq_len=8192"],
          r".*: training\.seq_len: expected at most model\.sliding_window \(4,096 tokens\), got 8,192: .*"),
     Case("mistral-window-exceeded-serving", lambda f: ["infer", "--model", _mistral(f),
-                                                       "--set", "inference.prompt_len=4096"],
-         r".*: inference\.prompt_len \+ output_len - 1: expected at most model\.sliding_window .*"),
+                                                       "--set", "inference.load.prompt_len=4096"],
+         r".*: inference\.load\.prompt_len \+ output_len - 1: expected at most model\.sliding_window .*"),
 ]
 
 
@@ -671,7 +671,7 @@ def test_a_sweep_folder_is_refused_by_another_command(tmp_path: Path, capsys: py
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-@pytest.mark.parametrize("second", [["infer", "--vary", "inference.batch=1,2", "--out", "DIR"],
+@pytest.mark.parametrize("second", [["infer", "--vary", "inference.scheduler.batch=1,2", "--out", "DIR"],
                                     ["sweep", "SWEEP", "--out", "DIR", "--workers", "1"]], ids=["infer-vary", "sweep"])
 def test_a_run_folder_is_refused_by_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                             second: list[str]) -> None:
@@ -731,7 +731,7 @@ def test_infer_search_honours_the_engine(tmp_path: Path, capsys: pytest.CaptureF
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(inference, "run_inference", spy)
-        assert cli.main(["infer", "--search", "--engine", "reference", "--set", "inference.output_len=4",
+        assert cli.main(["infer", "--search", "--engine", "reference", "--set", "inference.load.output_len=4",
                          "--json"]) == 0
     assert engines and set(engines) == {"reference"}
     assert json.loads(capsys.readouterr().out)["feasible"]
@@ -800,7 +800,7 @@ def test_low_findings_are_one_line(case: Case, tmp_path: Path, monkeypatch: pyte
 
 
 def test_one_output_token_has_no_tokens_per_s_per_request(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["infer", "--set", "inference.output_len=1"]) == 0
+    assert cli.main(["infer", "--set", "inference.load.output_len=1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"tokens/s per request +n/a\n", out) and "0.0 us" not in out
 

@@ -29,12 +29,12 @@ from wsesim import cli
 from wsesim.output import files
 
 SERVE: dict[str, Any] = {"kind": "inference", "name": "tiny-serve", "hardware": "tiny8", "model": "tiny-moe",
-                         "inference": {"prompt_len": 16, "output_len": 4}}
+                         "inference": {"load": {"prompt_len": 16, "output_len": 4}}}
 ROOMY = ["--set", "hardware.pe.sram=1 MiB"]
 
 
 def _sweep_file(path: Path, grid: dict[str, list[Any]] | None = None, **extra: Any) -> Path:
-    data = {"kind": "sweep", "name": "serve", "base": SERVE, "grid": grid or {"inference.batch": [1, 2]},
+    data = {"kind": "sweep", "name": "serve", "base": SERVE, "grid": grid or {"inference.scheduler.batch": [1, 2]},
             **extra}
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -51,14 +51,14 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
     path = _sweep_file(tmp_path / "s.yaml")
     assert cli.main(["sweep", str(path), *ROOMY, "--out", str(out), "--workers", "1", "--plot"]) == 0
     rows = _read(out / "results.csv")
-    assert [(r["set:inference.batch"], r["status"], r["grid"], r["stages"], r["systems"]) for r in rows] == [
+    assert [(r["set:inference.scheduler.batch"], r["status"], r["grid"], r["stages"], r["systems"]) for r in rows] == [
         ("1", "ok", "8x8", "1", "1"), ("2", "ok", "8x8", "1", "1")]
     assert all(float(r["tokens_per_s"]) > 0 and float(r["tokens_per_s_per_request"]) > 0 for r in rows)
     assert {"serving_vs_batch.png", "serving_vs_batch.svg", "serving_vs_batch.pdf", "figures.json",
             "manifest.json", "sweep.json"} <= {p.name for p in out.iterdir()}
     figure, frontier = json.loads((out / "figures.json").read_text())["figures"]
     assert figure["stem"] == "serving_vs_batch" and figure["x_values"] == ["1", "2"]
-    assert frontier["stem"] == "throughput_vs_latency" and frontier["load"] == "inference.batch"
+    assert frontier["stem"] == "throughput_vs_latency" and frontier["load"] == "inference.scheduler.batch"
     assert [p["metric"] for p in figure["panels"]] == ["tokens_per_s_per_request", "tokens_per_s", "ttft_s",
                                                        "itl_p99_s", "e2e_p99_s"]
     for panel in figure["panels"]:  # every row drawn once in each panel
@@ -70,9 +70,9 @@ def test_a_serving_sweep_writes_a_row_per_point_its_figures_and_its_manifest(
                                  "throughput_vs_latency.pdf", "figures.json"]
     printed = capsys.readouterr()
     assert printed.out.splitlines()[0].split() == [
-        "inference.batch", "grid", "stages", "systems", "tokens/s", "per", "request", "tokens/s", "TTFT", "ms",
+        "inference.scheduler.batch", "grid", "stages", "systems", "tokens/s", "per", "request", "tokens/s", "TTFT", "ms",
         "ITL", "p99", "ms", "status", "reason"]
-    assert "[2/2] inference.batch=2: ok " in printed.err
+    assert "[2/2] inference.scheduler.batch=2: ok " in printed.err
     assert "(1 stage of 8x8 PEs on 1 wafer)" in printed.err
 
 
@@ -147,7 +147,7 @@ def _killed_sweep(tmp_path: Path, path: Path, out: Path,
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_resume_after_a_kill_gives_the_bytes_of_a_sweep_never_interrupted(tmp_path: Path,
                                                                           how: signal.Signals) -> None:
-    path = _sweep_file(tmp_path / "s.yaml", grid={"inference.batch": [1, 2, 3]})
+    path = _sweep_file(tmp_path / "s.yaml", grid={"inference.scheduler.batch": [1, 2, 3]})
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert cli.main(["sweep", str(path), *ROOMY, "--out", str(whole), "--workers", "1"]) == 0
     killed = _killed_sweep(tmp_path, path, cut, how)
@@ -163,8 +163,8 @@ def test_resume_after_a_kill_gives_the_bytes_of_a_sweep_never_interrupted(tmp_pa
 
 # ------------------------------------------------------------------------------ infer --vary, a sweep
 
-TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-        "--set", "inference.output_len=4", *ROOMY]
+TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+        "--set", "inference.load.output_len=4", *ROOMY]
 
 
 def test_infer_vary_is_the_sweep_of_the_experiment_as_base(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -174,14 +174,14 @@ def test_infer_vary_is_the_sweep_of_the_experiment_as_base(tmp_path: Path, capsy
     experiment = tmp_path / "serve.yaml"
     experiment.write_text(yaml.safe_dump(SERVE), encoding="utf-8")
     via_infer, via_sweep = tmp_path / "a", tmp_path / "b"
-    vary = ["infer", str(experiment), *ROOMY, "--vary", "inference.batch=1,2", "--out", str(via_infer)]
+    vary = ["infer", str(experiment), *ROOMY, "--vary", "inference.scheduler.batch=1,2", "--out", str(via_infer)]
     assert cli.main(vary) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split()[:4] == ["inference.batch", "grid", "stages", "systems"]
+    assert table[0].split()[:4] == ["inference.scheduler.batch", "grid", "stages", "systems"]
     assert table[2].split()[:4] == ["1", "8x8", "1", "1"]
     sweep = tmp_path / "s.yaml"
     sweep.write_text(yaml.safe_dump({"kind": "sweep", "base": "serve.yaml",
-                                     "grid": {"inference.batch": [1, 2]}}), encoding="utf-8")
+                                     "grid": {"inference.scheduler.batch": [1, 2]}}), encoding="utf-8")
     assert cli.main(["sweep", str(sweep), *ROOMY, "--out", str(via_sweep), "--workers", "1", "--plot"]) == 0
     assert (via_infer / "results.csv").read_bytes() == (via_sweep / "results.csv").read_bytes()
     assert {p.name for p in via_infer.iterdir()} == {p.name for p in via_sweep.iterdir()}
@@ -217,7 +217,7 @@ def test_a_serving_sweep_runs_each_executor_simulation_engine_names(capsys: pyte
     real = points.run_inference
     monkeypatch.setattr(points, "run_inference", lambda spec, **kw: ran.append(spec.simulation.engine)
                         or real(spec, **kw))
-    load = ["--set", "inference.arrival=poisson", "--set", "inference.rate=200000", "--set", "inference.requests=3"]
+    load = ["--set", "inference.load.arrival=poisson", "--set", "inference.load.rate=200000", "--set", "inference.load.requests=3"]
     assert cli.main(["infer", *TINY, *load, "--vary", "simulation.engine=fast,reference", "--json"]) == 0
     fast, reference = json.loads(capsys.readouterr().out)
     assert ran == ["fast", "reference"]
@@ -227,7 +227,7 @@ def test_a_serving_sweep_runs_each_executor_simulation_engine_names(capsys: pyte
     own = ("set:simulation.engine", "engine", "point_key", "point")
     assert {k: v for k, v in fast.items() if k not in own} == {k: v for k, v in reference.items() if k not in own}
     ran.clear()
-    assert cli.main(["infer", *TINY, "--engine", "reference", "--vary", "inference.batch=1,2", "--json"]) == 0
+    assert cli.main(["infer", *TINY, "--engine", "reference", "--vary", "inference.scheduler.batch=1,2", "--json"]) == 0
     assert ran == ["reference", "reference"]
     ran.clear()  # two executors asked for at once: refused, nothing served
     capsys.readouterr()
@@ -237,9 +237,9 @@ def test_a_serving_sweep_runs_each_executor_simulation_engine_names(capsys: pyte
 
 
 @pytest.mark.parametrize(("args", "line"), [
-    (["--vary", "inference.batch=1,2", "--search"],
+    (["--vary", "inference.scheduler.batch=1,2", "--search"],
      "wsesim: --vary: expected no --search with --vary (a sweep serves each point once)"),
-    (["--vary", "inference.batch=1,2", "--resume"],
+    (["--vary", "inference.scheduler.batch=1,2", "--resume"],
      "wsesim: --resume: expected --out DIR with --resume (the folder whose results.csv to resume)"),
     (["--vary", "inference.kv_layout=shift,paged"],
      "wsesim: --vary: point 1 {inference.kv_layout=paged}: inference.kv_layout: expected 'shift' or "

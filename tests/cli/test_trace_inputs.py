@@ -1,5 +1,5 @@
 """Issue 40: a request trace as an input of a sweep and a manifest (its contents, not only its path), and
-the paths a serving experiment names (``inference.trace``, ``inference.speculative.draft``) read from the
+the paths a serving experiment names (``inference.load.file``, ``inference.speculative.draft``) read from the
 folder of whoever gave them: ``--set`` the working folder, a file (or a sweep's grid) that file's."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from wsesim import cli
 from wsesim.config.inference import load_inference
 
 SERVE: dict[str, Any] = {"kind": "inference", "name": "tiny-serve", "hardware": "tiny8", "model": "tiny-moe",
-                         "inference": {"prompt_len": 16, "output_len": 4, "arrival": "trace"}}
+                         "inference": {"load": {"prompt_len": 16, "output_len": 4, "arrival": "trace"}}}
 ROOMY = ["--set", "hardware.pe.sram=1 MiB"]
 
 
@@ -28,7 +28,7 @@ def _trace(path: Path, output_len: int) -> Path:
 
 def _sweep(folder: Path, trace: str = "t.csv") -> Path:
     data = {"kind": "sweep", "name": "serve", "base": SERVE,
-            "grid": {"inference.trace": [trace], "inference.batch": [1, 2]}}
+            "grid": {"inference.load.file": [trace], "inference.scheduler.batch": [1, 2]}}
     path = folder / "sweep.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -72,12 +72,12 @@ def test_the_manifest_records_the_traces_checksum(tmp_path: Path, monkeypatch: p
     monkeypatch.chdir(tmp_path)
     trace = _trace(tmp_path / "t.csv", 4)
     out = tmp_path / "run"
-    assert cli.main(["infer", "--hardware", "tiny8", "--model", "tiny-moe", *ROOMY, "--set", "inference.prompt_len=16",
-                     "--set", "inference.arrival=trace", "--set", "inference.trace=t.csv", "--out", str(out)]) == 0
+    assert cli.main(["infer", "--hardware", "tiny8", "--model", "tiny-moe", *ROOMY, "--set", "inference.load.prompt_len=16",
+                     "--set", "inference.load.arrival=trace", "--set", "inference.load.file=t.csv", "--out", str(out)]) == 0
     capsys.readouterr()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["trace_sha256"] == hashlib.sha256(trace.read_bytes()).hexdigest()
-    assert manifest["experiment"]["inference"]["trace"] == str(trace.resolve())
+    assert manifest["experiment"]["inference"]["load"]["file"] == str(trace.resolve())
 
 
 def test_a_draft_set_on_the_command_line_is_the_working_folders(tmp_path: Path,
@@ -101,18 +101,18 @@ def _draft_text() -> str:
 
 @pytest.mark.parametrize(("command", "flag"), [(["infer"], "--vary"), (["sweep", "x.yaml"], "--grid")])
 def test_vary_refuses_a_value_given_twice(command: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """``--vary inference.batch=1,2,1`` served the first value twice; ``sweep --grid`` reads its pairs with the
+    """``--vary inference.scheduler.batch=1,2,1`` served the first value twice; ``sweep --grid`` reads its pairs with the
     same parser, so it refuses the same (before the sweep file is read)."""
-    assert cli.main([*command, flag, "inference.batch=1,2,1"]) == 2
+    assert cli.main([*command, flag, "inference.scheduler.batch=1,2,1"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"wsesim: {flag}: inference.batch: expected each value once, got '1' twice in "
-                   "'inference.batch=1,2,1' (its point would run twice)"]
+    assert err == [f"wsesim: {flag}: inference.scheduler.batch: expected each value once, got '1' twice in "
+                   "'inference.scheduler.batch=1,2,1' (its point would run twice)"]
 
 
 def test_a_later_run_into_the_folder_removes_an_earlier_searchs_candidates(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 40 (low): candidates.json from an earlier ``--search`` stayed beside a plain run's result.json."""
-    tiny = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", *ROOMY, "--set", "inference.prompt_len=16",
+    tiny = ["infer", "--hardware", "tiny8", "--model", "tiny-moe", *ROOMY, "--set", "inference.load.prompt_len=16",
             "--out", str(tmp_path / "o")]
     assert cli.main([*tiny, "--search"]) == 0
     assert (tmp_path / "o" / "candidates.json").is_file()

@@ -1,5 +1,5 @@
 """One workload on a wafer and on GPUs (docs/model.md §13.9): ``wsesim infer --vary hardware=...
---vary inference.batch=... --out DIR`` draws the frontier (tokens/s per user against tokens/s per system
+--vary inference.scheduler.batch=... --out DIR`` draws the frontier (tokens/s per user against tokens/s per system
 and per kW) with every row either a point or named, and ``wsesim compare DIR`` sets the hardware side by
 side; a point that does not fit one hardware is a row with its reason, a combination one hardware refuses
 is one line with exit code 2."""
@@ -16,8 +16,8 @@ from wsesim import cli
 from wsesim.analysis.frontier import kw_per_system
 from wsesim.config.loader import load_hardware
 
-SMALL = ["--model", "llama3-8b", "--hardware", "wse3", "--set", "inference.prompt_len=256",
-         "--set", "inference.output_len=16"]
+SMALL = ["--model", "llama3-8b", "--hardware", "wse3", "--set", "inference.load.prompt_len=256",
+         "--set", "inference.load.output_len=16"]
 
 
 def _sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[Path, list[dict[str, str]]]:
@@ -34,12 +34,12 @@ def _frontier(out: Path) -> dict:
 
 def test_a_wafer_and_a_gpu_node_each_a_curve_per_system_and_per_kw(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out, rows = _sweep(tmp_path, capsys, *SMALL, "--vary", "hardware=wse3,h100", "--vary", "inference.batch=1,4")
+    out, rows = _sweep(tmp_path, capsys, *SMALL, "--vary", "hardware=wse3,h100", "--vary", "inference.scheduler.batch=1,4")
     assert [(r["hardware"], r["batch"], r["status"], r["system"]) for r in rows] == [
         ("wse3", "1", "ok", "wafer"), ("wse3", "4", "ok", "wafer"),
         ("h100", "1", "ok", "8-GPU node"), ("h100", "4", "ok", "8-GPU node")]
     plan = _frontier(out)
-    assert plan["load"] == "inference.batch"
+    assert plan["load"] == "inference.scheduler.batch"
     assert [p["metric"] for p in plan["panels"]] == ["tokens_per_s_per_system", "tokens_per_s_per_kw"]
     assert [(s["label"], s["system"], [p["load"] for p in s["points"]]) for s in plan["series"]] == [
         ("hardware wse3", "wafer", ["1", "4"]), ("hardware h100", "8-GPU node", ["1", "4"])]
@@ -69,7 +69,7 @@ def test_a_point_that_does_not_fit_one_hardware_is_a_row_and_the_figure_names_it
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """LLaMA-3.1-70B on at most one system: no CS-3 holds its weights, one 8-GPU H200 node does."""
     out, rows = _sweep(tmp_path, capsys, *SMALL, "--model", "llama3.1-70b", "--set", "inference.systems=1",
-                       "--vary", "hardware=wse3,h200", "--vary", "inference.batch=1,2")
+                       "--vary", "hardware=wse3,h200", "--vary", "inference.scheduler.batch=1,2")
     assert [r["status"] for r in rows] == ["infeasible", "infeasible", "ok", "ok"]
     plan = _frontier(out)
     assert [(p["series"], p["load"], p["status"]) for p in plan["left_out"]] == [

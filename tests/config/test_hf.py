@@ -126,8 +126,8 @@ def test_a_sliding_window_is_the_models_and_refused_only_where_it_matters(tmp_pa
         load_experiment(model=str(path), overrides={"training.seq_len": 4097})
     assert e.value.message.startswith("training.seq_len: expected at most model.sliding_window (4,096 tokens), "
                                       "got 4,097: ")
-    ok = {"inference.prompt_len": 4000, "inference.output_len": 97}
-    assert load_inference(model=str(path), overrides=ok).spec.inference.prompt_len == 4000
-    with pytest.raises(ConfigError, match=r"inference.prompt_len \+ output_len - 1: expected at most "
+    ok = {"inference.load.prompt_len": 4000, "inference.load.output_len": 97}
+    assert load_inference(model=str(path), overrides=ok).spec.inference.load.prompt_len == 4000
+    with pytest.raises(ConfigError, match=r"inference.load.prompt_len \+ output_len - 1: expected at most "
                                           r"model.sliding_window \(4,096 tokens\), got 4,097"):
-        load_inference(model=str(path), overrides={**ok, "inference.output_len": 98})
+        load_inference(model=str(path), overrides={**ok, "inference.load.output_len": 98})

@@ -152,7 +152,7 @@ def test_the_api_finds_the_shipped_workloads_from_another_folder(tmp_path: Path,
     sweep = wsesim.load_sweep("workloads/llama3-8b/serve-vs-load.yaml")
     assert sweep.spec.name == "serve-vs-load" and len(sweep.points) == 16
     assert wsesim.load_experiment("workloads/qwen3-30b-a3b/experiment.yaml").spec.model.name.startswith("qwen3")
-    assert wsesim.load_inference("workloads/llama3-8b/serve.yaml").spec.inference.batch >= 1
+    assert wsesim.load_inference("workloads/llama3-8b/serve.yaml").spec.inference.scheduler.batch >= 1
     with pytest.raises(ConfigError, match="workloads/nowhere.yaml"):
         wsesim.load_sweep("workloads/nowhere.yaml")
 
@@ -161,9 +161,9 @@ def test_a_workloads_file_here_is_read_before_the_shipped_one(tmp_path: Path, mo
     monkeypatch.chdir(tmp_path)
     (tmp_path / "workloads" / "llama3-8b").mkdir(parents=True)
     (tmp_path / "workloads" / "llama3-8b" / "serve.yaml").write_text(
-        "kind: inference\nhardware: tiny8\nmodel: tiny-moe\ninference:\n  batch: 3\n", encoding="utf-8")
+        "kind: inference\nhardware: tiny8\nmodel: tiny-moe\ninference:\n  scheduler:\n    batch: 3\n", encoding="utf-8")
     loaded = wsesim.load_inference("workloads/llama3-8b/serve.yaml")
-    assert loaded.spec.inference.batch == 3 and loaded.spec.model.name == "tiny-moe"
+    assert loaded.spec.inference.scheduler.batch == 3 and loaded.spec.model.name == "tiny-moe"
 
 
 def test_dir_of_wsesim_is_its_api() -> None:

@@ -13,9 +13,9 @@ import pytest
 import wsesim
 from wsesim import cli
 
-TINY = {"inference.prompt_len": 16, "inference.output_len": 4, "hardware.pe.sram": "1 MiB"}
-TINY_ARGS = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.prompt_len=16",
-             "--set", "inference.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
+TINY = {"inference.load.prompt_len": 16, "inference.load.output_len": 4, "hardware.pe.sram": "1 MiB"}
+TINY_ARGS = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",
+             "--set", "inference.load.output_len=4", "--set", "hardware.pe.sram=1 MiB"]
 
 
 def test_infer_from_python_is_the_commands_result(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,8 +37,8 @@ def test_infer_search_and_its_objective(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_an_error_in_overrides_names_overrides() -> None:
     with pytest.raises(wsesim.ConfigError) as e:
-        wsesim.infer(overrides={"inference.batch": 0})
-    assert str(e.value).startswith("overrides: inference.batch: expected a value > 0")
+        wsesim.infer(overrides={"inference.scheduler.batch": 0})
+    assert str(e.value).startswith("overrides: inference.scheduler.batch: expected a value > 0")
     with pytest.raises(wsesim.ConfigError, match="^overrides: model: expected a model preset"):
         wsesim.load_inference(overrides={"model": "nope"})
 

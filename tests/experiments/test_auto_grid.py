@@ -35,8 +35,8 @@ def test_under_continuous_batching_the_full_batch_decides() -> None:
     from wsesim.experiments.auto_grid import batch_step_cycles
 
     spec = load_inference(hardware="wse3", model="llama3-8b", overrides={
-        "inference.arrival": "poisson", "inference.rate": 3, "inference.requests": 100, "inference.batch": 64,
-        "inference.prompt_len": 1024}).spec
+        "inference.load.arrival": "poisson", "inference.load.rate": 3, "inference.load.requests": 100, "inference.scheduler.batch": 64,
+        "inference.load.prompt_len": 1024}).spec
     best = map_for(spec, "tpot")
     assert best.grid == (755, 1170) and len(best.stages) == 1
     small = next(mp for mp in candidate_mappings(spec) if mp.feasible and mp.grid == (377, 195))

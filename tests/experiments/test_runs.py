@@ -12,7 +12,7 @@ from wsesim.experiments.runs import Result, Run
 TRAIN = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe", "training": {"seq_len": 64, "tiles": 1},
          "simulation": {"granularity": "pe"}}
 SERVE = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+         "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 
 
 def test_a_training_step_and_a_serving_run_give_the_same_record() -> None:

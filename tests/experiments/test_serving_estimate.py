@@ -22,7 +22,7 @@ from wsesim.experiments.serving_estimate import (
 )
 from wsesim.sim.programs.mapping import map_stages
 
-POISSON = {"inference.arrival": "poisson", "inference.rate": "2 /s", "inference.batch": 64}
+POISSON = {"inference.load.arrival": "poisson", "inference.load.rate": "2 /s", "inference.scheduler.batch": 64}
 
 
 def _spec(**overrides: Any) -> Any:
@@ -61,7 +61,7 @@ def test_a_load_under_continuous_batching_counts_stage_iterations_not_token_visi
     (stage × request × token) visit, 26 GB on the 70B's stages, and refused (they take a few GB). Each
     stage iteration holds at least one token or one prompt, so a stage runs at most 65,536 × 129
     iterations, each ``SERVE_ITERATION``: the 8B's 2 stages 17 M at most."""
-    spec = _spec(hardware="wse3", **POISSON, **{"inference.requests": 65536, "inference.grid": "755x585"})
+    spec = _spec(hardware="wse3", **POISSON, **{"inference.load.requests": 65536, "inference.grid": "755x585"})
     mapping = map_stages(spec)
     e = serving_estimate(spec, mapping)
     S = len(mapping.stages)
@@ -73,7 +73,7 @@ def test_a_load_under_continuous_batching_counts_stage_iterations_not_token_visi
 def test_together_counts_the_longest_output_once_per_stage() -> None:
     """Eight requests arriving together decode as one batch: 8 prompts' passes and 128 iterations a stage,
     not 8 × 128."""
-    spec = _spec(hardware="wse3", **{"inference.batch": 8, "inference.grid": "755x585"})
+    spec = _spec(hardware="wse3", **{"inference.scheduler.batch": 8, "inference.grid": "755x585"})
     mapping = map_stages(spec)
     assert serving_estimate(spec, mapping).visits == len(mapping.stages) * (128 + 8)
 
@@ -83,8 +83,8 @@ def test_chunked_prefill_counts_its_pieces_and_is_refused_under_a_short_limit(
     """Issue 40: a 20,000-token prompt in pieces of one token (``token_budget: 1``, chunked) is 20,000
     passes through the stage, each costed at a new context (40 s of CPU for two), once estimated as one
     visit and accepted under a 1 s limit."""
-    sets = {"model": "llama3.2-1b", "hardware": "wse3", "inference.prompt_len": 20000, "inference.output_len": 2,
-            "inference.token_budget": 1, "inference.prefill": "chunked", "inference.batch": 2,
+    sets = {"model": "llama3.2-1b", "hardware": "wse3", "inference.load.prompt_len": 20000, "inference.load.output_len": 2,
+            "inference.scheduler.token_budget": 1, "inference.scheduler.prefill": "chunked", "inference.scheduler.batch": 2,
             "inference.grid": "755x1170"}
     spec = _spec(**sets)
     mapping = map_stages(spec)
@@ -105,14 +105,14 @@ def test_a_chrome_trace_is_counted(monkeypatch: pytest.MonkeyPatch, tmp_path: An
                                   capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 40: ``--trace`` under continuous batching builds every iteration's spans (a 3-million-row
     request trace ended in MemoryError, estimated without them): each iteration costs ``SPAN`` more."""
-    spec = _spec(hardware="wse3", **POISSON, **{"inference.requests": 100, "inference.grid": "755x585"})
+    spec = _spec(hardware="wse3", **POISSON, **{"inference.load.requests": 100, "inference.grid": "755x585"})
     mapping = map_stages(spec)
     plain, traced = serving_estimate(spec, mapping), serving_estimate(spec, mapping, spans=True)
     assert traced.bytes - plain.bytes == pytest.approx(SPAN[1] * plain.visits)
     assert traced.seconds - plain.seconds == pytest.approx(SPAN[0] * plain.visits)
     monkeypatch.setenv("WSESIM_MAX_MEMORY", f"{(plain.bytes + traced.bytes) / 2:.0f} B")
-    argv = ["infer", "--hardware", "wse3", "--set", "inference.arrival=poisson", "--set", "inference.rate=2 /s",
-            "--set", "inference.batch=64", "--set", "inference.requests=100", "--set", "inference.grid=755x585"]
+    argv = ["infer", "--hardware", "wse3", "--set", "inference.load.arrival=poisson", "--set", "inference.load.rate=2 /s",
+            "--set", "inference.scheduler.batch=64", "--set", "inference.load.requests=100", "--set", "inference.grid=755x585"]
     assert cli.main([*argv, "--trace", str(tmp_path / "t.json")]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "with --trace" in err[0] and not (tmp_path / "t.json").exists()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # only for annotations: the result is reached through run_inf
     from wsesim.analysis.serving import ServeResult
 
 BASE: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-                        "inference": {"prompt_len": 16, "output_len": 4, "batching": "none"}}
+                        "inference": {"load": {"prompt_len": 16, "output_len": 4}, "scheduler": {"batching": "none"}}}
 """The one-token pipeline of docs/model.md §11.4 (``batching: none``; ``auto`` batches a batch of more than one)."""
 CLOCK = 1e9
 ENGINES = ["fast", "reference"]
@@ -47,7 +47,7 @@ def _result(engine: str = "fast", **overrides: Any) -> ServeResult:
 def _steps(engine: str, output_len: int, **overrides: Any) -> list[list[float]]:
     """``steps[s][t - 1]``: stage s's decode step for the t-th output token (t = 1 … output_len − 1),
     each read off the run that ends at that token's context."""
-    runs = [_result(engine, **overrides, **{"inference.output_len": t + 1}) for t in range(1, output_len)]
+    runs = [_result(engine, **overrides, **{"inference.load.output_len": t + 1}) for t in range(1, output_len)]
     return [[r.per_stage[s]["decode_cycles"] for r in runs] for s in range(len(runs[0].per_stage))]
 
 
@@ -104,7 +104,7 @@ def test_a_batch_on_one_stage_queues_first_come_first_served(engine: str) -> Non
         either way.
 
     Today: first tokens at 227,388, 454,776 and 682,164 cycles, the end at 3P + 3·15,326 + 3·15,364 = 774,234."""
-    batch = {**ONE_PE, "inference.batch": 3, "inference.output_len": 3}
+    batch = {**ONE_PE, "inference.scheduler.batch": 3, "inference.load.output_len": 3}
     r = _result(engine, **batch)
     stage = r.per_stage[0]
     P = stage["prefill_cycles"]
@@ -116,7 +116,7 @@ def test_a_batch_on_one_stage_queues_first_come_first_served(engine: str) -> Non
     assert _same(r.tokens_per_s, 9 / (end / CLOCK))
     assert _same(stage["waiting_cycles"], 6 * P + 6 * d1 + 3 * d2)
     assert _same(stage["busy"], 1.0)
-    alone = _result(engine, **{**batch, "inference.batch": 1})
+    alone = _result(engine, **{**batch, "inference.scheduler.batch": 1})
     assert _same(alone.tokens_per_s, r.tokens_per_s)
     assert r.tokens_per_s_per_request < alone.tokens_per_s_per_request
 
@@ -140,7 +140,7 @@ def test_two_stages_one_request_by_hand(engine: str) -> None:
     P₀ + 612 + P₁; each further token t costs the token back (100.5), stage 0's step, its hand-off (132)
     and stage 1's step. Today: 3,960 + 612 + 4,149 = 8,721, then 100.5 + 694 + 132 + 883 = 1,809.5 a
     token (steps 694 and 883), the end 8,721 + 2 · 1,809.5 = 12,340."""
-    r = _result(engine, **TWO_WAFERS, **{"inference.output_len": 3})
+    r = _result(engine, **TWO_WAFERS, **{"inference.load.output_len": 3})
     assert r.stages == 2 and r.systems == 2 and r.layers_per_stage == [1, 1]
     assert [s["wafer"] for s in r.per_stage] == [0, 1]
     hp, h0, h1 = _handoffs(r)
@@ -172,8 +172,8 @@ def test_two_stages_two_requests_fill_the_pipeline(engine: str) -> None:
     9,647.5 = 3,222.5 at stage 1 for request 1's prompt); tokens leave at 13,753 and 15,562.5 (request 0),
     14,679.5 and 16,489 (request 1): 6 tokens in 16,489 ns, against one request's 3 in 12,340 — more
     tokens/s in all, fewer per request."""
-    two = {**TWO_WAFERS, "inference.output_len": 3}
-    r = _result(engine, **two, **{"inference.batch": 2})
+    two = {**TWO_WAFERS, "inference.load.output_len": 3}
+    r = _result(engine, **two, **{"inference.scheduler.batch": 2})
     hp, h0, h1 = _handoffs(r)
     P0, P1 = r.per_stage[0]["prefill_cycles"], r.per_stage[1]["prefill_cycles"]
     d0, d1 = _steps(engine, 3, **TWO_WAFERS)
@@ -215,14 +215,14 @@ def test_two_stages_two_requests_fill_the_pipeline(engine: str) -> None:
 # ------------------------------------------------------------------------------------ the engines agree
 
 AGREE = [
-    {**ONE_PE, "inference.batch": 3, "inference.output_len": 3},
-    {**TWO_WAFERS, "inference.batch": 2, "inference.output_len": 3},
-    {"inference.grid": "2x2", "inference.layers_per_stage": 1, "inference.batch": 3,
-     "inference.output_len": 5},
-    {"model.layers": 3, "inference.grid": "2x2", "inference.layers_per_stage": 1, "inference.batch": 4,
-     "inference.kv_layout": "concat", "inference.prompt_len": 32},
+    {**ONE_PE, "inference.scheduler.batch": 3, "inference.load.output_len": 3},
+    {**TWO_WAFERS, "inference.scheduler.batch": 2, "inference.load.output_len": 3},
+    {"inference.grid": "2x2", "inference.layers_per_stage": 1, "inference.scheduler.batch": 3,
+     "inference.load.output_len": 5},
+    {"model.layers": 3, "inference.grid": "2x2", "inference.layers_per_stage": 1, "inference.scheduler.batch": 4,
+     "inference.kv_layout": "concat", "inference.load.prompt_len": 32},
     {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
-     "model.layers": 4, "inference.grid": "4x4", "inference.layers_per_stage": 1, "inference.batch": 2},
+     "model.layers": 4, "inference.grid": "4x4", "inference.layers_per_stage": 1, "inference.scheduler.batch": 2},
 ]
 
 

@@ -29,7 +29,7 @@ from wsesim.experiments.sweep import (
 from wsesim.experiments.table import SERVING_COLUMNS, SERVING_MEASURED
 
 SERVE: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-                         "inference": {"prompt_len": 16, "output_len": 4}}
+                         "inference": {"load": {"prompt_len": 16, "output_len": 4}}}
 ROOMY = {"hardware.pe.sram": "1 MiB"}  # tiny-moe's layers fit one 8x8 stage
 
 
@@ -49,10 +49,10 @@ def _csv(sweep: Any, rows: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def test_a_batch_grid_writes_two_rows_with_the_mapping_and_tokens_per_s() -> None:
-    sweep = _sweep({"inference.batch": [1, 2]}, overrides=ROOMY)
+    sweep = _sweep({"inference.scheduler.batch": [1, 2]}, overrides=ROOMY)
     assert sweep.kind == "inference" and sweep.serving
     rows = _csv(sweep, run_sweep(sweep))
-    assert [(r["point"], r["set:inference.batch"], r["batch"], r["status"]) for r in rows] == [
+    assert [(r["point"], r["set:inference.scheduler.batch"], r["batch"], r["status"]) for r in rows] == [
         ("0", "1", "1", STATUS_OK), ("1", "2", "2", STATUS_OK)]
     for r in rows:
         assert all(float(r[c]) > 0 for c in ("tokens_per_s", "tokens_per_s_per_request", "ttft_s", "tpot_s"))
@@ -61,7 +61,7 @@ def test_a_batch_grid_writes_two_rows_with_the_mapping_and_tokens_per_s() -> Non
     # two requests share the one stage: each waits its turn
     assert float(rows[1]["tokens_per_s_per_request"]) < float(rows[0]["tokens_per_s_per_request"])
     header = list(rows[0])
-    assert header[:5] == ["point", "point_key", "status", "reason", "set:inference.batch"]
+    assert header[:5] == ["point", "point_key", "status", "reason", "set:inference.scheduler.batch"]
     assert header[5:] == list(SERVING_COLUMNS)  # the batch is a result column already: no second one
     assert "wall_s" not in header and "throughput_tokens_per_s" not in header
 
@@ -97,13 +97,13 @@ def test_every_point_is_validated_by_the_inference_loader_before_anything_runs()
     with pytest.raises(ConfigError, match=r"point 0 \{training.tiles=2\}: training: unknown key"):
         _sweep({"training.tiles": [2]})  # a training key is no serving key
     with pytest.raises(ConfigError, match="expected a base of kind: experiment or kind: inference"):
-        _sweep({"inference.batch": [1]}, base={**SERVE, "kind": "hardware"})
+        _sweep({"inference.scheduler.batch": [1]}, base={**SERVE, "kind": "hardware"})
     with pytest.raises(ConfigError, match="set here and swept by the sweep"):
-        _sweep({"inference.batch": [1, 2]}, overrides={"inference.batch": 4})
+        _sweep({"inference.scheduler.batch": [1, 2]}, overrides={"inference.scheduler.batch": 4})
 
 
 def test_resume_keeps_the_finished_rows_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    sweep = _sweep({"inference.batch": [1, 2, 3]}, overrides=ROOMY)
+    sweep = _sweep({"inference.scheduler.batch": [1, 2, 3]}, overrides=ROOMY)
     first = csv_text(run_sweep(sweep), override_keys(sweep), columns=table_columns(sweep))
     done = {r["point_key"]: r for r in list(csv.DictReader(io.StringIO(first)))[:2]}
     assert [r["point"] for r in kept_rows(sweep, done)] == [0, 1]

@@ -58,11 +58,11 @@ TABLES = {"RUN_RESULT_FIELDS": RUN_RESULT_FIELDS, "PHASE_FIELDS": PHASE_FIELDS, 
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 9, "grid": "1x1", "interconnect": "swarmx"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 9}, "grid": "1x1", "interconnect": "swarmx"}}
 DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
          "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
-LOAD = {"inference.arrival": "poisson", "inference.rate": 1e4, "inference.requests": 4, "inference.batch": 2,
-        "inference.batching": "continuous"}
+LOAD = {"inference.load.arrival": "poisson", "inference.load.rate": 1e4, "inference.load.requests": 4, "inference.scheduler.batch": 2,
+        "inference.scheduler.batching": "continuous"}
 
 
 def _serve(data: dict = TINY, **overrides: object) -> ServeResult:
@@ -119,8 +119,9 @@ def _stage_keys(record: dict) -> set[str]:
 
 
 MOE = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-       "inference": {"prompt_len": 16, "output_len": 5, "grid": "4x8", "expert_grids": 2, "routing": "uniform",
-                     "batch": 2, "batching": "none"}}
+       "inference": {"load": {"prompt_len": 16, "output_len": 5}, "grid": "4x8",
+                     "moe": {"expert_grids": 2, "routing": "uniform"},
+                     "scheduler": {"batch": 2, "batching": "none"}}}
 
 
 def test_a_serving_run_s_nested_keys_are_described() -> None:
@@ -145,7 +146,7 @@ def test_speculative_and_split_prefill_blocks_are_described() -> None:
     pipeline, batched = _serve(**DENSE, **draft).speculative, _serve(**DENSE, **draft, **LOAD).speculative
     assert list(pipeline) == list(SPECULATIVE_FIELDS)
     assert list(batched) == list(SPECULATIVE_FIELDS)[:len(batched)]
-    split = {"inference.prefill_systems": 1}
+    split = {"inference.disaggregation.prefill_systems": 1}
     pipeline, batched = _serve(**DENSE, **split).split_prefill, _serve(**DENSE, **split, **LOAD).split_prefill
     assert list(pipeline) == list(SPLIT_PREFILL_FIELDS)
     assert list(batched) == list(SPLIT_PREFILL_FIELDS)[:len(batched)]

@@ -193,7 +193,7 @@ def test_wafer_placement_neighbours_never_share_a_colour() -> None:
 def test_the_frontier_of_a_wafer_and_a_gpu_node_reads_and_names_what_it_leaves_out() -> None:
     """Three panels (per system, per kW, $) over two hardware; the node's b=8 row not served and the
     wafer's rows without a price: the notes below the axes name each, and nothing overprints."""
-    header = ["point", "status", "reason", "set:hardware", "set:inference.batch", "model", "hardware",
+    header = ["point", "status", "reason", "set:hardware", "set:inference.scheduler.batch", "model", "hardware",
               "system", "systems", "tokens_per_s_per_request", "tokens_per_s_per_system", "tokens_per_s_per_kw",
               "usd_per_million_tokens"]
     cells = [("0", "ok", "", "wse3", "1", "m", "wse3", "wafer", "2", "2000", "100", "9.1", ""),

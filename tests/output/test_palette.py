@@ -60,11 +60,11 @@ def test_a_serving_figure_of_many_series_draws_each_its_own_look() -> None:
     """25 series (a swept key of 25 values beside the x key): before the palette the ninth series was drawn
     in the first one's blue and the 25th as the first, a blue circle (8 colours, 6 markers); now each line
     has its own colour."""
-    series = [ServingSeries(f"batch {i}", {"inference.batch": str(i)}, i,
+    series = [ServingSeries(f"batch {i}", {"inference.scheduler.batch": str(i)}, i,
                             [{"x": "1", "x_index": 0, "y": float(i + 1), "status": "ok", "reason": "",
                               "mapping": "1 × 8², 1 wafer", "point": i, "row": {}}]) for i in range(25)]
-    plan = ServingPlan("serving_vs_rate", "inference.rate", "rate", ["1"], "Serving vs rate\nm on h", {},
-                       ["inference.batch"], [ServingPanel("tokens_per_s", "tokens/s", 1.0, series)], "1 × 8²")
+    plan = ServingPlan("serving_vs_rate", "inference.load.rate", "rate", ["1"], "Serving vs rate\nm on h", {},
+                       ["inference.scheduler.batch"], [ServingPanel("tokens_per_s", "tokens/s", 1.0, series)], "1 × 8²")
     fig = serving_figure(plan)
     looks = [(line.get_color(), line.get_marker()) for line in fig.axes[0].lines]
     assert len(looks) == 25 and len({c for c, _ in looks}) == 25

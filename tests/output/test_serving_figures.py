@@ -22,7 +22,7 @@ from wsesim.output.files import atomic_write_text
 from wsesim.output.plotting import plot_results
 
 SERVE: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-                         "inference": {"prompt_len": 16, "output_len": 4}}
+                         "inference": {"load": {"prompt_len": 16, "output_len": 4}}}
 
 
 def _csv(tmp_path: Path, grid: dict[str, list[Any]], points: list[dict[str, Any]] | None = None) -> Path:
@@ -78,7 +78,7 @@ def test_plot_results_draws_a_serving_csv_and_lists_it_in_figures_json(tmp_path:
 
 
 def test_a_sweep_where_nothing_fits_still_draws_every_point(tmp_path: Path) -> None:
-    path = _csv(tmp_path, {"inference.grid": ["1x1", "1x2"], "inference.batch": [1, 2]})
+    path = _csv(tmp_path, {"inference.grid": ["1x1", "1x2"], "inference.scheduler.batch": [1, 2]})
     header, rows = read_results_table(path)
     assert {r["status"] for r in rows} == {"infeasible"}
     written = plot_results(path, tmp_path / "figs")

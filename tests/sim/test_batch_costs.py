@@ -17,10 +17,10 @@ from wsesim.sim.programs.builders.serving import default_token_budget, serving_p
 from wsesim.sim.programs.mapping import map_stages
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 3, "grid": "2x2"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "2x2"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
-POISSON = {"inference.arrival": "poisson", "inference.requests": 40, "inference.batch": 4}
+POISSON = {"inference.load.arrival": "poisson", "inference.load.requests": 40, "inference.scheduler.batch": 4}
 
 
 def _spec(**overrides: object):
@@ -97,7 +97,7 @@ def test_together_batches_by_default_and_beats_one_at_a_time() -> None:
     the tokens/s of batch 1 (a decode step is mostly issue and hops, which eight vectors share)."""
     def run(batch: int):
         return run_inference(load_inference(hardware="wse3", model="llama3-8b", overrides={
-            "inference.batch": batch, "inference.grid": "755x1170"}).spec).result
+            "inference.scheduler.batch": batch, "inference.grid": "755x1170"}).spec).result
     batched, alone = run(8), run(1)
     assert batched.batching == alone.batching == "continuous"
     assert batched.mean_batch == 8.0 and batched.largest_batch == 8
@@ -111,7 +111,7 @@ def test_one_request_is_the_same_batched_or_not_and_spends_no_phantom_trip() -> 
     one-token pipeline this scheduler replaced counted that trip: one value's hops from the last stage to
     the first)."""
     two = {"inference.layers_per_stage": 1}
-    plain = run_inference(_spec(**two, **{"inference.batching": "none"}))
+    plain = run_inference(_spec(**two, **{"inference.scheduler.batching": "none"}))
     batched = run_inference(_spec(**two)).result
     assert (batched.ttft_s, batched.tpot_s) == (plain.result.ttft_s, plain.result.tpot_s)
     assert batched.energy_events == plain.result.energy_events
@@ -120,7 +120,7 @@ def test_one_request_is_the_same_batched_or_not_and_spends_no_phantom_trip() -> 
 
 
 def test_energy_is_counted_under_load_on_both_executors() -> None:
-    spec = _spec(**POISSON, **{"inference.rate": 2e5})
+    spec = _spec(**POISSON, **{"inference.load.rate": 2e5})
     fast, ref = (run_inference(spec.on(engine)).result for engine in ("fast", "reference"))
     assert fast.joules_per_token is not None and fast.joules_per_token > 0
     assert fast.energy_events == ref.energy_events and fast.joules_per_token == ref.joules_per_token
@@ -128,7 +128,7 @@ def test_energy_is_counted_under_load_on_both_executors() -> None:
 
 def test_warmup_leaves_the_first_requests_out_of_the_figures() -> None:
     """TTFT p99 is the percentile over requests 10 … 39 alone; the run still counts all 40."""
-    spec = _spec(**POISSON, **{"inference.rate": 2e5, "inference.warmup": 10})
+    spec = _spec(**POISSON, **{"inference.load.rate": 2e5, "inference.load.warmup": 10})
     run = run_inference(spec)
     ttft = request_times(spec, run.program, run.trace).ttft
     assert run.result.ttft_p99_s == percentile(ttft[10:], 99) != percentile(ttft, 99)
@@ -136,11 +136,11 @@ def test_warmup_leaves_the_first_requests_out_of_the_figures() -> None:
 
 
 @pytest.mark.parametrize("overrides,message", [
-    ({"inference.warmup": 40}, "expected a warmup below the run's 40 requests"),
-    ({"inference.warmup": 2, "inference.arrival": "together"}, "expected a warmup below the run's 1 requests"),
+    ({"inference.load.warmup": 40}, "expected a warmup below the run's 40 requests"),
+    ({"inference.load.warmup": 2, "inference.load.arrival": "together"}, "expected a warmup below the run's 1 requests"),
 ])
 def test_bad_warmups_are_one_line(overrides: dict, message: str) -> None:
-    base = {} if overrides.get("inference.arrival") == "together" else {**POISSON, "inference.rate": 1.0}
+    base = {} if overrides.get("inference.load.arrival") == "together" else {**POISSON, "inference.load.rate": 1.0}
     with pytest.raises(ConfigError) as e:
         _spec(**{**base, **{k: v for k, v in overrides.items() if v is not None}})
     assert message in str(e.value) and "\n" not in str(e.value)
@@ -149,8 +149,8 @@ def test_bad_warmups_are_one_line(overrides: dict, message: str) -> None:
 def test_an_offered_load_beyond_capacity_is_said() -> None:
     """At 10^7 requests/s the tiny stage falls behind (busy far longer than the arrivals' span): one
     warning names the capacity; at 100/s it keeps up and says nothing."""
-    over = run_inference(_spec(**POISSON, **{"inference.rate": 1e6})).result
-    light = run_inference(_spec(**POISSON, **{"inference.rate": 100})).result
+    over = run_inference(_spec(**POISSON, **{"inference.load.rate": 1e6})).result
+    light = run_inference(_spec(**POISSON, **{"inference.load.rate": 100})).result
     said = [w for w in over.warnings if "exceeds the measured capacity" in w]
     assert len(said) == 1 and f"({over.capacity_requests_per_s:,.3g} requests/s" in said[0]
     assert not [w for w in light.warnings if "capacity" in w]
@@ -163,7 +163,7 @@ def test_prefill_runs_are_prefill_of_and_cost_the_same_to_the_bit(model: str) ->
     layer by layer (dense and MoE layers alike), and a piece's cycles and events summed over them are
     exactly the sums kernel by kernel over ``prefill_of`` (the same numbers added in the same order)."""
     spec = load_inference(model=model, hardware="wse3", overrides={
-        "inference.prompt_len": 64, "inference.output_len": 4, "inference.grid": "755x1170"}).spec
+        "inference.load.prompt_len": 64, "inference.load.output_len": 4, "inference.grid": "755x1170"}).spec
     program, costs = _costs(spec)
     for work, stage in zip(program.body[0].stages, costs.stages, strict=True):
         b = stage.batches

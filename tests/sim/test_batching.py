@@ -14,10 +14,10 @@ from wsesim.experiments.inference import run_inference
 from wsesim.kernels.cost import kernel_cost
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
-POISSON = {"inference.arrival": "poisson", "inference.rate": 2e5, "inference.requests": 30}
+POISSON = {"inference.load.arrival": "poisson", "inference.load.rate": 2e5, "inference.load.requests": 30}
 
 
 def _spec(overrides: dict | None = None, dense: bool = True):
@@ -25,25 +25,25 @@ def _spec(overrides: dict | None = None, dense: bool = True):
 
 
 CASES = {
-    "one stage, prefill first": {**POISSON, "inference.batch": 4},
-    "one stage, prefill first, prompts packed": {**POISSON, "inference.rate": 5e5, "inference.batch": 6,
-                                                 "inference.lengths": "lognormal", "inference.token_budget": 20},
-    "one stage, chunked, lognormal": {**POISSON, "inference.rate": 5e5, "inference.batch": 8,
-                                      "inference.lengths": "lognormal", "inference.prefill": "chunked",
-                                      "inference.token_budget": 5},
-    "one stage, long outputs run ahead": {**POISSON, "inference.rate": 5e4, "inference.batch": 4,
-                                          "inference.output_len": 40, "inference.lengths": "lognormal"},
+    "one stage, prefill first": {**POISSON, "inference.scheduler.batch": 4},
+    "one stage, prefill first, prompts packed": {**POISSON, "inference.load.rate": 5e5, "inference.scheduler.batch": 6,
+                                                 "inference.load.lengths": "lognormal", "inference.scheduler.token_budget": 20},
+    "one stage, chunked, lognormal": {**POISSON, "inference.load.rate": 5e5, "inference.scheduler.batch": 8,
+                                      "inference.load.lengths": "lognormal", "inference.scheduler.prefill": "chunked",
+                                      "inference.scheduler.token_budget": 5},
+    "one stage, long outputs run ahead": {**POISSON, "inference.load.rate": 5e4, "inference.scheduler.batch": 4,
+                                          "inference.load.output_len": 40, "inference.load.lengths": "lognormal"},
     "two stages, together": {"inference.grid": "2x2", "inference.layers_per_stage": 1,
-                             "inference.batching": "continuous", "inference.requests": 10, "inference.batch": 3},
+                             "inference.scheduler.batching": "continuous", "inference.load.requests": 10, "inference.scheduler.batch": 3},
     "two stages, chunked, lognormal": {**POISSON, "inference.grid": "2x2", "inference.layers_per_stage": 1,
-                                       "inference.batch": 6, "inference.lengths": "lognormal",
-                                       "inference.prefill": "chunked", "inference.token_budget": 4},
-    "MoE, two stages, chunked": {**POISSON, "inference.batch": 4, "hardware.pe.sram": "1 MiB", "inference.grid": "2x2",
-                                 "inference.layers_per_stage": 1, "inference.prefill": "chunked",
-                                 "inference.token_budget": 3},
-    "SRAM-bound, some refused": {**POISSON, "inference.rate": 5e5, "inference.batch": 8,
-                                 "inference.lengths": "lognormal", "inference.length_sigma": 2.0,
-                                 "hardware.pe.sram": "160 KiB", "inference.output_len": 8},
+                                       "inference.scheduler.batch": 6, "inference.load.lengths": "lognormal",
+                                       "inference.scheduler.prefill": "chunked", "inference.scheduler.token_budget": 4},
+    "MoE, two stages, chunked": {**POISSON, "inference.scheduler.batch": 4, "hardware.pe.sram": "1 MiB", "inference.grid": "2x2",
+                                 "inference.layers_per_stage": 1, "inference.scheduler.prefill": "chunked",
+                                 "inference.scheduler.token_budget": 3},
+    "SRAM-bound, some refused": {**POISSON, "inference.load.rate": 5e5, "inference.scheduler.batch": 8,
+                                 "inference.load.lengths": {"lognormal": 2.0},
+                                 "hardware.pe.sram": "160 KiB", "inference.load.output_len": 8},
 }
 
 
@@ -89,15 +89,15 @@ def test_light_load_reproduces_one_request_exactly() -> None:
     """Poisson arrivals far apart (rate → 0): each request alone in the pipeline, so its TTFT and TPOT are
     the one-request run's to the bit (arrivals are whole cycles, and the costs at batch one are the
     same sums), on LLaMA3-8B on one CS-3 stage and on the tiny model's two stages."""
-    for base, over in ((None, {"inference.prompt_len": 512, "inference.output_len": 16}),
+    for base, over in ((None, {"inference.load.prompt_len": 512, "inference.load.output_len": 16}),
                        (TINY, {**DENSE, "inference.grid": "2x2", "inference.layers_per_stage": 1})):
         def spec(extra: dict, base=base, over=over):
             if base is None:
                 return load_inference(model="llama3-8b", hardware="wse3", overrides={**over, **extra}).spec
             return load_inference_data(base, overrides={**over, **extra}).spec
         one = run_inference(spec({})).result
-        light = run_inference(spec({"inference.arrival": "poisson", "inference.rate": 1e-3,
-                                    "inference.requests": 3})).result
+        light = run_inference(spec({"inference.load.arrival": "poisson", "inference.load.rate": 1e-3,
+                                    "inference.load.requests": 3})).result
         assert (light.ttft_p50_s, light.ttft_p99_s) == (one.ttft_s,) * 2  # every request's, to the bit
         assert (light.tpot_p50_s, light.tpot_p99_s) == (one.tpot_s,) * 2
         assert light.ttft_s == pytest.approx(one.ttft_s, rel=1e-15)  # a mean of three: rounding only
@@ -112,7 +112,7 @@ def test_batch_8_decodes_several_times_faster_than_batch_1() -> None:
     lanes)."""
     def run(batch: int):
         return run_inference(load_inference(model="llama3-8b", hardware="wse3", overrides={
-            "inference.prompt_len": 1024, "inference.batching": "continuous", "inference.batch": batch,
+            "inference.load.prompt_len": 1024, "inference.scheduler.batching": "continuous", "inference.scheduler.batch": batch,
             "inference.grid": "755x1170"}).spec).result
     one, eight = run(1), run(8)
     assert eight.mean_batch == 8.0
@@ -137,17 +137,17 @@ def test_one_stage_queue_against_m_d_1(rho: float, tolerance: float) -> None:
     queue, whose mean wait is ρ·S / (2(1 − ρ)) (Pollaczek–Khinchine). 20,000 requests, seed 0: the
     measured mean queueing (arrival to the start of its prefill) within 5 % at ρ = 0.5 and 10 % at
     0.8 (about three standard errors of the mean at that sample size, the waits being correlated)."""
-    base = _spec({"inference.output_len": 1})
+    base = _spec({"inference.load.output_len": 1})
     service = run_inference(base).result.ttft_s  # S: the prefill alone
-    spec = _spec({"inference.output_len": 1, "inference.arrival": "poisson", "inference.rate": rho / service,
-                  "inference.requests": 20_000})
+    spec = _spec({"inference.load.output_len": 1, "inference.load.arrival": "poisson", "inference.load.rate": rho / service,
+                  "inference.load.requests": 20_000})
     run = run_inference(spec)
     waits = request_times(spec, run.program, run.trace).queueing
     assert waits.mean() / (rho * service / (2 * (1 - rho))) == pytest.approx(1.0, abs=tolerance)
 
 
 def test_same_seed_same_requests_other_seed_other() -> None:
-    a, b, c = (run_inference(_spec({**CASES["one stage, chunked, lognormal"], "inference.seed": s}))
+    a, b, c = (run_inference(_spec({**CASES["one stage, chunked, lognormal"], "inference.load.seed": s}))
                for s in (7, 7, 8))
     assert np.array_equal(a.program.body[0].arrival, b.program.body[0].arrival)
     assert a.result.to_dict() | {"wall_s": 0} == b.result.to_dict() | {"wall_s": 0}
@@ -155,13 +155,16 @@ def test_same_seed_same_requests_other_seed_other() -> None:
 
 
 @pytest.mark.parametrize("overrides,message", [
-    ({"inference.arrival": "poisson"}, "inference.rate: expected a rate (requests per second) with arrival: "
-                                       "poisson, got none"),
-    ({"inference.rate": 3}, "inference.rate: expected no rate with arrival: together"),
-    ({"inference.arrival": "poisson", "inference.rate": 3}, "inference.requests: expected a number of requests"),
-    ({"inference.chunk": 64}, "inference.chunk: expected inference.token_budget (tokens per iteration"),
-    ({"inference.length_sigma": 1.0}, "inference.length_sigma: expected no length_sigma with lengths: fixed"),
-    ({"inference.arrival": "trace"}, "inference.trace: expected a trace file (CSV) with arrival: trace"),
+    ({"inference.load.arrival": "poisson"}, "inference.load.rate: expected rate with arrival: poisson, got none"),
+    ({"inference.load.rate": 3}, "inference.load.rate: expected no rate with arrival: together (rate belongs to "
+                                 "arrival: poisson)"),
+    ({"inference.load.arrival": "poisson", "inference.load.rate": 3},
+     "inference.load.requests: expected requests with arrival: poisson, got none"),
+    ({"inference.chunk": 64}, "inference.chunk: moved to inference.scheduler.token_budget"),
+    ({"inference.load.arrival": "trace", "inference.load.file": "t.csv", "inference.load.lengths": "lognormal"},
+     "inference.load.lengths: expected no lengths with arrival: trace (lengths belongs to arrival: together or "
+     "poisson)"),
+    ({"inference.load.arrival": "trace"}, "inference.load.file: expected file with arrival: trace, got none"),
     ({"inference.slo": {"ttft": "1 ms"}}, "inference.slo.tpot"),
 ])
 def test_bad_load_keys_are_one_line(overrides: dict, message: str) -> None:
@@ -176,16 +179,16 @@ def test_trace_in_the_azure_columns(tmp_path) -> None:
     path = tmp_path / "azure.csv"
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.0000000,8,3\n"
                     "2023-11-16 18:15:46.0000020,5,1\n2023-11-16 18:15:46.0000500,12,2\n")
-    spec = _spec({"inference.arrival": "trace", "inference.trace": str(path), "inference.batch": 2})
+    spec = _spec({"inference.load.arrival": "trace", "inference.load.file": str(path), "inference.scheduler.batch": 2})
     run = run_inference(spec)
     op = run.program.body[0]
     assert op.arrival.tolist() == [0.0, 2000.0, 50000.0]
     assert op.prompt.tolist() == [8, 5, 12] and op.output.tolist() == [3, 1, 2]
     assert run.result.requests == 3 and run.result.refused == 0
-    first_two = _spec({"inference.arrival": "trace", "inference.trace": str(path), "inference.requests": 2})
+    first_two = _spec({"inference.load.arrival": "trace", "inference.load.file": str(path), "inference.load.requests": 2})
     assert run_inference(first_two).program.body[0].prompt.tolist() == [8, 5]
     with pytest.raises(ConfigError, match="expected at most the trace's 3 requests, got 4"):
-        _spec({"inference.arrival": "trace", "inference.trace": str(path), "inference.requests": 4})
+        _spec({"inference.load.arrival": "trace", "inference.load.file": str(path), "inference.load.requests": 4})
 
 
 @pytest.mark.parametrize("text,message", [
@@ -205,5 +208,5 @@ def test_bad_traces_are_one_line(tmp_path, text: str, message: str) -> None:
     path = tmp_path / "t.csv"
     path.write_text(text)
     with pytest.raises(ConfigError) as e:
-        _spec({"inference.arrival": "trace", "inference.trace": str(path)})
+        _spec({"inference.load.arrival": "trace", "inference.load.file": str(path)})
     assert message in str(e.value) and str(path) in str(e.value) and "\n" not in str(e.value)

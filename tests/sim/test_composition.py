@@ -13,19 +13,19 @@ from wsesim.config.inference import load_inference_data
 from wsesim.experiments.inference import run_inference
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 5, "grid": "2x4", "interconnect": "swarmx"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 5}, "grid": "2x4", "interconnect": "swarmx"}}
 DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
          "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
 ARRIVALS = {
     "one alone": {},
-    "together": {"inference.batch": 4},
-    "poisson": {"inference.arrival": "poisson", "inference.rate": 2e5, "inference.requests": 10,
-                "inference.batch": 4},
-    "trace": {"inference.arrival": "trace", "inference.batch": 4},
+    "together": {"inference.scheduler.batch": 4},
+    "poisson": {"inference.load.arrival": "poisson", "inference.load.rate": 2e5, "inference.load.requests": 10,
+                "inference.scheduler.batch": 4},
+    "trace": {"inference.load.arrival": "trace", "inference.scheduler.batch": 4},
 }
 SPECULATIVE = {"off": {}, "draft": {"inference.speculative": {"draft": DRAFT, "tokens": 3, "acceptance": 0.7}}}
-SPLIT = {"off": {}, "prefill wafer": {"inference.prefill_systems": 1}}
-ROUTING = {"balanced": {}, "zipf": {"inference.routing": "zipf:1.2"}}
+SPLIT = {"off": {}, "prefill wafer": {"inference.disaggregation.prefill_systems": 1}}
+ROUTING = {"balanced": {}, "zipf": {"inference.moe.routing": "zipf:1.2"}}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_every_cell_runs_or_is_refused_for_its_reason(arrival: str, speculative:
     overrides = {**ARRIVALS[arrival], **SPECULATIVE[speculative], **SPLIT[split], **ROUTING[routing],
                  "hardware.pe.sram": "1 MiB"}
     if arrival == "trace":
-        overrides["inference.trace"] = str(trace_file)
+        overrides["inference.load.file"] = str(trace_file)
     spec = load_inference_data(TINY, overrides=overrides).spec
     r = run_inference(spec).result
     assert r.feasible, r.infeasible_reason

@@ -28,7 +28,7 @@ TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 32, "batch_per_tile": 2, "tiles": 2},
         "simulation": {"granularity": "pe"}}
 SERVE = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-         "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+         "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
 
 
@@ -96,7 +96,7 @@ def test_each_serving_stage_gets_its_stage_costs(output_len: int) -> None:
     kernel of its work, its last decode step the sum of its decode kernels (costed at that step's context,
     prompt + output − 1; none with one output token), its prefill the sum of its prefill kernels."""
     spec = load_inference_data(SERVE, overrides={**DENSE, "hardware.pe.sram": "1 MiB",
-                                                 "inference.output_len": output_len,
+                                                 "inference.load.output_len": output_len,
                                                  "inference.layers_per_stage": 1}).spec
     program = serving_program(spec, map_stages(spec))
     [op] = program.body

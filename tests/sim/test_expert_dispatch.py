@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from wsesim.config.inference import load_inference_data
+from wsesim.config.inference_load import MOVED
 from wsesim.experiments.inference import run_inference
 from wsesim.fabric.dispatch import dispatch_traffic
 from wsesim.fabric.flow import FlowFabric
@@ -19,13 +20,13 @@ from wsesim.sim.programs.builders.serving import serving_program
 from wsesim.sim.programs.mapping import map_stages
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 16, "output_len": 5, "grid": "1x4"}}
+        "inference": {"load": {"prompt_len": 16, "output_len": 5}, "grid": "1x4"}}
 LOAD = {"arrival": "poisson", "rate": 200000, "requests": 24, "batch": 8, "output_len": 12}
 
 
 def _spec(grid: str = "1x4", **inference):
     data = {**TINY, "inference": {**TINY["inference"], "grid": grid}}
-    return load_inference_data(data, overrides={f"inference.{k}": v for k, v in inference.items()}).spec
+    return load_inference_data(data, overrides={f"inference.{MOVED.get(k, k)}": v for k, v in inference.items()}).spec
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def test_a_decode_iteration_on_one_h100_by_hand() -> None:
 def test_a_request_alone_is_the_sum_of_its_iterations() -> None:
     """One request of 64 + 16 tokens on a node of eight H100s: its end to end is its prefill iteration and
     its 15 decode iterations, at contexts 65 … 79, and nothing else (one node: no hand-off)."""
-    spec = _spec(**{"inference.prompt_len": 64, "inference.output_len": 16})
+    spec = _spec(**{"inference.load.prompt_len": 64, "inference.load.output_len": 16})
     run = run_inference(spec)
     st = run.costs.stages[0].batches
     cycles = st.iteration(0, 0, [(64, 0, True)]) + sum(st.iteration(1, 64 + j, []) for j in range(1, 16))
@@ -55,10 +55,10 @@ def test_a_request_alone_is_the_sum_of_its_iterations() -> None:
 
 
 CASES = {
-    "dense, chunked, lognormal": ("llama3-8b", {"inference.prefill": "chunked", "inference.token_budget": 96}),
+    "dense, chunked, lognormal": ("llama3-8b", {"inference.scheduler.prefill": "chunked", "inference.scheduler.token_budget": 96}),
     "dense, two nodes": ("llama3-8b", {"hardware.hbm.capacity": "1.5 GB"}),
     "MoE, prefill first": ("qwen3-30b-a3b", {}),
-    "paged, recompute": ("llama3-8b", {"inference.kv_block": 16, "hardware.hbm.capacity": "2016 MB", "inference.length_sigma": 1.5,
+    "paged, recompute": ("llama3-8b", {"inference.scheduler.kv_block": 16, "hardware.hbm.capacity": "2016 MB", "inference.load.lengths": {"lognormal": 1.5},
                                        "inference.tensor_parallel": 8}),
 }
 
@@ -67,9 +67,9 @@ CASES = {
 def test_both_executors_agree_exactly_on_gpus(case: str) -> None:
     """Every admission, first token, finish and iteration bit for bit, fast against reference."""
     model, over = CASES[case]
-    spec = _spec(model, **{"inference.arrival": "poisson", "inference.rate": 400.0, "inference.requests": 24,
-                           "inference.batch": 6, "inference.prompt_len": 64, "inference.output_len": 12,
-                           "inference.lengths": "lognormal", **over})
+    spec = _spec(model, **{"inference.load.arrival": "poisson", "inference.load.rate": 400.0, "inference.load.requests": 24,
+                           "inference.scheduler.batch": 6, "inference.load.prompt_len": 64, "inference.load.output_len": 12,
+                           "inference.load.lengths": "lognormal", **over})
     fast, ref = (run_inference(spec.on(engine)).trace.batches for engine in ("fast", "reference"))
     for name in fast.__dataclass_fields__:
         x, y = getattr(fast, name), getattr(ref, name)
@@ -82,7 +82,7 @@ def test_both_executors_agree_exactly_on_gpus(case: str) -> None:
 def test_the_mapping_takes_the_fewest_nodes_and_the_energy_counts_them() -> None:
     """LLaMA-3.1-405B in bf16 (810 GB) does not fit one node of eight 80 GB H100s (640 GB): two nodes, a
     pipeline stage each; the floor is both nodes' for the whole run, and the GPUs draw 700 W while busy."""
-    r = run_inference(_spec("llama3.1-405b", **{"inference.prompt_len": 256, "inference.output_len": 4})).result
+    r = run_inference(_spec("llama3.1-405b", **{"inference.load.prompt_len": 256, "inference.load.output_len": 4})).result
     assert (r.stages, r.systems, r.gpu["nodes"], r.gpu["tensor_parallel"]) == (2, 2, 2, 8)
     static = r.energy_by_part_j["static"]
     assert static == pytest.approx(2 * 4600.0 * r.end_to_end_s, rel=1e-12)
@@ -90,7 +90,7 @@ def test_the_mapping_takes_the_fewest_nodes_and_the_energy_counts_them() -> None
     assert r.energy_by_part_j["gpus"] == pytest.approx(busy * 700.0, rel=1e-12)
     assert r.energy_j == pytest.approx(static + busy * 700.0, rel=1e-12)
     assert r.joules_per_token == pytest.approx(r.energy_j / 4, rel=1e-12)
-    one = run_inference(_spec("llama3.1-70b", **{"inference.prompt_len": 256, "inference.output_len": 4})).result
+    one = run_inference(_spec("llama3.1-70b", **{"inference.load.prompt_len": 256, "inference.load.output_len": 4})).result
     assert (one.stages, one.systems) == (1, 1)
 
 
@@ -107,8 +107,8 @@ def test_an_moe_decode_token_reads_its_k_experts_not_all() -> None:
     ({"inference.tensor_parallel": 16}, "inference.tensor_parallel"),
     ({"inference.tensor_parallel": 3}, "inference.tensor_parallel"),
     ({"inference.kv_layout": "concat"}, "inference.kv_layout"),
-    ({"inference.prefill_systems": 1}, "inference.prefill_systems"),
-    ({"inference.kv_block": 16, "inference.preemption": "swap"}, "inference.preemption"),
+    ({"inference.disaggregation.prefill_systems": 1}, "inference.disaggregation.prefill_systems"),
+    ({"inference.scheduler.kv_block": 16, "inference.scheduler.preemption": "swap"}, "inference.scheduler.preemption"),
 ])
 def test_what_a_gpu_run_cannot_do_is_one_line(over: dict, key: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -128,8 +128,8 @@ def test_the_predictions_in_model_md_are_the_code_s() -> None:
     for model, gpus, hardware, tp, tpot, speed in rows:
         assert tp in ("", gpus)
         r = run_inference(_spec(model.lower().replace("llama-", "llama"), hardware.lower(), **{
-            "inference.tensor_parallel": int(gpus), "inference.prompt_len": 5000,
-            "inference.output_len": 500})).result
+            "inference.tensor_parallel": int(gpus), "inference.load.prompt_len": 5000,
+            "inference.load.output_len": 500})).result
         assert (f"{r.tpot_s * 1e3:.2f}", f"{r.tokens_per_s_per_request:.1f}") == (tpot, speed)
 
 

@@ -1,4 +1,4 @@
-"""The paged KV cache (``inference.kv_block``, docs/model.md §11.7): a pool of blocks whose size comes from the
+"""The paged KV cache (``inference.scheduler.kv_block``, docs/model.md §11.7): a pool of blocks whose size comes from the
 SRAM bound admission reads, admission by free blocks, preemption of the latest-arrived decode when the pool
 runs out, recompute against swap, both executors bit for bit, and the keys refused in one line.
 
@@ -34,10 +34,10 @@ from wsesim.sim.executors.engines import ENGINES
 from wsesim.sim.programs.builders.serving import serving_program
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 4, "output_len": 6, "grid": "1x1"}}
+        "inference": {"load": {"prompt_len": 4, "output_len": 6}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
-TWO = {"inference.batch": 2, "inference.batching": "continuous", "inference.kv_block": 4, "inference.token_budget": 16}
+TWO = {"inference.scheduler.batch": 2, "inference.scheduler.batching": "continuous", "inference.scheduler.kv_block": 4, "inference.scheduler.token_budget": 16}
 SWAP_CYCLES = 8 * 256 / 4  # 8 tokens of 256 B at 4 B a cycle
 
 
@@ -47,7 +47,7 @@ def _spec(overrides: dict):
 
 def _run(preemption: str, engine: str = "fast", blocks: int = 4):
     """The module docstring's case; returns (its batch log, its op)."""
-    spec = _spec({**TWO, "inference.preemption": preemption})
+    spec = _spec({**TWO, "inference.scheduler.preemption": preemption})
     program = serving_program(spec, map_for(spec), requests_of(spec))
     op = replace(program.body[0], kv_block=(4, blocks, preemption))
     program = replace(program, body=(op,))
@@ -108,7 +108,7 @@ def test_a_pool_with_room_preempts_nothing_and_equals_the_whole_reservation() ->
     """Six blocks hold both requests' last contexts (2 × ⌈9/4⌉): no preemption, and every time the same as
     the cache reserved whole (no kv_block), which admits both too."""
     paged, _, _ = _run("recompute", blocks=6)
-    spec = _spec({"inference.batch": 2, "inference.batching": "continuous", "inference.token_budget": 16})
+    spec = _spec({"inference.scheduler.batch": 2, "inference.scheduler.batching": "continuous", "inference.scheduler.token_budget": 16})
     whole = run_inference(spec).trace.batches
     assert paged.preemptions == 0 and len(paged.kv_events) == 0
     for name in ("admitted", "first", "finished", "start", "end", "emitted"):
@@ -122,16 +122,16 @@ def test_a_request_longer_than_the_pool_is_refused() -> None:
 
 
 def test_a_block_larger_than_the_pool_refuses_every_request_and_says_so() -> None:
-    r = run_inference(_spec({**TWO, "inference.kv_block": 16_000_000})).result
+    r = run_inference(_spec({**TWO, "inference.scheduler.kv_block": 16_000_000})).result
     assert not r.feasible and r.refused == 2
     assert r.infeasible_reason.endswith("on the pool of 0 blocks of 16,000,000 tokens)")
 
 
 LOADS = {
     "one stage, prefill first": {},
-    "one stage, chunked": {"inference.prefill": "chunked", "inference.token_budget": 5},
+    "one stage, chunked": {"inference.scheduler.prefill": "chunked", "inference.scheduler.token_budget": 5},
     "two stages, chunked": {"inference.grid": "2x2", "inference.layers_per_stage": 1, "hardware.pe.sram": "48 KiB",
-                            "inference.prefill": "chunked", "inference.token_budget": 6},
+                            "inference.scheduler.prefill": "chunked", "inference.scheduler.token_budget": 6},
 }
 
 
@@ -140,9 +140,9 @@ LOADS = {
 def test_both_executors_agree_exactly_with_preemptions(load_: str, preemption: str) -> None:
     """A Poisson load of lognormal lengths on a pool that runs out: every field of the log bit for bit, and
     some requests preempted."""
-    spec = _spec({"inference.arrival": "poisson", "inference.rate": 5e5, "inference.requests": 30,
-                  "inference.batch": 8, "inference.lengths": "lognormal", "inference.prompt_len": 8,
-                  "inference.output_len": 12, "inference.kv_block": 4, "inference.preemption": preemption,
+    spec = _spec({"inference.load.arrival": "poisson", "inference.load.rate": 5e5, "inference.load.requests": 30,
+                  "inference.scheduler.batch": 8, "inference.load.lengths": "lognormal", "inference.load.prompt_len": 8,
+                  "inference.load.output_len": 12, "inference.scheduler.kv_block": 4, "inference.scheduler.preemption": preemption,
                   "hardware.pe.sram": "200 KiB", **LOADS[load_]})
     fast, ref = (run_inference(spec.on(engine)).trace.batches for engine in ("fast", "reference"))
     for name in fast.__dataclass_fields__:
@@ -156,11 +156,11 @@ def test_both_executors_agree_exactly_with_preemptions(load_: str, preemption: s
 def test_sampled_moe_routing_with_preemptions_agrees_and_has_its_energy(preemption: str) -> None:
     """The MoE model's zipf-routed decodes on a 2 × 4 grid whose pool runs out: both executors bit for
     bit, with its joules; a swap's bytes cross the I/O, so swapping costs I/O energy recompute does not."""
-    spec = load_inference_data({**TINY, "inference": {"prompt_len": 8, "output_len": 12, "grid": "2x4"}},
-                               overrides={"inference.arrival": "poisson", "inference.rate": 5e5,
-                                          "inference.requests": 30, "inference.batch": 8,
-                                          "inference.lengths": "lognormal", "inference.routing": "zipf:1.2",
-                                          "inference.kv_block": 4, "inference.preemption": preemption,
+    spec = load_inference_data({**TINY, "inference": {"load": {"prompt_len": 8, "output_len": 12}, "grid": "2x4"}},
+                               overrides={"inference.load.arrival": "poisson", "inference.load.rate": 5e5,
+                                          "inference.load.requests": 30, "inference.scheduler.batch": 8,
+                                          "inference.load.lengths": "lognormal", "inference.moe.routing": "zipf:1.2",
+                                          "inference.scheduler.kv_block": 4, "inference.scheduler.preemption": preemption,
                                           "hardware.pe.sram": "24 KiB"}).spec
     fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     assert fast.result.to_dict() | {"wall_s": 0, "events": 0} == ref.result.to_dict() | {"wall_s": 0, "events": 0}
@@ -169,25 +169,25 @@ def test_sampled_moe_routing_with_preemptions_agrees_and_has_its_energy(preempti
 
 
 def test_the_result_reports_the_preemptions() -> None:
-    r = run_inference(_spec({"inference.arrival": "poisson", "inference.rate": 5e5, "inference.requests": 30,
-                             "inference.batch": 8, "inference.lengths": "lognormal", "inference.prompt_len": 8,
-                             "inference.output_len": 12, "inference.kv_block": 4, "inference.preemption": "swap",
+    r = run_inference(_spec({"inference.load.arrival": "poisson", "inference.load.rate": 5e5, "inference.load.requests": 30,
+                             "inference.scheduler.batch": 8, "inference.load.lengths": "lognormal", "inference.load.prompt_len": 8,
+                             "inference.load.output_len": 12, "inference.scheduler.kv_block": 4, "inference.scheduler.preemption": "swap",
                              "hardware.pe.sram": "200 KiB"})).result
     assert (r.kv_block, r.preemption) == (4, "swap") and r.kv_blocks > 0 and r.preemptions > 0 and r.swap_s > 0
-    plain = run_inference(_spec({"inference.arrival": "poisson", "inference.rate": 5e5, "inference.requests": 3,
-                                 "inference.batch": 8})).result
+    plain = run_inference(_spec({"inference.load.arrival": "poisson", "inference.load.rate": 5e5, "inference.load.requests": 3,
+                                 "inference.scheduler.batch": 8})).result
     assert (plain.kv_block, plain.kv_blocks, plain.preemption, plain.preemptions, plain.swap_s) == (0, 0, "", 0, 0)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({**TWO, "inference.kv_block": 0}, "inference.kv_block: expected a value > 0, got 0"),
-    ({**TWO, "inference.kv_block": "16 tokens"}, 'inference.kv_block: expected an integer, got "16 tokens"'),
-    ({**TWO, "inference.kv_block": 2.5}, "inference.kv_block: expected an integer, got 2.5"),
-    ({"inference.kv_block": 16, "inference.batching": "none"},
-     "inference.kv_block: expected batching: auto or continuous with kv_block"),
-    ({**TWO, "inference.kv_layout": "concat"}, "inference.kv_block: expected kv_layout: shift with kv_block"),
-    ({"inference.preemption": "swap"}, "inference.preemption: expected no preemption without kv_block"),
-    ({**TWO, "inference.preemption": "drop"}, "inference.preemption: expected 'recompute' or 'swap'"),
+    ({**TWO, "inference.scheduler.kv_block": 0}, "inference.scheduler.kv_block: expected a value > 0, got 0"),
+    ({**TWO, "inference.scheduler.kv_block": "16 tokens"}, 'inference.scheduler.kv_block: expected an integer, got "16 tokens"'),
+    ({**TWO, "inference.scheduler.kv_block": 2.5}, "inference.scheduler.kv_block: expected an integer, got 2.5"),
+    ({"inference.scheduler.kv_block": 16, "inference.scheduler.batching": "none"},
+     "inference.scheduler.kv_block: expected batching: auto or continuous with kv_block"),
+    ({**TWO, "inference.kv_layout": "concat"}, "inference.scheduler.kv_block: expected kv_layout: shift with kv_block"),
+    ({"inference.scheduler.preemption": "swap"}, "inference.scheduler.preemption: expected no preemption without kv_block"),
+    ({**TWO, "inference.scheduler.preemption": "drop"}, "inference.scheduler.preemption: expected 'recompute' or 'swap'"),
 ])
 def test_bad_kv_block_keys_are_one_line(overrides: dict, message: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -213,9 +213,9 @@ def test_the_trace_shows_the_preemption_and_the_swaps() -> None:
 DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
          "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
 LAYOUTS = {"draft": {"inference.speculative": {"draft": DRAFT, "tokens": 3, "acceptance": 0.7}},
-           "split prefill": {"inference.prefill_systems": 1},
+           "split prefill": {"inference.disaggregation.prefill_systems": 1},
            "both": {"inference.speculative": {"draft": DRAFT, "tokens": 3, "acceptance": 0.7},
-                    "inference.prefill_systems": 1}}
+                    "inference.disaggregation.prefill_systems": 1}}
 
 
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
@@ -226,10 +226,10 @@ def test_the_paged_target_cache_composes_with_a_draft_and_prefill_wafers(layout:
     through the prefill wafers (or swaps to MemoryX and back to the first decode stage) and the draft keeps
     its own cache whole (it prefills each prompt once). Every request is served, some preempted, both
     executors bit for bit; with room for every request the paged run is the whole reservation's."""
-    base = {"inference.arrival": "poisson", "inference.rate": 5e5, "inference.requests": 24, "inference.batch": 8,
-            "inference.lengths": "lognormal", "inference.prompt_len": 8, "inference.output_len": 12,
+    base = {"inference.load.arrival": "poisson", "inference.load.rate": 5e5, "inference.load.requests": 24, "inference.scheduler.batch": 8,
+            "inference.load.lengths": "lognormal", "inference.load.prompt_len": 8, "inference.load.output_len": 12,
             "inference.grid": "2x4", "inference.interconnect": "swarmx", **LAYOUTS[layout]}
-    spec = _spec({**base, "inference.kv_block": 4, "inference.preemption": preemption,
+    spec = _spec({**base, "inference.scheduler.kv_block": 4, "inference.scheduler.preemption": preemption,
                   "hardware.pe.sram": "24 KiB"})
     fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     for name in fast.trace.batches.__dataclass_fields__:
@@ -238,7 +238,7 @@ def test_the_paged_target_cache_composes_with_a_draft_and_prefill_wafers(layout:
     r = fast.result
     assert r.feasible and r.refused == 0 and r.preemptions > 0, r.infeasible_reason
     assert np.isfinite(fast.trace.batches.finished).all()
-    roomy = _spec({**base, "inference.kv_block": 4})
+    roomy = _spec({**base, "inference.scheduler.kv_block": 4})
     whole = _spec(base)
     a, b = run_inference(roomy).trace.batches, run_inference(whole).trace.batches
     assert a.preemptions == 0 and np.array_equal(a.emitted, b.emitted)

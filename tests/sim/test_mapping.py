@@ -28,7 +28,7 @@ from wsesim.sim.programs.mapping import (
 )
 
 TINY: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-                        "inference": {"prompt_len": 16, "output_len": 3}}
+                        "inference": {"load": {"prompt_len": 16, "output_len": 3}}}
 LINK = {"kind": "interconnect", "name": "test-link", "fan_out": 4, "link_bandwidth": "1 Tbit/s",
         "latency": "100 ns"}
 """An interconnect between wafers, inline (its figures matter only to the executors' hand-offs)."""
@@ -274,18 +274,18 @@ def _by_hand(spec: Any, stage: Stage, layers: tuple[int, ...], last: bool) -> di
     P, Q, pes, bpv = stage.rows, stage.cols, stage.rows * stage.cols, m.bytes_per_value
     table = m.vocab_size * m.hidden_size * bpv
     weights = (sum(_layer_bytes(m, i) for i in layers) + stage.embedding_bytes + table * last) / pes
-    per_token = 2 * m.kv_heads * m.head_dim * bpv * len(layers) * inf.batch
-    S, out = inf.prompt_len, inf.output_len
+    per_token = 2 * m.kv_heads * m.head_dim * bpv * len(layers) * inf.scheduler.batch
+    S, out = inf.load.prompt_len, inf.load.output_len
     kv = per_token * (S + out) / pes if inf.kv_layout == "shift" else per_token * (S / P + out) / Q
-    activations = max(inf.batch * m.hidden_size * bpv * 2 / Q, S * m.hidden_size * bpv * 4 / pes)
+    activations = max(inf.scheduler.batch * m.hidden_size * bpv * 2 / Q, S * m.hidden_size * bpv * 4 / pes)
     return {"weights": weights, "kv_cache": kv, "activations": activations}
 
 
 SRAM_CASES = [
     {"model.layers": 20, "inference.grid": "2x4"},
-    {"model.layers": 20, "inference.grid": "4x4", "inference.kv_layout": "concat", "inference.batch": 3,
-     "inference.prompt_len": 32, "inference.output_len": 5},
-    {**DENSE, "model.layers": 12, "inference.grid": "2x2", "inference.batch": 2},
+    {"model.layers": 20, "inference.grid": "4x4", "inference.kv_layout": "concat", "inference.scheduler.batch": 3,
+     "inference.load.prompt_len": 32, "inference.load.output_len": 5},
+    {**DENSE, "model.layers": 12, "inference.grid": "2x2", "inference.scheduler.batch": 2},
     {"model.layers": 9, "model.dense_layers": 2, "model.ffn_intermediate": 96, "inference.grid": "2x4",
      "inference.kv_layout": "concat"},
     {"model.layers": 60, "hardware.mesh.rows": 16, "hardware.mesh.cols": 16, "inference.interconnect": LINK},
@@ -326,10 +326,10 @@ def test_the_longest_output_that_fits_is_the_boundary() -> None:
     growing 3·128/8 = 48 B a token): 7,880 / 48 = 164.2 tokens of context, less the 16 of the prompt:
     an output of 148 fits, 149 does not."""
     fixed = {"model.layers": 7, "inference.grid": "2x4", "inference.layers_per_stage": 3}
-    fits = _map(**fixed, **{"inference.output_len": 148})
+    fits = _map(**fixed, **{"inference.load.output_len": 148})
     assert fits.feasible and min(s.memory.max_output for s in fits.stages) == 148
     assert fits.stages[0].memory.max_output == 148 and fits.stages[2].embedding
-    over = _map(**fixed, **{"inference.output_len": 149})
+    over = _map(**fixed, **{"inference.load.output_len": 149})
     assert not over.feasible and "stage 0 (3 layers)" in over.reason
     assert "the longest output that fits is 148" in over.reason
 

@@ -9,6 +9,7 @@ import pytest
 
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
+from wsesim.config.inference_load import MOVED
 from wsesim.config.loader import load_model
 from wsesim.experiments.inference import run_inference
 from wsesim.model.load import requests_of
@@ -21,11 +22,11 @@ from wsesim.sim.programs.builders.serving import serving_program
 from wsesim.sim.programs.mapping import map_stages
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 16, "output_len": 5, "grid": "4x8"}}
+        "inference": {"load": {"prompt_len": 16, "output_len": 5}, "grid": "4x8"}}
 
 
 def _spec(**inference):
-    return load_inference_data(TINY, overrides={f"inference.{k}": v for k, v in inference.items()}).spec
+    return load_inference_data(TINY, overrides={f"inference.{MOVED.get(k, k)}": v for k, v in inference.items()}).spec
 
 
 def _by_name(spec, name: str, phase: str = "decode") -> list[float]:
@@ -80,13 +81,13 @@ def test_two_grids_across_wafers_by_hand() -> None:
     the prefill's 16 tokens: 1,024 values, 2,048 B / 4 + 2,000 = 2,512 each way, 5,024 a layer."""
     spec = load_inference_data({**TINY, "inference": {**TINY["inference"], "grid": "8x8",
                                                       "interconnect": "swarmx"}},
-                               overrides={"inference.expert_grids": 2}).spec
+                               overrides={"inference.moe.expert_grids": 2}).spec
     mapping = map_stages(spec)
     assert mapping.systems == 2 and mapping.stages[0].expert_grids == ((1, (0, 0)),)
     assert _by_name(spec, "expert_grids") == [4064.0, 4064.0]
     assert _by_name(spec, "expert_grids", "prefill") == [5024.0, 5024.0]
     no_link = load_inference_data({**TINY, "inference": {**TINY["inference"], "grid": "8x8"}},
-                                  overrides={"inference.expert_grids": 2}).spec
+                                  overrides={"inference.moe.expert_grids": 2}).spec
     assert "set inference.interconnect" in map_stages(no_link).reason
 
 
@@ -151,8 +152,8 @@ def test_nothing_asked_changes_nothing(model: str) -> None:
     overrides = {} if model == "tiny-moe" else {"model.experts": 0, "model.top_k": 0,
                                                 "model.expert_intermediate": 0, "model.ffn_intermediate": 96}
     plain = load_inference_data(TINY, overrides=overrides).spec
-    said = load_inference_data(TINY, overrides={**overrides, "inference.routing": "balanced",
-                                                "inference.expert_grids": 1}).spec
+    said = load_inference_data(TINY, overrides={**overrides, "inference.moe.routing": "balanced",
+                                                "inference.moe.expert_grids": 1}).spec
     a, b = run_inference(plain).result.to_dict(), run_inference(said).result.to_dict()
     a.pop("wall_s"), b.pop("wall_s")
     assert a == b and "moe" not in a and "grids" not in a["per_stage"][0]
@@ -164,7 +165,7 @@ def test_deepseek_v3_is_served_with_expert_parallelism() -> None:
     needs fewer wafers."""
     one = map_stages(load_inference(hardware="wse3", model="deepseek-v3").spec)
     auto = map_stages(load_inference(hardware="wse3", model="deepseek-v3",
-                                     overrides={"inference.expert_grids": "auto"}).spec)
+                                     overrides={"inference.moe.expert_grids": "auto"}).spec)
     assert one.feasible and auto.feasible and auto.expert_grids > 1
     assert auto.systems < one.systems
     assert auto.stages[0].layers == (0, 1, 2) and auto.stages[0].grids == 1  # the dense layers on one grid
@@ -172,22 +173,22 @@ def test_deepseek_v3_is_served_with_expert_parallelism() -> None:
 
 
 def test_bad_routing_is_one_line() -> None:
-    with pytest.raises(ConfigError, match=r'inference.routing: expected "balanced", "uniform" or "zipf'):
-        load_inference(overrides={"inference.routing": "zipf:-1"})
+    with pytest.raises(ConfigError, match=r'inference.moe.routing: expected "balanced", "uniform" or "zipf'):
+        load_inference(overrides={"inference.moe.routing": "zipf:-1"})
     assert experts_per_grid(256, 3) == 86 and experts_per_grid(4, 1) == 4
     assert load_model("deepseek-v3").dense_layers == 3
 
 
 @pytest.mark.parametrize(("overrides", "line"), [
-    ({"inference.expert_grids": 5},
-     "--set: inference.expert_grids: expected expert_grids at most the model's 4 experts (a grid beyond them "
+    ({"inference.moe.expert_grids": 5},
+     "--set: inference.moe.expert_grids: expected expert_grids at most the model's 4 experts (a grid beyond them "
      "would hold none), got 5"),
     ({**{f"model.{k}": 0 for k in ("experts", "top_k", "expert_intermediate")}, "model.ffn_intermediate": 96,
-      "inference.expert_grids": 2},
-     "--set: inference.expert_grids: expected expert_grids: 1 or auto with a dense model (tiny-moe has no experts"),
+      "inference.moe.expert_grids": 2},
+     "--set: inference.moe.expert_grids: expected expert_grids: 1 or auto with a dense model (tiny-moe has no experts"),
     ({**{f"model.{k}": 0 for k in ("experts", "top_k", "expert_intermediate")}, "model.ffn_intermediate": 96,
-      "inference.routing": "uniform"},
-     "--set: inference.routing: expected routing: balanced with a dense model (tiny-moe has no experts to route)"),
+      "inference.moe.routing": "uniform"},
+     "--set: inference.moe.routing: expected routing: balanced with a dense model (tiny-moe has no experts to route)"),
 ])
 def test_expert_keys_the_model_cannot_use_are_one_line(overrides: dict, line: str) -> None:
     """Issue 40: 5 grids for 4 experts (one grid empty) was served; expert_grids and sampled routing on a
@@ -196,9 +197,9 @@ def test_expert_keys_the_model_cannot_use_are_one_line(overrides: dict, line: st
     with pytest.raises(ConfigError) as e:
         load_inference_data(TINY, overrides=overrides)
     assert str(e.value).startswith(line) and "\n" not in str(e.value)
-    assert _spec(expert_grids=4).inference.expert_grids == 4
+    assert _spec(expert_grids=4).inference.moe.expert_grids == 4
     dense = {**{f"model.{k}": 0 for k in ("experts", "top_k", "expert_intermediate")}, "model.ffn_intermediate": 96}
-    assert load_inference_data(TINY, overrides={**dense, "inference.expert_grids": "auto"}).spec.model.experts == 0
+    assert load_inference_data(TINY, overrides={**dense, "inference.moe.expert_grids": "auto"}).spec.model.experts == 0
 
 
 def test_the_work_estimate_counts_the_draws() -> None:

@@ -15,7 +15,7 @@ from wsesim.sim.programs.mapping import map_stages
 from wsesim.sim.programs.program import Iteration, Move, ServeBatches, StageWork
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
 PREFILL, DECODE, HANDOFF = 100.0, 10.0, 0.0

@@ -18,7 +18,7 @@ from wsesim.sim.programs.mapping import map_stages
 from wsesim.sim.programs.program import Program, ServeBatches, StageWork
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 3, "grid": "1x1"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}
 DENSE = {"model.experts": 0, "model.top_k": 0, "model.expert_intermediate": 0, "model.ffn_intermediate": 96,
          "hardware.pe.sram": "1 MiB"}
 
@@ -41,7 +41,7 @@ def test_one_decode_layer_on_one_pe_by_hand() -> None:
     11,468 (= 7,968 + 35T, as when every kernel was ⌈FMACs / 4⌉: the scores round per instruction now).
     """
     for T, by_hand in ((9, 8331), (10, 8350), (100, 11468)):  # the last decode step's context: prompt + output − 1
-        spec = _spec({"inference.output_len": T - 7})
+        spec = _spec({"inference.load.output_len": T - 7})
         work, = _serve(serving_program(spec, map_stages(spec))).stages
         cost, = cost_serving(serving_program(spec, map_stages(spec)), spec).stages
         layer = [c for op, c in zip(work.decode, cost.decode, strict=True) if op.layer == 0]
@@ -138,7 +138,7 @@ def test_the_reference_executor_agrees(batch: int, output: int, times) -> None:
 
 
 def test_the_reference_executor_agrees_on_a_simulated_tiny_program() -> None:
-    spec = _spec({"inference.batch": 3, "inference.grid": "2x2", "inference.layers_per_stage": 1})
+    spec = _spec({"inference.scheduler.batch": 3, "inference.grid": "2x2", "inference.layers_per_stage": 1})
     mapping = map_stages(spec)
     assert len(mapping.stages) == 2
     program = serving_program(spec, mapping)

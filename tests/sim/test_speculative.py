@@ -18,7 +18,7 @@ from wsesim.sim.programs.mapping import map_stages
 # 256) on one PE of tiny8 (1 GHz, 4 FMAC lanes in fp16, I/O 4 B a cycle); swarmx: 2 us = 2,000 cycles a node
 DENSE = {"experts": 0, "top_k": 0, "expert_intermediate": 0, "ffn_intermediate": 96}
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
-        "inference": {"prompt_len": 8, "output_len": 9, "grid": "1x1", "interconnect": "swarmx"}}
+        "inference": {"load": {"prompt_len": 8, "output_len": 9}, "grid": "1x1", "interconnect": "swarmx"}}
 SET = {**{f"model.{k}": v for k, v in DENSE.items()}, "hardware.pe.sram": "1 MiB"}
 DRAFT = {"kind": "model", "name": "tiny-draft", "hidden_size": 64, "layers": 1, "heads": 4, "kv_heads": 2,
          "head_dim": 16, "ffn_intermediate": 96, "vocab_size": 256, "dtype": "fp16"}
@@ -123,9 +123,9 @@ def test_batching_none_with_a_draft_or_prefill_wafers_is_refused_in_one_line() -
     """Their wafers are stations of the scheduler: the one-token pipeline has none."""
     from wsesim.config.errors import ConfigError
 
-    for layout in ({"inference.speculative": {"draft": DRAFT, "acceptance": 0.5}}, {"inference.prefill_systems": 1}):
+    for layout in ({"inference.speculative": {"draft": DRAFT, "acceptance": 0.5}}, {"inference.disaggregation.prefill_systems": 1}):
         with pytest.raises(ConfigError) as e:
-            _spec(**layout, **{"inference.batching": "none"})
+            _spec(**layout, **{"inference.scheduler.batching": "none"})
         assert "expected batching: auto or continuous with" in str(e.value) and "\n" not in str(e.value)
 
 
@@ -150,7 +150,7 @@ def test_split_prefill_kv_cache_and_its_hand_off_by_hand() -> None:
     The first token is out when the prefill wafer's prefill is (the same 1x1 grid: the same 136,380 cycles
     as without), and the first decode step starts 2,512 cycles later: the 8 tokens after the first take
     the plain run's Σ decode steps + 2,512 (one stage: no hand-off after its prefill)."""
-    spec = _spec(**{"inference.prefill_systems": 1})
+    spec = _spec(**{"inference.disaggregation.prefill_systems": 1})
     fast, ref = run_inference(spec.on("fast")), run_inference(spec.on("reference"))
     plain = run_inference(_spec())
     sp = fast.result.split_prefill
@@ -168,8 +168,8 @@ def test_split_prefill_kv_cache_and_its_hand_off_by_hand() -> None:
 
 
 def test_split_prefill_that_does_not_fit_its_wafers_is_infeasible_with_a_reason() -> None:
-    r = run_inference(_spec(**{"inference.prefill_systems": 1, "inference.grid": "auto",
-                               "hardware.pe.sram": "64 KiB", "inference.prompt_len": 4096})).result
+    r = run_inference(_spec(**{"inference.disaggregation.prefill_systems": 1, "inference.grid": "auto",
+                               "hardware.pe.sram": "64 KiB", "inference.load.prompt_len": 4096})).result
     assert not r.feasible and r.infeasible_reason.startswith("the prefill wafers: the weights do not fit 1 wafer")
 
 
@@ -179,13 +179,13 @@ def test_one_output_token_with_a_draft_is_refused_in_one_line() -> None:
     from wsesim.config.errors import ConfigError
 
     with pytest.raises(ConfigError) as e:
-        _speculative(**{"inference.output_len": 1})
+        _speculative(**{"inference.load.output_len": 1})
     assert "inference.speculative: expected output_len of at least 2 with speculative" in str(e.value)
     assert "\n" not in str(e.value)
-    assert run_inference(_speculative(**{"inference.output_len": 2})).result.speculative["rounds"] == 1
+    assert run_inference(_speculative(**{"inference.load.output_len": 2})).result.speculative["rounds"] == 1
 
 
-LOAD = {"inference.arrival": "poisson", "inference.rate": 2e5, "inference.requests": 12, "inference.batch": 4}
+LOAD = {"inference.load.arrival": "poisson", "inference.load.rate": 2e5, "inference.load.requests": 12, "inference.scheduler.batch": 4}
 
 
 def test_under_load_the_draft_is_a_station_and_both_executors_agree() -> None:
@@ -226,7 +226,7 @@ def test_split_prefill_under_load_is_a_pool_of_stations_both_executors_agree() -
     """Twelve Poisson requests with the prompt prefilled on a wafer of its own: the prefill wafer is a
     station before the decode stage, both executors log the same, and the decode stage never takes a
     prompt (no prefill stall in its iterations)."""
-    spec = _spec(**LOAD, **{"inference.prefill_systems": 1})
+    spec = _spec(**LOAD, **{"inference.disaggregation.prefill_systems": 1})
     fast, ref = (run_inference(spec.on(engine)) for engine in ("fast", "reference"))
     a, b = fast.trace.batches, ref.trace.batches
     for name in a.__dataclass_fields__:
@@ -249,7 +249,7 @@ def test_the_trace_shows_drafts_verify_passes_and_hand_offs() -> None:
     assert {"stage 0", "draft", "stage 0 hand-off", "draft hand-off"} <= threads
     cats = {e.get("cat") for e in events}
     assert {"draft", "verify", "handoff"} <= cats
-    split = run_inference(_spec(**LOAD, **{"inference.prefill_systems": 1}))
+    split = run_inference(_spec(**LOAD, **{"inference.disaggregation.prefill_systems": 1}))
     log = split.trace.batches
     kv = [e for e in chrome_trace(split.trace, clock_hz=1e9)["traceEvents"] if e.get("name", "").startswith("KV")]
     pool = (log.stage == 1) & (log.moved > 0)
@@ -263,7 +263,7 @@ def test_a_draft_with_prefill_wafers_by_hand_and_under_load() -> None:
     while the KV cache goes to the decode wafer (2,512); the first verify pass starts when both its drafts
     (2,000.5 + the round from context 9 + 2,002) and the cache have landed — here the drafts, later. Three
     wafers counted. Under load both executors log the same to the bit."""
-    both = {"inference.prefill_systems": 1}
+    both = {"inference.disaggregation.prefill_systems": 1}
     run = run_inference(_speculative(**both))
     log, costs = run.trace.batches, run.costs
     assert log.names == ("stage 0", "prefill 0", "draft")
@@ -287,7 +287,7 @@ def test_a_draft_with_prefill_wafers_by_hand_and_under_load() -> None:
 def test_with_a_slow_io_the_drafts_wait_for_the_kv_cache() -> None:
     """At 0.04 GB/s (0.04 B a cycle) the 2,048 B cache takes 51,200 + 2,000 cycles and the drafts 1/100 of
     their bytes' time more than at 4 GB/s: the first verify pass starts when the cache lands."""
-    both = {"inference.prefill_systems": 1, "hardware.io.bandwidth": "0.04 GB/s"}
+    both = {"inference.disaggregation.prefill_systems": 1, "hardware.io.bandwidth": "0.04 GB/s"}
     run = run_inference(_speculative(**both))
     log = run.trace.batches
     first = log.emitted[0]

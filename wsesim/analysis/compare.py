@@ -160,8 +160,8 @@ def sweep_match_keys(columns_a: list[str], columns_b: list[str]) -> list[str]:
 
 def counterpart(swept: str, other_columns: list[str]) -> str | None:
     """The result column of the other sweep that holds its fixed value of a key only one side swept
-    (``set:model`` -> ``model``, ``set:hardware`` -> ``hardware``, ``set:inference.rate`` -> ``rate``), or
-    ``None`` when it has no such column: then the key cannot be matched on."""
+    (``set:model`` -> ``model``, ``set:hardware`` -> ``hardware``, ``set:inference.load.rate`` -> ``rate``),
+    or ``None`` when it has no such column: then the key cannot be matched on."""
     name = swept.removeprefix("set:").rsplit(".", 1)[-1]
     return name if name in other_columns else None
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..config.errors import WsesimError
+from ..config.inference_load import GROUPS
 from ..config.units import parse_quantity
 from .figure_text import label, with_settings, y_unit
 from .results import STEP_PHASES
@@ -95,8 +96,11 @@ def swept_keys(header: list[str]) -> list[str]:
 
 def short(key: str) -> str:
     """A key without its section: ``hardware.io.bandwidth`` -> ``io.bandwidth``, ``model.experts`` ->
-    ``experts``."""
-    return key.split(".", 1)[1] if "." in key else key
+    ``experts``; a serving key without its group too (``inference.scheduler.batch`` -> ``batch``: a figure
+    is named for what varies, ``serving_vs_batch``)."""
+    section, _, rest = key.partition(".")
+    group, _, leaf = rest.partition(".")
+    return leaf if section == "inference" and group in GROUPS and leaf else rest or key
 
 
 NOT_SET = "not set"

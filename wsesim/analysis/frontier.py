@@ -23,7 +23,8 @@ from .serving_plans import value, x_label, y_log
 __all__ = ["LOADS", "NOT_GIVEN", "PANELS", "FrontierPanel", "LoadSeries", "ThroughputLatencyPlan",
            "kw_per_system", "load_key", "plan_throughput_latency", "side_by_side"]
 
-RATE, BATCH = "inference.rate", "inference.batch"  # the two keys wsesim names a load by (docs/model.md §11.7)
+# the two keys wsesim names a load by (docs/model.md §11.7)
+RATE, BATCH = "inference.load.rate", "inference.scheduler.batch"
 LOADS = {RATE: "{}/s", BATCH: "b={}"}
 """The swept keys that are a load, in the order one is chosen when several vary (the others then make
 series), each with how a point's label writes its value."""
@@ -32,7 +33,7 @@ PANELS = (("tokens_per_s_per_system", "tokens/s per system"),
           ("usd_per_million_tokens", "$ per million tokens (lower is better)"))
 """The frontier's y axes: the CSV column and its words."""
 NOT_GIVEN = {"tokens_per_s_per_kw": "the hardware has no energy section",
-             "usd_per_million_tokens": "no inference.price_per_system_hour given"}
+             "usd_per_million_tokens": "no inference.economics.price_per_system_hour given"}
 """Why a row has no figure for a panel."""
 PER_USER = "tokens_per_s_per_request"
 

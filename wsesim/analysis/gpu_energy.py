@@ -1,7 +1,8 @@
 """A GPU serving run's energy and cost (docs/model.md §13.7): each GPU of a stage draws its TDP
 (``power.gpu``) while its stage is busy and nothing beyond its node's floor while idle; each node in use
 draws its floor (``power.node_floor``: host, NICs, NVSwitches, fans) for the whole run. A "system" is a
-node: the price (``inference.price_per_system_hour``) is per node-hour, the per-system figures per node."""
+node: the price (``inference.economics.price_per_system_hour``) is per node-hour, the per-system figures per
+node."""
 
 from __future__ import annotations
 

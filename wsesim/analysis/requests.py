@@ -43,7 +43,7 @@ class RequestTimes:
         return self.cycles[name] / self.clock
 
     def after(self, warmup: int) -> RequestTimes:
-        """The requests after the first ``warmup`` (``inference.warmup``: left out of the figures)."""
+        """The requests after the first ``warmup`` (``inference.load.warmup``: left out of the figures)."""
         if not warmup:
             return self
         first = int(self.outputs[:warmup].sum())

@@ -102,15 +102,16 @@ class ServeResult:
     goodput_requests_per_s: float | None = None
     goodput_tokens_per_s: float | None = None
     # steady state (continuous batching): the requests left out of the figures at the run's start
-    # (``inference.warmup``); the prompt tokens of the counted requests per second of their span; the
+    # (``inference.load.warmup``); the prompt tokens of the counted requests per second of their span; the
     # requests per second the busiest stage can serve, those served over its busy seconds (0 without
     # continuous batching): an offered load above it grows the queue for as long as the run lasts
     warmup: int = 0
     prompt_tokens_per_s: float = 0.0
     capacity_requests_per_s: float = 0.0
-    # the paged KV cache (inference.kv_block, docs/model.md §11.7): tokens a block (0: each request's cache
-    # reserved whole), blocks in the pool, what a preemption does ("" without blocks), the run's
-    # preemptions (warm-up included, each time a request is preempted), the I/O's seconds swapping caches
+    # the paged KV cache (inference.scheduler.kv_block, docs/model.md §11.7): tokens a block (0: each
+    # request's cache reserved whole), blocks in the pool, what a preemption does ("" without blocks), the
+    # run's preemptions (warm-up included, each time a request is preempted), the I/O's seconds swapping
+    # caches
     kv_block: int = 0
     kv_blocks: int = 0
     preemption: str = ""
@@ -123,7 +124,7 @@ class ServeResult:
     power_w: float | None = None
     joules_per_token: float | None = None
     tokens_per_s_per_kw: float | None = None
-    usd_per_million_tokens: float | None = None  # with inference.price_per_system_hour
+    usd_per_million_tokens: float | None = None  # with inference.economics.price_per_system_hour
     energy_events: dict[str, float] = field(default_factory=dict)  # the counts priced
 
     # speculative decoding's figures (docs/model.md §11.9) and split prefill's (§11.10); empty when off
@@ -145,9 +146,9 @@ class ServeResult:
 def _moe(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
     """The MoE serving block: how the experts are placed and routed, when anything of it was asked."""
     inf, m = spec.inference, spec.model
-    if not m.experts or (not inf.sampled and inf.expert_grids == 1):
+    if not m.experts or (not inf.moe.sampled and inf.moe.expert_grids == 1):
         return {}
-    return {"routing": inf.routing, "seed": inf.seed, "expert_grids": mapping.expert_grids,
+    return {"routing": inf.moe.routing, "seed": inf.load.seed, "expert_grids": mapping.expert_grids,
             "experts_per_grid": experts_per_grid(m.experts, mapping.expert_grids),
             "grids": mapping.grids_used}
 
@@ -155,8 +156,9 @@ def _moe(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
 def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
     inf = spec.inference
     return {"moe": _moe(spec, mapping),
-            "hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.prompt_len,
-            "output_len": inf.output_len, "batch": inf.batch, "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
+            "hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.load.prompt_len,
+            "output_len": inf.load.output_len, "batch": inf.scheduler.batch,
+            "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
             "stages": len(mapping.stages), "systems": mapping.systems, "system": system_word(spec.hardware),
             "systems_allowed": mapping.allowed or 0,
             "layers_per_stage": [len(s.layers) for s in mapping.stages], "kv_layout": inf.kv_layout,
@@ -193,8 +195,10 @@ def _all_refused(spec: InferenceExperimentSpec, mapping: Mapping, times: Any,
 def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
     inf = spec.inference
     slo = {"slo_ttft_s": inf.slo.ttft_s, "slo_tpot_s": inf.slo.tpot_s} if inf.slo else {}
-    paged = {"kv_block": inf.kv_block, "preemption": inf.preempt_by} if inf.kv_block else {}
-    return {"arrival": inf.arrival, "batching": "continuous" if inf.continuous else "none", **slo, **paged}
+    sched = inf.scheduler
+    paged = {"kv_block": sched.kv_block, "preemption": sched.preempt_by} if sched.kv_block else {}
+    batching = "continuous" if sched.continuous else "none"
+    return {"arrival": inf.load.arrival, "batching": batching, **slo, **paged}
 
 
 def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
@@ -206,7 +210,7 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     whole = request_times(spec, program, trace)
     if whole.refused.all():  # nothing served: no latency to report, not a run whose latencies are 0
         return _all_refused(spec, mapping, whole, getattr(program.body[0], "kv_block", None))
-    times = whole.after(inf.warmup)  # the figures over requests: those after the warm-up
+    times = whole.after(inf.load.warmup)  # the figures over requests: those after the warm-up
     load = {**_load_keys(spec), **load_figures(spec, times, trace),
             "requests": len(whole.prompt), "refused": int(whole.refused.sum())}  # the run's, warm-up included
     serve = program.body[0]
@@ -259,12 +263,13 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                   **(_stage_experts(w.stage, use[i]) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     systems = mapping.systems + extra_systems
+    price = inf.economics.price_per_system_hour if inf.economics else None
     if spec.hardware.kind == "gpu":  # a node's GPUs at TDP while busy, and its floor (§13.7)
         energy = gpu_serving_energy(spec.hardware, busy_cycles, mapping.grid[1], seconds=end, nodes=systems,
-                                    tokens=produced, price_per_system_hour=inf.price_per_system_hour)
+                                    tokens=produced, price_per_system_hour=price)
     else:
         energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems, tokens=produced,
-                                price_per_system_hour=inf.price_per_system_hour)
+                                price_per_system_hour=price)
     return ServeResult(
         **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
@@ -289,7 +294,7 @@ GPU_WORDS = {"instructions": "kernel launches from the host",
 def _load(spec: InferenceExperimentSpec, load: dict[str, Any], ttft: float,
           prefill: dict[str, float]) -> Load:
     """The figures ``_bottleneck`` tells queueing by, from the result's own."""
-    return Load(cap=spec.inference.batch, largest=int(load.get("largest_batch", 0)),
+    return Load(cap=spec.inference.scheduler.batch, largest=int(load.get("largest_batch", 0)),
                 queueing_s=float(load.get("queueing_s") or 0.0), ttft_s=ttft,
                 prefill_handoff=prefill.get("handoff", 0.0),
                 prefill_kernels=sum(v for k, v in prefill.items() if k != "handoff"))
@@ -300,25 +305,26 @@ def _steady(spec: InferenceExperimentSpec, whole: RequestTimes, times: RequestTi
     """A continuously batched run's steady-state figures (``ServeResult.warmup`` …
     ``capacity_requests_per_s``) and, when the requests arrived faster than the run could serve them, the
     warning that says so. The capacity is the lower of two bounds: the busiest stage's (the requests served
-    over its busy seconds) and admission's (Little's law: at most ``inference.batch`` in flight, each for
-    its mean time from admission to its last token, so at most batch / that time a second)."""
+    over its busy seconds) and admission's (Little's law: at most ``inference.scheduler.batch`` in flight,
+    each for its mean time from admission to its last token, so at most batch / that time a second)."""
     assert trace.batches is not None
     clock, served = spec.hardware.clock_hz, ~whole.refused
     busiest = float(trace.batches.busy.max()) / clock if trace.batches.busy.size else 0.0
     stage_bound = float(served.sum()) / busiest if busiest else 0.0
     held = (whole.cycles["finished"] - whole.cycles["admitted"])[served] / clock
-    admission = spec.inference.batch / float(held.mean()) if held.size and held.mean() > 0 else stage_bound
+    cap = spec.inference.scheduler.batch
+    admission = cap / float(held.mean()) if held.size and held.mean() > 0 else stage_bound
     capacity = min(stage_bound, admission) if stage_bound else admission
     counted = ~times.refused
-    out: dict[str, Any] = {"warmup": spec.inference.warmup, "capacity_requests_per_s": capacity,
+    out: dict[str, Any] = {"warmup": spec.inference.load.warmup, "capacity_requests_per_s": capacity,
                            "prompt_tokens_per_s": float(times.prompt[counted].sum()) / span if span else 0.0}
     arrivals = whole.arrival[served]
     window = float(arrivals.max() - arrivals.min()) if arrivals.size > 1 else 0.0
     offered = (arrivals.size - 1) / window if window else 0.0
     if window and (busiest > window or offered > admission):
         mean = float(held.mean())
-        why = (f"at most {spec.inference.batch} in flight (inference.batch), each {mean:,.3g} s from "
-               "admission to its last token" if admission < stage_bound or not busiest > window else
+        why = (f"at most {cap} in flight (inference.scheduler.batch), each {mean:,.3g} s from admission "
+               "to its last token" if admission < stage_bound or not busiest > window else
                f"the busiest stage was busy {busiest:,.3g} s for requests that arrived over {window:,.3g} s")
         out["warnings"] = [f"the offered load ({offered:,.3g} requests/s) exceeds the measured capacity "
                            f"({capacity:,.3g} requests/s: {why}): the queue grows for as long as the run "
@@ -359,8 +365,8 @@ BUSY = 0.9
 @dataclass(frozen=True)
 class Load:
     """What a run's queueing is measured by (``ServeResult``'s figures): ``cap`` requests in flight at most
-    (``inference.batch``), the ``largest`` number that were, the mean ``queueing_s`` from arrival to the
-    prompt's start against the mean ``ttft_s``, and a prompt's cycles on the links between stages
+    (``inference.scheduler.batch``), the ``largest`` number that were, the mean ``queueing_s`` from arrival to
+    the prompt's start against the mean ``ttft_s``, and a prompt's cycles on the links between stages
     (``prefill_handoff``) against those in the stages' kernels (``prefill_kernels``)."""
 
     cap: int
@@ -375,7 +381,7 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
                 load: Load | None = None, words: dict[str, str] | None = None) -> str:
     """What limits the run, in words that agree with its figures: when requests queue (their mean wait
     before the prompt starts half their TTFT or more), the stage they queue for if one is busy (``BUSY``),
-    else admission (``inference.batch`` requests in flight, or fewer when their KV caches filled the
+    else admission (``inference.scheduler.batch`` requests in flight, or fewer when their KV caches filled the
     stages), and, when a prompt spends longer on the links between stages than in their kernels, that;
     then what a decode step is mostly made of, and the op that costs most (``words``: another machine's
     names of the parts, ``GPU_WORDS``)."""
@@ -403,7 +409,8 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
         if share >= BUSY:
             lead.append(f"{stage} busy {100 * share:.0f} % of the run: {wait}")
         elif load.largest >= load.cap:
-            lead.append(f"admission: {load.cap} requests in flight at most (inference.batch), {wait}; "
+            lead.append(f"admission: {load.cap} requests in flight at most (inference.scheduler.batch), "
+                        f"{wait}; "
                         f"the stages have room ({'busiest ' if len(busy) > 1 else ''}{idle})")
         else:
             lead.append(f"admission: the KV cache held {load.largest} requests in flight at most (inference."

@@ -21,10 +21,10 @@ __all__ = ["BREAKDOWN_FIELDS", "DECODE_OPS_FIELDS", "ENERGY_EVENT_FIELDS", "ENER
 SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "hardware": ("", "the hardware's name (its preset or YAML file's `name`)"),
     "model": ("", "the model's name"),
-    "prompt_len": ("tokens", "`inference.prompt_len`: each request's prompt (the median with lognormal "
+    "prompt_len": ("tokens", "`inference.load.prompt_len`: each request's prompt (the median with lognormal "
                    "lengths)", "§11.7"),
-    "output_len": ("tokens", "`inference.output_len`: each request's output tokens (likewise)", "§11.7"),
-    "batch": ("requests", "`inference.batch`: requests in flight at most", "§11.7"),
+    "output_len": ("tokens", "`inference.load.output_len`: each request's output tokens (likewise)", "§11.7"),
+    "batch": ("requests", "`inference.scheduler.batch`: requests in flight at most", "§11.7"),
     "grid": ("PEs", "rows x columns of PEs each pipeline stage runs on", "§11.1"),
     "stages": ("count", "pipeline stages (each a grid of PEs holding whole layers)", "§11.1"),
     "systems": ("count", "systems the run uses (wafers, or on GPUs nodes): the stages' and any draft's or "
@@ -71,7 +71,7 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "system": ("", "what one of `systems` is, which the per-system figures and the price count: `wafer`, or "
                "on a GPU preset its node (`8-GPU node`)", "§13.9"),
     "moe": ("", "MoE serving's block when asked for (`moe.…` below; left out otherwise)", "§11.8"),
-    "arrival": ("", "`inference.arrival`: together, poisson or trace", "§11.7"),
+    "arrival": ("", "`inference.load.arrival`: together, poisson or trace", "§11.7"),
     "batching": ("", "continuous (iteration-level batches) or none (one prompt or decode token an "
                      "iteration)", "§11.7"),
     "requests": ("requests", "requests in the run, the refused and the warm-up included", "§11.7"),
@@ -99,16 +99,16 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "goodput_requests_per_s": ("requests/s", "requests meeting both targets per second of the run's span",
                                "§11.7"),
     "goodput_tokens_per_s": ("tokens/s", "their output tokens per second of the span", "§11.7"),
-    "warmup": ("requests", "`inference.warmup`: the first requests left out of the figures", "§11.7"),
+    "warmup": ("requests", "`inference.load.warmup`: the first requests left out of the figures", "§11.7"),
     "prompt_tokens_per_s": ("tokens/s", "the counted requests' prompt tokens per second of their span "
                             "(continuous batching)", "§11.7"),
     "capacity_requests_per_s": ("requests/s", "the requests a second the run can serve: the lower of the "
                                 "busiest stage's and admission's (0 without continuous batching)", "§11.7"),
-    "kv_block": ("tokens", "`inference.kv_block`: tokens a block of the paged KV cache (0: each request's "
-                 "cache reserved whole at admission)", "§11.7"),
+    "kv_block": ("tokens", "`inference.scheduler.kv_block`: tokens a block of the paged KV cache (0: each "
+                 "request's cache reserved whole at admission)", "§11.7"),
     "kv_blocks": ("count", "blocks in the pool: the tightest stage's SRAM for KV beside its weights and "
                   "activations, in blocks (0 without blocks)", "§11.7"),
-    "preemption": ("", "`inference.preemption`: recompute or swap (empty without blocks)", "§11.7"),
+    "preemption": ("", "`inference.scheduler.preemption`: recompute or swap (empty without blocks)", "§11.7"),
     "preemptions": ("count", "times a request was preempted for blocks another decode needed, the warm-up "
                     "included", "§11.7"),
     "swap_s": ("s", "the I/O's seconds moving preempted caches to MemoryX and back (0 with recompute)",
@@ -118,7 +118,7 @@ SERVE_RESULT_FIELDS: dict[str, Doc] = {
     "power_w": ("W", "the systems' mean power over the run (all of them)", "§12"),
     "joules_per_token": ("J/token", "`energy_j` per output token", "§12"),
     "tokens_per_s_per_kw": ("tokens/s/kW", "output tokens per second per kW of mean power", "§12"),
-    "usd_per_million_tokens": ("USD", "the systems' hours at `inference.price_per_system_hour` per "
+    "usd_per_million_tokens": ("USD", "the systems' hours at `inference.economics.price_per_system_hour` per "
                                "million output tokens (null: no price)", "§12"),
     "energy_events": ("", "the event counts priced (`energy_events.<event>`)", "§12.1"),
     "speculative": ("", "speculative decoding's block (`speculative.…` below; left out when off)",
@@ -176,8 +176,8 @@ GPU_FIELDS: dict[str, Doc] = {
 """The keys of a GPU run's ``gpu`` block (docs/model.md §13.7)."""
 
 MOE_FIELDS: dict[str, Doc] = {
-    "routing": ("", "`inference.routing`: how decode tokens pick experts", "§11.8"),
-    "seed": ("", "`inference.seed`: the seed of sampled routing", "§11.8"),
+    "routing": ("", "`inference.moe.routing`: how decode tokens pick experts", "§11.8"),
+    "seed": ("", "`inference.load.seed`: the seed of sampled routing", "§11.8"),
     "expert_grids": ("count", "G: grids the experts of a layer are spread over", "§11.8"),
     "experts_per_grid": ("count", "experts each grid holds", "§11.8"),
     "grids": ("count", "grids in all", "§11.8"),

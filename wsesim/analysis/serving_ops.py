@@ -30,7 +30,7 @@ def decode_ops(spec: InferenceExperimentSpec, program: Program, costs: Costs) ->
     """One dict per op of a decode step, stage by stage (keys ``DECODE_OPS_COLUMNS``; ``None`` where a value
     does not apply): one request's at the spec's lengths."""
     serve = next(op for op in program.body if isinstance(op, ServeBatches))
-    context = decode_context(spec.inference.prompt_len, spec.inference.output_len)
+    context = decode_context(spec.inference.load.prompt_len, spec.inference.load.output_len)
     rows: list[dict[str, Any]] = []
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         stage = {"stage": work.stage.index, "wafer": work.stage.wafer}

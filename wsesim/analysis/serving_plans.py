@@ -86,13 +86,16 @@ class ServingPlan:
 
 LOG_SPAN = 20.0
 """A numeric axis whose values (all positive) span more than this factor is drawn on a log scale."""
-_X_LABELS = {"inference.batch": "batch (requests at once)", "inference.rate": "offered load (requests/s)",
-             "inference.prompt_len": "prompt length (tokens)",
-             "inference.output_len": "output length (tokens)",
-             "inference.requests": "requests", "inference.speculative.tokens": "drafted tokens K per pass",
+_X_LABELS = {"inference.scheduler.batch": "batch (requests at once)",
+             "inference.load.rate": "offered load (requests/s)",
+             "inference.load.prompt_len": "prompt length (tokens)",
+             "inference.load.output_len": "output length (tokens)",
+             "inference.load.requests": "requests",
+             "inference.speculative.tokens": "drafted tokens K per pass",
              "inference.speculative.acceptance": "acceptance rate α (per drafted token)",
-             "inference.prefill_systems": "prefill wafers", "inference.warmup": "warm-up (requests)",
-             "inference.token_budget": "token budget (tokens per pass)"}
+             "inference.disaggregation.prefill_systems": "prefill wafers",
+             "inference.load.warmup": "warm-up (requests)",
+             "inference.scheduler.token_budget": "token budget (tokens per pass)"}
 _QUANTITY_UNITS = (("size", "bytes"), ("bandwidth", "bytes/s"), ("frequency", "Hz"), ("time", "s"))
 
 

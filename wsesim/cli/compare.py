@@ -196,7 +196,7 @@ def format_side_by_side(data: dict[str, Any], source: str) -> str:
     systems = "; ".join(f"{system} on {', '.join(hardware)}" for system, hardware in on.items())
     out = [f"{source}: {what}" if what else source, f"one system: {systems}",
            "per kW: of each run's simulated mean power (all its systems, their static floor included); "
-           "$: at inference.price_per_system_hour"]
+           "$: at inference.economics.price_per_system_hour"]
     load = data["load"]
     head = [*([load.removeprefix("inference.")] if load else []), *(k.removeprefix("inference.")
                                                                     for k in data["keys"]),

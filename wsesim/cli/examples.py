@@ -7,6 +7,9 @@ import argparse
 import textwrap
 from typing import Any
 
+from pydantic import BaseModel
+
+from ..config.cluster import InterconnectSpec
 from ..config.inference import InferenceSpec
 
 DESCRIPTION = ("Simulate wafer-scale processors (Cerebras WSE-2 / WSE-3 class) from their PEs and fabric up: "
@@ -49,7 +52,7 @@ EXAMPLES: dict[str, list[str]] = {
                "wsesim schema --outputs results.csv"],
     "infer": ["wsesim infer --model llama3-8b --hardware wse2",
               "wsesim infer --search",
-              "wsesim infer --vary inference.batch=1,2,4 --vary inference.grid=250x250,375x375 "
+              "wsesim infer --vary inference.scheduler.batch=1,2,4 --vary inference.grid=250x250,375x375 "
               "--out out/serve"],
     "compare": ["wsesim compare out/qwen3-hf out/qwen3-g15",
                 "wsesim compare out/bta-paper out/bta-in-place --json"],
@@ -81,12 +84,16 @@ def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
 
 
 def _inference_keys() -> str:
-    """What ``--set inference.KEY`` takes, from the spec itself (so it cannot drift): every key but the
-    retired ones, and where each is described."""
-    retired = {"chunk"}  # refused with the name of its successor
-    keys = ", ".join(k for k in InferenceSpec.model_fields if k not in retired)
-    return (f"keys (--set inference.KEY=VALUE): {keys}. Each with its type and bounds: wsesim schema "
-            "inference; what each means: docs/model.md §11 (serving).")
+    """What ``--set inference.KEY`` takes, from the spec itself (so it cannot drift): every key, a group's
+    as ``group.{its keys}`` (a load's: every arrival's), and where each is described."""
+    keys = []
+    for name, field in InferenceSpec.model_fields.items():
+        groups = [a for a in getattr(field.annotation, "__args__", (field.annotation,))
+                  if isinstance(a, type) and issubclass(a, BaseModel) and a is not InterconnectSpec]
+        inner = dict.fromkeys(f.alias or k for g in groups for k, f in g.model_fields.items())
+        keys.append(f"{name}.{{{', '.join(inner)}}}" if inner else name)
+    return (f"keys (--set inference.KEY=VALUE): {', '.join(keys)}. Each with its type and bounds: wsesim "
+            "schema inference; what each means: docs/model.md §11 (serving).")
 
 
 class _Formatter(argparse.HelpFormatter):

@@ -50,7 +50,7 @@ def _energy_rows(r: Any) -> list[tuple[str, str]]:
                                      f"mean{wafers}; {share})"),
                 ("tokens/s per kW", "n/a (no power drawn)" if r.tokens_per_s_per_kw is None
                  else f"{r.tokens_per_s_per_kw:,.2f}")]
-    price = ("n/a (no inference.price_per_system_hour)" if r.usd_per_million_tokens is None
+    price = ("n/a (no inference.economics.price_per_system_hour)" if r.usd_per_million_tokens is None
              else significant(r.usd_per_million_tokens, 4))
     return [*rows, ("$ per million tokens", price)]
 
@@ -240,9 +240,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                           f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
                           "other", source="--search")
     s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
-    requests = inf.requests or inf.batch
-    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
-                        f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
+    n = inf.request_count  # None: a whole trace, its rows not yet read
+    requests = "the trace's requests" if n is None else f"{n:,} request{'s' if n != 1 else ''}"
+    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests}"
+                        + (", searching the grids" if args.search else "")):
         if args.search:
             run, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
         else:
@@ -357,7 +358,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                        help="serve a model: time to first token, tokens/s per request, the bottleneck")
     add_experiment_arguments(p, "INFERENCE.yaml",
                              "a kind: inference file (default: the shipped LLaMA3-8B on WSE-2 example)",
-                             "--set inference.grid=420x420 --set inference.batch=8")
+                             "--set inference.grid=420x420 --set inference.scheduler.batch=8")
     p.add_argument("--search", action="store_true",
                    help="try the grids that tile the wafer (rectangles) and keep the fastest mapping "
                         "that fits (like tune)")
@@ -369,7 +370,7 @@ def register(sub: Any, commands: dict[str, Any]) -> None:
                    help="fast (default) or the plain-SimPy reference executor: sets simulation.engine "
                         "(with --vary, every point's; --vary simulation.engine=fast,reference runs both)")
     p.add_argument("--vary", action="append", metavar="KEY=v1,v2,...",
-                   help="serve every combination (repeatable), e.g. --vary inference.batch=1,2,4,8 "
+                   help="serve every combination (repeatable), e.g. --vary inference.scheduler.batch=1,2,4,8 "
                         "--vary inference.grid=250x250,375x375: a sweep with this experiment as its base, as "
                         "wsesim sweep runs it; with --out, into that folder (results.csv, figures, manifest)")
     p.add_argument("--workers", type=int, default=1, help="with --vary: local worker processes (default 1)")

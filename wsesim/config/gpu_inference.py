@@ -48,15 +48,15 @@ def gpu_refusal(inference: Any, model: Any, gpus: int) -> tuple[str, str]:
         ("speculative", inference.speculative is not None,
          "speculative decoding is not modelled on GPUs yet: its draft is a station of wafers of its own "
          "(speculative.DraftCosts); a draft on a GPU's own SMs beside the target is not costed"),
-        ("prefill_systems", inference.prefill_systems is not None,
+        ("disaggregation.prefill_systems", inference.disaggregation is not None,
          "split prefill is not modelled on GPUs yet: the KV cache's hand-off between nodes is costed over "
          "wafers' I/O links only"),
-        ("routing", model.experts and inference.routing != "balanced",
+        ("moe.routing", model.experts and inference.moe.routing != "balanced",
          "expected routing: balanced on a GPU (sampled routing's draws are priced on a wafer's expert "
          "regions; the GPU's grouped GEMM is costed at the balanced load)"),
-        ("expert_grids", model.experts and inference.expert_grids != 1,
+        ("moe.expert_grids", model.experts and inference.moe.expert_grids != 1,
          "expected expert_grids: 1 on a GPU (its experts are split over the tensor-parallel group's GPUs)"),
-        ("preemption", inference.preemption == "swap",
+        ("scheduler.preemption", inference.scheduler.preemption == "swap",
          "expected preemption: recompute on a GPU (the preset has no host link to swap a cache over)"),
     ]
     for key, bad, why in rules:
@@ -80,8 +80,8 @@ class GpuInferenceExperimentSpec(InferenceExperimentSpec):
     @classmethod
     def _grid_fits(cls, inference: GpuInferenceSpec, info: Any) -> GpuInferenceSpec:  # the wafer's, for a GPU
         hw, model = info.data.get("hardware"), info.data.get("model")
-        if problem := window_problem(model, inference.prompt_len + inference.output_len - 1,
-                                     "inference.prompt_len + output_len - 1"):
+        if problem := window_problem(model, inference.load.prompt_len + inference.load.output_len - 1,
+                                     "inference.load.prompt_len + output_len - 1"):
             raise fail(problem)
         if model is not None:
             check_experts_fit(model, inference)

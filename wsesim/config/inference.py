@@ -8,22 +8,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, WithJsonSchema, field_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import count, format_grid, parse_grid
+from .fields import format_grid, parse_grid
+from .inference_load import MOVED, Load, SchedulerSpec, TogetherLoad, moved_key
 from .inference_parts import (
-    ExpertGrids,
-    Rate,
-    Requests,
-    Sigma,
+    DisaggregationSpec,
+    EconomicsSpec,
+    MoeSpec,
     SloSpec,
     SpeculativeSpec,
     StageLayers,
     Systems,
-    Tokens,
     check_experts_fit,
     kv_block_problem,
 )
@@ -36,20 +35,20 @@ from .loader import (
     register_kind,
     shipped_file,
 )
-from .specs import ExecutorSpec, RunSpec, Seed, routing_problem, window_problem, zipf_of
+from .specs import ExecutorSpec, RunSpec, window_problem
 
 __all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
            "load_inference_data", "read_inference"]
 
 class InferenceSpec(Spec):
-    """Requests and their mapping onto wafers. ``grid`` is each pipeline stage's rectangle of PEs
-    ("auto": the best of the grids that tile the wafer, ``sim.programs.mapping.rank``); ``layers_per_stage``
-    how many consecutive layers a stage holds ("auto": as many as its SRAM allows); ``systems`` how many
-    wafers at most ("auto": as few as the mapping needs)."""
+    """Requests and their mapping onto wafers, in groups (docs/model.md §11.7): ``load`` (how requests
+    arrive and how long they are), ``scheduler`` (how a stage batches them), ``speculative``,
+    ``disaggregation``, ``moe``, ``slo`` and ``economics``. The mapping's keys stay at the top: ``grid`` is
+    each pipeline stage's rectangle of PEs ("auto": the best of the grids that tile the wafer,
+    ``sim.programs.mapping.rank``); ``layers_per_stage`` how many consecutive layers a stage holds ("auto":
+    as many as its SRAM allows); ``systems`` how many wafers at most ("auto": as few as the mapping needs).
+    A key of the old flat section is refused in one line naming its new home (``inference_load.MOVED``)."""
 
-    prompt_len: Tokens = 4096
-    output_len: Tokens = 128
-    batch: Requests = 1  # concurrent requests, each flowing through the pipeline as a process
     grid: str = "auto"
     layers_per_stage: StageLayers | Literal["auto"] = "auto"
     systems: Systems | Literal["auto"] = "auto"
@@ -60,182 +59,81 @@ class InferenceSpec(Spec):
     # which code runs the kernels (docs/model.md §11.11): research (WaferLLM's, one launch a kernel, each
     # collective and hand-off in turn) or production (a layer's kernels fused, collectives beside them)
     software: Literal["research", "production"] = "research"
-    # US dollars per system per hour (a cloud's rental, or a purchase written off over its hours), for
-    # ``usd_per_million_tokens``; None: no price, that figure n/a. A CS-3 is not publicly priced by the
-    # hour; $1,000,000 an hour is past any machine's.
-    price_per_system_hour: Annotated[float, Field(ge=0, le=1_000_000)] | None = None
     # between the wafers of a pipeline (None: one wafer only): a preset name, a path or a mapping
     interconnect: Annotated[InterconnectSpec | None, WithJsonSchema(_INTERCONNECT_REF)] = None
-    # the load (docs/model.md §11.7): ``batch`` requests at cycle 0 (together), ``requests`` of them at
-    # ``rate`` per second (poisson), or the rows of a CSV file (trace)
-    arrival: Literal["together", "poisson", "trace"] = "together"
-    rate: Rate | None = Field(None, validate_default=True)  # requests per second, with poisson
-    trace: str | None = Field(None, validate_default=True)  # the CSV file, with trace
-    requests: Requests | None = Field(None, validate_default=True)  # in all (default: batch; a trace's rows)
-    # synthetic requests' lengths: prompt_len and output_len each, or lognormal with those medians
-    lengths: Literal["fixed", "lognormal"] = "fixed"
-    length_sigma: Sigma | None = Field(None, validate_default=True)  # lognormal's σ of ln (default 1)
-    # how the scheduler's iterations take work (docs/model.md §11.7): continuous (auto): every decode token
-    # queued and prompts by ``prefill``; none: one decode token or one whole prompt at a time, first come
-    # first served (the pipeline of §11.4 at any load)
-    batching: Literal["auto", "none", "continuous"] = "auto"
-    prefill: Literal["prefill_first", "chunked"] = "prefill_first"  # how a batch takes in prompts
-    # tokens one iteration takes at most (prompt tokens, and decode tokens under chunked), its GEMMs'
-    # rows shared by every prompt in it (docs/model.md §11.7); auto: enough to fill the grid's rows
-    # (``builders.serving.default_token_budget``)
-    token_budget: Tokens | Literal["auto"] = "auto"
-    chunk: Any = Field(None, validate_default=True)  # renamed token_budget: refused in one line
-    slo: SloSpec | None = None  # the targets goodput counts against
-    seed: Seed = 0  # of the synthetic load (arrival times, lengths) and of sampled routing
+    load: Load = TogetherLoad()
+    scheduler: SchedulerSpec = SchedulerSpec()
     # speculative decoding with a draft model (docs/model.md §11.9); none: off
-    speculative: SpeculativeSpec | None = Field(None, validate_default=True)
+    speculative: SpeculativeSpec | None = None
     # prefill on its own wafers, the KV cache handed to the decode wafers (§11.10); none: on the same
-    prefill_systems: Systems | None = Field(None, validate_default=True)
+    disaggregation: DisaggregationSpec | None = None
+    moe: MoeSpec = MoeSpec()
+    slo: SloSpec | None = None  # the targets goodput counts against
+    economics: EconomicsSpec | None = None  # no price: usd_per_million_tokens n/a
 
-    @field_validator("speculative", "prefill_systems")
+    @model_validator(mode="before")
     @classmethod
-    def _layouts(cls, value: Any, info: ValidationInfo) -> Any:
-        """Speculative decoding and split prefill run under the iteration-level scheduler at any load,
-        one request alone included (their draft or prefill wafers are its stations, §11.9–11.10), so
-        never with ``batching: none``; together, a request's first verify pass waits for both its drafts
-        and its KV cache on the decode wafers."""
-        d, what = info.data, info.field_name
-        if value is None:
-            return value
-        if what == "speculative" and d.get("output_len") == 1:
-            raise fail("expected output_len of at least 2 with speculative (the first output token is "
-                       "the prefill's: a draft has nothing to propose), got output_len: 1")
-        if d.get("batching") == "none":
-            where = "draft's wafers are" if what == "speculative" else "prefill wafers are"
-            raise fail(f"expected batching: auto or continuous with {what} (the {where} stations of the "
-                       "iteration-level scheduler, docs/model.md §11.9–11.10), got batching: none")
-        return value
+    def _moved(cls, data: Any) -> Any:
+        """An old flat key refused, naming its new home; a load without ``arrival`` arrives together."""
+        if not isinstance(data, dict):
+            return data
+        if old := next((k for k in data if k in MOVED), None):
+            raise fail(moved_key(old), at=old)
+        load = data.get("load")
+        if isinstance(load, dict) and "arrival" not in load:
+            return {**data, "load": {"arrival": "together", **load}}
+        return data
 
-    @field_validator("rate", "trace")
-    @classmethod
-    def _for_arrival(cls, value: Any, info: ValidationInfo) -> Any:
-        """``rate`` belongs to poisson arrivals and ``trace`` to trace arrivals: each given exactly then."""
-        arrival, key = info.data.get("arrival"), info.field_name
-        mode, wanted = {"rate": ("poisson", "a rate (requests per second)"),
-                        "trace": ("trace", "a trace file (CSV)")}[key]
-        if (arrival == mode) != (value is not None):
-            if value is None:
-                raise fail(f"expected {wanted} with arrival: {mode}, got none")
-            why, shown = ((" (only poisson arrivals have one)", f"{value:g}") if key == "rate"
-                          else ("", shown_repr(value)))
-            raise fail(f"expected no {key} with arrival: {arrival}{why}, got {shown}")
-        return value
-
-    @field_validator("requests")
-    @classmethod
-    def _requests(cls, requests: int | None, info: ValidationInfo) -> int | None:
-        if requests is None and info.data.get("arrival") == "poisson":
-            raise fail("expected a number of requests with arrival: poisson, got none")
-        return requests
-
-    @field_validator("length_sigma")
-    @classmethod
-    def _sigma(cls, sigma: float | None, info: ValidationInfo) -> float | None:
-        if sigma is not None and info.data.get("lengths") != "lognormal":
-            raise fail(f"expected no length_sigma with lengths: {info.data.get('lengths')} (only lognormal "
-                       f"lengths have one), got {sigma:g}")
-        if sigma is not None and info.data.get("arrival") == "trace":
-            raise fail("expected no length_sigma with arrival: trace (the trace gives each length)")
-        return sigma
-
-    @field_validator("chunk")
-    @classmethod
-    def _chunk(cls, chunk: Any) -> None:
-        if chunk is not None:
-            raise fail(f"expected inference.token_budget (tokens per iteration, prompt pieces and, under "
-                       f"chunked, decode tokens; the key chunk was renamed), got chunk: {shown_repr(chunk)}")
-        return None
+    @model_validator(mode="after")
+    def _across_groups(self) -> InferenceSpec:
+        """The rules that span groups, each refused in one line at the key it is about."""
+        load, sched = self.load, self.scheduler
+        for what, at, spec in (("speculative", "speculative", self.speculative),
+                               ("prefill_systems", "disaggregation.prefill_systems", self.disaggregation)):
+            # Speculative decoding and split prefill run under the iteration-level scheduler at any load,
+            # one request alone included (their draft or prefill wafers are its stations, §11.9–11.10)
+            if spec is None:
+                continue
+            if what == "speculative" and load.output_len == 1:
+                raise fail("expected output_len of at least 2 with speculative (the first output token is "
+                           "the prefill's: a draft has nothing to propose), got output_len: 1", at=at)
+            if not sched.continuous:
+                where = "draft's wafers are" if what == "speculative" else "prefill wafers are"
+                raise fail(f"expected batching: auto or continuous with {what} (the {where} "
+                           "stations of the iteration-level scheduler, docs/model.md §11.9–11.10), got "
+                           "batching: none", at=at)
+        if sched.kv_block is not None and (problem := kv_block_problem(sched.kv_block, sched.continuous,
+                                                                      self.kv_layout)):
+            raise fail(problem, at="scheduler.kv_block")
+        n = self.request_count
+        if load.warmup and n is not None and load.warmup >= n:
+            raise fail(f"expected a warmup below the run's {n:,} requests (the figures need some left), "
+                       f"got {load.warmup:,}", at="load.warmup")
+        return self
 
     @property
-    def continuous(self) -> bool:
-        """Whether the scheduler's iterations batch (``batching``: ``auto`` and ``continuous`` do; one
-        request alone is a batch of one), or take one token or prompt at a time (``none``)."""
-        return self.batching != "none"
+    def request_count(self) -> int | None:
+        """How many requests the run serves: the load's ``requests``, a together load's default the
+        scheduler's ``batch``; None for a whole trace (its rows, known once it is read)."""
+        if self.load.requests is not None or self.load.arrival == "trace":
+            return self.load.requests
+        return self.scheduler.batch
+
+    @property
+    def trace_file(self) -> str | None:
+        """The CSV a trace load reads (None for a synthetic load)."""
+        return self.load.file if self.load.arrival == "trace" else None
 
     @property
     def alone(self) -> bool:
         """Whether the load is one request arriving alone (``together`` at batch 1)."""
-        return self.arrival == "together" and self.batch == 1 and self.requests in (None, 1)
+        load = self.load
+        return load.arrival == "together" and self.scheduler.batch == 1 and load.requests in (None, 1)
 
     @property
     def extra_wafers(self) -> bool:
         """Whether wafers of their own serve beside the target's: a speculative draft or split prefill."""
-        return self.speculative is not None or self.prefill_systems is not None
-
-    @property
-    def sigma(self) -> float:
-        """Lognormal lengths' σ of ln (1 unless ``length_sigma`` says)."""
-        return self.length_sigma or 1.0
-
-    # MoE serving (docs/model.md §11.8): "balanced" every token's top_k experts on k regions, one expert's
-    # time (no sampling); "uniform" or "zipf:<alpha>" each token's experts drawn, as training.routing's
-    routing: str = "balanced"
-    # the grids one MoE layer's experts spread over (expert parallelism): 1, N, or auto (the mapping decides)
-    expert_grids: ExpertGrids | Literal["auto"] = 1
-
-    @field_validator("routing")
-    @classmethod
-    def _routing_kind(cls, routing: str, info: ValidationInfo) -> str:
-        if problem := routing_problem(routing, ("balanced", "uniform")):
-            raise fail(problem)
-        return routing
-
-    # the first requests (in arrival order) left out of every figure over requests, so that a run's
-    # figures are its steady state's, not its start's (docs/model.md §11.7)
-    warmup: count(65_535, 0) = Field(0, validate_default=True)
-
-    @field_validator("warmup")
-    @classmethod
-    def _warmup(cls, warmup: int, info: ValidationInfo) -> int:
-        d = info.data
-        n = d.get("requests") or (d.get("batch") if d.get("arrival") != "trace" else None)
-        if warmup and n is not None and warmup >= n:
-            raise fail(f"expected a warmup below the run's {n:,} requests (the figures need some left), "
-                       f"got {warmup:,}")
-        return warmup
-
-    # the KV cache in blocks of this many tokens (vLLM's PagedAttention; docs/model.md §11.7): admission by
-    # the free blocks of the pool a stage's SRAM holds, a request's blocks growing as it decodes, and when
-    # none is free the latest-arrived request preempted; none: each request's cache reserved whole
-    kv_block: Tokens | None = Field(None, validate_default=True)
-    # what a preempted request's cache becomes: recompute (dropped; its prompt and outputs prefilled again
-    # when it is readmitted) or swap (out to MemoryX over the wafer's I/O and back); default recompute
-    preemption: Literal["recompute", "swap"] | None = Field(None, validate_default=True)
-
-    @field_validator("kv_block")
-    @classmethod
-    def _kv_block(cls, block: int | None, info: ValidationInfo) -> int | None:
-        d = info.data
-        if block is not None and (problem := kv_block_problem(block, d.get("batching") != "none", d)):
-            raise fail(problem)
-        return block
-
-    @field_validator("preemption")
-    @classmethod
-    def _preemption(cls, preemption: str | None, info: ValidationInfo) -> str | None:
-        if preemption is not None and info.data.get("kv_block") is None:
-            raise fail(f"expected no preemption without kv_block (a cache reserved whole is never "
-                       f"preempted), got {preemption}")
-        return preemption
-
-    @property
-    def preempt_by(self) -> str:
-        """What a preempted request's cache becomes (``preemption``; recompute unless it says swap)."""
-        return self.preemption or "recompute"
-
-    @property
-    def sampled(self) -> bool:
-        """Whether each decode token's experts are drawn (``routing`` other than balanced)."""
-        return self.routing != "balanced"
-
-    @property
-    def zipf_alpha(self) -> float | None:
-        return zipf_of(self.routing)
+        return self.speculative is not None or self.disaggregation is not None
 
     @field_validator("grid")
     @classmethod
@@ -278,8 +176,9 @@ class InferenceExperimentSpec(RunSpec):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
                        f'got "{shown(inference.grid)}"', at="grid")
         # every token of a request attends over its prompt and the output before it
-        if problem := window_problem(info.data.get("model"), inference.prompt_len + inference.output_len - 1,
-                                     "inference.prompt_len + output_len - 1"):
+        load = inference.load
+        if problem := window_problem(info.data.get("model"), load.prompt_len + load.output_len - 1,
+                                     "inference.load.prompt_len + output_len - 1"):
             raise fail(problem)
         model, spec = info.data.get("model"), inference.speculative
         if model is not None:
@@ -300,10 +199,10 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
                         given: dict[str, str] | None = None) -> Loaded:
     """Validate a raw ``kind: inference`` mapping (hardware and model by preset name or path) plus
     ``--set`` overrides (``loader.load_kind_data``); ``inference.interconnect`` may name a preset too, and
-    ``inference.trace`` and ``inference.speculative.draft`` a file."""
+    ``inference.load.file`` and ``inference.speculative.draft`` a file."""
     def inline(resolved: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
         # a path --set gave is the working folder's; the file's own, or a sweep point's, the file's folder's
-        _trace_path(resolved, "inference.trace" in (given or {}), base_dir)
+        _trace_path(resolved, "inference.load.file" in (given or {}), base_dir)
         by_set = "inference.speculative.draft" in (given or {})
         return _draft(resolved, Path.cwd() if by_set else base_dir,
                       "--set" if "inference.speculative.draft" in overrides else source)
@@ -316,27 +215,29 @@ def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_
                             base_dir=base_dir, overrides=overrides, given=given, inline=inline,
                             spec_for=spec_for)
     spec = loaded.spec
-    if spec.inference.trace is not None:  # a trace that does not read is refused before anything runs
+    load = spec.inference.load
+    if load.arrival == "trace":  # a trace that does not read is refused before anything runs
         # local: keeps wsesim.config's modules out of every command's start
         from .request_trace import check_cycles, read_request_trace
 
-        seconds = read_request_trace(spec.inference.trace)[0]
-        check_cycles(seconds, spec.hardware.clock_hz, spec.inference.trace)
+        seconds = read_request_trace(load.file)[0]
+        check_cycles(seconds, spec.hardware.clock_hz, load.file)
         rows = len(seconds)
-        if spec.inference.requests is not None and spec.inference.requests > rows:
+        if load.requests is not None and load.requests > rows:
             raise ConfigError(f"expected at most the trace's {rows:,} requests, got "
-                              f"{spec.inference.requests:,}", source=source, path="inference.requests")
+                              f"{load.requests:,}", source=source, path="inference.load.requests")
     return loaded
 
 
 def _trace_path(resolved: dict[str, Any], overridden: bool, base_dir: Path | None) -> None:
-    """``inference.trace`` made absolute: a file's relative path (the experiment's, or a sweep grid's) is the
-    file's folder's, ``--set``'s (``overridden``) the working folder's (as ``--set hardware=PATH``)."""
+    """``inference.load.file`` made absolute: a file's relative path (the experiment's, or a sweep grid's) is
+    the file's folder's, ``--set``'s (``overridden``) the working folder's (as ``--set hardware=PATH``)."""
     inf = resolved.get("inference")
-    trace = inf.get("trace") if isinstance(inf, dict) else None
+    load = inf.get("load") if isinstance(inf, dict) else None
+    trace = load.get("file") if isinstance(load, dict) else None
     if isinstance(trace, str) and trace and not Path(trace).is_absolute():
         base = Path.cwd() if overridden or base_dir is None else base_dir
-        resolved["inference"] = {**inf, "trace": str((base / trace).resolve())}
+        resolved["inference"] = {**inf, "load": {**load, "file": str((base / trace).resolve())}}
 
 
 def _draft(resolved: dict[str, Any], base_dir: Path | None, source: str) -> dict[str, Any]:

@@ -1,21 +1,23 @@
 """The parts of a serving experiment's spec (``config.inference``) that stand alone: the bounds of its
-counts and quantities, its latency targets (``SloSpec``) and its speculative draft (``SpeculativeSpec``)."""
+counts and quantities, and its small groups: the latency targets (``SloSpec``), the speculative draft
+(``SpeculativeSpec``), split prefill (``DisaggregationSpec``), MoE serving (``MoeSpec``) and the price
+(``EconomicsSpec``)."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator
 
 from .base import Spec, fail
 from .errors import shown_repr
 from .fields import count, quantity
-from .specs import ModelSpec
+from .specs import ModelSpec, routing_problem, zipf_of
 
-__all__ = ["Acceptance", "DraftTokens", "ExpertGrids", "Rate", "Requests", "Sigma", "SloSpec",
-           "SpeculativeSpec", "StageLayers", "Systems", "Target", "Tokens", "check_experts_fit",
-           "kv_block_problem"]
+__all__ = ["Acceptance", "DisaggregationSpec", "DraftTokens", "EconomicsSpec", "ExpertGrids", "MoeSpec",
+           "Rate", "Requests", "Sigma", "SloSpec", "SpeculativeSpec", "StageLayers", "Systems", "Target",
+           "Tokens", "check_experts_fit", "kv_block_problem"]
 
 # Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
 Tokens = count(16_777_216)
@@ -74,17 +76,58 @@ class SpeculativeSpec(Spec):
     acceptance: Acceptance
 
 
-def kv_block_problem(block: int, continuous: bool, keys: dict[str, Any]) -> str:
-    """Why ``inference.kv_block`` cannot page this run's cache (empty: it can), from the keys validated
-    before it. Blocks page the batching scheduler's cache: not ``batching: none``'s (one token at a time,
-    each cache reserved whole), nor ``concat``'s (a block goes wherever the pool has room, as ``shift``
-    balances the cache; concat puts every decoded token on the grid's last row). With a draft or prefill
+class DisaggregationSpec(Spec):
+    """Split prefill (docs/model.md §11.10): prompts prefilled on ``prefill_systems`` wafers of their own,
+    each KV cache handed to the decode wafers."""
+
+    prefill_systems: Systems
+
+
+class MoeSpec(Spec):
+    """MoE serving (docs/model.md §11.8). ``routing``: "balanced", every token's top_k experts on k regions,
+    one expert's time (no sampling); "uniform" or "zipf:<alpha>", each token's experts drawn, as
+    training.routing's. ``expert_grids``: the grids one MoE layer's experts spread over (1, N, or auto: the
+    mapping decides)."""
+
+    routing: str = "balanced"
+    expert_grids: ExpertGrids | Literal["auto"] = 1
+
+    @field_validator("routing")
+    @classmethod
+    def _routing_kind(cls, routing: str) -> str:
+        if problem := routing_problem(routing, ("balanced", "uniform")):
+            raise fail(problem)
+        return routing
+
+    @property
+    def sampled(self) -> bool:
+        """Whether each decode token's experts are drawn (``routing`` other than balanced)."""
+        return self.routing != "balanced"
+
+    @property
+    def zipf_alpha(self) -> float | None:
+        return zipf_of(self.routing)
+
+
+class EconomicsSpec(Spec):
+    """US dollars per system per hour (a cloud's rental, or a purchase written off over its hours), for
+    ``usd_per_million_tokens``. A CS-3 is not publicly priced by the hour; $1,000,000 an hour is past any
+    machine's."""
+
+    price_per_system_hour: Annotated[float, Field(ge=0, le=1_000_000)]
+
+
+def kv_block_problem(block: int, continuous: bool, kv_layout: str) -> str:
+    """Why ``inference.scheduler.kv_block`` cannot page this run's cache (empty: it can). Blocks page
+    the batching scheduler's cache: not ``batching: none``'s (one token at a time, each cache reserved
+    whole), nor ``concat``'s (a block goes wherever the pool has room, as ``shift`` balances the cache;
+    concat puts every decoded token on the grid's last row). With a draft or prefill
     wafers the target's decode cache is paged and theirs kept whole (docs/model.md §11.7)."""
     if not continuous:
         return (f"expected batching: auto or continuous with kv_block (blocks page the cache of batched "
                 f"iterations; batching: none serves one token at a time, each cache reserved whole), got "
                 f"batching: none with kv_block: {block}")
-    if keys.get("kv_layout") == "concat":
+    if kv_layout == "concat":
         return (f"expected kv_layout: shift with kv_block (a block goes wherever the pool has room, the "
                 f"cache balanced over the grid; concat appends every decoded token to the grid's last row), "
                 f"got concat with kv_block: {block}")
@@ -96,14 +139,14 @@ def check_experts_fit(model: ModelSpec, inference: Any) -> None:
     tries: a grid beyond them would hold none),
     and on a dense model neither grids nor sampled routing (there are no experts: the keys would be
     ignored)."""
-    grids = inference.expert_grids
+    grids = inference.moe.expert_grids
     if not model.experts:
         if grids not in (1, "auto"):
             raise fail(f"expected expert_grids: 1 or auto with a dense model ({model.name} has no experts to "
-                       f"spread over grids), got {grids}", at="expert_grids")
-        if inference.routing != "balanced":
+                       f"spread over grids), got {grids}", at="moe.expert_grids")
+        if inference.moe.routing != "balanced":
             raise fail(f"expected routing: balanced with a dense model ({model.name} has no experts to "
-                       f"route), got {shown_repr(inference.routing)}", at="routing")
+                       f"route), got {shown_repr(inference.moe.routing)}", at="moe.routing")
     elif isinstance(grids, int) and grids > model.experts:
         raise fail(f"expected expert_grids at most the model's {model.experts:,} experts (a grid beyond them "
-                   f"would hold none), got {grids:,}", at="expert_grids")
+                   f"would hold none), got {grids:,}", at="moe.expert_grids")

@@ -300,7 +300,7 @@ def named_by_set(overrides: Mapping[str, Any] | None) -> dict[str, str]:
             if k in (overrides or {}) and not isinstance((overrides or {})[k], dict)}
 
 
-PATH_KEYS = ("inference.trace", "inference.speculative.draft")
+PATH_KEYS = ("inference.load.file", "inference.speculative.draft")
 """Keys whose value may be a file: given on the command line (``--set``, in ``given``), a relative path
 is the working folder's; in a file, or a sweep's grid, that file's folder's."""
 

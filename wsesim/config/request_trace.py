@@ -1,4 +1,4 @@
-"""A serving load read from a CSV file (``inference.arrival: trace``, docs/model.md §11.7): one request
+"""A serving load read from a CSV file (``inference.load.arrival: trace``, docs/model.md §11.7): one request
 a row, its arrival time, prompt length and output length. Two spellings of the columns are read:
 
 * this project's own: ``arrival_s,prompt_len,output_len`` (seconds from the trace's start, tokens);
@@ -33,7 +33,7 @@ __all__ = ["COLUMNS", "MAX_BYTES", "MAX_LINE", "check_cycles", "read_request_tra
 COLUMNS = (("arrival_s", "prompt_len", "output_len"), ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
 """The column names read, each spelling (arrival, prompt, output)."""
 MAX_ROWS = 10_000_000
-MAX_TOKENS = 16_777_216  # inference.prompt_len's bound
+MAX_TOKENS = 16_777_216  # inference.load.prompt_len's bound
 MAX_BYTES = 2**30  # 1 GiB: MAX_ROWS rows of about 100 characters
 MAX_LINE = 4096  # characters in one line (a row is three short values)
 MAX_CYCLES = 2**53  # an arrival in cycles held exactly by a float
@@ -56,13 +56,13 @@ def read_request_trace(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         stat = p.stat()
     except OSError as e:
         raise ConfigError(f"expected a readable CSV file of requests, got {e.strerror or e}",
-                          source=path, path="inference.trace") from None
+                          source=path, path="inference.load.file") from None
     if not p.is_file():
         raise ConfigError("expected a CSV file of requests, got a directory or a special file",
-                          source=path, path="inference.trace")
+                          source=path, path="inference.load.file")
     if stat.st_size > MAX_BYTES:
         raise ConfigError(f"expected a trace of at most {MAX_BYTES / 2**30:.0f} GiB ({MAX_ROWS:,} requests), "
-                          f"got {stat.st_size / 2**30:,.1f} GiB", source=path, path="inference.trace")
+                          f"got {stat.st_size / 2**30:,.1f} GiB", source=path, path="inference.load.file")
     return _read(str(p.resolve()), stat.st_size, stat.st_mtime_ns)
 
 
@@ -95,7 +95,7 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
                 raise ConfigError(f"expected a header with columns {', '.join(COLUMNS[0])} (or the Azure "
                                   f"LLM inference trace's {', '.join(COLUMNS[1])}), got "
                                   f"{shown(','.join(header))}",
-                                  source=path, path="inference.trace")
+                                  source=path, path="inference.load.file")
             at = [header.index(n) for n in names]
             times: list[float | datetime] = []
             lengths: list[tuple[int, int]] = []
@@ -105,23 +105,24 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
                     continue
                 if len(times) >= MAX_ROWS:
                     raise ConfigError(f"expected at most {MAX_ROWS:,} requests, got more", source=path,
-                                      path="inference.trace")
+                                      path="inference.load.file")
                 times.append(_time(row, at[0], names[0], line, path))
                 lines.append(line)
                 lengths.append((_tokens(row, at[1], names[1], line, path),
                                 _tokens(row, at[2], names[2], line, path)))
     except UnicodeDecodeError:
         raise ConfigError("expected a UTF-8 text file of requests, got bytes that do not decode", source=path,
-                          path="inference.trace") from None
+                          path="inference.load.file") from None
     except csv.Error as e:
         raise ConfigError(f"expected a CSV file, got {shown(e)}", source=path,
-                          path="inference.trace") from None
+                          path="inference.load.file") from None
     if not times:
-        raise ConfigError("expected at least one request row, got none", source=path, path="inference.trace")
+        raise ConfigError("expected at least one request row, got none", source=path,
+                          path="inference.load.file")
     if any(isinstance(x, datetime) for x in times):  # to the microsecond, from the first row's
         if not all(isinstance(x, datetime) for x in times):
             raise ConfigError("expected every arrival as a date and time or every one as seconds, got both",
-                              source=path, path="inference.trace")
+                              source=path, path="inference.load.file")
         stamps = [x for x in times if isinstance(x, datetime)]  # every one, as the check above says
         start, zoned = stamps[0], stamps[0].tzinfo is not None
         other = next((i for i, x in enumerate(stamps) if (x.tzinfo is not None) != zoned), None)
@@ -129,7 +130,7 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
             raise ConfigError(f"expected every arrival with a time zone or every one without, got "
                               f"{shown_repr(str(stamps[other]))} {'without' if zoned else 'with'} one after "
                               f"{shown_repr(str(start))} {'with' if zoned else 'without'}", source=path,
-                              path=f"inference.trace: row {lines[other]}")
+                              path=f"inference.load.file: row {lines[other]}")
         t = np.array([(x - start).total_seconds() for x in stamps])
     else:
         t = np.array(times, dtype=float)
@@ -137,12 +138,12 @@ def _read(path: str, size: int, mtime: int) -> tuple[np.ndarray, np.ndarray, np.
         far = np.flatnonzero(~np.isfinite(t - t[0]))
     if far.size:  # 1e308 s after -1e308 s: no difference a float can hold
         raise ConfigError("expected arrival times a float can subtract, got one too far from the first row's",
-                          source=path, path=f"inference.trace: row {lines[int(far[0])]}")
+                          source=path, path=f"inference.load.file: row {lines[int(far[0])]}")
     back = np.flatnonzero(np.diff(t) < 0)
     if back.size:
         row = lines[int(back[0]) + 1]
         raise ConfigError(f"expected arrival times in order, got row {row} earlier than the row before it",
-                          source=path, path="inference.trace")
+                          source=path, path="inference.load.file")
     n = np.array(lengths, dtype=np.int64).reshape(-1, 2)
     return t - t[0], n[:, 0], n[:, 1]
 
@@ -155,7 +156,7 @@ def _lines(f: Any, path: str) -> Iterator[str]:
             return
         if len(line) > MAX_LINE:
             raise ConfigError(f"expected lines of at most {MAX_LINE:,} characters, got a longer one",
-                              source=path, path=f"inference.trace: line {number}")
+                              source=path, path=f"inference.load.file: line {number}")
         yield line
 
 
@@ -167,13 +168,13 @@ def check_cycles(seconds: np.ndarray, clock_hz: float, path: str) -> None:
         i = int(past[0])
         raise ConfigError(f"expected arrivals within {MAX_CYCLES / clock_hz:,.0f} s of the first (2^53 clock "
                           f"cycles at {clock_hz / 1e9:g} GHz, a float's exact range), got {seconds[i]:.6g} s "
-                          f"(request {i + 1})", source=path, path="inference.trace")
+                          f"(request {i + 1})", source=path, path="inference.load.file")
 
 
 def _cell(row: list[str], i: int, name: str, line: int, path: str) -> str:
     if i >= len(row) or not row[i].strip():
         raise ConfigError(f"expected a value in column {name}, got none", source=path,
-                          path=f"inference.trace: row {line}")
+                          path=f"inference.load.file: row {line}")
     return row[i].strip()
 
 
@@ -185,7 +186,7 @@ def _time(row: list[str], i: int, name: str, line: int, path: str) -> float | da
         t = float("nan")
     if isinstance(t, float) and not np.isfinite(t):
         raise ConfigError(f"expected {name} as seconds or a date and time, got {shown_repr(text)}",
-                          source=path, path=f"inference.trace: row {line}")
+                          source=path, path=f"inference.load.file: row {line}")
     return t
 
 
@@ -193,5 +194,5 @@ def _tokens(row: list[str], i: int, name: str, line: int, path: str) -> int:
     text = _cell(row, i, name, line, path)
     if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_TOKENS:
         raise ConfigError(f"expected {name} as a whole number of tokens from 1 to {MAX_TOKENS:,}, got "
-                          f"{shown_repr(text)}", source=path, path=f"inference.trace: row {line}")
+                          f"{shown_repr(text)}", source=path, path=f"inference.load.file: row {line}")
     return int(text)

@@ -344,8 +344,8 @@ def context_warning(spec: Any) -> str:
     """``beyond_context`` of an experiment: a training sequence (``training.seq_len``) or a request's
     prompt and output (a serving experiment's ``inference``) longer than its model's ``context_len``."""
     if hasattr(spec, "inference"):
-        return beyond_context(spec.model, spec.inference.prompt_len + spec.inference.output_len - 1,
-                              "a request's prompt and output (inference.prompt_len + output_len - 1)")
+        return beyond_context(spec.model, spec.inference.load.prompt_len + spec.inference.load.output_len - 1,
+                              "a request's prompt and output (inference.load.prompt_len + output_len - 1)")
     return beyond_context(spec.model, spec.training.seq_len, "training.seq_len")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -23,27 +23,74 @@ _TYPE_WORDS = {
 }
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The spec classes a field's annotation allows (one, or a union's branches)."""
+    return [a for a in getattr(annotation, "__args__", (annotation,))
+            if isinstance(a, type) and issubclass(a, BaseModel)]
+
+
+def _walk(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[type[BaseModel]],
+                                                                  list[type[BaseModel]]]:
+    """``loc`` without the union branches pydantic writes into it ("int", "literal[...]", a model's class
+    name, a tagged branch's tag), with the spec classes it ends at: the branch taken, and every branch of
+    the union it was taken from (for 'belongs to' messages)."""
+    clean: list[Any] = []
+    options: list[type[BaseModel]] = [model]
+    union: list[type[BaseModel]] = []
+    for part in loc:
+        if isinstance(part, str) and (part in _BRANCH_MARKERS or part.startswith(_BRANCH_PREFIXES)):
+            continue
+        branch = [c for c in options if c.__name__ == part
+                  or len(options) > 1 and any(_literal(c, k) == part for k in c.model_fields)]
+        if branch:
+            union, options = options, branch[:1]
+            continue
+        clean.append(part)
+        fields = [f for c in options for n, f in c.model_fields.items() if (f.alias or n) == part]
+        options, union = (_models_in(fields[0].annotation) if fields else []), []
+    return tuple(clean), options, union
+
+
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str] | None:
     """The YAML keys valid at ``loc`` in ``model``'s tree (for 'unknown key' messages)."""
-    cls: Any = model
-    for part in loc:
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
-            return None
-        by_alias = {(f.alias or n): f for n, f in cls.model_fields.items()}
-        f = by_alias.get(part)
-        if f is None:
-            return None
-        ann = f.annotation
-        cls = next((a for a in getattr(ann, "__args__", (ann,))
-                    if isinstance(a, type) and issubclass(a, BaseModel)), ann)
-    if isinstance(cls, type) and issubclass(cls, BaseModel):
-        return sorted((f.alias or n) for n, f in cls.model_fields.items())
-    return None
+    options = _walk(model, loc)[1]
+    return sorted((f.alias or n) for n, f in options[0].model_fields.items()) if options else None
 
 
-def _clean_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(p for p in loc
-                 if not (isinstance(p, str) and p in _BRANCH_MARKERS or str(p).startswith(_BRANCH_PREFIXES)))
+def _belongs(model: type[BaseModel], loc: tuple[Any, ...], key: str) -> str:
+    """An unknown ``key`` in a tagged union's branch that another branch reads: why it cannot be written
+    here, naming the branch it belongs to ("rate belongs to arrival: poisson"); "" when none reads it."""
+    _, options, union = _walk(model, loc)
+    here = _tag(options, union)
+    if not here:
+        return ""
+    owners = [str(_literal(c, here[0])) for c in union if c is not options[0] and key in c.model_fields]
+    if not owners:
+        return ""
+    return (f"expected no {key} with {here[0]}: {here[1]} ({key} belongs to {here[0]}: "
+            f"{' or '.join(owners)})")
+
+
+def _required(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """A key a tagged union's branch requires, named with the branch ("expected rate with arrival:
+    poisson, got none"); "" elsewhere."""
+    tag = _tag(*_walk(model, loc[:-1])[1:])
+    return f"expected {loc[-1]} with {tag[0]}: {tag[1]}, got none" if tag else ""
+
+
+def _tag(options: list[type[BaseModel]], union: list[type[BaseModel]]) -> tuple[str, Any] | None:
+    """(key, value) of the tag that chose the branch ``options[0]`` of a tagged ``union`` (``arrival``,
+    ``poisson``), or None when no tagged branch was taken."""
+    if not options or not union:
+        return None
+    return next(((k, v) for k in options[0].model_fields if (v := _literal(options[0], k)) is not None), None)
+
+
+def _literal(cls: type[BaseModel], key: str) -> Any:
+    """The one literal value of ``cls``'s field ``key`` (a tagged branch's tag), or None."""
+    f = cls.model_fields.get(key)
+    args = getattr(f.annotation, "__args__", ()) if f else ()
+    return args[0] if f and getattr(f.annotation, "__origin__", None) is Literal and len(args) == 1 else None
 
 
 _BRANCH_MARKERS = {"int", "str", "float", "constrained-int", "constrained-float", "bool"}
@@ -68,13 +115,18 @@ def _message(model: type[BaseModel], err: Any, siblings: list[Any] = ()) -> tupl
     loc = tuple(err["loc"])
     # a union (int | "auto") reports one error per branch, with the branch in the loc: drop it
     at = (err.get("ctx") or {}).get("at") if err["type"] == "cross_field" else None
-    clean = _clean_loc(loc) + ((at,) if at else ())  # a section's rule about one of its keys (``fail(at=)``)
+    clean = _walk(model, loc)[0] + ((at,) if at else ())  # a rule about one key (fail(at=))
     path = shown(".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in clean).replace(".[", "["))
     kind, value = err["type"], err.get("input")
     if kind == "extra_forbidden":
-        return path, _unknown_key(str(clean[-1]) if clean else "", _fields_at(model, clean[:-1]))
+        key = str(clean[-1]) if clean else ""
+        return path, _belongs(model, loc[:-1], key) or _unknown_key(key, _fields_at(model, loc[:-1]))
+    if kind == "union_tag_invalid":
+        ctx = err.get("ctx") or {}
+        return path, (f"expected {ctx.get('discriminator', '').strip(chr(39))}: one of "
+                      f"{ctx.get('expected_tags')}, got {_describe(ctx.get('tag'))}")
     if kind == "missing":
-        return path, "required key is missing"
+        return path, _required(model, loc) or "required key is missing"
     if kind in ("quantity", "cross_field"):
         return path, err["msg"]
     if len(siblings) > 1:  # a union: say what each branch wanted
@@ -105,9 +157,11 @@ def validate(model: type[Spec], data: Any, *, source: str, sources: Mapping[str,
         return model.model_validate(data)
     except ValidationError as e:
         # an unknown key first: a misspelt key is also a missing one, and "unknown key" names the culprit
-        errors = sorted(e.errors(include_url=False), key=lambda err: err["type"] != "extra_forbidden")
-        first = _clean_loc(tuple(errors[0]["loc"]))
-        siblings = [err for err in errors if _clean_loc(tuple(err["loc"])) == first]  # union branches
+        # and of a union (a name or a mapping), the branch the value's shape chose
+        errors = sorted(e.errors(include_url=False), key=lambda err: (err["type"] != "extra_forbidden",
+                        err["type"] == "literal_error" and isinstance(err["input"], dict)))
+        first = _walk(model, tuple(errors[0]["loc"]))[0]
+        siblings = [err for err in errors if _walk(model, tuple(err["loc"]))[0] == first]  # union branches
         path, message = _message(model, errors[0], siblings)
         for key in overridden:
             if path == key or path.startswith(key + ".") or key.startswith(path + "."):

@@ -50,7 +50,8 @@ def load_inference(path: str | Path | None = None, *, hardware: str | None = Non
                    overrides: Mapping[str, Any] | None = None) -> Any:
     """A serving experiment (``kind: inference``; the shipped LLaMA3-8B on WSE-2 when ``path`` is None), as
     ``wsesim infer`` loads it: ``hardware``/``model`` a preset name or a file, ``overrides`` dotted keys
-    (``{"inference.batch": 4, "model": "llama2-7b"}``). Returns a ``Loaded`` (its ``spec`` validated)."""
+    (``{"inference.scheduler.batch": 4, "model": "llama2-7b"}``). Returns a ``Loaded`` (its ``spec``
+    validated)."""
     return load(path, hardware=hardware, model=model, overrides=dict(overrides or {}))
 
 

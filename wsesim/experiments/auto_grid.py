@@ -4,7 +4,7 @@ fits (``sim.programs.mapping.candidate_mappings``), the one that serves the run'
 
 * ``tpot`` (the default): the shortest decode step (the highest tokens/s per request) — for one request,
   each stage's mean over the output's contexts plus the hand-offs between stages; under continuous
-  batching, a full batch's (``inference.batch`` tokens through every stage, at the output's middle
+  batching, a full batch's (``inference.scheduler.batch`` tokens through every stage, at the output's middle
   context, and their hand-offs): a grid that is fastest for one token can be the slowest for 64, whose
   GEMVs the larger grid's PEs share;
 * ``ttft``: the shortest prefill path (every stage's prefill and the hand-offs between them);
@@ -28,7 +28,9 @@ def _stages(spec: InferenceExperimentSpec, mapping: Mapping) -> list:
     """The stages' costs to rank ``mapping`` by: its prompt's prefill and its batch costs, costed for an
     output of 2 tokens (the cost pass would otherwise cost every decode context of the output, and a
     ranking needs one)."""
-    short = spec.model_copy(update={"inference": spec.inference.model_copy(update={"output_len": 2})})
+    inf = spec.inference
+    short = spec.model_copy(update={"inference": inf.model_copy(update={
+        "load": inf.load.model_copy(update={"output_len": 2})})})
     return list(cost_serving(serving_program(short, mapping), short).stages)
 
 
@@ -47,7 +49,7 @@ def batch_step_cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: in
 
 def _cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> tuple[float, float]:
     inf = spec.inference
-    context = inf.prompt_len + max(inf.output_len // 2, 1)
+    context = inf.load.prompt_len + max(inf.load.output_len // 2, 1)
     stages = _stages(spec, mapping)
     ttft = sum(c.prefill_cycles for c in stages) + sum(c.handoff_prefill for c in stages[:-1])
     step = 0.0
@@ -70,7 +72,7 @@ def map_for(spec: InferenceExperimentSpec, objective: str = "tpot") -> Mapping:
     if len(fits) < 2:
         return fits[0] if fits else map_stages(spec)
 
-    batch = spec.inference.batch if spec.inference.continuous else 1
+    batch = spec.inference.scheduler.batch if spec.inference.scheduler.continuous else 1
 
     def key(mp: Mapping) -> tuple:
         ttft, tpot = _cycles(spec, mp, batch)

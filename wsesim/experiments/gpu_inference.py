@@ -41,8 +41,8 @@ def run_gpu_inference(spec: Any, *, spans: bool = False) -> Run:
     program = gpu_program(spec, mapping, stage_kernels(spec, stations), gpu_token_budget(spec), members=spans)
     serve = program.body[0]
     inf = spec.inference
-    context = inf.prompt_len + max(inf.output_len - 1, 1)
-    costs = Costs(stages=tuple(station_costs(st, work, inf.prompt_len, context)
+    context = inf.load.prompt_len + max(inf.load.output_len - 1, 1)
+    costs = Costs(stages=tuple(station_costs(st, work, inf.load.prompt_len, context)
                                for st, work in zip(stations, serve.stages, strict=True)))
     trace = engine_for(spec)(None, program, costs)
     result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)

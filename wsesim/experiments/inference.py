@@ -42,7 +42,7 @@ def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objectiv
     if inf.extra_wafers and inf.alone:
         # one request alone: the run without the draft or the prefill wafers too, on its mapping (the
         # figure the layout is held against, ``tokens_per_s_per_request_without``)
-        alone = inf.model_copy(update={"speculative": None, "prefill_systems": None})
+        alone = inf.model_copy(update={"speculative": None, "disaggregation": None})
         plain = run_inference(spec.model_copy(update={"inference": alone}), check=check, objective=objective,
                               spans=spans)
         if not plain.result.feasible:
@@ -113,8 +113,10 @@ def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
     largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)
     shown = [mp for mp in mappings if not mp.feasible and mp.grid[0] * mp.grid[1] > largest]
     keep = {id(mp) for mp in served} | {id(mp) for mp in shown[:SHOWN_INFEASIBLE]}
-    specs = [(spec.model_copy(update={"inference": spec.inference.model_copy(
-        update={"grid": f"{mp.grid[0]}x{mp.grid[1]}", "expert_grids": mp.expert_grids})}), mp)
+    inf = spec.inference
+    specs = [(spec.model_copy(update={"inference": inf.model_copy(update={
+        "grid": f"{mp.grid[0]}x{mp.grid[1]}",
+        "moe": inf.moe.model_copy(update={"expert_grids": mp.expert_grids})})}), mp)
         for mp in mappings if id(mp) in keep]
     each = [serving_estimate(s, mp) for s, mp in specs if mp.feasible]
     if each:  # every candidate's work counted before any is served

@@ -8,7 +8,7 @@ serving sweep). The limits are training's (``machine.memory_limit``, ``WSESIM_MA
 * Continuous batching: each stage runs iterations, each holding at least one decode token or one prompt
   piece, so a stage runs at most (output tokens + prompt pieces)
   iterations, fewer the more requests share one (``SERVE_ITERATION`` each, an upper bound: the count the
-  load sets lies between that and a full batch's); a chunked prompt's pieces (``inference.prefill:
+  load sets lies between that and a full batch's); a chunked prompt's pieces (``inference.scheduler.prefill:
   chunked``, ⌈prompt / token_budget⌉ each) are costed at a new context each (``PIECE_SECONDS``).
 * Each stage costs its decode attention anew per (batch, longest context) pair it meets
   (``CONTEXT_SECONDS``): a batch arriving together meets one a context of its longest output; a load at
@@ -46,7 +46,7 @@ CONTEXT_SECONDS = 3e-4
 # (seconds, bytes) per stage iteration with --trace: its spans built and written (LLaMA3-8B, 2,048
 # Poisson requests: ~9 s of CPU and 0.8 GB more for a 154 MB trace)
 SPAN = (22e-6, 2000.0)
-# seconds per (decode token, expert, MoE layer) key of sampled routing's Gumbel draw (inference.routing
+# seconds per (decode token, expert, MoE layer) key of sampled routing's Gumbel draw (inference.moe.routing
 # uniform or zipf): measured 42 ns (DeepSeek-V3's 256 experts, 20,000 tokens, 2-core machine under load)
 ROUTING_DRAW_S = 45e-9
 
@@ -63,7 +63,7 @@ class ServingEstimate:
     runs: int = 1  # candidates of a search, each on its own mapping (``visits`` their sum)
     visits: int = 0
     draws: int = 0  # sampled routing's keys: decode tokens × experts × MoE layers (0: balanced)
-    # how the requests come (inference.arrival): "together", a batch of ``batch``; "poisson" or "trace",
+    # how the requests come (inference.load.arrival): "together", a batch of ``batch``; "poisson" or "trace",
     # ``batch`` requests of ``output_len`` tokens (their mean) under continuous batching
     arrival: str = "together"
     continuous: bool = False  # ``visits`` counts stage iterations (at most), not token visits
@@ -102,15 +102,16 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
     """The work of serving ``spec`` on ``mapping`` (its stages) by the executor it names, from the counts
     alone (see the module docstring); ``spans``: with a ``--trace`` written."""
     i, m, S, engine = spec.inference, spec.model, len(mapping.stages), spec.simulation.engine
-    moe = m.experts * (m.layers - m.dense_layer_count) if i.sampled and m.experts else 0
+    moe = m.experts * (m.layers - m.dense_layer_count) if i.moe.sampled and m.experts else 0
     load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
-    if not i.continuous:  # an iteration per stage for each request's prompt and each decode token
+    if not i.scheduler.continuous:  # an iteration per stage for each request's prompt and each decode token
         mean = round(float(load.output.mean())) if len(load) else 0
         return estimate_serving(S, len(load), max(1, mean), engine, visits=S * int(load.output.sum()),
-                                arrival=i.arrival, draws=draws, spans=spans)
-    budget = default_token_budget(spec, mapping.grid[0]) if i.token_budget == "auto" else int(i.token_budget)
-    if i.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
+                                arrival=i.load.arrival, draws=draws, spans=spans)
+    given = i.scheduler.token_budget
+    budget = default_token_budget(spec, mapping.grid[0]) if given == "auto" else int(given)
+    if i.scheduler.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
         pieces = int(np.sum(-(-load.prompt.astype(np.int64) // budget)))
         new_contexts = pieces
     else:  # whole prompts, one pass each at most; a pass costed anew per prompt length
@@ -118,16 +119,16 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
     tokens = int(load.output.sum())
     if not len(load):
         tokens = contexts = 0
-    elif i.arrival == "together":  # all decode at once: a stage's iterations, the longest output's tokens
+    elif i.load.arrival == "together":  # all decode at once: a stage's iterations, the longest output's
         tokens = int(load.output.max())
         contexts = tokens + len(np.unique(load.output))  # the batch shrinks as each output length ends
     else:  # a pair per iteration at most, and at most batch × the contexts the requests span
         span = int((load.prompt + load.output).max() - load.prompt.min())
-        contexts = min(tokens + pieces, int(i.batch) * span)
+        contexts = min(tokens + pieces, int(i.scheduler.batch) * span)
     mean = round(float(load.output.mean())) if len(load) else 0
     return estimate_serving(S, len(load), max(1, mean), engine,
-                            visits=S * (tokens + pieces), arrival=i.arrival, draws=draws, continuous=True,
-                            pieces=S * new_contexts, spans=spans, contexts=S * contexts)
+                            visits=S * (tokens + pieces), arrival=i.load.arrival, draws=draws,
+                            continuous=True, pieces=S * new_contexts, spans=spans, contexts=S * contexts)
 
 
 def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> Requests:
@@ -167,16 +168,18 @@ def _advice(e: ServingEstimate, fraction: float) -> str:
     its requests' tokens, so fewer requests (a trace's first rows) or, for a synthetic load, shorter
     outputs (a smaller batch only caps how many are in flight: the same tokens are served)."""
     if PIECE_SECONDS * e.pieces > e.seconds / 2:  # mostly chunked prompt pieces, each costed anew
-        return ("use a larger inference.token_budget (fewer, longer prompt pieces) or inference.prefill: "
-                "prefill_first (whole prompts)")
+        return ("use a larger inference.scheduler.token_budget (fewer, longer prompt pieces) or "
+                "inference.scheduler.prefill: prefill_first (whole prompts)")
     if e.arrival == "together":
         fit = max(1, int(e.output_len * fraction * 0.95))
-        return (f"--set inference.output_len={fit} would fit (now {e.output_len:,}), or a smaller "
-                "inference.batch")
+        return (f"--set inference.load.output_len={fit} would fit (now {e.output_len:,}), or a smaller "
+                "inference.scheduler.batch")
     fit = max(1, int(e.batch * fraction * 0.95))
     if e.arrival == "trace":
-        return f"--set inference.requests={fit} (the trace's first {fit:,} rows) would fit (now {e.batch:,})"
-    return f"--set inference.requests={fit} would fit (now {e.batch:,}), or a shorter inference.output_len"
+        return (f"--set inference.load.requests={fit} (the trace's first {fit:,} rows) would fit "
+                f"(now {e.batch:,})")
+    return (f"--set inference.load.requests={fit} would fit (now {e.batch:,}), or a shorter "
+            "inference.load.output_len")
 
 
 __all__ = ["CONTEXT_SECONDS", "ROUTING_DRAW_S", "SERVE_ITERATION", "ServingEstimate",

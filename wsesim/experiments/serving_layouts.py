@@ -29,11 +29,14 @@ from .auto_grid import map_for
 __all__ = ["serve_layout_batches"]
 
 
-def _other(spec: InferenceExperimentSpec, **update: Any) -> InferenceExperimentSpec:
+def _other(spec: InferenceExperimentSpec, output_len: int | None = None,
+           **update: Any) -> InferenceExperimentSpec:
     """``spec`` with neither layout, ``update`` applied (``model`` at the top level, the rest to
-    ``inference``)."""
+    ``inference``; ``output_len`` to its load)."""
     model = update.pop("model", spec.model)
-    inf = spec.inference.model_copy(update={"speculative": None, "prefill_systems": None, **update})
+    if output_len is not None:
+        update["load"] = spec.inference.load.model_copy(update={"output_len": output_len})
+    inf = spec.inference.model_copy(update={"speculative": None, "disaggregation": None, **update})
     return spec.model_copy(update={"model": model, "inference": inf})
 
 
@@ -69,8 +72,9 @@ def _extras(spec: InferenceExperimentSpec,
         if not other.feasible:
             return infeasible_serving(spec, mapping, f"the draft {sp.draft.name}: {other.reason}")
         found["draft"] = other, costs
-    if inf.prefill_systems is not None:
-        other, _, costs = _mapped(_other(spec, systems=inf.prefill_systems, output_len=1), "ttft")
+    if inf.disaggregation is not None:
+        wafers = inf.disaggregation.prefill_systems
+        other, _, costs = _mapped(_other(spec, systems=wafers, output_len=1), "ttft")
         if not other.feasible:
             return infeasible_serving(spec, mapping, f"the prefill wafers: {other.reason}")
         found["prefill"] = other, costs
@@ -138,7 +142,7 @@ def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
             block["speedup"] = result.tokens_per_s_per_request / max(plain.tokens_per_s_per_request, 1e-30)
         update["speculative"] = block
     if "prefill" in found:
-        (other, extra), p = found["prefill"], spec.inference.prompt_len
+        (other, extra), p = found["prefill"], spec.inference.load.prompt_len
         kv_cycles = costs.pool[-1].handoff(p)
         update["split_prefill"] = {
             "placement": f"{_wafers(other)} of its own, before the decode's", **_where(other),
@@ -158,7 +162,7 @@ def _one_pass(spec: InferenceExperimentSpec, costs: Costs) -> dict[str, float]:
     prefill), the draft's round of K steps, the target's verify pass of K + 1 positions through every
     stage, and the hand-offs of a pass (the verified tokens back to the draft, the drafts across, the
     stages' between them)."""
-    k, p, draft, hid = spec.inference.speculative.tokens, spec.inference.prompt_len, costs.draft, \
+    k, p, draft, hid = spec.inference.speculative.tokens, spec.inference.load.prompt_len, costs.draft, \
         spec.model.hidden_size
     stages = [c.batches for c in costs.stages]
     prefill = list(costs.pool) or stages

@@ -289,9 +289,9 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
         if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
             resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True,
                                                      default=str).encode()).hexdigest()[:16]
-        if trace := getattr(getattr(loaded.spec, "inference", None), "trace", None):  # its contents too
+        if trace := getattr(getattr(loaded.spec, "inference", None), "trace_file", None):  # its contents too
             resolved_key += trace_digest(trace)[:16]
-        for file in (Path(f) for k, f in point.paths.items() if k != "inference.trace"):  # a draft's, say
+        for file in (Path(f) for k, f in point.paths.items() if k != "inference.load.file"):  # a draft's, say
             if file.is_file():  # (a model's or hardware's contents are in loaded.raw; a trace's digested)
                 resolved_key += hashlib.sha256(file.read_bytes()).hexdigest()[:16]
         points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))

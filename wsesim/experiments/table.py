@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from ..analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, RunResult
 from ..config.inference import InferenceExperimentSpec
+from ..config.inference_load import GROUPS
 from ..config.specs import ExperimentSpec
 from ..config.yaml_strict import read_bounded
 
@@ -107,25 +108,36 @@ def swept_columns(keys: Iterable[str], *, serving: bool = False) -> dict[str, tu
     taken = SERVING_COLUMNS if serving else RESULT_COLUMNS
     out: dict[str, tuple[str, float]] = {}
     for key in keys:
-        cls: Any = InferenceExperimentSpec if serving else ExperimentSpec
+        classes: list[Any] = [InferenceExperimentSpec if serving else ExperimentSpec]
         names: list[str] = []
         for part in key.split("."):
-            fields = getattr(cls, "model_fields", None) or {}
-            name = next((n for n, f in fields.items() if part in (n, f.alias)), None)
-            if name is None:
+            found = [(n, f) for c in classes for n, f in c.model_fields.items() if part in (n, f.alias)]
+            if not found:
                 break
+            name, field = found[0]
             names.append(name)
-            annotation = fields[name].annotation
-            cls = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+            classes = _sections(field.annotation, grouped=serving and len(names) == 2 and name in GROUPS)
         else:
-            if cls is not None:  # a whole section (``hardware: wse3``): its name is a result column
+            if classes:  # a whole section (``hardware: wse3``): its name is a result column
                 continue
+            if serving and len(names) > 2 and names[1] in GROUPS:  # a serving group's key by its own name
+                names = [names[0], *names[2:]]
             column, factor = "_".join(names[1:] or names), 1.0
             if column.endswith("_bytes_per_s"):
                 column, factor = column.removesuffix("_bytes_per_s") + "_bits_per_s", 8.0
             if column not in taken:
                 out[key] = (column, factor)
     return out
+
+
+def _sections(annotation: Any, grouped: bool) -> list[Any]:
+    """The spec classes a key's path goes on into: a section's, a load's every arrival's, and with
+    ``grouped`` a serving group's that may be left out (``inference.economics``); none for a value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    args = getattr(annotation, "__args__", ())
+    models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models if models and (grouped or len(models) == len(args)) else []
 
 
 def swept_values(spec: Any, keys: Iterable[str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ Synthetic lengths (together, poisson) are ``fixed`` (prompt_len and output_len e
 round(median · e^(σ·z)) for z standard normal, at least 1 token, the medians prompt_len and output_len
 and σ ``length_sigma`` (default 1: a long tail, a tenth of the prompts over 3.6× the median, as the
 Azure 2023 traces' lengths are spread). Every draw comes from one numpy Generator seeded with
-``inference.seed``: the same keys give the same requests.
+``inference.load.seed``: the same keys give the same requests.
 """
 
 from __future__ import annotations
@@ -48,18 +48,18 @@ def _lengths(rng: np.random.Generator, median: int, sigma: float, n: int, lognor
 def requests_of(spec: InferenceExperimentSpec) -> Requests:
     """The run's requests (see the module's docstring)."""
     inf, clock = spec.inference, spec.hardware.clock_hz
-    if inf.arrival == "trace":
-        assert inf.trace is not None
-        seconds, prompt, output = read_request_trace(inf.trace)
-        n = min(len(seconds), inf.requests or len(seconds))  # requests: the trace's first rows
+    if inf.load.arrival == "trace":
+        assert inf.load.file is not None
+        seconds, prompt, output = read_request_trace(inf.load.file)
+        n = min(len(seconds), inf.load.requests or len(seconds))  # requests: the trace's first rows
         return Requests(np.rint(seconds[:n] * clock), prompt[:n].copy(), output[:n].copy())
-    n = inf.requests or inf.batch
-    rng = np.random.default_rng(inf.seed)
-    if inf.arrival == "poisson":
-        assert inf.rate is not None
-        arrival = np.rint(np.cumsum(rng.exponential(clock / inf.rate, n)))
+    n = inf.request_count
+    rng = np.random.default_rng(inf.load.seed)
+    if inf.load.arrival == "poisson":
+        assert inf.load.rate is not None
+        arrival = np.rint(np.cumsum(rng.exponential(clock / inf.load.rate, n)))
     else:
         arrival = np.zeros(n)
-    lognormal = inf.lengths == "lognormal"
-    return Requests(arrival, _lengths(rng, inf.prompt_len, inf.sigma, n, lognormal),
-                    _lengths(rng, inf.output_len, inf.sigma, n, lognormal))
+    lognormal = inf.load.lognormal
+    return Requests(arrival, _lengths(rng, inf.load.prompt_len, inf.load.sigma, n, lognormal),
+                    _lengths(rng, inf.load.output_len, inf.load.sigma, n, lognormal))

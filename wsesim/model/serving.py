@@ -102,7 +102,8 @@ def kv_pool_tokens(model: ModelSpec, memory: StageMemory, layers: int, rows: int
     """The tokens of KV cache a stage holds beside its weights and the activations of ``batch`` requests
     whose longest prompt is ``longest``, the cache balanced over the grid (``shift``): the most T for which
     ``requests_fit`` holds T tokens at that batch, the one bound admission reads, so a pool of paged
-    blocks (``inference.kv_block``, docs/model.md §11.7) is cut from exactly the room it would reserve."""
+    blocks (``inference.scheduler.kv_block``, docs/model.md §11.7) is cut from exactly the room it would
+    reserve."""
     per_pe = kv_cache_bytes(kv_bytes_per_token(model) * layers, 1, 0, rows, cols, "shift")
     free = memory.usable - memory.weights - activation_bytes(model, batch, longest, rows, cols)
     most = 2**31 - 1

@@ -97,7 +97,7 @@ def resolved(spec: Any) -> dict[str, Any]:
     trace's SHA-256 beside its path (``trace_sha256``: the path alone does not say what was served)."""
     data = spec.model_dump(mode="json")
     out = {"hardware": data.pop("hardware"), "model": data.pop("model"), "experiment": data}
-    if trace := getattr(getattr(spec, "inference", None), "trace", None):
+    if trace := getattr(getattr(spec, "inference", None), "trace_file", None):
         # local: keeps numpy out of output.manifest's import
         from ..config.request_trace import trace_digest
 

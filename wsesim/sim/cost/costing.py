@@ -306,7 +306,7 @@ def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) 
 
         grid.experts = StageDispatch(spec.hardware, stage.rows, stage.cols, spec.model, stage.grids)
     prefill = tuple(grid.on(op.region).cost(op, 0) for op in work.prefill)
-    prompt_len, output_len = spec.inference.prompt_len, spec.inference.output_len
+    prompt_len, output_len = spec.inference.load.prompt_len, spec.inference.load.output_len
     longest = decode_context(prompt_len, output_len)
     decode = tuple(grid.on(op.region).cost(op, longest) for op in work.decode)
     first = stage.layers[0]

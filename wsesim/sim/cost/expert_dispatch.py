@@ -13,7 +13,7 @@ tokens × hidden size × bytes per value. Cycles.
   mean, not whole tokens), kept by token count (``balanced``).
 * **Sampled routing** (``drawn``): the tokens each expert drew, one vector a call (a new draw each time:
   nothing kept). With the
-  experts over G grids (``inference.expert_grids``) each grid dispatches its own experts' tokens at once,
+  experts over G grids (``inference.moe.expert_grids``) each grid dispatches its own experts' tokens at once,
   so the slowest grid's dispatch counts; every grid's is timed as the first's (the tokens that came from
   the first grid on a trip, ``moe_serving``, are spread over it as the first grid's are).
 """

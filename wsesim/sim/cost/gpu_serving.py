@@ -311,22 +311,22 @@ def stage_kernels(spec: Any, stations: Sequence[GpuStation]) -> list[tuple[Kerne
     """Each station's kernels as the program names them (``builders.gpu.gpu_program``): a prompt's prefill
     and one decode step at the longest context, for the result's breakdowns by kernel and kind."""
     inf = spec.inference
-    context = inf.prompt_len + max(inf.output_len - 1, 1)
+    context = inf.load.prompt_len + max(inf.load.output_len - 1, 1)
 
     def named(station: GpuStation, decodes: int, longest: int,
               pieces: list[tuple[int, int, bool]]) -> tuple[Kernel, ...]:
         return tuple(Kernel(p.kind, p.name, layer, (), None, p.attention)
                      for layer, p in station.parts(decodes, longest, pieces))
 
-    return [(named(st, 0, 0, [(inf.prompt_len, 0, True)]), named(st, 1, context, [])) for st in stations]
+    return [(named(st, 0, 0, [(inf.load.prompt_len, 0, True)]), named(st, 1, context, [])) for st in stations]
 
 
 def gpu_token_budget(spec: Any) -> int:
-    """``inference.token_budget`` on a GPU: as given, or under ``auto`` the tokens at which a GEMM's
+    """``inference.scheduler.token_budget`` on a GPU: as given, or under ``auto`` the tokens at which a GEMM's
     arithmetic takes as long as reading its weights (M = r / (2 W / b), the roofline's ridge), in whole
     64-row MMA tiles: below it one more prompt token costs next to nothing, above it its full arithmetic."""
-    if spec.inference.token_budget != "auto":
-        return int(spec.inference.token_budget)
+    if spec.inference.scheduler.token_budget != "auto":
+        return int(spec.inference.scheduler.token_budget)
     st = GpuStation(spec, (), 1, False, False, 1)
     ridge = st.gpu.sm_flops_per_s * st.gpu.sms * st.gpu.elem_bytes / (2 * st.gpu.hbm_bytes_per_s)
     return max(64, -(-int(ridge) // 64) * 64)

@@ -1,6 +1,7 @@
 """Split prefill as stations of the iteration-level scheduler (docs/model.md §11.10): the prompt is
-prefilled on wafers of its own (``inference.prefill_systems``, their own mapping and costs), a pool of
-stations before the decode stages, and its KV cache handed to the decode wafers, which then only decode.
+prefilled on wafers of its own (``inference.disaggregation.prefill_systems``, their own mapping and costs), a
+pool of stations before the decode stages, and its KV cache handed to the decode wafers, which then only
+decode.
 
 The KV cache of a prompt's S tokens is, per layer, S · ``kv_bytes_per_token`` (K and V, §11.3). Each
 prefill wafer sends the layers its stages hold through its own I/O link while each decode wafer takes

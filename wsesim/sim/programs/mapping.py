@@ -13,7 +13,7 @@ stage, which then takes fewer layers. A tied table is the LM head's and stays wi
 ``rank``: fewest wafers, then the largest share of those wafers' PEs in stages, then the largest grid,
 then the squarest; ``systems: auto`` as few wafers as the mapping needs (at most ``MAX_AUTO_SYSTEMS``).
 
-Expert parallelism (``inference.expert_grids``, docs/model.md §11.8): a stage whose first layer is an
+Expert parallelism (``inference.moe.expert_grids``, docs/model.md §11.8): a stage whose first layer is an
 MoE layer spans G grids, the next G slots (on one wafer or across two): its first grid holds the layers'
 attention, router, shared expert, KV cache and ⌈E/G⌉ experts of each layer, the other grids the rest of
 the experts, ⌈E/G⌉ each (``model.serving.experts_per_grid``); the first grid, which holds the most, sets
@@ -165,7 +165,7 @@ def _memory_of(spec: InferenceExperimentSpec, grid: tuple[int, int]) -> Callable
 
     def memory(layers: int, weights: float) -> StageMemory:
         return stage_memory(m, weights, layers, grid[0], grid[1], hw.usable_sram_bytes_per_pe,
-                            inf.prompt_len, inf.output_len, inf.batch, inf.kv_layout)
+                            inf.load.prompt_len, inf.load.output_len, inf.scheduler.batch, inf.kv_layout)
     return memory
 
 
@@ -212,10 +212,10 @@ def _too_big(spec: InferenceExperimentSpec, layer: int, expert_grids: int) -> st
         return "a layer, all its experts included, must fit one stage's grid"
     if expert_grids == 1:
         return ("a layer, all its experts included, must fit one stage's grid: spread its experts over "
-                "more grids (inference.expert_grids)")
+                "more grids (inference.moe.expert_grids)")
     share = experts_per_grid(spec.model.experts, expert_grids)
     return (f"a layer's attention and its {share} experts on the stage's first grid (of {expert_grids}) "
-            "must fit it: more grids (inference.expert_grids), or a larger grid")
+            "must fit it: more grids (inference.moe.expert_grids), or a larger grid")
 
 
 def _overflow(spec: InferenceExperimentSpec, grid: tuple[int, int], limit: int, held: int,
@@ -304,9 +304,9 @@ def _build(spec: InferenceExperimentSpec, grid: tuple[int, int], systems: int | 
 
 
 def _expert_grid_options(spec: InferenceExperimentSpec) -> tuple[int, ...]:
-    """The G a mapping tries: ``inference.expert_grids``, or with auto every ``EXPERT_GRIDS`` up to the
+    """The G a mapping tries: ``inference.moe.expert_grids``, or with auto every ``EXPERT_GRIDS`` up to the
     model's experts (1 for a dense model)."""
-    chosen, experts = spec.inference.expert_grids, spec.model.experts
+    chosen, experts = spec.inference.moe.expert_grids, spec.model.experts
     if chosen != "auto":
         return (int(chosen),)
     return tuple(g for g in EXPERT_GRIDS if g == 1 or g <= experts)

@@ -5,7 +5,7 @@ the cost pass's (``cost.gpu_serving.GpuStation``), which also names each stage's
 **The mapping.** A pipeline stage is ``tp`` GPUs of one node (``inference.tensor_parallel``; ``auto``:
 the node's ``node.gpus``), tensor-parallel, its MoE layers' experts split over the same GPUs. The layers
 are dealt evenly over the fewest stages (nodes) whose GPUs hold, each, their share of the stage's
-weights, the KV cache of ``inference.batch`` requests of prompt + output tokens and the activations:
+weights, the KV cache of ``inference.scheduler.batch`` requests of prompt + output tokens and the activations:
 HBM plays the part a wafer's SRAM plays, through the same formulas (``model.serving.stage_memory``,
 ``requests_fit`` for admission), the tensor-parallel group standing as a 1 × s grid, s = the KV heads'
 shards (min(tp, kv_heads): each GPU caches kv_heads / s of them, all of them when there are fewer KV
@@ -85,7 +85,7 @@ def gpu_mapping(spec: Any) -> Mapping:
             first, last = j == 0, j == len(spans) - 1
             weights = _stage_bytes(spec, span, tp, first, last, len(spans))
             memory = stage_memory(m, weights * cols, len(span), 1, cols, hw.hbm.capacity_bytes,
-                                  inf.prompt_len, inf.output_len, inf.batch, "shift")
+                                  inf.load.prompt_len, inf.load.output_len, inf.scheduler.batch, "shift")
             stages.append(Stage(j, j, (0, 0), 1, cols, tuple(span), first, last, memory))
         last_try = tuple(stages)
         if all(s.memory.fits for s in stages):
@@ -104,7 +104,7 @@ def gpu_program(spec: Any, mapping: Mapping, kernels: Sequence[tuple[tuple[Kerne
     """The one ``ServeBatches`` op over the mapping's stages (see the module's docstring): each stage's
     prefill and decode ``kernels`` (``cost.gpu_serving.stage_kernels``: their names and kinds, for the
     result's breakdowns) and the scheduler's token ``budget``."""
-    stages, prompt = mapping.stages, spec.inference.prompt_len
+    stages, prompt = mapping.stages, spec.inference.load.prompt_len
     works = []
     for stage, (prefill, decode) in zip(stages, kernels, strict=True):
         nxt = stages[(stage.index + 1) % len(stages)]

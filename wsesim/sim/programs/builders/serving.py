@@ -168,8 +168,8 @@ class _Layer:
 
 
 def default_token_budget(spec: InferenceExperimentSpec, rows: int) -> int:
-    """``inference.token_budget: auto`` on a grid of ``rows`` rows of PEs: the tokens at which a prompt
-    GEMM's vector instructions spend as long on their lanes as on their issue. A GEMM's rows of tokens
+    """``inference.scheduler.token_budget: auto`` on a grid of ``rows`` rows of PEs: the tokens at which a
+    prompt GEMM's vector instructions spend as long on their lanes as on their issue. A GEMM's rows of tokens
     are spread over the grid's rows, so each PE's instruction walks ⌈M / rows⌉ tokens on ``lanes`` SIMD
     lanes after ``issue`` cycles to start it: below M = rows · lanes · issue the issue, not the
     arithmetic, sets its pace, and one more prompt in the iteration costs little (docs/model.md §11.7).
@@ -181,13 +181,14 @@ def default_token_budget(spec: InferenceExperimentSpec, rows: int) -> int:
 def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
                     requests: Requests | None = None, members: bool = False) -> Program:
     """Every stage's kernels for the run's requests (default: the spec's, ``model.load.requests_of``), as
-    one ``ServeBatches`` op over the mapping's stages: the scheduler batches them (``inference.prefill``'s
-    policy), or with ``batching: none`` takes one decode token or one whole prompt at a time."""
+    one ``ServeBatches`` op over the mapping's stages: the scheduler batches them
+    (``inference.scheduler.prefill``'s policy), or with ``batching: none`` takes one decode token or one whole
+    prompt at a time."""
     inf, stages, works = spec.inference, mapping.stages, []
     software = inf.software
     for stage in stages:
         layer = _Layer(spec, stage)
-        prefill = [op for i in stage.layers for op in layer.prefill(i, inf.prompt_len)]
+        prefill = [op for i in stage.layers for op in layer.prefill(i, inf.load.prompt_len)]
         decode = [op for i in stage.layers for op in layer.decode(i)]
         head = tuple(layer.lm_head()) if stage.lm_head else ()
         prefill, decode = compose([*prefill, *head], software), compose([*decode, *head], software)
@@ -229,13 +230,13 @@ def serving_program(spec: InferenceExperimentSpec, mapping: Mapping,
             return tuple(ops)
 
         works.append(StageWork(stage, prefill, decode,
-                               Handoff(stage, nxt, values if last else inf.prompt_len * values),
+                               Handoff(stage, nxt, values if last else inf.load.prompt_len * values),
                                Handoff(stage, nxt, values), prefill_of, head, prefill_runs))
     if requests is None:
         requests = requests_of(spec)
-    budget = (default_token_budget(spec, mapping.grid[0]) if inf.token_budget == "auto"
-              else inf.token_budget)
-    routing = (inf.zipf_alpha, inf.seed) if inf.sampled and spec.model.experts else None
+    budget = (default_token_budget(spec, mapping.grid[0]) if inf.scheduler.token_budget == "auto"
+              else inf.scheduler.token_budget)
+    routing = (inf.moe.zipf_alpha, inf.load.seed) if inf.moe.sampled and spec.model.experts else None
     return serve_program(spec, works, requests, budget, inf.kv_layout, routing, members)
 
 
@@ -243,16 +244,18 @@ def serve_program(spec: InferenceExperimentSpec, works: list[StageWork], request
                   layout: str, routing: tuple[float | None, int] | None = None,
                   members: bool = False) -> Program:
     """The one ``ServeBatches`` op over ``works``' stages (a wafer's or a GPU's, ``builders.gpu``): the
-    requests, the scheduler's policy and ``budget``, and with ``inference.kv_block`` the paged pool, the
-    tightest stage's room at the cap and the longest prompt."""
+    requests, the scheduler's policy and ``budget``, and with ``inference.scheduler.kv_block`` the paged pool,
+    the tightest stage's room at the cap and the longest prompt."""
     inf = spec.inference
     paged = None
-    if inf.kv_block is not None:
-        longest = int(requests.prompt.max()) if len(requests.prompt) else inf.prompt_len
-        pool = min(kv_pool_tokens(spec.model, s.memory, len(s.layers), s.rows, s.cols, inf.batch, longest)
+    if inf.scheduler.kv_block is not None:
+        longest = int(requests.prompt.max()) if len(requests.prompt) else inf.load.prompt_len
+        cap = inf.scheduler.batch
+        pool = min(kv_pool_tokens(spec.model, s.memory, len(s.layers), s.rows, s.cols, cap, longest)
                    for s in (w.stage for w in works))
-        paged = (inf.kv_block, pool // inf.kv_block, inf.preempt_by)
-    policy = inf.prefill if inf.continuous else "none"
-    return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output, inf.batch,
+        paged = (inf.scheduler.kv_block, pool // inf.scheduler.kv_block, inf.scheduler.preempt_by)
+    policy = inf.scheduler.prefill if inf.scheduler.continuous else "none"
+    return Program((ServeBatches(tuple(works), requests.arrival, requests.prompt, requests.output,
+                                 inf.scheduler.batch,
                                  policy, budget, spec.model, layout, routing=routing,
                                  kv_block=paged, members=members),))
