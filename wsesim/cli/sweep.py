@@ -88,8 +88,7 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
     if "tokens_per_s_per_request" in row:  # a served point
         figure = (f"{float(row['tokens_per_s_per_request']):,.1f} tokens/s per request, "
                   f"{float(row['tokens_per_s']):,.1f} in all, TTFT {1e3 * float(row['ttft_s']):,.3f} ms "
-                  f"({_count(row['stages'], 'stage')} of {row['grid']} PEs on "
-                  f"{_count(row['systems'], 'wafer')})"
+                  f"({row.get('mapping') or _wafer_words(row)})"
                   if ok
                   else row["reason"][:80])
     else:
@@ -99,6 +98,14 @@ def row_text(row: dict[str, Any], keys: list[str]) -> str:
             figure = (f"cluster {float(row['cluster_throughput_tokens_per_s']):,.0f} tokens/s on "
                       f"{row['systems']} systems, per system " + figure)
     return f"{settings}: {row['status']} {figure}"
+
+
+def _wafer_words(row: dict[str, Any]) -> str:
+    """A row read back from a CSV (no ``mapping``, which only a live row carries): a wafer's words."""
+    # local: the kinds' table imports the engines, kept out of every command's start
+    from ..experiments.hardware_kinds import KINDS
+
+    return KINDS["hardware"].stage_words(row["grid"], int(row["stages"]), int(row["systems"]))
 
 
 def _count(n: Any, what: str) -> str:
