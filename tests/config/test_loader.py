@@ -105,7 +105,7 @@ def test_non_positive_size(write_yaml: WriteYaml, tiny8_text: str) -> None:
         ("layers: 2", "layers: 2.5", "layers", "expected an integer, got 2.5 (a float)"),
         ("layers: 2", "layers: true", "layers", "expected an integer, got True (a bool)"),
         ("layers: 2", "layers: 0", "layers", "expected a value > 0, got 0 (an int)"),
-        ("dtype: bf16", "dtype: int8", "dtype", "expected 'fp32', 'bf16' or 'fp16', got \"int8\" (a string)"),
+        ("dtype: bf16", "dtype: int8", "dtype", "expected 'fp32', 'bf16', 'fp16' or 'fp8', got \"int8\" (a string)"),
         ("name: tiny-moe", "name: 7", "name", "expected a string, got 7 (an int)"),
     ],
 )

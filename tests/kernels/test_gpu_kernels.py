@@ -90,6 +90,47 @@ def test_every_tile_shape_is_at_least_its_arithmetic_and_its_compulsory_bytes() 
             assert tile_cost(gpu, [m], k, n, tile).seconds >= floor * (1 - 1e-12)
 
 
+def _walk(gpu: Gpu, problems: list[int], k: int, n: int, tile: tuple[int, int]) -> list[float]:
+    """Each wave's HBM bytes of a GEMM without split-K, tile by tile as the module's docstring says it: each
+    problem's tiles in panels of 8 tile rows walked column by column, a wave's distinct A row panels and B
+    column panels read once, less what the wave before read (up to the L2), plus the C it writes."""
+    tm, tn = tile
+    cols, a_b, c_b = -(-n // tn), gpu.elem_bytes, gpu.out_bytes
+    order = []  # every tile in launch order: (problem, tile row, tile column)
+    for p, m in enumerate(problems):
+        rows = -(-m // tm)
+        for panel in range(0, rows, 8):
+            height = min(8, rows - panel)
+            order += [(p, panel + r, c) for c in range(cols) for r in range(height)]
+    out, held = [], {}
+    for w in range(0, len(order), gpu.sms):
+        panels, written = {}, 0
+        for p, i, j in order[w:w + gpu.sms]:
+            h, wd = min(tm, problems[p] - i * tm), min(tn, n - j * tn)
+            panels[("a", p, i)], panels[("b", p, j)] = h * k * a_b, wd * k * a_b
+            written += h * wd * c_b
+        kept = min(gpu.l2_bytes, sum(v for key, v in panels.items() if key in held))
+        out.append(sum(panels.values()) - kept + written)
+        held = panels
+    return out
+
+
+@pytest.mark.parametrize("problems", [[5000], [300, 17, 64, 1], [1025] * 3])
+def test_the_wave_walk_reads_each_wave_s_distinct_panels(problems: list[int]) -> None:
+    """The schedule's bytes and its compute/memory split are a tile-by-tile walk's (``_walk``), wave by wave,
+    for a plain GEMM and grouped ones of uneven and equal problems, on every tile shape."""
+    gpu = Gpu.of(load_hardware("h100"), "fp8")
+    k, n = 4096, 3000
+    for tile in TILES:
+        c = tile_cost(gpu, problems, k, n, tile, split=False)
+        waves = _walk(gpu, problems, k, n, tile)
+        t_tile = 2 * tile[0] * tile[1] * -(-k // 128) * 128 / gpu.sm_flops_per_s
+        mem = [b / gpu.hbm_bytes_per_s for b in waves]
+        assert (c.waves, c.hbm_bytes) == (len(waves), sum(waves))
+        assert c.compute == pytest.approx(sum(t_tile for x in mem if t_tile >= x), rel=1e-12)
+        assert c.memory == pytest.approx(sum(x for x in mem if x > t_tile), rel=1e-12)
+
+
 def test_grouped_gemm_few_tokens_pay_for_every_expert_s_weights() -> None:
     """128 experts of 2048 x 768 bf16 weights (402.7 MB): at 16 tokens each the grouped GEMM is HBM-bound
     and at least the weights over 3.35 TB/s (120.2 us); at 1,024 tokens it is compute-bound at more than

@@ -137,3 +137,24 @@ def test_a_latent_attention_model_is_refused_on_a_gpu() -> None:
     with pytest.raises(ConfigError) as e:
         _spec("deepseek-v3", "b200")
     assert e.value.source.endswith("deepseek-v3.yaml") and "latent attention" in e.value.message
+
+
+def test_fp8_halves_the_kv_cache_read_and_runs_the_gemms_in_fp8() -> None:
+    """``model.dtype: fp8`` on a GPU: the station's kernels run in fp8 (one byte a value) and a decode
+    token's attention, HBM-bound at batch 1, reads K and V at one byte where bf16 reads two: with
+    2·kv·c·d + 2·h·d values either way, its memory time is exactly half."""
+    c = 4096
+    bf16, fp8 = (_station(_spec("llama3-8b", **{"model.dtype": d})) for d in ("bf16", "fp8"))
+    assert (fp8.gpu.dtype, fp8.gpu.elem_bytes, bf16.gpu.elem_bytes) == ("fp8", 1, 2)
+    a16, a8 = (next(p.result for p in st.attention(1, c, [], True)) for st in (bf16, fp8))
+    assert a8.memory == pytest.approx(a16.memory / 2, rel=1e-12)
+    # the weights halve too, so a decode step is faster, but not twice: vectors stay 16-bit, kernels' fixed
+    # costs stay
+    assert 0.5 * bf16.iteration(1, c, []) < fp8.iteration(1, c, []) < bf16.iteration(1, c, [])
+
+
+def test_a_dtype_the_hardware_has_no_arithmetic_for_is_refused() -> None:
+    """fp8 on a wafer: its PEs compute in fp32, bf16 and fp16 only; refused at model.dtype, naming them."""
+    with pytest.raises(ConfigError, match=r'model\.dtype.*expected a dtype wse2 computes in \(fp32, bf16, '
+                                          r'fp16\), got "fp8"'):
+        load_inference(model="llama3-8b", hardware="wse2", overrides={"model.dtype": "fp8"})

@@ -18,7 +18,8 @@ hardware lacks are None (n/a), never 0.
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -30,8 +31,8 @@ from ..model.serving import kv_bytes_per_token
 from ..sim.cost.costing import Costs
 from ..sim.programs.plan import BatchLog, Trace
 
-__all__ = ["TRAINING_ENERGY_FIELDS", "batch_counts", "serving_counts", "serving_energy", "training_counts",
-           "training_energy"]
+__all__ = ["TRAINING_ENERGY_FIELDS", "WAFER_ACCOUNTING", "Accounting", "batch_counts", "serving_counts",
+           "serving_energy", "training_counts", "training_energy"]
 
 TRAINING_ENERGY_FIELDS = ("energy_per_step_j", "joules_per_token", "power_w",
                           *(f"energy_{part}_j" for part in PARTS))
@@ -164,3 +165,23 @@ def _per_kw(energy: Energy, tokens: int) -> float | None:
     """Output tokens per second per kW of mean power: tokens / seconds / (joules / seconds / 1000); None
     (n/a, not 0) when the run drew no power (every event it counted, and the floor, cost 0)."""
     return tokens / energy.joules * 1000 if energy.joules > 0 else None
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """How a serving run's machine is accounted (``analysis.serving.measure_serving``): ``energy(spec,
+    costs, trace, busy_cycles, mapping, seconds=, systems=, tokens=)`` its energy fields, ``words`` the
+    parts of a decode step as its bottleneck line names them (None: a wafer's own)."""
+
+    energy: Callable[..., dict[str, Any]]
+    words: dict[str, str] | None = None
+
+
+def _wafer_energy(spec: Any, costs: Costs, trace: Trace, busy_cycles: Any, mapping: Any, *, seconds: float,
+                  systems: int, tokens: int) -> dict[str, Any]:
+    return serving_energy(spec.hardware, costs, trace, seconds=seconds, systems=systems, tokens=tokens,
+                          price_per_system_hour=spec.inference.price)
+
+
+WAFER_ACCOUNTING = Accounting(_wafer_energy)
+"""A wafer's: its events' energy (``serving_energy``), its parts by their own names."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.gpu import GpuSpec
+from .energy import Accounting
 
-__all__ = ["gpu_seconds", "gpu_serving_energy"]
+__all__ = ["GPU_ACCOUNTING", "GPU_WORDS", "gpu_seconds", "gpu_serving_energy"]
 
 
 def gpu_serving_energy(hw: GpuSpec, busy_cycles: Any, gpus_per_stage: int, *, seconds: float, nodes: int,
@@ -39,3 +40,19 @@ def gpu_seconds(hw: GpuSpec, busy_cycles: Any, gpus_per_stage: int, seconds: flo
     that ``gpu_serving_energy`` prices, for the result's ``gpu`` block."""
     return {"gpu_busy_seconds": float(sum(busy_cycles)) / hw.clock_hz * gpus_per_stage,
             "node_seconds": nodes * seconds}
+
+
+GPU_WORDS = {"instructions": "kernel launches from the host",
+             "compute": "the GPUs' kernels (tensor cores and HBM)",
+             "communication": "NCCL collectives over NVLink"}
+"""The parts of a decode step on GPUs (docs/model.md §13.7), as a serving result's bottleneck names them."""
+
+
+def _energy(spec: Any, costs: Any, trace: Any, busy_cycles: Any, mapping: Any, *, seconds: float,
+            systems: int, tokens: int) -> dict[str, Any]:
+    return gpu_serving_energy(spec.hardware, busy_cycles, mapping.grid[1], seconds=seconds, nodes=systems,
+                              tokens=tokens, price_per_system_hour=spec.inference.price)
+
+
+GPU_ACCOUNTING = Accounting(_energy, GPU_WORDS)
+"""A node of GPUs': its GPUs at TDP while busy and its floor (``gpu_serving_energy``), in GPU words."""

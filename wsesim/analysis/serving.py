@@ -22,8 +22,7 @@ from ..sim.programs.builders.software import launches
 from ..sim.programs.mapping import Mapping
 from ..sim.programs.plan import Trace
 from ..sim.programs.program import Program, ServeBatches
-from .energy import serving_energy
-from .gpu_energy import gpu_serving_energy
+from .energy import WAFER_ACCOUNTING, Accounting
 from .requests import RequestTimes, load_figures, nan_mean, request_times
 
 __all__ = ["ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown"]
@@ -202,10 +201,11 @@ def _load_keys(spec: InferenceExperimentSpec) -> dict[str, Any]:
 
 
 def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Program, costs: Costs,
-                    trace: Trace, wall_s: float = 0.0, extra_systems: int = 0) -> ServeResult:
+                    trace: Trace, wall_s: float = 0.0, extra_systems: int = 0,
+                    accounting: Accounting = WAFER_ACCOUNTING) -> ServeResult:
     """The result of a serving run (see the module's docstring). ``extra_systems``: wafers the run uses
     beside ``mapping``'s (a speculative draft's, split prefill's), counted in ``systems``, its floor's
-    energy, its price and its per-system figures."""
+    energy, its price and its per-system figures; ``accounting``: its machine's energy and words."""
     inf, clock = spec.inference, spec.hardware.clock_hz
     whole = request_times(spec, program, trace)
     if whole.refused.all():  # nothing served: no latency to report, not a run whose latencies are 0
@@ -263,32 +263,20 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                   **(_stage_experts(w.stage, use[i]) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
     systems = mapping.systems + extra_systems
-    price = inf.economics.price_per_system_hour if inf.economics else None
-    if spec.hardware.kind == "gpu":  # a node's GPUs at TDP while busy, and its floor (§13.7)
-        energy = gpu_serving_energy(spec.hardware, busy_cycles, mapping.grid[1], seconds=end, nodes=systems,
-                                    tokens=produced, price_per_system_hour=price)
-    else:
-        energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems, tokens=produced,
-                                price_per_system_hour=price)
+    energy = accounting.energy(spec, costs, trace, busy_cycles, mapping, seconds=end, systems=systems,
+                               tokens=produced)
     return ServeResult(
         **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
         tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
         tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
         tokens_per_s_per_system=tokens / systems,
-        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill),
-                               GPU_WORDS if spec.hardware.kind == "gpu" else None),
+        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill), accounting.words),
         decode_step_cycles=step, decode_breakdown=breakdown,
         prefill_breakdown=prefill,
         decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
         decode_launches=launches(op for work in serve.stages for op in work.decode),
         per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
         wall_s=wall_s, **load, **steady)
-
-
-GPU_WORDS = {"instructions": "kernel launches from the host",
-             "compute": "the GPUs' kernels (tensor cores and HBM)",
-             "communication": "NCCL collectives over NVLink"}
-"""The parts of a decode step on GPUs (docs/model.md §13.7), as ``_bottleneck`` names them."""
 
 
 def _load(spec: InferenceExperimentSpec, load: dict[str, Any], ttft: float,
@@ -384,7 +372,7 @@ def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
     else admission (``inference.scheduler.batch`` requests in flight, or fewer when their KV caches filled the
     stages), and, when a prompt spends longer on the links between stages than in their kernels, that;
     then what a decode step is mostly made of, and the op that costs most (``words``: another machine's
-    names of the parts, ``GPU_WORDS``)."""
+    names of the parts, ``analysis.gpu_energy.GPU_WORDS``)."""
     total = sum(breakdown.values()) or 1.0
     part = max(breakdown, key=lambda k: breakdown[k])
     op = max(by_op, key=lambda k: by_op[k]) if by_op else ""

@@ -166,11 +166,15 @@ def load_from_args(args: argparse.Namespace, *, gpu: bool = False) -> Any:
     command runs one (``gpu``), else one line saying which commands do."""
     loaded = load_experiment(args.experiment, hardware=args.hardware, model=args.model,
                              overrides=parse_overrides(args.set))
-    if loaded.spec.hardware.kind == "gpu" and not gpu:
-        what = f"wsesim {args.command}" + (" with --trace, --out or --png" if args.command == "run" else "")
-        raise ConfigError(f"expected a wafer (kind: hardware), got a GPU (kind: gpu): `{what}` needs a wafer "
-                          "(`wsesim run` and `sweep` train on a GPU node, `infer` serves)",
-                          source=args.hardware or loaded.sources.get("hardware", loaded.source), path="kind")
+    if not gpu:
+        # local: the kinds' table imports the engines, kept out of every command's start
+        from ..experiments.hardware_kinds import hardware_kind
+
+        if why := hardware_kind(loaded.spec.hardware).refusal("wafer"):
+            flags = " with --trace, --out or --png" if args.command == "run" else ""
+            what = f"wsesim {args.command}{flags}"
+            raise ConfigError(why.format(command=what), path="kind",
+                              source=args.hardware or loaded.sources.get("hardware", loaded.source))
     warn_beyond_context(loaded.spec)
     return loaded
 

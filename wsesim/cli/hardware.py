@@ -10,6 +10,8 @@ without the prefix (``pe.sram='96 KiB'``).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..config.loader import load_hardware, load_model, load_part, preset_names
@@ -18,17 +20,13 @@ from .common import EXIT_OK, Parser, add_json_argument, format_table, parse_over
 
 def presets(kind: str) -> list[dict[str, Any]]:
     """Every shipped preset of ``kind`` (hardware, model, interconnect): its name, its one-line description
-    and what says most about it in a few words (a wafer's mesh, a model's layers and experts)."""
+    and what says most about it in a few words (a wafer's mesh, a GPU's SMs, a model's layers and experts)."""
     out = []
     for name in preset_names(kind):
         if kind == "hardware":
             hw = load_hardware(name)
-            if hw.kind == "gpu":
-                out.append({"name": name, "kind": "gpu", "description": hw.description, "sms": hw.sms,
-                            "clock_hz": hw.clock_hz, "gpus_per_node": hw.node.gpus})
-                continue
-            out.append({"name": name, "kind": "hardware", "description": hw.description,
-                        "mesh": f"{hw.mesh.rows}x{hw.mesh.cols}", "clock_hz": hw.clock_hz})
+            out.append({"name": name, "kind": hw.kind, "description": hw.description,
+                        **VIEWS[hw.kind].summary(hw)})
         elif kind == "model":
             m = load_model(name)
             out.append({"name": name, "description": m.description, "layers": m.layers, "experts": m.experts,
@@ -41,17 +39,16 @@ def presets(kind: str) -> list[dict[str, Any]]:
 
 def _cmd_hardware(args: argparse.Namespace) -> int:
     if args.hardware_cmd == "list":
-        wafers, links = presets("hardware"), presets("interconnect")
+        machines, links = presets("hardware"), presets("interconnect")
         if args.json:
-            print_json({"hardware": wafers, "interconnects": links})
+            print_json({"hardware": machines, "interconnects": links})
             return EXIT_OK
-        print(format_table([(h["name"], h["mesh"], h["description"]) for h in wafers
-                            if h["kind"] == "hardware"],
-                           ("hardware", "mesh (PEs)", "description"), left=(0, 2)))
-        print()
-        print(format_table([(h["name"], h["sms"], h["gpus_per_node"], h["description"]) for h in wafers
-                            if h["kind"] == "gpu"], ("GPU", "SMs", "a node", "description"), left=(0, 3)))
-        print()
+        for kind, view in VIEWS.items():  # one table a kind, its own columns
+            print(format_table([(h["name"], *(h[k] for k in view.listed), h["description"])
+                                for h in machines if h["kind"] == kind],
+                               (view.heading, *view.listed.values(), "description"),
+                               left=(0, len(view.listed) + 1)))
+            print()
         print(format_table([(i["name"], i["description"]) for i in links], ("interconnect", "description"),
                            left=(0, 1)))
         print("(an interconnect joins the wafers of a cluster, cluster.interconnect, or of a serving "
@@ -62,12 +59,14 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"name": hw.name, **totals})
         return EXIT_OK
-    if hw.kind == "gpu":
-        print(f"{hw.name}: {hw.description}")
-        print(format_table(_gpu_rows(hw, totals), ("quantity", "value")))
-        return EXIT_OK
     print(f"{hw.name}: {hw.description}")
-    rows = [
+    print(format_table(VIEWS[hw.kind].rows(hw, totals), ("quantity", "value")))
+    return EXIT_OK
+
+
+def _wafer_rows(hw: Any, totals: dict[str, float]) -> list[tuple[str, str]]:
+    """A wafer's figures (``HardwareSpec.totals``) and its energy as ``hardware show`` prints them."""
+    return [
         ("mesh", f"{hw.mesh.rows} x {hw.mesh.cols}"),
         ("PEs", f"{totals['pes']:,}"),
         ("clock", f"{hw.clock_hz / 1e6:g} MHz"),
@@ -79,9 +78,8 @@ def _cmd_hardware(args: argparse.Namespace) -> int:
         ("bisection bandwidth", f"{totals['bisection_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"),
         ("I/O per direction", f"{totals['io_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s"),
         ("MemoryX optimizer step", f"{totals['memoryx_update_bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"),
+        *_energy_rows(hw),
     ]
-    print(format_table(rows + _energy_rows(hw), ("quantity", "value")))
-    return EXIT_OK
 
 
 def _gpu_rows(hw: Any, totals: dict[str, float]) -> list[tuple[str, str]]:
@@ -116,6 +114,29 @@ def _energy_rows(hw: Any) -> list[tuple[str, str]]:
     busy = full_load(hw)["energy"]
     return [*rows, ("power, everything busy",
                     f"{busy.joules / 1e3:.2f} kW ({busy.dynamic / 1e3:.2f} kW of events)")]
+
+
+@dataclass(frozen=True)
+class PresetView:
+    """How ``wsesim hardware`` shows a kind of hardware: ``summary(hw)`` its few words in ``list`` (the
+    columns ``listed`` names, under a table headed ``heading``), ``rows(hw, totals)`` its ``show`` table.
+    The command's half of ``experiments.hardware_kinds``."""
+
+    heading: str
+    listed: dict[str, str]
+    summary: Callable[[Any], dict[str, Any]]
+    rows: Callable[[Any, dict[str, float]], list[tuple[str, str]]]
+
+
+VIEWS = {
+    "hardware": PresetView("hardware", {"mesh": "mesh (PEs)"},
+                           lambda hw: {"mesh": f"{hw.mesh.rows}x{hw.mesh.cols}", "clock_hz": hw.clock_hz},
+                           _wafer_rows),
+    "gpu": PresetView("GPU", {"sms": "SMs", "gpus_per_node": "a node"},
+                      lambda hw: {"sms": hw.sms, "clock_hz": hw.clock_hz, "gpus_per_node": hw.node.gpus},
+                      _gpu_rows),
+}
+"""Each kind of hardware's view, by its ``kind:`` key."""
 
 
 def _cmd_model(args: argparse.Namespace) -> int:

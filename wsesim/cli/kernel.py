@@ -14,6 +14,8 @@ import itertools
 import math
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..config.errors import ConfigError, shown
@@ -59,13 +61,16 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 
 def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    """The hardware and every run of the comma-lists' product, in order."""
+    """The hardware and every run of the comma-lists' product, in order (its kind's ``runs``)."""
+    hw = load_hardware(args.hardware, parse_overrides(args.set))
+    return hw, VIEWS[hw.kind].runs(args, hw)
+
+
+def _wafer_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
+    """Every run of the comma-lists' product on a wafer, in order."""
     # local: the kernel layer's registry and schedules, not loaded at every command's start
     from ..kernels import run_kernel
 
-    hw = load_hardware(args.hardware, parse_overrides(args.set))
-    if hw.kind == "gpu":
-        return hw, gpu_runs(args, hw)
     if args.kind in GPU_ONLY:
         raise ConfigError(f"{args.kind} is a GPU kernel and {hw.name} a wafer (kind: hardware): ask a GPU "
                           "preset (--hardware h100, h200 or b200)", path="kind")
@@ -103,7 +108,7 @@ def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
                 raise ConfigError(e.message, path=f"--{e.path}") from None
             raise
         out.append(r)
-    return hw, out
+    return out
 
 
 def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, int] | None,
@@ -227,17 +232,35 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
         run["png"] = str(path)
     if args.out:
         written += _write_out(args, hw, runs)
+    view = VIEWS[hw.kind]
     if args.json:
         print_json(runs[0] if len(runs) == 1 else {"runs": runs})
-    elif hw.kind == "gpu":
-        print(gpu_human(runs[0]) if len(runs) == 1 else gpu_table(runs))
     else:
-        print(_human(runs[0]) + _production(results[0]) if len(runs) == 1 else _table(runs))
+        print(view.human(runs[0], results[0]) if len(runs) == 1 else view.table(runs))
         for path in written:
             print(f"wrote {path}")
     sys.stdout.flush()
     return EXIT_OK
 
+
+@dataclass(frozen=True)
+class KernelView:
+    """What ``wsesim kernel`` does differently on a kind of hardware: ``runs(args, hw)`` every run of the
+    flags, ``human(run, result)`` one run in words, ``table(runs)`` several, ``flags`` the flags only this
+    kind reads (kept in ``--out``'s manifest). The command's half of ``experiments.hardware_kinds``."""
+
+    runs: Callable[[argparse.Namespace, Any], list[Any]]
+    human: Callable[[dict[str, Any], Any], str]
+    table: Callable[[list[dict[str, Any]]], str]
+    flags: tuple[str, ...] = ()
+
+
+VIEWS = {
+    "hardware": KernelView(_wafer_runs, lambda run, result: _human(run) + _production(result), _table),
+    "gpu": KernelView(gpu_runs, lambda run, result: gpu_human(run), gpu_table,
+                      ("experts", "heads", "causal", "cuda_graphs")),
+}
+"""Each kind of hardware's view, by its ``kind:`` key."""
 
 KERNELS_CSV = "kernels.csv"
 
@@ -253,8 +276,7 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
 
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
                                                     "wavelets")}
-    if hw.kind == "gpu":  # the flags only a GPU reads
-        flags |= {name: getattr(args, name) for name in ("experts", "heads", "causal", "cuda_graphs")}
+    flags |= {name: getattr(args, name) for name in VIEWS[hw.kind].flags}  # the flags only its kind reads
     with command_folder(prepare_dir(args.out), "kernel") as out:
         atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
                                                           for r in runs]))

@@ -105,6 +105,12 @@ class GpuSpec(Spec):
     power: GpuPowerSpec
     runtime: GpuRuntimeSpec
 
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The model dtypes the GPU computes in: those its tensor table gives a rate for, tf32 aside (a
+        mode of fp32 matmuls, not a storage type)."""
+        return tuple(d for d in TensorSpec.model_fields if d != "tf32")
+
     def peak_flops_per_s(self, dtype: str) -> float:
         """The GPU's dense peak for ``dtype`` (fp16, bf16, fp8, tf32, fp32): sms x rate x clock."""
         return self.sms * getattr(self.tensor, dtype) * self.clock_hz

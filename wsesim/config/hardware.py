@@ -257,6 +257,12 @@ class HardwareSpec(Spec):
 
     # derived totals ------------------------------------------------------------------------------
     @property
+    def dtypes(self) -> tuple[str, ...]:
+        """The model dtypes a PE computes in: fp32 on its own lanes, bf16 and fp16 on the 16-bit lanes
+        (``kernels.cost.lanes_dtype``); it has no 8-bit arithmetic."""
+        return ("fp32", "bf16", "fp16")
+
+    @property
     def pes(self) -> int:
         return self.mesh.rows * self.mesh.cols
 

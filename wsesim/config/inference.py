@@ -120,6 +120,11 @@ class InferenceSpec(Spec):
         return self.scheduler.batch
 
     @property
+    def price(self) -> float | None:
+        """US dollars per system-hour (``economics.price_per_system_hour``; None: no price given)."""
+        return self.economics.price_per_system_hour if self.economics else None
+
+    @property
     def trace_file(self) -> str | None:
         """The CSV a trace load reads (None for a synthetic load)."""
         return self.load.file if self.load.arrival == "trace" else None

@@ -25,8 +25,10 @@ from .cluster import ClusterSpec, InterconnectSpec, split_problem
 from .errors import ConfigError, shown
 from .fields import Description, Name, count
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 DType = Literal["fp32", "bf16", "fp16"]
+# a model's weights, activations and KV cache: fp8 too, on hardware that computes in it (``RunSpec``)
+ModelDType = Literal["fp32", "bf16", "fp16", "fp8"]
 
 
 from .gpu import GpuSpec  # noqa: E402, F401 - a GPU in its node (kind: gpu), re-exported with the others
@@ -88,7 +90,7 @@ class ModelSpec(Spec):
     parallel_block: bool = False
     vocab_size: Vocabulary
     tie_word_embeddings: bool = False
-    dtype: DType = "bf16"
+    dtype: ModelDType = "bf16"
     # the longest sequence the model was made for (config.json max_position_embeddings; 0: not stated): a
     # longer one is simulated as asked, with a warning (``beyond_context``)
     context_len: Annotated[int, Field(ge=0, le=16_777_216)] = 0
@@ -282,6 +284,16 @@ class RunSpec(Spec):
     description: Description = ""
     hardware: HardwareSpec
     model: ModelSpec
+
+    @field_validator("model")
+    @classmethod
+    def _computed_in(cls, model: ModelSpec, info: ValidationInfo) -> ModelSpec:
+        """The model's dtype is one the hardware has arithmetic for (``dtypes`` of its spec)."""
+        hw = info.data.get("hardware")
+        if hw is not None and model.dtype not in hw.dtypes:
+            raise _fail(f"expected a dtype {hw.name} computes in ({', '.join(hw.dtypes)}), got "
+                        f'"{model.dtype}"', at="dtype")
+        return model
 
 
 class ExperimentSpec(RunSpec):

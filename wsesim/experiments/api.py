@@ -16,11 +16,8 @@ from typing import Any, TypeVar
 
 from ..config import loader
 from ..config.errors import ConfigError
-from ..config.fields import parse_grid, parse_shape
 from ..config.inference import load_inference as load
 from ..config.loader import Loaded
-from ..kernels import run_kernel
-from ..kernels.gpu.registry import COMPUTE_KINDS, run_gpu_kernel
 
 OVERRIDES = "overrides"
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -98,19 +95,11 @@ def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
     (None: one GPU, or a node for a collective), ``wavelets`` values per GPU, ``gpu`` the GPU kernels' own
     arguments (``experts``, ``heads``, ``kv_heads``, ``causal``, ``graphs``), and the result a
     ``GpuKernelResult`` (``kernels.gpu.registry.run_gpu_kernel``, docs/model.md §13)."""
+    # local: the table imports both kinds' engines, which the lazy API loads only when asked
+    from .hardware_kinds import hardware_kind
+
     hw = load_hardware(hardware, overrides)
-    if hw.kind == "gpu":
-        nodes, gpus = ((parse_grid(grid) if isinstance(grid, str) else grid) if grid is not None
-                       else (1, 1 if kind in COMPUTE_KINDS else hw.node.gpus))
-        return run_gpu_kernel(hw, kind, int(nodes), int(gpus), dtype=dtype, algorithm=algorithm,
-                              shape=parse_shape(shape) if isinstance(shape, str) else shape, values=wavelets,
-                              **gpu)
-    rows, cols = (parse_grid(grid) if isinstance(grid, str) else grid) if grid is not None else (
-        hw.mesh.rows, hw.mesh.cols)
-    if isinstance(shape, str):
-        shape = parse_shape(shape)
-    return run_kernel(hw, kind, int(rows), int(cols), dtype=dtype, algorithm=algorithm, shape=shape,
-                      wavelets=wavelets)
+    return hardware_kind(hw).kernel(hw, kind, grid, shape, dtype, algorithm, wavelets, **gpu)
 
 
 def validate_file(path: str | Path) -> tuple[str, Any]:

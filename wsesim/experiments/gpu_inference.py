@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..analysis.gpu_energy import gpu_seconds
+from ..analysis.gpu_energy import GPU_ACCOUNTING, gpu_seconds
 from ..analysis.serving import infeasible_serving, measure_serving
 from ..sim.cost.costing import Costs
 from ..sim.cost.gpu_serving import gpu_stations, gpu_token_budget, stage_kernels, station_costs
@@ -45,7 +45,8 @@ def run_gpu_inference(spec: Any, *, spans: bool = False) -> Run:
     costs = Costs(stages=tuple(station_costs(st, work, inf.load.prompt_len, context)
                                for st, work in zip(stations, serve.stages, strict=True)))
     trace = engine_for(spec)(None, program, costs)
-    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
+                             accounting=GPU_ACCOUNTING)
     assert trace.batches is not None
     used = gpu_seconds(spec.hardware, trace.batches.busy, mapping.grid[1], result.end_to_end_s,
                        mapping.systems)

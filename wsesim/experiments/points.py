@@ -22,6 +22,7 @@ from ..config.inference import load_inference_data
 from ..config.loader import Loaded, load_experiment_data
 from ..sim.programs.mapping import map_stages
 from .estimate import BASE_BYTES, check_work, estimate_search, estimate_work
+from .hardware_kinds import hardware_kind
 from .inference import run_inference, serving_estimate
 from .runner import run_experiment
 from .table import (
@@ -42,9 +43,6 @@ POINT_SECONDS = 0.3
 LLaMA3-8B on WSE-2, 4,096 + 128 tokens, took 0.17-0.38 s a point on the 2-core machine (batch 1-16, grids
 250² to 750²), a tiny model on tiny8 0.05 s."""
 
-GPU_STEP_SECONDS = 4.0
-"""What a training step on a GPU node is costed for dealing points: Qwen3-30B-A3B's on H100 took 3.5 s on the
-2-core machine (its kernels' schedules, most of it the grouped GEMMs'), LLaMA3-8B's 8 s."""
 
 
 @dataclass(frozen=True)
@@ -62,10 +60,10 @@ class PointKind:
 
 def _training_work(loaded: Loaded, point: Any, check: bool) -> tuple[float, float]:
     """A tuned point runs every tuning candidate; ``check`` refuses a point that cannot finish here. A GPU
-    step's (docs/model.md §13.8) is ``GPU_STEP_SECONDS`` a candidate: it has no mesh to size."""
+    step's (docs/model.md §13.8) is its kind's ``step_seconds`` a candidate: it has no mesh to size."""
     planned = candidates(loaded.spec) if point.tuned else None
-    if loaded.spec.hardware.kind == "gpu":
-        return GPU_STEP_SECONDS * (len(planned) if planned else 1), BASE_BYTES
+    if (seconds := hardware_kind(loaded.spec.hardware).step_seconds) is not None:
+        return seconds * (len(planned) if planned else 1), BASE_BYTES
     if check:
         estimate = check_work(loaded.spec, candidates=planned)
     else:
@@ -83,7 +81,7 @@ def _serving_work(loaded: Loaded, point: Any, check: bool) -> tuple[float, float
     """A point whose mapping does not fit costs ``POINT_SECONDS`` and a process's base memory; one that
     alone cannot finish here is refused when it is served (its row says why), so ``check`` is not read."""
     # found in milliseconds; a GPU's is its own (docs/model.md §13.7), its work the point's least
-    mapping = map_stages(loaded.spec) if loaded.spec.hardware.kind != "gpu" else None
+    mapping = map_stages(loaded.spec) if hardware_kind(loaded.spec.hardware).maps_serving else None
     if mapping is None or not mapping.feasible:
         return POINT_SECONDS, BASE_BYTES
     e = serving_estimate(loaded.spec, mapping)

@@ -24,10 +24,8 @@ from ..analysis.results import WALL_CLOCK_FIELDS, RunResult
 from ..config.errors import ConfigError
 from ..config.loader import Loaded, load_experiment_data
 from ..config.specs import ExperimentSpec
-from ..model.gpu_memory import max_gpu_batch, max_gpu_tiles
-from ..model.memory import max_batch_per_tile, max_tiles
-from .gpu_training import gpu_batch
-from .runner import run_experiment, size_step
+from .hardware_kinds import hardware_kind
+from .runner import run_experiment
 
 MAX_B_CANDIDATES = 24  # beyond this many values of B, try a geometric subset (B is then rarely binding)
 
@@ -59,9 +57,7 @@ class TuneResult:
 
 def _fits(spec: ExperimentSpec) -> tuple[Callable[..., int], Callable[..., int]]:
     """The memory model's largest B and largest G: a wafer's SRAM, or a GPU's HBM (§13.8)."""
-    if spec.hardware.kind == "gpu":
-        return max_gpu_batch, max_gpu_tiles
-    return max_batch_per_tile, max_tiles
+    return hardware_kind(spec.hardware).fits
 
 
 def _geometric(n: int) -> list[int]:
@@ -149,7 +145,7 @@ def _baseline(loaded: Loaded, results: list[RunResult]) -> RunResult:
     """The run at G=1 as ``wsesim run --set training.tiles=1`` would do it (B as the experiment sets it,
     ``auto`` resolved against its own routing): the candidate with that B, else a new run."""
     spec = _with_tiling(loaded, 1, loaded.spec.training.batch_per_tile)
-    B = gpu_batch(spec)[0] if spec.hardware.kind == "gpu" else size_step(spec).batch_per_tile
+    B = hardware_kind(spec.hardware).baseline_batch(spec)
     same = [r for r in results if r.tiles == 1 and (r.batch_per_tile == B or not B)]
     return same[0] if same else run_experiment(spec)  # (no B fits at G=1: the G=1 candidate, infeasible)
 

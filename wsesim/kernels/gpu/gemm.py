@@ -24,6 +24,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...config.errors import ConfigError
 from .device import Gpu, GpuKernelResult
 
@@ -44,7 +46,7 @@ SWIZZLE = 8
 wave's tiles share few rows of A and few columns of B, and the L2 serves them to each other."""
 
 MAX_TILES = 2_000_000
-"""Tiles a GEMM may have here (each wave's tiles are walked one by one: some seconds at most)."""
+"""Tiles a GEMM may have here (every tile is placed, as arrays: some seconds at most)."""
 
 PARTIAL_BYTES = 4
 """An fp32 partial sum of split-K, written by each split and read back once to add them."""
@@ -68,13 +70,36 @@ class TileCost:
         return self.compute + self.memory
 
 
-def _tile(t: int, rows: int, cols: int) -> tuple[int, int]:
-    """Tile ``t``'s (row, column) in a problem of ``rows`` x ``cols`` tiles, rasterized as CUTLASS's
-    swizzle does: panels of ``SWIZZLE`` tile rows, walked column by column, down each column's rows."""
-    panel, rest = divmod(t, SWIZZLE * cols)
-    height = min(SWIZZLE, rows - panel * SWIZZLE)
-    column, row = divmod(rest, height)
-    return panel * SWIZZLE + row, column
+def _tiles(problems: Sequence[int], rows: Sequence[int], cols: int, tm: int, tn: int,
+           n: int) -> tuple[np.ndarray, ...]:
+    """Every tile in launch order, as arrays: its A row panel and B column panel (numbered over all the
+    problems), its rows and columns of output (a last tile's fewer). Each problem's tiles are rasterized as
+    CUTLASS's swizzle does: panels of ``SWIZZLE`` tile rows, walked column by column, down each column's
+    rows."""
+    sizes = np.asarray(rows, dtype=np.int64) * cols
+    problem = np.repeat(np.arange(len(problems)), sizes)
+    t = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    panel, rest = np.divmod(t, SWIZZLE * cols)
+    height = np.minimum(SWIZZLE, np.asarray(rows, dtype=np.int64)[problem] - panel * SWIZZLE)
+    column, row = np.divmod(rest, height)
+    i = panel * SWIZZLE + row
+    first_row = np.cumsum(rows) - np.asarray(rows)
+    a_panel = first_row[problem] + i
+    b_panel = problem * cols + column
+    return (a_panel, b_panel, np.minimum(tm, np.asarray(problems, dtype=np.int64)[problem] - i * tm),
+            np.minimum(tn, n - column * tn))
+
+
+def _wave_bytes(wave: np.ndarray, panel: np.ndarray, nbytes: np.ndarray, panels: int,
+                waves: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per wave, the bytes of the distinct panels its tiles read, and of those the wave before read too."""
+    key, first = np.unique(wave * panels + panel, return_index=True)
+    size = nbytes[first]
+    read = np.bincount(key // panels, weights=size, minlength=waves)
+    before = key - panels  # the same panel in the wave before (the keys are sorted: found by bisection)
+    at = np.minimum(np.searchsorted(key, before), len(key) - 1)
+    again = (key[at] == before) & (key >= panels)
+    return read, np.bincount(key[again] // panels, weights=size[again], minlength=waves)
 
 
 def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int, int], *,
@@ -90,7 +115,7 @@ def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int
     tiles = sum(rows) * cols
     if tiles > MAX_TILES:
         raise ConfigError(f"expected at most {MAX_TILES:,} tiles of {tm} x {tn}, got {tiles:,}: a GEMM this "
-                          "large takes too long to schedule tile by tile here", path="shape")
+                          "large takes too long to place every tile here", path="shape")
     s = min(gpu.sms // tiles, steps) if split and len(problems) == 1 and tiles < gpu.sms else 1
     k_tile = math.ceil(steps / s) * tk  # the K one unit of work walks
     t_tile = 2 * tm * tn * k_tile / gpu.sm_flops_per_s
@@ -103,25 +128,15 @@ def tile_cost(gpu: Gpu, problems: Sequence[int], k: int, n: int, tile: tuple[int
                         nbytes)
     compute = memory = total = 0.0
     waves = math.ceil(tiles / gpu.sms)
-    problem, first = 0, 0  # the problem the next tile is in, and that problem's first tile
-    held: dict[tuple[str, int, int], float] = {}  # the previous wave's panels, and their bytes
-    for w in range(waves):
-        panels: dict[tuple[str, int, int], float] = {}
-        out = 0.0
-        for t in range(w * gpu.sms, min((w + 1) * gpu.sms, tiles)):
-            while t >= first + rows[problem] * cols:
-                first += rows[problem] * cols
-                problem += 1
-            i, j = _tile(t - first, rows[problem], cols)
-            m = problems[problem]
-            height, width = min(tm, m - i * tm), min(tn, n - j * tn)
-            panels[("a", problem, i)] = height * k * a_b  # the rows of A the tile reads
-            panels[("b", problem, j)] = width * k * a_b  # the columns of B
-            out += height * width * c_b
-        # the L2 still holds what the wave before read, as far as it holds it
-        kept = min(gpu.l2_bytes, sum(v for key, v in panels.items() if key in held))
-        nbytes = sum(panels.values()) - kept + out
-        held = panels
+    a_panel, b_panel, height, width = _tiles(problems, rows, cols, tm, tn, n)
+    wave = np.arange(tiles, dtype=np.int64) // gpu.sms
+    a_read, a_held = _wave_bytes(wave, a_panel, height * k * a_b, sum(rows), waves)
+    b_read, b_held = _wave_bytes(wave, b_panel, width * k * a_b, len(problems) * cols, waves)
+    out = np.bincount(wave, weights=height * width * c_b, minlength=waves)
+    # the L2 still holds what the wave before read, as far as it holds it (every figure a whole number of
+    # bytes, exact in float64)
+    kept = np.minimum(gpu.l2_bytes, a_held + b_held)
+    for nbytes in (a_read + b_read - kept + out).tolist():
         mem = nbytes / gpu.hbm_bytes_per_s
         total += nbytes
         if t_tile >= mem:
