@@ -158,7 +158,7 @@ def test_a_read_only_output_folder_is_refused_before_the_step_runs(
     def never(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the step ran although its output could not be written")
 
-    monkeypatch.setattr(wsesim.experiments.runner, "simulate_experiment", never)
+    monkeypatch.setattr(wsesim.experiments.runner, "run", never)
     flag, below = option
     code = cli.main(["run", *TINY_ARGS, flag, f"{read_only}{below}"])
     out, err = capsys.readouterr()

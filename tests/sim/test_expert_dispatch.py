@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.fabric.dispatch import dispatch_traffic
 from wsesim.fabric.flow import FlowFabric
 from wsesim.model.vocabulary import StageOpKind

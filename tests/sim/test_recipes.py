@@ -13,7 +13,7 @@ import pytest
 
 from wsesim.config.loader import load_experiment_data
 from wsesim.config.tables import entry
-from wsesim.experiments.runner import make_plan, random_streams
+from wsesim.experiments.training import make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor, Track

@@ -194,7 +194,9 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 
 def _cmd_infer(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
-    from ..experiments.inference import run_inference, search_mapping
+    from ..experiments.inference import search_mapping
+    from ..experiments.runner import run
+    from ..experiments.runs import Options
     from ..output.files import command_folder, prepare_dir
     from ..output.manifest import write_manifest
 
@@ -244,10 +246,10 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
                         f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
         if args.search:
-            run, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
+            served, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
         else:
-            run = run_inference(s, objective=args.objective or "tpot", spans=bool(args.trace))
-    result = run.result
+            served = run(s, Options(objective=args.objective or "tpot", spans=bool(args.trace)))
+    result = served.result
     written: list[Path] = []
     held = contextlib.ExitStack()
     if args.out:
@@ -255,7 +257,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         from ..output.run_folder import run_files
 
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        written += run_files(out, run, loaded.spec, candidates=candidates)
+        written += run_files(out, served, loaded.spec, candidates=candidates)
         written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
                                       overrides={"experiment_file": args.experiment,
                                                  "set": list(args.set or [])}, wall_s=result.wall_s))
@@ -263,7 +265,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         # local: keeps wsesim.output's modules out of every command's start
         from ..output.run_folder import write_trace
 
-        traced = write_trace(run, args.trace, loaded)  # gzip-compressed for a name ending in .gz
+        traced = write_trace(served, args.trace, loaded)  # gzip-compressed for a name ending in .gz
         if traced is not None:
             written.append(traced)
         else:

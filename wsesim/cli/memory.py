@@ -40,7 +40,7 @@ def _memory_attention(args: argparse.Namespace) -> int:
 def _memory_training(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
     from ..experiments.estimate import check_routing
-    from ..experiments.runner import size_step
+    from ..experiments.training import size_step
 
     spec = load_from_args(args).spec
     check_routing(spec)  # sizing routes every layer's experts: refused before, when that cannot be held

@@ -96,7 +96,7 @@ def format_result(r: Any) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy, numpy) out of every command's start
-    from ..experiments.runner import simulate_experiment
+    from ..experiments.runner import run
     from ..output.files import command_folder, prepare_dir
     from ..output.manifest import write_manifest
 
@@ -123,19 +123,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
         with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
                             + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
-            run = simulate_experiment(s)
-        result, written = run.result, []
+            done = run(s)
+        result, written = done.result, []
         maps = None
         if result.feasible and (out is not None or png is not None):
             # local: keeps more of wsesim out of every command's start
             from ..analysis.wafer import wafer_maps
 
-            maps = wafer_maps(run)
+            maps = wafer_maps(done)
         if out is not None:  # result.json (without the host's seconds), ops.csv, wafer.json
             # local: keeps wsesim.output's modules out of every command's start
             from ..output.run_folder import run_files
 
-            written += run_files(out, run, s, maps)
+            written += run_files(out, done, s, maps)
         if png is not None and maps is not None:
             # local: keeps matplotlib out of every command's start
             from ..output.plotting import plot_wafer
@@ -151,7 +151,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # local: keeps wsesim.output's modules out of every command's start
             from ..output.run_folder import write_trace
 
-            traced = write_trace(run, args.trace)  # gzip for .gz, no timestamp: the same bytes
+            traced = write_trace(done, args.trace)  # gzip for .gz, no timestamp: the same bytes
             if traced is not None:
                 written.append(args.trace)
             else:

@@ -68,7 +68,8 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     mapping that does not fit is a result with its reason; work that cannot finish here is a
     ``ConfigError``. ``engine``: the executor, in place of the experiment's ``simulation.engine``."""
     # local: keeps the engine (SimPy, numpy) out of experiments.api's import
-    from .inference import run_inference, search_mapping
+    from .inference import search_mapping
+    from .runner import run_inference
 
     if isinstance(experiment, Loaded):
         if hardware or model or overrides:

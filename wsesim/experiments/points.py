@@ -22,8 +22,8 @@ from ..config.inference import load_inference_data
 from ..config.loader import Loaded, load_experiment_data
 from ..sim.programs.mapping import map_stages
 from .estimate import BASE_BYTES, check_work, estimate_search, estimate_work
-from .inference import run_inference, serving_estimate
-from .runner import run_experiment
+from .inference import serving_estimate
+from .runner import run_experiment, run_inference
 from .table import (
     MEASURED_COLUMNS,
     SERVING_COLUMNS,

@@ -27,7 +27,8 @@ from ..config.specs import ExperimentSpec
 from ..model.gpu_memory import max_gpu_batch, max_gpu_tiles
 from ..model.memory import max_batch_per_tile, max_tiles
 from .gpu_training import gpu_batch
-from .runner import run_experiment, size_step
+from .runner import run_experiment
+from .training import size_step
 
 MAX_B_CANDIDATES = 24  # beyond this many values of B, try a geometric subset (B is then rarely binding)
 
