@@ -13,6 +13,11 @@ from ..config.errors import ConfigError
 from ..config.inference import load_inference, read_inference
 from ..config.overrides import parse_grid_pairs
 from ..config.specs import Engine
+from ..experiments.runs import Options
+from ..output.files import check_folder_owner, command_folder, prepare_dir
+from ..output.manifest import command_line, write_manifest
+from ..output.run_folder import run_files, write_trace
+from ..output.sweep_folder import SweepJob
 from ..sim.programs.builders.software import SOFTWARE_STACKS
 from .common import (
     EXIT_OK,
@@ -193,12 +198,9 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.inference import search_mapping
     from ..experiments.runner import run
-    from ..experiments.runs import Options
-    from ..output.files import command_folder, prepare_dir
-    from ..output.manifest import write_manifest
 
     overrides = parse_overrides(args.set)
     if args.engine:  # the executor is the experiment's key, as a training run's: --engine sets it
@@ -228,9 +230,6 @@ def _cmd_infer(args: argparse.Namespace) -> int:
                               "resume or share out)", source=flag)
     check_outputs("infer", args.trace, args.out)
     if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
         check_folder_owner(args.out, "infer")  # before serving; again under the lock
     if args.objective and not args.search and loaded.spec.inference.grid != "auto":
         raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
@@ -253,18 +252,12 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     written: list[Path] = []
     held = contextlib.ExitStack()
     if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.run_folder import run_files
-
         out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
         written += run_files(out, served, loaded.spec, candidates=candidates)
         written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
                                       overrides={"experiment_file": args.experiment,
                                                  "set": list(args.set or [])}, wall_s=result.wall_s))
     if args.trace:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.run_folder import write_trace
-
         traced = write_trace(served, args.trace, loaded)  # gzip-compressed for a name ending in .gz
         if traced is not None:
             written.append(traced)
@@ -284,7 +277,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
 
 def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
     """The candidates a search served (the best marked) and what it kept the best of."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.inference import OBJECTIVES
 
     rows = [("*" if c is best else "", c.grid, c.stages, c.systems,
@@ -309,12 +302,10 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     applied) and whose grid is the ``--vary`` keys, as ``wsesim sweep`` runs it: with ``--out DIR`` into
     that folder (its lock, ``--resume``, results.csv streamed, the figures, the manifest), without it in
     memory, nothing written. Prints the sweep's table (or ``--json``: its rows)."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.estimate import check_sweep
     from ..experiments.resume import override_keys, table_columns
     from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
-    from ..output.manifest import command_line
-    from ..output.sweep_folder import SweepJob
 
     refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
                                         ("--trace", args.trace)) if given]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config.errors import ConfigError, shown
 from ..config.loader import input_file
+from ..output.manifest import version_text
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, deferred, say
 from .examples import attach
 
@@ -50,9 +51,6 @@ class _Version(argparse.Action):
                          help=str(kwargs.get("help", "")))
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.manifest import version_text
-
         sys.stdout.write(version_text() + "\n")
         parser.exit()
 

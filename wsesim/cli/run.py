@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config.units import format_bytes
+from ..output.files import command_folder, prepare_dir
+from ..output.manifest import write_manifest
+from ..output.run_folder import run_files, write_trace
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
@@ -95,17 +98,15 @@ def format_result(r: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.runner import run
-    from ..output.files import command_folder, prepare_dir
-    from ..output.manifest import write_manifest
 
     loaded = load_from_args(args, gpu=not (args.trace or args.out or args.png))  # a GPU's step has no spans
     for name in (args.trace, args.out, args.png):
         if name:
             check_names(name)
     if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
-        # local: keeps the engine (SimPy, numpy) out of every command's start
+        # local: keeps the estimate and the models it reads (~20 modules) out of every command's start
         from ..experiments.estimate import check_work
 
         check_work(loaded.spec, wafer_maps=True)
@@ -127,13 +128,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         result, written = done.result, []
         maps = None
         if result.feasible and (out is not None or png is not None):
-            # local: keeps more of wsesim out of every command's start
+            # local: keeps the wafer maps' modules out of every command's start
             from ..analysis.wafer import wafer_maps
 
             maps = wafer_maps(done)
         if out is not None:  # result.json (without the host's seconds), ops.csv, wafer.json
-            # local: keeps wsesim.output's modules out of every command's start
-            from ..output.run_folder import run_files
 
             written += run_files(out, done, s, maps)
         if png is not None and maps is not None:
@@ -148,8 +147,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
                                  f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
         if args.trace:  # its folder made only now: an infeasible run leaves no empty folder
-            # local: keeps wsesim.output's modules out of every command's start
-            from ..output.run_folder import write_trace
 
             traced = write_trace(done, args.trace)  # gzip for .gz, no timestamp: the same bytes
             if traced is not None:

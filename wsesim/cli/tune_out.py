@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..output.files import atomic_write_text, check_folder_owner, command_folder, prepare_dir
+from ..output.manifest import write_manifest
+from ..output.run_folder import records_csv
 from .common import EXIT_OK, check_output_folder, format_table, load_from_args, print_json
 from .progress import Progress
 from .run import given
@@ -55,10 +58,7 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
         return []
     # local: keeps matplotlib out of every command's start
     from ..experiments.tune import candidates_table
-    from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import write_manifest
     from ..output.plotting import plot_candidates
-    from ..output.run_folder import records_csv
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
@@ -72,16 +72,13 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
 
 def tune_systems(args: argparse.Namespace) -> int:
     """``wsesim tune --search-systems``: see the module docstring."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, search_systems, with_systems
 
     loaded = load_from_args(args)
     systems = parse_systems(args.search_systems)
     if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
         check_output_folder(args.out)
         check_folder_owner(args.out, "tune")  # before the search runs; again under the lock
     planned = 0

@@ -67,7 +67,7 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     requests each iteration carries, for a trace's spans to name them, as ``infer --trace`` does). A
     mapping that does not fit is a result with its reason; work that cannot finish here is a
     ``ConfigError``. ``engine``: the executor, in place of the experiment's ``simulation.engine``."""
-    # local: keeps the engine (SimPy, numpy) out of experiments.api's import
+    # local: keeps the engine (SimPy) out of experiments.api's import (the lazy API's loaders)
     from .inference import search_mapping
     from .runner import run_inference
 
@@ -134,7 +134,7 @@ def results_frame(results: Any) -> Any:
     except ImportError:
         raise ImportError("results_frame needs pandas: pip install 'wsesim[pandas]'") from None
     if isinstance(results, (str, Path)):
-        # local: keeps the engine (SimPy, numpy) out of experiments.api's import
+        # local: keeps the results table's modules (the analysis layer) out of experiments.api's import
         from .table import read_results_table
 
         header, rows = read_results_table(results)
@@ -146,7 +146,7 @@ def results_frame(results: Any) -> Any:
 
 
 def _records(results: Any) -> list[dict[str, Any]]:
-    # local: keeps the engine (SimPy, numpy) out of experiments.api's import
+    # local: keeps the engine (SimPy) out of experiments.api's import (the lazy API's loaders)
     from ..analysis.results import RunResult
     from .tune import TuneResult
 
