@@ -221,7 +221,6 @@ def check_outputs(command: str, trace: str | None, *folders: str | None) -> None
         if folder:
             check_output_folder(folder)
     if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
-
         check_folder_owner(trace_dir, command)
 
 

@@ -71,7 +71,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             source = csv_path
             paths = _plot_manifest(args, paths, source)
         if not paths:  # said, never a silent exit 0
-
             sys.stderr.write(f"wsesim: {csv_path}: nothing drawn: no row ran (status ok); their reasons are "
                              "in the CSV\n")
         _print_paths(args, paths)
