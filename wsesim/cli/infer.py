@@ -67,6 +67,30 @@ def format_serving(r: Any) -> str:
     # one request's figures, or a batch served at once without batching; else a load's
     batched = not (r.arrival == "together" and (r.requests == 1 or (r.batching == "none"
                                                                       and r.requests == r.batch)))
+    head = _serving_head(r, batched)
+    if not r.feasible:
+        return f"{head}\ninfeasible: {r.infeasible_reason}"
+    rows = [("time to first token",
+             f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
+            # one output token is the first: no decode step to time
+            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
+             else "n/a (one output token: no decode step)"),
+            *_spread_rows(r),
+            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
+            ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
+            *_energy_rows(r),
+            ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
+            ("bottleneck", r.bottleneck)]
+    if batched:
+        rows[0:6] = _load_rows(r)
+    rows[5:5] = _layout_rows(r)  # after tokens/s per request
+    out = [head, format_table(rows, ("", ""), left=(0, 1)).split("\n", 2)[2], "", *_serving_tables(r)]
+    out += [f"warning: {w}" for w in r.warnings]
+    return "\n".join([*out, f"({r.events:,} iterations in {r.wall_s:.2f} s)"])
+
+
+def _serving_head(r: Any, batched: bool) -> str:
+    """A serving result's first lines: what was served, its mapping, software and experts."""
     if batched:
         policy = (f"continuous batching of up to {r.batch} at once" if r.batching == "continuous" else
                   f"no batching (one prompt or decode token an iteration), up to {r.batch} in flight")
@@ -91,22 +115,12 @@ def format_serving(r: Any) -> str:
         grids = f"{m['expert_grids']} grid{'s' if m['expert_grids'] > 1 else ''}"
         head += (f"\nexperts: each MoE stage over {grids}, {m['experts_per_grid']} experts a grid, "
                  f"{m['grids']} grids in all; routing {m['routing']}{seed}")
-    if not r.feasible:
-        return f"{head}\ninfeasible: {r.infeasible_reason}"
-    rows = [("time to first token",
-             f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
-            # one output token is the first: no decode step to time
-            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
-             else "n/a (one output token: no decode step)"),
-            *_spread_rows(r),
-            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
-            ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
-            *_energy_rows(r),
-            ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
-            ("bottleneck", r.bottleneck)]
-    if batched:
-        rows[0:6] = _load_rows(r)
-    rows[5:5] = _layout_rows(r)  # after tokens/s per request
+    return head
+
+
+def _serving_tables(r: Any) -> list[str]:
+    """Where a serving result's time goes: the decode step, the prefill, one layer's ops and each
+    stage, as tables with blank lines between."""
     total = sum(r.decode_breakdown.values()) or 1.0
     parts = [(k, f"{v:,.0f}", f"{100 * v / total:.1f} %") for k, v in r.decode_breakdown.items()]
     whole = sum(r.prefill_breakdown.values()) or 1.0
@@ -123,13 +137,10 @@ def format_serving(r: Any) -> str:
         stages = [(*row, s["grids"], f"{s['expert_load']:.2f}" if "expert_load" in s else "",
                    " / ".join(f"{100 * u:.0f} %" for u in s.get("expert_grid_use", ())))
                   for row, s in zip(stages, r.per_stage, strict=True)]
-    out = [head, format_table(rows, ("", ""), left=(0, 1)).split("\n", 2)[2], "",
-           format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
-           format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
-           format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
-           format_table(stages, columns)]
-    out += [f"warning: {w}" for w in r.warnings]
-    return "\n".join([*out, f"({r.events:,} iterations in {r.wall_s:.2f} s)"])
+    return [format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
+            format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
+            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
+            format_table(stages, columns)]
 
 
 def _layout_rows(r: Any) -> list[tuple[str, str]]:
@@ -202,27 +213,65 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     from ..experiments.inference import search_mapping
     from ..experiments.runner import run
 
+    overrides = _overrides(args)
+    loaded = _load(args, overrides)
+    if args.vary:
+        return _vary(args, overrides)
+    _check_one_run(args, loaded, overrides)
+    candidates: list[Any] = []
+    s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
+    requests = inf.requests or inf.batch
+    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
+                        f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
+        if args.search:
+            served, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
+        else:
+            served = run(s, Options(objective=args.objective or "tpot", spans=bool(args.trace)))
+    result = served.result
+    written = _write(args, loaded, served, candidates)
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        if candidates:
+            _print_search(candidates, result, args.objective or "tpot")
+        print(format_serving(result))
+        for path in written:
+            print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--set``'s overrides, with ``--engine`` as ``simulation.engine`` (the executor is the experiment's
+    key, as a training run's); both naming different executors is refused: neither silently wins."""
     overrides = parse_overrides(args.set)
-    if args.engine:  # the executor is the experiment's key, as a training run's: --engine sets it
+    if args.engine:
         given = overrides.get("simulation.engine", args.engine)
-        if given != args.engine:  # two executors asked for: neither silently wins
+        if given != args.engine:
             raise ConfigError(f"expected one executor, got --engine {args.engine} and --set "
                               f"simulation.engine={given}", source="--engine")
         overrides["simulation.engine"] = args.engine
+    return overrides
+
+
+def _load(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """The experiment with ``overrides``, and with ``--vary``'s first values: the base as its first point
+    (a load's rate may come from --vary alone); a hardware or model --vary names stays the file's here, so
+    that an error in one is --vary's (its sweep's points say it)."""
     vary = parse_grid_pairs(args.vary, "--vary")
-    # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
-    # names stays the file's here, so that an error in one is --vary's (its sweep's points say it)
     first = {k: cwd_value(k, v[0]) for k, v in vary.items() if k not in ("hardware", "model")}
     try:
-        loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
-                                overrides={**overrides, **first})
+        return load_inference(args.experiment, hardware=args.hardware, model=args.model,
+                              overrides={**overrides, **first})
     except ConfigError as e:  # a key --vary gave is --vary's error, though it came in as an override
         if e.source != "--set" or not e.path or not any(e.path == k or e.path.startswith(k + ".")
                                                          for k in first):
             raise
         raise ConfigError(e.message, source="--vary", path=e.path) from None
-    if args.vary:
-        return _vary(args, overrides)
+
+
+def _check_one_run(args: argparse.Namespace, loaded: Any, overrides: dict[str, Any]) -> None:
+    """What one serving run (no ``--vary``) refuses before it is served: the flags only a sweep reads,
+    outputs it cannot write, and ``--objective`` or ``--search`` beside a grid already set."""
     warn_beyond_context(loaded.spec)
     for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
         if given:  # they shape a --vary sweep; without one they would change nothing
@@ -234,20 +283,15 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     if args.objective and not args.search and loaded.spec.inference.grid != "auto":
         raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
                           f"mapping), got grid {loaded.spec.inference.grid}", source="--objective")
-    candidates: list[Any] = []
     if args.search and loaded.spec.inference.grid != "auto":  # it tries every grid: one set would be lost
         where = "--set inference.grid" if "inference.grid" in overrides else (args.experiment or "the file")
         raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
                           f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
                           "other", source="--search")
-    s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
-    requests = inf.requests or inf.batch
-    with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests:,} request"
-                        f"{'s' if requests != 1 else ''}" + (", searching the grids" if args.search else "")):
-        if args.search:
-            served, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
-        else:
-            served = run(s, Options(objective=args.objective or "tpot", spans=bool(args.trace)))
+
+
+def _write(args: argparse.Namespace, loaded: Any, served: Any, candidates: list[Any]) -> list[Path]:
+    """``--out``'s folder (with its manifest) and ``--trace``'s file; returns the paths written."""
     result = served.result
     written: list[Path] = []
     held = contextlib.ExitStack()
@@ -264,15 +308,7 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         else:
             sys.stderr.write(f"wsesim: no trace: nothing was served ({result.infeasible_reason})\n")
     held.close()
-    if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        if candidates:
-            _print_search(candidates, result, args.objective or "tpot")
-        print(format_serving(result))
-        for path in written:
-            print(f"wrote {path}")
-    return EXIT_OK
+    return written
 
 
 def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
