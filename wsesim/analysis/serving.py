@@ -214,11 +214,39 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     produced = int(whole.output[~whole.refused].sum())  # every token the energy was spent on
     steady = {**_steady(spec, whole, times, trace, span), **_paged(serve, trace, clock)}
     busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
-    waited = trace.batches.waited
+    prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
+    breakdown, by_op, step, layer_ops = _decode(serve, costs, tpot * clock if tpot else 0.0)
+    prefill = prefill_breakdown(costs)
+    busy = busy_cycles / max(end_cycles, 1e-30)
+    per_stage = _per_stage(serve, costs, trace, busy, _moe(spec, mapping))
+    systems = mapping.systems + extra_systems
+    if spec.hardware.kind == "gpu":  # a node's GPUs at TDP while busy, and its floor (§13.7)
+        energy = gpu_serving_energy(spec.hardware, busy_cycles, mapping.grid[1], seconds=end, nodes=systems,
+                                    tokens=produced, price_per_system_hour=inf.price_per_system_hour)
+    else:
+        energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems, tokens=produced,
+                                price_per_system_hour=inf.price_per_system_hour)
+    return ServeResult(
+        **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
+        tokens_per_s_per_request=1.0 / tpot if tpot else 0.0, tokens_per_s=tokens, end_to_end_s=end,
+        prefill_tokens_per_s=prompt_rate, tokens_per_s_per_system=tokens / systems,
+        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill),
+                               GPU_WORDS if spec.hardware.kind == "gpu" else None),
+        decode_step_cycles=step, decode_breakdown=breakdown, prefill_breakdown=prefill,
+        decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
+        decode_launches=launches(op for work in serve.stages for op in work.decode),
+        per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
+        wall_s=wall_s, **load, **steady)
+
+
+def _decode(serve: ServeBatches, costs: Costs,
+            tpot_cycles: float) -> tuple[dict[str, float], dict[str, float], float, dict[str, float]]:
+    """The decode step's cycles by kind of work (with the hand-offs and the time a token waited beyond its
+    step, ``tpot_cycles`` being its time per output token), by op over every stage, the step's whole
+    cycles, and the first stage's first layer's cycles by op."""
     step_cycles = sum(sum(c.cycles for c in cost.decode) for cost in costs.stages)
     handoffs = sum(c.handoff_decode for c in costs.stages)
-    waiting = max(0.0, tpot * clock - step_cycles - handoffs) if tpot else 0.0
-    prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
+    waiting = max(0.0, tpot_cycles - step_cycles - handoffs) if tpot_cycles else 0.0
     by_op: dict[str, float] = defaultdict(float)
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
@@ -226,18 +254,21 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     handoff = sum(c.handoff_decode for c in costs.stages)
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
     step = sum(decode.values()) + handoff
-    breakdown = {**decode, "handoff": handoff, "waiting": waiting}
-    prefill = prefill_breakdown(costs)
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
     for op, c in zip(first_stage.decode, costs.stages[0].decode, strict=True):
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
-    busy = busy_cycles / max(end_cycles, 1e-30)
-    moe = _moe(spec, mapping)
-    use = trace.batches.expert_use or (None,) * len(serve.stages)
-    per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer,
+    return {**decode, "handoff": handoff, "waiting": waiting}, by_op, step, layer_ops
+
+
+def _per_stage(serve: ServeBatches, costs: Costs, trace: Trace, busy: np.ndarray,
+               moe: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each stage's row of the result: its layers, cycles, busy share, waits and SRAM, and its experts'."""
+    assert trace.batches is not None
+    waited, use = trace.batches.waited, trace.batches.expert_use or (None,) * len(serve.stages)
+    return [{"stage": w.stage.index, "wafer": w.stage.wafer,
                   "layers": [w.stage.layers[0], w.stage.layers[-1]],
                   "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
                   "prefill_cycles": c.prefill_cycles,
@@ -251,26 +282,6 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "usable": w.stage.memory.usable},
                   **(_stage_experts(w.stage, use[i]) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
-    systems = mapping.systems + extra_systems
-    if spec.hardware.kind == "gpu":  # a node's GPUs at TDP while busy, and its floor (§13.7)
-        energy = gpu_serving_energy(spec.hardware, busy_cycles, mapping.grid[1], seconds=end, nodes=systems,
-                                    tokens=produced, price_per_system_hour=inf.price_per_system_hour)
-    else:
-        energy = serving_energy(spec.hardware, costs, trace, seconds=end, systems=systems, tokens=produced,
-                                price_per_system_hour=inf.price_per_system_hour)
-    return ServeResult(
-        **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
-        tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
-        tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
-        tokens_per_s_per_system=tokens / systems,
-        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill),
-                               GPU_WORDS if spec.hardware.kind == "gpu" else None),
-        decode_step_cycles=step, decode_breakdown=breakdown,
-        prefill_breakdown=prefill,
-        decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
-        decode_launches=launches(op for work in serve.stages for op in work.decode),
-        per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
-        wall_s=wall_s, **load, **steady)
 
 
 GPU_WORDS = {"instructions": "kernel launches from the host",
