@@ -13,6 +13,7 @@ from ..config.errors import ConfigError
 from ..config.inference import load_inference, read_inference
 from ..config.overrides import parse_grid_pairs
 from ..config.specs import Engine
+from ..experiments.runner import run
 from ..experiments.runs import Options
 from ..output.files import check_folder_owner, command_folder, prepare_dir
 from ..output.manifest import command_line, write_manifest
@@ -211,7 +212,6 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 def _cmd_infer(args: argparse.Namespace) -> int:
     # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.inference import search_mapping
-    from ..experiments.runner import run
 
     overrides = _overrides(args)
     loaded = _load(args, overrides)

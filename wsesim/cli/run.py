@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.units import format_bytes
+from ..experiments.runner import run
 from ..output.files import command_folder, prepare_dir
 from ..output.manifest import write_manifest
 from ..output.run_folder import run_files, write_trace
@@ -98,9 +99,6 @@ def format_result(r: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy) out of every command's start
-    from ..experiments.runner import run
-
     loaded = _checked(args)
     with contextlib.ExitStack() as held:  # each folder locked, and refused if another command's
         for folder in dict.fromkeys(f for f in (args.out, args.png) if f):
