@@ -208,6 +208,33 @@ class _BadAddress(Exception):
     pass
 
 
+async def _exchange(address: str, timeout: float) -> None:
+    """Ask ``address`` who it is (Dask's ``identity``); ``_BadAddress`` or ``_NotAScheduler`` unless a
+    Dask scheduler answers."""
+    # local: keeps Dask out of experiments.workers's import
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import connect
+    from distributed.comm.registry import get_backend
+    from distributed.core import send_recv
+
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except (ValueError, TypeError) as e:
+        raise _BadAddress(str(e)[:200]) from None
+    comm = await connect(address, timeout=timeout)
+    try:
+        reply = await send_recv(comm, op="identity")
+    finally:
+        comm.abort()
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise _NotAScheduler(f"it answered as a Dask {kind}, not a scheduler" if isinstance(kind, str)
+                             else "it did not answer as a Dask scheduler")
+
+
 def _probe_scheduler(address: str, timeout: float) -> None:
     """Raise ``ConfigError`` unless a Dask scheduler answers at ``address``: connecting is given
     ``timeout`` seconds (Dask retries a refused connection until then), the whole exchange 2 s more."""
@@ -216,33 +243,9 @@ def _probe_scheduler(address: str, timeout: float) -> None:
 
     outcome: dict[str, Any] = {}
 
-    async def exchange() -> None:
-        # local: keeps Dask out of experiments.workers's import
-        from distributed.comm.addressing import parse_address, parse_host_port
-        from distributed.comm.core import connect
-        from distributed.comm.registry import get_backend
-        from distributed.core import send_recv
-
-        try:
-            scheme, location = parse_address(address)
-            get_backend(scheme)
-            if scheme in ("tcp", "tls"):
-                parse_host_port(location)
-        except (ValueError, TypeError) as e:
-            raise _BadAddress(str(e)[:200]) from None
-        comm = await connect(address, timeout=timeout)
-        try:
-            reply = await send_recv(comm, op="identity")
-        finally:
-            comm.abort()
-        kind = reply.get("type") if isinstance(reply, dict) else None
-        if kind != "Scheduler":
-            raise _NotAScheduler(f"it answered as a Dask {kind}, not a scheduler" if isinstance(kind, str)
-                                 else "it did not answer as a Dask scheduler")
-
     async def probe() -> None:
         try:
-            await asyncio.wait_for(exchange(), timeout + 2)
+            await asyncio.wait_for(_exchange(address, timeout), timeout + 2)
         except asyncio.TimeoutError:
             raise _NotAScheduler("it accepted the connection but did not answer within "
                                  f"{timeout + 2:g} s") from None
