@@ -107,6 +107,16 @@ def tune_systems(args: argparse.Namespace) -> int:
     if args.json:
         print_json(search.to_dict())
         return EXIT_OK
+    _print_systems(search, systems, best, front)
+    for path in written:
+        print(f"wrote {path}")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _print_systems(search: Any, systems: list[int], best: Any, front: list[Any]) -> None:
+    """The search over systems as a table: each count's best (G, B, micro-batches), the best marked and
+    the Pareto front of cluster throughput against per-system efficiency, then what was skipped."""
     one = next((t.best for n, t in search.per_systems if n == 1 and t.best.feasible), None)
     rows = []
     for n, t in search.per_systems:
@@ -137,7 +147,3 @@ def tune_systems(args: argparse.Namespace) -> int:
         print("Pareto front (systems: cluster tokens/s at per-system efficiency): " + "; ".join(
             f"{r.systems}: {r.cluster_throughput_tokens_per_s:,.0f} at {100 * search.efficiency(r):.1f} %"
             for r in front))
-    for path in written:
-        print(f"wrote {path}")
-    sys.stdout.flush()
-    return EXIT_OK
