@@ -116,7 +116,8 @@ def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
 def validate_file(path: str | Path) -> tuple[str, Any]:
     """``config.loader.validate_file`` with every kind known, the sweep kind included (registered by
     ``experiments.sweep``, which the config layer may not import); returns (kind, spec)."""
-    from . import sweep  # noqa: F401 - registers the sweep kind
+    # local: keeps the engine (SimPy) out of experiments.api's import; importing it registers the sweep kind
+    from . import sweep  # noqa: F401
 
     return _python_errors(loader.validate_file)(path)
 
@@ -129,7 +130,7 @@ def results_frame(results: Any) -> Any:
     * a ``RunResult``, a ``TuneResult`` (its candidates, with a ``best`` column) or an iterable of either.
 
     Needs pandas (``pip install 'wsesim[pandas]'``); raises ``ImportError`` saying so without it."""
-    try:
+    try:  # local: pandas is optional (results_frame alone needs it)
         import pandas as pd
     except ImportError:
         raise ImportError("results_frame needs pandas: pip install 'wsesim[pandas]'") from None

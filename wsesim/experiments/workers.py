@@ -186,7 +186,7 @@ def connect_dask(address: str) -> Any:
     (nothing listening, no answer, another protocol, a Dask worker) is a one-line ``ConfigError``; Dask's
     own ``Client`` would wait forever for a silent peer, or try to allocate a frame of whatever size an
     HTTP server's first bytes spell. Then the client itself. Raises ``ConfigError`` if dask is missing."""
-    try:
+    try:  # local: Dask is optional (a sweep on a scheduler alone needs it)
         from dask.distributed import Client
     except ImportError:
         raise ConfigError("expected dask to be installed for --scheduler (pip install 'wsesim[dask]')",
