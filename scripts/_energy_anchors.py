@@ -8,8 +8,7 @@ from functools import cache
 
 from wsesim.config.inference import load_inference
 from wsesim.config.loader import load_experiment, load_hardware
-from wsesim.experiments.inference import run_inference
-from wsesim.experiments.runner import run_experiment
+from wsesim.experiments.runner import run_experiment, run_inference
 from wsesim.model.energy import full_load
 
 GROUP = "energy against published system power"

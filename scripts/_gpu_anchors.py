@@ -10,7 +10,7 @@ from typing import Any
 
 from wsesim.config.inference import load_inference
 from wsesim.config.loader import load_hardware
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.kernels.gpu.registry import run_gpu_kernel
 from wsesim.sim.programs.builders.gpu import gpu_mapping
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cache
 
 from wsesim.config.inference import load_inference
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 
 WAFERLLM_HZ = 1.1e9
 

@@ -17,7 +17,7 @@ import time
 import simpy
 
 from wsesim.config.loader import load_experiment
-from wsesim.experiments.runner import costed_step, make_plan, random_streams
+from wsesim.experiments.training import costed_step, make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.sim.executors.engine import simulate
 

@@ -17,7 +17,8 @@ import argparse
 import time
 
 from wsesim.config.loader import load_experiment, load_experiment_data
-from wsesim.experiments.runner import costed_step, make_plan, random_streams, simulate_experiment
+from wsesim.experiments.runner import simulate_experiment
+from wsesim.experiments.training import costed_step, make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.sim.executors import engine, reference
 from wsesim.sim.programs.plan import StepPlan

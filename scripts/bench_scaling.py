@@ -94,20 +94,20 @@ import json, sys, time
 t0 = time.perf_counter()
 from wsesim.cli.common import parse_overrides
 from wsesim.config.loader import load_experiment
-from wsesim.experiments import runner
+from wsesim.experiments import training
 from wsesim.sim.programs.chunks import plan_chunks
 t1 = time.perf_counter()
 argv = {args!r}
 model = argv[argv.index("--model") + 1] if "--model" in argv else None
 sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
 spec = load_experiment(model=model, overrides=parse_overrides(sets)).spec
-size = runner.size_step(spec)
+size = training.size_step(spec)
 t2 = time.perf_counter()
-plan, _, _ = runner.make_plan(spec, size.batch_per_tile, size.tokens, runner.random_streams(spec.training.seed)[0])
+plan, _, _ = training.make_plan(spec, size.batch_per_tile, size.tokens, training.random_streams(spec.training.seed)[0])
 t3 = time.perf_counter()
 plan_chunks(spec.hardware, spec.model, spec.training.activations == "recompute")
 t4 = time.perf_counter()
-trace = runner.engine_for(spec)(plan, *runner.costed_step(plan))
+trace = training.engine_for(spec)(plan, *training.costed_step(plan))
 t5 = time.perf_counter()
 print(json.dumps({{"imports": t1 - t0, "load+size": t2 - t1, "plan": t3 - t2, "chunks": t4 - t3,
                   "simulate": t5 - t4, "events": trace.events}}))

@@ -31,7 +31,7 @@ BATCH_SWEEP = ["infer", "--model", "llama3-8b", "--hardware", "wse2", "--set", "
 LOAD = ("import resource, time\n"
         "start = time.perf_counter()\n"
         "from wsesim.config.inference import load_inference\n"
-        "from wsesim.experiments.inference import run_inference\n"
+        "from wsesim.experiments.runner import run_inference\n"
         "spec = load_inference(model='llama3-8b', hardware='wse3', overrides={'inference.load.prompt_len': 1024, "
         "'inference.load.output_len': 128, 'inference.load.arrival': 'poisson', 'inference.load.rate': 4.0, "
         "'inference.load.requests': 10000, 'inference.scheduler.batch': 64}).spec\n"
@@ -101,7 +101,7 @@ def timed(args: list[str], repeat: int) -> list[float]:
 def in_process(repeat: int) -> list[float]:
     """The simulation alone (mapping, kernels, pipeline), each time with the kernel cache cleared."""
     from wsesim.config.inference import load_inference
-    from wsesim.experiments.inference import run_inference
+    from wsesim.experiments.runner import run_inference
     from wsesim.kernels.cost import kernel_cost
     from wsesim.kernels.lines import rotating_reduces
 

@@ -24,7 +24,7 @@ SETUPS = {"LLaMA3-8B, 1 CS-3": ("llama3-8b", {}), "LLaMA3-8B, 1 CS-3 + draft": (
 
 def serve(model: str, extra: dict[str, Any], rate: float, requests: int) -> Any:
     from wsesim.config.inference import load_inference
-    from wsesim.experiments.inference import run_inference
+    from wsesim.experiments.runner import run_inference
 
     spec = load_inference(model=model, hardware="wse3", overrides={
         "inference.load.prompt_len": 1024, "inference.load.output_len": 128, "inference.load.arrival": "poisson",

@@ -45,7 +45,7 @@ _EXPORTS = {
     "AttentionTiling": "model.attention_tiling", "max_batch_per_tile": "model.memory",
     "max_tiles": "model.memory", "training_memory": "model.memory",
     "RunResult": "analysis.results",
-    "Run": "experiments.runner", "run_experiment": "experiments.runner",
+    "Run": "experiments.runs", "run_experiment": "experiments.runner",
     "simulate_experiment": "experiments.runner",
     "load_sweep": "experiments.sweep", "run_sweep": "experiments.sweep",
     "TuneResult": "experiments.tune", "tune": "experiments.tune",

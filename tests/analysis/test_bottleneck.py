@@ -1,4 +1,4 @@
-"""The bottleneck line of a serving run under load (``wsesim.analysis.serving._bottleneck``, issue 40): it
+"""The bottleneck line of a serving run under load (``wsesim.analysis.bottleneck.bottleneck``, issue 40): it
 said "requests queueing for a busy stage: 98 % of a decode step … busiest stage 26 % busy", blaming a stage
 that was not busy. It now names what limits the run in words its own figures agree with: admission when
 ``inference.scheduler.batch`` requests are in flight and the stages have room, the stage and its busy share when one

@@ -219,7 +219,7 @@ def test_a_served_moe_run_shows_its_expert_dispatch_experts_and_combine(routing:
     import numpy as np
 
     from wsesim.config.inference import load_inference_data
-    from wsesim.experiments.inference import run_inference
+    from wsesim.experiments.runner import run_inference
     from wsesim.sim.programs.plan import Trace
 
     spec = load_inference_data({"kind": "inference", "hardware": "tiny8", "model": "tiny-moe", "inference": {

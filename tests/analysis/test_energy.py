@@ -15,8 +15,7 @@ import yaml
 
 from wsesim.config.inference import load_inference_data
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments.inference import run_inference
-from wsesim.experiments.runner import run_experiment
+from wsesim.experiments.runner import run_experiment, run_inference
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"load": {"prompt_len": 8, "output_len": 3}, "grid": "1x1"}}

@@ -13,7 +13,7 @@ import simpy
 
 from wsesim.analysis.requests import RequestTimes, load_figures, request_times
 from wsesim.config.inference import load_inference_data
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.model.load import requests_of
 from wsesim.sim.executors.batching import run_batches
 from wsesim.sim.executors.reference_batching import serve_batches

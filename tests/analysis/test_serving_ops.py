@@ -16,7 +16,7 @@ from wsesim.analysis.serving_ops import (
     decode_step_plan,
 )
 from wsesim.config.inference import load_inference
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 
 TINY = {"inference.load.prompt_len": 16, "inference.load.output_len": 4, "hardware.pe.sram": "1 MiB",
         "inference.grid": "2x2", "inference.layers_per_stage": 1}

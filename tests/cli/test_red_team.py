@@ -723,14 +723,14 @@ def test_infer_search_honours_the_engine(tmp_path: Path, capsys: pytest.CaptureF
     from wsesim.experiments import inference
 
     engines: list[str] = []
-    real = inference.run_inference
+    real = inference.compose
 
-    def spy(spec: Any, **kwargs: Any) -> Any:
+    def spy(kind: Any, spec: Any, *args: Any) -> Any:
         engines.append(spec.simulation.engine)
-        return real(spec, **kwargs)
+        return real(kind, spec, *args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(inference, "run_inference", spy)
+        mp.setattr(inference, "compose", spy)
         assert cli.main(["infer", "--search", "--engine", "reference", "--set", "inference.load.output_len=4",
                          "--json"]) == 0
     assert engines and set(engines) == {"reference"}
@@ -838,7 +838,8 @@ def test_the_internal_error_line_survives_its_own_failure(monkeypatch: pytest.Mo
 
 def test_tune_and_infer_refuse_a_sweep_folder_before_they_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from wsesim.experiments import inference, tune
+    from wsesim.cli import infer
+    from wsesim.experiments import tune
 
     path = _sweep(tmp_path, grid={"model.top_k": [1]})
     out = tmp_path / "o"
@@ -848,7 +849,7 @@ def test_tune_and_infer_refuse_a_sweep_folder_before_they_run(tmp_path: Path, mo
         raise AssertionError("ran before the folder was checked")
 
     monkeypatch.setattr(tune, "tune", never)
-    monkeypatch.setattr(inference, "run_inference", never)
+    monkeypatch.setattr(infer, "run", never)
     assert cli.main(["tune", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
                      "--out", str(out)]) == 2
     assert cli.main(["infer", "--out", str(out)]) == 2

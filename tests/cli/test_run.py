@@ -153,12 +153,12 @@ def test_a_read_only_output_folder_is_refused_before_the_step_runs(
         read_only: Path, option: tuple[str, str], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """It used to simulate the whole step and then fail writing (PermissionError: an internal error)."""
-    import wsesim.experiments.runner
+    import wsesim.cli.run
 
     def never(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the step ran although its output could not be written")
 
-    monkeypatch.setattr(wsesim.experiments.runner, "simulate_experiment", never)
+    monkeypatch.setattr(wsesim.cli.run, "run", never)
     flag, below = option
     code = cli.main(["run", *TINY_ARGS, flag, f"{read_only}{below}"])
     out, err = capsys.readouterr()

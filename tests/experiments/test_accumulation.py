@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from wsesim.config.loader import load_experiment, load_experiment_data
-from wsesim.experiments.runner import run_experiment, simulate_experiment, size_step
+from wsesim.experiments.runner import run_experiment, simulate_experiment
+from wsesim.experiments.training import size_step
 from wsesim.model.memory import training_memory
 from wsesim.model.shapes import LayerShapes
 

@@ -16,7 +16,7 @@ import yaml
 from wsesim import cli
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import default_experiment_path, load_experiment, load_experiment_data
-from wsesim.experiments import estimate, runner
+from wsesim.experiments import estimate, runner, training
 from wsesim.experiments.estimate import check_work, estimate_work
 from wsesim.experiments.sweep import load_sweep
 
@@ -35,7 +35,7 @@ def nothing_built(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the run was built although it cannot finish")
 
-    monkeypatch.setattr(runner, "make_plan", fail)
+    monkeypatch.setattr(training, "make_plan", fail)
 
 
 CANNOT_FINISH = {
@@ -65,7 +65,7 @@ def test_experts_past_the_mesh_nodes_are_each_a_region_of_the_bases() -> None:
     """Issue 30.3: 16,384 experts on 2,961 mesh nodes were counted as 2,961 regions ("about 21 s"); the
     placement makes one region per expert (several to a node), each a column of both bases and of the idle
     regions' path tables, and the run went to MemoryError."""
-    from wsesim.experiments.runner import expert_placement, random_streams
+    from wsesim.experiments.training import expert_placement, random_streams
 
     spec = _wse2(**{"model.experts": 16384})
     e = estimate.estimate_work(spec)
@@ -187,7 +187,7 @@ def test_global_batch_auto_counts_the_fewest_micro_batches_before_routing(monkey
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("routed although the run cannot finish")
 
-    monkeypatch.setattr(runner, "route_tokens", fail)
+    monkeypatch.setattr(training, "route_tokens", fail)
     spec = _wse2(**{"training.global_batch": 2**24})
     assert estimate.fewest_micro_batches(spec) == 2**23
     with pytest.raises(ConfigError, match=r"mostly micro-batches; --set training\.global_batch=\d+ would fit"):

@@ -15,7 +15,7 @@ import pytest
 
 from wsesim.analysis.wafer import wafer_maps
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments import runner
+from wsesim.experiments import runner, training
 from wsesim.fabric import fidelity
 from wsesim.fabric.dispatch import DispatchModel
 from wsesim.model.routing import route_tokens
@@ -35,8 +35,8 @@ def _counted(counts: Counter[str], name: str, f: Callable[..., Any]) -> Callable
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counts: Counter[str] = Counter()
-    monkeypatch.setattr(runner, "random_streams", _counted(counts, "streams", runner.random_streams))
-    monkeypatch.setattr(runner, "expert_placement", _counted(counts, "placement", runner.expert_placement))
+    monkeypatch.setattr(training, "random_streams", _counted(counts, "streams", training.random_streams))
+    monkeypatch.setattr(training, "expert_placement", _counted(counts, "placement", training.expert_placement))
     monkeypatch.setattr(DispatchModel, "__init__", _counted(counts, "dispatch models", DispatchModel.__init__))
     fidelity.dispatch_models.cache_clear()  # a model built by an earlier test would not be counted
     return counts
@@ -58,8 +58,8 @@ def test_a_run_draws_its_streams_and_placement_once_and_builds_each_dispatch_mod
 
 def test_the_plan_takes_the_placement_it_was_sized_against(counts: Counter[str]) -> None:
     spec = load_experiment_data(TINY, overrides={"simulation.placement": "random"}).spec
-    size = runner.size_step(spec)
-    plan, _, placement = runner.make_plan(spec, size.batch_per_tile, size.tokens, placement=size.placement)
+    size = training.size_step(spec)
+    plan, _, placement = training.make_plan(spec, size.batch_per_tile, size.tokens, placement=size.placement)
     assert placement is size.placement
     assert plan.expert_region_of == tuple(size.placement.expert_region_index)
     assert counts["placement"] == 1
@@ -69,10 +69,10 @@ def test_every_batch_tried_is_routed_from_the_stream_start() -> None:
     """The copy each trial routes with draws what a fresh stream from the seed draws, and leaves the
     shared stream where it was."""
     spec = load_experiment_data(TINY).spec
-    _, shared = runner.random_streams(spec.training.seed)
+    _, shared = training.random_streams(spec.training.seed)
     for B in (3, 1, 2):
-        tried = route_tokens(spec.model, spec.training, B * spec.training.seq_len, runner._route_draw(shared))
+        tried = route_tokens(spec.model, spec.training, B * spec.training.seq_len, training._route_draw(shared))
         fresh = route_tokens(spec.model, spec.training, B * spec.training.seq_len,
-                             runner.random_streams(spec.training.seed)[1])
+                             training.random_streams(spec.training.seed)[1])
         np.testing.assert_array_equal(tried, fresh)
-    np.testing.assert_array_equal(shared.random(4), runner.random_streams(spec.training.seed)[1].random(4))
+    np.testing.assert_array_equal(shared.random(4), training.random_streams(spec.training.seed)[1].random(4))

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from wsesim.config.inference import load_inference_data
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments.inference import run_inference
-from wsesim.experiments.runner import simulate_experiment
+from wsesim.experiments.runner import run_inference, simulate_experiment
 from wsesim.experiments.runs import Result, Run
 
 TRAIN = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe", "training": {"seq_len": 64, "tiles": 1},

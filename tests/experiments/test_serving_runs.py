@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.experiments.inference import run_inference, search_mapping, spread
+from wsesim.experiments.inference import search_mapping, spread
+from wsesim.experiments.runner import run_inference
 
 if TYPE_CHECKING:  # only for annotations: the result is reached through run_inference's run
     from wsesim.analysis.serving import ServeResult

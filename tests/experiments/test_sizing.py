@@ -1,4 +1,4 @@
-"""B is sized in one place (``experiments.runner.size_step``): ``wsesim memory training`` reports the B
+"""B is sized in one place (``experiments.training.size_step``): ``wsesim memory training`` reports the B
 that ``wsesim run`` runs, sized for the load its routing gives, not for balanced routing."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import pytest
 
 from wsesim import cli
 from wsesim.config.loader import load_experiment
-from wsesim.experiments.runner import run_experiment, size_step
+from wsesim.experiments.runner import run_experiment
+from wsesim.experiments.training import size_step
 
 TINY = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
         "--set", "training.seq_len=64"]

@@ -17,8 +17,9 @@ from wsesim.config.loader import load_experiment_data
 from wsesim.config.specs import SimulationSpec
 from wsesim.experiments import mappings
 from wsesim.experiments.mappings import MOE_MAPPINGS, moe_mapping
-from wsesim.experiments.runner import ENGINES, engine_for, expert_placement, make_plan, random_streams
+from wsesim.experiments.training import expert_placement, make_plan, random_streams
 from wsesim.fabric.fidelity import FABRICS
+from wsesim.sim.executors.engines import ENGINES, engine_for
 
 PACKAGE = Path(__file__).resolve().parents[2] / "wsesim"
 TINY = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",

@@ -33,7 +33,7 @@ from wsesim.analysis.serving_fields import (
 from wsesim.analysis.serving_ops import DECODE_OPS_COLUMNS
 from wsesim.config.inference import load_inference_data
 from wsesim.config.loader import load_hardware
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.experiments.table import RESULT_COLUMNS, SERVING_COLUMNS, SPEEDUP, SWEEP_FIELDS, result_columns
 from wsesim.fabric.traffic import FABRIC_FIELDS, HOTTEST_FIELDS
 from wsesim.kernels import run_kernel

@@ -10,7 +10,7 @@ import pytest
 from wsesim.analysis.requests import percentile, request_times
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.sim.cost.costing import cost_serving
 from wsesim.sim.executors.scheduler import take_pieces
 from wsesim.sim.programs.builders.serving import default_token_budget, serving_program

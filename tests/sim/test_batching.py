@@ -10,7 +10,7 @@ import pytest
 from wsesim.analysis.requests import request_times
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.kernels.cost import kernel_cost
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",

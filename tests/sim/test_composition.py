@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 
 TINY = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
         "inference": {"load": {"prompt_len": 8, "output_len": 5}, "grid": "2x4", "interconnect": "swarmx"}}

@@ -13,7 +13,7 @@ import pytest
 
 from wsesim.config.inference import load_inference_data
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments.runner import make_plan, random_streams
+from wsesim.experiments.training import make_plan, random_streams
 from wsesim.model.optimizer import optimizer_step_cycles
 from wsesim.model.routing import route_tokens
 from wsesim.sim.cost import costing

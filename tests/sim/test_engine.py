@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from wsesim.analysis.results import STEP_PHASES, WALL_CLOCK_FIELDS, phase_cycles
 from wsesim.config.loader import load_experiment_data, load_hardware
 from wsesim.config.specs import ModelSpec, TrainingSpec
-from wsesim.experiments.runner import make_plan, random_streams, run_experiment, simulate_experiment
+from wsesim.experiments.runner import run_experiment, simulate_experiment
+from wsesim.experiments.training import make_plan, random_streams
 from wsesim.model.costs import region_expert_costs
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes

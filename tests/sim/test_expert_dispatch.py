@@ -9,7 +9,7 @@ import pytest
 
 from wsesim.config.inference import load_inference_data
 from wsesim.config.inference_load import MOVED
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.fabric.dispatch import dispatch_traffic
 from wsesim.fabric.flow import FlowFabric
 from wsesim.model.vocabulary import StageOpKind

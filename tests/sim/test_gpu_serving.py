@@ -9,7 +9,7 @@ import pytest
 
 from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 
 # one layer whose every GEMM is HBM-bound at M = 1 with no split-K (N a multiple of 132 SMs x 64 columns):
 # hidden, heads x head_dim, FFN and vocabulary all 8,448

@@ -26,7 +26,7 @@ from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference_data
 from wsesim.config.tables import entry
 from wsesim.experiments.auto_grid import map_for
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.model.load import requests_of
 from wsesim.model.serving import kv_pool_tokens, requests_fit
 from wsesim.sim.cost.costing import cost_serving

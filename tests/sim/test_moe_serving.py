@@ -11,7 +11,7 @@ from wsesim.config.errors import ConfigError
 from wsesim.config.inference import load_inference, load_inference_data
 from wsesim.config.inference_load import MOVED
 from wsesim.config.loader import load_model
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.model.load import requests_of
 from wsesim.model.routing import sample_layer
 from wsesim.model.serving import experts_per_grid, layer_weight_bytes

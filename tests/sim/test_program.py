@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from wsesim.config.loader import load_experiment_data
-from wsesim.experiments.runner import make_plan, random_streams
+from wsesim.experiments.training import make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor

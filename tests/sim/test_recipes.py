@@ -1,11 +1,14 @@
 """docs/architecture.md's two recipes followed: a new workload (a builder returning a ``Program`` of the
-vocabulary's ops, costed by the cost pass, run by every executor of ``ENGINES``) and a new executor (a
+vocabulary's ops, costed by the cost pass, run by every executor of ``ENGINES``, and its steps one entry of
+the one runner's ``COMPOSERS``) and a new executor (a
 subclass of ``sim.executors.executor.Executor`` writing only its mechanism), each built here as a toy. If a recipe's
 text changes, this file changes with it: the test is the recipe followed."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -13,7 +16,9 @@ import pytest
 
 from wsesim.config.loader import load_experiment_data
 from wsesim.config.tables import entry
-from wsesim.experiments.runner import make_plan, random_streams
+from wsesim.experiments import runner
+from wsesim.experiments.runs import Composer, Run
+from wsesim.experiments.training import make_plan, random_streams
 from wsesim.model.routing import route_tokens
 from wsesim.model.shapes import LayerShapes
 from wsesim.model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Tensor, Track
@@ -95,6 +100,43 @@ def test_a_new_workload_is_a_builder_costed_once_and_run_by_every_executor() -> 
     assert [s.end - s.start for s in ffn] == [costs.wafer[op].cycles for op in program.body
                                              if isinstance(op, WaferOp)]
     assert [s.name for s in fast.spans][-1] == Phase.OPTIMIZER_STEP
+
+
+def _toy_steps(plan: StepPlan, feasible: bool, steps: list[str]) -> Composer:
+    """The toy's steps for the one runner (the recipe's last step), each noting that it ran."""
+    laid = SimpleNamespace(feasible=feasible, reason="" if feasible else "a toy that does not fit")
+
+    def note(step: str, value: Any = None) -> Any:
+        steps.append(step)
+        return value
+
+    return Composer(
+        refuse=lambda spec, layout, options: note("refuse" if layout is None else "refuse laid out"),
+        lay_out=lambda spec, options: note("lay out", laid),
+        infeasible=lambda spec, layout, start: note("infeasible", Run(layout.reason)),
+        build=lambda spec, layout, options: note("build", (plan, ffn_only_program(plan))),
+        cost=lambda spec, plan, program: note("cost", cost_program(program, plan)),
+        execute=lambda spec, plan, program, costs: note("execute", ENGINES["fast"](plan, program, costs)),
+        measure=lambda spec, layout, plan, program, costs, trace, start: note(
+            "measure", Run(trace.executed_flops, trace, program, costs, plan)))
+
+
+@pytest.mark.parametrize("feasible", [True, False])
+def test_a_new_workload_is_one_entry_of_the_one_runner(feasible: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy's steps as a ``runs.Composer`` in a module of its own, named by one entry in
+    ``runner.COMPOSERS`` under its spec's kind and its hardware's: ``runner.run`` takes them in its one order — refused before it is laid out and again
+    once it is, built, costed, executed, measured — and its result is the executor's 14,155,776 FLOPs
+    (as above); a layout that does not fit is a result with its reason, nothing built."""
+    steps: list[str] = []
+    monkeypatch.setitem(sys.modules, "toy_workload", SimpleNamespace(TOY=_toy_steps(_plan(), feasible, steps)))
+    monkeypatch.setitem(runner.COMPOSERS, ("toy", "hardware"), "toy_workload:TOY")
+    run = runner.run(SimpleNamespace(kind="toy", hardware=SimpleNamespace(kind="hardware")))
+    if feasible:
+        assert steps == ["refuse", "lay out", "refuse laid out", "build", "cost", "execute", "measure"]
+        assert run.result == run.trace.executed_flops == 14_155_776
+    else:
+        assert steps == ["refuse", "lay out", "infeasible"]
+        assert (run.result, run.trace) == ("a toy that does not fit", None)
 
 
 # ------------------------------------------------------------------------------------ a new executor

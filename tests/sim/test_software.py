@@ -135,7 +135,7 @@ def test_the_overlaps_by_hand() -> None:
 
 def test_the_result_names_its_stack() -> None:
     from wsesim.cli.infer import format_serving
-    from wsesim.experiments.inference import run_inference
+    from wsesim.experiments.runner import run_inference
 
     for software, count in (("research", 34), ("production", 15)):
         r = run_inference(_spec(software)).result

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wsesim.config.inference import load_inference_data
-from wsesim.experiments.inference import run_inference
+from wsesim.experiments.runner import run_inference
 from wsesim.model.speculative import expected_tokens, round_contexts
 from wsesim.sim.cost.costing import cost_serving, wafer_handoff
 from wsesim.sim.programs.builders.serving import serving_program

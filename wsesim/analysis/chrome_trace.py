@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.memory import training_memory
 from ..model.shapes import LayerShapes
 from ..model.vocabulary import Phase, Track
 from ..sim.programs.plan import StepPlan, Trace
@@ -233,8 +234,6 @@ def _busy(start: np.ndarray, end: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 def counter_events(trace: Trace, plan: StepPlan) -> list[dict[str, Any]]:
     """The counter tracks (see the module docstring) as trace events."""
-    from ..model.memory import training_memory
-
     us, step, rate, pes = 1e6 / plan.hw.clock_hz, trace.step_cycles, plan.hw.io_bytes_per_cycle, plan.hw.pes
     events: list[dict[str, Any]] = []
 

@@ -8,7 +8,6 @@ requests)."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from ..sim.programs.builders.software import launches
 from ..sim.programs.mapping import Mapping
 from ..sim.programs.plan import Trace
 from ..sim.programs.program import Program, ServeBatches
+from .bottleneck import Load, bottleneck
 from .energy import WAFER_ACCOUNTING, Accounting
 from .requests import RequestTimes, load_figures, nan_mean, request_times
 
@@ -225,11 +225,34 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     produced = int(whole.output[~whole.refused].sum())  # every token the energy was spent on
     steady = {**_steady(spec, whole, times, trace, span), **_paged(serve, trace, clock)}
     busy_cycles, end_cycles = trace.batches.busy, trace.batches.end_cycle
-    waited = trace.batches.waited
+    prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
+    breakdown, by_op, step, layer_ops = _decode(serve, costs, tpot * clock if tpot else 0.0)
+    prefill = prefill_breakdown(costs)
+    busy = busy_cycles / max(end_cycles, 1e-30)
+    per_stage = _per_stage(serve, costs, trace, busy, _moe(spec, mapping))
+    systems = mapping.systems + extra_systems
+    energy = accounting.energy(spec, costs, trace, busy_cycles, mapping, seconds=end, systems=systems,
+                               tokens=produced)
+    return ServeResult(
+        **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
+        tokens_per_s_per_request=1.0 / tpot if tpot else 0.0, tokens_per_s=tokens, end_to_end_s=end,
+        prefill_tokens_per_s=prompt_rate, tokens_per_s_per_system=tokens / systems,
+        bottleneck=bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill), accounting.words),
+        decode_step_cycles=step, decode_breakdown=breakdown, prefill_breakdown=prefill,
+        decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
+        decode_launches=launches(op for work in serve.stages for op in work.decode),
+        per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
+        wall_s=wall_s, **load, **steady)
+
+
+def _decode(serve: ServeBatches, costs: Costs,
+            tpot_cycles: float) -> tuple[dict[str, float], dict[str, float], float, dict[str, float]]:
+    """The decode step's cycles by kind of work (with the hand-offs and the time a token waited beyond its
+    step, ``tpot_cycles`` being its time per output token), by op over every stage, the step's whole
+    cycles, and the first stage's first layer's cycles by op."""
     step_cycles = sum(sum(c.cycles for c in cost.decode) for cost in costs.stages)
     handoffs = sum(c.handoff_decode for c in costs.stages)
-    waiting = max(0.0, tpot * clock - step_cycles - handoffs) if tpot else 0.0
-    prompt_rate = nan_mean(times.prompt[served] / times.ttft[served]) if served.any() else 0.0
+    waiting = max(0.0, tpot_cycles - step_cycles - handoffs) if tpot_cycles else 0.0
     by_op: dict[str, float] = defaultdict(float)
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
@@ -237,18 +260,21 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
     handoff = sum(c.handoff_decode for c in costs.stages)
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
     step = sum(decode.values()) + handoff
-    breakdown = {**decode, "handoff": handoff, "waiting": waiting}
-    prefill = prefill_breakdown(costs)
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
     for op, c in zip(first_stage.decode, costs.stages[0].decode, strict=True):
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
-    busy = busy_cycles / max(end_cycles, 1e-30)
-    moe = _moe(spec, mapping)
-    use = trace.batches.expert_use or (None,) * len(serve.stages)
-    per_stage = [{"stage": w.stage.index, "wafer": w.stage.wafer,
+    return {**decode, "handoff": handoff, "waiting": waiting}, by_op, step, layer_ops
+
+
+def _per_stage(serve: ServeBatches, costs: Costs, trace: Trace, busy: np.ndarray,
+               moe: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each stage's row of the result: its layers, cycles, busy share, waits and SRAM, and its experts'."""
+    assert trace.batches is not None
+    waited, use = trace.batches.waited, trace.batches.expert_use or (None,) * len(serve.stages)
+    return [{"stage": w.stage.index, "wafer": w.stage.wafer,
                   "layers": [w.stage.layers[0], w.stage.layers[-1]],
                   "embedding": w.stage.embedding, "lm_head": w.stage.lm_head,
                   "prefill_cycles": c.prefill_cycles,
@@ -262,21 +288,6 @@ def measure_serving(spec: InferenceExperimentSpec, mapping: Mapping, program: Pr
                                         "usable": w.stage.memory.usable},
                   **(_stage_experts(w.stage, use[i]) if moe else {})}
                  for i, (w, c) in enumerate(zip(serve.stages, costs.stages, strict=True))]
-    systems = mapping.systems + extra_systems
-    energy = accounting.energy(spec, costs, trace, busy_cycles, mapping, seconds=end, systems=systems,
-                               tokens=produced)
-    return ServeResult(
-        **{**_base(spec, mapping), "systems": systems}, **energy, feasible=True, ttft_s=ttft, tpot_s=tpot,
-        tokens_per_s_per_request=1.0 / tpot if tpot else 0.0,
-        tokens_per_s=tokens, end_to_end_s=end, prefill_tokens_per_s=prompt_rate,
-        tokens_per_s_per_system=tokens / systems,
-        bottleneck=_bottleneck(breakdown, by_op, busy, _load(spec, load, ttft, prefill), accounting.words),
-        decode_step_cycles=step, decode_breakdown=breakdown,
-        prefill_breakdown=prefill,
-        decode_by_op=dict(by_op), layer_decode_cycles=sum(layer_ops.values()), layer_by_op=dict(layer_ops),
-        decode_launches=launches(op for work in serve.stages for op in work.decode),
-        per_stage=per_stage, warnings=[*costs.problems, *steady.pop("warnings", [])], events=trace.events,
-        wall_s=wall_s, **load, **steady)
 
 
 def _load(spec: InferenceExperimentSpec, load: dict[str, Any], ttft: float,
@@ -344,68 +355,3 @@ def prefill_breakdown(costs: Costs) -> dict[str, float]:
     """Every stage's prefill kernels split by what they are (``split_costs``), and their hand-offs."""
     return {**split_costs(c for cost in costs.stages for c in cost.prefill),
             "handoff": sum(c.handoff_prefill for c in costs.stages)}
-
-
-BUSY = 0.9
-"""A stage's busy share of the run from which it, not admission, is what requests queue for."""
-
-
-@dataclass(frozen=True)
-class Load:
-    """What a run's queueing is measured by (``ServeResult``'s figures): ``cap`` requests in flight at most
-    (``inference.scheduler.batch``), the ``largest`` number that were, the mean ``queueing_s`` from arrival to
-    the prompt's start against the mean ``ttft_s``, and a prompt's cycles on the links between stages
-    (``prefill_handoff``) against those in the stages' kernels (``prefill_kernels``)."""
-
-    cap: int
-    largest: int
-    queueing_s: float
-    ttft_s: float
-    prefill_handoff: float = 0.0
-    prefill_kernels: float = 0.0
-
-
-def _bottleneck(breakdown: dict[str, float], by_op: dict[str, float], busy: Any,
-                load: Load | None = None, words: dict[str, str] | None = None) -> str:
-    """What limits the run, in words that agree with its figures: when requests queue (their mean wait
-    before the prompt starts half their TTFT or more), the stage they queue for if one is busy (``BUSY``),
-    else admission (``inference.scheduler.batch`` requests in flight, or fewer when their KV caches filled the
-    stages), and, when a prompt spends longer on the links between stages than in their kernels, that;
-    then what a decode step is mostly made of, and the op that costs most (``words``: another machine's
-    names of the parts, ``analysis.gpu_energy.GPU_WORDS``)."""
-    total = sum(breakdown.values()) or 1.0
-    part = max(breakdown, key=lambda k: breakdown[k])
-    op = max(by_op, key=lambda k: by_op[k]) if by_op else ""
-    busiest = int(busy.argmax()) if len(busy) else 0
-    share = float(busy.max()) if len(busy) else 0.0
-    stage = f"stage {busiest}" if len(busy) > 1 else "the stage"
-    what = {**{"instructions": "instruction issue and kernel launches on the PEs",
-               "compute": "arithmetic on the PEs",
-               "communication": "wavelets on the fabric (hop and ramp latency)"}, **(words or {}),
-            "handoff": "hand-offs between stages",
-            "waiting": (f"waiting for {stage}, busy with other requests" if share >= BUSY
-                        else "waiting between its decode steps (others' prompts, hand-offs in line)")}[part]
-    step = f"{what}: {100 * breakdown[part] / total:.0f} % of a decode step"
-    if op:
-        step += f"; costliest op {op} ({100 * by_op[op] / total:.0f} %)"
-    lead = []
-    if load is not None and math.isfinite(load.queueing_s) and 0 < load.queueing_s >= 0.5 * load.ttft_s:
-        ms = 1e3 * load.queueing_s
-        shown = f"{ms:,.0f}" if ms >= 100 else f"{ms:.3g}"  # 75,356, not 7.54e+04
-        wait = f"a request waits {shown} ms on average before its prompt starts"
-        idle = f"{stage}, {100 * share:.0f} % busy"
-        if share >= BUSY:
-            lead.append(f"{stage} busy {100 * share:.0f} % of the run: {wait}")
-        elif load.largest >= load.cap:
-            lead.append(f"admission: {load.cap} requests in flight at most (inference.scheduler.batch), "
-                        f"{wait}; "
-                        f"the stages have room ({'busiest ' if len(busy) > 1 else ''}{idle})")
-        else:
-            lead.append(f"admission: the KV cache held {load.largest} requests in flight at most (inference."
-                        f"batch allows {load.cap}), {wait}; the stages have room "
-                        f"({'busiest ' if len(busy) > 1 else ''}{idle})")
-    if load is not None and share < BUSY and load.prefill_handoff > load.prefill_kernels > 0:
-        lead.append(f"hand-offs between stages carry the prompts: {load.prefill_handoff:,.0f} cycles a "
-                    f"prompt on the links against {load.prefill_kernels:,.0f} in the stages' kernels, decode "
-                    f"tokens waiting behind them ({stage} {100 * share:.0f} % busy)")
-    return "; ".join([*lead, step])

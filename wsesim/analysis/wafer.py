@@ -105,6 +105,23 @@ def wafer_maps(run: Any) -> WaferMaps:
     link_out = link.reshape(mesh.nodes, LINKS_PER_NODE)[:, :INJECT].max(axis=1)  # the four mesh links
 
     layer = m.layers // 2
+    gantt = _gantt(trace, layer, region_index, len(placement.regions))
+    experts_of = [[] for _ in placement.regions]
+    for e, r in enumerate(region_index):
+        experts_of[r].append(e)
+    shape = f"E={result.experts} top_k={result.top_k}" if result.experts else "dense"
+    title = (f"{result.model} on {result.hardware}: {shape} "
+             f"seq_len={result.seq_len} B={result.batch_per_tile} G={result.tiles}")
+    return WaferMaps(mesh.rows, mesh.cols, mesh.block, hw.clock_hz, step,
+                     busy.reshape(nodes_shape).tolist(), sram.reshape(nodes_shape).tolist(),
+                     float(result.sram_capacity_bytes_per_pe), link_out.reshape(nodes_shape).tolist(),
+                     region_of_node.reshape(nodes_shape).tolist(), experts_of, layer, gantt, title)
+
+
+def _gantt(trace: Any, layer: int, region_index: np.ndarray,
+           regions: int) -> list[tuple[str, str, float, float]]:
+    """The Gantt chart's bars of one ``layer``: the step's ops, the weights that came in for it, and the
+    expert ops (with their waits for weights) of the ``GANTT_REGIONS`` regions that waited longest."""
     gantt = [(Track.STEP, f"{args.get('pass', '')} {name}", start, end)
              for track, name, start, end, args in trace.spans
              if track == Track.STEP and args.get("layer") == layer]
@@ -115,7 +132,7 @@ def wafer_maps(run: Any) -> WaferMaps:
             gantt.append(("weights in", f"{key[0]} {'expert' if len(key) > 3 else 'layer'}_weights",
                           float(io.start[i]), float(io.arrival[i])))
     in_layer = [ops for ops in trace.expert_ops if ops.layer == layer]
-    waited, last = np.zeros(len(placement.regions)), np.zeros(len(placement.regions))
+    waited, last = np.zeros(regions), np.zeros(regions)
     for ops in in_layer:
         np.add.at(waited, region_index[ops.experts], ops.weight_wait)
         np.maximum.at(last, region_index[ops.experts], ops.end)
@@ -128,16 +145,7 @@ def wafer_maps(run: Any) -> WaferMaps:
                 if w > 0:
                     gantt.append((f"region {r}", f"{ops.pass_} weight_wait", a - w, a))
                 gantt.append((f"region {r}", f"{ops.pass_} {ops.op}", a, b))
-    experts_of = [[] for _ in placement.regions]
-    for e, r in enumerate(region_index):
-        experts_of[r].append(e)
-    shape = f"E={result.experts} top_k={result.top_k}" if result.experts else "dense"
-    title = (f"{result.model} on {result.hardware}: {shape} "
-             f"seq_len={result.seq_len} B={result.batch_per_tile} G={result.tiles}")
-    return WaferMaps(mesh.rows, mesh.cols, mesh.block, hw.clock_hz, step,
-                     busy.reshape(nodes_shape).tolist(), sram.reshape(nodes_shape).tolist(),
-                     float(result.sram_capacity_bytes_per_pe), link_out.reshape(nodes_shape).tolist(),
-                     region_of_node.reshape(nodes_shape).tolist(), experts_of, layer, gantt, title)
+    return gantt
 
 
 def hottest_region(maps: WaferMaps,

@@ -19,6 +19,9 @@ from ..config.loader import PATH_KEYS, REFERENCE_KEYS, from_cwd, load_experiment
 from ..config.overrides import parse_override
 from ..config.specs import context_warning
 from ..config.yaml_strict import _KINDS
+from ..output.files import check_folder_owner
+from ..output.files import check_names as check_names  # names the file system takes, for the commands
+from ..output.files import check_output_files as check_output_files  # no folder where a file will be
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -216,22 +219,6 @@ def check_output_folder(folder: str) -> None:
                           f"({e.strerror or type(e).__name__})", source=folder) from None
 
 
-def check_names(path: str | Path) -> None:
-    """``output.files.check_names``: names the file system takes, checked before anything runs."""
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import check_names as check
-
-    check(path)
-
-
-def check_output_files(folder: str | Path, names: Sequence[str]) -> None:
-    """``output.files.check_output_files``: no folder where a file will be written."""
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import check_output_files as check
-
-    check(folder, names)
-
-
 def check_outputs(command: str, trace: str | None, *folders: str | None) -> None:
     """What ``run`` and ``infer`` (``command``) will write, checked before anything runs: the ``trace``
     file (``check_trace_file``), each of the ``folders`` and the trace's (``check_output_folder``), and
@@ -243,9 +230,6 @@ def check_outputs(command: str, trace: str | None, *folders: str | None) -> None
         if folder:
             check_output_folder(folder)
     if trace_dir:  # a trace is a run's output too: never written into a sweep's (or tune's) folder
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
         check_folder_owner(trace_dir, command)
 
 

@@ -19,6 +19,9 @@ from ..config.errors import ConfigError, shown
 from ..config.loader import load_hardware
 from ..config.units import parse_quantity
 from ..fabric.fidelity import FABRICS, make_fabric
+from ..output.files import atomic_write_text, command_folder, prepare_dir
+from ..output.manifest import write_manifest
+from ..output.run_folder import flat, records_csv
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 from .progress import Progress
 
@@ -149,10 +152,6 @@ def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[A
     """``--out DIR``: ``DIR/fabric.csv`` (the run as one row: every scalar of ``--json``, the mesh's as
     ``mesh_rows``...), ``DIR/hottest_links.csv`` (its busiest links, from and to, bytes) and
     ``DIR/manifest.json`` (the flags as given, the hardware resolved)."""
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import write_manifest
-    from ..output.run_folder import flat, records_csv
 
     hottest = [{"from_row": h["from"][0], "from_col": h["from"][1], "to_row": h["to"][0],
                 "to_col": h["to"][1], "bytes": h["bytes"]} for h in out["hottest"] or []]
@@ -178,7 +177,7 @@ def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:
         if getattr(args, name) <= 0:
             raise ConfigError(f"expected a positive integer, got {getattr(args, name)}", path=name)
     if args.pattern == "dispatch":
-        # local: keeps the engine (SimPy, numpy) out of every command's start
+        # local: keeps the estimate and the models it reads (~20 modules) out of every command's start
         from ..experiments.estimate import check_fabric
 
         check_fabric(mesh.rows * mesh.cols, mesh.pe_rows * mesh.pe_cols, args.experts)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.loader import load_hardware, load_model, load_part, preset_names
+from ..model.energy import full_load
 from .common import EXIT_OK, Parser, add_json_argument, format_table, parse_overrides, print_json
 
 
@@ -102,8 +103,6 @@ def _gpu_rows(hw: Any, totals: dict[str, float]) -> list[tuple[str, str]]:
 def _energy_rows(hw: Any) -> list[tuple[str, str]]:
     """Each event's energy with its label, the floor, and the power with everything busy (§12 of
     docs/model.md)."""
-    # local: keeps wsesim.model's modules out of every command's start
-    from ..model.energy import full_load
 
     if hw.energy is None:
         return [("energy", "n/a (no energy section)")]

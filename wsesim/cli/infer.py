@@ -13,6 +13,12 @@ from ..config.errors import ConfigError
 from ..config.inference import load_inference, read_inference
 from ..config.overrides import parse_grid_pairs
 from ..config.specs import Engine
+from ..experiments.runner import run
+from ..experiments.runs import Options
+from ..output.files import check_folder_owner, command_folder, prepare_dir
+from ..output.manifest import command_line, write_manifest
+from ..output.run_folder import run_files, write_trace
+from ..output.sweep_folder import SweepJob
 from ..sim.programs.builders.software import SOFTWARE_STACKS
 from .common import (
     EXIT_OK,
@@ -62,6 +68,30 @@ def format_serving(r: Any) -> str:
     # one request's figures, or a batch served at once without batching; else a load's
     batched = not (r.arrival == "together" and (r.requests == 1 or (r.batching == "none"
                                                                       and r.requests == r.batch)))
+    head = _serving_head(r, batched)
+    if not r.feasible:
+        return f"{head}\ninfeasible: {r.infeasible_reason}"
+    rows = [("time to first token",
+             f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
+            # one output token is the first: no decode step to time
+            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
+             else "n/a (one output token: no decode step)"),
+            *_spread_rows(r),
+            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
+            ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
+            *_energy_rows(r),
+            ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
+            ("bottleneck", r.bottleneck)]
+    if batched:
+        rows[0:6] = _load_rows(r)
+    rows[5:5] = _layout_rows(r)  # after tokens/s per request
+    out = [head, format_table(rows, ("", ""), left=(0, 1)).split("\n", 2)[2], "", *_serving_tables(r)]
+    out += [f"warning: {w}" for w in r.warnings]
+    return "\n".join([*out, f"({r.events:,} iterations in {r.wall_s:.2f} s)"])
+
+
+def _serving_head(r: Any, batched: bool) -> str:
+    """A serving result's first lines: what was served, its mapping, software and experts."""
     if batched:
         policy = (f"continuous batching of up to {r.batch} at once" if r.batching == "continuous" else
                   f"no batching (one prompt or decode token an iteration), up to {r.batch} in flight")
@@ -86,22 +116,12 @@ def format_serving(r: Any) -> str:
         grids = f"{m['expert_grids']} grid{'s' if m['expert_grids'] > 1 else ''}"
         head += (f"\nexperts: each MoE stage over {grids}, {m['experts_per_grid']} experts a grid, "
                  f"{m['grids']} grids in all; routing {m['routing']}{seed}")
-    if not r.feasible:
-        return f"{head}\ninfeasible: {r.infeasible_reason}"
-    rows = [("time to first token",
-             f"{r.ttft_s * 1e3:,.2f} ms ({r.prefill_tokens_per_s:,.0f} prompt tokens/s)"),
-            # one output token is the first: no decode step to time
-            ("time per output token", f"{r.tpot_s * 1e6:,.1f} us" if r.output_len > 1
-             else "n/a (one output token: no decode step)"),
-            *_spread_rows(r),
-            ("tokens/s per request", f"{r.tokens_per_s_per_request:,.1f}" if r.output_len > 1 else "n/a"),
-            ("tokens/s, all requests", f"{r.tokens_per_s:,.1f} (end to end, prefill included)"),
-            *_energy_rows(r),
-            ("longest output that fits", f"{r.max_output_len:,} tokens at this batch"),
-            ("bottleneck", r.bottleneck)]
-    if batched:
-        rows[0:6] = _load_rows(r)
-    rows[5:5] = _layout_rows(r)  # after tokens/s per request
+    return head
+
+
+def _serving_tables(r: Any) -> list[str]:
+    """Where a serving result's time goes: the decode step, the prefill, one layer's ops and each
+    stage, as tables with blank lines between."""
     total = sum(r.decode_breakdown.values()) or 1.0
     parts = [(k, f"{v:,.0f}", f"{100 * v / total:.1f} %") for k, v in r.decode_breakdown.items()]
     whole = sum(r.prefill_breakdown.values()) or 1.0
@@ -118,13 +138,10 @@ def format_serving(r: Any) -> str:
         stages = [(*row, s["grids"], f"{s['expert_load']:.2f}" if "expert_load" in s else "",
                    " / ".join(f"{100 * u:.0f} %" for u in s.get("expert_grid_use", ())))
                   for row, s in zip(stages, r.per_stage, strict=True)]
-    out = [head, format_table(rows, ("", ""), left=(0, 1)).split("\n", 2)[2], "",
-           format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
-           format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
-           format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
-           format_table(stages, columns)]
-    out += [f"warning: {w}" for w in r.warnings]
-    return "\n".join([*out, f"({r.events:,} iterations in {r.wall_s:.2f} s)"])
+    return [format_table(parts, ("decode step (cycles per token)", "cycles", "share")), "",
+            format_table(prefill, ("prefill (cycles, every stage)", "cycles", "share")), "",
+            format_table(ops, ("one layer's decode, by op", "cycles", "share")), "",
+            format_table(stages, columns)]
 
 
 def _layout_rows(r: Any) -> list[tuple[str, str]]:
@@ -193,83 +210,26 @@ def _load_rows(r: Any) -> list[tuple[str, str]]:
 
 
 def _cmd_infer(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
-    from ..experiments.inference import run_inference, search_mapping
-    from ..output.files import command_folder, prepare_dir
-    from ..output.manifest import write_manifest
+    # local: keeps the engine (SimPy) out of every command's start
+    from ..experiments.inference import search_mapping
 
-    overrides = parse_overrides(args.set)
-    if args.engine:  # the executor is the experiment's key, as a training run's: --engine sets it
-        given = overrides.get("simulation.engine", args.engine)
-        if given != args.engine:  # two executors asked for: neither silently wins
-            raise ConfigError(f"expected one executor, got --engine {args.engine} and --set "
-                              f"simulation.engine={given}", source="--engine")
-        overrides["simulation.engine"] = args.engine
-    vary = parse_grid_pairs(args.vary, "--vary")
-    # the base as its first point (a load's rate may come from --vary alone); a hardware or model --vary
-    # names stays the file's here, so that an error in one is --vary's (its sweep's points say it)
-    first = {k: cwd_value(k, v[0]) for k, v in vary.items() if k not in ("hardware", "model")}
-    try:
-        loaded = load_inference(args.experiment, hardware=args.hardware, model=args.model,
-                                overrides={**overrides, **first})
-    except ConfigError as e:  # a key --vary gave is --vary's error, though it came in as an override
-        if e.source != "--set" or not e.path or not any(e.path == k or e.path.startswith(k + ".")
-                                                         for k in first):
-            raise
-        raise ConfigError(e.message, source="--vary", path=e.path) from None
+    overrides = _overrides(args)
+    loaded = _load(args, overrides)
     if args.vary:
         return _vary(args, overrides)
-    warn_beyond_context(loaded.spec)
-    for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
-        if given:  # they shape a --vary sweep; without one they would change nothing
-            raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
-                              "resume or share out)", source=flag)
-    check_outputs("infer", args.trace, args.out)
-    if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
-        check_folder_owner(args.out, "infer")  # before serving; again under the lock
-    if args.objective and not args.search and loaded.spec.inference.grid != "auto":
-        raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
-                          f"mapping), got grid {loaded.spec.inference.grid}", source="--objective")
+    _check_one_run(args, loaded, overrides)
     candidates: list[Any] = []
-    if args.search and loaded.spec.inference.grid != "auto":  # it tries every grid: one set would be lost
-        where = "--set inference.grid" if "inference.grid" in overrides else (args.experiment or "the file")
-        raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
-                          f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
-                          "other", source="--search")
     s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
     n = inf.request_count  # None: a whole trace, its rows not yet read
     requests = "the trace's requests" if n is None else f"{n:,} request{'s' if n != 1 else ''}"
     with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests}"
                         + (", searching the grids" if args.search else "")):
         if args.search:
-            run, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
+            served, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
         else:
-            run = run_inference(s, objective=args.objective or "tpot", spans=bool(args.trace))
-    result = run.result
-    written: list[Path] = []
-    held = contextlib.ExitStack()
-    if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.run_folder import run_files
-
-        out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
-        written += run_files(out, run, loaded.spec, candidates=candidates)
-        written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
-                                      overrides={"experiment_file": args.experiment,
-                                                 "set": list(args.set or [])}, wall_s=result.wall_s))
-    if args.trace:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.run_folder import write_trace
-
-        traced = write_trace(run, args.trace, loaded)  # gzip-compressed for a name ending in .gz
-        if traced is not None:
-            written.append(traced)
-        else:
-            sys.stderr.write(f"wsesim: no trace: nothing was served ({result.infeasible_reason})\n")
-    held.close()
+            served = run(s, Options(objective=args.objective or "tpot", spans=bool(args.trace)))
+    result = served.result
+    written = _write(args, loaded, served, candidates)
     if args.json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
@@ -281,9 +241,80 @@ def _cmd_infer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--set``'s overrides, with ``--engine`` as ``simulation.engine`` (the executor is the experiment's
+    key, as a training run's); both naming different executors is refused: neither silently wins."""
+    overrides = parse_overrides(args.set)
+    if args.engine:
+        given = overrides.get("simulation.engine", args.engine)
+        if given != args.engine:
+            raise ConfigError(f"expected one executor, got --engine {args.engine} and --set "
+                              f"simulation.engine={given}", source="--engine")
+        overrides["simulation.engine"] = args.engine
+    return overrides
+
+
+def _load(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """The experiment with ``overrides``, and with ``--vary``'s first values: the base as its first point
+    (a load's rate may come from --vary alone); a hardware or model --vary names stays the file's here, so
+    that an error in one is --vary's (its sweep's points say it)."""
+    vary = parse_grid_pairs(args.vary, "--vary")
+    first = {k: cwd_value(k, v[0]) for k, v in vary.items() if k not in ("hardware", "model")}
+    try:
+        return load_inference(args.experiment, hardware=args.hardware, model=args.model,
+                              overrides={**overrides, **first})
+    except ConfigError as e:  # a key --vary gave is --vary's error, though it came in as an override
+        if e.source != "--set" or not e.path or not any(e.path == k or e.path.startswith(k + ".")
+                                                         for k in first):
+            raise
+        raise ConfigError(e.message, source="--vary", path=e.path) from None
+
+
+def _check_one_run(args: argparse.Namespace, loaded: Any, overrides: dict[str, Any]) -> None:
+    """What one serving run (no ``--vary``) refuses before it is served: the flags only a sweep reads,
+    outputs it cannot write, and ``--objective`` or ``--search`` beside a grid already set."""
+    warn_beyond_context(loaded.spec)
+    for flag, given in (("--resume", args.resume), ("--workers", args.workers != 1)):
+        if given:  # they shape a --vary sweep; without one they would change nothing
+            raise ConfigError(f"expected {flag} only with --vary (one serving run has no points to "
+                              "resume or share out)", source=flag)
+    check_outputs("infer", args.trace, args.out)
+    if args.out:
+        check_folder_owner(args.out, "infer")  # before serving; again under the lock
+    if args.objective and not args.search and loaded.spec.inference.grid != "auto":
+        raise ConfigError("expected --objective with --search or inference.grid: auto (it chooses the "
+                          f"mapping), got grid {loaded.spec.inference.grid}", source="--objective")
+    if args.search and loaded.spec.inference.grid != "auto":  # it tries every grid: one set would be lost
+        where = "--set inference.grid" if "inference.grid" in overrides else (args.experiment or "the file")
+        raise ConfigError(f"expected inference.grid: auto with --search (it tries every grid that tiles the "
+                          f"wafer), got grid {loaded.spec.inference.grid} from {where}: leave out one or the "
+                          "other", source="--search")
+
+
+def _write(args: argparse.Namespace, loaded: Any, served: Any, candidates: list[Any]) -> list[Path]:
+    """``--out``'s folder (with its manifest) and ``--trace``'s file; returns the paths written."""
+    result = served.result
+    written: list[Path] = []
+    held = contextlib.ExitStack()
+    if args.out:
+        out = held.enter_context(command_folder(prepare_dir(args.out), "infer"))
+        written += run_files(out, served, loaded.spec, candidates=candidates)
+        written.append(write_manifest(out, "infer", getattr(args, "argv", None), written, loaded=loaded,
+                                      overrides={"experiment_file": args.experiment,
+                                                 "set": list(args.set or [])}, wall_s=result.wall_s))
+    if args.trace:
+        traced = write_trace(served, args.trace, loaded)  # gzip-compressed for a name ending in .gz
+        if traced is not None:
+            written.append(traced)
+        else:
+            sys.stderr.write(f"wsesim: no trace: nothing was served ({result.infeasible_reason})\n")
+    held.close()
+    return written
+
+
 def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
     """The candidates a search served (the best marked) and what it kept the best of."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.inference import OBJECTIVES
 
     rows = [("*" if c is best else "", c.grid, c.stages, c.systems,
@@ -308,12 +339,10 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     applied) and whose grid is the ``--vary`` keys, as ``wsesim sweep`` runs it: with ``--out DIR`` into
     that folder (its lock, ``--resume``, results.csv streamed, the figures, the manifest), without it in
     memory, nothing written. Prints the sweep's table (or ``--json``: its rows)."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.estimate import check_sweep
     from ..experiments.resume import override_keys, table_columns
     from ..experiments.sweep import name_problem, run_sweep, sweep_from_data
-    from ..output.manifest import command_line
-    from ..output.sweep_folder import SweepJob
 
     refused = [flag for flag, given in (("--search", args.search), ("--objective", args.objective),
                                         ("--trace", args.trace)) if given]

@@ -21,8 +21,12 @@ from typing import Any
 from ..config.errors import ConfigError, shown
 from ..config.fields import parse_shape as parse
 from ..config.loader import load_hardware
-from ..kernels.gpu.registry import GPU_ONLY
-from ..kernels.kinds import DEFAULT_ALGORITHM, MATMULS, KernelKind, algorithms
+from ..experiments.machine import _duration, _size, refuse_work
+from ..kernels.kinds import DEFAULT_ALGORITHM, GPU_ONLY, MATMULS, KernelKind, algorithms
+from ..output.files import atomic_write_text, command_folder, prepare_dir
+from ..output.manifest import write_manifest
+from ..output.run_folder import flat, records_csv
+from ..sim.cost.software import reduce_beside_compute
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
 from .kernel_gpu import gpu_human, gpu_runs, gpu_table
 
@@ -131,9 +135,8 @@ def kernel_work(kind: KernelKind, grid: tuple[int, int], shape: tuple[int, int, 
 def check_kernel_work(kind: KernelKind, combos: list[Any]) -> None:
     """Refuse, before any runs, the runs that cannot finish here: one line with the estimate, the
     largest run, and the limit (``WSESIM_MAX_RUN_S``, this machine's memory or ``WSESIM_MAX_MEMORY``)."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the estimate and the models it reads (~20 modules) out of every command's start
     from ..experiments.estimate import BASE_BYTES
-    from ..experiments.machine import _duration, _size, refuse_work
 
     costs = [kernel_work(kind, grid, shape, b, str(a)) for grid, shape, _, a, b in combos]
     seconds, nbytes = sum(c[0] for c in costs), BASE_BYTES + max(c[1] for c in costs)
@@ -183,8 +186,6 @@ def _production(r: Any) -> str:
     fused epilogue are the serving program's (``wsesim infer``), not the kernel's."""
     if r.kind != KernelKind.GEMV:
         return ""
-    # local: keeps more of wsesim out of every command's start
-    from ..sim.cost.software import reduce_beside_compute
 
     stream = r.overhead + r.compute
     chunks = min(r.machine.microthreads, r.machine.wavelets(r.shape[0] * -(-r.shape[2] // r.rows)))
@@ -222,7 +223,6 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     written = []
     if args.png:
         # local: keeps matplotlib out of every command's start
-        from ..output.files import command_folder, prepare_dir
         from ..output.kernel_figures import write_kernel_figures
 
         with command_folder(prepare_dir(args.png), "kernel"):
@@ -269,10 +269,6 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     """``--out DIR``: ``DIR/kernels.csv``, one row per run (every field of ``--json``, nested ones flattened:
     ``critical_path_compute``, ``links_max_wavelets``), and ``DIR/manifest.json`` (the flags as given, the
     hardware resolved)."""
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import write_manifest
-    from ..output.run_folder import flat, records_csv
 
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
                                                     "wavelets")}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..config.errors import ConfigError, shown
 from ..config.loader import input_file
+from ..output.manifest import version_text
 from .common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, deferred, say
 from .examples import attach
 
@@ -28,14 +29,18 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 # ------------------------------------------------------------------------------------------------ parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: of every command, or with ``command`` (one of ``_COMMAND_MODULES``) of
+    that command alone, so that running one does not import the others' modules (a name not in the
+    table, ``--help`` or a typo, gets every command, and argparse's help or error lists them all)."""
     p = Parser(prog="wsesim")
     p.add_argument("--version", action=_Version,
                    help="print the version (and the git commit of a checkout) and exit")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND",
                            help="what to do (wsesim COMMAND --help for its options)")
 
-    for module in _EXTENSION_MODULES:
+    mine = [_COMMAND_MODULES[command]] if command in _COMMAND_MODULES else _EXTENSION_MODULES
+    for module in mine:
         importlib.import_module(module).register(sub, _COMMANDS)
 
     attach(p, sub)  # what wsesim does, and every command's examples
@@ -50,19 +55,29 @@ class _Version(argparse.Action):
                          help=str(kwargs.get("help", "")))
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.manifest import version_text
-
         sys.stdout.write(version_text() + "\n")
         parser.exit()
 
 
 # Each command group lives in its own module with ``register(subparsers, commands)``, which adds its
-# parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs.
-_EXTENSION_MODULES: list[str] = ["wsesim.cli.validate", "wsesim.cli.hardware", "wsesim.cli.memory",
-                                 "wsesim.cli.run", "wsesim.cli.tune", "wsesim.cli.sweep", "wsesim.cli.plot",
-                                 "wsesim.cli.fabric", "wsesim.cli.kernel", "wsesim.cli.schema",
-                                 "wsesim.cli.infer", "wsesim.cli.compare"]
+# parser and its handler ``f(args) -> exit code``; a handler imports what it needs when it runs. One line
+# a command: the module that registers it (in the order ``wsesim --help`` lists them).
+_COMMAND_MODULES: dict[str, str] = {
+    "validate": "wsesim.cli.validate",
+    "hardware": "wsesim.cli.hardware",
+    "model": "wsesim.cli.hardware",
+    "memory": "wsesim.cli.memory",
+    "run": "wsesim.cli.run",
+    "tune": "wsesim.cli.tune",
+    "sweep": "wsesim.cli.sweep",
+    "plot": "wsesim.cli.plot",
+    "fabric": "wsesim.cli.fabric",
+    "kernel": "wsesim.cli.kernel",
+    "schema": "wsesim.cli.schema",
+    "infer": "wsesim.cli.infer",
+    "compare": "wsesim.cli.compare",
+}
+_EXTENSION_MODULES: list[str] = list(dict.fromkeys(_COMMAND_MODULES.values()))
 
 
 def command() -> int:
@@ -78,7 +93,8 @@ def command() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     _fill_closed_streams()
-    parser = build_parser()
+    words = list(argv) if argv is not None else sys.argv[1:]
+    parser = build_parser(words[0] if words else None)
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed, for the folders' manifest.json
     deferred.clear()

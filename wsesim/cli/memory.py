@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..model.attention_tiling import AttentionTiling
 from .common import (
     EXIT_OK,
     Parser,
@@ -21,9 +22,6 @@ def _cmd_memory(args: argparse.Namespace) -> int:
 
 
 def _memory_attention(args: argparse.Namespace) -> int:
-    # local: keeps wsesim.model's modules out of every command's start
-    from ..model.attention_tiling import AttentionTiling
-
     a = AttentionTiling(seq_len=args.seq_len, head_dim=args.head_dim, tile=args.tile, heads=args.heads,
                         bytes_per_value=args.bytes_per_value, io_tensors=args.io_tensors,
                         stored_square_matrices=args.stored_square_matrices,
@@ -38,9 +36,9 @@ def _memory_attention(args: argparse.Namespace) -> int:
 
 
 def _memory_training(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.estimate import check_routing
-    from ..experiments.runner import size_step
+    from ..experiments.training import size_step
 
     spec = load_from_args(args).spec
     check_routing(spec)  # sizing routes every layer's experts: refused before, when that cannot be held

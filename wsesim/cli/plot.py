@@ -14,13 +14,12 @@ from typing import Any
 from ..config.errors import ConfigError, shown
 from ..config.yaml_strict import read_bounded
 from ..output.figure_limits import MAX_FIGURES
+from ..output.files import command_folder, folder_lock, holder_of, prepare_dir
+from ..output.manifest import sweep_settings, write_manifest
 from .common import EXIT_OK, check_output_files, check_output_folder, print_json
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import prepare_dir
-
     if args.wafer:
         folder = Path(args.wafer)
         source = folder / "wafer.json"
@@ -38,8 +37,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             raise ConfigError("expected wafer maps written by wsesim run, got unreadable JSON "
                               f"({shown(e, 120)})", source=str(source)) from None
         check_output_folder(str(args.out or folder))
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import command_folder
 
         with command_folder(prepare_dir(args.out or folder), "plot") as out:
             paths = _plot_manifest(args, plot_wafer(maps, out), source)
@@ -64,22 +61,16 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         out = Path(args.out or csv_path.parent)
         check_output_folder(str(out))
         check_output_files(out, ["figures.json", "manifest.json"])
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import folder_lock, holder_of
 
         if (holder := holder_of(csv_path.parent)) is not None:  # a sweep still writing the CSV: not all there
             raise ConfigError(f"another wsesim is writing to this folder ({holder}); plot when it has "
                               "finished", source=str(csv_path.parent))
         with folder_lock(out) if out.is_dir() else nullcontext(out):
-            # local: keeps wsesim.output's modules out of every command's start
-            from ..output.manifest import sweep_settings
-
             # makes the folder once the CSV reads; titled with the sweep's --set, as its own plot was
             paths = plot_results(csv_path, out, sweep_settings(csv_path.parent), max_figures=args.max_figures)
             source = csv_path
             paths = _plot_manifest(args, paths, source)
         if not paths:  # said, never a silent exit 0
-
             sys.stderr.write(f"wsesim: {csv_path}: nothing drawn: no row ran (status ok); their reasons are "
                              "in the CSV\n")
         _print_paths(args, paths)
@@ -89,7 +80,6 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
     """``wsesim plot DIR`` of ``wsesim infer --out DIR``: its decode step, stage by stage and op by op."""
     # local: keeps matplotlib out of every command's start
-    from ..output.files import command_folder, prepare_dir
     from ..output.plotting import plot_serving_run
 
     out = Path(args.out or folder)
@@ -119,9 +109,6 @@ def _kind(folder: Path) -> object:
 
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
     if paths:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.manifest import write_manifest
-
         folder = paths[0].parent
         paths.append(write_manifest(folder, "plot", getattr(args, "argv", None), paths,
                                     source=str(Path(source).resolve()),

@@ -14,6 +14,8 @@ import threading
 import time
 from types import TracebackType
 
+from ..experiments.machine import _duration
+
 WIDTH = 24
 
 
@@ -21,8 +23,6 @@ def time_left(elapsed: float, done: float, total: float) -> str:
     """The time the rest of the work should take at the rate of what is done ("~12 s left"): ``done`` and
     ``total`` in one unit of work (runs, or a sweep's estimated seconds per point); "" before any is done
     (no rate yet) and once all is."""
-    # local: keeps wsesim.experiments's modules out of every command's start
-    from ..experiments.machine import _duration
 
     if done <= 0 or done >= total:
         return ""

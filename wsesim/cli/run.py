@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config.units import format_bytes
+from ..experiments.runner import run
+from ..output.files import command_folder, prepare_dir
+from ..output.manifest import write_manifest
+from ..output.run_folder import run_files, write_trace
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
@@ -95,17 +99,33 @@ def format_result(r: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
-    from ..experiments.runner import simulate_experiment
-    from ..output.files import command_folder, prepare_dir
-    from ..output.manifest import write_manifest
+    loaded = _checked(args)
+    with contextlib.ExitStack() as held:  # each folder locked, and refused if another command's
+        for folder in dict.fromkeys(f for f in (args.out, args.png) if f):
+            held.enter_context(command_folder(prepare_dir(folder), "run"))
+        s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
+        with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
+                            + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
+            done = run(s)
+        written = _write(args, loaded, done)
+        if args.json:
+            sys.stdout.write(done.result.to_json())
+        else:
+            print(format_result(done.result))
+            for path in written:
+                print(f"wrote {path}")
+        return EXIT_OK
 
+
+def _checked(args: argparse.Namespace) -> Any:
+    """The experiment loaded and everything ``run`` will write checked, before the step runs: bad input
+    writes nothing, and wafer maps that cannot be drawn here are refused with the step."""
     loaded = load_from_args(args, gpu=not (args.trace or args.out or args.png))  # a GPU's step has no spans
     for name in (args.trace, args.out, args.png):
         if name:
             check_names(name)
     if args.out or args.png:  # the wafer maps cost per PE of the wafer: refused before the step is run
-        # local: keeps the engine (SimPy, numpy) out of every command's start
+        # local: keeps the estimate and the models it reads (~20 modules) out of every command's start
         from ..experiments.estimate import check_work
 
         check_work(loaded.spec, wafer_maps=True)
@@ -114,59 +134,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
         check_output_files(args.out, ["result.json", "wafer.json", "manifest.json"])
     if args.png:
         check_output_files(args.png, [*WAFER_PICTURES, "manifest.json"])
-    with contextlib.ExitStack() as held:  # each folder locked, and refused if another command's
-        for folder in dict.fromkeys(f for f in (args.out, args.png) if f):
-            held.enter_context(command_folder(prepare_dir(folder), "run"))
-        out = prepare_dir(args.out) if args.out else None
-        png = prepare_dir(args.png) if args.png else None
+    return loaded
 
-        s = loaded.spec  # the time so far on stderr while it runs, on a terminal only (cli/progress.py)
-        with Progress(None, f"run: {s.model.name} on {s.hardware.name}, one training step"
-                            + (f" on {s.cluster.systems} systems" if s.cluster.systems > 1 else "")):
-            run = simulate_experiment(s)
-        result, written = run.result, []
-        maps = None
-        if result.feasible and (out is not None or png is not None):
-            # local: keeps more of wsesim out of every command's start
-            from ..analysis.wafer import wafer_maps
 
-            maps = wafer_maps(run)
-        if out is not None:  # result.json (without the host's seconds), ops.csv, wafer.json
-            # local: keeps wsesim.output's modules out of every command's start
-            from ..output.run_folder import run_files
+def _write(args: argparse.Namespace, loaded: Any, done: Any) -> list[Any]:
+    """What ``--out``, ``--png`` and ``--trace`` ask for, from the run ``done``, each folder with its
+    manifest; returns the paths written."""
+    out = prepare_dir(args.out) if args.out else None
+    png = prepare_dir(args.png) if args.png else None
+    result, written, maps = done.result, [], None
+    if result.feasible and (out is not None or png is not None):
+        # local: keeps the wafer maps' modules out of every command's start
+        from ..analysis.wafer import wafer_maps
 
-            written += run_files(out, run, s, maps)
-        if png is not None and maps is not None:
-            # local: keeps matplotlib out of every command's start
-            from ..output.plotting import plot_wafer
-            from ..output.wafer_figures import left_out
-
-            written += plot_wafer(maps, png)
-            # pictures of experts a dense model does not have: not drawn, and said so
-            skipped = left_out(maps)
-            if skipped:
-                sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
-                                 f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
-        if args.trace:  # its folder made only now: an infeasible run leaves no empty folder
-            # local: keeps wsesim.output's modules out of every command's start
-            from ..output.run_folder import write_trace
-
-            traced = write_trace(run, args.trace)  # gzip for .gz, no timestamp: the same bytes
-            if traced is not None:
-                written.append(args.trace)
-            else:
-                say("wsesim: no trace: the configuration is infeasible\n")
-        for folder in dict.fromkeys(f for f in (out, png) if f is not None):
-            mine = [Path(p) for p in written if Path(p).parent == folder]
-            written.append(write_manifest(folder, "run", getattr(args, "argv", None), mine, loaded=loaded,
-                                          overrides=given(args), wall_s=result.wall_s))
-        if args.json:
-            sys.stdout.write(result.to_json())
+        maps = wafer_maps(done)
+    if out is not None:  # result.json (without the host's seconds), ops.csv, wafer.json
+        written += run_files(out, done, loaded.spec, maps)
+    if png is not None and maps is not None:
+        written += _pictures(maps, png)
+    if args.trace:  # its folder made only now: an infeasible run leaves no empty folder
+        traced = write_trace(done, args.trace)  # gzip for .gz, no timestamp: the same bytes
+        if traced is not None:
+            written.append(args.trace)
         else:
-            print(format_result(result))
-            for path in written:
-                print(f"wrote {path}")
-        return EXIT_OK
+            say("wsesim: no trace: the configuration is infeasible\n")
+    for folder in dict.fromkeys(f for f in (out, png) if f is not None):
+        mine = [Path(p) for p in written if Path(p).parent == folder]
+        written.append(write_manifest(folder, "run", getattr(args, "argv", None), mine, loaded=loaded,
+                                      overrides=given(args), wall_s=result.wall_s))
+    return written
+
+
+def _pictures(maps: Any, png: Path) -> list[Any]:
+    """The wafer pictures; those of experts a dense model does not have are not drawn, and said so."""
+    # local: keeps matplotlib out of every command's start
+    from ..output.plotting import plot_wafer
+    from ..output.wafer_figures import left_out
+
+    written = plot_wafer(maps, png)
+    skipped = left_out(maps)
+    if skipped:
+        sys.stderr.write(f"wsesim: left out {', '.join(f'{stem}.png' for stem in skipped)}: "
+                         f"{'; '.join(dict.fromkeys(skipped.values()))}\n")
+    return written
 
 
 def given(args: argparse.Namespace) -> dict[str, Any]:

@@ -16,16 +16,16 @@ import json
 from typing import Any
 
 from ..config.errors import ConfigError, shown_repr
+from ..config.schema import KINDS, json_schema
+from ..output.files import atomic_write_text, prepare_dir
 from .common import EXIT_OK, add_json_argument, check_output_folder, print_json
 
 
 def schema_of(kind: str) -> dict[str, Any]:
     """The JSON Schema of ``kind`` (the sweep's spec lives with the sweep runner)."""
-    # local: keeps wsesim.config's modules out of every command's start
-    from ..config.schema import json_schema
 
     if kind == "sweep":
-        # local: keeps the engine (SimPy, numpy) out of every command's start
+        # local: keeps the engine (SimPy) out of every command's start
         from ..experiments.sweep import SweepSpec
 
         return json_schema(kind, SweepSpec)
@@ -34,7 +34,7 @@ def schema_of(kind: str) -> dict[str, Any]:
 
 def _cmd_outputs(args: argparse.Namespace) -> int:
     """``--outputs [FILE]``: the data dictionary, of every file or the one named."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the data dictionary and the results it describes out of every command's start
     from ..output.data_dictionary import FILES, markdown, to_json
 
     if args.kind is not None:
@@ -50,8 +50,6 @@ def _cmd_outputs(args: argparse.Namespace) -> int:
         else:
             print(markdown(names), end="")
         return EXIT_OK
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import atomic_write_text, prepare_dir
 
     check_output_folder(args.out)
     path = prepare_dir(args.out) / "outputs.md"
@@ -67,9 +65,6 @@ ALL_OUTPUTS = "all"
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    # local: keeps wsesim.config's modules out of every command's start
-    from ..config.schema import KINDS
-
     if args.outputs is not None:
         return _cmd_outputs(args)
     if args.kind is not None and args.kind not in KINDS:
@@ -81,8 +76,6 @@ def _cmd_schema(args: argparse.Namespace) -> int:
                               "kind", source="wsesim schema")
         print_json(schema_of(args.kind))
         return EXIT_OK
-    # local: keeps wsesim.output's modules out of every command's start
-    from ..output.files import atomic_write_text, prepare_dir
 
     check_output_folder(args.out)
     # all made before any is written

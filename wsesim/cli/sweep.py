@@ -16,6 +16,7 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.overrides import parse_grid_pairs
+from ..output.sweep_folder import SweepJob, run_into_folder
 from .common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -107,7 +108,7 @@ def died_exit(rows: list[dict[str, Any]], *, resumable: bool) -> int:
     """The exit code of a finished sweep: ``EXIT_FAIL``, said on stderr, when a worker process died under
     any of its points (those were not run: the out-of-memory killer, or a worker that could not start),
     else ``EXIT_OK``. A point's own error or infeasibility is a result, not a failure of the sweep."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the results table and the analysis modules it reads out of every command's start
     from ..experiments.table import WORKER_DIED
 
     died = sum(str(r.get("reason", "")).startswith(WORKER_DIED) for r in rows)
@@ -123,11 +124,10 @@ EXIT_TERMINATED = 128 + 15  # as if killed by SIGTERM, after cleaning up
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.estimate import check_sweep
     from ..experiments.sweep import load_sweep, sweep_name
     from ..experiments.workers import connect_dask
-    from ..output.sweep_folder import SweepJob
 
     if args.workers < 1:
         raise ConfigError(f"expected a positive number of worker processes, got {args.workers}",
@@ -156,10 +156,9 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
     """Run a ``SweepJob`` into its folder, its progress on stderr; print the summary table and the files
     written (``as_json``: the rows, as the CSV's columns, instead). SIGTERM stops it (the rows so far
     kept, the folder released): exit 143."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the results table and the analysis modules it reads out of every command's start
     from ..experiments.estimate import sweep_duration
     from ..experiments.resume import override_keys
-    from ..output.sweep_folder import run_into_folder
 
     costs: dict[str, float] = {}  # the estimated seconds of each point still to run, by its index
     work = {"done": 0.0, "start": 0.0}
@@ -194,7 +193,7 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
         if client is not None:
             client.close()
     if as_json:
-        # local: keeps the engine (SimPy, numpy) out of every command's start
+        # local: keeps the results table and the analysis modules it reads out of every command's start
         from ..experiments.resume import table_columns
 
         columns = table_columns(job.sweep)

@@ -7,6 +7,7 @@ import argparse
 import shlex
 from typing import Any
 
+from ..output.files import check_folder_owner
 from .common import (
     EXIT_OK,
     add_experiment_arguments,
@@ -21,7 +22,7 @@ from .tune_out import add_tune_arguments, tune_systems, write_candidates
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.advice import no_fit_advice
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, tune
@@ -30,9 +31,6 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         return tune_systems(args)
     loaded = load_from_args(args)
     if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
         check_output_folder(args.out)
         check_folder_owner(args.out, "tune")  # before the candidates run; again under the lock
     planned = candidates(loaded.spec)

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..output.files import atomic_write_text, check_folder_owner, command_folder, prepare_dir
+from ..output.manifest import write_manifest
+from ..output.run_folder import records_csv
 from .common import EXIT_OK, check_output_folder, format_table, load_from_args, print_json
 from .progress import Progress
 from .run import given
@@ -55,10 +58,7 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
         return []
     # local: keeps matplotlib out of every command's start
     from ..experiments.tune import candidates_table
-    from ..output.files import atomic_write_text, command_folder, prepare_dir
-    from ..output.manifest import write_manifest
     from ..output.plotting import plot_candidates
-    from ..output.run_folder import records_csv
 
     with command_folder(prepare_dir(args.out), "tune") as out:
         path = out / CANDIDATES
@@ -72,16 +72,13 @@ def write_candidates(args: argparse.Namespace, loaded: Any, marked: list[tuple[A
 
 def tune_systems(args: argparse.Namespace) -> int:
     """``wsesim tune --search-systems``: see the module docstring."""
-    # local: keeps the engine (SimPy, numpy) out of every command's start
+    # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.estimate import check_work
     from ..experiments.tune import candidates, search_systems, with_systems
 
     loaded = load_from_args(args)
     systems = parse_systems(args.search_systems)
     if args.out:
-        # local: keeps wsesim.output's modules out of every command's start
-        from ..output.files import check_folder_owner
-
         check_output_folder(args.out)
         check_folder_owner(args.out, "tune")  # before the search runs; again under the lock
     planned = 0
@@ -110,6 +107,16 @@ def tune_systems(args: argparse.Namespace) -> int:
     if args.json:
         print_json(search.to_dict())
         return EXIT_OK
+    _print_systems(search, systems, best, front)
+    for path in written:
+        print(f"wrote {path}")
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _print_systems(search: Any, systems: list[int], best: Any, front: list[Any]) -> None:
+    """The search over systems as a table: each count's best (G, B, micro-batches), the best marked and
+    the Pareto front of cluster throughput against per-system efficiency, then what was skipped."""
     one = next((t.best for n, t in search.per_systems if n == 1 and t.best.feasible), None)
     rows = []
     for n, t in search.per_systems:
@@ -140,7 +147,3 @@ def tune_systems(args: argparse.Namespace) -> int:
         print("Pareto front (systems: cluster tokens/s at per-system efficiency): " + "; ".join(
             f"{r.systems}: {r.cluster_throughput_tokens_per_s:,.0f} at {100 * search.efficiency(r):.1f} %"
             for r in front))
-    for path in written:
-        print(f"wrote {path}")
-    sys.stdout.flush()
-    return EXIT_OK

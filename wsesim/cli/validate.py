@@ -10,7 +10,8 @@ from .common import EXIT_OK, add_json_argument, print_json
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from ..experiments import sweep  # noqa: F401 - registers the sweep kind
+    # local: keeps the engine (SimPy) out of every command's start; importing it registers the sweep kind
+    from ..experiments import sweep  # noqa: F401
 
     checked = []
     for path in args.files:

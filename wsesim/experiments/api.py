@@ -65,8 +65,9 @@ def infer(experiment: Any = None, *, hardware: str | None = None, model: str | N
     requests each iteration carries, for a trace's spans to name them, as ``infer --trace`` does). A
     mapping that does not fit is a result with its reason; work that cannot finish here is a
     ``ConfigError``. ``engine``: the executor, in place of the experiment's ``simulation.engine``."""
-    # local: keeps the engine (SimPy, numpy) out of experiments.api's import
-    from .inference import run_inference, search_mapping
+    # local: keeps the engine (SimPy) out of experiments.api's import (the lazy API's loaders)
+    from .inference import search_mapping
+    from .runner import run_inference
 
     if isinstance(experiment, Loaded):
         if hardware or model or overrides:
@@ -105,7 +106,8 @@ def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
 def validate_file(path: str | Path) -> tuple[str, Any]:
     """``config.loader.validate_file`` with every kind known, the sweep kind included (registered by
     ``experiments.sweep``, which the config layer may not import); returns (kind, spec)."""
-    from . import sweep  # noqa: F401 - registers the sweep kind
+    # local: keeps the engine (SimPy) out of experiments.api's import; importing it registers the sweep kind
+    from . import sweep  # noqa: F401
 
     return _python_errors(loader.validate_file)(path)
 
@@ -118,12 +120,12 @@ def results_frame(results: Any) -> Any:
     * a ``RunResult``, a ``TuneResult`` (its candidates, with a ``best`` column) or an iterable of either.
 
     Needs pandas (``pip install 'wsesim[pandas]'``); raises ``ImportError`` saying so without it."""
-    try:
+    try:  # local: pandas is optional (results_frame alone needs it)
         import pandas as pd
     except ImportError:
         raise ImportError("results_frame needs pandas: pip install 'wsesim[pandas]'") from None
     if isinstance(results, (str, Path)):
-        # local: keeps the engine (SimPy, numpy) out of experiments.api's import
+        # local: keeps the results table's modules (the analysis layer) out of experiments.api's import
         from .table import read_results_table
 
         header, rows = read_results_table(results)
@@ -135,7 +137,7 @@ def results_frame(results: Any) -> Any:
 
 
 def _records(results: Any) -> list[dict[str, Any]]:
-    # local: keeps the engine (SimPy, numpy) out of experiments.api's import
+    # local: keeps the engine (SimPy) out of experiments.api's import (the lazy API's loaders)
     from ..analysis.results import RunResult
     from .tune import TuneResult
 

@@ -2,12 +2,13 @@
 against one GPU's HBM (``model.gpu_memory``) -> the routing of the node's tokens -> the training program's
 micro-batch (``builders.training.micro_batch_ops``) -> its ops costed on the GPU kernels
 (``sim.cost.gpu_training``) -> the same ``RunResult`` as a wafer's step, its energy the node's (each GPU at
-its TDP for the step, the node's floor beside). ``runner.simulate_experiment`` hands a GPU spec here."""
+its TDP for the step, the node's floor beside): the steps the one runner (``runner.run``) takes for a
+training spec on a GPU (``GPU_TRAINING``)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,16 +22,16 @@ from ..sim.cost.gpu_serving import GPU_DTYPES_BY_BYTES
 from ..sim.cost.gpu_training import cost_gpu_step, expert_share
 from ..sim.programs.builders.training import micro_batch_ops
 from ..sim.programs.plan import StepPlan
-from .runs import Run
+from .runs import Composer, Options, Run
 
-__all__ = ["gpu_batch", "run_gpu_training"]
+__all__ = ["GPU_TRAINING", "gpu_batch"]
 
 
 def _routing(spec: Any, batch_per_tile: int) -> tuple[np.ndarray, float]:
     """The routed slots of the node's tokens (every GPU's G·B·S), ``[layers, experts]``, and the busiest
     GPU's slots over the mean (1 on a dense model)."""
     m, t, n = spec.model, spec.training, spec.hardware.node.gpus
-    rng = np.random.default_rng(t.seed).spawn(2)[1]  # the wafer's routing stream (runner.random_streams)
+    rng = np.random.default_rng(t.seed).spawn(2)[1]  # the wafer's routing stream (training.random_streams)
     tokens = route_tokens(m, t, n * batch_per_tile * t.tiles * t.seq_len, rng)
     if not m.experts:
         return tokens, 1.0
@@ -68,19 +69,57 @@ def gpu_batch(spec: Any) -> tuple[int, np.ndarray, float]:
     return B, tokens, load
 
 
-def run_gpu_training(spec: Any) -> Run:
-    """One training step of ``spec`` on its node; one that does not fit HBM is a result with its reason."""
-    t0 = time.perf_counter()
+@dataclass(frozen=True)
+class GpuSizing:
+    """B on one GPU, the node's routing at that B, its busiest GPU's load and one GPU's HBM."""
+
+    batch_per_tile: int
+    tokens: np.ndarray
+    load: float
+    memory: Any  # model.gpu_memory.GpuMemory
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.batch_per_tile) and self.memory.feasible
+
+    @property
+    def reason(self) -> str:
+        mem = self.memory
+        return mem.reason if self.batch_per_tile else f"batch_per_tile auto: not even B=1 fits ({mem.reason})"
+
+
+def _lay_out(spec: Any, options: Options) -> GpuSizing:
     hw, m, t = spec.hardware, spec.model, spec.training
     B, tokens, load = gpu_batch(spec)
-    mem = gpu_memory(hw, m, t, max(B, 1), load=load)
-    if not B or not mem.feasible:
-        why = mem.reason if B else f"batch_per_tile auto: not even B=1 fits ({mem.reason})"
-        r = infeasible(spec, B, why, wall_s=time.perf_counter() - t0)
-        return Run(replace(r, global_batch=hw.node.gpus * B * t.tiles,
-                           tokens_per_step=hw.node.gpus * r.tokens_per_step, gpu=_block(spec, mem, {})))
-    gpu = Gpu.of(hw, GPU_DTYPES_BY_BYTES.get(m.bytes_per_value, "bf16"))
-    step = cost_gpu_step(spec, gpu, B, tokens, micro_batch_ops(_plan(spec, B, tokens)))
+    return GpuSizing(B, tokens, load, gpu_memory(hw, m, t, max(B, 1), load=load))
+
+
+def _infeasible(spec: Any, size: GpuSizing, start: float) -> Run:
+    """A step that does not fit HBM: a result with its reason."""
+    hw, B = spec.hardware, size.batch_per_tile
+    r = infeasible(spec, B, size.reason, wall_s=time.perf_counter() - start)
+    return Run(replace(r, global_batch=hw.node.gpus * B * spec.training.tiles,
+                       tokens_per_step=hw.node.gpus * r.tokens_per_step, gpu=_block(spec, size.memory, {})))
+
+
+def _gpu(spec: Any) -> Gpu:
+    return Gpu.of(spec.hardware, GPU_DTYPES_BY_BYTES.get(spec.model.bytes_per_value, "bf16"))
+
+
+def _build(spec: Any, size: GpuSizing, options: Options) -> tuple[StepPlan, Any]:
+    plan = _plan(spec, size.batch_per_tile, size.tokens)
+    return plan, micro_batch_ops(plan)
+
+
+def _cost(spec: Any, plan: StepPlan, ops: Any) -> Any:
+    return cost_gpu_step(spec, _gpu(spec), plan.batch_per_tile, plan.tokens, ops)
+
+
+def _measure(spec: Any, size: GpuSizing, plan: StepPlan, ops: Any, costs: Any, step: Any,
+             start: float) -> Run:
+    """The same ``RunResult`` as a wafer's step, from the step's kernels on one GPU."""
+    hw, m, t = spec.hardware, spec.model, spec.training
+    B, tokens, load, mem, gpu = size.batch_per_tile, size.tokens, size.load, size.memory, _gpu(spec)
     n, clock = hw.node.gpus, hw.clock_hz
     per_gpu = B * t.tiles * t.seq_len
     node_tokens = n * per_gpu
@@ -97,8 +136,15 @@ def run_gpu_training(spec: Any) -> Run:
         scaling_efficiency=1.0, tree_efficiency=1.0, energy_per_step_j=joules,
         joules_per_token=joules / node_tokens, power_w=joules / step.seconds,
         energy_static_j=hw.power.node_floor_watts * step.seconds, events=step.kernels,
-        wall_s=time.perf_counter() - t0,
+        wall_s=time.perf_counter() - start,
         gpu=_block(spec, mem, {"kernels_per_gpu": step.kernels, "executed_flops_per_gpu": step.flops,
                                "link_bytes_per_gpu": step.link_bytes,
                                "seconds_by_part": step.parts}))
     return Run(result)
+
+
+GPU_TRAINING = Composer(lambda spec, size, options: None, _lay_out, _infeasible, _build, _cost,
+                        lambda spec, plan, ops, step: step, _measure)
+"""A training step on a GPU node, step by step (``runs.compose``): nothing to refuse (its kernels are few
+and costed in seconds), and no executor, as the step's kernels are timed one after another as they are
+costed (``sim.cost.gpu_training``)."""

@@ -1,12 +1,9 @@
 """What differs by the hardware's ``kind`` (a wafer, ``kind: hardware``; a GPU node, ``kind: gpu``), in one
-table: how a machine is named, what runs a training step, a serving run and a kernel on it, what the tuner's
-memory model is, what a sweep's work estimate reads, and what a command refuses on it. Everything that
-composes a run asks ``hardware_kind(spec.hardware)`` once instead of testing the kind, so a new kind of
-hardware is one more entry here (with its own engine where it needs one).
-
-``train`` and ``serve`` are None where the runner's own engine is the kind's: the wafer's cycle-level step
-(``experiments.runner``) and serving mapping search (``experiments.inference``), which read this table to
-hand any other kind to its entry."""
+table: what runs a kernel on it, what the tuner's memory model is, what a sweep's work estimate reads, and
+what a command refuses on it. Everything that composes a run asks ``hardware_kind(spec.hardware)`` once
+instead of testing the kind, so a new kind of hardware is one more entry here, and its training and serving
+steps one entry each in the runner's table (``runner.COMPOSERS``, keyed by the spec's kind and the
+hardware's)."""
 
 from __future__ import annotations
 
@@ -19,8 +16,8 @@ from ..kernels import run_kernel
 from ..kernels.gpu.registry import COMPUTE_KINDS, run_gpu_kernel
 from ..model.gpu_memory import max_gpu_batch, max_gpu_tiles
 from ..model.memory import max_batch_per_tile, max_tiles
-from .gpu_inference import run_gpu_inference
-from .gpu_training import gpu_batch, run_gpu_training
+from .gpu_training import gpu_batch
+from .training import size_step
 
 __all__ = ["KINDS", "HardwareKind", "hardware_kind"]
 
@@ -29,7 +26,6 @@ __all__ = ["KINDS", "HardwareKind", "hardware_kind"]
 class HardwareKind:
     """One kind of hardware as composition sees it.
 
-    ``train(spec) -> Run`` and ``serve(spec, spans=...) -> Run`` run it (None: the runner's wafer engine).
     ``kernel(hw, kind, grid, shape, dtype, algorithm, values, **flags)`` simulates one kernel, ``grid`` as
     given (None: the kind's default). ``fits`` is the tuner's memory model, (largest B, largest G);
     ``baseline_batch(spec)`` the B a G = 1 run takes. ``step_seconds`` is what a sweep counts for one
@@ -38,8 +34,6 @@ class HardwareKind:
     a command needs to the one line it refuses with on this kind (``refusal``)."""
 
     kind: str
-    train: Callable[[Any], Any] | None
-    serve: Callable[..., Any] | None
     kernel: Callable[..., Any]
     fits: tuple[Callable[..., int], Callable[..., int]]
     baseline_batch: Callable[[Any], int]
@@ -74,9 +68,6 @@ def _gpu_kernel(hw: Any, kind: str, grid: Any, shape: Any, dtype: str, algorithm
 
 
 def _wafer_batch(spec: Any) -> int:
-    # local: the runner reads this table to dispatch, so its step sizing is imported when asked for
-    from .runner import size_step
-
     return size_step(spec).batch_per_tile
 
 
@@ -87,11 +78,11 @@ on H100 took 3.5 s on the 2-core machine (its kernels' schedules, most of it the
 
 KINDS: dict[str, HardwareKind] = {
     "hardware": HardwareKind(
-        kind="hardware", train=None, serve=None,
+        kind="hardware",
         kernel=_wafer_kernel, fits=(max_batch_per_tile, max_tiles), baseline_batch=_wafer_batch,
         step_seconds=None, maps_serving=True),
     "gpu": HardwareKind(
-        kind="gpu", train=run_gpu_training, serve=run_gpu_inference,
+        kind="gpu",
         kernel=_gpu_kernel, fits=(max_gpu_batch, max_gpu_tiles),
         baseline_batch=lambda spec: gpu_batch(spec)[0], step_seconds=GPU_STEP_SECONDS, maps_serving=False,
         refusals={

@@ -1,69 +1,110 @@
-"""Composition of a serving run: a validated ``kind: inference`` experiment -> stage mapping -> the
-serving program (``sim.programs.builders.serving``) -> its costs, each stage's kernels simulated on its grid
-(``sim.cost.costing``) -> requests through the pipeline by the executor its ``simulation.engine`` names
-(``sim.executors.engines.ENGINES``, the same key and executors as training's) -> result. And the search for
-the fastest mapping that fits (``wsesim infer --search``, over the rectangles that tile the wafer), as
-``tune`` searches G for training. A sweep of serving points runs each through ``run_inference``
-(``experiments.points``)."""
+"""A serving run on wafers, as the one runner (``runner.run``) takes its steps (``SERVING``): a validated
+``kind: inference`` experiment -> stage mapping (``grid: auto`` by the objective) -> refuse work that
+cannot finish here -> the serving program (``sim.programs.builders.serving``) -> its costs, each stage's
+kernels simulated on its grid (``sim.cost.costing``) -> requests through the pipeline by the executor its
+``simulation.engine`` names (``sim.executors.engines.ENGINES``, the same key and executors as training's)
+-> result. Speculative decoding and split prefill lay out wafers of their own beside the target's
+(``serving_layouts``). And the search for the fastest mapping that fits (``wsesim infer --search``, over
+the rectangles that tile the wafer), as ``tune`` searches G for training."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
 from ..config.errors import ConfigError
 from ..config.inference import InferenceExperimentSpec
 from ..config.tables import entry
-from ..sim.cost.costing import cost_serving
+from ..sim.cost.costing import Costs, cost_serving
 from ..sim.executors.engines import engine_for
 from ..sim.programs.builders.serving import serving_program
 from ..sim.programs.mapping import Mapping, candidate_mappings
+from ..sim.programs.program import Program
 from .auto_grid import map_for
-from .gpu_inference import run_gpu_inference
-from .runs import Run
+from .hardware_kinds import hardware_kind
+from .runs import Composer, Options, Run, compose
 from .serving_estimate import check_serving, estimate_serving, serving_estimate
-from .serving_layouts import serve_layout_batches
+from .serving_layouts import extra_wafers, layout_costs, layout_program, layout_result
 
-__all__ = ["OBJECTIVES", "run_inference", "search_mapping", "serving_estimate"]
+__all__ = ["OBJECTIVES", "SERVING", "search_mapping", "serving_estimate"]
 
 
-def run_inference(spec: InferenceExperimentSpec, *, check: bool = True, objective: str = "tpot",
-                  spans: bool = False) -> Run:
-    """Map (``grid: auto`` by ``objective``, ``auto_grid.map_for``), build and serve ``spec``; an infeasible
-    mapping is a result with its reason. Work that cannot finish here (``experiments.estimate.
-    check_serving``) is a ``ConfigError`` before anything is built (``check=False``: already checked, as a
-    search checks all its candidates at once; ``spans``: a ``--trace`` will be written, its spans counted)."""
-    if spec.hardware.kind == "gpu":  # the same scheduler on a node's GPUs (docs/model.md §13.7)
-        return run_gpu_inference(spec, spans=spans)
-    inf = spec.inference
-    plain = None
+@dataclass(frozen=True)
+class Served:
+    """Where a serving run goes: the target's stage ``mapping``; with speculative decoding or split
+    prefill, the wafers ``found`` for the draft and the prefill (``serving_layouts.extra_wafers``) and,
+    for one request alone, the ``plain`` run without them on the same mapping; ``reason``: why it cannot
+    be served ('' when it can)."""
+
+    mapping: Mapping
+    plain: Run | None = None
+    found: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def feasible(self) -> bool:
+        return not self.reason
+
+
+def _lay_out(spec: InferenceExperimentSpec, options: Options) -> Served:
+    inf, plain = spec.inference, None
     if inf.extra_wafers and inf.alone:
         # one request alone: the run without the draft or the prefill wafers too, on its mapping (the
         # figure the layout is held against, ``tokens_per_s_per_request_without``)
         alone = inf.model_copy(update={"speculative": None, "disaggregation": None})
-        plain = run_inference(spec.model_copy(update={"inference": alone}), check=check, objective=objective,
-                              spans=spans)
+        plain = compose(SERVING, spec.model_copy(update={"inference": alone}), options)
         if not plain.result.feasible:
-            return Run(infeasible_serving(spec, plain.mapping, plain.result.infeasible_reason),
-                       mapping=plain.mapping)
-    t0 = time.perf_counter()
-    mapping = map_for(spec, objective) if plain is None else plain.mapping
+            assert plain.mapping is not None
+            return Served(plain.mapping, plain, reason=plain.result.infeasible_reason)
+    mapping = map_for(spec, options.objective) if plain is None else plain.mapping
+    assert mapping is not None
     if not mapping.feasible:
-        return Run(infeasible_serving(spec, mapping, mapping.reason), mapping=mapping)
-    if check:  # what cannot finish here is refused before the program is built
-        check_serving(serving_estimate(spec, mapping, spans=spans))
-    if inf.extra_wafers:  # the draft's or the prefill wafers are more stations of the scheduler
+        return Served(mapping, plain, reason=mapping.reason)
+    if not inf.extra_wafers:
+        return Served(mapping)
+    found = extra_wafers(spec)  # the draft's or the prefill wafers are more stations of the scheduler
+    return Served(mapping, plain, reason=found) if isinstance(found, str) else Served(mapping, plain, found)
 
-        result, program, costs, trace = serve_layout_batches(
-            spec, mapping, plain.result if plain is not None else None, spans)
-        return Run(replace(result, wall_s=time.perf_counter() - t0), trace, program, costs, mapping=mapping)
-    program = serving_program(spec, mapping, members=spans)
-    costs = cost_serving(program, spec)
-    trace = engine_for(spec)(None, program, costs)
-    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0)
+
+def _refuse(spec: InferenceExperimentSpec, served: Served | None, options: Options) -> None:
+    """What cannot finish here is refused once mapped (the mapping's stages count), before the program
+    is built."""
+    if served is not None and options.check:
+        check_serving(serving_estimate(spec, served.mapping, spans=options.spans))
+
+
+def _infeasible(spec: InferenceExperimentSpec, served: Served, start: float) -> Run:
+    return Run(infeasible_serving(spec, served.mapping, served.reason), mapping=served.mapping)
+
+
+def _build(spec: InferenceExperimentSpec, served: Served, options: Options) -> tuple[Served, Program]:
+    if spec.inference.extra_wafers:
+        return served, layout_program(spec, served.mapping, served.found, options.spans)
+    return served, serving_program(spec, served.mapping, members=options.spans)
+
+
+def _cost(spec: InferenceExperimentSpec, served: Served, program: Program) -> Costs:
+    if spec.inference.extra_wafers:
+        return layout_costs(spec, served.mapping, served.found, program)
+    return cost_serving(program, spec)
+
+
+def _measure(spec: InferenceExperimentSpec, served: Served, plan: Served, program: Program, costs: Costs,
+             trace: Any, start: float) -> Run:
+    mapping, wall = served.mapping, time.perf_counter() - start
+    if spec.inference.extra_wafers:
+        plain = served.plain.result if served.plain is not None else None
+        result = layout_result(spec, mapping, served.found, program, costs, trace, plain, wall)
+    else:
+        result = measure_serving(spec, mapping, program, costs, trace, wall_s=wall)
     return Run(result, trace, program, costs, mapping=mapping)
+
+
+SERVING = Composer(_refuse, _lay_out, _infeasible, _build, _cost,
+                   lambda spec, plan, program, costs: engine_for(spec)(None, program, costs), _measure)
+"""A serving run on wafers, step by step (``runs.compose``)."""
 
 
 SEARCH_LIMIT = 64
@@ -105,9 +146,8 @@ def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
     Each is served by the executor ``spec`` names (``spans``: logged for a ``--trace``); the work of every
     one is estimated, and checked, before any runs."""
     better = entry(OBJECTIVES, objective, "objective")[1]  # an unknown one before any work
-    if spec.hardware.kind == "gpu":
-        raise ConfigError("expected a wafer with --search (it tries the grids that tile a wafer; on a GPU "
-                          "set inference.tensor_parallel)", source="--search")
+    if refused := hardware_kind(spec.hardware).refusal("grid search"):
+        raise ConfigError(refused, source="--search")
     mappings = candidate_mappings(spec)
     served = spread([mp for mp in mappings if mp.feasible], SEARCH_LIMIT)
     largest = max((mp.grid[0] * mp.grid[1] for mp in served), default=0)
@@ -128,7 +168,7 @@ def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
                                        pieces=sum(e.pieces for e in each),
                                        contexts=sum(e.contexts for e in each)),
                       what="this search")
-    candidates = [run_inference(s, check=False, spans=spans) for s, _ in specs]
+    candidates = [compose(SERVING, s, Options(check=False, spans=spans)) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]
     if not feasible:
         return candidates[0], [c.result for c in candidates]

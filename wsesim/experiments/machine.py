@@ -57,6 +57,7 @@ def machine_memory() -> float:
         if text.isdigit() and 0 < int(text) < memory:
             memory = float(text)
     try:  # an address-space limit (ulimit -v) ends the run in MemoryError as surely as the machine's size
+        # local: POSIX only (elsewhere the ImportError below)
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]

@@ -4,8 +4,8 @@ error) and, by the base's ``kind`` (``KINDS``), only what differs: the loader, t
 deal points to workers, and how a point runs into its result's columns.
 
 A training base (``kind: experiment``) runs a step (``tuned``: its G chosen by ``wsesim.tune``). A serving
-base (``kind: inference``) serves each point (``experiments.inference.run_inference``, on the executor
-its ``simulation.engine`` names, a key a sweep may vary) into the serving columns
+base (``kind: inference``) serves each point (the one runner's ``run_inference``, on the executor its
+``simulation.engine`` names, a key a sweep may vary) into the serving columns
 (``experiments.table.serving_columns``); its work is its mapping's stage visits as
 ``serving_estimate.estimate_serving`` costs them plus ``POINT_SECONDS``, so that a sweep's limits (points,
 the total time, workers' memory) hold as for training.
@@ -23,8 +23,8 @@ from ..config.loader import Loaded, load_experiment_data
 from ..sim.programs.mapping import map_stages
 from .estimate import BASE_BYTES, check_work, estimate_search, estimate_work
 from .hardware_kinds import hardware_kind
-from .inference import run_inference, serving_estimate
-from .runner import run_experiment
+from .inference import serving_estimate
+from .runner import run_experiment, run_inference
 from .table import (
     MEASURED_COLUMNS,
     SERVING_COLUMNS,

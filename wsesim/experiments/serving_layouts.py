@@ -8,11 +8,10 @@ the target's one-token step, and the layout's figures are its own mapping and on
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
-from ..analysis.serving import ServeResult, infeasible_serving, measure_serving, prefill_breakdown
+from ..analysis.serving import ServeResult, measure_serving, prefill_breakdown
 from ..config.inference import InferenceExperimentSpec
 from ..model.load import requests_of
 from ..model.serving import kv_bytes_per_token
@@ -20,13 +19,12 @@ from ..model.speculative import expected_tokens
 from ..sim.cost.costing import Costs, cost_serving
 from ..sim.cost.speculative import DraftCosts, prefill_path
 from ..sim.cost.split_prefill import KvHandoff, kv_rate
-from ..sim.executors.engines import engine_for
 from ..sim.programs.builders.serving import serving_program
 from ..sim.programs.mapping import Mapping
 from ..sim.programs.program import Program
 from .auto_grid import map_for
 
-__all__ = ["serve_layout_batches"]
+__all__ = ["extra_wafers", "layout_costs", "layout_program", "layout_result"]
 
 
 def _other(spec: InferenceExperimentSpec, output_len: int | None = None,
@@ -55,28 +53,27 @@ def _where(mapping: Mapping) -> dict[str, Any]:
             "systems": mapping.systems, "layers_per_stage": [len(s.layers) for s in mapping.stages]}
 
 
-def _extras(spec: InferenceExperimentSpec,
-            mapping: Mapping) -> dict[str, tuple[Mapping, Costs]] | ServeResult:
+def extra_wafers(spec: InferenceExperimentSpec) -> dict[str, tuple[Mapping, Costs]] | str:
     """The layout's own wafers — the draft's (its shortest step, ``"draft"``) and the prefill wafers'
-    (their shortest prefill, ``"prefill"``), whichever the run has — mapped and costed; or the infeasible
-    result that says why there are none: no interconnect to join them, or a mapping that does not fit."""
+    (their shortest prefill, ``"prefill"``), whichever the run has — mapped and costed; or why there are
+    none: no interconnect to join them, or a mapping that does not fit."""
     inf, sp = spec.inference, spec.inference.speculative
     if inf.interconnect is None:
         what = "a speculative draft" if sp is not None else "split prefill"
-        return infeasible_serving(spec, mapping, f"{what} runs on wafers of its own: set inference."
-                                  "interconnect (a preset name, a path or a mapping)")
+        return (f"{what} runs on wafers of its own: set inference.interconnect (a preset name, a path or a "
+                "mapping)")
     found: dict[str, tuple[Mapping, Costs]] = {}
     if sp is not None:
         other, _, costs = _mapped(_other(spec, model=sp.draft, grid="auto", layers_per_stage="auto",
                                          systems="auto"))
         if not other.feasible:
-            return infeasible_serving(spec, mapping, f"the draft {sp.draft.name}: {other.reason}")
+            return f"the draft {sp.draft.name}: {other.reason}"
         found["draft"] = other, costs
     if inf.disaggregation is not None:
         wafers = inf.disaggregation.prefill_systems
         other, _, costs = _mapped(_other(spec, systems=wafers, output_len=1), "ttft")
         if not other.feasible:
-            return infeasible_serving(spec, mapping, f"the prefill wafers: {other.reason}")
+            return f"the prefill wafers: {other.reason}"
         found["prefill"] = other, costs
     return found
 
@@ -85,31 +82,29 @@ def _wafers(mapping: Mapping) -> str:
     return f"{mapping.systems} wafer{'s' if mapping.systems > 1 else ''}"
 
 
-def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
-                         plain: ServeResult | None = None, members: bool = False,
-                         ) -> tuple[ServeResult, Program | None, Costs | None, Any]:
+def layout_program(spec: InferenceExperimentSpec, mapping: Mapping, found: dict[str, tuple[Mapping, Costs]],
+                   members: bool = False) -> Program:
     """Speculative decoding, split prefill or both (docs/model.md §11.9, §11.10), at any load: the
-    target's stages on ``mapping`` (feasible) and the draft and the prefill wafers, each mapped by the
-    same mapper on wafers of their own for the same requests, as more stations of the one scheduler —
-    the draft one after the last stage (``sim.cost.speculative.DraftCosts``), the prefill wafers' stages
-    before the first, the last handing each finished prompt's KV cache over
-    (``sim.cost.split_prefill.KvHandoff``). Every wafer counts (``measure_serving``'s ``extra_systems``).
-    ``plain``: the same request served without them on the same mapping (one request alone), whose tokens/s
-    and TTFT the blocks report beside; ``members``: log each iteration's requests (a trace's). Returns
-    (result, program, costs, trace); a draft or prefill wafers that do not fit, or wafers without an
-    interconnect, is an infeasible result."""
-    t0, sp = time.perf_counter(), spec.inference.speculative
-    found = _extras(spec, mapping)
-    if isinstance(found, ServeResult):
-        return found, None, None, None
+    target's stages on ``mapping`` (feasible), and the draft and the prefill wafers ``found``
+    (``extra_wafers``: each mapped by the same mapper on wafers of their own for the same requests) as
+    more stations of the one scheduler — the draft one after the last stage, the prefill wafers' stages
+    before the first; ``members``: log each iteration's requests (a trace's)."""
+    sp = spec.inference.speculative
     program = serving_program(spec, mapping, requests_of(spec), members)
     layout: dict[str, Any] = {}
     if sp is not None:
         layout["speculative"] = (sp.tokens, sp.acceptance)
     if "prefill" in found:
         layout["prefill_pool"] = len(found["prefill"][0].stages)
-    op = replace(program.body[0], **layout)
-    program = replace(program, body=(op,))
+    return replace(program, body=(replace(program.body[0], **layout),))
+
+
+def layout_costs(spec: InferenceExperimentSpec, mapping: Mapping, found: dict[str, tuple[Mapping, Costs]],
+                 program: Program) -> Costs:
+    """The target's costs with the extra stations': the draft's (``sim.cost.speculative.DraftCosts``),
+    each decode token a verify pass of K + 1 positions, and the prefill wafers', the last handing each
+    finished prompt's KV cache over (``sim.cost.split_prefill.KvHandoff``)."""
+    sp = spec.inference.speculative
     costs = cost_serving(program, spec)
     if sp is not None:
         for c in costs.stages:  # each decode token a verify pass of K + 1 positions
@@ -122,8 +117,18 @@ def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
         per_token = kv_rate(spec, other, mapping)
         pool[-1] = KvHandoff(spec, pool[-1], per_token)
         costs.pool = tuple(pool)
-    trace = engine_for(spec)(None, program, costs)
-    result = measure_serving(spec, mapping, program, costs, trace, wall_s=time.perf_counter() - t0,
+    return costs
+
+
+def layout_result(spec: InferenceExperimentSpec, mapping: Mapping, found: dict[str, tuple[Mapping, Costs]],
+                  program: Program, costs: Costs, trace: Any, plain: ServeResult | None,
+                  wall_s: float) -> ServeResult:
+    """The served run's result: every wafer counts (``measure_serving``'s ``extra_systems``), and the
+    layout's blocks (``speculative``, ``split_prefill``) say its own mapping and one request's pass;
+    ``plain``: the same request served without them on the same mapping (one request alone), whose
+    tokens/s and TTFT the blocks report beside."""
+    sp, op = spec.inference.speculative, program.body[0]
+    result = measure_serving(spec, mapping, program, costs, trace, wall_s=wall_s,
                              extra_systems=sum(m.systems for m, _ in found.values()))
     warnings = list(result.warnings)
     for _, extra in found.values():
@@ -153,7 +158,7 @@ def serve_layout_batches(spec: InferenceExperimentSpec, mapping: Mapping,
             "prefill_cycles": prefill_path(extra), **without}
         update["prefill_breakdown"] = prefill_breakdown(extra)
         update["per_stage"] = [{**s, "prefill_cycles": 0.0} for s in result.per_stage]
-    return replace(result, **update), program, costs, trace
+    return replace(result, **update)
 
 
 def _one_pass(spec: InferenceExperimentSpec, costs: Costs) -> dict[str, float]:

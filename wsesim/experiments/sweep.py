@@ -227,47 +227,11 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
     if both := [(k, s) for k in overrides or {} for s in swept if k == s or k.startswith(s + ".")]:
         raise ConfigError(f"{both[0][0]} is set here and swept by the sweep (as {both[0][1]}): "
                           "set it in one place", source="--set", path=both[0][0])
-    if isinstance(spec.base, str):
-        base_path = (Path(spec.base) if Path(spec.base).is_absolute() or base_dir is None
-                     else base_dir / spec.base)
-        base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
-    else:
-        base_data, base_source, base_root = dict(spec.base), source, base_dir
-    kind = _base_kind(base_data, base_source)
+    base, kind, base_source, base_root = _load_base(spec, source, base_dir, overrides, paths)
     load = KINDS[kind].load
-    given = named_by_set(overrides)  # a hardware or model --set names is the flag's: its error is --set's
-    try:
-        base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
-    except ConfigError as alone:  # a base valid only once a point sets its keys (a load's rate): its first
-        first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
-        first = {k: paths[k].get(v, v) if k in paths else v for k, v in first.items()}
-        try:
-            base = load(base_data, source=base_source, base_dir=base_root,
-                        overrides={**(overrides or {}), **first}, given=given)
-        except ConfigError:
-            raise alone from None
     base_key = hashlib.sha256(json.dumps(base.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
-    if count > MAX_SWEEP_POINTS:
-        shape = (" × ".join(f"{len(v):,}" for v in spec.grid.values())
-                 + (f" × {len(spec.points):,} points" if spec.points else ""))
-        raise ConfigError(f"expected at most {MAX_SWEEP_POINTS:,} points, got {count:,} ({shape}): "
-                          "split the sweep into several files", source=source,
-                          path="grid" if spec.grid else "points")
+    _check_points(spec, source, grid, grid_flag)
     overrides = expand(spec.grid, spec.points)
-    if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
-        raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
-    for i, point in enumerate(spec.points):
-        if both := [(k, g) for k in point for g in spec.grid if _overlap(k, g)]:
-            k, g = both[0]
-            also = "" if k == g else f" (as {g})"
-            if g in (grid or {}):  # the command line's grid: it is what conflicts with the file, say so
-                raise ConfigError(f"{g} is swept by the file's points too ({source}: points[{i}] sets "
-                                  f"{k}): sweep it in one place (the file's points, or a copy of the file "
-                                  "without it)", source=grid_flag, path=g)
-            raise ConfigError(f"{k} is set both here and in grid{also} "
-                              "(the grid's value would replace this one): set it in one place",
-                              source=source, path=f"points[{i}].{k}")
     points = []
     warned: dict[str, list[dict[str, Any]]] = {}  # a warning's text -> the points it is about (values)
     swept = tuple(dict.fromkeys(k for ov in overrides for k in ov))
@@ -285,18 +249,77 @@ def sweep_from_data(data: dict[str, Any], *, source: str, base_dir: Path | None,
                               source=grid_flag if flag else source, path=None if flag else where) from None
         if text := context_warning(loaded.spec):
             warned.setdefault(text, []).append(ov)
-        resolved_key = ""
-        if any(k in _REFERENCES for k in ov):  # it may name a preset or a file: hash what it names
-            resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True,
-                                                     default=str).encode()).hexdigest()[:16]
-        if trace := getattr(getattr(loaded.spec, "inference", None), "trace_file", None):  # its contents too
-            resolved_key += trace_digest(trace)[:16]
-        for file in (Path(f) for k, f in point.paths.items() if k != "inference.load.file"):  # a draft's, say
-            if file.is_file():  # (a model's or hardware's contents are in loaded.raw; a trace's digested)
-                resolved_key += hashlib.sha256(file.read_bytes()).hexdigest()[:16]
-        points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=resolved_key, nbytes=nbytes))
+        points.append(replace(point, cost=cost, plan_key=plan_key, resolved_key=_resolved_key(loaded, point),
+                              nbytes=nbytes))
     return Sweep(spec, source, base, tuple(points), kind, tuple(_point_warning(named, text, len(points))
                                                                 for text, named in warned.items()))
+
+
+def _load_base(spec: SweepSpec, source: str, base_dir: Path | None, overrides: dict[str, Any] | None,
+               paths: dict[str, dict[str, str]]) -> tuple[Loaded, str, str, Path | None]:
+    """(the base loaded with ``overrides``, its kind, the source its errors name, the folder its paths are
+    read from). A base valid only once a point sets its keys (a load's rate) is loaded with the first
+    point's; a hardware or model ``--set`` names is the flag's, so its error is ``--set``'s."""
+    if isinstance(spec.base, str):
+        base_path = (Path(spec.base) if Path(spec.base).is_absolute() or base_dir is None
+                     else base_dir / spec.base)
+        base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
+    else:
+        base_data, base_source, base_root = dict(spec.base), source, base_dir
+    kind = _base_kind(base_data, base_source)
+    load = KINDS[kind].load
+    given = named_by_set(overrides)
+    try:
+        base = load(base_data, source=base_source, base_dir=base_root, overrides=overrides, given=given)
+    except ConfigError as alone:
+        first = expand(spec.grid, spec.points)[0] if spec.grid or spec.points else {}
+        first = {k: paths[k].get(v, v) if k in paths else v for k, v in first.items()}
+        try:
+            base = load(base_data, source=base_source, base_dir=base_root,
+                        overrides={**(overrides or {}), **first}, given=given)
+        except ConfigError:
+            raise alone from None
+    return base, kind, base_source, base_root
+
+
+def _check_points(spec: SweepSpec, source: str, grid: dict[str, list[Any]] | None, grid_flag: str) -> None:
+    """At most ``MAX_SWEEP_POINTS`` points, at least one, and no key both a point's and the grid's (the
+    command line's grid named as its flag)."""
+    count = max(len(spec.points), 1) * math.prod(len(values) for values in spec.grid.values())
+    if count > MAX_SWEEP_POINTS:
+        shape = (" × ".join(f"{len(v):,}" for v in spec.grid.values())
+                 + (f" × {len(spec.points):,} points" if spec.points else ""))
+        raise ConfigError(f"expected at most {MAX_SWEEP_POINTS:,} points, got {count:,} ({shape}): "
+                          "split the sweep into several files", source=source,
+                          path="grid" if spec.grid else "points")
+    if not spec.grid and not spec.points:  # expand() alone would give one point: the bare base
+        raise ConfigError("expected a grid or points, got neither", source=source, path="grid")
+    for i, point in enumerate(spec.points):
+        if both := [(k, g) for k in point for g in spec.grid if _overlap(k, g)]:
+            k, g = both[0]
+            also = "" if k == g else f" (as {g})"
+            if g in (grid or {}):  # the command line's grid: it is what conflicts with the file, say so
+                raise ConfigError(f"{g} is swept by the file's points too ({source}: points[{i}] sets "
+                                  f"{k}): sweep it in one place (the file's points, or a copy of the file "
+                                  "without it)", source=grid_flag, path=g)
+            raise ConfigError(f"{k} is set both here and in grid{also} "
+                              "(the grid's value would replace this one): set it in one place",
+                              source=source, path=f"points[{i}].{k}")
+
+
+def _resolved_key(loaded: Loaded, point: Point) -> str:
+    """What the point's values name, hashed: a preset or a file a reference key names, a request trace's
+    contents, the files its paths name (a draft's, say)."""
+    resolved_key = ""
+    if any(k in _REFERENCES for k in point.overrides):  # it may name a preset or a file: hash what it names
+        resolved_key = hashlib.sha256(json.dumps(loaded.raw, sort_keys=True,
+                                                 default=str).encode()).hexdigest()[:16]
+    if trace := getattr(getattr(loaded.spec, "inference", None), "trace_file", None):  # its contents too
+        resolved_key += trace_digest(trace)[:16]
+    for file in (Path(f) for k, f in point.paths.items() if k != "inference.load.file"):
+        if file.is_file():  # (a model's or hardware's contents are in loaded.raw; a trace's digested)
+            resolved_key += hashlib.sha256(file.read_bytes()).hexdigest()[:16]
+    return resolved_key
 
 
 def _point_warning(points: list[dict[str, Any]], text: str, count: int) -> str:

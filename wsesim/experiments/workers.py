@@ -46,20 +46,8 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool  # loky's (a worker died) is a subclass
 
-    from loky import ProcessPoolExecutor
-    from loky.backend.context import get_context
-
-    # loky's start method: a clean interpreter per worker (no fork) that, unlike multiprocessing's spawn,
-    # never re-runs the caller's __main__, so run_sweep(..., workers=2) works from a script without an
-    # ``if __name__ == "__main__"`` guard and from ``python -`` (a spawned worker re-ran the script, or
-    # tried to open "<stdin>", and the pool broke)
-    context = get_context("loky")
     bins = [list(points)] if group is None else _deal(points, workers, group, cost or (lambda p: 1.0))
-
-    def new_pool() -> Any:
-        return ProcessPoolExecutor(max_workers=workers if group is None else 1, context=context,
-                                   initializer=_worker_start, initargs=(os.getpid(),))
-
+    new_pool = _pool_maker(workers if group is None else 1)
     pools = [new_pool() for _ in bins]
     finished = False
     try:
@@ -81,18 +69,8 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
                 except BrokenProcessPool:
                     if died is None:
                         raise
-                # the bin's process died: its earliest unfinished point was running; the others go to a new
-                # one
-                unfinished = sorted([(mine, p)] + [(o, pending.pop(g)[2])
-                                                   for g, (j, o, _) in list(pending.items()) if j == i],
-                                    key=lambda op: op[0])
-                yield died(unfinished[0][1], f"{WORKER_DIED} (killed, e.g. by the out-of-memory killer)")
-                others = [q for _, q in unfinished[1:]]
-                _terminate(pools[i])
-                pools[i] = new_pool()
-                for q in others:
-                    pending[pools[i].submit(run, q)] = (i, order, q)
-                    order += 1
+                running, order = _after_death(i, mine, p, pending, pools, new_pool, run, order)
+                yield died(running, f"{WORKER_DIED} (killed, e.g. by the out-of-memory killer)")
         finished = True
     finally:
         for pool in pools:
@@ -100,6 +78,37 @@ def run_local(run: Callable[[Any], dict[str, Any]], points: Sequence[Any], worke
                 pool.shutdown(wait=True)
             else:
                 _terminate(pool)
+
+
+def _pool_maker(workers: int) -> Callable[[], Any]:
+    """A maker of loky process pools of ``workers`` processes, each started by ``_worker_start``. loky's
+    start method: a clean interpreter per worker (no fork) that, unlike multiprocessing's spawn, never
+    re-runs the caller's __main__, so run_sweep(..., workers=2) works from a script without an
+    ``if __name__ == "__main__"`` guard and from ``python -`` (a spawned worker re-ran the script, or
+    tried to open "<stdin>", and the pool broke)."""
+    # local: keeps loky out of experiments.workers's import (only a sweep over several workers needs it)
+    from loky import ProcessPoolExecutor
+    from loky.backend.context import get_context
+
+    context = get_context("loky")
+    return lambda: ProcessPoolExecutor(max_workers=workers, context=context, initializer=_worker_start,
+                                       initargs=(os.getpid(),))
+
+
+def _after_death(i: int, mine: int, point: Any, pending: dict[Any, tuple[int, int, Any]], pools: list[Any],
+                 new_pool: Callable[[], Any], run: Callable[[Any], Any], order: int) -> tuple[Any, int]:
+    """Bin ``i``'s process died under ``point`` (submitted ``mine``-th): its earliest unfinished point was
+    the one running, and the bin's others go to a new process. Returns (the point that was running, the
+    next submission's order)."""
+    unfinished = sorted([(mine, point)] + [(o, pending.pop(g)[2])
+                                           for g, (j, o, _) in list(pending.items()) if j == i],
+                        key=lambda op: op[0])
+    _terminate(pools[i])
+    pools[i] = new_pool()
+    for _, q in unfinished[1:]:
+        pending[pools[i].submit(run, q)] = (i, order, q)
+        order += 1
+    return unfinished[0][1], order
 
 
 def _deal(points: Sequence[Any], workers: int, group: Callable[[Any], Any],
@@ -177,7 +186,7 @@ def connect_dask(address: str) -> Any:
     (nothing listening, no answer, another protocol, a Dask worker) is a one-line ``ConfigError``; Dask's
     own ``Client`` would wait forever for a silent peer, or try to allocate a frame of whatever size an
     HTTP server's first bytes spell. Then the client itself. Raises ``ConfigError`` if dask is missing."""
-    try:
+    try:  # local: Dask is optional (a sweep on a scheduler alone needs it)
         from dask.distributed import Client
     except ImportError:
         raise ConfigError("expected dask to be installed for --scheduler (pip install 'wsesim[dask]')",
@@ -199,6 +208,33 @@ class _BadAddress(Exception):
     pass
 
 
+async def _exchange(address: str, timeout: float) -> None:
+    """Ask ``address`` who it is (Dask's ``identity``); ``_BadAddress`` or ``_NotAScheduler`` unless a
+    Dask scheduler answers."""
+    # local: keeps Dask out of experiments.workers's import
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.core import connect
+    from distributed.comm.registry import get_backend
+    from distributed.core import send_recv
+
+    try:
+        scheme, location = parse_address(address)
+        get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except (ValueError, TypeError) as e:
+        raise _BadAddress(str(e)[:200]) from None
+    comm = await connect(address, timeout=timeout)
+    try:
+        reply = await send_recv(comm, op="identity")
+    finally:
+        comm.abort()
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise _NotAScheduler(f"it answered as a Dask {kind}, not a scheduler" if isinstance(kind, str)
+                             else "it did not answer as a Dask scheduler")
+
+
 def _probe_scheduler(address: str, timeout: float) -> None:
     """Raise ``ConfigError`` unless a Dask scheduler answers at ``address``: connecting is given
     ``timeout`` seconds (Dask retries a refused connection until then), the whole exchange 2 s more."""
@@ -207,33 +243,9 @@ def _probe_scheduler(address: str, timeout: float) -> None:
 
     outcome: dict[str, Any] = {}
 
-    async def exchange() -> None:
-        # local: keeps Dask out of experiments.workers's import
-        from distributed.comm.addressing import parse_address, parse_host_port
-        from distributed.comm.core import connect
-        from distributed.comm.registry import get_backend
-        from distributed.core import send_recv
-
-        try:
-            scheme, location = parse_address(address)
-            get_backend(scheme)
-            if scheme in ("tcp", "tls"):
-                parse_host_port(location)
-        except (ValueError, TypeError) as e:
-            raise _BadAddress(str(e)[:200]) from None
-        comm = await connect(address, timeout=timeout)
-        try:
-            reply = await send_recv(comm, op="identity")
-        finally:
-            comm.abort()
-        kind = reply.get("type") if isinstance(reply, dict) else None
-        if kind != "Scheduler":
-            raise _NotAScheduler(f"it answered as a Dask {kind}, not a scheduler" if isinstance(kind, str)
-                                 else "it did not answer as a Dask scheduler")
-
     async def probe() -> None:
         try:
-            await asyncio.wait_for(exchange(), timeout + 2)
+            await asyncio.wait_for(_exchange(address, timeout), timeout + 2)
         except asyncio.TimeoutError:
             raise _NotAScheduler("it accepted the connection but did not answer within "
                                  f"{timeout + 2:g} s") from None

@@ -66,8 +66,9 @@ def whole_blocks(kind: str, algorithm: str, rows: int, cols: int,
 @lru_cache(maxsize=65536)
 def _cached(hw: HardwareSpec, kind: str, rows: int, cols: int, dtype: str, algorithm: str,
             shape: tuple[int, int, int] | None, wavelets: int, staged: bool) -> KernelCost:
-    from .registry import run_kernel  # the kernels themselves only when one is costed (a training step
-    # under ``compute: constant`` costs none)
+    # local: the kernels themselves only when one is costed (a training step under ``compute: constant``
+    # costs none)
+    from .registry import run_kernel
 
     r = run_kernel(hw, kind, rows, cols, dtype=dtype, algorithm=algorithm, shape=shape, wavelets=wavelets,
                    staged=staged)

@@ -12,9 +12,13 @@ from __future__ import annotations
 from ..config.errors import ConfigError
 from ..model.vocabulary import Name
 
-__all__ = ["DEFAULT_ALGORITHM", "MATMULS", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm",
+__all__ = ["DEFAULT_ALGORITHM", "GPU_ONLY", "MATMULS", "Algorithm", "AlltoallAlgorithm", "BroadcastAlgorithm",
            "GemmAlgorithm", "GemvAlgorithm", "KernelKind", "ReduceAlgorithm", "algorithms", "choice",
            "kernel_kind"]
+
+GPU_ONLY = ("grouped-gemm", "attention", "decode-attention", "elementwise", "allgather", "reducescatter")
+"""The kinds only a GPU runs (``kernels.gpu.registry``; the wafer's are ``KernelKind``): here, beside the
+wafer's kinds, so that a command's parser can name them without loading the GPU kernels."""
 
 
 class KernelKind(Name):

@@ -162,7 +162,7 @@ def folder_lock(folder: str | Path, command: str | None = None) -> Iterator[Path
     which holds ``pid <pid>: <command>`` while held and is removed on release. Raises ``ConfigError``
     (one line, naming the holder) if another process holds it. Where ``fcntl`` is missing (Windows)
     nothing is locked."""
-    try:
+    try:  # local: POSIX only (elsewhere nothing is locked)
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield Path(folder)
@@ -208,7 +208,7 @@ def _holder(fd: int) -> str:
 def holder_of(folder: str | Path) -> str | None:
     """Who holds ``folder``'s lock now (``pid <pid>: <command>``), or None: checked without taking it or
     creating anything (a reader's check on a folder it does not write, which may be read-only)."""
-    try:
+    try:  # local: POSIX only (elsewhere nothing is locked)
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         return None

@@ -54,6 +54,10 @@ from ..experiments.table import MAX_CSV_BYTES, allow_long_fields
 from .figure_limits import MAX_FIGURES, MAX_PIXELS, FigureTooLarge, capped
 from .files import atomic_write_bytes, atomic_write_text, prepare_dir
 from .mpl import plain_log_axis, plt
+from .palette import blue_first
+from .serving_figures import decode_step_figure, serving_figure, throughput_latency_figure
+from .sweep_figures import phases_figure, throughput_figure
+from .tune_figures import tune_figure
 from .wafer_figures import wafer_figures
 
 _COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
@@ -149,9 +153,6 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
     ``ConfigError`` for a file that is not a sweep's results.csv or tune's candidates.csv, or one with no
     row (a header only); [] for a training sweep where no row ran. At most ``max_figures`` throughput (or
     serving) figures are drawn (``capped``)."""
-    # local: keeps wsesim.output's modules out of output.plotting's import
-    from .sweep_figures import phases_figure, throughput_figure
-
     named = Path(csv_path).name == CANDIDATES
     text = _read_text(csv_path, _TUNE_CSV if named else _SWEEP_CSV)
     header = next(csv.reader(io.StringIO(text, newline="")), [])
@@ -209,9 +210,6 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     ``figures.json`` listing each plan; the paths written. ``tune --out`` draws from the text it writes,
     ``wsesim plot`` from the file: the same plans. Raises ``ConfigError`` (before anything is made) for text
     that is not a candidates.csv."""
-    # local: keeps wsesim.output's modules out of output.plotting's import
-    from .tune_figures import tune_figure
-
     try:
         header, rows = parse_candidates(text)
         _missing(missing_columns(header), _TUNE_CSV, source)
@@ -260,9 +258,6 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
 def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
     """Cluster throughput (top, with N × one system's dashed) and efficiency (bottom) against systems."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.8), sharex=True, height_ratios=(2, 1.2))
-    # local: keeps wsesim.output's modules out of output.plotting's import
-    from .palette import blue_first
-
     for i, (label, points) in enumerate(series.items()):
         colour = blue_first(i)  # blue, red, green, purple, then the palette's others
         n = [p["systems"] for p in points]
@@ -331,9 +326,6 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
     """A serving run's folder (``wsesim infer --out``): ``decode_step`` (PNG, SVG, PDF) from its
     ``ops.csv`` and ``result.json``, and ``figures.json`` listing what it drew (every stage's parts and one
     layer's ops). Raises ``ConfigError`` for a folder without them."""
-    # local: keeps more of wsesim out of output.plotting's import
-    from .serving_figures import decode_step_figure
-
     folder = Path(folder)
     ops, result = folder / "ops.csv", folder / "result.json"
     if not ops.is_file() or not result.is_file():
@@ -368,9 +360,6 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
                   out: str | Path, max_figures: int = MAX_FIGURES) -> list[Path]:
     """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even
     when no row was served."""
-    # local: keeps more of wsesim out of output.plotting's import
-    from .serving_figures import serving_figure, throughput_latency_figure
-
     out = prepare_dir(out)
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}

@@ -62,7 +62,7 @@ def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
     timestamp in its header: the same trace, the same bytes); its folder is made. A serving run needs the
     ``loaded`` experiment it served (its timestamps need its clock). Returns the path, or None when nothing
     ran (an infeasible configuration)."""
-    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+    # local: keeps numpy and the analysis layer out of output.run_folder's import
     from ..analysis.chrome_trace import chrome_trace
 
     clock = loaded.spec.hardware.clock_hz if loaded is not None else None
@@ -81,7 +81,7 @@ def saved_result(result: Any) -> dict[str, Any]:
     """A result as ``result.json`` and ``candidates.json`` hold it, of either kind: every field but the
     host's seconds (``WALL_CLOCK_FIELDS``: they are the manifest's), so that the file is the same bytes for
     the same inputs."""
-    # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+    # local: keeps numpy and the analysis layer out of output.run_folder's import
     from ..analysis.results import WALL_CLOCK_FIELDS
 
     return {k: v for k, v in result.to_dict().items() if k not in WALL_CLOCK_FIELDS}
@@ -96,7 +96,7 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: A
     saved = json.dumps(saved_result(run.result), indent=2) + "\n"
     files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
     if run.serving:
-        # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+        # local: keeps numpy and the analysis layer out of output.run_folder's import
         from ..analysis.requests import request_times, requests_csv
         from ..analysis.serving_ops import decode_ops, decode_ops_csv
 
@@ -109,7 +109,7 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: A
             shown = [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates]
             files.append(("candidates.json", lambda: json.dumps(shown, indent=2) + "\n"))
     elif run.result.feasible:
-        # local: keeps the engine (SimPy, numpy) out of output.run_folder's import
+        # local: keeps numpy and the analysis layer out of output.run_folder's import
         from ..analysis.ops import ops_csv, ops_table
         from ..analysis.wafer import wafer_maps
 

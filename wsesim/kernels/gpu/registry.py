@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...config.errors import ConfigError
 from ...config.gpu import GpuSpec
+from ..kinds import GPU_ONLY
 from .attention import decode_attention, elementwise, prefill_attention
 from .collectives import COLLECTIVE_ALGORITHMS, collective
 from .device import Gpu, GpuKernelResult
@@ -20,9 +21,6 @@ GPU_ALGORITHMS: dict[str, tuple[str, ...]] = {
 
 COMPUTE_KINDS = ("gemm", "gemv", "grouped-gemm", "attention", "decode-attention", "elementwise")
 """The kinds that run on one GPU; the others are collectives over a grid of nodes x GPUs."""
-
-GPU_ONLY = ("grouped-gemm", "attention", "decode-attention", "elementwise", "allgather", "reducescatter")
-"""The kinds only a GPU runs (the wafer's kernels are ``kernels.kinds.KernelKind``)."""
 
 _WAFER_ONLY = {"reduce": "a reduce tree over a line of PEs, the wafer's (NCCL's collectives here: "
                          f"{', '.join(COLLECTIVE_ALGORITHMS)})"}

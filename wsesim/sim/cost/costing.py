@@ -44,12 +44,14 @@ from ...model.shapes import LayerShapes
 from ...model.vocabulary import Pass, StageOpKind
 from ..programs.plan import StepPlan
 from ..programs.program import Kernel, Op, Program, ServeBatches, StageWork, Transfer, WaferOp
+from .batch_costs import BatchCosts
+from .expert_dispatch import StageDispatch
 from .handoffs import handoff, move, wafer_handoff
+from .moe_serving import balanced_trips, grid_trips
 from .software import production_cost
 
-if TYPE_CHECKING:  # serving's own modules are imported where a serving run needs them, not by a training step
+if TYPE_CHECKING:  # a serving spec is only read here, never built
     from ...config.inference import InferenceExperimentSpec
-    from .batch_costs import BatchCosts
 
 __all__ = ["COMPUTE_MODELS", "ComputeModel", "Costs", "FabricCost", "StageCosts", "cost_program",
            "cost_serving", "wafer_handoff"]
@@ -253,8 +255,6 @@ class _Grid:
         if kind == StageOpKind.GRID_TRIPS:  # (values, further grids reached): moves between the stage's grids
             assert self.trips is not None, "a stage's grid knows the trips to its further grids"
             values, reached = dims
-            from .moe_serving import balanced_trips
-
             cycles = balanced_trips(self.trips(int(values)), int(reached) + 1)
             return KernelCost(cycles, 0.0, cycles)
         # TRANSFER: (tokens,) an MoE layer's, spread evenly over its experts, to their regions (dispatch)
@@ -293,17 +293,12 @@ def decode_context(prompt_len: int, output_len: int) -> int:
 
 
 def _stage(spec: InferenceExperimentSpec, work: StageWork, problems: list[str]) -> StageCosts:
-    from .batch_costs import BatchCosts
-    from .moe_serving import grid_trips
-
     stage = work.stage
     grid = _Grid(spec, stage.rows, stage.cols, problems)
     home = (stage.wafer, stage.origin)
     grid.trips = lambda values: grid_trips(stage, values,
                                            lambda place, n: move(spec, grid, home, place, n)[0])
     if any(not spec.model.is_dense(layer) for layer in stage.layers):
-        from .expert_dispatch import StageDispatch
-
         grid.experts = StageDispatch(spec.hardware, stage.rows, stage.cols, spec.model, stage.grids)
     prefill = tuple(grid.on(op.region).cost(op, 0) for op in work.prefill)
     prompt_len, output_len = spec.inference.load.prompt_len, spec.inference.load.output_len

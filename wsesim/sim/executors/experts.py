@@ -135,6 +135,19 @@ def regions_phase(eng: ExpertsPhase, layer: int, pass_: str, chunk_pass: str,
         yield from send_gradients(eng, at[order], nbytes[order], layer, pass_)
 
 
+def _record_pieces(eng: ExpertsPhase, op: Any, pass_: str, layer: int, backward: bool, ee: np.ndarray,
+                   begin: np.ndarray, end: np.ndarray, waited: np.ndarray, pieces: int,
+                   pg: np.ndarray) -> None:
+    """A round's runs of ``op`` recorded: one record when they are all one piece of it, else one a piece
+    (records keep one piece count per batch)."""
+    if pieces == 1 or (pg == pg[0]).all():
+        record(eng, op, pass_, layer, backward, ee, begin, end, waited, pieces)
+        return
+    for piece in np.unique(pg):
+        same = pg == piece
+        record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same], waited[same], pieces)
+
+
 def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: np.ndarray, wait: np.ndarray,
                 layer: int, pass_: str, chunk_pass: str, backward: bool, last_use: bool,
                 grads: list[Grad]) -> Generator[Any, Any, None]:
@@ -178,14 +191,7 @@ def _stragglers(eng: ExpertsPhase, pending: list[tuple[int, int, int, int]], t: 
             rr, ee, ii = r[go], e[go], i[go]
             begin, end, waited = consume(t[rr], stream.start[ii] + stream.latency, stream.arrival[ii],
                                          eng.cost[op, backward][layer, ee] / pieces, eng.pipelined)
-            pg = p[go]
-            if pieces == 1 or (pg == pg[0]).all():  # one piece of the op in this round: one record
-                record(eng, op, pass_, layer, backward, ee, begin, end, waited, pieces)
-            else:
-                for piece in np.unique(pg):  # (records keep one piece count per batch)
-                    same = pg == piece
-                    record(eng, op, pass_, layer, backward, ee[same], begin[same], end[same], waited[same],
-                           pieces)
+            _record_pieces(eng, op, pass_, layer, backward, ee, begin, end, waited, pieces, p[go])
             wait[rr] += waited
             t[rr] = end
             if last_use:

@@ -32,77 +32,88 @@ def serve_batches(env: simpy.Environment, op: ServeBatches,
                   costs: list[Any]) -> Generator[Any, Any, BatchLog]:
     """Serve ``op``'s requests as processes (see the module's docstring); returns their log. ``costs``:
     each stage's ``BatchCosts``, then with a draft its station's (``speculative.DraftCosts``)."""
-    sched = Scheduler(op, costs)
-    stations = sched.stations
-    woken: list[simpy.Event | None] = [None] * stations
-    links = [simpy.Store(env) for _ in range(stations)]
-    all_done = env.event()
+    served = _Stations(env, Scheduler(op, costs))
+    for s in range(served.sched.stations):
+        env.process(served.station(s))
+        env.process(served.link(s))
+    env.process(served.arrivals(op))
+    if op.requests:
+        yield served.all_done
+    return served.sched.log()
 
-    def wake(s: int) -> None:
-        if woken[s] is not None and not woken[s].triggered:
-            woken[s].succeed()
 
-    def land(move: Move) -> None:
-        sched.land(move, env.now)
-        wake(move.to)
+class _Stations:
+    """The scheduler's stations and the links between them as SimPy processes: a station waits until the
+    scheduler has work for it, starts its iteration at the end of the cycle, and hands what it finished
+    on; a link delivers the ordered moves of its station one after another, the others land apart."""
 
-    def check() -> None:
-        if sched.done and not all_done.triggered:
-            all_done.succeed()
+    def __init__(self, env: simpy.Environment, sched: Scheduler) -> None:
+        self.env, self.sched = env, sched
+        self.woken: list[simpy.Event | None] = [None] * sched.stations
+        self.links = [simpy.Store(env) for _ in range(sched.stations)]
+        self.all_done = env.event()
 
-    def apart(move: Move) -> Generator[Any, Any, None]:
-        yield env.timeout(move.at - env.now)
-        land(move)
+    def wake(self, s: int) -> None:
+        woken = self.woken[s]
+        if woken is not None and not woken.triggered:
+            woken.succeed()
 
-    def send(moves: list[Move]) -> None:
+    def land(self, move: Move) -> None:
+        self.sched.land(move, self.env.now)
+        self.wake(move.to)
+
+    def check(self) -> None:
+        if self.sched.done and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def apart(self, move: Move) -> Generator[Any, Any, None]:
+        yield self.env.timeout(move.at - self.env.now)
+        self.land(move)
+
+    def send(self, moves: list[Move]) -> None:
         for move in moves:
             if move.ordered:
-                links[move.source].put(move)
+                self.links[move.source].put(move)
             else:
-                env.process(apart(move))
-        for s in list(sched.touched):  # stations the scheduler queued work at (admission)
-            wake(s)
-        sched.touched.clear()
-        check()
+                self.env.process(self.apart(move))
+        for s in list(self.sched.touched):  # stations the scheduler queued work at (admission)
+            self.wake(s)
+        self.sched.touched.clear()
+        self.check()
 
-    def arrivals() -> Generator[Any, Any, None]:
+    def arrivals(self, op: ServeBatches) -> Generator[Any, Any, None]:
+        env = self.env
         for r in range(op.requests):
             yield env.timeout(float(op.arrival[r]) - env.now)
-            send(sched.arrive(r, env.now))
+            self.send(self.sched.arrive(r, env.now))
 
-    def end_of_cycle() -> simpy.Event:
-        ev = env.event()
+    def end_of_cycle(self) -> simpy.Event:
+        ev = self.env.event()
         ev._ok, ev._value = True, None  # triggered, and run after every ordinary event of this cycle
-        env.schedule(ev, priority=LATE)
+        self.env.schedule(ev, priority=LATE)
         return ev
 
-    def link(s: int) -> Generator[Any, Any, None]:
+    def link(self, s: int) -> Generator[Any, Any, None]:
+        env = self.env
         while True:
-            move = yield links[s].get()
+            move = yield self.links[s].get()
             if move.at > env.now:
                 yield env.timeout(move.at - env.now)
             else:
                 yield env.timeout(0)
-            land(move)  # the scheduler logs when it landed
+            self.land(move)  # the scheduler logs when it landed
 
-    def station(s: int) -> Generator[Any, Any, None]:
+    def station(self, s: int) -> Generator[Any, Any, None]:
+        env, sched = self.env, self.sched
         while True:
             while not sched.ready(s):
-                woken[s] = env.event()
-                yield woken[s]
-            yield end_of_cycle()
+                self.woken[s] = env.event()
+                yield self.woken[s]
+            yield self.end_of_cycle()
             it = sched.start(s, env.now)
             if it is None:
                 continue
             if it.start > env.now:  # the blocks it takes are free when their swap out has left
                 yield env.timeout(it.start - env.now)
             yield env.timeout(it.cycles)
-            send(sched.finish(s, env.now))
-
-    for s in range(stations):
-        env.process(station(s))
-        env.process(link(s))
-    env.process(arrivals())
-    if op.requests:
-        yield all_done
-    return sched.log()
+            self.send(sched.finish(s, env.now))

@@ -272,19 +272,8 @@ class Scheduler(Admission, RunAhead):
         assert it is not None
         self.running[s] = None
         self.touched.add(s)
-        if s == self.S - 1:  # the last stage: outputs; the requests with more to come home or to the draft
-            home: list[int] = []
-            values = self._outputs(it, now, home)
-            sent = self.admit(now)
-            if home:
-                self.times[it.index * _ROW + _MOVED] = values
-                if self.draft is not None:
-                    at = self.costs[self.draft].receive(values)
-                else:  # after an iteration with prompt tokens or without (``BatchCosts.handoff``)
-                    at = self.costs[s].handoff(values, True) if it.pieces else self.costs[s].handoff(values)
-                sent.append(Move(now + at, 0 if self.draft is None else self.draft, home, [], s, it.index,
-                                 True))
-            return sent
+        if s == self.S - 1:
+            return self._finish_last(it, now)
         rs, ps = it.decodes, it.pieces
         S, pool, draft = self.S, self.pool, self.draft
         # a stage's hand-off, after an iteration with prompt tokens or without (``BatchCosts.handoff``)
@@ -325,6 +314,22 @@ class Scheduler(Admission, RunAhead):
             moves.append(Move(now + (move(values, True) if prompt else move(values)), to, out_r, out_p, s,
                               it.index, True))
         return moves
+
+    def _finish_last(self, it: Iteration, now: float) -> list[Move]:
+        """The last stage's iteration ends: its outputs, and the requests with more to come home (or to
+        the draft)."""
+        s = self.S - 1
+        home: list[int] = []
+        values = self._outputs(it, now, home)
+        sent = self.admit(now)
+        if home:
+            self.times[it.index * _ROW + _MOVED] = values
+            if self.draft is not None:
+                at = self.costs[self.draft].receive(values)
+            else:  # after an iteration with prompt tokens or without (``BatchCosts.handoff``)
+                at = self.costs[s].handoff(values, True) if it.pieces else self.costs[s].handoff(values)
+            sent.append(Move(now + at, 0 if self.draft is None else self.draft, home, [], s, it.index, True))
+        return sent
 
     def _emit(self, r: int, now: float) -> bool:
         """Request r's next output at ``now`` (a verify pass: the tokens it accepted); whether more come
