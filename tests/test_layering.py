@@ -120,7 +120,6 @@ TABLE_IMPORTS: dict[str, Callable[[], Iterable[str]]] = {
     **{module: lambda module=module: _LAZY_EXPORTS_OF[module]().values() for module in _LAZY_EXPORTS_OF},
     "cli.main": lambda: importlib.import_module("wsesim.cli.main")._EXTENSION_MODULES,
     "fabric.fidelity": lambda: _references("wsesim.fabric.fidelity.FABRICS"),
-    "experiments.runner": lambda: _references("wsesim.experiments.runner.COMPOSERS"),
 }
 """Modules that import through a table, and what they import, read from it: the lazy public API (a
 relative name in its own package), the CLI's command table (its own modules), and the plug-in tables

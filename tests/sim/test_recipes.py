@@ -6,7 +6,6 @@ text changes, this file changes with it: the test is the recipe followed."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Generator
 from types import SimpleNamespace
 from typing import Any
@@ -123,13 +122,12 @@ def _toy_steps(plan: StepPlan, feasible: bool, steps: list[str]) -> Composer:
 
 @pytest.mark.parametrize("feasible", [True, False])
 def test_a_new_workload_is_one_entry_of_the_one_runner(feasible: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy's steps as a ``runs.Composer`` in a module of its own, named by one entry in
-    ``runner.COMPOSERS`` under its spec's kind and its hardware's: ``runner.run`` takes them in its one order — refused before it is laid out and again
+    """The toy's steps as a ``runs.Composer``, one entry in ``runner.COMPOSERS`` under its spec's kind and
+    its hardware's: ``runner.run`` takes them in its one order — refused before it is laid out and again
     once it is, built, costed, executed, measured — and its result is the executor's 14,155,776 FLOPs
     (as above); a layout that does not fit is a result with its reason, nothing built."""
     steps: list[str] = []
-    monkeypatch.setitem(sys.modules, "toy_workload", SimpleNamespace(TOY=_toy_steps(_plan(), feasible, steps)))
-    monkeypatch.setitem(runner.COMPOSERS, ("toy", "hardware"), "toy_workload:TOY")
+    monkeypatch.setitem(runner.COMPOSERS, ("toy", "hardware"), _toy_steps(_plan(), feasible, steps))
     run = runner.run(SimpleNamespace(kind="toy", hardware=SimpleNamespace(kind="hardware")))
     if feasible:
         assert steps == ["refuse", "lay out", "refuse laid out", "build", "cost", "execute", "measure"]

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..config.tables import load
-from .runs import Options, Run, compose
+from .gpu_inference import GPU_SERVING
+from .gpu_training import GPU_TRAINING
+from .inference import SERVING
+from .runs import Composer, Options, Run, compose
+from .training import TRAINING
 
 if TYPE_CHECKING:
     from ..analysis.results import RunResult
@@ -23,22 +26,22 @@ if TYPE_CHECKING:
 
 __all__ = ["COMPOSERS", "Run", "run", "run_experiment", "run_inference", "simulate_experiment"]
 
-COMPOSERS: dict[tuple[str, str], str] = {
-    ("experiment", "hardware"): "wsesim.experiments.training:TRAINING",  # a training step on a wafer
-    ("experiment", "gpu"): "wsesim.experiments.gpu_training:GPU_TRAINING",  # on a GPU node (model.md §13.8)
-    ("inference", "hardware"): "wsesim.experiments.inference:SERVING",  # a serving run on wafers
-    ("inference", "gpu"): "wsesim.experiments.gpu_inference:GPU_SERVING",  # on GPU nodes (§13.7)
+COMPOSERS: dict[tuple[str, str], Composer] = {
+    ("experiment", "hardware"): TRAINING,  # a training step on a wafer
+    ("experiment", "gpu"): GPU_TRAINING,  # on a GPU node (docs/model.md §13.8)
+    ("inference", "hardware"): SERVING,  # a serving run on wafers
+    ("inference", "gpu"): GPU_SERVING,  # on GPU nodes (§13.7)
 }
-"""Each kind of run's steps (a ``runs.Composer``), by (the spec's ``kind``, its hardware's ``kind``): named
-as ``"module:attribute"``, imported when a run of that kind runs (``config.tables.load``), as the tables of
-fidelities and mappings name theirs, so that a training step does not import serving's modules."""
+"""Each kind of run's steps (a ``runs.Composer``), by (the spec's ``kind``, its hardware's ``kind``), each
+imported above, so that a reader (or a tool) follows the hop from ``run`` to a workload's steps, and from
+there to the executor (``sim.executors.engines``), by imports alone."""
 
 
 def run(spec: Any, options: Options | None = None) -> Run:
     """Run ``spec`` (a validated experiment of any kind): its result and what made it. A configuration
     that does not fit is a result with ``feasible=False`` and its reason; work that cannot finish on this
     machine is a ``ConfigError`` before anything is built. ``options``: ``runs.Options``."""
-    return compose(load(COMPOSERS[spec.kind, spec.hardware.kind]), spec, options or Options())
+    return compose(COMPOSERS[spec.kind, spec.hardware.kind], spec, options or Options())
 
 
 def run_experiment(spec: ExperimentSpec) -> RunResult:
