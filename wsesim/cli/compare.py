@@ -197,9 +197,11 @@ def format_side_by_side(data: dict[str, Any], source: str) -> str:
     out = [f"{source}: {what}" if what else source, f"one system: {systems}",
            "per kW: of each run's simulated mean power (all its systems, their static floor included); "
            "$: at inference.economics.price_per_system_hour"]
+    # local: analysis.figures loads the results' modules, which compare's other tables do not need
+    from ..analysis.figures import short
+
     load = data["load"]
-    head = [*([load.removeprefix("inference.")] if load else []), *(k.removeprefix("inference.")
-                                                                    for k in data["keys"]),
+    head = [*([short(load)] if load else []), *(short(k) for k in data["keys"]),
             "systems", "kW per system", "tokens/s per user", "tokens/s per system", "tokens/s per kW",
             "$ per M tokens", "status"]
     rows = []
