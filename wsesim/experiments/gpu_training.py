@@ -2,7 +2,9 @@
 against one GPU's HBM (``model.gpu_memory``) -> the routing of the node's tokens -> the training program's
 micro-batch (``builders.training.micro_batch_ops``) -> its ops costed on the GPU kernels
 (``sim.cost.gpu_training``) -> the same ``RunResult`` as a wafer's step, its energy the node's (each GPU at
-its TDP for the step, the node's floor beside). ``runner.simulate_experiment`` hands a GPU spec here."""
+its TDP for the step, the node's floor beside). Under ``training.tensor_parallel`` = tp the node is n/tp
+data-parallel groups of tp GPUs, and its step n/tp groups' tokens. ``runner.simulate_experiment`` hands a
+GPU spec here."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from ..analysis.results import RunResult, base_fields, expert_imbalance, infeasible
 from ..kernels.gpu.device import Gpu
-from ..model.gpu_memory import gpu_memory, max_gpu_batch
+from ..model.gpu_memory import gpu_memory, max_gpu_batch, tensor_slice
 from ..model.routing import route_tokens
 from ..model.shapes import LayerShapes
 from ..sim.cost.gpu_serving import GPU_DTYPES_BY_BYTES
@@ -26,12 +28,17 @@ from .runs import Run
 __all__ = ["gpu_batch", "run_gpu_training"]
 
 
+def _groups(spec: Any) -> int:
+    """The node's data-parallel groups: its GPUs over ``training.tensor_parallel``."""
+    return spec.hardware.node.gpus // spec.training.tensor_parallel
+
+
 def _routing(spec: Any, batch_per_tile: int) -> tuple[np.ndarray, float]:
-    """The routed slots of the node's tokens (every GPU's G·B·S), ``[layers, experts]``, and the busiest
-    GPU's slots over the mean (1 on a dense model)."""
+    """The routed slots of the node's tokens (every data-parallel group's G·B·S), ``[layers, experts]``,
+    and the busiest GPU's slots over the mean (1 on a dense model)."""
     m, t, n = spec.model, spec.training, spec.hardware.node.gpus
     rng = np.random.default_rng(t.seed).spawn(2)[1]  # the wafer's routing stream (runner.random_streams)
-    tokens = route_tokens(m, t, n * batch_per_tile * t.tiles * t.seq_len, rng)
+    tokens = route_tokens(m, t, _groups(spec) * batch_per_tile * t.tiles * t.seq_len, rng)
     if not m.experts:
         return tokens, 1.0
     share = expert_share(tokens, n)[~np.array([m.is_dense(i) for i in range(m.layers)])]
@@ -39,8 +46,10 @@ def _routing(spec: Any, batch_per_tile: int) -> tuple[np.ndarray, float]:
 
 
 def _plan(spec: Any, batch_per_tile: int, tokens: np.ndarray) -> StepPlan:
-    """The plan the training program is written from: only its batch, shapes and routing are read."""
-    return StepPlan(hw=spec.hardware, model=spec.model, training=spec.training, batch_per_tile=batch_per_tile,
+    """The plan the training program is written from, for one GPU's ``tensor_slice`` of the model: only its
+    batch, shapes and routing are read."""
+    model = tensor_slice(spec.model, spec.training.tensor_parallel)
+    return StepPlan(hw=spec.hardware, model=model, training=spec.training, batch_per_tile=batch_per_tile,
                     tiles=spec.training.tiles, attention_shape=(1, 1), expert_regions=(), expert_region_of=(),
                     tokens=tokens, dispatch=_nothing, cost_experts=_nothing)
 
@@ -51,7 +60,8 @@ def _nothing(*args: Any) -> Any:
 
 def _block(spec: Any, mem: Any, extra: dict[str, Any]) -> dict[str, Any]:
     m, n = spec.model, spec.hardware.node.gpus
-    return {"gpus": n, "data_parallel": n, "expert_parallel": n if m.experts else 1,
+    return {"gpus": n, "data_parallel": _groups(spec), "tensor_parallel": spec.training.tensor_parallel,
+            "expert_parallel": n if m.experts else 1,
             "experts_per_gpu": -(-m.experts // n), "hbm_bytes_per_gpu": mem.total,
             "hbm_capacity_bytes": mem.capacity, "hbm_by_part_bytes": mem.parts, **extra}
 
@@ -77,17 +87,16 @@ def run_gpu_training(spec: Any) -> Run:
     if not B or not mem.feasible:
         why = mem.reason if B else f"batch_per_tile auto: not even B=1 fits ({mem.reason})"
         r = infeasible(spec, B, why, wall_s=time.perf_counter() - t0)
-        return Run(replace(r, global_batch=hw.node.gpus * B * t.tiles,
-                           tokens_per_step=hw.node.gpus * r.tokens_per_step, gpu=_block(spec, mem, {})))
+        return Run(replace(r, global_batch=_groups(spec) * B * t.tiles,
+                           tokens_per_step=_groups(spec) * r.tokens_per_step, gpu=_block(spec, mem, {})))
     gpu = Gpu.of(hw, GPU_DTYPES_BY_BYTES.get(m.bytes_per_value, "bf16"))
     step = cost_gpu_step(spec, gpu, B, tokens, micro_batch_ops(_plan(spec, B, tokens)))
     n, clock = hw.node.gpus, hw.clock_hz
-    per_gpu = B * t.tiles * t.seq_len
-    node_tokens = n * per_gpu
+    node_tokens = _groups(spec) * B * t.tiles * t.seq_len  # each group's G·B·S
     flops = node_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
     joules = n * hw.power.gpu_watts * step.seconds + hw.power.node_floor_watts * step.seconds
     result = RunResult(
-        **{**base_fields(spec, B), "global_batch": n * B * t.tiles}, feasible=True, infeasible_reason="",
+        **{**base_fields(spec, B), "global_batch": _groups(spec) * B * t.tiles}, feasible=True, infeasible_reason="",
         step_cycles=step.seconds * clock, step_time_s=step.seconds, tokens_per_step=node_tokens,
         throughput_tokens_per_s=node_tokens / step.seconds, model_flops_per_step=flops,
         mfu=flops / (step.seconds * n * gpu.peak_flops_per_s),
