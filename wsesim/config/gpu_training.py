@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import field_validator
 
 from .base import fail
-from .gpu import GpuSpec, attention_on_a_gpu
 from .fields import count
+from .gpu import GpuSpec, attention_on_a_gpu
 from .specs import ClusterSpec, ExperimentSpec, SimulationSpec, TrainingSpec
 
 __all__ = ["GpuExperimentSpec", "GpuTrainingSpec"]

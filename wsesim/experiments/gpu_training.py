@@ -96,7 +96,8 @@ def run_gpu_training(spec: Any) -> Run:
     flops = node_tokens * LayerShapes(m).model_flops_per_token(t.seq_len)
     joules = n * hw.power.gpu_watts * step.seconds + hw.power.node_floor_watts * step.seconds
     result = RunResult(
-        **{**base_fields(spec, B), "global_batch": _groups(spec) * B * t.tiles}, feasible=True, infeasible_reason="",
+        **{**base_fields(spec, B), "global_batch": _groups(spec) * B * t.tiles}, feasible=True,
+        infeasible_reason="",
         step_cycles=step.seconds * clock, step_time_s=step.seconds, tokens_per_step=node_tokens,
         throughput_tokens_per_s=node_tokens / step.seconds, model_flops_per_step=flops,
         mfu=flops / (step.seconds * n * gpu.peak_flops_per_s),

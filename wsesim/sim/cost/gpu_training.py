@@ -11,10 +11,12 @@ input; no sequence parallelism, and no overlap of these with compute. An MoE mod
 over all n GPUs (⌈E/n⌉ a GPU, expert parallel, each expert whole), each GPU of a group dispatching 1/tp
 of its group's tokens (their outputs summed by the block's all-reduce): each layer's routed copies sent
 to their experts' GPUs and back by an NCCL all-to-all, and the step waits on the GPU whose experts got
-the most slots (the routing the step draws over the node's n/tp·T tokens): every MoE layer's experts are costed at the slots of the step's worst
-layer's busiest GPU — a bound on the other layers, which differ from it by the routing's spread (a few
-per cent under uniform routing), and one grouped-GEMM schedule a shape instead of one a layer (each takes
-the kernel layer a good part of a second). By op of the program:
+the most slots (the routing the step draws over the node's n/tp·T tokens): every MoE layer's experts
+are costed at the slots of the step's worst layer's busiest GPU — a bound on the other layers, which
+differ from it by the routing's spread (a few per cent under uniform routing), and one grouped-GEMM
+schedule a shape instead of one a layer (each takes the kernel layer a good part of a second). The
+embedding's and the LM head's own all-reduces under tensor parallelism (two of T·H a step, against four
+or five a layer) are not counted. By op of the program:
 
 * attention, per tile of B sequences (its GEMMs' M = B·S): the q/k/v and output projections (backward:
   each one's input- and weight-gradient GEMMs), FlashAttention over the B sequences (backward 2.5× its
@@ -194,7 +196,7 @@ class _Step:
         dense, mine = split_params(m, self.n)
         grad = DTYPE_BYTES[t.weight_gradient_dtype]
         self.add("gradient_allreduce", collective(self.gpu, "allreduce", 1, self.dp, float(dense * grad)))
-        params = ceil(dense / self.dp) + mine  # Adam reads weight, gradient and state; writes weight and state
+        params = ceil(dense / self.dp) + mine  # Adam reads weight, gradient and state; writes weight, state
         moved = params * (2 * m.bytes_per_value + grad + 2 * ADAM_BYTES)
         self.add("optimizer", elementwise(self.gpu, ceil(moved / (2 * self.gpu.elem_bytes))))
 
