@@ -131,3 +131,22 @@ def test_a_group_the_node_or_model_cannot_take_is_refused_in_one_line(
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expected in err and "Traceback" not in err
+
+
+def test_an_moe_models_experts_stay_over_all_gpus_and_route_the_groups_tokens(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, int, float]] = []
+    real = cost.collective
+    monkeypatch.setattr(cost, "collective", lambda gpu, kind, nodes, gpus, nbytes, *a, **k: calls.append(
+        (kind, gpus, nbytes)) or real(gpu, kind, nodes, gpus, nbytes, *a, **k))
+    spec = _spec("tiny-moe", **{"training.seq_len": 256, "training.batch_per_tile": 2,
+                                "training.tensor_parallel": 2, "training.activations": "store"})
+    _, tokens, _ = gpu_batch(spec)
+    # 8 / 2 = 4 groups of T = 2 x 256 = 512 distinct tokens, 2 copies each, on every one of the 2 layers
+    assert tokens.sum(axis=1).tolist() == [4 * 512 * 2] * 2
+    r = run_experiment(spec)
+    assert r.feasible and r.gpu["expert_parallel"] == 8 and r.gpu["experts_per_gpu"] == 1
+    # each GPU sends its 1/8 of a layer's 4,096 routed copies of H = 64 values at 2 bytes, there and back,
+    # forward and backward: 4 all-to-alls a layer
+    assert calls.count(("alltoall", 8, 4096 / 8 * 64 * 2)) == 4 * 2
+    assert calls.count(("allreduce", 2, 512 * 64 * 2)) == 4 * 2  # the group's T·H, 4 a layer
