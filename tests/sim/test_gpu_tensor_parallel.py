@@ -150,3 +150,13 @@ def test_an_moe_models_experts_stay_over_all_gpus_and_route_the_groups_tokens(
     # forward and backward: 4 all-to-alls a layer
     assert calls.count(("alltoall", 8, 4096 / 8 * 64 * 2)) == 4 * 2
     assert calls.count(("allreduce", 2, 512 * 64 * 2)) == 4 * 2  # the group's T·H, 4 a layer
+
+
+@pytest.mark.parametrize(("model", "hardware", "tp", "feasible"), [
+    ("llama3-8b", "h100", 1, True),  # fits alone: no group
+    ("llama3.1-70b", "b200", 8, True),  # 1, 2 and 4 do not fit (397, 254 and 183 GB a GPU at B = 1)
+    ("llama3.1-70b", "h100", 8, False),  # none fits: the largest allowed, with its reason
+])
+def test_auto_is_the_smallest_group_that_fits(model: str, hardware: str, tp: int, feasible: bool) -> None:
+    r = run_experiment(_spec(model, hardware, **{"training.seq_len": 4096, "training.tensor_parallel": "auto"}))
+    assert r.gpu["tensor_parallel"] == tp and r.feasible == feasible

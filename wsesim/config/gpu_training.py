@@ -7,7 +7,7 @@ reason, before anything is built."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import field_validator
 
@@ -22,9 +22,11 @@ __all__ = ["GpuExperimentSpec", "GpuTrainingSpec"]
 class GpuTrainingSpec(TrainingSpec):
     """``TrainingSpec`` on a GPU: ``tensor_parallel`` GPUs of the node split every layer's weights (§13.8);
     the node's GPUs / tensor_parallel such groups are data parallel. 1: every GPU holds the whole model
-    but its experts."""
+    but its experts; ``auto``: the smallest group whose step fits HBM
+    (``model.gpu_memory.tensor_parallel``)."""
 
-    tensor_parallel: count(1_024) = 1  # type: ignore[valid-type]  (checked against the node's GPUs)
+    # checked against the node's GPUs and the model's heads
+    tensor_parallel: count(1_024) | Literal["auto"] = 1  # type: ignore[valid-type]
 
 
 def tensor_parallel_problem(tp: int, model: Any, gpus: int) -> str:
@@ -60,8 +62,9 @@ class GpuExperimentSpec(ExperimentSpec):
             raise fail(f"expected micro_batches 1 or auto on a GPU, got {training.micro_batches}",
                        at="micro_batches")
         hw = info.data.get("hardware")
-        if hw is not None and (problem := tensor_parallel_problem(training.tensor_parallel,
-                                                                  info.data.get("model"), hw.node.gpus)):
+        tp = training.tensor_parallel
+        if hw is not None and tp != "auto" and (problem := tensor_parallel_problem(tp, info.data.get("model"),
+                                                                                   hw.node.gpus)):
             raise fail(problem, at="tensor_parallel")
         return training
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..analysis.results import RunResult, base_fields, expert_imbalance, infeasible
 from ..kernels.gpu.device import Gpu
-from ..model.gpu_memory import gpu_memory, max_gpu_batch, tensor_slice
+from ..model.gpu_memory import gpu_memory, max_gpu_batch, tensor_parallel, tensor_slice
 from ..model.routing import route_tokens
 from ..model.shapes import LayerShapes
 from ..sim.cost.gpu_serving import GPU_DTYPES_BY_BYTES
@@ -26,6 +26,15 @@ from ..sim.programs.plan import StepPlan
 from .runs import Run
 
 __all__ = ["gpu_batch", "run_gpu_training"]
+
+
+def _resolved(spec: Any) -> Any:
+    """``spec`` with ``training.tensor_parallel: auto`` replaced by the group size it resolves to."""
+    t = spec.training
+    if t.tensor_parallel != "auto":
+        return spec
+    tp = tensor_parallel(spec.hardware, spec.model, t)
+    return spec.model_copy(update={"training": t.model_copy(update={"tensor_parallel": tp})})
 
 
 def _groups(spec: Any) -> int:
@@ -69,6 +78,7 @@ def _block(spec: Any, mem: Any, extra: dict[str, Any]) -> dict[str, Any]:
 def gpu_batch(spec: Any) -> tuple[int, np.ndarray, float]:
     """(B, the routing at that B, its busiest GPU's load): ``batch_per_tile`` as set, or ``auto``'s
     largest B that fits one GPU's HBM under the load its own routing gives (0: not even B = 1)."""
+    spec = _resolved(spec)
     hw, m, t = spec.hardware, spec.model, spec.training
     B = int(t.batch_per_tile) if t.batch_per_tile != "auto" else max_gpu_batch(hw, m, t)
     tokens, load = _routing(spec, max(B, 1))
@@ -81,6 +91,7 @@ def gpu_batch(spec: Any) -> tuple[int, np.ndarray, float]:
 def run_gpu_training(spec: Any) -> Run:
     """One training step of ``spec`` on its node; one that does not fit HBM is a result with its reason."""
     t0 = time.perf_counter()
+    spec = _resolved(spec)
     hw, m, t = spec.hardware, spec.model, spec.training
     B, tokens, load = gpu_batch(spec)
     mem = gpu_memory(hw, m, t, max(B, 1), load=load)

@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
+from ..config.gpu_training import tensor_parallel_problem
 from ..config.specs import DTYPE_BYTES
 from .shapes import FFN_MATRICES, LayerShapes
 
 __all__ = ["ADAM_BYTES", "MAX_TOKENS", "GpuMemory", "gpu_memory", "max_gpu_batch", "max_gpu_tiles",
-           "split_params", "tensor_slice"]
+           "split_params", "tensor_parallel", "tensor_slice"]
 
 ADAM_BYTES = 12
 """fp32 master weight, first and second moment: bytes of optimizer state a parameter (§13.8)."""
@@ -62,6 +63,21 @@ class GpuMemory:
             return ""
         shown = ", ".join(f"{k} {v / 1e9:.1f}" for k, v in self.parts.items())
         return f"HBM: {self.total / 1e9:.1f} GB a GPU ({shown}) > {self.capacity / 1e9:.1f} GB"
+
+
+def tensor_parallel(hw: Any, model: Any, training: Any) -> int:
+    """``training.tensor_parallel``, or under ``auto`` the smallest group the node and the model allow
+    (``tensor_parallel_problem``) whose step fits one GPU's HBM at B = 1 (or the B set) under a balanced
+    load; when none does, the largest allowed, whose result then says why."""
+    tp = training.tensor_parallel
+    if tp != "auto":
+        return int(tp)
+    n = hw.node.gpus
+    allowed = [g for g in range(1, n + 1) if not tensor_parallel_problem(g, model, n)]
+    B = 1 if training.batch_per_tile == "auto" else int(training.batch_per_tile)
+    fits = (g for g in allowed
+            if gpu_memory(hw, model, training.model_copy(update={"tensor_parallel": g}), B).feasible)
+    return next(fits, allowed[-1])
 
 
 def tensor_slice(model: Any, tp: int) -> Any:
@@ -103,7 +119,7 @@ def gpu_memory(hw: Any, model: Any, training: Any, batch_per_tile: int, *, tiles
                load: float = 1.0) -> GpuMemory:
     """One GPU's HBM at B = ``batch_per_tile`` and G = ``tiles`` (default ``training.tiles``), its group
     ``training.tensor_parallel`` GPUs."""
-    n, b, tp = hw.node.gpus, model.bytes_per_value, training.tensor_parallel
+    n, b, tp = hw.node.gpus, model.bytes_per_value, tensor_parallel(hw, model, training)
     model = tensor_slice(model, tp)
     dense, mine = split_params(model, n)
     tokens = (training.tiles if tiles is None else tiles) * batch_per_tile * training.seq_len
