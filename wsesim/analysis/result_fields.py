@@ -100,7 +100,10 @@ RUN_RESULT_FIELDS: dict[str, Doc] = {
 
 GPU_TRAINING_FIELDS: dict[str, Doc] = {
     "gpus": ("count", "the node's GPUs (`node.gpus`)", "§13.8"),
-    "data_parallel": ("count", "GPUs each running the step's program on its own G × B sequences", "§13.8"),
+    "data_parallel": ("count", "groups of `tensor_parallel` GPUs, each running the step's program on its own "
+                      "G × B sequences (the node's GPUs / tensor_parallel)", "§13.8"),
+    "tensor_parallel": ("count", "GPUs a group splits each layer's weights over (`training.tensor_parallel`)",
+                        "§13.8"),
     "expert_parallel": ("count", "GPUs an MoE layer's experts are split over (1: a dense model)", "§13.8"),
     "experts_per_gpu": ("count", "⌈experts / GPUs⌉ (0: a dense model)", "§13.8"),
     "hbm_bytes_per_gpu": ("B", "one GPU's HBM in the step", "§13.8"),
@@ -112,8 +115,8 @@ GPU_TRAINING_FIELDS: dict[str, Doc] = {
     "link_bytes_per_gpu": ("B", "bytes its all-to-alls and all-reduce sent (also `dispatched_bytes`)",
                            "§13.8"),
     "seconds_by_part": ("s", "the step by part (attention, attention_core, norms, ffn, router, experts, "
-                        "dispatch, combine, lm_head, gradient_allreduce, optimizer; `phases` holds them in "
-                        "cycles)", "§13.8"),
+                        "dispatch, combine, lm_head, gradient_allreduce, optimizer, and tensor_allreduce "
+                        "when tensor_parallel > 1; `phases` holds them in cycles)", "§13.8"),
 }
 """The keys of a GPU step's ``gpu`` block (docs/model.md §13.8)."""
 

@@ -49,7 +49,10 @@ def _gpu_rows(g: dict[str, Any]) -> list[tuple[str, str]]:
     n, plural = g["experts_per_gpu"], "s" if g["experts_per_gpu"] > 1 else ""
     experts = f", expert parallel ({n} expert{plural} a GPU)" if g["expert_parallel"] > 1 else ""
     parts = ", ".join(f"{k} {format_bytes(v, binary=False)}" for k, v in g["hbm_by_part_bytes"].items())
-    return [("node", f"{g['gpus']} GPUs, data parallel{experts}"),
+    tp = g.get("tensor_parallel", 1)
+    groups = f"{g['data_parallel']} data-parallel group{'s' if g['data_parallel'] > 1 else ''}"
+    layout = f"{groups} of {tp} tensor-parallel GPUs" if tp > 1 else "data parallel"
+    return [("node", f"{g['gpus']} GPUs, {layout}{experts}"),
             ("HBM per GPU", f"{format_bytes(g['hbm_bytes_per_gpu'], binary=False)} of "
                             f"{format_bytes(g['hbm_capacity_bytes'], binary=False)} ({parts})")]
 

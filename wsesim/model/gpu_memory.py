@@ -1,22 +1,28 @@
 """What one GPU of a node holds while it trains (docs/model.md §13.8): the HBM check that replaces the wafer's
 SRAM model on a ``kind: gpu`` preset.
 
-The node's ``n`` GPUs are data parallel, and an MoE model's experts are split over them (expert parallel,
-⌈E/n⌉ a GPU). Each GPU holds, in bytes:
+The node's ``n`` GPUs form n/tp data-parallel groups of ``tp = training.tensor_parallel`` GPUs, each group
+splitting every layer's weights as Megatron-LM's tensor parallelism does (``tensor_slice``: one GPU's
+heads, FFN columns and vocabulary rows), and an MoE model's experts are split over all n GPUs (expert
+parallel, ⌈E/n⌉ a GPU, each expert whole). Each GPU holds, in bytes:
 
-* weights and their gradients: every non-expert parameter (``P_d``) and its own experts' (``P_e``), at
-  the model's ``bytes_per_value`` and ``training.weight_gradient_dtype``;
+* weights and their gradients: its slice's non-expert parameters (``P_d``) and its own experts'
+  (``P_e``), at the model's ``bytes_per_value`` and ``training.weight_gradient_dtype``;
 * Adam's fp32 master weights, first and second moments (12 bytes a parameter): its own experts' and
-  1/n of the rest, the non-expert state sharded over the data-parallel GPUs as Megatron-LM's distributed
-  optimizer (ZeRO stage 1) shards it;
+  tp/n of the slice's rest, the non-expert state sharded over the n/tp data-parallel GPUs as Megatron-LM's
+  distributed optimizer (ZeRO stage 1) shards it;
 * activations for the backward pass of its G·B sequences of S tokens (T = G·B·S tokens): with
   ``activations: recompute`` each layer's input (T·H values a layer) and one layer's full set while it is
   recomputed; with ``store``, every layer's full set. A layer's set, in values a token: its two norms'
   inputs (2H), q, k and v, the attention's output (FlashAttention keeps only its row statistics, not the
   S×S scores), and the FFN's input with its inner activations (the gate, up and their product: 3F for
   SwiGLU, 2F for GELU) — an MoE layer's for each of a token's k expert copies (H + 3I), times the busiest
-  GPU's share of the routed slots over the mean (``load``);
-* the LM head's fp32 logits for one tile (B·S·V·4 bytes; their gradient is written over them).
+  GPU's share of the routed slots over the mean (``load``). Under tensor parallelism q, k, v, the
+  attention's output and the FFN's inner values are the slice's (1/tp), the norms' and the FFN's inputs
+  whole on every GPU of the group (no sequence parallelism), and the routed copies 1/tp (each GPU of the
+  group dispatches its 1/tp of the group's tokens);
+* the LM head's fp32 logits for one tile (B·S·V·4 bytes, V/tp of them under tensor parallelism; their
+  gradient is written over them).
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
+from ..config.gpu_training import tensor_parallel_problem
 from ..config.specs import DTYPE_BYTES
 from .shapes import FFN_MATRICES, LayerShapes
 
 __all__ = ["ADAM_BYTES", "MAX_TOKENS", "GpuMemory", "gpu_memory", "max_gpu_batch", "max_gpu_tiles",
-           "split_params"]
+           "split_params", "tensor_parallel", "tensor_slice"]
 
 ADAM_BYTES = 12
 """fp32 master weight, first and second moment: bytes of optimizer state a parameter (§13.8)."""
@@ -58,6 +65,36 @@ class GpuMemory:
         return f"HBM: {self.total / 1e9:.1f} GB a GPU ({shown}) > {self.capacity / 1e9:.1f} GB"
 
 
+def tensor_parallel(hw: Any, model: Any, training: Any) -> int:
+    """``training.tensor_parallel``, or under ``auto`` the smallest group the node and the model allow
+    (``tensor_parallel_problem``) whose step fits one GPU's HBM at B = 1 (or the B set) under a balanced
+    load; when none does, the largest allowed, whose result then says why."""
+    tp = training.tensor_parallel
+    if tp != "auto":
+        return int(tp)
+    n = hw.node.gpus
+    allowed = [g for g in range(1, n + 1) if not tensor_parallel_problem(g, model, n)]
+    B = 1 if training.batch_per_tile == "auto" else int(training.batch_per_tile)
+    fits = (g for g in allowed
+            if gpu_memory(hw, model, training.model_copy(update={"tensor_parallel": g}), B).feasible)
+    return next(fits, allowed[-1])
+
+
+def tensor_slice(model: Any, tp: int) -> Any:
+    """One GPU's share of ``model`` in a tensor-parallel group of ``tp`` (Megatron-LM's layout): its heads
+    (heads/tp; KV heads kv/tp, or one, replicated, when tp exceeds them), its columns of the FFN's gate
+    and up and rows of its down (F/tp, and the shared expert's), its rows of the embedding and LM head
+    (V/tp, vocabulary-parallel); the norms, the router and the routed experts whole. ``model`` itself at
+    tp = 1. The config refuses a tp that does not divide the heads."""
+    if tp == 1:
+        return model
+    return model.model_copy(update={
+        "heads": model.heads // tp, "kv_heads": max(1, model.kv_heads // tp),
+        "ffn_intermediate": ceil(model.ffn_intermediate / tp),
+        "shared_expert_intermediate": ceil(model.shared_expert_intermediate / tp),
+        "vocab_size": ceil(model.vocab_size / tp)})
+
+
 def split_params(model: Any, gpus: int) -> tuple[int, int]:
     """(non-expert parameters, one GPU's experts' parameters) with the experts split over ``gpus``."""
     s = LayerShapes(model)
@@ -66,31 +103,34 @@ def split_params(model: Any, gpus: int) -> tuple[int, int]:
     return s.total_params - experts, mine
 
 
-def _layer_values(model: Any, dense: bool, load: float) -> float:
-    """Values a token a layer keeps for its backward pass (see the module's docstring)."""
+def _layer_values(model: Any, dense: bool, load: float, tp: int) -> float:
+    """Values a token a layer keeps for its backward pass (see the module's docstring), ``model`` one
+    GPU's ``tensor_slice`` of ``tp``."""
     s, H = LayerShapes(model), model.hidden_size
     q, k, v, o = s.qkvo_widths
     attention = 2 * H + q + k + v + o
     if dense:
         return attention + H + FFN_MATRICES[model.ffn_activation] * model.ffn_intermediate
     shared = 3 * model.shared_expert_intermediate
-    return attention + H + shared + model.top_k * (H + 3 * model.expert_intermediate) * load
+    return attention + H + shared + model.top_k * (H + 3 * model.expert_intermediate) * load / tp
 
 
 def gpu_memory(hw: Any, model: Any, training: Any, batch_per_tile: int, *, tiles: int | None = None,
                load: float = 1.0) -> GpuMemory:
-    """One GPU's HBM at B = ``batch_per_tile`` and G = ``tiles`` (default ``training.tiles``)."""
-    n, b = hw.node.gpus, model.bytes_per_value
+    """One GPU's HBM at B = ``batch_per_tile`` and G = ``tiles`` (default ``training.tiles``), its group
+    ``training.tensor_parallel`` GPUs."""
+    n, b, tp = hw.node.gpus, model.bytes_per_value, tensor_parallel(hw, model, training)
+    model = tensor_slice(model, tp)
     dense, mine = split_params(model, n)
     tokens = (training.tiles if tiles is None else tiles) * batch_per_tile * training.seq_len
-    layers = [_layer_values(model, model.is_dense(i), load) for i in range(model.layers)]
+    layers = [_layer_values(model, model.is_dense(i), load, tp) for i in range(model.layers)]
     if training.activations == "recompute":
         kept = model.layers * model.hidden_size + max(layers, default=0.0)
     else:
         kept = sum(layers)
     parts = {"weights": float((dense + mine) * b),
              "gradients": float((dense + mine) * DTYPE_BYTES[training.weight_gradient_dtype]),
-             "optimizer": float((ceil(dense / n) + mine) * ADAM_BYTES),
+             "optimizer": float((ceil(dense / (n // tp)) + mine) * ADAM_BYTES),
              "activations": float(tokens * kept * b),
              "logits": float(batch_per_tile * training.seq_len * model.vocab_size * 4)}
     return GpuMemory(parts, float(hw.hbm.capacity_bytes))

@@ -1,14 +1,22 @@
 """A training step on a GPU node (docs/model.md §13.8): the training program's ops (``builders.training``)
 costed by the GPU kernels (``wsesim.kernels.gpu``) on one GPU of the node, in the program's order.
 
-The node's ``n`` GPUs are data parallel: each runs the same program on its own G tiles of B sequences
-(T = G·B·S tokens), so one GPU's stream of kernels is the step; an MoE model's experts are split over the
-GPUs (⌈E/n⌉ a GPU, expert parallel), each layer's routed copies sent to their experts' GPUs and back by an
-NCCL all-to-all, and the step waits on the GPU whose experts got the most slots (the routing the step
-draws over the node's n·T tokens): every MoE layer's experts are costed at the slots of the step's worst
-layer's busiest GPU — a bound on the other layers, which differ from it by the routing's spread (a few
-per cent under uniform routing), and one grouped-GEMM schedule a shape instead of one a layer (each takes
-the kernel layer a good part of a second). By op of the program:
+The node's ``n`` GPUs form n/tp data-parallel groups of ``tp = training.tensor_parallel`` GPUs (1: each
+GPU a group); each group runs the same program on its own G tiles of B sequences (T = G·B·S tokens), every
+GPU of it on its ``tensor_slice`` of each layer (Megatron-LM's layout: q/k/v and gate/up split by columns,
+o_proj and down by rows, the LM head by vocabulary), so one GPU's stream of kernels is the step. Under
+tensor parallelism each attention and each FFN or MoE block ends in an all-reduce of the group's T·H
+activations, forward and backward (Megatron's f and g), and again where a recompute rebuilds the FFN's
+input; no sequence parallelism, and no overlap of these with compute. An MoE model's experts are split
+over all n GPUs (⌈E/n⌉ a GPU, expert parallel, each expert whole), each GPU of a group dispatching 1/tp
+of its group's tokens (their outputs summed by the block's all-reduce): each layer's routed copies sent
+to their experts' GPUs and back by an NCCL all-to-all, and the step waits on the GPU whose experts got
+the most slots (the routing the step draws over the node's n/tp·T tokens): every MoE layer's experts
+are costed at the slots of the step's worst layer's busiest GPU — a bound on the other layers, which
+differ from it by the routing's spread (a few per cent under uniform routing), and one grouped-GEMM
+schedule a shape instead of one a layer (each takes the kernel layer a good part of a second). The
+embedding's and the LM head's own all-reduces under tensor parallelism (two of T·H a step, against four
+or five a layer) are not counted. By op of the program:
 
 * attention, per tile of B sequences (its GEMMs' M = B·S): the q/k/v and output projections (backward:
   each one's input- and weight-gradient GEMMs), FlashAttention over the B sequences (backward 2.5× its
@@ -20,8 +28,8 @@ the kernel layer a good part of a second). By op of the program:
   shape: the same FLOPs and weight bytes an expert), and the combine;
 * the LM head per tile (its three GEMMs) and the loss's softmax over the tile's logits;
 * after the last op (not overlapped with the backward pass): the non-expert gradients' ring all-reduce
-  (the distributed optimizer's reduce-scatter and its all-gather of the updated weights: the same bytes),
-  then Adam over the GPU's share of the parameters at HBM bandwidth.
+  over the n/tp data-parallel GPUs (the distributed optimizer's reduce-scatter and its all-gather of the
+  updated weights: the same bytes), then Adam over the GPU's share of the parameters at HBM bandwidth.
 
 A GEMM of more than ``PIECE_TILES`` tiles of 64×64 (an LM head or a dense FFN over a step's ~10⁵ tokens)
 is costed as equal pieces of its rows (a grouped GEMM: of each expert's), one after another, each under
@@ -46,7 +54,7 @@ from ...kernels.gpu.attention import elementwise, prefill_attention
 from ...kernels.gpu.collectives import collective
 from ...kernels.gpu.device import Gpu, GpuKernelResult
 from ...kernels.gpu.gemm import gemm, grouped
-from ...model.gpu_memory import ADAM_BYTES, split_params
+from ...model.gpu_memory import ADAM_BYTES, split_params, tensor_slice
 from ...model.shapes import FFN_MATRICES, LayerShapes
 from ...model.vocabulary import OpKind, Pass
 from ..programs.program import Experts, Op, Transfer, WaferOp
@@ -62,6 +70,7 @@ PIECE_TILES = 1 << 16
 
 _PARTS = ("attention", "attention_core", "norms", "ffn", "router", "experts", "dispatch", "combine",
           "lm_head", "gradient_allreduce", "optimizer")
+_TP_PART = "tensor_allreduce"  # a part only under tensor parallelism (tp = 1 reports what it always did)
 
 
 @dataclass(frozen=True)
@@ -88,8 +97,11 @@ def expert_share(tokens: np.ndarray, gpus: int) -> np.ndarray:
 
 class _Step:
     def __init__(self, spec: Any, gpu: Gpu, batch_per_tile: int, tokens: np.ndarray) -> None:
-        self.spec, self.gpu, self.m, self.t = spec, gpu, spec.model, spec.training
+        self.spec, self.gpu, self.t = spec, gpu, spec.training
+        self.tp, self.m = self.t.tensor_parallel, tensor_slice(spec.model, self.t.tensor_parallel)
         self.s, self.n = LayerShapes(self.m), spec.hardware.node.gpus
+        self.dp = self.n // self.tp
+        self.mlp_done: set[int] = set()  # layers whose FFN or MoE block has run its backward
         self.B, self.tokens = batch_per_tile, tokens
         self.parts: dict[str, float] = defaultdict(float)
         self.kernels, self.flops, self.link = 0, 0.0, 0.0
@@ -110,6 +122,19 @@ class _Step:
             pieces = ceil(ceil(m / 64) * ceil(n / 64) / PIECE_TILES)
             self.add(part, _gemm(self.gpu, ceil(m / pieces), k, n), times * pieces)
 
+    def tensor_allreduce(self, op: WaferOp, attention: bool) -> None:
+        """Megatron's f or g after ``op`` (the group's T·H activations summed over its tp GPUs): after every
+        forward and backward attention and FFN or MoE block, and after a recomputed attention that rebuilds
+        its layer's FFN input (one before that layer's backward block); none at tp = 1."""
+        if self.tp == 1:
+            return
+        if op.pass_ == Pass.RECOMPUTE and (not attention or op.layer in self.mlp_done):
+            return
+        if not attention and op.pass_ == Pass.BWD:
+            self.mlp_done.add(op.layer)
+        nbytes = float(self.B * self.t.tiles * self.t.seq_len * self.m.hidden_size * self.m.bytes_per_value)
+        self.add(_TP_PART, collective(self.gpu, "allreduce", 1, self.tp, nbytes))
+
     # ------------------------------------------------------------------------------------- the ops
     def wafer_op(self, op: WaferOp) -> None:
         g, m, H = self.gpu, self.m, self.m.hidden_size
@@ -128,15 +153,18 @@ class _Step:
             self.add("norms", elementwise(g, rows * (q + k)), grads * tiles)  # RoPE
             self.add("norms", elementwise(g, rows * H), 2 * grads * tiles)  # the two RMSNorms
             self.add("norms", elementwise(g, rows * H, reads=2), 2 * grads * tiles)  # the two residuals
+            self.tensor_allreduce(op, attention=True)
         elif op.kind == OpKind.FFN:
             rows = self.B * self.t.tiles * self.t.seq_len
             self.gemms("ffn", op.matmuls)
             reads = FFN_MATRICES[m.ffn_activation] - 1  # SwiGLU's gate and up, GELU's up
             self.add("ffn", elementwise(g, rows * m.ffn_intermediate, reads=reads), grads)
+            self.tensor_allreduce(op, attention=False)
         elif op.kind == OpKind.ROUTER:
             rows = self.B * self.t.tiles * self.t.seq_len
             self.gemms("router", op.matmuls)
             self.add("router", elementwise(g, rows * m.experts), grads)  # softmax and top-k over the logits
+            self.tensor_allreduce(op, attention=False)  # the MoE block's (its shared expert's and experts')
         elif op.kind == OpKind.LM_HEAD:
             rows = self.B * self.t.seq_len
             self.gemms("lm_head", op.matmuls, op.tiles)
@@ -167,8 +195,8 @@ class _Step:
         m, t = self.m, self.t
         dense, mine = split_params(m, self.n)
         grad = DTYPE_BYTES[t.weight_gradient_dtype]
-        self.add("gradient_allreduce", collective(self.gpu, "allreduce", 1, self.n, float(dense * grad)))
-        params = ceil(dense / self.n) + mine  # Adam reads weight, gradient and state; writes weight and state
+        self.add("gradient_allreduce", collective(self.gpu, "allreduce", 1, self.dp, float(dense * grad)))
+        params = ceil(dense / self.dp) + mine  # Adam reads weight, gradient and state; writes weight, state
         moved = params * (2 * m.bytes_per_value + grad + 2 * ADAM_BYTES)
         self.add("optimizer", elementwise(self.gpu, ceil(moved / (2 * self.gpu.elem_bytes))))
 
@@ -188,7 +216,7 @@ def cost_gpu_step(spec: Any, gpu: Gpu, batch_per_tile: int, tokens: np.ndarray,
                   ops: tuple[Op, ...]) -> GpuStep:
     """One GPU's step (see the module's docstring): ``ops`` the training program's micro-batch
     (``builders.training.micro_batch_ops``), ``tokens[layer, expert]`` the routed slots of the node's
-    n·G·B·S tokens."""
+    n/tp·G·B·S tokens (tp = ``training.tensor_parallel``, the ops written for one GPU's ``tensor_slice``)."""
     step = _Step(spec, gpu, batch_per_tile, tokens)
     for op in ops:
         if isinstance(op, WaferOp):
@@ -199,5 +227,5 @@ def cost_gpu_step(spec: Any, gpu: Gpu, batch_per_tile: int, tokens: np.ndarray,
             step.experts(op)
         # Weights and GradientOut cost nothing here: the weights are resident, the gradients reduced after
     step.tail()
-    parts = {p: step.parts.get(p, 0.0) for p in _PARTS}
+    parts = {p: step.parts.get(p, 0.0) for p in _PARTS + ((_TP_PART,) if step.tp > 1 else ())}
     return GpuStep(sum(parts.values()), parts, step.kernels, step.flops, step.link)
