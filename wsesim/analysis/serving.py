@@ -158,17 +158,11 @@ def _base(spec: InferenceExperimentSpec, mapping: Mapping) -> dict[str, Any]:
             "hardware": spec.hardware.name, "model": spec.model.name, "prompt_len": inf.load.prompt_len,
             "output_len": inf.load.output_len, "batch": inf.scheduler.batch,
             "grid": f"{mapping.grid[0]}x{mapping.grid[1]}",
-            "stages": len(mapping.stages), "systems": mapping.systems, "system": system_word(spec.hardware),
+            "stages": len(mapping.stages), "systems": mapping.systems, "system": spec.hardware.system,
             "systems_allowed": mapping.allowed or 0,
             "layers_per_stage": [len(s.layers) for s in mapping.stages], "kv_layout": inf.kv_layout,
             "software": inf.software,
             "max_output_len": min((s.memory.max_output for s in mapping.stages), default=0)}
-
-
-def system_word(hardware: Any) -> str:
-    """What one system of a serving run is, in words a count goes before: a wafer, or a GPU preset's node
-    ("8-GPU node"): what ``systems``, the per-system figures and the price per system-hour count."""
-    return f"{hardware.node.gpus}-GPU node" if hardware.kind == "gpu" else "wafer"
 
 
 def infeasible_serving(spec: InferenceExperimentSpec, mapping: Mapping, reason: str) -> ServeResult:

@@ -106,6 +106,11 @@ class GpuSpec(Spec):
     runtime: GpuRuntimeSpec
 
     @property
+    def system(self) -> str:
+        """What one system of this hardware is, in words a count goes before: the node ("8-GPU node")."""
+        return f"{self.node.gpus}-GPU node"
+
+    @property
     def dtypes(self) -> tuple[str, ...]:
         """The model dtypes the GPU computes in: those its tensor table gives a rate for, tf32 aside (a
         mode of fp32 matmuls, not a storage type)."""

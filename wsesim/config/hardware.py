@@ -257,6 +257,11 @@ class HardwareSpec(Spec):
 
     # derived totals ------------------------------------------------------------------------------
     @property
+    def system(self) -> str:
+        """What one system of this hardware is, in words a count goes before: a wafer."""
+        return "wafer"
+
+    @property
     def dtypes(self) -> tuple[str, ...]:
         """The model dtypes a PE computes in: fp32 on its own lanes, bf16 and fp16 on the 16-bit lanes
         (``kernels.cost.lanes_dtype``); it has no 8-bit arithmetic."""
