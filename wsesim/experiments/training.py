@@ -35,7 +35,7 @@ from ..sim.programs.builders.training import training_program
 from ..sim.programs.cluster import tree_for
 from ..sim.programs.plan import StepPlan, Trace
 from ..sim.programs.program import Op, Program
-from .estimate import check_work, fewest_micro_batches
+from .estimate import check_work, divisors, fewest_micro_batches
 from .mappings import moe_mapping
 from .runs import Composer, Options, Run, compose
 
@@ -195,7 +195,7 @@ def _size_for_global_batch(spec: ExperimentSpec, placement: Placement,
     if t.micro_batches != "auto":
         return fit(per_tile // int(t.micro_batches))
     bound = max_batch_per_tile(hw, m, t)  # with balanced routing: no larger B can fit
-    for B in sorted((d for d in _divisors(per_tile) if d <= bound), reverse=True):
+    for B in sorted((d for d in divisors(per_tile) if d <= bound), reverse=True):
         size = fit(B)
         if size.feasible:
             return size
@@ -204,11 +204,6 @@ def _size_for_global_batch(spec: ExperimentSpec, placement: Placement,
     return Sizing(0, None, 1.0, mem,
                   f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})",
                   placement=placement)
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
 
 
 def _refuse(spec: ExperimentSpec, size: Sizing | None, options: Options) -> None:
