@@ -12,7 +12,7 @@ from pydantic import field_validator
 
 from .base import fail
 from .fields import count
-from .gpu import GpuSpec, attention_on_a_gpu
+from .gpu import GpuSpec, OnAGpu
 from .inference import SERVING_SPECS, InferenceExperimentSpec, InferenceSpec
 from .inference_parts import check_experts_fit
 from .specs import window_problem
@@ -65,16 +65,11 @@ def gpu_refusal(inference: Any, model: Any, gpus: int) -> tuple[str, str]:
     return "", ""
 
 
-class GpuInferenceExperimentSpec(InferenceExperimentSpec):
+class GpuInferenceExperimentSpec(OnAGpu, InferenceExperimentSpec):
     """A ``kind: gpu`` preset, a model and requests to serve (docs/model.md §13.7)."""
 
     hardware: GpuSpec  # type: ignore[assignment]
     inference: GpuInferenceSpec = GpuInferenceSpec()  # type: ignore[assignment]
-
-    @field_validator("model")
-    @classmethod
-    def _attention_on_a_gpu(cls, model: Any) -> Any:
-        return attention_on_a_gpu(model)
 
     @field_validator("inference")
     @classmethod
