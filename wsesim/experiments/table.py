@@ -69,13 +69,10 @@ SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems",
 the mapping it was served on (a grid of PEs per stage, stages, wafers) and its figures, energy and cost
 included (empty where n/a). The host's wall-clock time is no column (the file is a function of the
 sweep)."""
-SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s",
-                    "prefill_tokens_per_s", "decode_step_cycles", "bottleneck", "refused", "ttft_p50_s",
-                    "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s", "itl_p99_s", "e2e_mean_s",
-                    "e2e_p50_s", "e2e_p99_s", "queueing_s", "tokens_per_s_per_system",
-                    "mean_batch", "largest_batch", "slo_attainment", "goodput_requests_per_s",
-                    "goodput_tokens_per_s", "kv_blocks", "preemptions", "swap_s", "power_w",
-                    "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
+SERVING_MEASURED = tuple(c for c in SERVING_COLUMNS if c not in (
+    "model", "hardware", "feasible", "grid", "stages", "systems", "system", "layers_per_stage", "kv_layout",
+    "batch", "prompt_len", "output_len", "max_output_len", "arrival", "batching", "requests", "kv_block",
+    "preemption"))
 """Columns only a served run fills: empty on an infeasible (or failed) row."""
 
 SWEEP_FIELDS: dict[str, tuple[str, ...]] = {
