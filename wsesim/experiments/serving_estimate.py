@@ -19,7 +19,6 @@ serving sweep). The limits are training's (``machine.memory_limit``, ``WSESIM_MA
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -86,17 +85,6 @@ class ServingEstimate:
         return BASE_BYTES + per * (self.held or self.visits)
 
 
-def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
-                     visits: int | None = None, runs: int = 1, draws: int = 0,
-                     arrival: str = "together", **more: Any) -> ServingEstimate:
-    """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
-    ``runs`` candidates with ``visits`` stage visits in all, when a search tries several), with
-    ``draws`` keys of sampled routing; ``arrival`` and ``more`` as ``ServingEstimate`` says."""
-    own = stages * batch * output_len
-    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits, draws,
-                           arrival, **more)
-
-
 def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
                      spans: bool = False) -> ServingEstimate:
     """The work of serving ``spec`` on ``mapping`` (its stages) by the executor it names, from the counts
@@ -105,10 +93,10 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
     moe = m.experts * (m.layers - m.dense_layer_count) if i.moe.sampled and m.experts else 0
     load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
+    mean = max(1, round(float(load.output.mean())) if len(load) else 0)  # the output_len a refusal names
     if not i.scheduler.continuous:  # an iteration per stage for each request's prompt and each decode token
-        mean = round(float(load.output.mean())) if len(load) else 0
-        return estimate_serving(S, len(load), max(1, mean), engine, visits=S * int(load.output.sum()),
-                                arrival=i.load.arrival, draws=draws, spans=spans)
+        return ServingEstimate(S, len(load), mean, engine, visits=S * int(load.output.sum()),
+                               arrival=i.load.arrival, draws=draws, spans=spans)
     given = i.scheduler.token_budget
     budget = default_token_budget(spec, mapping.grid[0]) if given == "auto" else int(given)
     if i.scheduler.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
@@ -125,10 +113,9 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
     else:  # a pair per iteration at most, and at most batch × the contexts the requests span
         span = int((load.prompt + load.output).max() - load.prompt.min())
         contexts = min(tokens + pieces, int(i.scheduler.batch) * span)
-    mean = round(float(load.output.mean())) if len(load) else 0
-    return estimate_serving(S, len(load), max(1, mean), engine,
-                            visits=S * (tokens + pieces), arrival=i.load.arrival, draws=draws,
-                            continuous=True, pieces=S * new_contexts, spans=spans, contexts=S * contexts)
+    return ServingEstimate(S, len(load), mean, engine, visits=S * (tokens + pieces), arrival=i.load.arrival,
+                           draws=draws, continuous=True, pieces=S * new_contexts, spans=spans,
+                           contexts=S * contexts)
 
 
 def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> Requests:
@@ -183,4 +170,4 @@ def _advice(e: ServingEstimate, fraction: float) -> str:
 
 
 __all__ = ["CONTEXT_SECONDS", "ROUTING_DRAW_S", "SERVE_ITERATION", "ServingEstimate",
-           "check_serving", "estimate_serving", "serving_estimate"]
+           "check_serving", "serving_estimate"]
