@@ -13,9 +13,7 @@ from pydantic import field_validator
 from .base import fail
 from .fields import count
 from .gpu import GpuSpec, OnAGpu
-from .inference import SERVING_SPECS, InferenceExperimentSpec, InferenceSpec
-from .inference_parts import check_experts_fit
-from .specs import window_problem
+from .inference import SERVING_SPECS, InferenceExperimentSpec, InferenceSpec, requests_fit_model
 
 __all__ = ["GpuInferenceExperimentSpec", "GpuInferenceSpec", "gpu_refusal"]
 
@@ -75,15 +73,11 @@ class GpuInferenceExperimentSpec(OnAGpu, InferenceExperimentSpec):
     @classmethod
     def _grid_fits(cls, inference: GpuInferenceSpec, info: Any) -> GpuInferenceSpec:  # the wafer's, for a GPU
         hw, model = info.data.get("hardware"), info.data.get("model")
-        if problem := window_problem(model, inference.load.prompt_len + inference.load.output_len - 1,
-                                     "inference.load.prompt_len + output_len - 1"):
-            raise fail(problem)
-        if model is not None:
-            check_experts_fit(model, inference)
-            if hw is not None:
-                key, why = gpu_refusal(inference, model, hw.node.gpus)
-                if key:
-                    raise fail(why, at=key)
+        requests_fit_model(inference, model)
+        if model is not None and hw is not None:
+            key, why = gpu_refusal(inference, model, hw.node.gpus)
+            if key:
+                raise fail(why, at=key)
         return inference
 
 

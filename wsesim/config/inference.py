@@ -180,18 +180,24 @@ class InferenceExperimentSpec(RunSpec):
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
                        f'got "{shown(inference.grid)}"', at="grid")
-        # every token of a request attends over its prompt and the output before it
-        load = inference.load
-        if problem := window_problem(info.data.get("model"), load.prompt_len + load.output_len - 1,
-                                     "inference.load.prompt_len + output_len - 1"):
-            raise fail(problem)
         model, spec = info.data.get("model"), inference.speculative
-        if model is not None:
-            check_experts_fit(model, inference)
+        requests_fit_model(inference, model)
         if model is not None and spec is not None and spec.draft.vocab_size != model.vocab_size:
             raise fail(f"expected a speculative draft with the target's vocabulary ({model.vocab_size:,} "
                        f"tokens: it proposes the target's tokens), got {spec.draft.vocab_size:,}")
         return inference
+
+
+def requests_fit_model(inference: InferenceSpec, model: Any) -> None:
+    """What a serving spec on any hardware checks of its requests against its model (``fail`` if not):
+    every token of a request attends over its prompt and the output before it, within the model's
+    sliding window; and MoE serving's keys agree with its experts (``check_experts_fit``)."""
+    load = inference.load
+    if problem := window_problem(model, load.prompt_len + load.output_len - 1,
+                                 "inference.load.prompt_len + output_len - 1"):
+        raise fail(problem)
+    if model is not None:
+        check_experts_fit(model, inference)
 
 
 SERVING_SPECS: dict[str, type[Spec]] = {}
