@@ -73,16 +73,17 @@ class ServingEstimate:
 
     @property
     def seconds(self) -> float:
-        table = SERVE_ITERATION
-        visit = table.get(self.engine, table["reference"])[0] + (SPAN[0] if self.spans else 0.0)
-        return (visit * self.visits + PIECE_SECONDS * self.pieces + CONTEXT_SECONDS * self.contexts
-                + ROUTING_DRAW_S * self.draws)
+        return (self._per_visit(0) * self.visits + PIECE_SECONDS * self.pieces
+                + CONTEXT_SECONDS * self.contexts + ROUTING_DRAW_S * self.draws)
 
     @property
     def bytes(self) -> float:  # the largest run's trace: runs are one after another
-        table = SERVE_ITERATION
-        per = table.get(self.engine, table["reference"])[1] + (SPAN[1] if self.spans else 0.0)
-        return BASE_BYTES + per * (self.held or self.visits)
+        return BASE_BYTES + self._per_visit(1) * (self.held or self.visits)
+
+    def _per_visit(self, i: int) -> float:
+        """A stage iteration's seconds (``i`` 0) or bytes (1) on its engine, its spans' with --trace."""
+        per = SERVE_ITERATION.get(self.engine, SERVE_ITERATION["reference"])[i]
+        return per + (SPAN[i] if self.spans else 0.0)
 
 
 def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
