@@ -33,7 +33,6 @@ class HardwareKind:
     whether a sweep's serving point is sized by the wafer's stage mapping. ``refusals`` maps a capability
     a command needs to the one line it refuses with on this kind (``refusal``)."""
 
-    kind: str
     kernel: Callable[..., Any]
     fits: tuple[Callable[..., int], Callable[..., int]]
     baseline_batch: Callable[[Any], int]
@@ -78,11 +77,9 @@ on H100 took 3.5 s on the 2-core machine (its kernels' schedules, most of it the
 
 KINDS: dict[str, HardwareKind] = {
     "hardware": HardwareKind(
-        kind="hardware",
         kernel=_wafer_kernel, fits=(max_batch_per_tile, max_tiles), baseline_batch=_wafer_batch,
         step_seconds=None, maps_serving=True),
     "gpu": HardwareKind(
-        kind="gpu",
         kernel=_gpu_kernel, fits=(max_gpu_batch, max_gpu_tiles),
         baseline_batch=lambda spec: gpu_batch(spec)[0], step_seconds=GPU_STEP_SECONDS, maps_serving=False,
         refusals={
