@@ -261,16 +261,12 @@ def _draft(resolved: dict[str, Any], base_dir: Path | None, source: str) -> dict
     return {**resolved, "inference": {**inf, "speculative": {**spec, "draft": raw.data}}}
 
 
-def default_inference_path() -> Path:
-    """The shipped LLaMA3-8B on WSE-2 serving example, the default of ``wsesim infer``."""
-    return shipped_file("llama3-8b/serve.yaml")
-
-
 def read_inference(path: str | Path | None = None, *, hardware: str | None = None,
                    model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
-    """An inference experiment file's raw mapping (``loader.read_experiment``; the shipped example when
-    ``path`` is None)."""
-    return read_experiment(path, default_inference_path(), "inference", hardware=hardware, model=model)
+    """An inference experiment file's raw mapping (``loader.read_experiment``; when ``path`` is None, the
+    shipped LLaMA3-8B on WSE-2 serving example, the default of ``wsesim infer``)."""
+    return read_experiment(path, shipped_file("llama3-8b/serve.yaml"), "inference", hardware=hardware,
+                           model=model)
 
 
 def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,

@@ -162,14 +162,6 @@ class Sweep:
                                      overrides=point.run_overrides(), base_dir=point.base_dir_path)
 
 
-def _base_kind(data: dict[str, Any], source: str) -> str:
-    kind = data.get("kind", "experiment")
-    if kind not in KINDS:
-        raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
-                          f"{shown_repr(kind)}", source=source, path="kind")
-    return str(kind)
-
-
 def expand(grid: dict[str, list[Any]], points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each grid combination (cartesian product, keys in file order) combined with each point."""
     keys = list(grid)
@@ -244,7 +236,10 @@ def _load_base(spec: SweepSpec, source: str, base_dir: Path | None, overrides: d
         base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
-    kind = _base_kind(base_data, base_source)
+    kind = base_data.get("kind", "experiment")
+    if kind not in KINDS:
+        raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
+                          f"{shown_repr(kind)}", source=base_source, path="kind")
     load = KINDS[kind].load
     given = named_by_set(overrides)
     try:
