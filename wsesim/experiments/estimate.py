@@ -69,8 +69,8 @@ FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh n
 IN_PLACE_DRAW = (20e-9, 27e-9, 110e-9)
 IN_PLACE_EXPERT_SECONDS = 1.8e-5  # in_place: per (micro-batch × layer × expert), its ops laid one by one
 KERNEL_LOOKUPS = (20.0, 0.55)    # compute: kernel: cost lookups per layer, + per expert
-KERNEL_LOOKUP_SECONDS = 7.4e-6   # per lookup (the cached kernel cost and its op's share); constant's cost
-                                 # pass is arithmetic, in the engine term
+COMPUTE_LOOKUP_SECONDS = {"kernel": 7.4e-6}  # per lookup (the cached kernel cost and its op's share);
+                                 # constant's cost pass is arithmetic, in the engine term
 
 
 @dataclass(frozen=True)
@@ -160,11 +160,13 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
     terms["routing"] = (draws * L * max(E, 1) * ROUTE[0], L * max(E, 1) * ROUTE[1])
-    if E and sim.moe_mapping == "in_place":  # the mapping's own work (regions': the engine terms')
-        terms["in_place"] = _in_place_term(spec, M, sims)
-    if sim.compute == "kernel":  # the compute model's (constant's: the engine terms')
+    # the mapping's and the compute model's own work, by their tables' names (regions' and constant's: the
+    # engine terms'), as a run chooses them
+    if E and (mapping_term := MAPPING_WORK.get(sim.moe_mapping)) is not None:
+        terms[sim.moe_mapping] = mapping_term(spec, M, sims)
+    if (per_lookup := COMPUTE_LOOKUP_SECONDS.get(sim.compute)) is not None:
         lookups = L * (KERNEL_LOOKUPS[0] + KERNEL_LOOKUPS[1] * E)
-        terms["kernel"] = (sims * lookups * KERNEL_LOOKUP_SECONDS, 0.0)
+        terms[sim.compute] = (sims * lookups * per_lookup, 0.0)
     if surely_infeasible(spec):  # sized, found not to fit, and returned with its reason: nothing built
         terms = {"routing": terms["routing"]}
     if wafer_maps:
@@ -190,6 +192,10 @@ def _in_place_term(spec: ExperimentSpec, micro_batches: int, sims: float) -> tup
     a, b, most = IN_PLACE_DRAW
     draw = L * E * C * min(a + b * math.sqrt(copies), most)
     return sims * (draw + micro_batches * L * E * IN_PLACE_EXPERT_SECONDS), 8.0 * E * C
+
+
+MAPPING_WORK: dict[str, Any] = {"in_place": _in_place_term}
+"""The work a mapping adds to a run, by ``simulation.moe_mapping`` (``regions``: none beyond the engine's)."""
 
 
 def _one_system_micro_batches(spec: ExperimentSpec, M: int, given: int | None) -> int:
