@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wsesim import cli
-from wsesim.experiments.sweep import RESULT_COLUMNS
+from wsesim.experiments.table import RESULT_COLUMNS
 
 EXPECTED = "expected a results.csv written by wsesim sweep"
 SERVING = ["--hardware", "tiny8", "--model", "tiny-moe", "--set", "inference.load.prompt_len=16",

@@ -23,8 +23,8 @@ import yaml
 from wsesim import cli
 from wsesim.analysis.results import WALL_CLOCK_FIELDS
 from wsesim.cli.sweep import summary_rows
-from wsesim.experiments import sweep as sweep_module
 from wsesim.experiments.sweep import Point
+from wsesim.experiments.table import MEASURED_COLUMNS
 
 BASE: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
                         "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 1},
@@ -247,7 +247,7 @@ def test_resume_of_a_file_written_before_the_new_columns(tmp_path: Path) -> None
                                 extrasaction="ignore")
         writer.writeheader()
         for r in rows[:-1]:  # the last point is left to run
-            zeros = {c: "0.0" for c in sweep_module.MEASURED_COLUMNS if r["status"] != "ok"}
+            zeros = {c: "0.0" for c in MEASURED_COLUMNS if r["status"] != "ok"}
             writer.writerow({**r, **zeros, "infeasible_reason": r["reason"], "wall_s": "1.5"})
     (old / "sweep.json").write_text((fresh / "sweep.json").read_text(encoding="utf-8"), encoding="utf-8")
     assert cli.main(["sweep", str(path), "--out", str(old), "--workers", "1", "--resume"]) == 0

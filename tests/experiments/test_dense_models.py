@@ -9,7 +9,8 @@ import pytest
 
 from wsesim.config.loader import load_experiment
 from wsesim.experiments.runner import run_experiment
-from wsesim.experiments.sweep import STATUS_OK, load_sweep, run_sweep
+from wsesim.experiments.sweep import load_sweep, run_sweep
+from wsesim.experiments.table import STATUS_OK
 from wsesim.experiments.tune import candidates, tune
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "workloads"

@@ -16,8 +16,8 @@ from wsesim.experiments.serving_estimate import (
     PIECE_SECONDS,
     SERVE_ITERATION,
     SPAN,
+    ServingEstimate,
     check_serving,
-    estimate_serving,
     serving_estimate,
 )
 from wsesim.sim.programs.mapping import map_stages
@@ -36,7 +36,7 @@ def test_the_memory_limit_is_overridden_by_wsesim_max_memory(monkeypatch: pytest
     assert "WSESIM_MAX_MEMORY=<size> allows more" in machine.too_much_memory()
     monkeypatch.setenv("WSESIM_MAX_MEMORY", "3 GiB")
     assert machine.memory_limit() == 3 * 2**30
-    e = estimate_serving(1, 1000, 10_000_000)  # 10^10 visits: 4 TB
+    e = ServingEstimate(1, 1000, 10_000_000, "fast", visits=10**10)  # 10^10 visits: 4 TB
     with pytest.raises(ConfigError, match=r"needs more memory than WSESIM_MAX_MEMORY allows \(3\.2 GB\)"):
         check_serving(e)
     monkeypatch.setenv("WSESIM_MAX_MEMORY", "10 PB")

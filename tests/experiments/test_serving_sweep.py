@@ -16,17 +16,9 @@ import pytest
 
 from wsesim.config.errors import ConfigError
 from wsesim.experiments import sweep as sweep_module
-from wsesim.experiments.sweep import (
-    STATUS_INFEASIBLE,
-    STATUS_OK,
-    csv_text,
-    kept_rows,
-    override_keys,
-    run_sweep,
-    sweep_from_data,
-    table_columns,
-)
-from wsesim.experiments.table import SERVING_COLUMNS, SERVING_MEASURED
+from wsesim.experiments.resume import kept_rows, override_keys, table_columns
+from wsesim.experiments.sweep import run_sweep, sweep_from_data
+from wsesim.experiments.table import SERVING_COLUMNS, SERVING_MEASURED, STATUS_INFEASIBLE, STATUS_OK, csv_text
 
 SERVE: dict[str, Any] = {"kind": "inference", "hardware": "tiny8", "model": "tiny-moe",
                          "inference": {"load": {"prompt_len": 16, "output_len": 4}}}

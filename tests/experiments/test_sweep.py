@@ -22,20 +22,11 @@ from wsesim.analysis.results import WALL_CLOCK_FIELDS
 from wsesim.config.errors import ConfigError
 from wsesim.config.loader import load_experiment_data
 from wsesim.experiments import points as points_module
-from wsesim.experiments import runner, workers
+from wsesim.experiments import resume, runner, table, workers
 from wsesim.experiments import sweep as sweep_module
-from wsesim.experiments.sweep import (
-    STATUS_ERROR,
-    STATUS_INFEASIBLE,
-    STATUS_OK,
-    Point,
-    csv_text,
-    expand,
-    load_sweep,
-    override_keys,
-    read_results,
-    run_sweep,
-)
+from wsesim.experiments.resume import override_keys
+from wsesim.experiments.sweep import Point, expand, load_sweep, run_sweep
+from wsesim.experiments.table import STATUS_ERROR, STATUS_INFEASIBLE, STATUS_OK, csv_text, read_results
 from wsesim.experiments.tune import tune
 
 BASE: dict[str, Any] = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
@@ -356,9 +347,9 @@ def test_read_results_ignores_a_cut_short_last_line_and_malformed_rows(tmp_path:
 def test_resumable_rows_keeps_every_row_or_refuses(write_sweep: Callable[..., Path]) -> None:
     sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"model.top_k": 2}]))
     rows = [{"point": "1", "point_key": sweep.points[1].key, "status": "ok"}]
-    assert sweep_module.resumable_rows(sweep, rows, "r.csv") == {sweep.points[1].key: rows[0]}
+    assert resume.resumable_rows(sweep, rows, "r.csv") == {sweep.points[1].key: rows[0]}
     with pytest.raises(ConfigError, match=r"^r\.csv: --resume would drop 1 finished row of points no longer"):
-        sweep_module.resumable_rows(sweep, [*rows, {"point": "7", "point_key": "0123456789abcdef"}], "r.csv")
+        resume.resumable_rows(sweep, [*rows, {"point": "7", "point_key": "0123456789abcdef"}], "r.csv")
 
 
 def test_csv_lines_make_the_same_file_as_csv_text(write_sweep: Callable[..., Path]) -> None:
@@ -366,10 +357,10 @@ def test_csv_lines_make_the_same_file_as_csv_text(write_sweep: Callable[..., Pat
     sweep = load_sweep(write_sweep(points=[{"model.top_k": 1}, {"training.batch_per_tile": 5000}]))
     rows = run_sweep(sweep)
     keys = override_keys(sweep)
-    columns = sweep_module.result_columns(keys)
-    assert "".join([sweep_module.csv_line(columns, columns), *(sweep_module.csv_line(r, columns) for r in rows)]) \
+    columns = table.result_columns(keys)
+    assert "".join([table.csv_line(columns, columns), *(table.csv_line(r, columns) for r in rows)]) \
         == csv_text(rows, keys)
-    assert sweep_module.result_columns(keys, ["point", "old_column"]) == [*columns, "old_column"]
+    assert table.result_columns(keys, ["point", "old_column"]) == [*columns, "old_column"]
 
 
 # ------------------------------------------------------------------------ issue 12 item 13: the columns
@@ -387,7 +378,7 @@ def test_an_infeasible_row_leaves_what_was_never_measured_empty(write_sweep: Cal
         assert float(ok[column]) > 0, column
     assert int(infeasible["tokens_per_step"]) == 5000 * 16
     assert int(infeasible["peak_sram_bytes_per_pe"]) > int(infeasible["sram_capacity_bytes_per_pe"])
-    assert set(sweep_module.MEASURED_COLUMNS) >= {"throughput_tokens_per_s", "mfu", "step_cycles"}
+    assert set(table.MEASURED_COLUMNS) >= {"throughput_tokens_per_s", "mfu", "step_cycles"}
 
 
 def test_one_reason_column_and_no_wall_clock(write_sweep: Callable[..., Path]) -> None:

@@ -14,8 +14,10 @@ from wsesim import cli
 from wsesim.analysis.figures import plan_figures
 from wsesim.analysis.scaling import accumulation_points, cluster_series, constant_settings
 from wsesim.config.loader import load_experiment, shipped_file
+from wsesim.experiments.resume import override_keys
 from wsesim.experiments.runner import run_experiment
-from wsesim.experiments.sweep import csv_text, load_sweep, override_keys, read_results_table, run_sweep
+from wsesim.experiments.sweep import load_sweep, run_sweep
+from wsesim.experiments.table import csv_text, read_results_table
 from wsesim.output.files import atomic_write_text
 from wsesim.output.plotting import plot_results
 

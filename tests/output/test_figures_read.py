@@ -12,7 +12,7 @@ import pytest
 
 from wsesim.analysis.frontier import plan_throughput_latency
 from wsesim.analysis.serving_plans import plan_serving
-from wsesim.experiments.sweep import read_results_table
+from wsesim.experiments.table import read_results_table
 from wsesim.output.figure_check import box, overlapping_text, overlaps, problems
 from wsesim.output.mpl import plt
 from wsesim.output.serving_figures import serving_figure, throughput_latency_figure

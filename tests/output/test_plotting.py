@@ -19,7 +19,9 @@ import matplotlib.pyplot as plt
 import pytest
 
 from wsesim import cli
-from wsesim.experiments.sweep import csv_text, override_keys, run_sweep, sweep_from_data
+from wsesim.experiments.resume import override_keys
+from wsesim.experiments.sweep import run_sweep, sweep_from_data
+from wsesim.experiments.table import csv_text
 from wsesim.output.files import atomic_write_text
 from wsesim.output.plotting import plot_results
 
@@ -190,7 +192,7 @@ def test_wsesim_plot_unreadable_wafer_json(tmp_path: Path, capsys: pytest.Captur
 def test_legends_sit_beside_the_bars_and_labels_read_level(results_csv: Path) -> None:
     """The phase legend used to sit inside the axes, over the bars, and the run labels were rotated 45°."""
     from wsesim.analysis.figures import plan_figures, plan_phases
-    from wsesim.experiments.sweep import read_results_table
+    from wsesim.experiments.table import read_results_table
     from wsesim.output.sweep_figures import phases_figure, throughput_figure
 
     header, rows = read_results_table(results_csv)

@@ -9,7 +9,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from wsesim.analysis.scaling import accumulation_points, cluster_series
-from wsesim.experiments.sweep import csv_text, override_keys, read_results, run_sweep, sweep_from_data
+from wsesim.experiments.resume import override_keys
+from wsesim.experiments.sweep import run_sweep, sweep_from_data
+from wsesim.experiments.table import csv_text, read_results
 from wsesim.output.files import atomic_write_text
 from wsesim.output.plotting import plot_results
 

@@ -10,14 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from wsesim.analysis.serving_plans import BASE, plan_serving
-from wsesim.experiments.sweep import (
-    csv_text,
-    override_keys,
-    read_results_table,
-    run_sweep,
-    sweep_from_data,
-    table_columns,
-)
+from wsesim.experiments.resume import override_keys, table_columns
+from wsesim.experiments.sweep import run_sweep, sweep_from_data
+from wsesim.experiments.table import csv_text, read_results_table
 from wsesim.output.files import atomic_write_text
 from wsesim.output.plotting import plot_results
 

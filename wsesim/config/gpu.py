@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .base import Spec, fail
 from .fields import Description, Name, count, quantity
@@ -136,10 +136,14 @@ class GpuSpec(Spec):
         }
 
 
-def attention_on_a_gpu(model: Any) -> Any:
-    """``model`` as it is, or the one refusal of a model with latent attention on a GPU (its kernels,
-    FlashMLA's, are not modelled): what a serving run and a training step on a GPU validate alike."""
-    if model.kv_lora_rank:
-        raise fail(f"expected a model without latent attention on a GPU ({model.name} caches a latent, "
-                   "whose GPU kernels, FlashMLA's, are not modelled)")
-    return model
+class OnAGpu:
+    """What a serving run and a training step on a GPU validate alike (a mixin of their specs): no model
+    with latent attention (its kernels, FlashMLA's, are not modelled)."""
+
+    @field_validator("model")
+    @classmethod
+    def _attention_on_a_gpu(cls, model: Any) -> Any:
+        if model.kv_lora_rank:
+            raise fail(f"expected a model without latent attention on a GPU ({model.name} caches a latent, "
+                       "whose GPU kernels, FlashMLA's, are not modelled)")
+        return model

@@ -12,10 +12,8 @@ from pydantic import field_validator
 
 from .base import fail
 from .fields import count
-from .gpu import GpuSpec, attention_on_a_gpu
-from .inference import SERVING_SPECS, InferenceExperimentSpec, InferenceSpec
-from .inference_parts import check_experts_fit
-from .specs import window_problem
+from .gpu import GpuSpec, OnAGpu
+from .inference import SERVING_SPECS, InferenceExperimentSpec, InferenceSpec, requests_fit_model
 
 __all__ = ["GpuInferenceExperimentSpec", "GpuInferenceSpec", "gpu_refusal"]
 
@@ -65,30 +63,21 @@ def gpu_refusal(inference: Any, model: Any, gpus: int) -> tuple[str, str]:
     return "", ""
 
 
-class GpuInferenceExperimentSpec(InferenceExperimentSpec):
+class GpuInferenceExperimentSpec(OnAGpu, InferenceExperimentSpec):
     """A ``kind: gpu`` preset, a model and requests to serve (docs/model.md §13.7)."""
 
     hardware: GpuSpec  # type: ignore[assignment]
     inference: GpuInferenceSpec = GpuInferenceSpec()  # type: ignore[assignment]
 
-    @field_validator("model")
-    @classmethod
-    def _attention_on_a_gpu(cls, model: Any) -> Any:
-        return attention_on_a_gpu(model)
-
     @field_validator("inference")
     @classmethod
     def _grid_fits(cls, inference: GpuInferenceSpec, info: Any) -> GpuInferenceSpec:  # the wafer's, for a GPU
         hw, model = info.data.get("hardware"), info.data.get("model")
-        if problem := window_problem(model, inference.load.prompt_len + inference.load.output_len - 1,
-                                     "inference.load.prompt_len + output_len - 1"):
-            raise fail(problem)
-        if model is not None:
-            check_experts_fit(model, inference)
-            if hw is not None:
-                key, why = gpu_refusal(inference, model, hw.node.gpus)
-                if key:
-                    raise fail(why, at=key)
+        requests_fit_model(inference, model)
+        if model is not None and hw is not None:
+            key, why = gpu_refusal(inference, model, hw.node.gpus)
+            if key:
+                raise fail(why, at=key)
         return inference
 
 

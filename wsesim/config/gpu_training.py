@@ -13,7 +13,7 @@ from pydantic import field_validator
 
 from .base import fail
 from .fields import count
-from .gpu import GpuSpec, attention_on_a_gpu
+from .gpu import GpuSpec, OnAGpu
 from .specs import ClusterSpec, ExperimentSpec, SimulationSpec, TrainingSpec
 
 __all__ = ["GpuExperimentSpec", "GpuTrainingSpec"]
@@ -41,16 +41,11 @@ def tensor_parallel_problem(tp: int, model: Any, gpus: int) -> str:
     return ""
 
 
-class GpuExperimentSpec(ExperimentSpec):
+class GpuExperimentSpec(OnAGpu, ExperimentSpec):
     """A ``kind: gpu`` preset, a model and one training step on the preset's node (§13.8)."""
 
     hardware: GpuSpec  # type: ignore[assignment]
     training: GpuTrainingSpec = GpuTrainingSpec()
-
-    @field_validator("model")
-    @classmethod
-    def _attention_on_a_gpu(cls, model: Any) -> Any:
-        return attention_on_a_gpu(model)
 
     @field_validator("training")
     @classmethod

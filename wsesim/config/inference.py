@@ -180,18 +180,24 @@ class InferenceExperimentSpec(RunSpec):
         if hw is not None and shape is not None and (shape[0] > hw.mesh.rows or shape[1] > hw.mesh.cols):
             raise fail(f"expected a grid within the {hw.mesh.rows}x{hw.mesh.cols} mesh, "
                        f'got "{shown(inference.grid)}"', at="grid")
-        # every token of a request attends over its prompt and the output before it
-        load = inference.load
-        if problem := window_problem(info.data.get("model"), load.prompt_len + load.output_len - 1,
-                                     "inference.load.prompt_len + output_len - 1"):
-            raise fail(problem)
         model, spec = info.data.get("model"), inference.speculative
-        if model is not None:
-            check_experts_fit(model, inference)
+        requests_fit_model(inference, model)
         if model is not None and spec is not None and spec.draft.vocab_size != model.vocab_size:
             raise fail(f"expected a speculative draft with the target's vocabulary ({model.vocab_size:,} "
                        f"tokens: it proposes the target's tokens), got {spec.draft.vocab_size:,}")
         return inference
+
+
+def requests_fit_model(inference: InferenceSpec, model: Any) -> None:
+    """What a serving spec on any hardware checks of its requests against its model (``fail`` if not):
+    every token of a request attends over its prompt and the output before it, within the model's
+    sliding window; and MoE serving's keys agree with its experts (``check_experts_fit``)."""
+    load = inference.load
+    if problem := window_problem(model, load.prompt_len + load.output_len - 1,
+                                 "inference.load.prompt_len + output_len - 1"):
+        raise fail(problem)
+    if model is not None:
+        check_experts_fit(model, inference)
 
 
 SERVING_SPECS: dict[str, type[Spec]] = {}
@@ -255,16 +261,12 @@ def _draft(resolved: dict[str, Any], base_dir: Path | None, source: str) -> dict
     return {**resolved, "inference": {**inf, "speculative": {**spec, "draft": raw.data}}}
 
 
-def default_inference_path() -> Path:
-    """The shipped LLaMA3-8B on WSE-2 serving example, the default of ``wsesim infer``."""
-    return shipped_file("llama3-8b/serve.yaml")
-
-
 def read_inference(path: str | Path | None = None, *, hardware: str | None = None,
                    model: str | None = None) -> tuple[Path, dict[str, Any], dict[str, str]]:
-    """An inference experiment file's raw mapping (``loader.read_experiment``; the shipped example when
-    ``path`` is None)."""
-    return read_experiment(path, default_inference_path(), "inference", hardware=hardware, model=model)
+    """An inference experiment file's raw mapping (``loader.read_experiment``; when ``path`` is None, the
+    shipped LLaMA3-8B on WSE-2 serving example, the default of ``wsesim infer``)."""
+    return read_experiment(path, shipped_file("llama3-8b/serve.yaml"), "inference", hardware=hardware,
+                           model=model)
 
 
 def load_inference(path: str | Path | None = None, *, hardware: str | None = None, model: str | None = None,

@@ -11,18 +11,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator
 
 from .base import Spec, fail
+from .cluster import Systems
 from .errors import shown_repr
 from .fields import count, quantity
-from .specs import ModelSpec, routing_problem, zipf_of
+from .specs import ModelSpec, Tokens, routing_problem, zipf_of
 
 __all__ = ["Acceptance", "DisaggregationSpec", "DraftTokens", "EconomicsSpec", "ExpertGrids", "MoeSpec",
            "Rate", "Requests", "Sigma", "SloSpec", "SpeculativeSpec", "StageLayers", "Systems", "Target",
            "Tokens", "check_experts_fit", "kv_block_problem"]
 
-# Serving contexts reach 128K-1M tokens; 2^24 is past any of them. Batches of thousands of requests.
-Tokens = count(16_777_216)
+# Tokens (training's bound, 2^24) is past any serving context too (128K-1M); batches of thousands of requests
 Requests = count(65_536)
-Systems = count(65_536)
 StageLayers = count(16_384)
 ExpertGrids = count(4_096)  # grids one MoE layer's experts spread over
 _PER_SECOND = re.compile(r"\s*([0-9][0-9_.]*(?:[eE][+-]?[0-9]+)?)\s*(?:requests?\s*)?/\s*s\s*")
@@ -33,12 +32,12 @@ def _rate(value: Any) -> Any:
     or a bare number as before; any other text is refused, naming both spellings."""
     if not isinstance(value, str):
         return value
-    if (match := _PER_SECOND.fullmatch(value)) is None:
-        raise fail(f'expected a rate like "2 /s" (requests per second) or a number, got "{value}"')
-    try:
-        return float(match.group(1))
-    except ValueError:
-        raise fail(f'expected a rate like "2 /s" (requests per second) or a number, got "{value}"') from None
+    if match := _PER_SECOND.fullmatch(value):
+        try:
+            return float(match.group(1))
+        except ValueError:  # "1.2.3 /s": digits and dots, not a number
+            pass
+    raise fail(f'expected a rate like "2 /s" (requests per second) or a number, got "{value}"')
 
 
 # a wafer serves a request in milliseconds: 10^6 requests/s is past any load one could offer it

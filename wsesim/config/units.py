@@ -41,10 +41,9 @@ _DIMENSIONS: dict[str, tuple[str, float, str]] = {
     "energy": ("gram * meter ** 2 / second ** 2", 1e-3, '"0.3 pJ"'),
     "power": ("gram * meter ** 2 / second ** 3", 1e-3, '"23 kW"'),
 }
-_ARTICLE = {"size": "a size", "frequency": "a frequency", "bandwidth": "a bandwidth", "time": "a time",
+ARTICLES = {"size": "a size", "frequency": "a frequency", "bandwidth": "a bandwidth", "time": "a time",
             "cycles": "a cycle count", "fraction": "a fraction", "energy": "an energy",
             "power": "a power"}
-ARTICLES = _ARTICLE
 _CYCLES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(cycles?|cyc)\s*$")
 
 
@@ -82,9 +81,6 @@ def _fast_units() -> dict[str, tuple[str, float]]:
 
 
 FAST_UNITS = _fast_units()
-_NUMBER_UNIT = re.compile(r"^([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z%/]+)$")
-
-
 _NUMBER = r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?"
 
 
@@ -122,7 +118,7 @@ def _parse_string(text: str, dimension: str) -> float:
             raise UnitError(f'expected a cycle count like "2 cycles", got "{shown(text)}"')
         return float(m.group(1))
     _, _, example = _DIMENSIONS[dimension]
-    expected = f"expected {_ARTICLE[dimension]} like {example}"
+    expected = f"expected {ARTICLES[dimension]} like {example}"
     if len(text) > MAX_TEXT:
         raise UnitError(f'{expected}, got "{shown(text, 40)}" (a string of {len(text):,} characters, '
                         'not a quantity)')
@@ -149,12 +145,12 @@ def _unit_factor(unit: str, dimension: str, text: str) -> float:
     try:
         units = ureg.parse_units(unit)
     except Exception:
-        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" (unknown unit '
+        raise UnitError(f'expected {ARTICLES[dimension]} like {example}, got "{shown(text)}" (unknown unit '
                         f'"{shown(unit)}")') from None
     mag, root_units = ureg.get_root_units(units)
     if str(root_units) != root or (dimension != "fraction" and str(units) == "dimensionless"):
         q = ureg.Quantity(1.0, units)
-        raise UnitError(f'expected {_ARTICLE[dimension]} like {example}, got "{shown(text)}" '
+        raise UnitError(f'expected {ARTICLES[dimension]} like {example}, got "{shown(text)}" '
                         f'(a {q.units:~P} quantity)')
     return float(mag) * factor
 
@@ -165,26 +161,26 @@ def parse_quantity(value: Any, dimension: Dimension) -> float:
     Raises ``UnitError`` (one line, no key path: the caller adds it) for a bare number where a unit
     is needed, an unparseable string, a wrong dimension, a bool, or a non-finite value.
     """
-    if dimension not in _ARTICLE:
+    if dimension not in ARTICLES:
         raise InternalError(f"unknown dimension {dimension!r}")  # wsesim's own call sites name it
     if isinstance(value, bool):
-        raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} (a bool)")
+        raise UnitError(f"expected {ARTICLES[dimension]}, got {shown_repr(value)} (a bool)")
     try:
         if isinstance(value, (int, float)):
             if dimension != "fraction":
                 example = '"2 cycles"' if dimension == "cycles" else _DIMENSIONS[dimension][2]
-                raise UnitError(f"expected {_ARTICLE[dimension]} like {example}, got {shown_repr(value)} "
+                raise UnitError(f"expected {ARTICLES[dimension]} like {example}, got {shown_repr(value)} "
                                 "(a bare number)")
             result = float(value)
         elif isinstance(value, str):
             result = _parse_string(value.strip(), dimension)
         else:
-            raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} "
+            raise UnitError(f"expected {ARTICLES[dimension]}, got {shown_repr(value)} "
                             f"(a {type(value).__name__})")
     except OverflowError:  # an integer beyond float's range ("1000…000 B", or a YAML integer that long)
         result = math.inf
     if not math.isfinite(result):
-        raise UnitError(f"expected {_ARTICLE[dimension]}, got {shown_repr(value)} (not finite)")
+        raise UnitError(f"expected {ARTICLES[dimension]}, got {shown_repr(value)} (not finite)")
     return result
 
 

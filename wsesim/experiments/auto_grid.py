@@ -21,7 +21,7 @@ from ..sim.cost.costing import cost_serving
 from ..sim.programs.builders.serving import serving_program
 from ..sim.programs.mapping import Mapping, candidate_mappings, map_stages, rank
 
-__all__ = ["batch_step_cycles", "map_for", "one_request_cycles"]
+__all__ = ["map_for", "step_cycles"]
 
 
 def _stages(spec: InferenceExperimentSpec, mapping: Mapping) -> list:
@@ -34,20 +34,11 @@ def _stages(spec: InferenceExperimentSpec, mapping: Mapping) -> list:
     return list(cost_serving(serving_program(short, mapping), short).stages)
 
 
-def one_request_cycles(spec: InferenceExperimentSpec, mapping: Mapping) -> tuple[float, float]:
-    """(TTFT, TPOT) in cycles of one request on ``mapping`` (feasible) at the spec's lengths: the prefill
-    through every stage and the hand-offs between them; the decode step at the output's middle context
-    through every stage, and each stage's hand-off after it."""
-    return _cycles(spec, mapping, 1)
-
-
-def batch_step_cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> float:
-    """Cycles of a decode step of ``batch`` tokens through every stage of ``mapping`` (feasible), each at
-    the output's middle context, and the hand-offs of their values (``BatchCosts``)."""
-    return _cycles(spec, mapping, batch)[1]
-
-
-def _cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> tuple[float, float]:
+def step_cycles(spec: InferenceExperimentSpec, mapping: Mapping, batch: int) -> tuple[float, float]:
+    """(TTFT, decode step) in cycles of ``batch`` requests on ``mapping`` (feasible) at the spec's lengths:
+    the prefill through every stage and the hand-offs between them; a decode step of ``batch`` tokens at the
+    output's middle context through every stage, and each stage's hand-off of its values after it (one
+    request's attention, or the batch's ``BatchCosts.batch_attention``)."""
     inf = spec.inference
     context = inf.load.prompt_len + max(inf.load.output_len // 2, 1)
     stages = _stages(spec, mapping)
@@ -75,7 +66,7 @@ def map_for(spec: InferenceExperimentSpec, objective: str = "tpot") -> Mapping:
     batch = spec.inference.scheduler.batch if spec.inference.scheduler.continuous else 1
 
     def key(mp: Mapping) -> tuple:
-        ttft, tpot = _cycles(spec, mp, batch)
+        ttft, tpot = step_cycles(spec, mp, batch)
         first = (tpot, ttft) if objective == "tpot" else (ttft, tpot)
         return (*first, mp.systems, rank(mp, mesh.rows, mesh.cols))
 

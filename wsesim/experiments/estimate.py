@@ -3,48 +3,22 @@ included), so that work that cannot finish on this machine is refused up front w
 the term that dominates, the predicted time and memory, and the override that would fit.
 
 The estimate sums terms, each a count the simulation's cost scales with times a constant (seconds, peak
-bytes), from the spec alone (no mesh, no placement, no routing is built):
-
-* ``mesh``: **mesh nodes** ``N`` (``rows/K × cols/K`` at ``block:K``): the mesh, its links and the wafer's
-  per-node arrays, ``MESH_NODE_SECONDS`` a node, growing with ``N`` (``1 + N/MESH_NODE_KNEE``); and with
-  **expert regions** ``R`` (one per expert, at most one per PE) the flow fabric's dispatch and combine
-  bases, ``6·N·R`` numbers each, built a block of regions at a time: ``BASIS_SECONDS`` and, at the peak,
-  ``BASIS_BYTES`` per node and region (both bases and the message plan). Built once per process
-  (``setup_seconds``);
-* ``packet``: with a packet fabric every dispatch and combine is simulated message by message: about
-  ``N·(R + 1)`` messages of ``K`` stripes, each granted every link on its route (``(rows/K + cols/K)/3 + 2``
-  on average): ``PACKET_GRANT[fabric]`` seconds and bytes per grant (a fidelity not in it is costed as
-  flow is, by its bases);
-* ``micro-batches``: the engine runs every **micro-batch** ``M`` of every **layer** ``L``, each with its
-  **experts** ``E``: ``M·L·(ENGINE_LAYER_SECONDS + E·ENGINE_SECONDS)``, growing past ``ENGINE_KNEE`` (the
-  trace's lists), and holds ``M·L·(TRACE_BYTES)`` of trace;
-* ``tiles``: attention runs once per **tile** ``G``, a span each: ``4·M·L·G`` spans of ``SPAN``;
-* ``routing``: the routed slots, ``L·E`` numbers per draw (a few arrays): ``ROUTE`` per number;
-* ``systems``: a cluster is simulated twice (with its tree, and alone for the tree's efficiency), then
-  the experiment on one system at the same global batch (``one_system_throughput``, the scaling
-  efficiency's reference: ``systems`` times the micro-batches): the engine terms count all three;
-* ``in_place`` (``simulation.moe_mapping: in_place``): the mapping draws, per layer and expert, how its
-  copies spread over the wafer's **PE columns** ``C`` (``routing.busiest_column_copies``: ``L·E·C``
-  binomial draws, each dearer the more copies it deals, ``c`` = the step's token copies over ``E·C``:
-  ``min(IN_PLACE_DRAW[0] + IN_PLACE_DRAW[1]·√c, IN_PLACE_DRAW[2])`` seconds, numpy's inversion sampler until
-  its constant-time one takes over), and lays every expert's ops out one after another in Python
-  (``IN_PLACE_EXPERT_SECONDS`` per micro-batch, layer and expert) where ``regions`` lays them as arrays;
-* ``kernel`` (``simulation.compute: kernel``): the cost pass asks the kernel layer for every op, about
-  ``L·(KERNEL_LOOKUPS[0] + KERNEL_LOOKUPS[1]·E)`` lookups of ``COMPUTE_LOOKUP_SECONDS["kernel"]``
-  (these two terms, and their constants, in ``estimate_models``) (the kernels
-  themselves are simulated once per shape and process, ~0.1 ms each: a few hundred at most);
-* ``wafer maps`` (``wsesim run --out/--png``): ``MAP`` per PE of the whole wafer.
+bytes), from the spec alone (no mesh, no placement, no routing is built): ``mesh`` (the mesh nodes ``N``
+and, with the flow fabric, its dispatch and combine bases over ``N`` × the expert regions ``R``, built
+once per process: ``setup_seconds``), ``packet`` (a packet fabric's link grants), ``micro-batches`` (the
+engine's layers and experts per micro-batch, and the trace it holds), ``tiles`` (attention spans),
+``routing`` (the routed slots), the MoE mapping's own (``in_place``: its column draws and expert layout)
+and the compute model's (``kernel``: its cost lookups), and ``wafer maps`` (``--out``, ``--png``). A
+cluster is simulated twice and then on one system at the same global batch, so the engine terms count
+all three. Each term's count, constants and what they were measured on are in docs/architecture.md ("The
+work estimate"); the estimate is good to a factor of about two, enough to tell minutes from days.
 
 A step that does not fit even with balanced routing (``surely_infeasible``) is sized and returned with
 its reason, nothing built: its estimate is the routing term alone (an infeasible point is a result).
-
 ``tune`` and a tuned sweep point sum every candidate (``estimate_search``); a sweep sums its points over
 its workers, each holding its own process (``check_sweep``); ``wsesim fabric`` has its own
-(``check_fabric``). The constants, and what they were measured on, are in docs/architecture.md
-("The work estimate"); the estimate is good to a factor of about two, enough to tell minutes from days.
-A run is refused when its memory exceeds ``MEMORY_FRACTION`` of this machine's (or its container's)
-memory (``WSESIM_MAX_MEMORY`` in its place: ``machine.memory_limit``), or its time ``max_run_seconds()``
-(``WSESIM_MAX_RUN_S``, default 30 minutes).
+(``check_fabric``). A run is refused when its memory exceeds ``machine.memory_limit`` or its time
+``max_run_seconds()`` (``WSESIM_MAX_RUN_S``, default 30 minutes).
 """
 
 from __future__ import annotations
@@ -56,7 +30,6 @@ from typing import Any
 from ..config.errors import ConfigError
 from ..config.specs import ExperimentSpec
 from ..model.memory import max_batch_per_tile, training_memory
-from .estimate_models import dispatched, model_terms
 from .machine import (
     DEFAULT_MAX_RUN_SECONDS,
     _duration,
@@ -69,6 +42,7 @@ from .machine import (
     refuse_work,
     too_much_memory,
 )
+from .mappings import moe_mapping
 
 BASE_BYTES = 250e6               # the interpreter, numpy, SimPy and the model's own arrays
 WORKER_BYTES = 60e6              # a sweep's worker process before its first point
@@ -76,7 +50,9 @@ MESH_NODE_SECONDS = 1.2e-5       # per mesh node: the mesh, its links, per-node 
 MESH_NODE_KNEE = 2.5e5           # ... growing with the mesh: × (1 + N / knee)
 BASIS_BYTES = 220.0             # peak per (mesh node × expert region), both bases and the plan
 BASIS_SECONDS = 1.2e-6           # per (mesh node × expert region) to build both bases
-# (seconds, peak bytes) per link grant
+# (seconds, peak bytes) per link grant: a packet fabric simulates every dispatch and combine message by
+# message, about N·(R + 1) messages of K stripes, each granted every link of its route ((rows/K + cols/K)/3
+# + 2 on average); a fidelity not in it is costed as flow is, by its bases
 PACKET_GRANT = {"packet": (0.11e-6, 6.0), "packet-simpy": (8e-6, 40.0)}
 ENGINE_SECONDS = {"fast": 12e-6, "reference": 4.5e-4}  # per (micro-batch × layer × expert)
 ENGINE_LAYER_SECONDS = {"fast": 0.4e-3, "reference": 1.5e-3}  # per (micro-batch × layer)
@@ -88,6 +64,13 @@ ROUTE = (30e-9, 32.0)            # (seconds, bytes) per routed number (layer × 
 MAP = (16e-6, 1.5e3)             # (seconds, bytes) per PE for the wafer maps (--out's wafer.json, --png)
 MAX_SWEEP_POINTS = 10_000        # a sweep's points: each is validated and estimated before any runs
 FABRIC_PAIR_BYTES = 8.0          # wsesim fabric --pattern dispatch: per (mesh node × expert region)
+# in_place, per (layer × expert × PE column): a + b·√(copies each) seconds, at most c (numpy's binomial:
+# 33-44 ns at 0.3-0.8 copies, 67 at 3.9, 123 at 15; a constant ~90 ns past ~30 copies)
+IN_PLACE_DRAW = (20e-9, 27e-9, 110e-9)
+IN_PLACE_EXPERT_SECONDS = 1.8e-5  # in_place: per (micro-batch × layer × expert), its ops laid one by one
+KERNEL_LOOKUPS = (20.0, 0.55)    # compute: kernel: cost lookups per layer, + per expert
+COMPUTE_LOOKUP_SECONDS = {"kernel": 7.4e-6}  # per lookup (the cached kernel cost and its op's share);
+                                 # constant's cost pass is arithmetic, in the engine term
 
 
 @dataclass(frozen=True)
@@ -144,7 +127,7 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     # a region per expert, tiled in whole PEs (``expert_placement``): past the mesh's nodes several share
     # a node, but each is still a column of both bases and of the idle regions' path tables
     regions = min(m.experts, hw.pes)  # 0 for a dense model
-    if regions and not dispatched(sim.moe_mapping):  # one region, the whole wafer: nothing is sent
+    if regions and not moe_mapping(sim.moe_mapping).dispatched:  # one region, the whole wafer: nothing sent
         regions = 1
     engine = getattr(sim, "engine", "fast")
     terms: dict[str, tuple[float, float]] = {}
@@ -177,7 +160,13 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     terms["tiles"] = (sims * spans * SPAN[0], sims * spans * SPAN[1])
     draws = 2 if t.batch_per_tile == "auto" else 1
     terms["routing"] = (draws * L * max(E, 1) * ROUTE[0], L * max(E, 1) * ROUTE[1])
-    terms.update(model_terms(spec, M, sims))  # the mapping's and the compute model's own work
+    # the mapping's and the compute model's own work, by their tables' names (regions' and constant's: the
+    # engine terms'), as a run chooses them
+    if E and (mapping_term := MAPPING_WORK.get(sim.moe_mapping)) is not None:
+        terms[sim.moe_mapping] = mapping_term(spec, M, sims)
+    if (per_lookup := COMPUTE_LOOKUP_SECONDS.get(sim.compute)) is not None:
+        lookups = L * (KERNEL_LOOKUPS[0] + KERNEL_LOOKUPS[1] * E)
+        terms[sim.compute] = (sims * lookups * per_lookup, 0.0)
     if surely_infeasible(spec):  # sized, found not to fit, and returned with its reason: nothing built
         terms = {"routing": terms["routing"]}
     if wafer_maps:
@@ -189,6 +178,24 @@ def estimate_work(spec: ExperimentSpec, *, wafer_maps: bool = False,
     return WorkEstimate(nodes, regions, L, E, messages, events, seconds, nbytes, driver, basis_s + mesh_s,
                         micro_batches=M, tiles=t.tiles, systems=spec.cluster.systems, terms=terms,
                         one_system_micro_batches=alone_M)
+
+
+def _in_place_term(spec: ExperimentSpec, micro_batches: int, sims: float) -> tuple[float, float]:
+    """(seconds, peak bytes) the ``in_place`` mapping adds to a run: the copies' spread over the PE
+    columns, ``L·E·C`` binomial draws once per run at the step's size (each dearer the more copies it
+    deals, until numpy's constant-time sampler takes over), and the experts' ops laid out one by one in
+    Python; the draws hold one layer's ``E × C`` counts at a time."""
+    hw, m, t = spec.hardware, spec.model, spec.training
+    C, E, L = hw.mesh.cols, m.experts, m.layers
+    B = t.batch_per_tile if isinstance(t.batch_per_tile, int) else max(max_batch_per_tile(hw, m, t), 1)
+    copies = B * t.tiles * t.seq_len * m.top_k / (E * C)
+    a, b, most = IN_PLACE_DRAW
+    draw = L * E * C * min(a + b * math.sqrt(copies), most)
+    return sims * (draw + micro_batches * L * E * IN_PLACE_EXPERT_SECONDS), 8.0 * E * C
+
+
+MAPPING_WORK: dict[str, Any] = {"in_place": _in_place_term}
+"""The work a mapping adds to a run, by ``simulation.moe_mapping`` (``regions``: none beyond the engine's)."""
 
 
 def _one_system_micro_batches(spec: ExperimentSpec, M: int, given: int | None) -> int:
@@ -229,11 +236,12 @@ def fewest_micro_batches(spec: ExperimentSpec) -> int:
         return max(per_tile // int(t.batch_per_tile), 1)
 
     bound = max(max_batch_per_tile(spec.hardware, spec.model, t), 1)
-    largest = max((d for d in _divisors(per_tile) if d <= bound), default=1)
+    largest = max((d for d in divisors(per_tile) if d <= bound), default=1)
     return per_tile // largest
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, smallest first (a global batch's splits; ``training`` sizes by them too)."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted({*small, *(n // d for d in small)})
 

@@ -33,7 +33,6 @@ class HardwareKind:
     whether a sweep's serving point is sized by the wafer's stage mapping. ``refusals`` maps a capability
     a command needs to the one line it refuses with on this kind (``refusal``)."""
 
-    kind: str
     kernel: Callable[..., Any]
     fits: tuple[Callable[..., int], Callable[..., int]]
     baseline_batch: Callable[[Any], int]
@@ -67,10 +66,6 @@ def _gpu_kernel(hw: Any, kind: str, grid: Any, shape: Any, dtype: str, algorithm
                           shape=parse_shape(shape) if isinstance(shape, str) else shape, values=values, **gpu)
 
 
-def _wafer_batch(spec: Any) -> int:
-    return size_step(spec).batch_per_tile
-
-
 GPU_STEP_SECONDS = 4.0
 """What a training step on a GPU node is costed for dealing points (it has no mesh to size): Qwen3-30B-A3B's
 on H100 took 3.5 s on the 2-core machine (its kernels' schedules, most of it the grouped GEMMs'), LLaMA3-8B's
@@ -78,11 +73,10 @@ on H100 took 3.5 s on the 2-core machine (its kernels' schedules, most of it the
 
 KINDS: dict[str, HardwareKind] = {
     "hardware": HardwareKind(
-        kind="hardware",
-        kernel=_wafer_kernel, fits=(max_batch_per_tile, max_tiles), baseline_batch=_wafer_batch,
+        kernel=_wafer_kernel, fits=(max_batch_per_tile, max_tiles),
+        baseline_batch=lambda spec: size_step(spec).batch_per_tile,
         step_seconds=None, maps_serving=True),
     "gpu": HardwareKind(
-        kind="gpu",
         kernel=_gpu_kernel, fits=(max_gpu_batch, max_gpu_tiles),
         baseline_batch=lambda spec: gpu_batch(spec)[0], step_seconds=GPU_STEP_SECONDS, maps_serving=False,
         refusals={

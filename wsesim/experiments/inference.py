@@ -10,7 +10,7 @@ the rectangles that tile the wafer), as ``tune`` searches G for training."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..analysis.serving import ServeResult, infeasible_serving, measure_serving
@@ -25,7 +25,7 @@ from ..sim.programs.program import Program
 from .auto_grid import map_for
 from .hardware_kinds import hardware_kind
 from .runs import Composer, Options, Run, compose
-from .serving_estimate import check_serving, estimate_serving, serving_estimate
+from .serving_estimate import check_serving, serving_estimate
 from .serving_layouts import extra_wafers, layout_costs, layout_program, layout_result
 
 __all__ = ["OBJECTIVES", "SERVING", "search_mapping", "serving_estimate"]
@@ -161,12 +161,9 @@ def search_mapping(spec: InferenceExperimentSpec, objective: str = "tpot",
     each = [serving_estimate(s, mp) for s, mp in specs if mp.feasible]
     if each:  # every candidate's work counted before any is served
         largest = max(each, key=lambda e: e.bytes)
-        check_serving(estimate_serving(largest.stages, largest.batch, largest.output_len, largest.engine,
-                                       visits=sum(e.visits for e in each), runs=len(each),
-                                       draws=sum(e.draws for e in each), arrival=largest.arrival,
-                                       continuous=largest.continuous, held=largest.held or largest.visits,
-                                       pieces=sum(e.pieces for e in each),
-                                       contexts=sum(e.contexts for e in each)),
+        check_serving(replace(largest, runs=len(each), visits=sum(e.visits for e in each),
+                              draws=sum(e.draws for e in each), held=largest.held or largest.visits,
+                              pieces=sum(e.pieces for e in each), contexts=sum(e.contexts for e in each)),
                       what="this search")
     candidates = [compose(SERVING, s, Options(check=False, spans=spans)) for s, _ in specs]
     feasible = [c for c in candidates if c.result.feasible]

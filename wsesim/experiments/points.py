@@ -6,8 +6,8 @@ deal points to workers, and how a point runs into its result's columns.
 A training base (``kind: experiment``) runs a step (``tuned``: its G chosen by ``wsesim.tune``). A serving
 base (``kind: inference``) serves each point (the one runner's ``run_inference``, on the executor its
 ``simulation.engine`` names, a key a sweep may vary) into the serving columns
-(``experiments.table.serving_columns``); its work is its mapping's stage visits as
-``serving_estimate.estimate_serving`` costs them plus ``POINT_SECONDS``, so that a sweep's limits (points,
+(``experiments.table.result_columns``); its work is its mapping's stage visits as
+``serving_estimate.serving_estimate`` costs them plus ``POINT_SECONDS``, so that a sweep's limits (points,
 the total time, workers' memory) hold as for training.
 """
 

@@ -23,7 +23,6 @@ from .table import (
     WORKER_DIED,
     _cell,
     result_columns,
-    serving_columns,
     swept_columns,
     swept_values,
 )
@@ -66,12 +65,10 @@ def override_keys(sweep: Any) -> list[str]:
 
 
 def table_columns(sweep: Any, extra: Iterable[str] = ()) -> list[str]:
-    """The columns of ``sweep``'s CSV: a training sweep's (``result_columns``, with ``speedup`` where it
-    pairs G=1 with tuned) or a serving sweep's (``serving_columns``); ``extra``: an older file's header."""
-    keys = override_keys(sweep)
-    if sweep.serving:
-        return serving_columns(keys, extra)
-    return result_columns(keys, extra, speedup=pairs_g1_with_tuned(sweep.points))
+    """The columns of ``sweep``'s CSV (``result_columns``), a training sweep's with ``speedup`` where it
+    pairs G=1 with tuned, or a serving sweep's; ``extra``: an older file's header."""
+    return result_columns(override_keys(sweep), extra, serving=sweep.serving,
+                          speedup=not sweep.serving and pairs_g1_with_tuned(sweep.points))
 
 
 def kept_rows(sweep: Any, done: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

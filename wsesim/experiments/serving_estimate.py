@@ -19,7 +19,6 @@ serving sweep). The limits are training's (``machine.memory_limit``, ``WSESIM_MA
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -74,27 +73,17 @@ class ServingEstimate:
 
     @property
     def seconds(self) -> float:
-        table = SERVE_ITERATION
-        visit = table.get(self.engine, table["reference"])[0] + (SPAN[0] if self.spans else 0.0)
-        return (visit * self.visits + PIECE_SECONDS * self.pieces + CONTEXT_SECONDS * self.contexts
-                + ROUTING_DRAW_S * self.draws)
+        return (self._per_visit(0) * self.visits + PIECE_SECONDS * self.pieces
+                + CONTEXT_SECONDS * self.contexts + ROUTING_DRAW_S * self.draws)
 
     @property
     def bytes(self) -> float:  # the largest run's trace: runs are one after another
-        table = SERVE_ITERATION
-        per = table.get(self.engine, table["reference"])[1] + (SPAN[1] if self.spans else 0.0)
-        return BASE_BYTES + per * (self.held or self.visits)
+        return BASE_BYTES + self._per_visit(1) * (self.held or self.visits)
 
-
-def estimate_serving(stages: int, batch: int, output_len: int, engine: str = "fast",
-                     visits: int | None = None, runs: int = 1, draws: int = 0,
-                     arrival: str = "together", **more: Any) -> ServingEstimate:
-    """The cost of serving ``batch`` requests of ``output_len`` tokens through ``stages`` stages (of
-    ``runs`` candidates with ``visits`` stage visits in all, when a search tries several), with
-    ``draws`` keys of sampled routing; ``arrival`` and ``more`` as ``ServingEstimate`` says."""
-    own = stages * batch * output_len
-    return ServingEstimate(stages, batch, output_len, engine, runs, own if visits is None else visits, draws,
-                           arrival, **more)
+    def _per_visit(self, i: int) -> float:
+        """A stage iteration's seconds (``i`` 0) or bytes (1) on its engine, its spans' with --trace."""
+        per = SERVE_ITERATION.get(self.engine, SERVE_ITERATION["reference"])[i]
+        return per + (SPAN[i] if self.spans else 0.0)
 
 
 def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
@@ -105,10 +94,10 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
     moe = m.experts * (m.layers - m.dense_layer_count) if i.moe.sampled and m.experts else 0
     load = _served(spec, mapping, requests_of(spec))
     draws = int(load.output.sum() - len(load)) * moe  # a key per decode token, expert and MoE layer
+    mean = max(1, round(float(load.output.mean())) if len(load) else 0)  # the output_len a refusal names
     if not i.scheduler.continuous:  # an iteration per stage for each request's prompt and each decode token
-        mean = round(float(load.output.mean())) if len(load) else 0
-        return estimate_serving(S, len(load), max(1, mean), engine, visits=S * int(load.output.sum()),
-                                arrival=i.load.arrival, draws=draws, spans=spans)
+        return ServingEstimate(S, len(load), mean, engine, visits=S * int(load.output.sum()),
+                               arrival=i.load.arrival, draws=draws, spans=spans)
     given = i.scheduler.token_budget
     budget = default_token_budget(spec, mapping.grid[0]) if given == "auto" else int(given)
     if i.scheduler.prefill == "chunked":  # each prompt in pieces of at most the budget, each at a new context
@@ -125,10 +114,9 @@ def serving_estimate(spec: InferenceExperimentSpec, mapping: Mapping, *,
     else:  # a pair per iteration at most, and at most batch × the contexts the requests span
         span = int((load.prompt + load.output).max() - load.prompt.min())
         contexts = min(tokens + pieces, int(i.scheduler.batch) * span)
-    mean = round(float(load.output.mean())) if len(load) else 0
-    return estimate_serving(S, len(load), max(1, mean), engine,
-                            visits=S * (tokens + pieces), arrival=i.load.arrival, draws=draws,
-                            continuous=True, pieces=S * new_contexts, spans=spans, contexts=S * contexts)
+    return ServingEstimate(S, len(load), mean, engine, visits=S * (tokens + pieces), arrival=i.load.arrival,
+                           draws=draws, continuous=True, pieces=S * new_contexts, spans=spans,
+                           contexts=S * contexts)
 
 
 def _served(spec: InferenceExperimentSpec, mapping: Mapping, load: Requests) -> Requests:
@@ -183,4 +171,4 @@ def _advice(e: ServingEstimate, fraction: float) -> str:
 
 
 __all__ = ["CONTEXT_SECONDS", "ROUTING_DRAW_S", "SERVE_ITERATION", "ServingEstimate",
-           "check_serving", "estimate_serving", "serving_estimate"]
+           "check_serving", "serving_estimate"]

@@ -17,13 +17,10 @@ set both in ``grid`` and in a point is an error, not an override; a point whose 
 this machine is refused: ``wsesim.experiments.estimate``). A point that is infeasible, or fails, is a
 row with its status and reason; it never stops the sweep. A serving base (``kind: inference``) sweeps
 ``inference.*``, ``hardware`` and ``model`` keys the same way; its points are served
-(``experiments.points``) and its CSV has the serving columns (``table.serving_columns``).
+(``experiments.points``) and its CSV has the serving columns (``table.result_columns``).
 
-Results: ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as
-points finish; ``read_results`` ignores an incomplete last line (a row cut short by a crash is not
-done); ``resumable_rows`` is what ``--resume`` may keep, and refuses to drop finished rows
-(``experiments.resume``). The CSV's columns and text are ``experiments.table``'s; the folder they are
-written to, with its lock, is ``output.sweep_folder``'s.
+The CSV's columns and text are ``experiments.table``'s, what ``--resume`` keeps of it
+``experiments.resume``'s; the folder they are written to, with its lock, is ``output.sweep_folder``'s.
 """
 
 from __future__ import annotations
@@ -55,27 +52,8 @@ from ..config.request_trace import trace_digest
 from ..config.specs import Spec, context_warning
 from .estimate import MAX_SWEEP_POINTS
 from .points import INFERENCE, KINDS, died_row, run_point
-from .resume import kept_rows, override_keys, pairs_g1_with_tuned, resumable_rows, table_columns  # noqa: F401
-from .table import (  # noqa: F401 (re-exported: the sweep's results)
-    MEASURED_COLUMNS,
-    RESULT_COLUMNS,
-    RETIRED_COLUMNS,
-    SPEEDUP,
-    STATUS_ERROR,
-    STATUS_INFEASIBLE,
-    STATUS_OK,
-    TUNED,
-    _cell,
-    add_speedups,
-    csv_line,
-    csv_text,
-    failure,
-    read_results,
-    read_results_table,
-    result_columns,
-    swept_columns,
-    swept_values,
-)
+from .resume import kept_rows, override_keys, pairs_g1_with_tuned
+from .table import TUNED, add_speedups
 from .workers import run_dask, run_local
 
 
@@ -184,14 +162,6 @@ class Sweep:
                                      overrides=point.run_overrides(), base_dir=point.base_dir_path)
 
 
-def _base_kind(data: dict[str, Any], source: str) -> str:
-    kind = data.get("kind", "experiment")
-    if kind not in KINDS:
-        raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
-                          f"{shown_repr(kind)}", source=source, path="kind")
-    return str(kind)
-
-
 def expand(grid: dict[str, list[Any]], points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each grid combination (cartesian product, keys in file order) combined with each point."""
     keys = list(grid)
@@ -266,7 +236,10 @@ def _load_base(spec: SweepSpec, source: str, base_dir: Path | None, overrides: d
         base_data, base_source, base_root = read_yaml(base_path), str(base_path), base_path.parent
     else:
         base_data, base_source, base_root = dict(spec.base), source, base_dir
-    kind = _base_kind(base_data, base_source)
+    kind = base_data.get("kind", "experiment")
+    if kind not in KINDS:
+        raise ConfigError("expected a base of kind: experiment or kind: inference, got kind: "
+                          f"{shown_repr(kind)}", source=base_source, path="kind")
     load = KINDS[kind].load
     given = named_by_set(overrides)
     try:

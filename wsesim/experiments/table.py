@@ -8,9 +8,9 @@ What only a simulated step measures (``MEASURED_COLUMNS``: throughput, MFU, step
 not 0, on an infeasible row. The host's wall-clock time is no column: the file is a function of the
 sweep alone, the same bytes locally and on Dask.
 
-A sweep over a serving experiment (``kind: inference``) has its own columns (``serving_columns``): the
-point, status and reason, the swept keys, then ``SERVING_COLUMNS`` — the model, the hardware, the mapping
-(grid, stages, systems) and the serving figures; what only a served run measures (``SERVING_MEASURED``)
+A sweep over a serving experiment (``kind: inference``) has its own (``serving=True``): the point, status
+and reason, the swept keys, then ``SERVING_COLUMNS`` — the model, the hardware, the mapping (grid,
+stages, systems) and the serving figures; what only a served run measures (``SERVING_MEASURED``)
 is empty on an infeasible row.
 
 ``csv_text`` is the whole CSV (sorted by point), ``csv_line`` one row of it, for appending as points
@@ -69,13 +69,10 @@ SERVING_COLUMNS = ("model", "hardware", "feasible", "grid", "stages", "systems",
 the mapping it was served on (a grid of PEs per stage, stages, wafers) and its figures, energy and cost
 included (empty where n/a). The host's wall-clock time is no column (the file is a function of the
 sweep)."""
-SERVING_MEASURED = ("ttft_s", "tpot_s", "tokens_per_s_per_request", "tokens_per_s", "end_to_end_s",
-                    "prefill_tokens_per_s", "decode_step_cycles", "bottleneck", "refused", "ttft_p50_s",
-                    "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_s", "itl_p50_s", "itl_p99_s", "e2e_mean_s",
-                    "e2e_p50_s", "e2e_p99_s", "queueing_s", "tokens_per_s_per_system",
-                    "mean_batch", "largest_batch", "slo_attainment", "goodput_requests_per_s",
-                    "goodput_tokens_per_s", "kv_blocks", "preemptions", "swap_s", "power_w",
-                    "joules_per_token", "tokens_per_s_per_kw", "usd_per_million_tokens")
+SERVING_MEASURED = tuple(c for c in SERVING_COLUMNS if c not in (
+    "model", "hardware", "feasible", "grid", "stages", "systems", "system", "layers_per_stage", "kv_layout",
+    "batch", "prompt_len", "output_len", "max_output_len", "arrival", "batching", "requests", "kv_block",
+    "preemption"))
 """Columns only a served run fills: empty on an infeasible (or failed) row."""
 
 SWEEP_FIELDS: dict[str, tuple[str, ...]] = {
@@ -152,26 +149,18 @@ def swept_values(spec: Any, keys: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def result_columns(override_keys: list[str], extra: Iterable[str] = (), *,
-                   speedup: bool = False) -> list[str]:
-    """A sweep's CSV columns: the fixed ones, one ``set:KEY`` per override key after the first four and
-    the ``swept_columns`` after them, ``speedup`` after the throughput when the sweep pairs G=1 with tuned,
-    then any ``extra`` columns (kept from an older file on --resume) not already there nor retired."""
-    fixed = RESULT_COLUMNS[4:]
+def result_columns(override_keys: list[str], extra: Iterable[str] = (), *, speedup: bool = False,
+                   serving: bool = False) -> list[str]:
+    """A sweep's CSV columns: the point, its status and reason, one ``set:KEY`` per override key and the
+    ``swept_columns`` after them, then the result's (a ``serving`` sweep's ``SERVING_COLUMNS``; with
+    ``speedup``, that column after the throughput, where a training sweep pairs G=1 with tuned), then any
+    ``extra`` columns (kept from an older file on --resume) not already there nor retired."""
+    fixed = list(SERVING_COLUMNS) if serving else RESULT_COLUMNS[4:]
     if speedup:
         at = fixed.index("throughput_tokens_per_s") + 1
         fixed = [*fixed[:at], SPEEDUP, *fixed[at:]]
     columns = (RESULT_COLUMNS[:4] + [f"set:{k}" for k in override_keys]
-               + [c for c, _ in swept_columns(override_keys).values()] + fixed)
-    return columns + [c for c in dict.fromkeys(extra) if c and c not in columns and c not in RETIRED_COLUMNS]
-
-
-def serving_columns(override_keys: list[str], extra: Iterable[str] = ()) -> list[str]:
-    """A serving sweep's CSV columns: the point, its status and reason, one ``set:KEY`` per override key
-    and the ``swept_columns`` after them, ``SERVING_COLUMNS``, then any ``extra`` (kept from an older file
-    on --resume) not already there."""
-    columns = (RESULT_COLUMNS[:4] + [f"set:{k}" for k in override_keys]
-               + [c for c, _ in swept_columns(override_keys, serving=True).values()] + list(SERVING_COLUMNS))
+               + [c for c, _ in swept_columns(override_keys, serving=serving).values()] + fixed)
     return columns + [c for c in dict.fromkeys(extra) if c and c not in columns and c not in RETIRED_COLUMNS]
 
 

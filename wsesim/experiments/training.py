@@ -1,15 +1,9 @@
 """A training step on a wafer, as the one runner (``runner.run``) takes its steps (``TRAINING``): refuse
 work that cannot finish here -> B sized against the routed load and the memory checked (``size_step``) ->
 mesh, placement and routing into the step's plan and its program -> costed once -> executed -> measured.
-The only place that turns a training spec into an engine plan.
-
-What varies is looked up in tables, never special-cased here: the fabric fidelity that times dispatch
-(``fabric.fidelity.FABRICS``), the MoE mapping that places experts and costs their ops
-(``experiments.mappings.MOE_MAPPINGS``) and the event engine that runs the step
-(``sim.executors.engines.ENGINES``).
-
-Randomness comes from one ``numpy.random.Generator`` seeded by ``training.seed``, split into
-independent streams for placement and routing, so a run is a pure function of its inputs.
+The only place that turns a training spec into an engine plan. What varies (the fabric fidelity, the MoE
+mapping, the engine) is looked up in tables, as the runner says; the randomness is ``training.seed``'s,
+split into independent streams for placement and routing (``random_streams``).
 """
 
 from __future__ import annotations
@@ -35,7 +29,7 @@ from ..sim.programs.builders.training import training_program
 from ..sim.programs.cluster import tree_for
 from ..sim.programs.plan import StepPlan, Trace
 from ..sim.programs.program import Op, Program
-from .estimate import check_work, fewest_micro_batches
+from .estimate import check_work, divisors, fewest_micro_batches
 from .mappings import moe_mapping
 from .runs import Composer, Options, Run, compose
 
@@ -156,7 +150,6 @@ def size_step(spec: ExperimentSpec) -> Sizing:
     placement = expert_placement(spec, place_rng)
     if t.global_batch is not None:
         return _size_for_global_batch(spec, placement, route_rng)
-    region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
     micro_batches = 1 if t.micro_batches == "auto" else int(t.micro_batches)
     auto = t.batch_per_tile == "auto"
     load, B = 1.0, 0 if auto else int(t.batch_per_tile)
@@ -167,11 +160,20 @@ def size_step(spec: ExperimentSpec) -> Sizing:
                 mem = training_memory(hw, m, t, batch_per_tile=1, expert_load=load)
                 return Sizing(0, None, load, mem, f"batch_per_tile auto: not even B=1 fits ({mem.reason})",
                               placement=placement)
-        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, _route_draw(route_rng))
-        load = expert_load(tokens, region_of, region_pes, hw.pes)
-        mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
-        if mem.feasible:
+        size = _routed(spec, placement, route_rng, B, micro_batches)
+        if size.feasible:
             break
+        load = size.expert_load
+    return size
+
+
+def _routed(spec: ExperimentSpec, placement: Placement, route_rng: np.random.Generator, B: int,
+            micro_batches: int) -> Sizing:
+    """The step at B routed (the routing stream from its start) and its memory checked under that load."""
+    hw, m, t = spec.hardware, spec.model, spec.training
+    tokens = route_tokens(m, t, B * t.tiles * t.seq_len, _route_draw(route_rng))
+    load = expert_load(tokens, placement.expert_region_index, [r.pes for r in placement.regions], hw.pes)
+    mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
     return Sizing(B, tokens, load, mem, mem.reason, micro_batches, placement)
 
 
@@ -182,21 +184,12 @@ def _size_for_global_batch(spec: ExperimentSpec, placement: Placement,
     hw, m, t = spec.hardware, spec.model, spec.training
     assert t.global_batch is not None
     per_tile = t.global_batch // spec.cluster.systems // t.tiles  # sequences per tile over the micro-batches
-    region_of, region_pes = placement.expert_region_index, [r.pes for r in placement.regions]
-
-    def fit(B: int) -> Sizing:
-        tokens = route_tokens(m, t, B * t.tiles * t.seq_len, _route_draw(route_rng))
-        load = expert_load(tokens, region_of, region_pes, hw.pes)
-        mem = training_memory(hw, m, t, batch_per_tile=B, expert_load=load)
-        return Sizing(B, tokens, load, mem, mem.reason, per_tile // B, placement)
-
-    if t.batch_per_tile != "auto":
-        return fit(int(t.batch_per_tile))
-    if t.micro_batches != "auto":
-        return fit(per_tile // int(t.micro_batches))
+    if t.batch_per_tile != "auto" or t.micro_batches != "auto":  # B as set, or as the micro-batches give it
+        B = int(t.batch_per_tile) if t.batch_per_tile != "auto" else per_tile // int(t.micro_batches)
+        return _routed(spec, placement, route_rng, B, per_tile // B)
     bound = max_batch_per_tile(hw, m, t)  # with balanced routing: no larger B can fit
-    for B in sorted((d for d in _divisors(per_tile) if d <= bound), reverse=True):
-        size = fit(B)
+    for B in sorted((d for d in divisors(per_tile) if d <= bound), reverse=True):
+        size = _routed(spec, placement, route_rng, B, per_tile // B)
         if size.feasible:
             return size
     mem = training_memory(hw, m, t, batch_per_tile=1)
@@ -204,11 +197,6 @@ def _size_for_global_batch(spec: ExperimentSpec, placement: Placement,
     return Sizing(0, None, 1.0, mem,
                   f"global_batch {t.global_batch}: no micro-batch of whole tiles fits ({why})",
                   placement=placement)
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
 
 
 def _refuse(spec: ExperimentSpec, size: Sizing | None, options: Options) -> None:

@@ -55,11 +55,6 @@ class TuneResult:
                 "gain_over_baseline": self.gain}
 
 
-def _fits(spec: ExperimentSpec) -> tuple[Callable[..., int], Callable[..., int]]:
-    """The memory model's largest B and largest G: a wafer's SRAM, or a GPU's HBM (§13.8)."""
-    return hardware_kind(spec.hardware).fits
-
-
 def _geometric(n: int) -> list[int]:
     if n <= MAX_B_CANDIDATES:
         return list(range(1, n + 1))
@@ -73,7 +68,7 @@ def _geometric(n: int) -> list[int]:
 def candidates(spec: ExperimentSpec) -> list[tuple[int, int | str]]:
     """(G, B) pairs to try, G=1 first. B is an int, or "auto" where the memory model picks it."""
     hw, m, t = spec.hardware, spec.model, spec.training
-    max_batch_per_tile, max_tiles = _fits(spec)
+    max_batch_per_tile, max_tiles = hardware_kind(spec.hardware).fits  # a wafer's SRAM, or a GPU's HBM
     out: dict[tuple[int, int], None] = {}
     if t.global_batch is not None:  # G divides each system's share; B (or the micro-batches) follow
         share, most = t.global_batch // spec.cluster.systems, max(max_tiles(hw, m, t, batch_per_tile=1), 1)
@@ -117,7 +112,7 @@ def tune(loaded: Loaded, *, progress: Callable[[RunResult, int], None] | None = 
     results: list[RunResult] = []
     tried: set[tuple[int, int | str]] = set()
     hw, m, t = loaded.spec.hardware, loaded.spec.model, loaded.spec.training
-    max_tiles = _fits(loaded.spec)[1]
+    max_tiles = hardware_kind(loaded.spec.hardware).fits[1]
     planned = candidates(loaded.spec)
     for G, B in planned:
         while (G, B) not in tried:

@@ -49,8 +49,7 @@ from ..analysis.serving_plans import REQUIRED, check_serving_rows, is_serving, p
 from ..analysis.tune_plans import CANDIDATES, left_out, missing_columns, parse_candidates, plan_tune
 from ..config.errors import ConfigError, shown
 from ..config.yaml_strict import read_bounded
-from ..experiments.sweep import read_results, read_results_table
-from ..experiments.table import MAX_CSV_BYTES, allow_long_fields
+from ..experiments.table import MAX_CSV_BYTES, allow_long_fields, read_results, read_results_table
 from .figure_limits import MAX_FIGURES, MAX_PIXELS, FigureTooLarge, capped
 from .files import atomic_write_bytes, atomic_write_text, prepare_dir
 from .mpl import plain_log_axis, plt
