@@ -14,7 +14,7 @@ one entry here (and its name in ``SimulationSpec.fabric``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
@@ -55,54 +55,20 @@ class Fidelity:
     dispatch: Callable[[str, Mesh, Placement], DispatchTimer]
 
 
-class _Models(Mapping[bool, "DispatchModel"]):
-    """Dispatch (False) and combine (True) flow models of a mesh and placement, built in a thread of their
-    own from the moment this is made (the caller goes on meanwhile: a training run builds and starts
-    costing its program); reading a model waits for the build, and raises what it raised."""
-
-    def __init__(self, mesh: Mesh, placement: Placement) -> None:
-        # local: keeps wsesim.fabric's modules (and the thread pool) out of every command's start
-        from concurrent.futures import ThreadPoolExecutor
-
-        from .dispatch import DispatchModel
-
-        builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wsesim-dispatch-models")
-        self._building = builder.submit(DispatchModel.pair, mesh, placement)
-        builder.shutdown(wait=False)  # its thread ends when the models are built
-        self._models: dict[bool, DispatchModel] = {}
-
-    def _built(self) -> dict[bool, DispatchModel]:
-        if not self._models:
-            try:
-                dispatch, combine = self._building.result()
-            except BaseException:
-                dispatch_models.cache_clear()  # a build that failed is tried again on the next call
-                raise
-            self._models = {False: dispatch, True: combine}
-        return self._models
-
-    def __getitem__(self, reverse: bool) -> DispatchModel:
-        return self._built()[reverse]
-
-    def __iter__(self) -> Iterator[bool]:
-        return iter((False, True))
-
-    def __len__(self) -> int:
-        return 2
-
-
 @lru_cache(maxsize=8)
-def dispatch_models(mesh: Mesh, placement: Placement) -> Mapping[bool, DispatchModel]:
+def dispatch_models(mesh: Mesh, placement: Placement) -> dict[bool, DispatchModel]:
     """Dispatch (False) and combine (True) flow models of a mesh and placement, built once per process
-    (in the background: ``_Models``) and kept for the last few (a tuner or a sweep worker runs many steps
-    on the same wafer and placement; a run's wafer maps read the link loads of the models its step was
-    timed with)."""
-    return _Models(mesh, placement)
+    and kept for the last few (a tuner or a sweep worker runs many steps on the same wafer and
+    placement; a run's wafer maps read the link loads of the models its step was timed with)."""
+    # local: keeps wsesim.fabric's modules out of every command's start
+    from .dispatch import DispatchModel
+
+    dispatch, combine = DispatchModel.pair(mesh, placement)
+    return {False: dispatch, True: combine}
 
 
 def _flow_dispatch(kind: str, mesh: Mesh, placement: Placement) -> DispatchTimer:
-    """Flow times a dispatch from the placement's precomputed link and path bases (``DispatchModel``),
-    whose build starts now; the first dispatch timed waits for it."""
+    """Flow times a dispatch from the placement's precomputed link and path bases (``DispatchModel``)."""
     models = dispatch_models(mesh, placement)
     return lambda nbytes, reverse: models[reverse].cycles(nbytes)
 
