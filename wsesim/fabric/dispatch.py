@@ -238,15 +238,16 @@ class DispatchModel:
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *,
              routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
-        """(dispatch, combine): both directions from one message plan, built side by side in two threads
-        (numpy releases the GIL in the large array operations; each model reads only the shared plan, and
-        its build holds scratch for one block of regions at a time besides its basis)."""
+        """(dispatch, combine): both directions from one message plan, the plan's blocks and then the two
+        models built side by side in two threads (numpy releases the GIL in the large array operations;
+        each model reads only the shared plan, and its build holds scratch for one block of regions at a
+        time besides its basis)."""
         # local: the thread pool (concurrent.futures) loads only when messages are timed in parallel
         from concurrent.futures import ThreadPoolExecutor
 
-        plan = region_plan(mesh, placement)
         mesh.link_bytes_per_cycle  # noqa: B018 - computed (and cached) once, before the threads read it
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-dispatch") as pool:
+            plan = region_plan(mesh, placement, pool)
             models = [pool.submit(cls, mesh, placement, routing=routing, reverse=reverse, plan=plan)
                       for reverse in (False, True)]
             return models[0].result(), models[1].result()
