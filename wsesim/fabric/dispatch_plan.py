@@ -17,7 +17,8 @@ share ends at or after it to the region node whose share ends at or after it.
 
 ``dispatch_plan`` gives the messages in issue order (the traffic itself); ``region_plan`` gives the same
 messages region by region, each region's in issue order, a block of regions at a time: all the dispatch
-model needs (its sums run over one region's messages in their order), with scratch for one block.
+model needs (its sums run over one region's messages in their order), with scratch for one block (a
+block per thread when two build them).
 """
 
 from __future__ import annotations
@@ -190,8 +191,9 @@ def region_plan(mesh: Mesh, placement: Placement, pool: Executor | None = None) 
 
     done = 0
     for (lo, _), length in zip(bounds, (pool.map if pool else map)(lambda b: block(*b), bounds), strict=True):
-        for a in (src, dst, region, share):
-            a[done:done + length] = a[int(room[lo]):int(room[lo]) + length]
+        if done < room[lo]:  # blocks still being built lie above ``room[lo]``: this writes below them
+            for a in (src, dst, region, share):
+                a[done:done + length] = a[int(room[lo]):int(room[lo]) + length]
         done += length
     return src[:done], dst[:done], region[:done], share[:done]
 
