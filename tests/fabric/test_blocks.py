@@ -4,6 +4,8 @@ groups at a time, and a basis put into its row order in place."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -115,14 +117,18 @@ def test_region_plan_is_the_issue_order_sorted_by_region(granularity: str, shape
                                                          experts: int, per_block: int,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """What the dispatch model is built from: each region's messages in their issue order, whatever the
-    block of regions planned at once (``per_block`` messages: 1 gives one region a block)."""
+    block of regions planned at once (``per_block`` messages: 1 gives one region a block), and whether the
+    blocks are built one after the other or by two threads (each written in its place, then moved down
+    over the slivers dropped before it)."""
     hw = load_hardware("wse2")
     m = Mesh.from_hardware(hw, granularity, shape) if shape else Mesh.from_hardware(hw, granularity)
     p = place(m, experts, "random", np.random.default_rng(experts))
     monkeypatch.setattr("wsesim.fabric.dispatch_plan.BLOCK_MESSAGES", per_block)
     issued = _dispatch_plan(m, p)
     by_region = np.argsort(issued[2], kind="stable")
-    for want, got in zip(issued, region_plan(m, p), strict=True):
-        np.testing.assert_array_equal(got, want[by_region])
-        assert got.dtype == want.dtype
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for plan in (region_plan(m, p), region_plan(m, p, pool)):
+            for want, got in zip(issued, plan, strict=True):
+                np.testing.assert_array_equal(got, want[by_region])
+                assert got.dtype == want.dtype
     assert not np.array_equal(issued[2], issued[2][by_region])  # the two orders differ

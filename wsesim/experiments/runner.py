@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .gpu_inference import GPU_SERVING
-from .gpu_training import GPU_TRAINING
-from .inference import SERVING
 from .runs import Composer, Options, Run, compose
 from .training import TRAINING
 
@@ -24,24 +21,39 @@ if TYPE_CHECKING:
     from ..analysis.results import RunResult
     from ..config.specs import ExperimentSpec
 
-__all__ = ["COMPOSERS", "Run", "run", "run_experiment", "run_inference", "simulate_experiment"]
+__all__ = ["COMPOSERS", "Run", "composer", "run", "run_experiment", "run_inference", "simulate_experiment"]
 
 COMPOSERS: dict[tuple[str, str], Composer] = {
     ("experiment", "hardware"): TRAINING,  # a training step on a wafer
-    ("experiment", "gpu"): GPU_TRAINING,  # on a GPU node (docs/model.md §13.8)
-    ("inference", "hardware"): SERVING,  # a serving run on wafers
-    ("inference", "gpu"): GPU_SERVING,  # on GPU nodes (§13.7)
 }
 """Each kind of run's steps (a ``runs.Composer``), by (the spec's ``kind``, its hardware's ``kind``), each
-imported above, so that a reader (or a tool) follows the hop from ``run`` to a workload's steps, and from
-there to the executor (``sim.executors.engines``), by imports alone."""
+imported by name, so that a reader (or a tool) follows the hop from ``run`` to a workload's steps, and from
+there to the executor (``sim.executors.engines``), by imports alone. A training step on a GPU node and
+serving, on wafers or GPUs, join the table the first time one is asked for (``composer``)."""
+
+
+def composer(kind: str, hardware_kind: str) -> Composer:
+    """The steps of a run of ``kind`` on hardware of ``hardware_kind`` (``COMPOSERS``)."""
+    if (kind, hardware_kind) not in COMPOSERS:
+        # local: GPUs' and serving's composers bring the layers only they use (the GPU kernels, the
+        # serving scheduler and its analysis: a sixth of a training command's start), loaded only here
+        from .gpu_inference import GPU_SERVING
+        from .gpu_training import GPU_TRAINING
+        from .inference import SERVING
+
+        COMPOSERS.update({
+            ("experiment", "gpu"): GPU_TRAINING,  # on a GPU node (docs/model.md §13.8)
+            ("inference", "hardware"): SERVING,  # a serving run on wafers
+            ("inference", "gpu"): GPU_SERVING,  # on GPU nodes (§13.7)
+        })
+    return COMPOSERS[kind, hardware_kind]
 
 
 def run(spec: Any, options: Options | None = None) -> Run:
     """Run ``spec`` (a validated experiment of any kind): its result and what made it. A configuration
     that does not fit is a result with ``feasible=False`` and its reason; work that cannot finish on this
     machine is a ``ConfigError`` before anything is built. ``options``: ``runs.Options``."""
-    return compose(COMPOSERS[spec.kind, spec.hardware.kind], spec, options or Options())
+    return compose(composer(spec.kind, spec.hardware.kind), spec, options or Options())
 
 
 def run_experiment(spec: ExperimentSpec) -> RunResult:

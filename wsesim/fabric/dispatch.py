@@ -140,16 +140,15 @@ class DispatchModel:
         self.colours, self.colour_reason = self._colours()
         # rows by their sum in cycles per byte, largest first: cycles() bounds row i by rowsum_i · max(y)
         # (+ its latency) and multiplies only the rows that could still win (exact, and a few % of the
-        # rows for balanced traffic). The loads become cycles per byte in place, a block of rows at a
-        # time, and are then moved into that order in place: the basis is the one large array built.
-        rowsum = []
-        for part in np.array_split(self._links, max(1, len(self._links) // 1024)):
-            loads[part] = per_byte = loads[part] / bw[part, None]
-            rowsum.append(per_byte.sum(axis=1))
-        order = np.argsort(-np.concatenate(rowsum), kind="stable")
+        # rows for balanced traffic). The loads become cycles per byte in place (every link that exists:
+        # the others' rows are zeros, never read), and are then moved into that order in place: the
+        # basis is the one large array built.
+        np.divide(loads, bw[:, None], out=loads, where=(bw > 0)[:, None])
+        rowsum = loads.sum(axis=1)[self._links]  # each row's own sum, as the basis's row will give it
+        order = np.argsort(-rowsum, kind="stable")
         self._rows = self._links[order]                                         # the link of each row
         self._cycle_basis = _take_rows(loads, self._rows)                       # cycles per byte
-        self._neg_rowsum = -self._cycle_basis.sum(axis=1)  # ascending, for searchsorted
+        self._neg_rowsum = -rowsum[order]  # ascending, for searchsorted
         self._path_all = decode(u_min[self._rows], key[self._rows])
         self._path_all_max = float(self._path_all.max(initial=0.0))
         # per (row, region) path data, found only when a call has regions that send nothing (most calls
@@ -239,15 +238,16 @@ class DispatchModel:
     @classmethod
     def pair(cls, mesh: Mesh, placement: Placement, *,
              routing: str = "xy") -> tuple[DispatchModel, DispatchModel]:
-        """(dispatch, combine): both directions from one message plan, built side by side in two threads
-        (numpy releases the GIL in the large array operations; each model reads only the shared plan, and
-        its build holds scratch for one block of regions at a time besides its basis)."""
+        """(dispatch, combine): both directions from one message plan, the plan's blocks and then the two
+        models built side by side in two threads (numpy releases the GIL in the large array operations;
+        each model reads only the shared plan, and its build holds scratch for one block of regions at a
+        time besides its basis)."""
         # local: the thread pool (concurrent.futures) loads only when messages are timed in parallel
         from concurrent.futures import ThreadPoolExecutor
 
-        plan = region_plan(mesh, placement)
         mesh.link_bytes_per_cycle  # noqa: B018 - computed (and cached) once, before the threads read it
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="wsesim-dispatch") as pool:
+            plan = region_plan(mesh, placement, pool)
             models = [pool.submit(cls, mesh, placement, routing=routing, reverse=reverse, plan=plan)
                       for reverse in (False, True)]
             return models[0].result(), models[1].result()

@@ -17,12 +17,14 @@ share ends at or after it to the region node whose share ends at or after it.
 
 ``dispatch_plan`` gives the messages in issue order (the traffic itself); ``region_plan`` gives the same
 messages region by region, each region's in issue order, a block of regions at a time: all the dispatch
-model needs (its sums run over one region's messages in their order), with scratch for one block.
+model needs (its sums run over one region's messages in their order), with scratch for one block (a
+block per thread when two build them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +34,9 @@ from .indices import index_dtype
 from .mesh import Mesh
 from .placement import Placement
 from .traffic import GOLDEN
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 Plan = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 """(src, dst, region, share of the region's bytes), one entry per message."""
@@ -150,22 +155,29 @@ def _stable_order(key: np.ndarray, size: int, it: type[np.signedinteger]) -> np.
     return order
 
 
-def region_plan(mesh: Mesh, placement: Placement) -> Plan:
+def region_plan(mesh: Mesh, placement: Placement, pool: Executor | None = None) -> Plan:
     """The messages of ``dispatch_plan`` sorted by region, each region's in issue order (a stable sort by
-    region of the issue order), built a block of regions at a time."""
+    region of the issue order), built a block of regions at a time: by ``pool``'s threads when given
+    (numpy releases the GIL in the blocks' large array operations), each block written in its place."""
     w = _walks(mesh, placement)
     n, tiles, it = len(w.walk), len(w.sizes), w.index
     step = _shift_rank(tiles)
     most = tiles * n + int(w.kept.sum())  # messages before slivers are dropped
     src, dst, region, share = np.empty(most, it), np.empty(most, it), np.empty(most, it), np.empty(most)
-    done, per_block = 0, max(1, BLOCK_MESSAGES // n)
     # a region's issue order is its sources' by (shift rank, source). The sources of shift k are those
     # ≡ r − k (mod T), ``per_residue`` of each residue, so source s of region r comes after every source
     # of the shifts ranked before its own, and after the s // T of its residue below it
     per_residue = np.bincount(np.arange(n) % tiles, minlength=tiles)
     shift_of_rank = np.argsort(step)
-    for lo in range(0, tiles, per_block):
-        hi = min(tiles, lo + per_block)
+    per_block = max(1, BLOCK_MESSAGES // n)
+    blocks = -(-tiles // per_block)
+    blocks = min(tiles, blocks + blocks % 2)  # an even count where it can be: two threads share them evenly
+    bounds = [(tiles * i // blocks, tiles * (i + 1) // blocks) for i in range(blocks)]
+    # each block at the most its regions could take (a whole walk each, and its merged boundaries), then
+    # moved down over the slivers dropped before it: the plan is the one large array built
+    room = np.r_[0, np.cumsum(n + np.bincount(np.repeat(np.arange(tiles), w.sizes)[w.kept], minlength=tiles))]
+
+    def block(lo: int, hi: int) -> int:
         s, d, r, f = _points(w, lo, hi)
         taken = per_residue[(np.arange(lo, hi)[:, None] - shift_of_rank[None, :]) % tiles]
         before = np.cumsum(taken, axis=1) - taken  # per region and shift rank: sources issued before it
@@ -173,10 +185,16 @@ def region_plan(mesh: Mesh, placement: Placement) -> Plan:
         rank = before[r0, step[(r - s) % tiles]] + s // tiles
         # a stable sort of the block by (region, rank): a source's messages keep their walk order
         order = _stable_order((r0 * n + rank).astype(it), (hi - lo) * n, it)
-        end = done + len(order)
-        src[done:end], dst[done:end], region[done:end], share[done:end] = (s[order], d[order], r[order],
-                                                                           f[order])
-        done = end
+        at = slice(int(room[lo]), int(room[lo]) + len(order))
+        src[at], dst[at], region[at], share[at] = s[order], d[order], r[order], f[order]
+        return len(order)
+
+    done = 0
+    for (lo, _), length in zip(bounds, (pool.map if pool else map)(lambda b: block(*b), bounds), strict=True):
+        if done < room[lo]:  # blocks still being built lie above ``room[lo]``: this writes below them
+            for a in (src, dst, region, share):
+                a[done:done + length] = a[int(room[lo]):int(room[lo]) + length]
+        done += length
     return src[:done], dst[:done], region[:done], share[:done]
 
 
