@@ -27,9 +27,6 @@ import numpy as np
 
 from ..fabric.mesh import EAST, NORTH, SOUTH, WEST
 
-MESH_DIRECTIONS = ("east", "west", "south", "north")
-"""The last axis of ``LinkMap.load``: the mesh link directions of ``fabric.mesh`` (EAST … NORTH = 0 … 3)."""
-
 
 @dataclass(frozen=True)
 class LinkSummary:
@@ -127,7 +124,7 @@ class LinkMap:
 
     @cached_property
     def load(self) -> np.ndarray:
-        """rows × cols × 4: wavelets out of each PE, east, west, south, north (``MESH_DIRECTIONS``)."""
+        """rows × cols × 4: wavelets out of each PE, east, west, south, north (``fabric.mesh``'s order)."""
         return np.stack([self._direction(d) for d in (EAST, WEST, SOUTH, NORTH)], axis=-1)
 
     @property
