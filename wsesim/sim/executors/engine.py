@@ -27,32 +27,24 @@ from typing import Any
 
 import numpy as np
 
-from ...model.vocabulary import OpKind, Phase, Track
+from ...model.vocabulary import Phase, Track
 from ..cost.costing import Costs
+from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
 from ..programs.plan import Span, StepPlan, Trace
 from ..programs.program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
 from .batching import run_batches
 from .executor import Executor
 from .experts import ExpertsPhase
-from .links import GradientLink, WeightStream, consume
+from .links import GradientLink, WeightStream
 
 __all__ = ["simulate"]
 
 
 class _Engine(Executor):
-    def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
-        super().__init__(plan, program, costs)
-        self._consumed = False  # the current whole-wafer op's first run consumed a weights wait
-        self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
-        if program.chunks is not None:
-            assert plan is not None
-            self._links(plan, program)
-
-    def _links(self, plan: StepPlan, program: Program) -> None:
-        """The training step's resources: the weight stream, the gradient link, the experts phase."""
-        hw, chunks = plan.hw, program.chunks
-        assert chunks is not None
+    def _resources(self, plan: StepPlan, chunks: ChunkPlan) -> None:
+        """The training step's: the weight stream, the gradient link, the experts phase."""
+        hw = plan.hw
         self.chunks = chunks
         self.keys = chunks.keys
         self.sizes = chunks.sizes
@@ -90,37 +82,22 @@ class _Engine(Executor):
             if not self.copied_out[i]:  # a recompute and its backward wait for the same copy: free it once
                 self.copied_out[i] = True
                 stream.free(self.sizes[i])
-        if self.pipelined:  # the next whole-wafer op may have started with the first bytes (links.consume)
-            self.pending = (start, float(stream.start[first]) + stream.latency, env.now, dict(op.args))
-        else:
-            self._since(start, Phase.WEIGHT_STALL, op.args)
-
-    def _first_run(self, cycles: float) -> tuple[float, float]:
-        """(begin, end) of a whole-wafer op's first run: now and now + cycles, or, pipelined after a weights
-        wait (``_consumed``), from its weights' first bytes to no earlier than their last
-        (``links.consume``)."""
-        self._consumed = self.pending is not None
-        if self.pending is None:
-            return self.env.now, self.env.now + cycles
-        start, head, arrival, args = self.pending
-        self.pending = None
-        begin, end, _ = consume(start, head, arrival, cycles, True)
-        if begin > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, begin, args))
-        return begin, end
+        self._waited(start, float(stream.start[first]) + stream.latency, op.args)
 
     # ---------------------------------------------------------------------------------- compute ops
     def _wafer(self, op: WaferOp) -> Generator[Any, Any, None]:
-        """A whole-wafer op, or its ``tiles`` runs back to back (one span each)."""
+        """A whole-wafer op, or its ``tiles`` runs back to back (one span each); pipelined after a weights
+        wait, its first run consumes its weights as they arrive (``_consumed``)."""
         cost = self.costs.wafer[op]
         start, cycles, spans = self.env.now, cost.cycles, self.trace.spans
-        begin, first_end = self._first_run(cycles)
+        consumed = self.pending is not None
+        begin, first_end = self._consumed(cycles) if consumed else (start, start + cycles)
         # after its first run, each run takes its cycles (the weights are resident)
-        shift = first_end - (start + cycles) if self._consumed else 0.0
+        shift = first_end - (start + cycles) if consumed else 0.0
         for i in range(op.runs):
             args = {**op.args, **({"tile": i} if op.tiles else {}), "flops": op.flops,
                     "weight_bytes": op.weight_bytes, "bound": cost.bound}
-            if i == 0 and self._consumed:
+            if i == 0 and consumed:
                 if first_end > begin + cycles:
                     args["bound"] = "stream"  # paced by its weights' arrival
                 spans.append(Span(Track.STEP, op.kind, begin, first_end, args))

@@ -19,10 +19,11 @@ from typing import Any
 
 from ...model.vocabulary import OpKind, Phase, Track
 from ..cost.costing import Costs
+from ..programs.chunks import ChunkPlan
 from ..programs.plan import Span, StepPlan, Trace
 from ..programs.program import WAFER_OPS, OptimizerStep, Program, Transfer
 from .counting import CountingEnvironment
-from .links import Pending, close_wait
+from .links import Pending, close_wait, consume
 
 __all__ = ["CONSUMERS", "Executor"]
 
@@ -34,9 +35,9 @@ CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
 
 class Executor:
     """Runs ``program`` at ``costs`` on ``plan``'s resources (a serving program needs no plan: None).
-    A subclass makes its resources, adds its serving handlers to ``handlers``, and overrides the
-    training step's mechanism: ``_weights``, ``_wafer``, ``_experts``, ``_gradient``,
-    ``_gradient_drain``, ``_reduce_drain``, ``_micro_batch``, ``_start_links`` and ``_link_records``."""
+    A subclass overrides the mechanism: a training step's resources (``_resources``) and handlers
+    (``_weights``, ``_wafer``, ``_experts``, ``_gradient``, ``_gradient_drain``, ``_reduce_drain``,
+    ``_micro_batch``, ``_start_links`` and ``_link_records``) and serving's (``_serve_batches``)."""
 
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
         self.plan, self.program, self.costs = plan, program, costs
@@ -47,7 +48,7 @@ class Executor:
         # wait (its start, the first bytes' arrival, the last's, its args), open until an op consumes it
         self.pipelined = costs.pipelined
         self.pending: Pending | None = None
-        self.handlers: dict[OpKind, Run] = {}
+        self.handlers: dict[OpKind, Run] = {OpKind.SERVE_BATCHES: self._serve_batches}
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self.handlers.update({kind: self._wafer for kind in WAFER_OPS})
@@ -56,8 +57,10 @@ class Executor:
                 OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
                 OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
                 OpKind.OPTIMIZER_STEP: self._optimizer})
+            self._resources(plan, program.chunks)
 
-    # the mechanism, each executor's own: the training step's handlers (a generator per op) ...
+    # the mechanism, each executor's own: the training step's resources and handlers (a generator per op) ...
+    _resources: Callable[[StepPlan, ChunkPlan], None]
     _weights: Run
     _wafer: Run
     _experts: Run
@@ -67,6 +70,8 @@ class Executor:
     _micro_batch: Callable[[int], None]  # ... micro-batch i's copy of every chunk indexed ...
     _start_links: Callable[[], None]  # ... the links' processes started, before the step's ...
     _link_records: Callable[[Trace], None]  # ... and their counters and schedules, into the trace at the end
+    _serve_batches: Run  # and a serving run's iterations
+
 
     # ------------------------------------------------------------------------------- written once
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
@@ -86,6 +91,26 @@ class Executor:
         """``phase`` (a stall or a drain) on the step's track from ``start`` to now, if time passed."""
         if self.env.now > start:
             self.trace.spans.append(Span(Track.STEP, phase, start, self.env.now, dict(args)))
+
+    def _waited(self, start: float, head: float, args: Any) -> None:
+        """A weights wait from ``start`` to now, their first bytes in at ``head``: under a pipelined
+        compute model held open for the op that consumes it (``_consumed``), else a stall."""
+        if self.pipelined:
+            self.pending = (start, head, self.env.now, dict(args))
+        else:
+            self._since(start, Phase.WEIGHT_STALL, args)
+
+    def _consumed(self, cycles: float) -> tuple[float, float]:
+        """(begin, end) of the first run, ``cycles`` long, of the op that consumes the open weights wait:
+        from its weights' first bytes to no earlier than their last (``links.consume``); the wait until it
+        begins a stall."""
+        assert self.pending is not None
+        start, head, arrival, args = self.pending
+        self.pending = None
+        begin, end, _ = consume(start, head, arrival, cycles, True)
+        if begin > start:
+            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, begin, args))
+        return begin, end
 
     def _close_pending(self) -> None:
         """A weights wait no whole-wafer op consumed as it arrived: a stall, as unpipelined."""

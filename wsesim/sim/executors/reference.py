@@ -68,8 +68,9 @@ import simpy
 
 from ...config.specs import DTYPE_BYTES
 from ...model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
-from ...model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
+from ...model.vocabulary import Copy, Gradient, Pass, Phase, Track
 from ..cost.costing import Costs
+from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
 from ..programs.plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
 from ..programs.program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
@@ -97,23 +98,15 @@ class _Gradient:
 
 
 class _Reference(Executor):
-    def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
-        super().__init__(plan, program, costs)
-        self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
-        if program.chunks is not None:
-            assert plan is not None
-            self._resources(plan, program)
-
-    def _resources(self, plan: StepPlan, program: Program) -> None:
+    def _resources(self, plan: StepPlan, chunks: ChunkPlan) -> None:
         """The training step's: the staging buffer, the wafer, the expert regions, the links' queues."""
         hw, m, env = plan.hw, plan.model, self.env
-        assert program.chunks is not None
         self.s = LayerShapes(m)
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = io_rate(hw, plan.tree)
         self.latency = plan.tree.latency if plan.tree is not None else 0.0  # first bytes: start + latency
         self.recompute = plan.training.activations == "recompute"
-        self.chunks = program.chunks
+        self.chunks = chunks
         self.offset = 0  # the current micro-batch's first chunk
         n = len(self.chunks)
         half = self.chunks.staging_bytes / 2  # half for weights in, half for gradients out
@@ -162,17 +155,14 @@ class _Reference(Executor):
     def _weights(self, op: Weights) -> Generator[Any, Any, None]:
         """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
         self._close_pending()
-        env, start = self.env, self.env.now
+        start = self.env.now
         first, last = (self.offset + i for i in self.chunks.keys[op.key])
         for i in range(first, last + 1):
             yield self.arrived[i]
             if i not in self.copied:  # a recompute and its backward share the backward copy
                 self.copied.add(i)
                 self._free(i)
-        if self.pipelined:
-            self.pending = (start, float(self.start[first]) + self.latency, env.now, dict(op.args))
-        else:
-            self._since(start, Phase.WEIGHT_STALL, op.args)
+        self._waited(start, float(self.start[first]) + self.latency, op.args)
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -227,11 +217,7 @@ class _Reference(Executor):
             if self.pending is None:
                 yield self.env.timeout(cost.cycles)
             else:  # the first run after a weights wait: from the first bytes, no earlier than the last
-                wait, head, arrival, wait_args = self.pending
-                self.pending = None
-                start, end, _ = consume(wait, head, arrival, cost.cycles, True)
-                if start > wait:
-                    self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, wait, start, wait_args))
+                start, end = self._consumed(cost.cycles)
                 if end > start + cost.cycles:
                     bound = "stream"
                 yield self.env.timeout(end - self.env.now)
