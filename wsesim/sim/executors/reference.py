@@ -3,32 +3,14 @@ written in plain SimPy, slow and obvious, to vouch for it (docs/model.md §2, §
 is in clock cycles, sizes in bytes. The order of work is the program's (``builders.training`` for a
 training step, ``builders.serving`` for serving), run op by op, once per micro-batch.
 
-It shares with the fast engine only data — the program and the chunk plan it carries, the cost pass's
-costs (``costing``: every op's, the expert ops' and the fabric's included), the FLOP and byte counts
-(``model.shapes``) and the trace's records — never scheduling code:
-
-* the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
-  ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
-  link for size / rate cycles and triggers the chunk's arrival event;
-* each chunk's bytes are ``get`` back when its last user is done: whole-wafer weights (embedding,
-  attention, router with shared expert, LM head) are copied out to their resident place when the step
-  reaches them, each piece as it arrives (not earlier: that place holds the tensor the step is using
-  until then), so the buffer never holds a whole tensor at once; expert chunks at the end of their
-  (piece of an) op; a recompute that uses the backward copy frees nothing, its backward does;
-* the wafer and each expert region are ``simpy.Resource``s of capacity 1. Attention and the LM head run
-  one process per tile, queued on the wafer in tile order, one timeout each; each expert region runs one
-  process per phase over its experts in slot order (ascending expert index), every op, and every piece
-  of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
-  region is free; under a pipelined compute model (``compute: kernel``) an op consumes its weights as
-  they arrive (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to
-  no earlier than their arrival, the first run of a whole-wafer op after its weights wait likewise;
-* in a cluster, chunks come down and gradients go up the tree at its rate, a process per level (``relay``);
-* the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
-  I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
-  left; the step stalls until what is held (plus an incoming gradient) fits, checked before each
-  whole-wafer gradient and once after each backward experts phase, as the fast engine does;
-* serving (a ``SERVE_BATCHES`` op): processes for the arrivals, each station and each station's
-  outbound link, timing the scheduler's iterations and moves, in ``reference_batching``.
+It shares with the fast engine only data — the program with its chunk plan, the cost pass's costs, the
+FLOP and byte counts and the trace's records — and the loop of ``executor.Executor``, never scheduling
+code: the inbound link is a process ``put``ting each chunk's bytes into a ``simpy.Container`` (the weight
+half of the staging SRAM) and ``get``ting them back at the chunk's last use (docs/model.md §2.2); the
+wafer and each expert region are ``simpy.Resource``s, with a process per attention tile and per region
+and phase, each op (piece) a timeout once its chunk has arrived and its region is free; a cluster's tree
+is a process per level (``relay``); the outbound link takes gradients from a ``simpy.Store``, FIFO
+(§2.3); serving is ``reference_batching``'s processes.
 
 Where the fast engine is subtle, what the reference does and why it is the same model:
 
