@@ -1,23 +1,14 @@
-"""The fast engine: executes a costed program (``program.Program``: a training step built by
-``builders.training``, serving requests by ``builders.serving``; its ``Costs`` from the cost pass,
-``costing``) as SimPy processes and resources (docs/model.md §2, §3, §11.4). It builds and costs nothing:
-what it decides is when each op runs. Simulated time is in clock cycles.
+"""The fast engine: executes a costed program (``program.Program``; its ``Costs`` from the cost pass,
+``costing``) with SimPy (docs/model.md §2, §3, §11.4), over the loop it shares with the reference
+(``executor.Executor``). It builds and costs nothing: what it decides is when each op runs. Simulated
+time is in clock cycles.
 
-* the inbound link (``links.WeightStream``, a process) fills the bounded staging buffer with weight
-  chunks in order of first use, and waits while the buffer is full;
-* the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
-* ``_step`` (a process) runs the program's ops in order, once per micro-batch (every weight streams in
-  again for each): a ``WEIGHTS`` op waits for its chunks, a whole-wafer op takes its cost model's cycles,
-  per tile when it is tiled (under a pipelined compute model, ``compute: kernel``, its first run consumes
-  its weights as they arrive: ``links.consume``), a fabric op its cost's, the ``EXPERTS`` op the experts phase
-  (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
-  step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
-* a ``SERVE_BATCHES`` op (served requests) advances a whole iteration of a station at a time, the
-  scheduler's (``scheduler.Scheduler``), in one loop over event times (``batching.run_batches``).
-
-A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
-stalls and contention emerge from these. The engine never prints or writes files; it returns a
-``Trace`` and ``wsesim.analysis.results`` measures it afterwards.
+Its mechanism: the inbound link (``links.WeightStream``) fills the bounded staging buffer with weight
+chunks in order of first use, frees registered ahead so that whole phases are laid out with arrays; the
+outbound link (``links.GradientLink``) carries gradients out, FIFO, in closed form; the experts phase is
+``experts.ExpertsPhase``; a ``SERVE_BATCHES`` op advances a station a whole iteration at a time, in one
+loop over event times (``batching.run_batches``). A hot expert straggles, a late chunk stalls only its
+expert, a full buffer stalls the stream: overlap, stalls and contention emerge from these.
 """
 
 from __future__ import annotations
