@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from copy import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -218,8 +218,7 @@ class _Grid:
         c, launch = self._kernel(op, op.at(context), batch), self.launch
         if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids, part of the dispatch: no kernel launched
             return c
-        return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
-                          c.overhead + launch, c.fmacs, c.wavelet_hops)
+        return replace(c, cycles=c.cycles + launch, overhead=c.overhead + launch)
 
     def _kernel(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         kind, m = op.kind, self.machine
@@ -239,8 +238,7 @@ class _Grid:
                 return KernelCost(0.0, 0.0, 0.0)
             row = self._layer(kind, 1, self.cols, algorithm=self.algorithm[kind],
                               wavelets=wavelets)
-            return KernelCost(row.cycles, row.compute, row.communication, row.feasible, row.reason,
-                              row.overhead, row.fmacs, self.rows * row.wavelet_hops)  # each row alike
+            return replace(row, wavelet_hops=self.rows * row.wavelet_hops)  # each row alike
         if kind == StageOpKind.ROW_REDUCES:  # (values per PE per step): one reduce per step of Q·Kᵀ
             wavelets = m.wavelets(max(dims[0], 1))
             network, issue = rotating_reduces(m, self.cols, wavelets)
