@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...model.vocabulary import Phase, Track
+from ...model.vocabulary import OpKind, Phase, Track
 from ..cost.costing import Costs
 from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
@@ -33,8 +33,15 @@ __all__ = ["simulate"]
 
 
 class _Engine(Executor):
-    def _resources(self, plan: StepPlan, chunks: ChunkPlan) -> None:
-        """The training step's: the weight stream, the gradient link, the experts phase."""
+    def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
+        super().__init__(plan, program, costs)
+        self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
+        if program.chunks is not None:
+            assert plan is not None
+            self._links(plan, program.chunks)
+
+    def _links(self, plan: StepPlan, chunks: ChunkPlan) -> None:
+        """The training step's resources: the weight stream, the gradient link, the experts phase."""
         hw = plan.hw
         self.chunks = chunks
         self.keys = chunks.keys

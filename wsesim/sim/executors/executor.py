@@ -19,7 +19,6 @@ from typing import Any
 
 from ...model.vocabulary import OpKind, Phase, Track
 from ..cost.costing import Costs
-from ..programs.chunks import ChunkPlan
 from ..programs.plan import Span, StepPlan, Trace
 from ..programs.program import WAFER_OPS, OptimizerStep, Program, Transfer
 from .counting import CountingEnvironment
@@ -35,9 +34,9 @@ CONSUMERS = frozenset({OpKind.WEIGHTS, *WAFER_OPS})
 
 class Executor:
     """Runs ``program`` at ``costs`` on ``plan``'s resources (a serving program needs no plan: None).
-    A subclass overrides the mechanism: a training step's resources (``_resources``) and handlers
-    (``_weights``, ``_wafer``, ``_experts``, ``_gradient``, ``_gradient_drain``, ``_reduce_drain``,
-    ``_micro_batch``, ``_start_links`` and ``_link_records``) and serving's (``_serve_batches``)."""
+    A subclass makes its resources, adds its serving handlers to ``handlers``, and overrides the
+    training step's mechanism: ``_weights``, ``_wafer``, ``_experts``, ``_gradient``,
+    ``_gradient_drain``, ``_reduce_drain``, ``_micro_batch``, ``_start_links`` and ``_link_records``."""
 
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
         self.plan, self.program, self.costs = plan, program, costs
@@ -48,7 +47,7 @@ class Executor:
         # wait (its start, the first bytes' arrival, the last's, its args), open until an op consumes it
         self.pipelined = costs.pipelined
         self.pending: Pending | None = None
-        self.handlers: dict[OpKind, Run] = {OpKind.SERVE_BATCHES: self._serve_batches}
+        self.handlers: dict[OpKind, Run] = {}
         if program.chunks is not None:
             assert plan is not None, "a program that streams weights needs the step's plan"
             self.handlers.update({kind: self._wafer for kind in WAFER_OPS})
@@ -57,10 +56,8 @@ class Executor:
                 OpKind.EXPERTS: self._experts, OpKind.GRADIENT: self._gradient,
                 OpKind.GRADIENT_DRAIN: self._gradient_drain, OpKind.REDUCE_DRAIN: self._reduce_drain,
                 OpKind.OPTIMIZER_STEP: self._optimizer})
-            self._resources(plan, program.chunks)
 
-    # the mechanism, each executor's own: the training step's resources and handlers (a generator per op) ...
-    _resources: Callable[[StepPlan, ChunkPlan], None]
+    # the mechanism, each executor's own: the training step's handlers (a generator per op) ...
     _weights: Run
     _wafer: Run
     _experts: Run
@@ -70,7 +67,6 @@ class Executor:
     _micro_batch: Callable[[int], None]  # ... micro-batch i's copy of every chunk indexed ...
     _start_links: Callable[[], None]  # ... the links' processes started, before the step's ...
     _link_records: Callable[[Trace], None]  # ... and their counters and schedules, into the trace at the end
-    _serve_batches: Run  # and a serving run's iterations
 
 
     # ------------------------------------------------------------------------------- written once

@@ -50,7 +50,7 @@ import simpy
 
 from ...config.specs import DTYPE_BYTES
 from ...model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
-from ...model.vocabulary import Copy, Gradient, Pass, Phase, Track
+from ...model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from ..cost.costing import Costs
 from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
@@ -80,6 +80,13 @@ class _Gradient:
 
 
 class _Reference(Executor):
+    def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
+        super().__init__(plan, program, costs)
+        self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
+        if program.chunks is not None:
+            assert plan is not None
+            self._resources(plan, program.chunks)
+
     def _resources(self, plan: StepPlan, chunks: ChunkPlan) -> None:
         """The training step's: the staging buffer, the wafer, the expert regions, the links' queues."""
         hw, m, env = plan.hw, plan.model, self.env
