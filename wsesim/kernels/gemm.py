@@ -25,11 +25,16 @@ from .machine import Machine
 from .result import KernelResult
 
 
-def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
-    mm, kk, nn = shape
+def check_gemm(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> None:
+    """Raise ``ConfigError`` for a GEMM shape with a size below 1 or a grid larger than the mesh."""
     if min(shape) < 1:
-        raise ConfigError(f"expected positive M, K and N, got {mm} x {kk} x {nn}", path="shape")
+        raise ConfigError(f"expected positive M, K and N, got {' x '.join(map(str, shape))}", path="shape")
     m.check_grid(rows, cols)
+
+
+def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
+    check_gemm(m, rows, cols, shape)
+    mm, kk, nn = shape
     return -(-mm // rows), -(-nn // cols), -(-kk // cols), -(-kk // rows)
 
 

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.errors import ConfigError
 from ..fabric.mesh import NORTH, SOUTH
-from .gemm import multicast_loads
+from .gemm import check_gemm, multicast_loads
 from .instructions import dsd_op, microthreaded, send_op
 from .kinds import GemmAlgorithm, KernelKind
 from .lines import ring_order
@@ -144,12 +143,6 @@ def _schedule(m: Machine, pace: StreamPace, outputs: int, broadcast_line: int,
     return cycles, compute, issue, cycles - compute - issue
 
 
-def _check(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> None:
-    if min(shape) < 1:
-        raise ConfigError(f"expected positive M, K and N, got {' x '.join(map(str, shape))}", path="shape")
-    m.check_grid(rows, cols)
-
-
 def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
             timing: tuple[float, float, float, float], need: float, links: LinkMap, pace: StreamPace,
             what: str) -> KernelResult:
@@ -174,7 +167,7 @@ def weight_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
     """C = A · B with A resident (M over the rows, K over the columns) and B's rows streamed down the
     columns from the north edge, at the I/O rate unless ``staged`` (already on the wafer: the training
     step, whose weight stream is ``sim.executors.links``)."""
-    _check(m, rows, cols, shape)
+    check_gemm(m, rows, cols, shape)
     mm, kk, nn = shape
     vec, red = -(-mm // rows), -(-kk // cols)
     pace = stream_pace(m, vec, red, cols, source_bytes=0.0 if staged else kk * m.elem_bytes)
@@ -195,7 +188,7 @@ def weight_grad_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, 
     """dW = Xᵀ · dY asked as M' × K' × N' (K × tokens × N): X and dY resident with the tokens over the
     rows; dY's columns multicast along the rows, dW's partial sums reduced down the columns and out at
     the south edge, at the I/O rate unless ``staged`` (the training step's gradient link)."""
-    _check(m, rows, cols, shape)
+    check_gemm(m, rows, cols, shape)
     mm, kk, nn = shape
     vec, red = -(-mm // cols), -(-kk // rows)
     pace = stream_pace(m, vec, red, rows, sink_bytes=0.0 if staged else mm * m.elem_bytes, dot_form=True)
