@@ -48,28 +48,27 @@ class DsdOp:
 NO_OP = DsdOp(0.0, 0.0, 0)
 
 
-def _lanes_and_bytes(m: Machine, kind: str, fabric_operand: bool) -> tuple[int, float, float]:
+def _lanes_and_bytes(m: Machine, kind: str) -> tuple[int, float, float]:
     """(lanes, SRAM bytes read, SRAM bytes written) per element of an operation of ``kind``. An FMAC's
-    multiplier is a scalar (an arriving value or a register): it reads the accumulator and one vector."""
+    multiplier is a scalar (an arriving value or a register): it reads the accumulator and one vector; an
+    add's addend arrives from the fabric and reads no SRAM."""
     e, acc = m.elem_bytes, m.partial_bytes
     if kind == "fmac":  # @fmach / @fmacs: dest = dest + src · scalar, all in the kernel's dtype
         return m.lanes, 2 * e, e
     if kind == "fmac-mixed":  # @fmachs: a 16-bit vector times a scalar into 32-bit accumulators
         return m.mixed_lanes, acc + e, acc
-    if kind == "add-fp32":  # @fadds: dest = dest + src, the addend from SRAM unless it arrives
-        return m.mixed_lanes, acc + (0 if fabric_operand else acc), acc
+    if kind == "add-fp32":  # @fadds: dest = dest + src, the addend arriving
+        return m.mixed_lanes, acc, acc
     raise ValueError(f"unknown DSD operation kind {kind!r}")
 
 
-def dsd_op(m: Machine, rows: int, length: int, kind: str = "fmac", fabric_operand: bool = True,
-           wavelets_in: int = 0) -> DsdOp:
+def dsd_op(m: Machine, rows: int, length: int, kind: str = "fmac", wavelets_in: int = 0) -> DsdOp:
     """One DSD operation over ``rows`` × ``length`` elements of ``kind`` on ``m``'s PE: one issue, and
     rows · ⌈length / lanes⌉ cycles of datapath or its operands' bytes over the ports, whichever is longer.
-    ``fabric_operand``: one source arrives from the fabric (a ``fabin_dsd``, ``wavelets_in`` wavelets) and
-    reads no SRAM."""
+    One source arrives from the fabric (a ``fabin_dsd``, ``wavelets_in`` wavelets) and reads no SRAM."""
     if rows <= 0 or length <= 0:
         return NO_OP
-    lanes, read, written = _lanes_and_bytes(m, kind, fabric_operand)
+    lanes, read, written = _lanes_and_bytes(m, kind)
     elements = rows * length
     lane_cycles = rows * math.ceil(length / lanes)
     ports = max(math.ceil(elements * read / m.read_bytes), math.ceil(elements * written / m.write_bytes))
