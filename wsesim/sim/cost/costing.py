@@ -3,23 +3,12 @@ executor runs them (docs/architecture.md). Both executors read the same ``Costs`
 disagree on what an op costs; only on when it runs.
 
 What an op of arithmetic costs is the compute model's (``COMPUTE_MODELS``, the ``simulation.compute``
-key), one table for the training step and serving alike:
-
-* ``constant`` — an op's FLOPs over the PEs at the global ``gemm_efficiency``, its weights fed through
-  each PE row (``model.costs``, docs/model.md §4);
-* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §4.1:
-  the weight-streaming GEMM of §10.7): the whole wafer, or an expert's region. Serving's kernels (GEMV,
-  GEMM, the collectives) are always simulated, since they are what it runs (``kernels.cost.kernel_cost``,
-  the kernel layer's one cached front door): serving reads the ``kernel`` entry.
-
-The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is every expert's copies
-side by side in SIMD lanes, paced by the column holding the most copies of one expert — not a GEMM of a
-shape of its own that the kernel layer could simulate (``experiments.mappings``).
-
-A training step is costed here in one moment (``cost_program``): its whole-wafer ops, its experts' ops
-(the MoE mapping's, ``StepPlan.cost_experts``), every dispatch and combine over the fabric (the fabric
-fidelity's, ``StepPlan.dispatch``: a layer's bytes are its routed tokens, known before the step runs) and
-MemoryX's optimizer step. Nothing is timed during a run but queues and waits: the executors read ``Costs``.
+key: ``constant``, FLOPs at the global ``gemm_efficiency``; ``kernel``, its GEMMs simulated by
+``kernels.step``). Serving's kernels are always simulated, through ``kernels.cost.kernel_cost``, since
+they are what it runs. The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is
+every expert's copies side by side in SIMD lanes, not a GEMM of a shape of its own
+(``experiments.mappings``). A training step's dispatch and combine are the fabric fidelity's
+(``StepPlan.dispatch``), timed here on a layer's routed bytes, known before the step runs.
 """
 
 from __future__ import annotations
