@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import ConfigError
-from ..config.specs import HardwareSpec
 from ..fabric.mesh import NORTH, WEST
 from .kinds import Algorithm, AlltoallAlgorithm, BroadcastAlgorithm, KernelKind, ReduceAlgorithm, algorithms
 from .lines import (
@@ -109,7 +108,7 @@ def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols:
                         notes, overhead=overhead, dsd_ops=float(instructions) if cycles else 0.0)
 
 
-def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_reduce(m: Machine, rows: int, cols: int, wavelets: int,
                algorithm: ReduceAlgorithm) -> KernelResult:
     _check(m, rows, cols, wavelets)
     cycles, _, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
@@ -118,7 +117,7 @@ def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int
                    int(depth[1]), links, 2)
 
 
-def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_broadcast(m: Machine, rows: int, cols: int, wavelets: int,
                   algorithm: BroadcastAlgorithm = BroadcastAlgorithm.MULTICAST) -> KernelResult:
     _check(m, rows, cols, wavelets)
     if algorithm != BroadcastAlgorithm.MULTICAST:
@@ -131,7 +130,7 @@ def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
                    1)
 
 
-def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_allreduce(m: Machine, rows: int, cols: int, wavelets: int,
                   algorithm: ReduceAlgorithm) -> KernelResult:
     _check(m, rows, cols, wavelets)
     if algorithm == ReduceAlgorithm.RING:
@@ -214,7 +213,7 @@ def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float
     return busiest + m.step(n - 1), busiest, n - 1
 
 
-def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_alltoall(m: Machine, rows: int, cols: int, wavelets: int,
                  algorithm: AlltoallAlgorithm = AlltoallAlgorithm.TRANSPOSE) -> KernelResult:
     _check(m, rows, cols, wavelets)
     if algorithm != AlltoallAlgorithm.TRANSPOSE:
