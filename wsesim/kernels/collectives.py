@@ -35,6 +35,7 @@ from .lines import (
 from .linkmap import (
     LinkMap,
     Term,
+    allreduce_line_loads,
     col_terms,
     line_loads,
     multicast_terms,
@@ -169,13 +170,8 @@ def run_allreduce(m: Machine, rows: int, cols: int, wavelets: int,
 def ktree_terms(row_topo: Topology, col_topo: Topology, rows: int, cols: int, b: float) -> list[Term]:
     """The K-tree allreduce's links: every row's tree (both ways, toward its centre) and the multicast
     from the centre to both ends, then every column's."""
-    def line(n: int, topo: Topology) -> tuple[np.ndarray, np.ndarray]:
-        fwd, bwd = line_loads(n, *tree_messages(topo[0]), b)
-        root = int(np.flatnonzero(topo[0] < 0)[0])
-        x = np.arange(n)
-        return fwd + b * ((x >= root) & (x < n - 1)), bwd + b * ((x <= root) & (x > 0))
-
-    return [*row_terms(ones(rows), *line(cols, row_topo)), *col_terms(*line(rows, col_topo), ones(cols))]
+    return [*row_terms(ones(rows), *allreduce_line_loads(cols, row_topo[0], b)),
+            *col_terms(*allreduce_line_loads(rows, col_topo[0], b), ones(cols))]
 
 
 def ring_line_loads(n: int, b: int) -> tuple[np.ndarray, np.ndarray]:

@@ -76,6 +76,14 @@ def tree_messages(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return child, np.asarray(parent)[child]
 
 
+def allreduce_line_loads(n: int, parent: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) loads of an allreduce along a line of n PEs, ``b`` wavelets a PE: every PE's to
+    its parent, toward the root, then the sum multicast from the root to both ends."""
+    fwd, bwd = line_loads(n, *tree_messages(parent), b)
+    root, x = int(np.flatnonzero(parent < 0)[0]), np.arange(n)
+    return fwd + b * ((x >= root) & (x < n - 1)), bwd + b * ((x <= root) & (x > 0))
+
+
 def ones(n: int) -> np.ndarray:
     return np.ones(n)
 
