@@ -1,21 +1,18 @@
-"""The PE's instruction model as the Cerebras SDK defines it (docs/model.md §10.1): a DSD operation is one
-instruction however many elements its descriptor walks; asynchronous operations run on microthreads beside
-the instruction stream; a task's activation is charged like an issue.
+"""The PE's instruction model as the Cerebras SDK defines it (docs/model.md §10.1, with the SDK's SIMD
+table and the calibration of the issue): a DSD operation is one instruction however many elements its
+descriptor walks; asynchronous operations run on microthreads beside the instruction stream; a task's
+activation is charged like an issue.
 
-* **A DSD operation** (``dsd_op``) — a builtin (``@fmach``, ``@fmachs``, ``@fmacs``, ``@fadds``, ``@fmovs`` …)
-  over a descriptor of ``rows`` × ``length`` elements (a ``mem4d_dsd``, or a ``fabin_dsd`` whose arriving
-  values drive the rows): one issue (``pe.instruction_issue``) and its elements at the datapath's rate for
-  its kind, ``rows`` · ⌈length / lanes⌉ cycles (a SIMD group does not span two rows: the row's scalar
-  changes), or the SRAM ports' time for its operands if slower. A fabric operand reads no SRAM.
-* **Microthreads** (``microthreaded``) — operations launched with ``.async = true`` run while the PE's
-  instruction stream goes on, up to ``pe.microthreads`` at once; the datapath is one, so their elements
-  still add up, but their issues and their wavelets hide behind one another.
+* **A DSD operation** (``dsd_op``): one issue (``pe.instruction_issue``) and ``rows`` · ⌈length / lanes⌉
+  cycles at its kind's SIMD width (a SIMD group does not span two rows), or its operands' bytes over the
+  SRAM ports if slower. The kinds: ``fmac`` in the kernel's dtype, ``fmac-mixed`` (16-bit products into
+  fp32 accumulators) and ``add-fp32``.
+* **Microthreads** (``microthreaded``): up to ``pe.microthreads`` operations at once beside the
+  instruction stream; the datapath is one, so their elements still add up, but their issues and their
+  wavelets hide behind one another.
 
-The kinds and their lanes come from the SDK's SIMD table (hardware/*.yaml): ``fmac`` in the kernel's dtype
-(``@fmach`` fp16 on ``pe.simd_width``, ``@fmacs`` fp32 on ``pe.simd_width_fp32``), ``fmac-mixed`` (16-bit
-products into fp32 accumulators, ``@fmachs``) and ``add-fp32`` (``@fadds``), both on
-``pe.simd_width_mixed``. The research kernels (WaferLLM's GEMV, GEMM and collectives) keep their per-vector
-loops (``Machine.instructions``): each of their instructions is a loop's one vector.
+The research kernels (WaferLLM's GEMV, GEMM and collectives) keep their per-vector loops
+(``Machine.instructions``): each of their instructions is a loop's one vector.
 """
 
 from __future__ import annotations
