@@ -1,23 +1,14 @@
 """The packet fidelity (docs/model.md §6): every message walks the links of its route, stage by stage, in
 global time order: a discrete-event model, vectorised in numpy, without a process per message.
 
-Semantics (those of the SimPy reference, ``packet-simpy`` in wsesim/fabric/packet_simpy.py, which this
-model reproduces cycle for cycle; tests/fabric/test_packet.py checks it pattern by pattern):
-
-* A message of L wavelets walks its stages: the inject ramp at its source (``injection_cycles`` of head
-  latency), each mesh link (``hop_cycles``), and the eject ramp of each receiver (no latency).
-* A stage is a directed link with as many *lanes* as parallel PE links (1 at PE granularity, up to K at
-  ``block:K``; a block's ramps have one lane per PE). When the head reaches a stage it takes the lane that
-  frees first, at once or when that lane frees, after the heads that reached the stage earlier (FIFO);
-  the lane is then busy for L cycles while the body streams through (virtual cut-through: a waiting
-  head holds nothing behind it). The head moves on after the stage's latency. A lone message takes
-  ``injection + h·hop + (L − 1)`` cycles, as in the flow fidelity.
-* At block granularity a message is split into ``min(K, L)`` stripes, each with its share of the
-  wavelets, each a message of its own.
-* Every stripe is issued at cycle 0, grouped by source (sources in the order of their first message),
-  each source's messages in issue order. Two heads reaching one link in the same cycle go in the
-  order their previous stages were granted (by cycle, then recursively by this same order).
-* ``cycles`` is the cycle the last receiver holds the last wavelet.
+Semantics: those of the SimPy reference (``packet-simpy``, wsesim/fabric/packet_simpy.py, whose docstring
+states them with the reasons for its choices), reproduced cycle for cycle (tests/fabric/test_packet.py):
+a message's head takes, stage by stage, the lane that frees first, FIFO, busy for its L wavelets
+(virtual cut-through); at block granularity a message is ``min(K, L)`` stripes. Every stripe is issued at
+cycle 0, grouped by source (sources in the order of their first message), each source's in issue order;
+two heads reaching one link in the same cycle go in the order their previous stages were granted (by
+cycle, then recursively by this same order). ``cycles`` is the cycle the last receiver holds the last
+wavelet.
 
 How (the calendar of windows): a head granted a mesh-link or inject stage at cycle s reaches its next
 stage at s + latency, at least ``hop_cycles`` later (injects are granted only at cycle 0). So the

@@ -5,10 +5,9 @@ process per message is the plainest statement of those semantics, not for speed.
 
 A message of L wavelets walks the stages of its route: the inject ramp at its source
 (``injection_cycles`` of head latency), each mesh link (``hop_cycles``), and the eject ramp of each
-receiver (no latency). Its head takes a stage when a lane of it is free, then moves on after the stage's
-latency; its body follows one wavelet per cycle, so the stage stays busy for L cycles from the moment
-the head took it. A lone message therefore takes exactly ``injection + h·hop + (L − 1)`` cycles, as in
-the flow fidelity.
+receiver (no latency). Its head takes a stage when a lane of it is free and moves on after the stage's
+latency; its body follows a wavelet a cycle, so the stage is busy for L cycles from the head's grant. A
+lone message takes ``injection + h·hop + (L − 1)`` cycles, as in the flow fidelity.
 
 Contention is first come, first served per directed link; a link has as many lanes as parallel PE
 links (1 at PE granularity, up to K at ``block:K``; a block's ramps have one lane per PE). Ties are

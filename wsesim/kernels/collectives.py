@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..config.errors import ConfigError
-from ..config.specs import HardwareSpec
 from ..fabric.mesh import NORTH, WEST
 from .kinds import Algorithm, AlltoallAlgorithm, BroadcastAlgorithm, KernelKind, ReduceAlgorithm, algorithms
 from .lines import (
@@ -36,6 +35,7 @@ from .lines import (
 from .linkmap import (
     LinkMap,
     Term,
+    allreduce_line_loads,
     col_terms,
     line_loads,
     multicast_terms,
@@ -109,7 +109,7 @@ def _result(kind: KernelKind, algorithm: Algorithm, m: Machine, rows: int, cols:
                         notes, overhead=overhead, dsd_ops=float(instructions) if cycles else 0.0)
 
 
-def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_reduce(m: Machine, rows: int, cols: int, wavelets: int,
                algorithm: ReduceAlgorithm) -> KernelResult:
     _check(m, rows, cols, wavelets)
     cycles, _, (row_topo, col_topo, depth) = reduce_2d(m, rows, cols, wavelets, algorithm)
@@ -118,7 +118,7 @@ def run_reduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int
                    int(depth[1]), links, 2)
 
 
-def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_broadcast(m: Machine, rows: int, cols: int, wavelets: int,
                   algorithm: BroadcastAlgorithm = BroadcastAlgorithm.MULTICAST) -> KernelResult:
     _check(m, rows, cols, wavelets)
     if algorithm != BroadcastAlgorithm.MULTICAST:
@@ -131,7 +131,7 @@ def run_broadcast(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
                    1)
 
 
-def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_allreduce(m: Machine, rows: int, cols: int, wavelets: int,
                   algorithm: ReduceAlgorithm) -> KernelResult:
     _check(m, rows, cols, wavelets)
     if algorithm == ReduceAlgorithm.RING:
@@ -170,13 +170,8 @@ def run_allreduce(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: 
 def ktree_terms(row_topo: Topology, col_topo: Topology, rows: int, cols: int, b: float) -> list[Term]:
     """The K-tree allreduce's links: every row's tree (both ways, toward its centre) and the multicast
     from the centre to both ends, then every column's."""
-    def line(n: int, topo: Topology) -> tuple[np.ndarray, np.ndarray]:
-        fwd, bwd = line_loads(n, *tree_messages(topo[0]), b)
-        root = int(np.flatnonzero(topo[0] < 0)[0])
-        x = np.arange(n)
-        return fwd + b * ((x >= root) & (x < n - 1)), bwd + b * ((x <= root) & (x > 0))
-
-    return [*row_terms(ones(rows), *line(cols, row_topo)), *col_terms(*line(rows, col_topo), ones(cols))]
+    return [*row_terms(ones(rows), *allreduce_line_loads(cols, row_topo[0], b)),
+            *col_terms(*allreduce_line_loads(rows, col_topo[0], b), ones(cols))]
 
 
 def ring_line_loads(n: int, b: int) -> tuple[np.ndarray, np.ndarray]:
@@ -214,7 +209,7 @@ def row_alltoall_cycles(m: Machine, n: int, wavelets: int) -> tuple[float, float
     return busiest + m.step(n - 1), busiest, n - 1
 
 
-def run_alltoall(hw: HardwareSpec, m: Machine, rows: int, cols: int, wavelets: int,
+def run_alltoall(m: Machine, rows: int, cols: int, wavelets: int,
                  algorithm: AlltoallAlgorithm = AlltoallAlgorithm.TRANSPOSE) -> KernelResult:
     _check(m, rows, cols, wavelets)
     if algorithm != AlltoallAlgorithm.TRANSPOSE:

@@ -1,25 +1,13 @@
-"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA, Cannon and MeshGEMM (docs/model.md §10.3).
+"""GEMM C[M×N] = A[M×K] · B[K×N] on a P × Q grid of PEs: SUMMA (panels multicast along rows and down
+columns), Cannon (a skew, then one-place shifts with wrap-around) and MeshGEMM (Cannon on the folded ring,
+shifts of at most 2 hops); the last two on square grids only (docs/model.md §10.3 gives each step's terms).
 
-Every PE owns an m × n block of C (m = ⌈M/P⌉, n = ⌈N/Q⌉; the PEs with the largest blocks set the time).
-A schedule is a list of steps, the same at every PE but for how far its data comes (every PE of a step
-is in the same class, so one representative PE per step is timed, vectorised over the steps):
-
-* **SUMMA** — S = ⌈K / k_b⌉ steps; in step s the owner column multicasts an m × k_b panel of A along each
-  row and the owner row a k_b × n panel of B down each column; every PE then does m·k_b·n FMACs. The
-  panel width k_b is ⌈K / max(P, Q)⌉, or less if two panel buffers would not fit SRAM beside the PE's
-  own blocks. Communication of a step: its panels' wavelets through the receiver's ramp plus one step
-  over the farthest receiver's hops (max(o, Q − 1 − o) for owner column o, likewise for rows).
-* **Cannon** (square grids) — a skew (row i's A blocks i places west, column j's B blocks j places
-  north, with wrap-around), then P steps of m·k·n FMACs (k = ⌈K/P⌉) and a one-place shift of A west
-  and B north; on a mesh the wrap-around travels P − 1 hops, so each shift costs its blocks' wavelets
-  plus one step over P − 1 hops.
-* **MeshGEMM** (square grids) — Cannon on the folded ring (0, 2, 4, …, 5, 3, 1) in each row and column,
-  so every shift travels at most 2 hops: a constant critical path per step.
-
-Steps overlap when SRAM holds a second buffer for the next step's operands (double buffering): then a
-step takes max(its compute, the next step's communication), else their sum. The skew (Cannon, MeshGEMM)
-takes the busiest link (or ramp) in wavelets plus one step over its longest path, as the flow fidelity
-charges a phase. Compute is ``Machine.compute`` (SIMD lanes, or the SRAM ports if slower).
+Every PE owns an m × n block of C; the PEs with the largest blocks set the time. Each algorithm is a list
+of steps every PE runs alike but for how far its operands come, so one representative PE per step is
+timed, vectorised over the steps. Steps overlap when SRAM holds a second buffer for the next step's
+operands (then a step takes max(its compute, the next step's communication), else their sum); the skew
+takes the busiest link or ramp in wavelets plus one step over its longest path, as the flow fidelity
+charges a phase.
 """
 
 from __future__ import annotations
@@ -37,11 +25,16 @@ from .machine import Machine
 from .result import KernelResult
 
 
-def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
-    mm, kk, nn = shape
+def check_gemm(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> None:
+    """Raise ``ConfigError`` for a GEMM shape with a size below 1 or a grid larger than the mesh."""
     if min(shape) < 1:
-        raise ConfigError(f"expected positive M, K and N, got {mm} x {kk} x {nn}", path="shape")
+        raise ConfigError(f"expected positive M, K and N, got {' x '.join(map(str, shape))}", path="shape")
     m.check_grid(rows, cols)
+
+
+def _blocks(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> tuple[int, int, int, int]:
+    check_gemm(m, rows, cols, shape)
+    mm, kk, nn = shape
     return -(-mm // rows), -(-nn // cols), -(-kk // cols), -(-kk // rows)
 
 

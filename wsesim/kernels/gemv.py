@@ -17,20 +17,17 @@ same, so one row is simulated:
   the other: six turns a layer for six GEMVs), so each GEMV pays one turn (``Machine.turn``): nothing on
   WSE-2, whose code keeps colours for each axis; the colours' re-routing on WSE-3, whose code shares them.
 
-cycles = compute(M·k·n) + the allreduce of one row (``collectives.allreduce_line``).
+cycles = compute(M·k·n) + the allreduce of one row (``allreduce_line``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from ..config.errors import ConfigError
-from ..fabric.mesh import EAST, WEST
 from .kinds import GemvAlgorithm, KernelKind, ReduceAlgorithm
 from .lines import ktree_allreduce, phases, reduce_line, topology
-from .linkmap import LinkMap, Term, line_loads, ones, tree_messages
+from .linkmap import LinkMap, Term, allreduce_line_loads, ones, row_terms
 from .machine import T_OP, Machine
 from .result import KernelResult, sram_check
 
@@ -52,11 +49,7 @@ def gemv_terms(rows: int, cols: int, wavelets: int, tree: ReduceAlgorithm) -> li
     (west of a K-tree's centre too)."""
     if cols < 2:
         return []
-    parent = topology(tree, cols)[0]
-    east, west = line_loads(cols, *tree_messages(parent), wavelets)
-    root, x = int(np.flatnonzero(parent < 0)[0]), np.arange(cols)
-    return [(EAST, ones(rows), east + wavelets * ((x >= root) & (x < cols - 1))),
-            (WEST, ones(rows), west + wavelets * ((x <= root) & (x > 0)))]
+    return row_terms(ones(rows), *allreduce_line_loads(cols, topology(tree, cols)[0], wavelets))
 
 
 ROW_TREES: dict[GemvAlgorithm, ReduceAlgorithm] = {

@@ -1,21 +1,18 @@
-"""The PE's instruction model as the Cerebras SDK defines it (docs/model.md §10.1): a DSD operation is one
-instruction however many elements its descriptor walks; asynchronous operations run on microthreads beside
-the instruction stream; a task's activation is charged like an issue.
+"""The PE's instruction model as the Cerebras SDK defines it (docs/model.md §10.1, with the SDK's SIMD
+table and the calibration of the issue): a DSD operation is one instruction however many elements its
+descriptor walks; asynchronous operations run on microthreads beside the instruction stream; a task's
+activation is charged like an issue.
 
-* **A DSD operation** (``dsd_op``) — a builtin (``@fmach``, ``@fmachs``, ``@fmacs``, ``@fadds``, ``@fmovs`` …)
-  over a descriptor of ``rows`` × ``length`` elements (a ``mem4d_dsd``, or a ``fabin_dsd`` whose arriving
-  values drive the rows): one issue (``pe.instruction_issue``) and its elements at the datapath's rate for
-  its kind, ``rows`` · ⌈length / lanes⌉ cycles (a SIMD group does not span two rows: the row's scalar
-  changes), or the SRAM ports' time for its operands if slower. A fabric operand reads no SRAM.
-* **Microthreads** (``microthreaded``) — operations launched with ``.async = true`` run while the PE's
-  instruction stream goes on, up to ``pe.microthreads`` at once; the datapath is one, so their elements
-  still add up, but their issues and their wavelets hide behind one another.
+* **A DSD operation** (``dsd_op``): one issue (``pe.instruction_issue``) and ``rows`` · ⌈length / lanes⌉
+  cycles at its kind's SIMD width (a SIMD group does not span two rows), or its operands' bytes over the
+  SRAM ports if slower. The kinds: ``fmac`` in the kernel's dtype, ``fmac-mixed`` (16-bit products into
+  fp32 accumulators) and ``add-fp32``.
+* **Microthreads** (``microthreaded``): up to ``pe.microthreads`` operations at once beside the
+  instruction stream; the datapath is one, so their elements still add up, but their issues and their
+  wavelets hide behind one another.
 
-The kinds and their lanes come from the SDK's SIMD table (hardware/*.yaml): ``fmac`` in the kernel's dtype
-(``@fmach`` fp16 on ``pe.simd_width``, ``@fmacs`` fp32 on ``pe.simd_width_fp32``), ``fmac-mixed`` (16-bit
-products into fp32 accumulators, ``@fmachs``) and ``add-fp32`` (``@fadds``), both on
-``pe.simd_width_mixed``. The research kernels (WaferLLM's GEMV, GEMM and collectives) keep their per-vector
-loops (``Machine.instructions``): each of their instructions is a loop's one vector.
+The research kernels (WaferLLM's GEMV, GEMM and collectives) keep their per-vector loops
+(``Machine.instructions``): each of their instructions is a loop's one vector.
 """
 
 from __future__ import annotations
@@ -48,28 +45,27 @@ class DsdOp:
 NO_OP = DsdOp(0.0, 0.0, 0)
 
 
-def _lanes_and_bytes(m: Machine, kind: str, fabric_operand: bool) -> tuple[int, float, float]:
+def _lanes_and_bytes(m: Machine, kind: str) -> tuple[int, float, float]:
     """(lanes, SRAM bytes read, SRAM bytes written) per element of an operation of ``kind``. An FMAC's
-    multiplier is a scalar (an arriving value or a register): it reads the accumulator and one vector."""
+    multiplier is a scalar (an arriving value or a register): it reads the accumulator and one vector; an
+    add's addend arrives from the fabric and reads no SRAM."""
     e, acc = m.elem_bytes, m.partial_bytes
     if kind == "fmac":  # @fmach / @fmacs: dest = dest + src · scalar, all in the kernel's dtype
         return m.lanes, 2 * e, e
     if kind == "fmac-mixed":  # @fmachs: a 16-bit vector times a scalar into 32-bit accumulators
         return m.mixed_lanes, acc + e, acc
-    if kind == "add-fp32":  # @fadds: dest = dest + src, the addend from SRAM unless it arrives
-        return m.mixed_lanes, acc + (0 if fabric_operand else acc), acc
+    if kind == "add-fp32":  # @fadds: dest = dest + src, the addend arriving
+        return m.mixed_lanes, acc, acc
     raise ValueError(f"unknown DSD operation kind {kind!r}")
 
 
-def dsd_op(m: Machine, rows: int, length: int, kind: str = "fmac", fabric_operand: bool = True,
-           wavelets_in: int = 0) -> DsdOp:
+def dsd_op(m: Machine, rows: int, length: int, kind: str = "fmac", wavelets_in: int = 0) -> DsdOp:
     """One DSD operation over ``rows`` × ``length`` elements of ``kind`` on ``m``'s PE: one issue, and
     rows · ⌈length / lanes⌉ cycles of datapath or its operands' bytes over the ports, whichever is longer.
-    ``fabric_operand``: one source arrives from the fabric (a ``fabin_dsd``, ``wavelets_in`` wavelets) and
-    reads no SRAM."""
+    One source arrives from the fabric (a ``fabin_dsd``, ``wavelets_in`` wavelets) and reads no SRAM."""
     if rows <= 0 or length <= 0:
         return NO_OP
-    lanes, read, written = _lanes_and_bytes(m, kind, fabric_operand)
+    lanes, read, written = _lanes_and_bytes(m, kind)
     elements = rows * length
     lane_cycles = rows * math.ceil(length / lanes)
     ports = max(math.ceil(elements * read / m.read_bytes), math.ceil(elements * written / m.write_bytes))

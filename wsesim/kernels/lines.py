@@ -154,7 +154,7 @@ def reduce_line(m: Machine, topo: Topology, wavelets: int, own: np.ndarray | Non
         done = np.empty_like(arr)
         done[key] = fifo(arr[key])
         ready[i] = np.maximum(done.reshape(len(streams), wavelets).max(axis=0), own)
-    return ready, _depths(parent, hops, children, m)
+    return ready, _depths(parent, hops, m)
 
 
 def arrivals(m: Machine, topo: Topology, ready: list[np.ndarray], node: int = 0) -> list[np.ndarray]:
@@ -172,7 +172,7 @@ def _postorder(parent: np.ndarray, children: list[list[int]]) -> list[int]:
     return [int(i) for i in np.argsort(-depth, kind="stable") if children[int(i)]]
 
 
-def _depths(parent: np.ndarray, hops: np.ndarray, children: list[list[int]], m: Machine) -> np.ndarray:
+def _depths(parent: np.ndarray, hops: np.ndarray, m: Machine) -> np.ndarray:
     """(steps, hops) of the slowest leaf-to-root path by latency: Σ (2·T_R + d·t_h + T_OP)."""
     p = len(parent)
     cost = np.zeros(p, dtype=np.int64)

@@ -27,9 +27,6 @@ import numpy as np
 
 from ..fabric.mesh import EAST, NORTH, SOUTH, WEST
 
-MESH_DIRECTIONS = ("east", "west", "south", "north")
-"""The last axis of ``LinkMap.load``: the mesh link directions of ``fabric.mesh`` (EAST … NORTH = 0 … 3)."""
-
 
 @dataclass(frozen=True)
 class LinkSummary:
@@ -77,6 +74,14 @@ def tree_messages(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(src, dst) of a reduce tree over a line: every PE but the root sends to its parent."""
     child = np.flatnonzero(np.asarray(parent) >= 0)
     return child, np.asarray(parent)[child]
+
+
+def allreduce_line_loads(n: int, parent: np.ndarray, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) loads of an allreduce along a line of n PEs, ``b`` wavelets a PE: every PE's to
+    its parent, toward the root, then the sum multicast from the root to both ends."""
+    fwd, bwd = line_loads(n, *tree_messages(parent), b)
+    root, x = int(np.flatnonzero(parent < 0)[0]), np.arange(n)
+    return fwd + b * ((x >= root) & (x < n - 1)), bwd + b * ((x <= root) & (x > 0))
 
 
 def ones(n: int) -> np.ndarray:
@@ -127,7 +132,7 @@ class LinkMap:
 
     @cached_property
     def load(self) -> np.ndarray:
-        """rows × cols × 4: wavelets out of each PE, east, west, south, north (``MESH_DIRECTIONS``)."""
+        """rows × cols × 4: wavelets out of each PE, east, west, south, north (``fabric.mesh``'s order)."""
         return np.stack([self._direction(d) for d in (EAST, WEST, SOUTH, NORTH)], axis=-1)
 
     @property

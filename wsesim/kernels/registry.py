@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 
@@ -48,7 +47,7 @@ def run_kernel(hw: HardwareSpec, kind: KernelKind | str, rows: int, cols: int, *
         else:
             r = _MATMULS[kind][algorithm](m, rows, cols, shape)
     else:
-        r = partial(_COLLECTIVES[kind], hw, m)(rows, cols, wavelets, algorithm)
+        r = _COLLECTIVES[kind](m, rows, cols, wavelets, algorithm)
     colours = colours_needed(kind, algorithm, rows, cols)
     r = replace(r, colours=colours)
     shifted = (GemmAlgorithm.CANNON, GemmAlgorithm.MESHGEMM)

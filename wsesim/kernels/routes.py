@@ -1,50 +1,14 @@
-"""Colours a kernel's schedule needs at its busiest router, checked against ``fabric.colours`` (24
-routable colours per PE on WSE-2, the Cerebras SDK's figure; docs/model.md §10.6).
+"""Colours a kernel's schedule needs at its busiest router, checked against ``fabric.colours``
+(docs/model.md §10.6, where the rule and each schedule's count are derived with their sources).
 
-A colour is a virtual channel on the physical links; the 5-bit route code WaferLLM (OSDI '25, §3)
-mentions, "at most 2^5 routing paths per core", is this colour-ID space, of which 24 are routable. A
-router holds one route per colour: the inputs it accepts (the ramp, mesh directions) and the outputs it
-forwards to, however many PEs' wavelets merge into it. A router's entries are therefore the distinct
-colours whose routes touch it at once, not the streams through it: Luczynski et al. (HPDC '24, the
-spcl/spatial-collectives ``star`` module) run a star reduce over 512 PEs on one colour, every router
-sending its own ramp west and then switched to pass what comes from the east.
-
-The rule, for streams ``src → dst`` along a line (``line_colours``), from the parent structure alone:
-
-* the streams into one PE share a colour (merged by switches, as the star's): a *group*, whose span is
-  the interval from its lowest to its highest PE, receiver and senders included;
-* two groups whose spans share a router need different colours: one route cannot both deliver a stream
-  to the ramp and pass another on, nor take a PE's output on the colour its input arrives on;
-* spans on a line are intervals, and an interval graph needs as many colours as the most intervals over
-  one point: router x holds the groups whose spans cover it, and the busiest router's count is what the
-  schedule needs. So a chain over P PEs needs 2 (a PE's input and output alternate), a star 1, the
-  binary tree about ½·log2 P + 1 (its spans nest: 5 over 512 PEs, 6 over 994), two-phase 3 from 10 PEs
-  up (a group's chain inside the span of the group roots' chain), and a new ``lines.TOPOLOGIES`` entry
-  whatever its parent array gives.
-
-Each schedule, every route it sets up counted at once (the routes are configured as the program loads;
-a colour is not assumed to be reconfigured between phases):
-
-* a reduce tree on a grid: every row's tree to its root column, then that column's tree; a root-column
-  router holds its row's groups at the root and the column's groups at its row; an allreduce adds one
-  colour for the multicast back (one route through every router, copied east and south);
-* the ring allreduce: the folded ring's edges as streams (each PE receives from one): 3 a line inside
-  it, the rows' and the columns' rings both: 6;
-* broadcast: the one multicast, 1;
-* all-to-all (transpose): by the fabric's rule (``wsesim.fabric.colours``), one colour per direction of
-  travel. A row's eastward shares share one colour: each router first passes and delivers what comes
-  from the west (its PE keeps its own share), then is switched to send its own eastward, as the star's
-  routers switch; westward the mirror. So 2 a line, 4 on a grid, whatever its size: the rule
-  ``wsesim fabric`` and the training step's dispatch (``DispatchModel.colours``) apply too. (The cycles
-  charged are the links' loads, ``collectives.row_alltoall_cycles``, not the switches' order.)
-* GEMV (pipeline, MeshGEMV): the row's reduce tree and the multicast back, + 1;
-* SUMMA: a panel multicast spans its whole line (one colour per step), double-buffered so two steps'
-  are live, in the row and in the column: 4 (2 on one line);
-* Cannon, MeshGEMM: the row's and the column's shifts at once, each edge a group: Cannon's j → j − 1
-  and the wrap over the whole line 3 a line, MeshGEMM's folded ring 3: 6. Their skew as direct paths
-  (each block its own receiver, so its own colour) would need about n at the middle of an n × n grid;
-  it is reported in a note, not counted (an implementation lays the blocks out skewed as it loads them,
-  as WaferLLM does, or relays them).
+A router holds one route per colour, however many PEs' wavelets merge into it, so what counts is the
+distinct colours whose routes touch a router at once, every route of the program counted together (none
+is assumed reconfigured between phases). Along a line (``line_colours``, from the streams alone, so a new
+``lines.TOPOLOGIES`` entry needs no rule of its own): the streams into one PE share a colour, a *group*
+spanning from its lowest PE to its highest; groups whose spans share a router need different colours;
+the spans are intervals, so the busiest router's count of covering spans is the answer. The all-to-all
+follows the fabric's rule (``wsesim.fabric.colours``): one colour per direction of travel. Cannon's and
+MeshGEMM's skew as direct paths is reported in a note (``skew_colours_needed``), not counted.
 """
 
 from __future__ import annotations
@@ -149,7 +113,7 @@ COLOURS: dict[KernelKind, Callable[..., int]] = {
     KernelKind.GEMM: gemm_colours, KernelKind.GEMV: gemv_colours, KernelKind.REDUCE: reduce_colours,
     KernelKind.ALLREDUCE: allreduce_colours, KernelKind.BROADCAST: lambda algorithm, rows, cols: 1,
     KernelKind.ALLTOALL: lambda algorithm, rows, cols: alltoall_colours(rows, cols)}
-"""Colours by kind: (algorithm, rows, cols) -> the busiest router's (see the module's docstring)."""
+"""Colours by kind: (algorithm, rows, cols) -> the busiest router's (docs/model.md §10.6's table)."""
 
 
 def colours_needed(kind: KernelKind, algorithm: Algorithm, rows: int, cols: int) -> int:

@@ -1,46 +1,17 @@
-"""The weight-streaming GEMM (docs/model.md §10.7): Cerebras' training matmul, as S. Lie describes it
-("Cerebras Architecture Deep Dive", IEEE Micro 43(3), 2023; the Hot Chips 34 talk). One operand stays
-where it is in SRAM; the other streams past it one row at a time; every arriving value triggers vector
-work on the resident one; partial sums are reduced along a line of PEs to the PE that keeps the result.
+"""The weight-streaming GEMM (docs/model.md §10.7, which derives its terms): Cerebras' training matmul as
+S. Lie describes it (IEEE Micro 43(3), 2023; Hot Chips 34). One operand stays resident in SRAM; the other
+streams past it a row at a time, each arrival driving one FMAC operation on the resident values; partial
+sums are reduced along a line of PEs to the PE that keeps the result.
 
-**Forward and input gradient** (``stream``): C[M×N] = A[M×K] · B[K×N] on R × C PEs, A resident with M
-(tokens) over the rows, m = ⌈M/R⌉ a PE, and K (hidden) over the columns, k = ⌈K/C⌉. B's row for output
-n — the K weights of output n — enters at the wafer's north edge, each column's k multicast down the
-column. A weight's arrival triggers one AXPY (one FMAC instruction of m elements). After its k weights
-every PE holds m partial sums of output n, reduced around its row on the folded ring (every edge at most
-2 hops) to the PE that keeps output n in the layout the next layer reads: N over the columns, as K was.
-An input gradient dX = dY · Wᵀ is the same with K and N exchanged.
-
-**Weight gradient** (``stream-dw``): dW[K×N] = Xᵀ · dY, asked as the GEMM M' × K' × N' = K × M × N, with
-X and dY both resident as the forward left them (tokens over the rows, k' = ⌈M/R⌉ a PE; X's hidden over
-the columns, m' = ⌈K/C⌉ a PE; dY's N over the columns). dY's column n is multicast along every row from
-the column that holds it; each PE forms its m' partial sums of dW[:, n] from its k' tokens — as k' AXPYs
-of m' or m' dot products of k', whichever is fewer cycles (the compiler's loop order: assumed); the
-partials are reduced down the columns to the south edge and stream out.
-
-Per output, on the critical PE (every PE does the same work; ``Machine.instructions`` for each)::
-
-    fmacs = red instructions of vec   (AXPY; or the dot form, vec of red, for the weight gradient)
-    add   = one instruction of vec    (adding the arriving partial sums to its own; none on a line of 1)
-    wr    = ⌈vec · partial_sum_width / link_width⌉ wavelets of partial sums in, and as many out
-    pe    = max(fmacs + add, wr)                 pe.reduction: overlapped (microthreads: the wavelets of
-                                                 one row's reduction arrive while the next row's FMACs run)
-          = fmacs + add.issue + max(add.compute, wr)  serialised (the add waits for its wavelets)
-    pace  = max(pe, wavelets(red) into a line, source bytes / io, sink bytes / io)
-
-``vec`` and ``red`` are (m, k) forward and (m', k') for the weight gradient. ``source`` is the streamed
-row's bytes entering at the edge (forward: K values), ``sink`` the result's bytes leaving it (weight
-gradient: K' values); both at the I/O rate. In the training step neither is charged here: the weight
-stream and the gradient link (``sim.executors.links``) carry them, and the step runs with the weights already
-in the staging buffer (``staged``) — so the I/O has one home.
+``stream``: C = A · B with A resident (tokens over the rows, K over the columns), B's rows multicast down
+the columns, partial sums around each row's folded ring; an input gradient is the same with K and N
+exchanged. ``stream-dw``: dW = Xᵀ · dY asked as K × M × N, X and dY resident as the forward left them, dY's
+columns multicast along the rows, partial sums down the columns and out at the south edge. Either way
 
     cycles = fill + N · pace + drain
-    fill   = 2·T_R + (L_b − 1)·t_h      the first values reach the farthest PE of a broadcast line of L_b
-    drain  = (L_r − 1)·step(h) + wr     the last output's partial sums around a reduce line of L_r PEs,
-                                        h = 2 on the folded ring (1 if L_r ≤ 2): the chain's skew, paid once
 
-SRAM per PE: the resident blocks, this PE's share of the result (forward) or of dY (weight gradient),
-and two buffers each of streamed values and of partial sums.
+with one output's pace on the critical PE (``stream_pace``). ``staged``: the operands the edge would bring
+or take are already in the staging buffer, whose I/O the training step's links carry (one home for it).
 """
 
 from __future__ import annotations
@@ -49,9 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.errors import ConfigError
 from ..fabric.mesh import NORTH, SOUTH
-from .gemm import multicast_loads
+from .gemm import check_gemm, multicast_loads
 from .instructions import dsd_op, microthreaded, send_op
 from .kinds import GemmAlgorithm, KernelKind
 from .lines import ring_order
@@ -121,7 +91,7 @@ def fmac_kind(m: Machine) -> str:
 
 def stream_pace(m: Machine, vec: int, red: int, reduce_line: int, source_bytes: float = 0.0,
                 sink_bytes: float = 0.0, dot_form: bool = False) -> StreamPace:
-    """One output's pace (the module's formula): ``red`` streamed values meet ``vec`` resident ones on
+    """One output's pace (§10.7's table): ``red`` streamed values meet ``vec`` resident ones on
     each PE in ONE FMAC operation driven by the arriving values (a ``fabin_dsd``); the partial sums
     (``vec``) are sent on and the arriving ones added (two more operations) over ``reduce_line`` PEs."""
     kind = fmac_kind(m)
@@ -163,7 +133,7 @@ def _ring_loads(n: int, outputs: int, wr: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _schedule(m: Machine, pace: StreamPace, outputs: int, broadcast_line: int,
               reduce_line: int) -> tuple[float, float, float, float]:
-    """(cycles, compute, issue, communication): the module's fill + N · pace + drain, split."""
+    """(cycles, compute, issue, communication): fill + N · pace + drain, split."""
     fill = float(m.latency(broadcast_line - 1)) if broadcast_line > 1 else 0.0
     drain = ((reduce_line - 1) * m.step(_ring_hop(reduce_line)) + pace.partial_wavelets
              if reduce_line > 1 else 0.0)
@@ -171,12 +141,6 @@ def _schedule(m: Machine, pace: StreamPace, outputs: int, broadcast_line: int,
     compute = outputs * pace.compute
     issue = outputs * pace.exposed_issue
     return cycles, compute, issue, cycles - compute - issue
-
-
-def _check(m: Machine, rows: int, cols: int, shape: tuple[int, int, int]) -> None:
-    if min(shape) < 1:
-        raise ConfigError(f"expected positive M, K and N, got {' x '.join(map(str, shape))}", path="shape")
-    m.check_grid(rows, cols)
 
 
 def _result(algorithm: GemmAlgorithm, m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
@@ -203,7 +167,7 @@ def weight_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, int],
     """C = A · B with A resident (M over the rows, K over the columns) and B's rows streamed down the
     columns from the north edge, at the I/O rate unless ``staged`` (already on the wafer: the training
     step, whose weight stream is ``sim.executors.links``)."""
-    _check(m, rows, cols, shape)
+    check_gemm(m, rows, cols, shape)
     mm, kk, nn = shape
     vec, red = -(-mm // rows), -(-kk // cols)
     pace = stream_pace(m, vec, red, cols, source_bytes=0.0 if staged else kk * m.elem_bytes)
@@ -224,7 +188,7 @@ def weight_grad_stream(m: Machine, rows: int, cols: int, shape: tuple[int, int, 
     """dW = Xᵀ · dY asked as M' × K' × N' (K × tokens × N): X and dY resident with the tokens over the
     rows; dY's columns multicast along the rows, dW's partial sums reduced down the columns and out at
     the south edge, at the I/O rate unless ``staged`` (the training step's gradient link)."""
-    _check(m, rows, cols, shape)
+    check_gemm(m, rows, cols, shape)
     mm, kk, nn = shape
     vec, red = -(-mm // cols), -(-kk // rows)
     pace = stream_pace(m, vec, red, rows, sink_bytes=0.0 if staged else mm * m.elem_bytes, dot_form=True)

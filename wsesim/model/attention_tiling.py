@@ -107,21 +107,17 @@ class AttentionTiling:
 
     def mlsysim_units(self) -> dict[str, tuple[float, str]]:
         """Each property in the unit mlsysim reports it in (decimal KB/MB/GB)."""
-        out = {}
-        for name in ATTENTION_PROPERTIES:
-            scale, unit = _MLSYSIM_UNITS[name]
-            out[name] = (getattr(self, name) / scale, unit)
-        return out
+        return {name: (getattr(self, name) / scale, unit) for name, (scale, unit) in _MLSYSIM_UNITS.items()}
 
 
-ATTENTION_PROPERTIES = ("score_matrix", "all_heads_scores", "tile_bytes", "tiles_per_side", "tile_count",
-                        "qkv_bytes", "io_bytes", "stored_standard", "stored_flash", "stored_ratio")
 _MLSYSIM_UNITS = {
     "score_matrix": (1e6, "MB"), "all_heads_scores": (1e9, "GB"), "tile_bytes": (1e3, "KB"),
     "tiles_per_side": (1, "count"), "tile_count": (1, "count"), "qkv_bytes": (1e6, "MB"),
     "io_bytes": (1e6, "MB"), "stored_standard": (1e6, "MB"), "stored_flash": (1e6, "MB"),
     "stored_ratio": (1, "dimensionless"),
 }
+"""mlsysim's properties, in its order, with the (scale, unit) it reports each in."""
+ATTENTION_PROPERTIES = tuple(_MLSYSIM_UNITS)
 
 
 def _size(text: str, name: str) -> float:

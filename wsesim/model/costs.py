@@ -1,23 +1,15 @@
 """The cost model: the cycles an op (its FLOPs and weight bytes counted by ``wsesim.model.shapes``)
-takes on a rectangular region of PEs. Pure functions, no SimPy (docs/model.md §4).
-
-An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
+takes on a rectangular region of PEs. Pure functions, no SimPy (docs/model.md §4, which derives when an
+op is compute-bound). An op on a region of ``P`` PEs (``rows × cols``) costs, in clock cycles::
 
     cycles = task_overhead + fill_drain + max(compute, feed)
     compute     = FLOPs / (P · 2·simd_width · gemm_efficiency)  the datapath, at the fraction of peak it
                                                                 sustains inside a distributed GEMM
-    feed        = weight_bytes / (rows · link_bytes_per_cycle)  weight streaming keeps activations in place
-                                                                and moves the weights: each PE row's share
-                                                                of the weights passes its PEs through one
-                                                                link per cycle
+    feed        = weight_bytes / (rows · link_bytes_per_cycle)  each PE row's share of the weights passes
+                                                                its PEs through one link per cycle
     fill_drain  = 2·ramp + (rows + cols) · hop_latency       a wavefront crossing the region
 
-So an op is compute-bound only if each weight meets enough tokens in a PE: with M tokens over ``cols``
-PEs, ``M ≥ cols · simd · gemm_efficiency · bytes_per_value / link_bytes`` (2·cols at full efficiency
-on WSE-2 in fp16).
-``OpCost.bound`` names the binding term ("compute" or "feed"). With few tokens per expert the feed and
-the fixed terms dominate, and the off-wafer weight stream — simulated by the engine — more still: that is
-where *compute density* comes from.
+``OpCost.bound`` names the binding term ("compute" or "feed").
 """
 
 from __future__ import annotations

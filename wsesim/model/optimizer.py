@@ -1,22 +1,14 @@
-"""MemoryX's weight update at the step boundary (docs/model.md §2.5): the one place that costs it.
+"""MemoryX's weight update at the step boundary (docs/model.md §2.5, with its sources and why the
+bandwidth is an assumption): the one place that costs it.
 
-MemoryX holds the fp32 master weights and the optimizer state and "weight updates are performed by the
-MemoryX service" (Cerebras glossary, MemoryX), once per step, after the last (reduced) gradient of the last
-micro-batch has arrived. The next step's first weights are the updated ones, so the update does not
-overlap the weight stream: it is the latency "at the boundary between training iterations, when weights
-are updated" that the glossary names as the one the stream cannot hide.
-
-The update is Adam over every parameter of the model (all experts, embedding and LM head), in mixed
-precision. Per parameter MemoryX reads the fp32 master weight, first and second moments and the fp32
-gradient accumulator (16 B), writes the weight and both moments back (12 B), and writes the copy the
-wafer streams next step in the model's dtype (2 B for bf16; none for an fp32 model, whose copy is the
-master). About 12 FLOP against 30 B: far below any CPU's FLOP-per-byte balance, so the update is bound
-by MemoryX's memory, and
+Once per step, after the last (reduced) gradient of the last micro-batch has arrived, MemoryX runs Adam
+over every parameter in mixed precision; the next step's weights are the updated ones, so the update
+does not overlap the weight stream. It is bound by MemoryX's memory (about 12 FLOP against 30 B a
+parameter), so
 
     optimizer_step_cycles = total_params · bytes_per_param / memoryx.update_bandwidth · clock
 
-It is the same for one system and for a cluster (MemoryX updates once, whatever N). Cerebras publishes
-no MemoryX throughput; ``memoryx.update_bandwidth`` is an assumption with its range in the hardware YAML.
+the same for one system and for a cluster (MemoryX updates once, whatever N).
 """
 
 from __future__ import annotations

@@ -67,17 +67,6 @@ def draw_with(log_p: np.ndarray, top_k: int, tokens: int, rng: np.random.Generat
     return out
 
 
-def sample_experts(model: ModelSpec, alpha: float | None, tokens: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """Every layer's ``sample_layer`` in layer order (``[layers, tokens, top_k]``; a dense layer's
-    rows −1): what serving's cost pass draws one layer at a time."""
-    out = np.full((model.layers, tokens, model.top_k), -1, dtype=np.int64)
-    if model.experts:
-        for layer in range(model.dense_layer_count, model.layers):
-            out[layer] = sample_layer(model.experts, model.top_k, alpha, tokens, rng)
-    return out
-
-
 def _capped(p: np.ndarray, k: int) -> np.ndarray:
     """``p`` normalised with no share above 1/k, the excess given to the others in proportion."""
     p = p / p.sum()

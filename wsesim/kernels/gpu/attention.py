@@ -1,21 +1,15 @@
-"""Attention and element-wise kernels on a GPU (docs/model.md §13.3).
+"""Attention and element-wise kernels on a GPU (docs/model.md §13.3, which gives the formulas).
 
 **Prefill** as FlashAttention computes it: one thread block per (sequence, query head, tile of ``BLOCK``
-queries); it streams that head's K and V through in tiles of ``BLOCK`` keys, for each doing QKᵀ and PV
-on the tensor cores (``4·BLOCK²·d`` FLOPs) and the softmax's exponentials on the special-function units
-(``BLOCK²``), overlapped as FlashAttention-3 overlaps them: a key tile takes the longer of the two. Under
-a causal mask a query tile visits only the key tiles up to the diagonal, so the blocks differ in length;
-each head's are issued longest first (as FlashAttention orders causal blocks), and an SM takes the next
-block when it finishes one (``_makespan``). The kernel takes the longer of that and its HBM traffic: Q
-read and O written once, each KV head's K and V read once (a head's blocks run together and the L2
-serves K and V to all of them); what HBM adds beyond the arithmetic is ``memory``.
+queries), streaming its head's K and V in tiles of ``BLOCK`` keys, each the longer of its two GEMMs on the
+tensor cores and its exponentials on the special-function units (overlapped as FlashAttention-3 does).
+Under a causal mask the blocks differ in length: issued longest first, each SM taking the next as it
+finishes one (``_makespan``). The kernel takes the longer of that and its HBM traffic (Q, O, and each KV
+head's K and V once); what HBM adds beyond the arithmetic is ``memory``.
 
-**Decode** reads the whole KV cache once per step at HBM bandwidth: each request's K and V for each KV
-head, its context long (the query heads sharing a KV head — grouped-query attention — read it once). Its
-arithmetic, the group's query rows padded to the 64 rows a warpgroup's MMA takes, is the roofline's other
-side; split over the context (flash-decoding) the blocks fill the SMs, so the whole GPU's rates apply.
-
-**Element-wise and norm** kernels move their bytes at HBM bandwidth and nothing else.
+**Decode** (flash-decoding) reads the whole KV cache once per step at HBM bandwidth, the arithmetic (each
+KV head's query rows padded to the 64 rows a warpgroup's MMA takes) the roofline's other side. **Element-
+wise and norm** kernels move their bytes at HBM bandwidth and nothing else.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""NCCL's collectives over a node's NVLink and the network between nodes (docs/model.md §13.4).
+"""NCCL's collectives over a node's NVLink and the network between nodes (docs/model.md §13.4, which
+tabulates each one's steps and bytes).
 
 ``nodes × gpus`` GPUs, each holding ``nbytes`` (an all-reduce's buffer, an all-gather's output, a
 reduce-scatter's input, an all-to-all's send buffer). Each collective is alpha-beta: its steps, each
-paying the latency of the link it crosses (``nvlink_latency`` inside a node, ``network_latency`` between
-nodes, as NCCL's own tuning model counts them), and its bytes over the slowest link a GPU uses —
-NVLink (``nvlink`` per direction) inside one node, the GPU's NIC (``network``) once the ring leaves it.
-
-* ring all-reduce: a reduce-scatter then an all-gather round the ring of all n GPUs, ``2(n−1)`` steps,
-  each GPU sending ``2(n−1)/n · nbytes``; of the steps, ``2(nodes−1)`` cross the network.
-* tree all-reduce (NCCL's double binary tree between nodes, a chain inside each): up and down, ``2·((g−1)
-  + ⌈log2 nodes⌉)`` steps, each GPU sending its whole buffer up and receiving it down (pipelined):
-  ``2·nbytes`` over the bus (NCCL's "algorithm bandwidth" of a tree is half its bus bandwidth).
-* all-gather and reduce-scatter: one pass of the ring, ``n−1`` steps, ``(n−1)/n · nbytes``.
-* all-to-all: every GPU sends ``1/n`` of its buffer to every other at once: inside the node
-  ``(g−1)/n · nbytes`` over NVLink, to other nodes ``(n−g)/n · nbytes`` over its NIC, side by side; one
-  step's latency of the slowest link.
-* broadcast: a pipelined ring from the root, ``n−1`` steps, ``nbytes`` over the slowest link.
-
-NCCL's protocol overhead (its LL and LL128 protocols' flag words, the Simple protocol's chunking) is not
-modelled: large collectives here run at the links' line rate.
+paying the latency of the link it crosses (as NCCL's own tuning model counts them), and the bytes a GPU
+sends over the slowest link it uses — NVLink inside one node, the GPU's NIC once the ring leaves it; an
+all-to-all's two shares go side by side. NCCL's protocol overhead is not modelled: large collectives
+here run at the links' line rate.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
-"""GEMM and grouped GEMM on a GPU as thread-block tiles in waves over the SMs (docs/model.md §13.2).
+"""GEMM and grouped GEMM on a GPU as thread-block tiles in waves over the SMs (docs/model.md §13.2, which
+gives the formulas and a worked case).
 
-C[M×N] = A[M×K]·B[K×N] is cut into output tiles of ``tm × tn``; each SM computes one tile at a time,
-walking K in steps of ``tk`` (128 bytes of K a stage). The tiles run in waves of at most ``sms`` — a
-wave's tiles run side by side, and the next wave starts when it ends — so ``ceil(tiles / sms)`` waves,
-the last one partly empty (wave quantization), and every tile a whole ``tm × tn`` however few rows or
-columns it has (tile quantization). A wave takes the longer of its arithmetic, one tile's
-``2·tm·tn·K / r_sm``, and its HBM traffic over the GPU's bandwidth: the distinct row panels of A and
-column panels of B its tiles read (the L2 serves a panel to every tile of the wave that shares it; the
-tiles are rasterized in swizzled panels of ``SWIZZLE`` rows so that a wave's tiles share panels), less
-what the wave before left in the L2, and the C tiles it writes. So a GEMM with few rows reads all its
-weights at HBM bandwidth whatever its arithmetic: an expert with 16 tokens pays for its whole weight matrix.
-
-When a GEMM has fewer tiles than SMs, K is split (split-K) so that ``tiles × s`` ≤ SMs fill the GPU;
-each split writes an fp32 partial that is read back once to sum. The tile shape is the fastest of the
-large ones when they fill the SMs, else of all (``_best``), as a library's heuristic picks its kernels.
-A grouped GEMM (``grouped``) runs E problems with one tile shape in one launch, their tiles in sequence
-over the SMs (a persistent grouped kernel), without split-K; each problem's B is its own expert's weights.
+C = A·B is cut into ``tm × tn`` output tiles, walked along K in stages of ``tk``; the tiles run in waves
+of at most ``sms`` (wave and tile quantization both counted). A wave takes the longer of one tile's
+arithmetic and its HBM traffic: the distinct panels of A and B its tiles read (tiles rasterized in
+swizzled panels of ``SWIZZLE`` rows; the L2 serves a panel to every tile of the wave sharing it, and keeps
+some of the wave before), and the C tiles it writes. So a GEMM with few rows reads all its weights at HBM
+bandwidth whatever its arithmetic. Fewer tiles than SMs split K (split-K); the tile shape is the fastest
+of the large ones when they fill the SMs, else of all (``_best``), as a library's heuristic picks. A
+grouped GEMM (``grouped``) runs E problems, each against its own expert's weights, with one tile shape in
+one launch (a persistent grouped kernel), without split-K.
 """
 
 from __future__ import annotations

@@ -3,30 +3,19 @@ executor runs them (docs/architecture.md). Both executors read the same ``Costs`
 disagree on what an op costs; only on when it runs.
 
 What an op of arithmetic costs is the compute model's (``COMPUTE_MODELS``, the ``simulation.compute``
-key), one table for the training step and serving alike:
-
-* ``constant`` — an op's FLOPs over the PEs at the global ``gemm_efficiency``, its weights fed through
-  each PE row (``model.costs``, docs/model.md §4);
-* ``kernel`` — an op's GEMMs simulated on the PEs that run it (``kernels.step``, docs/model.md §4.1:
-  the weight-streaming GEMM of §10.7): the whole wafer, or an expert's region. Serving's kernels (GEMV,
-  GEMM, the collectives) are always simulated, since they are what it runs (``kernels.cost.kernel_cost``,
-  the kernel layer's one cached front door): serving reads the ``kernel`` entry.
-
-The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is every expert's copies
-side by side in SIMD lanes, paced by the column holding the most copies of one expert — not a GEMM of a
-shape of its own that the kernel layer could simulate (``experiments.mappings``).
-
-A training step is costed here in one moment (``cost_program``): its whole-wafer ops, its experts' ops
-(the MoE mapping's, ``StepPlan.cost_experts``), every dispatch and combine over the fabric (the fabric
-fidelity's, ``StepPlan.dispatch``: a layer's bytes are its routed tokens, known before the step runs) and
-MemoryX's optimizer step. Nothing is timed during a run but queues and waits: the executors read ``Costs``.
+key: ``constant``, FLOPs at the global ``gemm_efficiency``; ``kernel``, its GEMMs simulated by
+``kernels.step``). Serving's kernels are always simulated, through ``kernels.cost.kernel_cost``, since
+they are what it runs. The ``in_place`` MoE mapping keeps its lane model under either: an in-place op is
+every expert's copies side by side in SIMD lanes, not a GEMM of a shape of its own
+(``experiments.mappings``). A training step's dispatch and combine are the fabric fidelity's
+(``StepPlan.dispatch``), timed here on a layer's routed bytes, known before the step runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from copy import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -218,8 +207,7 @@ class _Grid:
         c, launch = self._kernel(op, op.at(context), batch), self.launch
         if op.kind == StageOpKind.GRID_TRIPS:  # moves between grids, part of the dispatch: no kernel launched
             return c
-        return KernelCost(c.cycles + launch, c.compute, c.communication, c.feasible, c.reason,
-                          c.overhead + launch, c.fmacs, c.wavelet_hops)
+        return replace(c, cycles=c.cycles + launch, overhead=c.overhead + launch)
 
     def _kernel(self, op: Kernel, dims: tuple[int, ...], batch: int = 1) -> KernelCost:
         kind, m = op.kind, self.machine
@@ -239,8 +227,7 @@ class _Grid:
                 return KernelCost(0.0, 0.0, 0.0)
             row = self._layer(kind, 1, self.cols, algorithm=self.algorithm[kind],
                               wavelets=wavelets)
-            return KernelCost(row.cycles, row.compute, row.communication, row.feasible, row.reason,
-                              row.overhead, row.fmacs, self.rows * row.wavelet_hops)  # each row alike
+            return replace(row, wavelet_hops=self.rows * row.wavelet_hops)  # each row alike
         if kind == StageOpKind.ROW_REDUCES:  # (values per PE per step): one reduce per step of Q·Kᵀ
             wavelets = m.wavelets(max(dims[0], 1))
             network, issue = rotating_reduces(m, self.cols, wavelets)

@@ -38,13 +38,11 @@ of 128 experts' tiles then is about a tile, so each call of the model is a few n
 1,300 links (at training's 16, about 21,000: 50 times longer, an iteration at a time)."""
 
 
-def dispatch_mesh(hw: HardwareSpec, rows: int, cols: int, experts: int,
-                  block: int | None = None) -> tuple[Mesh, Placement]:
-    """The mesh of a ``rows`` × ``cols`` grid and its placement of ``experts`` tiles: at ``block`` PEs a
-    node side, or by default the coarsest power of two up to ``BLOCK`` at which every expert has a tile of
-    its own (a grid of fewer PEs than experts: one PE a node, experts sharing tiles round-robin)."""
-    sizes = [block] if block is not None else [BLOCK >> i for i in range(BLOCK.bit_length())]
-    for size in sizes:
+def dispatch_mesh(hw: HardwareSpec, rows: int, cols: int, experts: int) -> tuple[Mesh, Placement]:
+    """The mesh of a ``rows`` × ``cols`` grid and its placement of ``experts`` tiles, at the coarsest power
+    of two up to ``BLOCK`` PEs a node side at which every expert has a tile of its own (a grid of fewer PEs
+    than experts: one PE a node, experts sharing tiles round-robin)."""
+    for size in (BLOCK >> i for i in range(BLOCK.bit_length())):
         mesh = Mesh(hw, rows, cols, size)
         placement = place(mesh, experts)
         if len(placement.regions) == experts:
@@ -53,20 +51,20 @@ def dispatch_mesh(hw: HardwareSpec, rows: int, cols: int, experts: int,
 
 
 @lru_cache(maxsize=16)
-def _models(hw: HardwareSpec, rows: int, cols: int, experts: int,
-            block: int | None) -> tuple[Mesh, tuple[DispatchModel, DispatchModel]]:
+def _models(hw: HardwareSpec, rows: int, cols: int,
+            experts: int) -> tuple[Mesh, tuple[DispatchModel, DispatchModel]]:
     """The mesh and the (dispatch, combine) models of a grid, built once per process for the last few
     shapes (the mapper costs many stages of a few shapes)."""
-    mesh, placement = dispatch_mesh(hw, rows, cols, experts, block)
+    mesh, placement = dispatch_mesh(hw, rows, cols, experts)
     return mesh, DispatchModel.pair(mesh, placement)
 
 
 @lru_cache(maxsize=16)
-def _hops_per_byte(hw: HardwareSpec, rows: int, cols: int, experts: int, block: int | None) -> float:
+def _hops_per_byte(hw: HardwareSpec, rows: int, cols: int, experts: int) -> float:
     """PE hops per byte of a balanced dispatch's wavelets (``StageDispatch.wavelet_hops``): its bytes over
     the mesh's links (ramps aside), each node hop ``block`` PE hops, in wavelets; the loads grow with the
     bytes, so one vector's sum serves every count."""
-    mesh, models = _models(hw, rows, cols, experts, block)
+    mesh, models = _models(hw, rows, cols, experts)
     y = np.ones(experts)
     load = models[0].link_load(y).reshape(-1, LINKS_PER_NODE)[:, :INJECT].sum()
     return float(load) / float(y.sum()) * mesh.block / mesh.wavelet_bytes
@@ -77,10 +75,9 @@ class StageDispatch:
     ``drawn(counts, reverse)`` in cycles, ``wavelet_hops(tokens)`` the PE hops of a balanced one's
     wavelets (for its energy)."""
 
-    def __init__(self, hw: HardwareSpec, rows: int, cols: int, model: ModelSpec, grids: int,
-                 block: int | None = None) -> None:
+    def __init__(self, hw: HardwareSpec, rows: int, cols: int, model: ModelSpec, grids: int) -> None:
         self.per_grid = experts_per_grid(model.experts, grids)
-        self._key = (hw, rows, cols, self.per_grid, block)
+        self._key = (hw, rows, cols, self.per_grid)
         self.mesh, self.models = _models(*self._key)
         self.placement = self.models[0].placement
         self.token_bytes = float(model.hidden_size * model.bytes_per_value)

@@ -1,28 +1,17 @@
-"""What a GPU pipeline stage's iterations cost (docs/model.md §13.7): the scheduler's station on GPUs.
+"""What a GPU pipeline stage's iterations cost (docs/model.md §13.7, which writes out every kernel of an
+iteration): the scheduler's station on GPUs.
 
 A stage is ``tp`` GPUs of one node holding consecutive layers, tensor-parallel as Megatron-LM splits a
-layer: q/k/v and gate/up split their N (column parallel), o_proj and down their K (row parallel), one
-all-reduce of the iteration's hidden vectors after attention and one after the MLP. An MoE layer's
-experts are split over the same GPUs (expert parallelism, ⌈E/tp⌉ a GPU): after attention's all-reduce
-each GPU takes its ⌈M/tp⌉ of the iteration's M tokens, routes them, sends each token's top-k copies to
-its experts' GPUs (an NCCL all-to-all), runs its experts as one grouped GEMM at the balanced load (the
-M·k routed slots spread evenly over a = min(E, M·k) experts, ⌈a/tp⌉ of them on a GPU, ⌈M·k/a⌉ tokens
-each: one decode token reads k experts' weights, not E), sends the results back (all-to-all) and
-all-gathers the M hidden vectors for the next layer. Every kernel is ``wsesim.kernels.gpu``'s, on M =
-the iteration's tokens (decode tokens and prompt tokens alike):
-
-* per layer: RMSNorm, QKV GEMM, RoPE, attention, O GEMM, all-reduce, residual, RMSNorm, the MLP (or the
-  router and the experts), all-reduce (or all-to-alls and all-gather), residual;
-* attention: each prompt piece's FlashAttention (a piece of n tokens from ``start`` on, causal: the
-  kernel over start + n tokens less the kernel over ``start``, the rows that piece adds), and the decode
-  tokens' flash-decoding, each reading its KV cache at the batch's longest context (as the wafer's
-  ``BatchCosts`` costs a batch: the scheduler says only the longest);
-* the first stage's embedding gather; the last stage's LM head (its vocabulary split over the GPUs),
-  the logits' all-gather and the sampling's read, for one row per decode token and per prompt ending.
-
-Launches: a decode-only iteration replays one CUDA graph (one launch, as vLLM captures decode batches);
-an iteration with prompt tokens launches every kernel. Times are in the GPU preset's clock cycles, the
-unit the scheduler and the serving result read (seconds × ``clock``).
+layer (q/k/v and gate/up by columns, o_proj and down by rows, an all-reduce after attention and after the
+MLP); an MoE layer's experts are split over the same GPUs, each GPU routing its ⌈M/tp⌉ of the iteration's
+M tokens through all-to-alls and running its experts as one grouped GEMM at the balanced load (the M·k
+routed slots over a = min(E, M·k) experts: one decode token reads k experts' weights, not E). Every kernel
+is ``wsesim.kernels.gpu``'s, on M = the iteration's tokens, decode and prompt alike; a prompt piece's
+FlashAttention is the kernel over its keys less the rows an earlier piece did; the decode tokens' is one
+flash-decoding kernel at the batch's longest context (the scheduler says only the longest, as for the
+wafer's ``BatchCosts``). A decode-only iteration replays one CUDA graph (one launch, as vLLM captures
+decode batches); an iteration with prompt tokens launches every kernel. Times are in the GPU preset's
+clock cycles, the unit the scheduler and the serving result read (seconds × ``clock``).
 """
 
 from __future__ import annotations

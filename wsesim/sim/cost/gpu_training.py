@@ -1,42 +1,21 @@
-"""A training step on a GPU node (docs/model.md §13.8): the training program's ops (``builders.training``)
-costed by the GPU kernels (``wsesim.kernels.gpu``) on one GPU of the node, in the program's order.
+"""A training step on a GPU node (docs/model.md §13.8, which lists every op's kernels): the training
+program's ops (``builders.training``) costed by the GPU kernels (``wsesim.kernels.gpu``) on one GPU of the
+node, in the program's order; the step is that GPU's stream of kernels. Weights are resident: nothing
+streams.
 
-The node's ``n`` GPUs form n/tp data-parallel groups of ``tp = training.tensor_parallel`` GPUs (1: each
-GPU a group); each group runs the same program on its own G tiles of B sequences (T = G·B·S tokens), every
-GPU of it on its ``tensor_slice`` of each layer (Megatron-LM's layout: q/k/v and gate/up split by columns,
-o_proj and down by rows, the LM head by vocabulary), so one GPU's stream of kernels is the step. Under
-tensor parallelism each attention and each FFN or MoE block ends in an all-reduce of the group's T·H
-activations, forward and backward (Megatron's f and g), and again where a recompute rebuilds the FFN's
-input; no sequence parallelism, and no overlap of these with compute. An MoE model's experts are split
-over all n GPUs (⌈E/n⌉ a GPU, expert parallel, each expert whole), each GPU of a group dispatching 1/tp
-of its group's tokens (their outputs summed by the block's all-reduce): each layer's routed copies sent
-to their experts' GPUs and back by an NCCL all-to-all, and the step waits on the GPU whose experts got
-the most slots (the routing the step draws over the node's n/tp·T tokens): every MoE layer's experts
-are costed at the slots of the step's worst layer's busiest GPU — a bound on the other layers, which
-differ from it by the routing's spread (a few per cent under uniform routing), and one grouped-GEMM
-schedule a shape instead of one a layer (each takes the kernel layer a good part of a second). The
-embedding's and the LM head's own all-reduces under tensor parallelism (two of T·H a step, against four
-or five a layer) are not counted. By op of the program:
+The node's n GPUs form n/tp data-parallel groups of tp = ``training.tensor_parallel``, each GPU of a group
+on its ``tensor_slice`` of each layer (Megatron-LM's layout), each attention and FFN or MoE block ending
+in an all-reduce of the group's activations. An MoE model's experts are split whole over all n GPUs, and
+every MoE layer's experts are costed at the slots of the step's worst layer's busiest GPU: a bound on the
+others (within the routing's spread), and one grouped-GEMM schedule a shape instead of one a layer (each
+takes the kernel layer a good part of a second). A backward grouped GEMM is the input gradient's, then
+the weight gradient's, costed as a grouped GEMM of the forward's shape (the same FLOPs and weight bytes).
 
-* attention, per tile of B sequences (its GEMMs' M = B·S): the q/k/v and output projections (backward:
-  each one's input- and weight-gradient GEMMs), FlashAttention over the B sequences (backward 2.5× its
-  forward's arithmetic: five matrix products a block to the forward's two, as FlashAttention-2 computes
-  it), RoPE and, counted here, the layer's two RMSNorms and two residual adds;
-* a dense FFN on all T tokens (its GEMMs and the activation); an MoE layer's router (with a shared
-  expert), the dispatch, the busiest GPU's experts as grouped GEMMs (gate and up as one, down; backward,
-  the input gradients' grouped GEMMs and the weight gradients' costed as grouped GEMMs of the forward's
-  shape: the same FLOPs and weight bytes an expert), and the combine;
-* the LM head per tile (its three GEMMs) and the loss's softmax over the tile's logits;
-* after the last op (not overlapped with the backward pass): the non-expert gradients' ring all-reduce
-  over the n/tp data-parallel GPUs (the distributed optimizer's reduce-scatter and its all-gather of the
-  updated weights: the same bytes), then Adam over the GPU's share of the parameters at HBM bandwidth.
-
-A GEMM of more than ``PIECE_TILES`` tiles of 64×64 (an LM head or a dense FFN over a step's ~10⁵ tokens)
-is costed as equal pieces of its rows (a grouped GEMM: of each expert's), one after another, each under
-that bound: the kernel layer walks a GEMM's tiles one by one, and a piece of 2¹⁶ small tiles still runs
-dozens of waves of the large ones, so splitting adds at most one partial wave in ~60 (< 2 %).
-The host launches kernels ahead of the GPU (PyTorch's launches are asynchronous): a kernel costs its
-launch only where the launch is longer than its work. Weights are resident: nothing streams.
+A GEMM of more than ``PIECE_TILES`` tiles of 64×64 is costed as equal pieces of its rows, one after
+another: the kernel layer walks a GEMM's tiles one by one, and a piece of 2¹⁶ small tiles still runs
+dozens of waves of the large ones, so splitting adds at most one partial wave in ~60 (< 2 %). The host
+launches kernels ahead of the GPU: a kernel costs its launch only where the launch is longer than its
+work.
 """
 
 from __future__ import annotations

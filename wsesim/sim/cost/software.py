@@ -1,28 +1,18 @@
-"""What the production stack's kernels cost (``inference.software: production``, docs/model.md §11.11): a
-kernel composed by ``builders.software.fuse`` — a GEMV or GEMM with element-wise kernels fused into its
-epilogue and allreduces run beside it — and a hand-off between wafers whose bytes leave while the stage
-computes. The research stack's costs are the cost pass's (``costing``) as they were; nothing here runs
-for it.
+"""What the production stack's kernels cost (``inference.software: production``, docs/model.md §11.11, which
+gives each rule with its source): a kernel composed by ``builders.software.fuse`` — a GEMV or GEMM with
+element-wise kernels fused into its epilogue and allreduces run beside it — and a hand-off between wafers
+whose bytes leave while the stage computes. Nothing here runs for the research stack.
 
-* **A GEMV's reduce beside its compute** (S. Lie, IEEE Micro 43(3), 2023: microthreads overlap a row's
-  reduction with the next FMACs): its outputs cut into as many chunks as the PE has microthreads (or
-  wavelets of outputs, if fewer), the row allreduce of each begun while the PE computes the next:
-  max(stream, reduce) + stream / chunks (``reduce_beside_compute``), stream the PE's issue and FMACs.
-* **A composed kernel** pays one launch (``runtime.fused_launch``). Its fused kernels keep their
-  instructions and arithmetic and lose their launches. A collective beside it runs on a microthread of its
-  own, on its own colour (``pe.microthreads`` must hold the host's operations and every collective, else
-  they run in turn): the pair takes the longer of the two, each lengthened by the wavelets the other puts
-  on the row links they share (a link carries one wavelet a cycle each way) — never more than the two in
-  turn:
+* A GEMV's reduce beside its compute, its outputs in a chunk per microthread: max(stream, reduce) +
+  stream / chunks (``reduce_beside_compute``).
+* A composed kernel pays one launch (``runtime.fused_launch``); a collective beside it, on a microthread
+  and a colour of its own, lengthened by the wavelets the two put on the row links they share:
 
       body = min(h + Σ b,  max(h + Σ w_b,  max_b (b + w_h + Σ_{other} w)))
 
-  with h the host's cycles and w_h its wavelets per link (a GEMV's reduced outputs per row; a GEMM's
-  communication cycles, a bound), b each collective's cycles and w_b its wavelets.
-* **Asynchronous wafer I/O**: a stage's activations leave through the system's I/O as its last kernel
-  produces them, so the transfer hides behind that kernel; the interconnect's latency does not:
+* Asynchronous wafer I/O: t = latency + max(0, transfer − last kernel) (``asynchronous_io``).
 
-      t = latency + max(0, transfer − last kernel)        (never more than the hand-off in turn).
+Each is never more than the same work in turn.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
-"""The fast engine: executes a costed program (``program.Program``: a training step built by
-``builders.training``, serving requests by ``builders.serving``; its ``Costs`` from the cost pass,
-``costing``) as SimPy processes and resources (docs/model.md §2, §3, §11.4). It builds and costs nothing:
-what it decides is when each op runs. Simulated time is in clock cycles.
+"""The fast engine: executes a costed program (``program.Program``; its ``Costs`` from the cost pass,
+``costing``) with SimPy (docs/model.md §2, §3, §11.4), over the loop it shares with the reference
+(``executor.Executor``). It builds and costs nothing: what it decides is when each op runs. Simulated
+time is in clock cycles.
 
-* the inbound link (``links.WeightStream``, a process) fills the bounded staging buffer with weight
-  chunks in order of first use, and waits while the buffer is full;
-* the outbound link (``links.GradientLink``) carries weight gradients out, FIFO;
-* ``_step`` (a process) runs the program's ops in order, once per micro-batch (every weight streams in
-  again for each): a ``WEIGHTS`` op waits for its chunks, a whole-wafer op takes its cost model's cycles,
-  per tile when it is tiled (under a pipelined compute model, ``compute: kernel``, its first run consumes
-  its weights as they arrive: ``links.consume``), a fabric op its cost's, the ``EXPERTS`` op the experts phase
-  (``experts.ExpertsPhase``), a ``GRADIENT`` op hands its bytes to the outbound link; the drains end the
-  step when the last gradient has left (in a cluster: when its sum has come through the reduce tree);
-* a ``SERVE_BATCHES`` op (served requests) advances a whole iteration of a station at a time, the
-  scheduler's (``scheduler.Scheduler``), in one loop over event times (``batching.run_batches``).
-
-A hot expert straggles, a late chunk stalls only its expert, a full buffer stalls the stream: overlap,
-stalls and contention emerge from these. The engine never prints or writes files; it returns a
-``Trace`` and ``wsesim.analysis.results`` measures it afterwards.
+Its mechanism: the inbound link (``links.WeightStream``) fills the bounded staging buffer with weight
+chunks in order of first use, frees registered ahead so that whole phases are laid out with arrays; the
+outbound link (``links.GradientLink``) carries gradients out, FIFO, in closed form; the experts phase is
+``experts.ExpertsPhase``; a ``SERVE_BATCHES`` op advances a station a whole iteration at a time, in one
+loop over event times (``batching.run_batches``). A hot expert straggles, a late chunk stalls only its
+expert, a full buffer stalls the stream: overlap, stalls and contention emerge from these.
 """
 
 from __future__ import annotations
@@ -29,13 +20,14 @@ import numpy as np
 
 from ...model.vocabulary import OpKind, Phase, Track
 from ..cost.costing import Costs
+from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
 from ..programs.plan import Span, StepPlan, Trace
 from ..programs.program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
 from .batching import run_batches
 from .executor import Executor
 from .experts import ExpertsPhase
-from .links import GradientLink, WeightStream, consume
+from .links import GradientLink, WeightStream
 
 __all__ = ["simulate"]
 
@@ -43,16 +35,14 @@ __all__ = ["simulate"]
 class _Engine(Executor):
     def __init__(self, plan: StepPlan | None, program: Program, costs: Costs) -> None:
         super().__init__(plan, program, costs)
-        self._consumed = False  # the current whole-wafer op's first run consumed a weights wait
         self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
         if program.chunks is not None:
             assert plan is not None
-            self._links(plan, program)
+            self._links(plan, program.chunks)
 
-    def _links(self, plan: StepPlan, program: Program) -> None:
+    def _links(self, plan: StepPlan, chunks: ChunkPlan) -> None:
         """The training step's resources: the weight stream, the gradient link, the experts phase."""
-        hw, chunks = plan.hw, program.chunks
-        assert chunks is not None
+        hw = plan.hw
         self.chunks = chunks
         self.keys = chunks.keys
         self.sizes = chunks.sizes
@@ -90,37 +80,22 @@ class _Engine(Executor):
             if not self.copied_out[i]:  # a recompute and its backward wait for the same copy: free it once
                 self.copied_out[i] = True
                 stream.free(self.sizes[i])
-        if self.pipelined:  # the next whole-wafer op may have started with the first bytes (links.consume)
-            self.pending = (start, float(stream.start[first]) + stream.latency, env.now, dict(op.args))
-        else:
-            self._since(start, Phase.WEIGHT_STALL, op.args)
-
-    def _first_run(self, cycles: float) -> tuple[float, float]:
-        """(begin, end) of a whole-wafer op's first run: now and now + cycles, or, pipelined after a weights
-        wait (``_consumed``), from its weights' first bytes to no earlier than their last
-        (``links.consume``)."""
-        self._consumed = self.pending is not None
-        if self.pending is None:
-            return self.env.now, self.env.now + cycles
-        start, head, arrival, args = self.pending
-        self.pending = None
-        begin, end, _ = consume(start, head, arrival, cycles, True)
-        if begin > start:
-            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, begin, args))
-        return begin, end
+        self._waited(start, float(stream.start[first]) + stream.latency, op.args)
 
     # ---------------------------------------------------------------------------------- compute ops
     def _wafer(self, op: WaferOp) -> Generator[Any, Any, None]:
-        """A whole-wafer op, or its ``tiles`` runs back to back (one span each)."""
+        """A whole-wafer op, or its ``tiles`` runs back to back (one span each); pipelined after a weights
+        wait, its first run consumes its weights as they arrive (``_consumed``)."""
         cost = self.costs.wafer[op]
         start, cycles, spans = self.env.now, cost.cycles, self.trace.spans
-        begin, first_end = self._first_run(cycles)
+        consumed = self.pending is not None
+        begin, first_end = self._consumed(cycles) if consumed else (start, start + cycles)
         # after its first run, each run takes its cycles (the weights are resident)
-        shift = first_end - (start + cycles) if self._consumed else 0.0
+        shift = first_end - (start + cycles) if consumed else 0.0
         for i in range(op.runs):
             args = {**op.args, **({"tile": i} if op.tiles else {}), "flops": op.flops,
                     "weight_bytes": op.weight_bytes, "bound": cost.bound}
-            if i == 0 and self._consumed:
+            if i == 0 and consumed:
                 if first_end > begin + cycles:
                     args["bound"] = "stream"  # paced by its weights' arrival
                 spans.append(Span(Track.STEP, op.kind, begin, first_end, args))

@@ -22,7 +22,7 @@ from ..cost.costing import Costs
 from ..programs.plan import Span, StepPlan, Trace
 from ..programs.program import WAFER_OPS, OptimizerStep, Program, Transfer
 from .counting import CountingEnvironment
-from .links import Pending, close_wait
+from .links import Pending, close_wait, consume
 
 __all__ = ["CONSUMERS", "Executor"]
 
@@ -68,6 +68,7 @@ class Executor:
     _start_links: Callable[[], None]  # ... the links' processes started, before the step's ...
     _link_records: Callable[[Trace], None]  # ... and their counters and schedules, into the trace at the end
 
+
     # ------------------------------------------------------------------------------- written once
     def _fabric(self, op: Transfer) -> Generator[Any, Any, None]:
         """A dispatch or combine over the fabric: its cost's cycles (the cost pass timed it)."""
@@ -86,6 +87,26 @@ class Executor:
         """``phase`` (a stall or a drain) on the step's track from ``start`` to now, if time passed."""
         if self.env.now > start:
             self.trace.spans.append(Span(Track.STEP, phase, start, self.env.now, dict(args)))
+
+    def _waited(self, start: float, head: float, args: Any) -> None:
+        """A weights wait from ``start`` to now, their first bytes in at ``head``: under a pipelined
+        compute model held open for the op that consumes it (``_consumed``), else a stall."""
+        if self.pipelined:
+            self.pending = (start, head, self.env.now, dict(args))
+        else:
+            self._since(start, Phase.WEIGHT_STALL, args)
+
+    def _consumed(self, cycles: float) -> tuple[float, float]:
+        """(begin, end) of the first run, ``cycles`` long, of the op that consumes the open weights wait:
+        from its weights' first bytes to no earlier than their last (``links.consume``); the wait until it
+        begins a stall."""
+        assert self.pending is not None
+        start, head, arrival, args = self.pending
+        self.pending = None
+        begin, end, _ = consume(start, head, arrival, cycles, True)
+        if begin > start:
+            self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, start, begin, args))
+        return begin, end
 
     def _close_pending(self) -> None:
         """A weights wait no whole-wafer op consumed as it arrived: a stall, as unpipelined."""

@@ -3,32 +3,14 @@ written in plain SimPy, slow and obvious, to vouch for it (docs/model.md §2, §
 is in clock cycles, sizes in bytes. The order of work is the program's (``builders.training`` for a
 training step, ``builders.serving`` for serving), run op by op, once per micro-batch.
 
-It shares with the fast engine only data — the program and the chunk plan it carries, the cost pass's
-costs (``costing``: every op's, the expert ops' and the fabric's included), the FLOP and byte counts
-(``model.shapes``) and the trace's records — never scheduling code:
-
-* the inbound link is a process that, chunk by chunk in plan order, ``put``s the chunk's bytes into a
-  ``simpy.Container`` (the weight half of the staging SRAM), blocking while it is full, then holds the
-  link for size / rate cycles and triggers the chunk's arrival event;
-* each chunk's bytes are ``get`` back when its last user is done: whole-wafer weights (embedding,
-  attention, router with shared expert, LM head) are copied out to their resident place when the step
-  reaches them, each piece as it arrives (not earlier: that place holds the tensor the step is using
-  until then), so the buffer never holds a whole tensor at once; expert chunks at the end of their
-  (piece of an) op; a recompute that uses the backward copy frees nothing, its backward does;
-* the wafer and each expert region are ``simpy.Resource``s of capacity 1. Attention and the LM head run
-  one process per tile, queued on the wafer in tile order, one timeout each; each expert region runs one
-  process per phase over its experts in slot order (ascending expert index), every op, and every piece
-  of an op whose weights came in several chunks, as its own timeout once its chunk has arrived and its
-  region is free; under a pipelined compute model (``compute: kernel``) an op consumes its weights as
-  they arrive (``links.consume``, the rule the fast engine applies): from max(free, its first bytes) to
-  no earlier than their arrival, the first run of a whole-wafer op after its weights wait likewise;
-* in a cluster, chunks come down and gradients go up the tree at its rate, a process per level (``relay``);
-* the outbound link is a process that takes gradients from a ``simpy.Store`` one at a time, FIFO, at the
-  I/O rate. A gradient occupies the outbound half of the staging SRAM from its hand-over until it has
-  left; the step stalls until what is held (plus an incoming gradient) fits, checked before each
-  whole-wafer gradient and once after each backward experts phase, as the fast engine does;
-* serving (a ``SERVE_BATCHES`` op): processes for the arrivals, each station and each station's
-  outbound link, timing the scheduler's iterations and moves, in ``reference_batching``.
+It shares with the fast engine only data — the program with its chunk plan, the cost pass's costs, the
+FLOP and byte counts and the trace's records — and the loop of ``executor.Executor``, never scheduling
+code: the inbound link is a process ``put``ting each chunk's bytes into a ``simpy.Container`` (the weight
+half of the staging SRAM) and ``get``ting them back at the chunk's last use (docs/model.md §2.2); the
+wafer and each expert region are ``simpy.Resource``s, with a process per attention tile and per region
+and phase, each op (piece) a timeout once its chunk has arrived and its region is free; a cluster's tree
+is a process per level (``relay``); the outbound link takes gradients from a ``simpy.Store``, FIFO
+(§2.3); serving is ``reference_batching``'s processes.
 
 Where the fast engine is subtle, what the reference does and why it is the same model:
 
@@ -70,6 +52,7 @@ from ...config.specs import DTYPE_BYTES
 from ...model.shapes import BACKWARD_OPS, FORWARD_OPS, LayerShapes
 from ...model.vocabulary import Copy, Gradient, OpKind, Pass, Phase, Track
 from ..cost.costing import Costs
+from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
 from ..programs.plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
 from ..programs.program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
@@ -102,18 +85,17 @@ class _Reference(Executor):
         self.handlers.update({OpKind.SERVE_BATCHES: self._serve_batches})
         if program.chunks is not None:
             assert plan is not None
-            self._resources(plan, program)
+            self._resources(plan, program.chunks)
 
-    def _resources(self, plan: StepPlan, program: Program) -> None:
+    def _resources(self, plan: StepPlan, chunks: ChunkPlan) -> None:
         """The training step's: the staging buffer, the wafer, the expert regions, the links' queues."""
         hw, m, env = plan.hw, plan.model, self.env
-        assert program.chunks is not None
         self.s = LayerShapes(m)
         self.g = DTYPE_BYTES[plan.training.weight_gradient_dtype]  # bytes per weight gradient value
         self.rate = io_rate(hw, plan.tree)
         self.latency = plan.tree.latency if plan.tree is not None else 0.0  # first bytes: start + latency
         self.recompute = plan.training.activations == "recompute"
-        self.chunks = program.chunks
+        self.chunks = chunks
         self.offset = 0  # the current micro-batch's first chunk
         n = len(self.chunks)
         half = self.chunks.staging_bytes / 2  # half for weights in, half for gradients out
@@ -162,17 +144,14 @@ class _Reference(Executor):
     def _weights(self, op: Weights) -> Generator[Any, Any, None]:
         """Wait for a whole-wafer tensor, copying each piece out (and freeing it) as it arrives."""
         self._close_pending()
-        env, start = self.env, self.env.now
+        start = self.env.now
         first, last = (self.offset + i for i in self.chunks.keys[op.key])
         for i in range(first, last + 1):
             yield self.arrived[i]
             if i not in self.copied:  # a recompute and its backward share the backward copy
                 self.copied.add(i)
                 self._free(i)
-        if self.pipelined:
-            self.pending = (start, float(self.start[first]) + self.latency, env.now, dict(op.args))
-        else:
-            self._since(start, Phase.WEIGHT_STALL, op.args)
+        self._waited(start, float(self.start[first]) + self.latency, op.args)
 
     # ----------------------------------------------------------------------------- the outbound link
     def _outbound(self) -> Generator[Any, Any, None]:
@@ -227,11 +206,7 @@ class _Reference(Executor):
             if self.pending is None:
                 yield self.env.timeout(cost.cycles)
             else:  # the first run after a weights wait: from the first bytes, no earlier than the last
-                wait, head, arrival, wait_args = self.pending
-                self.pending = None
-                start, end, _ = consume(wait, head, arrival, cost.cycles, True)
-                if start > wait:
-                    self.trace.spans.append(Span(Track.STEP, Phase.WEIGHT_STALL, wait, start, wait_args))
+                start, end = self._consumed(cost.cycles)
                 if end > start + cost.cycles:
                     bound = "stream"
                 yield self.env.timeout(end - self.env.now)

@@ -1,24 +1,15 @@
-"""Where a served model lives (docs/model.md §11.1): pipeline stages, each a rectangle of PEs holding
-consecutive layers, laid out on one or more wafers.
+"""Where a served model lives (docs/model.md §11.1, which gives each rule with its reason): pipeline
+stages, each a rectangle of PEs holding consecutive layers, laid out on one or more wafers.
 
-A wafer of R × C PEs holds ⌊R/P⌋ · ⌊C/Q⌋ grids of P × Q PEs, filled row by row, then the next wafer.
-Stage i takes grid i. Layers are assigned in order, each stage taking as many as its SRAM holds
-(``model.serving.stage_memory``: weights, the KV cache of every request at the run's longest context,
-activations) unless ``inference.layers_per_stage`` says how many; the last stage holds the LM head.
-The embedding table is only a lookup (one row per token), so it goes where SRAM is spare: whole on the
-stage with the most room left, else spread over the stages' spare room, else (as before) on the first
-stage, which then takes fewer layers. A tied table is the LM head's and stays with it on the last stage.
-
-``grid: auto`` tries every grid that tiles the wafer (``grid_candidates``) and keeps the best by
-``rank``: fewest wafers, then the largest share of those wafers' PEs in stages, then the largest grid,
-then the squarest; ``systems: auto`` as few wafers as the mapping needs (at most ``MAX_AUTO_SYSTEMS``).
-
-Expert parallelism (``inference.moe.expert_grids``, docs/model.md §11.8): a stage whose first layer is an
-MoE layer spans G grids, the next G slots (on one wafer or across two): its first grid holds the layers'
-attention, router, shared expert, KV cache and ⌈E/G⌉ experts of each layer, the other grids the rest of
-the experts, ⌈E/G⌉ each (``model.serving.experts_per_grid``); the first grid, which holds the most, sets
-how many layers the stage takes. ``expert_grids: auto`` tries G in ``EXPERT_GRIDS`` at every grid and
-ranks them with the grids (fewer grids per layer breaking the last tie).
+A wafer of R × C PEs holds ⌊R/P⌋ · ⌊C/Q⌋ grids of P × Q PEs, filled row by row, then the next wafer;
+stage i takes grid i. Layers go in order, each stage taking as many as its SRAM holds
+(``model.serving.stage_memory``) unless ``inference.layers_per_stage`` says; the last stage holds the LM
+head; the embedding table, a lookup, goes where SRAM is spare (``place_table``). ``grid: auto`` tries
+every grid that tiles the wafer (``grid_candidates``) and keeps the best by ``rank``; ``systems: auto``
+as few wafers as the mapping needs (at most ``MAX_AUTO_SYSTEMS``). With expert parallelism
+(``inference.moe.expert_grids``, §11.8) a stage of MoE layers spans G grids, its first holding the
+layers' attention, router, shared expert, KV cache and ⌈E/G⌉ experts of each layer, the others the rest
+of the experts; ``expert_grids: auto`` tries G in ``EXPERT_GRIDS`` beside every grid.
 """
 
 from __future__ import annotations

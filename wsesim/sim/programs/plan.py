@@ -163,16 +163,14 @@ class BatchLog:
         return float(done.max()) if done.size else 0.0
 
 
-ITERATION_COLUMNS = ("stage", "start", "end", "decodes", "prompt_tokens", "longest", "pieces", "reach",
-                     "ends", "moved", "landed")
-"""A ``BatchLog``'s per-iteration columns; the scheduler logs them as two rows an iteration, its counts and
-its times (``iteration_columns``)."""
 ITERATION_COUNTS = ("stage", "decodes", "prompt_tokens", "longest", "pieces", "reach", "ends")
 ITERATION_TIMES = ("start", "end", "moved", "landed")
+"""A ``BatchLog``'s per-iteration columns, as the scheduler logs them: two rows an iteration, its counts and
+its times (``iteration_columns``)."""
 
 
 def iteration_columns(counts: array, times: array) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The log's columns by name (``ITERATION_COLUMNS``; counts as integers, cycles as floats), the
+    """The log's columns by name ( counts as integers, cycles as floats), the
     iterations by start then stage, and that order (the logged rows' indices), from the rows as the
     scheduler logs them, flat: ``counts`` (``ITERATION_COUNTS``, C ints: array "i") and ``times``
     (``ITERATION_TIMES``, doubles: cycles, and values moved, exact below 2^53). Rows already in that
@@ -184,12 +182,11 @@ def iteration_columns(counts: array, times: array) -> tuple[dict[str, np.ndarray
     step = np.diff(start)
     if bool(np.all((step > 0) | ((step == 0) & (np.diff(stage) >= 0)))):  # lexsort's order already
         order = np.arange(len(start))
-        columns = {**{name: ints[:, i] for i, name in enumerate(ITERATION_COUNTS)},
-                   **{name: floats[:, i] for i, name in enumerate(ITERATION_TIMES)}}
     else:
         order = np.lexsort((stage, start))
-        columns = {**{name: ints[order, i] for i, name in enumerate(ITERATION_COUNTS)},
-                   **{name: floats[order, i] for i, name in enumerate(ITERATION_TIMES)}}
+        ints, floats = ints[order], floats[order]
+    columns = {**{name: ints[:, i] for i, name in enumerate(ITERATION_COUNTS)},
+               **{name: floats[:, i] for i, name in enumerate(ITERATION_TIMES)}}
     columns["moved"] = columns["moved"].astype(np.int64)
     return columns, order
 

@@ -1,19 +1,14 @@
-"""Serving on GPUs as a program (docs/model.md §13.7): the mapping of a model's layers onto nodes of GPUs
-and the one ``ServeBatches`` op the scheduler runs; its stations, what each stage's iterations cost, are
+"""Serving on GPUs as a program (docs/model.md §13.7, which gives the mapping's rules in full): the mapping
+of a model's layers onto nodes of GPUs and the one ``ServeBatches`` op the scheduler runs; its stations are
 the cost pass's (``cost.gpu_serving.GpuStation``), which also names each stage's kernels.
 
-**The mapping.** A pipeline stage is ``tp`` GPUs of one node (``inference.tensor_parallel``; ``auto``:
-the node's ``node.gpus``), tensor-parallel, its MoE layers' experts split over the same GPUs. The layers
-are dealt evenly over the fewest stages (nodes) whose GPUs hold, each, their share of the stage's
-weights, the KV cache of ``inference.scheduler.batch`` requests of prompt + output tokens and the activations:
-HBM plays the part a wafer's SRAM plays, through the same formulas (``model.serving.stage_memory``,
-``requests_fit`` for admission), the tensor-parallel group standing as a 1 × s grid, s = the KV heads'
-shards (min(tp, kv_heads): each GPU caches kv_heads / s of them, all of them when there are fewer KV
-heads than GPUs). ``inference.systems`` caps the nodes.
+**The mapping.** A pipeline stage is ``tp`` GPUs of one node, tensor-parallel; the layers are dealt evenly
+over the fewest stages (nodes) whose GPUs each hold their share of the weights, the KV cache and the
+activations — HBM in the part of a wafer's SRAM, through the same formulas (``model.serving``), the group
+standing as a 1 × s grid of the KV heads' shards (``kv_shards``). ``inference.systems`` caps the nodes.
 
-**The program** is the wafer's: a ``StageWork`` per stage (its kernels named for the result's
-breakdowns; their costs are the station's), the requests of ``model.load.requests_of`` (in the GPU's
-clock cycles), the scheduler's policy and token budget, a paged pool when ``kv_block`` is set.
+**The program** is the wafer's (``builders.serving.serve_program``): a ``StageWork`` per stage, its
+kernels named for the result's breakdowns, the requests in the GPU's clock cycles.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
-"""Serving as a program (docs/model.md §11.2): each pipeline stage's kernels for the prompt's prefill
-and for one decode step, as shapes on the stage's grid; the cost pass (``costing``) simulates each on
-that grid with ``wsesim.kernels``.
+"""Serving as a program (docs/model.md §11.2, which tabulates every kernel of a layer): each pipeline
+stage's kernels for the prompt's prefill and for one decode step, as shapes on the stage's grid; the cost
+pass (``costing``) simulates each on that grid with ``wsesim.kernels``.
 
-Per layer, decode runs: RMSNorm (squares, then an allreduce of the sum along each row of PEs), the q/k/v
-GEMV, RoPE, the scores GEMV over the cached keys, softmax (exponentials, an allreduce of each head's max
-and sum), the context GEMV over the cached values, the output GEMV, the residual add; RMSNorm again and
-the FFN's GEMVs with their activation (an MoE layer: the router GEMV and top-k, the token's trip over the
-fabric to its top_k expert regions and back, each expert's GEMVs on its region, the shared expert's on
-the grid), the residual add. Attention is one wide head (q·Kᵀ over all heads' widths at once), as
-WaferLLM writes it. Prefill runs the same layer on the whole prompt with GEMMs. The last stage ends
-with the LM head's GEMV and an argmax (an allreduce); each stage hands its activations to the next, and
-the last hands the new token back to the first. Every GEMM and GEMV shape comes from the one layer
-description, ``model.shapes.layer_matmuls``, that the training step reads too.
-
-Kernels are chained by their data (one compiled program per stage); each pays ``runtime.kernel_launch``
-in the cost pass (the call that starts it, its set-up, the checks between one kernel and the next). Under
-``inference.software: production`` the list is composed by ``builders.software`` (fused kernels, collectives
-beside the kernel they scale), each composed kernel paying ``runtime.fused_launch``.
+A layer's decode is the chain of kernels a token's activations go through — norms with their row
+allreduces, GEMVs, RoPE, attention as one wide head over the cached keys and values (as WaferLLM writes
+it), the FFN or an MoE layer's router, trip to its experts' regions and back — and its prefill the same
+layer on the whole prompt with GEMMs; the last stage ends with the LM head and an argmax. Every GEMM and
+GEMV shape comes from the one layer description, ``model.shapes.layer_matmuls``, that the training step
+reads too. Each kernel pays ``runtime.kernel_launch`` in the cost pass; under ``inference.software:
+production`` the list is composed by ``builders.software``, each composed kernel paying
+``runtime.fused_launch``.
 """
 
 from __future__ import annotations

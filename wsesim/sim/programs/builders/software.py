@@ -1,26 +1,12 @@
 """The two software stacks a served model's kernels can be written in (``inference.software``; docs/model.md
-§11.11): the research code, as WaferLLM's is written, and the production stack, as Cerebras describes its
-October 2024 inference release.
-
-* ``research`` — every kernel of a stage's program is launched on its own (``runtime.kernel_launch``), and
-  each runs after the one before: a norm's or a softmax's allreduce, then the GEMV that reads its result.
-  The builder's list of kernels as it is.
-* ``production`` — the same kernels, composed (``fuse``):
-
-  - **fusion**: an element-wise kernel (a norm's squares, RoPE, the softmax's exponentials, an activation,
-    a residual add) runs in the epilogue of the GEMV or GEMM whose output it reads (the kernel just
-    before it, or the kernel that one was fused into): its instructions stay, its launch goes. One that
-    follows anything else (a stage's first norm, fed by the hand-off; a softmax after MeshGEMM's row
-    reduces) keeps its own launch. A stage's launches are the length of the composed list
-    (``launches``), counted from what was fused, not set;
-  - **collectives beside compute**: an allreduce whose result only scales the GEMV or GEMM after it runs
-    on microthreads while that kernel runs, on its own colour, and the scale is applied to the output:
-    RMSNorm's 1/rms is one scalar a token, so (x·g/rms)·W = ((x·g)·W)/rms; the softmax's max and sum
-    rescale the context's partial sums as they are reduced (the split-K softmax of Flash-Decoding, Dao
-    et al. 2023). The pair then takes the longer of the two, not their sum (``sim.cost.software``).
-
-  The composed kernel keeps the GEMV's or GEMM's name, kind and layer, and carries the others
-  (``Kernel.fused``, ``Kernel.beside``); its name lists them (``qkv+rope|attn_norm_sum``).
+§11.11, which says what each does and why): ``research``, WaferLLM's code, the builder's list of kernels
+as it is, each launched on its own; ``production``, as Cerebras describes its October 2024 inference
+release, the same kernels composed (``fuse``): an element-wise kernel runs in the epilogue of the GEMV or
+GEMM whose output it reads (its launch gone), and an allreduce whose result only scales the GEMV or GEMM
+after it runs beside that kernel (``sim.cost.software`` costs the pair). A stage's launches are the
+length of the composed list (``launches``), counted from what was fused. The composed kernel keeps the
+GEMV's or GEMM's name, kind and layer and carries the others (``Kernel.fused``, ``Kernel.beside``); its
+name lists them (``qkv+rope|attn_norm_sum``).
 """
 
 from __future__ import annotations
