@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.errors import ConfigError, shown
+from ..config.errors import ConfigError
 from ..config.fields import parse_shape as parse
 from ..config.loader import load_hardware
 from ..experiments.machine import _duration, _size, refuse_work
@@ -28,9 +27,8 @@ from ..output.manifest import write_manifest
 from ..output.run_folder import flat, records_csv
 from ..sim.cost.software import reduce_beside_compute
 from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
-from .kernel_gpu import gpu_human, gpu_runs, gpu_table
+from .kernel_gpu import gpu_human, gpu_runs, gpu_table, positive_count, split_list
 
-_COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are not numbers here
 MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
 
 # What one run costs (seconds, bytes), per unit of its size, measured on the 2-core machine: a collective
@@ -55,10 +53,6 @@ MATMUL_UNITS: dict[tuple[str, str], tuple[str, tuple[float, float]]] = {
 }
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
 def parse_shape(text: str) -> tuple[int, int, int]:
     """``--shape MxKxN`` (``config.fields.parse_shape``; an error is the flag's)."""
     return parse(text, path="--shape")
@@ -79,20 +73,15 @@ def _wafer_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
         raise ConfigError(f"{args.kind} is a GPU kernel and {hw.name} a wafer (kind: hardware): ask a GPU "
                           "preset (--hardware h100, h200 or b200)", path="kind")
     kind = KernelKind(args.kind)
-    grids = [parse_pe_grid(g, "--grid", "420x420") for g in _split(args.grid)]
+    grids = [parse_pe_grid(g, "--grid", "420x420") for g in split_list(args.grid)]
     grids = grids or [(hw.mesh.rows, hw.mesh.cols)]
-    shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in _split(args.shape)] or [None]
+    shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in split_list(args.shape)] or [None]
     if kind in MATMULS and shapes == [None]:
         example = "1x" if kind == KernelKind.GEMV else "4096x"
         raise ConfigError(f"{kind} needs a shape, e.g. --shape {example}4096x4096", path="--shape")
-    dtypes = _split(args.dtype) or ["fp16"]
-    algorithms = _split(args.algorithm) or [DEFAULT_ALGORITHM[kind]]
-    wavelets = []
-    for w in _split(args.wavelets) or ["1"]:
-        if not _COUNT.fullmatch(w) or int(w) <= 0:
-            raise ConfigError(f'expected a positive integer of ASCII digits (at most 15), got "{shown(w)}"',
-                              path="--wavelets")
-        wavelets.append(int(w))
+    dtypes = split_list(args.dtype) or ["fp16"]
+    algorithms = split_list(args.algorithm) or [DEFAULT_ALGORITHM[kind]]
+    wavelets = [positive_count(w, "--wavelets") for w in split_list(args.wavelets) or ["1"]]
     combos = list(itertools.islice(itertools.product(grids, shapes, dtypes, algorithms, wavelets),
                                    MAX_RUNS + 1))
     if len(combos) > MAX_RUNS:
