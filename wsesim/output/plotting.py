@@ -94,7 +94,23 @@ def _draw(fig: Any, out: Path, stem: str, left_out: dict[str, str]) -> list[Path
         return []
 
 
-_save = save_figure  # its name before tune_figures used it too (callers on other branches still say _save)
+def _draw_plans(plans: list[Any], figure: Any, out: Path, listing: dict[str, Any],
+                left_out: dict[str, str]) -> list[Path]:
+    """Each plan drawn by ``figure`` and saved (``_draw``), listed with its files in ``listing``."""
+    written: list[Path] = []
+    for plan in plans:
+        if files := _draw(figure(plan), out, plan.stem, left_out):
+            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+        written += files
+    return written
+
+
+def _listed(out: Path, listing: dict[str, Any], written: list[Path], left_out: Any = None) -> list[Path]:
+    """``figures.json`` written (with ``left_out`` when anything was); ``written`` and it."""
+    if left_out:
+        listing["left_out"] = left_out
+    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
+    return [*written, out / "figures.json"]
 
 
 _COLUMNS = ("status", "experts", "top_k", "tiles", "batch_per_tile", "throughput_tokens_per_s", "step_time_s",
@@ -171,15 +187,12 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
 
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
     meta = constant_settings(rows)  # only what holds for every row: a swept seq_len is not in a title
-    written: list[Path] = []
     if settings:
         meta = ", ".join(filter(None, [meta, *(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in settings.items())]))
     listing: dict[str, Any] = {"source": str(csv_path), "settings": dict(settings or {}), "figures": []}
     left_out: dict[str, str] = {}
-    for plan in capped(plan_figures(header, rows, settings), max_figures, left_out):
-        if files := _draw(throughput_figure(plan), out, plan.stem, left_out):
-            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
-        written += files
+    plans = capped(plan_figures(header, rows, settings), max_figures, left_out)
+    written = _draw_plans(plans, throughput_figure, out, listing, left_out)
     phases = plan_phases(header, rows, settings)
     if files := _draw(phases_figure(phases), out, "phases", left_out):
         listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
@@ -198,10 +211,7 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
                                          "tree_efficiency": p["tree"]} for p in points]}
             for label, points in series.items()], "files": [p.name for p in files]}
         written += files
-    if left_out:
-        listing["left_out"] = left_out
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*written, out / "figures.json"]
+    return _listed(out, listing, written, left_out)
 
 
 def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path]:
@@ -222,14 +232,11 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     out = prepare_dir(out)
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(source), "figures": []}
-    if skipped := left_out(header):
-        listing["left_out"] = skipped
     for plan in plans:
         files = save_figure(tune_figure(plan), out, plan.stem)
         listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
         written += files
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*written, out / "figures.json"]
+    return _listed(out, listing, written, left_out(header))
 
 
 def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
@@ -349,11 +356,9 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
     wafers = f"{wafers} wafer{'' if wafers == 1 else 's'}"
     title = (f"{served.get('model')} on {served.get('hardware')}, {served.get('stages')} × "
              f"{served.get('grid')} on {wafers}, batch {served.get('batch')}")
-    files = _save(decode_step_figure(plan, title), out, "decode_step")
-    listing = {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
-                                                "files": [p.name for p in files]}]}
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*files, out / "figures.json"]
+    files = save_figure(decode_step_figure(plan, title), out, "decode_step")
+    return _listed(out, {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
+                                                          "files": [p.name for p in files]}]}, files)
 
 
 def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, str]],
@@ -361,19 +366,10 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
     """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even
     when no row was served."""
     out = prepare_dir(out)
-    written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
     left_out: dict[str, str] = {}
-    for plan in capped(plan_serving(header, rows), max_figures, left_out):
-        if files := _draw(serving_figure(plan), out, plan.stem, left_out):
-            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
-        written += files
-    load = plan_throughput_latency(header, rows)
-    if load is not None:  # a sweep over a load: the rate, or the batch
-        if files := _draw(throughput_latency_figure(load), out, load.stem, left_out):
-            listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
-        written += files
-    if left_out:
-        listing["left_out"] = left_out
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*written, out / "figures.json"]
+    written = _draw_plans(capped(plan_serving(header, rows), max_figures, left_out), serving_figure, out,
+                          listing, left_out)
+    load = plan_throughput_latency(header, rows)  # a sweep over a load (the rate, or the batch), or None
+    written += _draw_plans([load] if load else [], throughput_latency_figure, out, listing, left_out)
+    return _listed(out, listing, written, left_out)
