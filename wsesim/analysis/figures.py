@@ -315,9 +315,9 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
             panel.speedup = _speedups(panel, colours.index("1"), colours.index(TUNED))
         panels.append(panel)
     constant = with_settings(_constant(rows, [k for k in keys if roles.get(k) in (None, "figure")]), settings)
-    stem = "throughput_vs_" + _slug(short(x))
+    stem = "throughput_vs_" + slug(short(x))
     if fixed:
-        stem += "-" + "-".join(f"{_slug(short(k))}={_slug(v)}" for k, v in fixed.items())
+        stem += "-" + "-".join(f"{slug(short(k))}={slug(v)}" for k, v in fixed.items())
     what = "Cluster throughput" if column.startswith("cluster") else "Throughput"
     scale, y_label = y_unit(all_rows, column, y_label)
     return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"{what} vs {short(x)}", constant),
@@ -354,7 +354,7 @@ def _speedups(panel: Panel, g1: int, tuned: int) -> list[dict[str, Any]]:
     return out
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", text).strip("_") or "_"
 
 
