@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..output.manifest import read_manifest
 from .common import EXIT_OK, add_json_argument, count_of, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
@@ -29,15 +30,6 @@ _KINDS = {"run": "a training run", "served": "a serving run", "sweep": "a sweep"
 
 def _fail(message: str, source: str) -> Any:
     return ConfigError(message, source=source)
-
-
-def _manifest(folder: Path, kind: str) -> dict[str, Any] | None:
-    path = folder / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("kind") == kind else None
 
 
 def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
@@ -62,23 +54,23 @@ def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise _fail(f"expected a sweep's results.csv, got an unreadable file ({e})", str(path)) from None
         if is_candidates(columns):  # tune --out's candidates.csv
-            return "candidates", (columns, rows), _manifest(path.parent, "tune")
+            return "candidates", (columns, rows), read_manifest(path.parent, "tune")
         if "status" not in columns:
             raise _fail("expected a sweep's results.csv (a status column) or tune's candidates.csv (best, "
                         f"tiles, batch_per_tile), got the columns {', '.join(columns[:6])}", str(path))
-        return "sweep", (columns, rows), _manifest(path.parent, "sweep")
+        return "sweep", (columns, rows), read_manifest(path.parent, "sweep")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise _fail(f"expected a run's result.json or a results.csv, got a file that is not JSON ({e})",
                     str(path)) from None
     if isinstance(data, dict) and "feasible" in data and "tokens_per_s_per_request" in data:
-        return "served", data, _manifest(path.parent, "infer")
+        return "served", data, read_manifest(path.parent, "infer")
     if not isinstance(data, dict) or "feasible" not in data or "throughput_tokens_per_s" not in data:
         got = f"a JSON {type(data).__name__}" + (f" with keys {', '.join(list(data)[:5])}"
                                                  if isinstance(data, dict) else "")
         raise _fail(f"expected a run's result (wsesim run or infer, --out or --json), got {got}", str(path))
-    return "run", data, _manifest(path.parent, "run")
+    return "run", data, read_manifest(path.parent, "run")
 
 
 def _num(value: float | None) -> str:
