@@ -1,33 +1,19 @@
 """Pictures of sweep results and runs, saved as files (matplotlib comes from ``output.mpl``).
 
-``plot_results(csv, out)`` draws, from a sweep's results.csv, as planned by ``analysis.figures`` and drawn
-by ``output.sweep_figures``:
+Each figure is planned in ``analysis`` (pure: rows in, plans out) and drawn by a module here; what each
+shows is said where it is planned:
 
-* ``throughput_vs_<key>`` — throughput against each swept key (paper Figs. 2 and 3: experts, top_k), every
-  other swept key a colour, a marker, a facet or a figure of its own, infeasible points marked, and the
-  tuned/G=1 speedup in a second panel where the sweep pairs them;
-* ``phases`` — where each run's time goes per token, by phase, as stacked bars;
-* ``bta_vs_accumulation`` — at one global batch, throughput against the tiles G (each with the fewest
-  micro-batches that fit) and the weight bytes each streamed in (``analysis.scaling``);
-* ``cluster_scaling`` — cluster throughput against the number of systems, per series, beside N times one
-  system's, and the scaling efficiency.
-
-From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``output.serving_figures``):
-
-* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests, the time to first token and the
-  99th percentiles of the inter-token latency and of each request's end to end against each swept key,
-  one line per combination of the others, every row drawn (one not served as a labelled cross).
-
-From tune's candidates.csv (``tune --out`` draws from the text it writes, ``wsesim plot`` from the file;
-``plot_candidates``, planned by ``analysis.tune_plans``, drawn by ``output.tune_figures``):
-
-* ``candidates`` — every candidate's throughput and peak SRAM per PE against G;
-* ``systems_front`` — with ``--search-systems``, each count's best: cluster throughput against per-system
-  efficiency, the Pareto front joined.
+* ``plot_results``, a sweep's results.csv: ``throughput_vs_<key>`` and ``phases`` (``analysis.figures``,
+  drawn by ``sweep_figures``), ``bta_vs_accumulation`` and ``cluster_scaling`` (``analysis.scaling``,
+  drawn here); a serving sweep's ``serving_vs_<key>`` (``analysis.serving_plans``) and its frontier
+  (``analysis.frontier``), drawn by ``serving_figures``;
+* ``plot_candidates``, tune's candidates.csv: ``candidates`` and ``systems_front`` (``analysis.tune_plans``,
+  drawn by ``tune_figures``);
+* ``plot_serving_run``, ``plot_wafer`` and ``plot_link_load``: one run's pictures.
 
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
-``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
-CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
+``figures.json`` listing every figure's plan (series with their fixed keys and points: x, y, the CSV row).
+A figure whose data is not in the CSV is skipped.
 """
 
 from __future__ import annotations
