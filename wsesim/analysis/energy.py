@@ -31,7 +31,7 @@ from ..model.serving import kv_bytes_per_token
 from ..sim.cost.costing import Costs
 from ..sim.programs.plan import BatchLog, Trace
 
-__all__ = ["TRAINING_ENERGY_FIELDS", "WAFER_ACCOUNTING", "Accounting", "batch_counts", "serving_counts",
+__all__ = ["TRAINING_ENERGY_FIELDS", "WAFER_ACCOUNTING", "Accounting", "batch_counts",
            "priced", "serving_energy", "training_counts", "training_energy"]
 
 TRAINING_ENERGY_FIELDS = ("energy_per_step_j", "joules_per_token", "power_w",
@@ -136,18 +136,13 @@ def _distinct(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
-def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
-    """The events of every iteration the trace's batch log records (``batch_counts``)."""
-    assert trace.batches is not None, "a serving run's trace has its batch log"
-    return batch_counts(costs, trace.batches)
-
-
 def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: float, systems: int,
                    tokens: int, price_per_system_hour: float | None) -> dict[str, Any]:
     """The energy fields of a serving result: the run's joules on its ``systems`` wafers over ``seconds``
     (end to end), per output token (``tokens`` in all), tokens/s per kW of mean power, and with a price,
     US dollars per million output tokens (the systems' hours at that price)."""
-    counts = serving_counts(costs, trace)
+    assert trace.batches is not None, "a serving run's trace has its batch log"
+    counts = batch_counts(costs, trace.batches)
     energy = energy_of(hw, counts, seconds, systems)
     return priced(None if energy is None else energy.joules, {} if energy is None else energy.parts(),
                   counts.to_dict(), seconds=seconds, systems=systems, tokens=tokens,

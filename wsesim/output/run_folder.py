@@ -97,23 +97,25 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: A
     files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
     if run.serving:
         # local: keeps numpy and the analysis layer out of output.run_folder's import
+        from ..analysis.ops import table_csv
         from ..analysis.requests import request_times, requests_csv
-        from ..analysis.serving_ops import decode_ops, decode_ops_csv
+        from ..analysis.serving_ops import DECODE_OPS_COLUMNS, decode_ops
 
         if run.trace is not None and run.program is not None:
             files.append(("requests.csv", lambda: requests_csv(request_times(spec, run.program, run.trace))))
         if run.result.feasible and run.program is not None and run.costs is not None:
-            files.append(("ops.csv", lambda: decode_ops_csv(decode_ops(spec, run.program, run.costs))))
+            files.append(("ops.csv", lambda: table_csv(decode_ops(spec, run.program, run.costs),
+                                                       DECODE_OPS_COLUMNS)))
         (folder / "candidates.json").unlink(missing_ok=True)  # an earlier search's would read as this run's
         if candidates:
             shown = [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates]
             files.append(("candidates.json", lambda: json.dumps(shown, indent=2) + "\n"))
     elif run.result.feasible:
         # local: keeps numpy and the analysis layer out of output.run_folder's import
-        from ..analysis.ops import ops_csv, ops_table
+        from ..analysis.ops import OPS_COLUMNS, ops_table, table_csv
         from ..analysis.wafer import wafer_maps
 
-        files += [("ops.csv", lambda: ops_csv(ops_table(run.trace))),
+        files += [("ops.csv", lambda: table_csv(ops_table(run.trace), OPS_COLUMNS)),
                   ("wafer.json", lambda: json.dumps((maps or wafer_maps(run)).to_dict()))]
     for name, text in files:
         atomic_write_text(folder / name, text())
