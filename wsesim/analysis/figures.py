@@ -19,7 +19,7 @@ thin to see in every run grouped as "other".
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.errors import WsesimError
@@ -81,9 +81,6 @@ class FigurePlan:
 
     def __post_init__(self) -> None:
         self.x_labels = self.x_labels or [label(self.view, v) for v in self.x_values]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @property
     def has_speedup(self) -> bool:
@@ -367,9 +364,6 @@ class PhasesPlan:
     phases: list[str]  # the phases drawn, in step order ("other" last when some are grouped)
     other: list[str]  # the thin phases grouped as "other"
     bars: list[dict[str, Any]]  # label, point, status, us_per_token {phase: µs} ({} when not run), row
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def plan_phases(header: list[str], rows: list[dict[str, str]],

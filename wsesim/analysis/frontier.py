@@ -14,7 +14,7 @@ these axes: the plan lists it (``left_out``, with its reason) and the figure nam
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .figures import number, short, swept_keys, with_base_values
@@ -70,9 +70,6 @@ class ThroughputLatencyPlan:
     turns_back: list[dict[str, Any]] = field(default_factory=list)  # label, load: where a series' tokens/s
     #   per user rises again with the offered rate (the curve doubles back: past what it serves)
     not_drawn: list[str] = field(default_factory=list)  # the PANELS no served row has a figure for
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def point_label(self, load: str) -> str:
         return LOADS[self.load].format(load)

@@ -21,7 +21,7 @@ per system against tokens/s per user: ``analysis.frontier``'s.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.errors import WsesimError
@@ -79,9 +79,6 @@ class ServingPlan:
     #                                                         category, its number (a grid: its PEs) else)
     mappings: list[str] = field(default_factory=list)  # when every series was served on the same mapping at
     #   each x: those, with the x values where (the series then list none)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 LOG_SPAN = 20.0

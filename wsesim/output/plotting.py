@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _draw_plans(plans: list[Any], figure: Any, out: Path, listing: dict[str, Any
     written: list[Path] = []
     for plan in plans:
         if files := _draw(figure(plan), out, plan.stem, left_out):
-            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+            listing["figures"].append({**asdict(plan), "files": [p.name for p in files]})
         written += files
     return written
 
@@ -181,7 +182,7 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
     written = _draw_plans(plans, throughput_figure, out, listing, left_out)
     phases = plan_phases(header, rows, settings)
     if files := _draw(phases_figure(phases), out, "phases", left_out):
-        listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
+        listing["phases"] = {**asdict(phases), "files": [p.name for p in files]}
     written += files
     rows = read_results(csv_path)
     if points := accumulation_points(rows):
@@ -220,7 +221,7 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     listing: dict[str, Any] = {"source": str(source), "figures": []}
     for plan in plans:
         files = save_figure(tune_figure(plan), out, plan.stem)
-        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+        listing["figures"].append({**asdict(plan), "files": [p.name for p in files]})
         written += files
     return _listed(out, listing, written, left_out(header))
 
@@ -308,11 +309,7 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)
-    try:
-        atomic_write_bytes(path, buf.getvalue())
-    except OSError as e:
-        raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})",
-                          source=str(path)) from None
+    atomic_write_bytes(path, buf.getvalue())  # what the system refuses: one line naming the file
 
 
 def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
