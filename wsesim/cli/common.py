@@ -9,7 +9,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,24 @@ def parse_pe_grid(text: str, flag: str, example: str) -> tuple[int, int]:
 
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def print_written(paths: Iterable[Any]) -> None:
+    """A ``wrote PATH`` line for each file a command wrote."""
+    for path in paths:
+        print(f"wrote {path}")
+
+
+def show(as_json: bool, data: Any, text: Callable[[], str], written: Iterable[Any] = ()) -> int:
+    """A command's result on stdout, flushed: ``data`` as JSON (``--json``), else ``text()`` and the files
+    ``written``. Returns ``EXIT_OK``."""
+    if as_json:
+        print_json(data)
+    else:
+        print(text())
+        print_written(written)
+    sys.stdout.flush()
+    return EXIT_OK
 
 
 def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str], left: Sequence[int] = (0,)) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +21,10 @@ from ..config.fields import parse_shape as parse
 from ..config.loader import load_hardware
 from ..experiments.machine import _duration, _size, refuse_work
 from ..kernels.kinds import DEFAULT_ALGORITHM, GPU_ONLY, MATMULS, KernelKind, algorithms
-from ..output.files import atomic_write_text, command_folder, prepare_dir
-from ..output.manifest import write_manifest
-from ..output.run_folder import flat, records_csv
+from ..output.files import command_folder, prepare_dir
+from ..output.run_folder import flat, write_records
 from ..sim.cost.software import reduce_beside_compute
-from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
+from .common import check_output_folder, format_table, parse_overrides, parse_pe_grid, show
 from .kernel_gpu import gpu_human, gpu_runs, gpu_table, positive_count, split_list
 
 MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
@@ -222,14 +220,8 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     if args.out:
         written += _write_out(args, hw, runs)
     view = VIEWS[hw.kind]
-    if args.json:
-        print_json(runs[0] if len(runs) == 1 else {"runs": runs})
-    else:
-        print(view.human(runs[0], results[0]) if len(runs) == 1 else view.table(runs))
-        for path in written:
-            print(f"wrote {path}")
-    sys.stdout.flush()
-    return EXIT_OK
+    return show(args.json, runs[0] if len(runs) == 1 else {"runs": runs},
+                lambda: view.human(runs[0], results[0]) if len(runs) == 1 else view.table(runs), written)
 
 
 @dataclass(frozen=True)
@@ -262,12 +254,10 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
                                                     "wavelets")}
     flags |= {name: getattr(args, name) for name in VIEWS[hw.kind].flags}  # the flags only its kind reads
-    with command_folder(prepare_dir(args.out), "kernel") as out:
-        atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
-                                                          for r in runs]))
-        return [out / KERNELS_CSV, write_manifest(out, "kernel", getattr(args, "argv", None), [KERNELS_CSV],
-                                                  overrides={**flags, "set": list(args.set or [])},
-                                                  hardware=hw.model_dump(mode="json"))]
+    return write_records(args.out, "kernel", getattr(args, "argv", None),
+                         {KERNELS_CSV: [flat({k: v for k, v in r.items() if k != "png"}) for r in runs]},
+                         overrides={**flags, "set": list(args.set or [])},
+                         hardware=hw.model_dump(mode="json"))
 
 
 def _algorithm_help() -> str:

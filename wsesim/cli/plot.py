@@ -16,7 +16,7 @@ from ..config.yaml_strict import read_bounded
 from ..output.figure_limits import MAX_FIGURES
 from ..output.files import command_folder, folder_lock, holder_of, prepare_dir
 from ..output.manifest import read_manifest, sweep_settings, write_manifest
-from .common import EXIT_OK, check_output_files, check_output_folder, print_json
+from .common import EXIT_OK, check_output_files, check_output_folder, print_json, print_written
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -120,8 +120,7 @@ def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
     if args.json:
         print_json([str(path) for path in paths])
         return
-    for path in paths:
-        print(f"wrote {path}")
+    print_written(paths)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from .files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
 from .manifest import write_manifest
 
-__all__ = ["flat", "records_csv", "run_files", "saved_result", "write_run", "write_trace"]
+__all__ = ["flat", "records_csv", "run_files", "saved_result", "write_records", "write_run", "write_trace"]
 
 
 def flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -55,6 +55,18 @@ def records_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue()
+
+
+def write_records(folder: str | Path, kind: str, argv: list[str] | None,
+                  tables: Mapping[str, Sequence[Mapping[str, Any]]], **content: Any) -> list[Path]:
+    """``tables`` (a file's name -> its records; one without records is not written) as CSV files into
+    ``folder``, held for command ``kind``, and its manifest.json (``content``: the flags, the hardware);
+    the paths written."""
+    with command_folder(prepare_dir(folder), kind) as out:
+        names = [name for name, rows in tables.items() if rows]
+        for name in names:
+            atomic_write_text(out / name, records_csv(tables[name]))
+        return [*(out / name for name in names), write_manifest(out, kind, argv, names, **content)]
 
 
 def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
