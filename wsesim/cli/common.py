@@ -257,18 +257,14 @@ def check_trace_file(path: str, flag: str = "--trace") -> None:
     device or a socket is refused: the trace is written by renaming a new file over the name, which would
     replace a device node, a pipe another program reads, or the link (not the file it points to)."""
     check_names(path)
-    if Path(path).is_dir():
-        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
-                          f"{shown_repr(path)}", source=flag)
-    if not path.endswith((".json", ".json.gz")):
-        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",
-                          source=flag)
+    directory = Path(path).is_dir()
+    if directory or not path.endswith((".json", ".json.gz")):
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got "
+                          f"{'the directory ' if directory else ''}{shown_repr(path)}", source=flag)
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
-        return
     except (OSError, ValueError):
-        return  # what the folder check or the write refuses, with its own line
+        return  # none there; or what the folder check or the write refuses, with its own line
     if stat.S_ISLNK(info.st_mode):
         raise ConfigError("expected a regular file to replace with the trace, got a symbolic link",
                           source=path)
