@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.errors import ConfigError
-from ..config.fields import parse_shape as parse
+from ..config.fields import parse_shape
 from ..config.loader import load_hardware
 from ..experiments.machine import _duration, _size, refuse_work
 from ..kernels.kinds import DEFAULT_ALGORITHM, GPU_ONLY, MATMULS, KernelKind, algorithms
@@ -51,11 +51,6 @@ MATMUL_UNITS: dict[tuple[str, str], tuple[str, tuple[float, float]]] = {
 }
 
 
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """``--shape MxKxN`` (``config.fields.parse_shape``; an error is the flag's)."""
-    return parse(text, path="--shape")
-
-
 def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The hardware and every run of the comma-lists' product, in order (its kind's ``runs``)."""
     hw = load_hardware(args.hardware, parse_overrides(args.set))
@@ -73,7 +68,8 @@ def _wafer_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
     kind = KernelKind(args.kind)
     grids = [parse_pe_grid(g, "--grid", "420x420") for g in split_list(args.grid)]
     grids = grids or [(hw.mesh.rows, hw.mesh.cols)]
-    shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in split_list(args.shape)] or [None]
+    shapes: list[tuple[int, int, int] | None] = [parse_shape(s, path="--shape")
+                                                         for s in split_list(args.shape)] or [None]
     if kind in MATMULS and shapes == [None]:
         example = "1x" if kind == KernelKind.GEMV else "4096x"
         raise ConfigError(f"{kind} needs a shape, e.g. --shape {example}4096x4096", path="--shape")
