@@ -230,16 +230,15 @@ def _decode(serve: ServeBatches, costs: Costs,
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
             by_op[op.name] += c.cycles
-    handoff = sum(c.handoff_decode for c in costs.stages)
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
-    step = sum(decode.values()) + handoff
+    step = sum(decode.values()) + handoffs
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
     for op, c in zip(first_stage.decode, costs.stages[0].decode, strict=True):
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
-    return {**decode, "handoff": handoff, "waiting": waiting}, by_op, step, layer_ops
+    return {**decode, "handoff": handoffs, "waiting": waiting}, by_op, step, layer_ops
 
 
 def _per_stage(serve: ServeBatches, costs: Costs, trace: Trace, busy: np.ndarray,
