@@ -124,17 +124,7 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
     # a cluster's throughput is the cluster's: the headline is it wherever a row ran on more than one system
     cluster = any((m["a"] or 0) > 1 or (m["b"] or 0) > 1 for row in data["rows"] for m in row["metrics"]
                   if m["metric"] == "systems")
-    headline = HEADLINE[1] if cluster else HEADLINE[0]
-    rows = []
-    for row in data["rows"]:
-        by = {m["metric"]: m for m in row["metrics"]}
-        cells: list[str] = [str(row["key"][k]) for k in keys]
-        cells.append("/".join(str(s) for s in row["status"]))
-        for metric in (headline, *HEADLINE[2:]):
-            m = by.get(metric, {"a": None, "b": None, "ratio": None})
-            cells += ([_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == headline
-                      else [_ratio(m["ratio"])])
-        rows.append(cells)
+    rows = _matched(data, (HEADLINE[1] if cluster else HEADLINE[0], *HEADLINE[2:]))
     what = "cluster tokens/s" if cluster else "tokens/s"
     header = [k.removeprefix("set:") for k in keys] + ["status A/B", f"{what} A", f"{what} B", "B/A",
                                                        "step time B/A", "MFU B/A"]
@@ -149,19 +139,25 @@ def _serving_rows(data: dict[str, Any]) -> list[str]:
     """Two serving sweeps' matched rows: tokens/s per request on both sides, then the ratios of tokens/s
     in all, of the time to first token and of the 99th percentiles of inter-token latency and of end to
     end."""
-    keys, rows = data["match_by"], []
-    for row in data["rows"]:
-        by = {m["metric"]: m for m in row["metrics"]}
-        none = {"a": None, "b": None, "ratio": None}
-        first = by.get(SERVING_HEADLINE[0], none)
-        rows.append([*(str(row["key"][k]) for k in keys), "/".join(str(s) for s in row["status"]),
-                     _num(first["a"]), _num(first["b"]), _ratio(first["ratio"]),
-                     *(_ratio(by.get(m, none)["ratio"]) for m in SERVING_HEADLINE[1:])])
-    header = [k.removeprefix("set:") for k in keys] + ["status A/B", "tokens/s per request A",
+    rows = _matched(data, SERVING_HEADLINE)
+    header = [k.removeprefix("set:") for k in data["match_by"]] + ["status A/B", "tokens/s per request A",
                                                        "tokens/s per request B", "B/A", "tokens/s B/A",
                                                        "TTFT B/A", "ITL p99 B/A", "e2e p99 B/A"]
     out = [format_table(rows, header) if rows else "no rows match (see only in A / only in B)"]
     return [*out, *_only_in(data), "(--json has every metric of every row)"]
+
+
+def _matched(data: dict[str, Any], metrics: tuple[str, ...]) -> list[list[str]]:
+    """Each matched row's cells: its keys, its status on both sides, the first of ``metrics`` on both sides
+    with its ratio, then the others' ratios (``-`` where a side has none)."""
+    none, rows = {"a": None, "b": None, "ratio": None}, []
+    for row in data["rows"]:
+        by = {m["metric"]: m for m in row["metrics"]}
+        first = by.get(metrics[0], none)
+        rows.append([*(str(row["key"][k]) for k in data["match_by"]), "/".join(str(s) for s in row["status"]),
+                     _num(first["a"]), _num(first["b"]), _ratio(first["ratio"]),
+                     *(_ratio(by.get(m, none)["ratio"]) for m in metrics[1:])])
+    return rows
 
 
 def _only_in(data: dict[str, Any]) -> list[str]:
