@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wsesim.analysis.ops import OP_WHERE, OPS_COLUMNS, ops_csv, ops_table
+from wsesim.analysis.ops import OP_WHERE, OPS_COLUMNS, ops_table, table_csv
 from wsesim.config.loader import load_experiment
 from wsesim.experiments.runner import simulate_experiment
 from wsesim.model.vocabulary import Phase, Track, Where
@@ -52,8 +52,8 @@ def test_expert_ops_are_aggregated_per_op_pass_and_layer(moe_run: Any) -> None:
 
 def test_csv_is_deterministic_and_has_the_columns(moe_run: Any) -> None:
     again = simulate_experiment(load_experiment(hardware="tiny8", model="tiny-moe", overrides=TINY).spec)
-    text = ops_csv(ops_table(moe_run.trace))
-    assert text == ops_csv(ops_table(again.trace))
+    text = table_csv(ops_table(moe_run.trace), OPS_COLUMNS)
+    assert text == table_csv(ops_table(again.trace), OPS_COLUMNS)
     table = list(csv.DictReader(io.StringIO(text)))
     assert tuple(table[0]) == OPS_COLUMNS and len(table) == len(ops_table(moe_run.trace))
 

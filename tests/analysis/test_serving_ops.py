@@ -8,11 +8,11 @@ import math
 
 import pytest
 
+from wsesim.analysis.ops import table_csv
 from wsesim.analysis.serving_ops import (
     DECODE_OPS_COLUMNS,
     PARTS,
     decode_ops,
-    decode_ops_csv,
     decode_step_plan,
 )
 from wsesim.config.inference import load_inference
@@ -50,7 +50,7 @@ def test_every_stage_adds_up_to_its_decode_step(served) -> None:  # type: ignore
 
 def test_the_csv_has_its_columns_and_the_plan_every_stage(served) -> None:  # type: ignore[no-untyped-def]
     spec, served = served
-    text = decode_ops_csv(decode_ops(spec, served.program, served.costs))
+    text = table_csv(decode_ops(spec, served.program, served.costs), DECODE_OPS_COLUMNS)
     lines = text.splitlines()
     assert lines[0] == ",".join(DECODE_OPS_COLUMNS)
     rows = [dict(zip(DECODE_OPS_COLUMNS, line.split(","), strict=True)) for line in lines[1:]]

@@ -26,13 +26,13 @@ import numpy as np
 
 from ..config.specs import HardwareSpec
 from ..kernels.cost import lanes_dtype
-from ..model.energy import PARTS, Energy, EventCounts, energy_of
+from ..model.energy import PARTS, EventCounts, energy_of
 from ..model.serving import kv_bytes_per_token
 from ..sim.cost.costing import Costs
 from ..sim.programs.plan import BatchLog, Trace
 
-__all__ = ["TRAINING_ENERGY_FIELDS", "WAFER_ACCOUNTING", "Accounting", "batch_counts", "serving_counts",
-           "serving_energy", "training_counts", "training_energy"]
+__all__ = ["TRAINING_ENERGY_FIELDS", "WAFER_ACCOUNTING", "Accounting", "batch_counts",
+           "priced", "serving_energy", "training_counts", "training_energy"]
 
 TRAINING_ENERGY_FIELDS = ("energy_per_step_j", "joules_per_token", "power_w",
                           *(f"energy_{part}_j" for part in PARTS))
@@ -136,35 +136,34 @@ def _distinct(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first, inverse.reshape(-1)
 
 
-def serving_counts(costs: Costs, trace: Trace) -> EventCounts:
-    """The events of every iteration the trace's batch log records (``batch_counts``)."""
-    assert trace.batches is not None, "a serving run's trace has its batch log"
-    return batch_counts(costs, trace.batches)
-
-
 def serving_energy(hw: HardwareSpec, costs: Costs, trace: Trace, *, seconds: float, systems: int,
                    tokens: int, price_per_system_hour: float | None) -> dict[str, Any]:
     """The energy fields of a serving result: the run's joules on its ``systems`` wafers over ``seconds``
     (end to end), per output token (``tokens`` in all), tokens/s per kW of mean power, and with a price,
     US dollars per million output tokens (the systems' hours at that price)."""
+    assert trace.batches is not None, "a serving run's trace has its batch log"
+    counts = batch_counts(costs, trace.batches)
+    energy = energy_of(hw, counts, seconds, systems)
+    return priced(None if energy is None else energy.joules, {} if energy is None else energy.parts(),
+                  counts.to_dict(), seconds=seconds, systems=systems, tokens=tokens,
+                  price_per_system_hour=price_per_system_hour)
+
+
+def priced(joules: float | None, parts: dict[str, float], events: dict[str, float], *, seconds: float,
+           systems: int, tokens: int, price_per_system_hour: float | None) -> dict[str, Any]:
+    """A serving result's energy fields, on a wafer or on GPUs, from the run's ``joules`` by part (None: n/a)
+    over ``seconds`` on ``systems``: the mean power, per output token (``tokens`` in all), tokens/s per kW of
+    mean power (None, not 0, when the run drew no power), and with a price, US dollars per million output
+    tokens (the systems' hours at that price)."""
     usd = (price_per_system_hour * systems * seconds / 3600 / tokens * 1e6
            if price_per_system_hour is not None and tokens else None)
-    counts = serving_counts(costs, trace)
-    energy = energy_of(hw, counts, seconds, systems)
-    if energy is None or not tokens:
+    if joules is None or not tokens:
         return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
-                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd,
-                "energy_events": counts.to_dict()}
-    return {"energy_j": energy.joules, "energy_by_part_j": energy.parts(), "power_w": energy.watts,
-            "joules_per_token": energy.joules / tokens,
-            "tokens_per_s_per_kw": _per_kw(energy, tokens), "usd_per_million_tokens": usd,
-            "energy_events": counts.to_dict()}
-
-
-def _per_kw(energy: Energy, tokens: int) -> float | None:
-    """Output tokens per second per kW of mean power: tokens / seconds / (joules / seconds / 1000); None
-    (n/a, not 0) when the run drew no power (every event it counted, and the floor, cost 0)."""
-    return tokens / energy.joules * 1000 if energy.joules > 0 else None
+                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd, "energy_events": events}
+    return {"energy_j": joules, "energy_by_part_j": parts,
+            "power_w": joules / seconds if seconds > 0 else 0.0, "joules_per_token": joules / tokens,
+            "tokens_per_s_per_kw": tokens / joules * 1000 if joules > 0 else None,
+            "usd_per_million_tokens": usd, "energy_events": events}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ thin to see in every run grouped as "other".
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.errors import WsesimError
@@ -81,9 +81,6 @@ class FigurePlan:
 
     def __post_init__(self) -> None:
         self.x_labels = self.x_labels or [label(self.view, v) for v in self.x_values]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @property
     def has_speedup(self) -> bool:
@@ -315,9 +312,9 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
             panel.speedup = _speedups(panel, colours.index("1"), colours.index(TUNED))
         panels.append(panel)
     constant = with_settings(_constant(rows, [k for k in keys if roles.get(k) in (None, "figure")]), settings)
-    stem = "throughput_vs_" + _slug(short(x))
+    stem = "throughput_vs_" + slug(short(x))
     if fixed:
-        stem += "-" + "-".join(f"{_slug(short(k))}={_slug(v)}" for k, v in fixed.items())
+        stem += "-" + "-".join(f"{slug(short(k))}={slug(v)}" for k, v in fixed.items())
     what = "Cluster throughput" if column.startswith("cluster") else "Throughput"
     scale, y_label = y_unit(all_rows, column, y_label)
     return FigurePlan(stem, x, _NAMES.get(x, short(x)), x_values, _title(f"{what} vs {short(x)}", constant),
@@ -354,7 +351,7 @@ def _speedups(panel: Panel, g1: int, tuned: int) -> list[dict[str, Any]]:
     return out
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", text).strip("_") or "_"
 
 
@@ -367,9 +364,6 @@ class PhasesPlan:
     phases: list[str]  # the phases drawn, in step order ("other" last when some are grouped)
     other: list[str]  # the thin phases grouped as "other"
     bars: list[dict[str, Any]]  # label, point, status, us_per_token {phase: µs} ({} when not run), row
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def plan_phases(header: list[str], rows: list[dict[str, str]],

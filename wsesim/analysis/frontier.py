@@ -14,11 +14,11 @@ these axes: the plan lists it (``left_out``, with its reason) and the figure nam
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from .figures import number, short, swept_keys, with_base_values
-from .serving_plans import value, x_label, y_log
+from .serving_plans import HELD, constant, value, x_label, y_log
 
 __all__ = ["LOADS", "NOT_GIVEN", "PANELS", "FrontierPanel", "LoadSeries", "ThroughputLatencyPlan",
            "kw_per_system", "load_key", "plan_throughput_latency", "side_by_side"]
@@ -70,9 +70,6 @@ class ThroughputLatencyPlan:
     turns_back: list[dict[str, Any]] = field(default_factory=list)  # label, load: where a series' tokens/s
     #   per user rises again with the offered rate (the curve doubles back: past what it serves)
     not_drawn: list[str] = field(default_factory=list)  # the PANELS no served row has a figure for
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def point_label(self, load: str) -> str:
         return LOADS[self.load].format(load)
@@ -127,8 +124,8 @@ def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> Th
         back = next((i for i in range(1, len(users)) if users[i] > users[i - 1]), None)
         if back is not None and load == RATE:  # more load, faster per user: queueing sets them
             turns.append({"label": s.label, "load": s.points[back - 1]["load"]})
-    plan = ThroughputLatencyPlan("throughput_vs_latency", "", load, _constant(rows, varying), others, series,
-                                 left_out, turns_back=turns)
+    plan = ThroughputLatencyPlan("throughput_vs_latency", "", load, constant(rows, varying, HELD[:4]), others,
+                                 series, left_out, turns_back=turns)
     drawn = [(s, p) for s in series for p in s.points]
     plan.x_log = y_log([p[PER_USER] for _, p in drawn])
     for metric, words in PANELS:
@@ -142,18 +139,6 @@ def plan_throughput_latency(header: list[str], rows: list[dict[str, str]]) -> Th
         plan.panels.append(FrontierPanel(metric, words, y_log(have), missing))
     plan.title = _title(plan)
     return plan
-
-
-def _constant(rows: list[dict[str, str]], varying: list[str]) -> dict[str, str]:
-    """What holds for every row: model, hardware, prompt and output lengths (unless a varying key sets
-    them)."""
-    moved = {k.rsplit(".", 1)[-1] for k in varying}
-    out = {}
-    for column in ("model", "hardware", "prompt_len", "output_len"):
-        values = {r.get(column, "") for r in rows} - {""}
-        if len(values) == 1 and column not in moved:
-            out[column] = values.pop()
-    return out
 
 
 def _title(plan: ThroughputLatencyPlan) -> str:
@@ -191,5 +176,6 @@ def side_by_side(header: list[str], rows: list[dict[str, str]]) -> dict[str, Any
                           PER_USER: number(row.get(PER_USER, "")) if ok else None,
                           **{m: number(row.get(m, "")) if ok else None for m, _ in PANELS}})
     systems = dict.fromkeys((r.get("hardware", ""), r.get("system", "")) for r in rows if r.get("hardware"))
-    return {"load": load, "keys": others, "constant": _constant(rows, [*others, *([load] if load else [])]),
+    held = constant(rows, [*others, *([load] if load else [])], HELD[:4])
+    return {"load": load, "keys": others, "constant": held,
             "systems": [{"hardware": h, "system": s} for h, s in systems], "rows": table}

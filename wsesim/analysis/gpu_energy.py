@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config.gpu import GpuSpec
-from .energy import Accounting
+from .energy import Accounting, priced
 
 __all__ = ["GPU_ACCOUNTING", "GPU_WORDS", "gpu_seconds", "gpu_serving_energy"]
 
@@ -22,16 +22,8 @@ def gpu_serving_energy(hw: GpuSpec, busy_cycles: Any, gpus_per_stage: int, *, se
     used = gpu_seconds(hw, busy_cycles, gpus_per_stage, seconds, nodes)
     gpus = used["gpu_busy_seconds"] * hw.power.gpu_watts
     static = used["node_seconds"] * hw.power.node_floor_watts
-    joules = gpus + static
-    usd = (price_per_system_hour * nodes * seconds / 3600 / tokens * 1e6
-           if price_per_system_hour is not None and tokens else None)
-    if not tokens or seconds <= 0:
-        return {"energy_j": None, "energy_by_part_j": {}, "power_w": None, "joules_per_token": None,
-                "tokens_per_s_per_kw": None, "usd_per_million_tokens": usd, "energy_events": {}}
-    return {"energy_j": joules, "energy_by_part_j": {"gpus": gpus, "static": static},
-            "power_w": joules / seconds, "joules_per_token": joules / tokens,
-            "tokens_per_s_per_kw": tokens / joules * 1000 if joules > 0 else None,
-            "usd_per_million_tokens": usd, "energy_events": {}}
+    return priced(gpus + static if seconds > 0 else None, {"gpus": gpus, "static": static}, {},
+                  seconds=seconds, systems=nodes, tokens=tokens, price_per_system_hour=price_per_system_hour)
 
 
 def gpu_seconds(hw: GpuSpec, busy_cycles: Any, gpus_per_stage: int, seconds: float,

@@ -82,11 +82,6 @@ def _order(row: dict[str, Any]) -> tuple[Any, ...]:
             -1 if row["tile"] is None else row["tile"])
 
 
-def ops_csv(rows: list[dict[str, Any]]) -> str:
-    """The rows as CSV text (header ``OPS_COLUMNS``; an empty cell where a value does not apply)."""
-    return table_csv(rows, OPS_COLUMNS)
-
-
 def table_csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
     """Rows as CSV text under the header ``columns`` (an empty cell for ``None``, a whole float as an
     integer): the one writer of ``ops.csv``, a training step's or a serving run's decode step."""

@@ -30,7 +30,8 @@ WALL_CLOCK_FIELDS = ("wall_s",)
 
 @dataclass
 class RunResult:
-    """One simulated step. Sizes in bytes, time in cycles or seconds as the name says."""
+    """One simulated step. Sizes in bytes, time in cycles or seconds as the name says; each field's unit and
+    meaning is in ``analysis.result_fields`` (docs/outputs.md)."""
 
     hardware: str
     model: str
@@ -69,22 +70,15 @@ class RunResult:
     peak_sram_bytes_per_pe: int = 0
     sram_capacity_bytes_per_pe: int = 0
     binding_memory_phase: str = ""
-    expert_load_imbalance: float = 0.0  # busiest expert's tokens over the mean, averaged over layers
-    expert_region_load: float = 0.0  # busiest region's tokens per PE over the wafer mean (sizes its SRAM)
-    # of the regions' time in expert phases, spent waiting for weights
+    expert_load_imbalance: float = 0.0
+    expert_region_load: float = 0.0
     expert_weight_wait_fraction: float = 0.0
     restreamed_for_recompute: bool = False
-    # gradient accumulation and clusters (docs/model.md §2.4, §9): the fields above are one system's
-    micro_batches: int = 1  # micro-batches of G·B per step; global_batch = systems · micro_batches · G · B
+    micro_batches: int = 1
     systems: int = 1
-    cluster_throughput_tokens_per_s: float = 0.0  # systems × throughput_tokens_per_s
-    # cluster throughput over N × one system's alone (the same experiment on one system: the same global batch
-    # when it is set, else the same per-system batch; its own B, G and micro-batches), as the README reads it
+    cluster_throughput_tokens_per_s: float = 0.0
     scaling_efficiency: float = 0.0
-    # what the reduce tree alone costs: this system alone on the same share / in the cluster
     tree_efficiency: float = 0.0
-    # energy (docs/model.md §12; None: the hardware has no energy section): the step's joules on all
-    # systems, per token of the global batch, one system's mean power, and the step's joules by part
     energy_per_step_j: float | None = None
     joules_per_token: float | None = None
     power_w: float | None = None
@@ -96,7 +90,6 @@ class RunResult:
     energy_static_j: float | None = None
     events: int = 0
     wall_s: float = 0.0
-    # a step on a GPU node (docs/model.md §13.8): its parallelism, HBM and seconds by part; absent on a wafer
     gpu: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

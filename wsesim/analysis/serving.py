@@ -31,7 +31,8 @@ __all__ = ["ServeResult", "infeasible_serving", "measure_serving", "prefill_brea
 @dataclass(frozen=True)
 class ServeResult:
     """One serving run. Times in seconds; ``*_cycles`` in clock cycles. Infeasible: ``feasible`` False
-    and ``infeasible_reason`` says why (the figures are then 0)."""
+    and ``infeasible_reason`` says why (the figures are then 0). Each field's unit and meaning is in
+    ``analysis.serving_fields`` (docs/outputs.md)."""
 
     hardware: str
     model: str
@@ -44,8 +45,8 @@ class ServeResult:
     layers_per_stage: list[int]
     kv_layout: str
     feasible: bool
-    software: str = "research"  # ``inference.software``: the stack the kernels are written in (§11.11)
-    decode_launches: int = 0  # kernels launched for one decode token, every stage (``builders.software``)
+    software: str = "research"
+    decode_launches: int = 0
     infeasible_reason: str = ""
     ttft_s: float = 0.0
     tpot_s: float = 0.0
@@ -54,84 +55,62 @@ class ServeResult:
     end_to_end_s: float = 0.0
     prefill_tokens_per_s: float = 0.0
     bottleneck: str = ""
-    # one token through every stage, hand-offs included, at the longest context
     decode_step_cycles: float = 0.0
-    # instructions (issue and kernel launches) / compute / communication / handoff / waiting
     decode_breakdown: dict[str, float] = field(default_factory=dict)
-    prefill_breakdown: dict[str, float] = field(default_factory=dict)  # the same split, every prefill
-    decode_by_op: dict[str, float] = field(default_factory=dict)  # cycles per token by op name, all layers
-    layer_decode_cycles: float = 0.0  # one layer's decode step (the first stage's first layer)
+    prefill_breakdown: dict[str, float] = field(default_factory=dict)
+    decode_by_op: dict[str, float] = field(default_factory=dict)
+    layer_decode_cycles: float = 0.0
     layer_by_op: dict[str, float] = field(default_factory=dict)
     per_stage: list[dict[str, Any]] = field(default_factory=list)
-    max_output_len: int = 0  # the longest output whose KV cache fits every stage at this batch
+    max_output_len: int = 0
     warnings: list[str] = field(default_factory=list)
     events: int = 0
     wall_s: float = 0.0
-    systems_allowed: int = 0  # the wafers inference.systems allows (0: auto); ``systems`` is those used
-    system: str = "wafer"  # what one of ``systems`` is: a wafer, or on GPUs a node ("8-GPU node", §13.7)
-    # MoE serving when asked for (sampled routing or expert_grids other than 1; docs/model.md §11.8):
-    # routing, expert_grids G, experts_per_grid, grids in all; empty otherwise, and then left out
+    systems_allowed: int = 0
+    system: str = "wafer"
     moe: dict[str, Any] = field(default_factory=dict)
-    # the load and its latencies over requests (docs/model.md §11.7)
     arrival: str = "together"
     batching: str = "none"
-    requests: int = 0  # in all (refused included)
-    refused: int = 0  # whose KV cache fits no stage even alone
+    requests: int = 0
+    refused: int = 0
     ttft_p50_s: float = 0.0
     ttft_p99_s: float = 0.0
     tpot_p50_s: float = 0.0
     tpot_p99_s: float = 0.0
-    # inter-token latency: every gap between two consecutive outputs of a served request, pooled (a
-    # speculative verify pass's accepted tokens are one output); mean, median, 99th percentile
     itl_s: float = 0.0
     itl_p50_s: float = 0.0
     itl_p99_s: float = 0.0
-    # each served request's arrival to its last token (``end_to_end_s`` is the run's end)
     e2e_mean_s: float = 0.0
     e2e_p50_s: float = 0.0
     e2e_p99_s: float = 0.0
-    queueing_s: float = 0.0  # mean, from arrival to the first stage starting its prompt
+    queueing_s: float = 0.0
     tokens_per_s_per_system: float = 0.0
-    mean_batch: float = 0.0  # decode tokens per iteration that had any, mean (1 without batching)
-    largest_batch: int = 0  # the most requests in flight at once
-    # the latency targets (inference.slo) and what met them; None: n/a, no targets given (never 0)
+    mean_batch: float = 0.0
+    largest_batch: int = 0
+    # the latency targets and what met them: None when no targets are given (never 0)
     slo_ttft_s: float | None = None
     slo_tpot_s: float | None = None
-    slo_attainment: float | None = None  # share of the requests meeting both, refused ones included
+    slo_attainment: float | None = None
     goodput_requests_per_s: float | None = None
     goodput_tokens_per_s: float | None = None
-    # steady state (continuous batching): the requests left out of the figures at the run's start
-    # (``inference.load.warmup``); the prompt tokens of the counted requests per second of their span; the
-    # requests per second the busiest stage can serve, those served over its busy seconds (0 without
-    # continuous batching): an offered load above it grows the queue for as long as the run lasts
     warmup: int = 0
     prompt_tokens_per_s: float = 0.0
     capacity_requests_per_s: float = 0.0
-    # the paged KV cache (inference.scheduler.kv_block, docs/model.md §11.7): tokens a block (0: each
-    # request's cache reserved whole), blocks in the pool, what a preemption does ("" without blocks), the
-    # run's preemptions (warm-up included, each time a request is preempted), the I/O's seconds swapping
-    # caches
     kv_block: int = 0
     kv_blocks: int = 0
     preemption: str = ""
     preemptions: int = 0
     swap_s: float = 0.0
-    # energy (docs/model.md §12; None: n/a, the hardware has no energy section or no price is given):
-    # the run's joules on all its systems, end to end, by part; their mean power; per output token
     energy_j: float | None = None
     energy_by_part_j: dict[str, float] = field(default_factory=dict)
     power_w: float | None = None
     joules_per_token: float | None = None
     tokens_per_s_per_kw: float | None = None
-    usd_per_million_tokens: float | None = None  # with inference.economics.price_per_system_hour
-    energy_events: dict[str, float] = field(default_factory=dict)  # the counts priced
-
-    # speculative decoding's figures (docs/model.md §11.9) and split prefill's (§11.10); empty when off
+    usd_per_million_tokens: float | None = None
+    energy_events: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] = field(default_factory=dict)
     split_prefill: dict[str, Any] = field(default_factory=dict)
-    # on GPUs (docs/model.md §13.7): GPUs a node, tensor-parallel size, KV shards, nodes; empty on a wafer
     gpu: dict[str, Any] = field(default_factory=dict)
-
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, those of a feature that is off left out (MoE serving's block, speculative
@@ -251,16 +230,15 @@ def _decode(serve: ServeBatches, costs: Costs,
     for work, cost in zip(serve.stages, costs.stages, strict=True):
         for op, c in zip(work.decode, cost.decode, strict=True):
             by_op[op.name] += c.cycles
-    handoff = sum(c.handoff_decode for c in costs.stages)
     decode = split_costs(c for cost in costs.stages for c in cost.decode)
-    step = sum(decode.values()) + handoff
+    step = sum(decode.values()) + handoffs
     first_stage = serve.stages[0]
     layer0 = first_stage.stage.layers[0]
     layer_ops: dict[str, float] = defaultdict(float)
     for op, c in zip(first_stage.decode, costs.stages[0].decode, strict=True):
         if op.layer == layer0:
             layer_ops[op.name] += c.cycles
-    return {**decode, "handoff": handoff, "waiting": waiting}, by_op, step, layer_ops
+    return {**decode, "handoff": handoffs, "waiting": waiting}, by_op, step, layer_ops
 
 
 def _per_stage(serve: ServeBatches, costs: Costs, trace: Trace, busy: np.ndarray,

@@ -19,7 +19,6 @@ from typing import Any
 from ..config.inference import InferenceExperimentSpec
 from ..sim.cost.costing import Costs, decode_context
 from ..sim.programs.program import Program, ServeBatches
-from .ops import table_csv
 
 DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region", "context", "start",
                       "cycles", "instruction_cycles", "compute_cycles", "communication_cycles",
@@ -51,11 +50,6 @@ def decode_ops(spec: InferenceExperimentSpec, program: Program, costs: Costs) ->
                      "compute_cycles": None, "communication_cycles": None,
                      "waiting_cycles": None, "fits": True, "reason": None})
     return rows
-
-
-def decode_ops_csv(rows: list[dict[str, Any]]) -> str:
-    """The rows as CSV text (header ``DECODE_OPS_COLUMNS``; an empty cell where a value does not apply)."""
-    return table_csv(rows, DECODE_OPS_COLUMNS)
 
 
 PARTS = ("instruction_cycles", "compute_cycles", "communication_cycles", "waiting_cycles")

@@ -21,12 +21,12 @@ per system against tokens/s per user: ``analysis.frontier``'s.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.errors import WsesimError
 from ..config.units import parse_quantity
-from .figures import number, short, swept_keys, with_base_values
+from .figures import number, short, slug, swept_keys, with_base_values
 
 METRICS = (("tokens_per_s_per_request", "tokens/s per request", 1.0),
            ("tokens_per_s", "tokens/s, all requests", 1.0),
@@ -79,9 +79,6 @@ class ServingPlan:
     #                                                         category, its number (a grid: its PEs) else)
     mappings: list[str] = field(default_factory=list)  # when every series was served on the same mapping at
     #   each x: those, with the x values where (the series then list none)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 LOG_SPAN = 20.0
@@ -206,12 +203,16 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
     return sorted(ranked, key=_order) + [v for v in seen if _order(v)[0] == 2]
 
 
-def _constant(rows: list[dict[str, str]], varying: list[str]) -> dict[str, str]:
-    """What holds for every row: the model, hardware, prompt and output lengths, batch and KV layout
-    (unless a varying key sets them)."""
+HELD = ("model", "hardware", "prompt_len", "output_len", "batch", "kv_layout")
+"""The result columns a title names when every row has one value of it (the frontier's: the first four)."""
+
+
+def constant(rows: list[dict[str, str]], varying: list[str],
+             columns: tuple[str, ...] = HELD) -> dict[str, str]:
+    """What holds for every row of ``columns``, unless a varying key sets it."""
     out: dict[str, str] = {}
     moved = {k.rsplit(".", 1)[-1] for k in varying}
-    for column in ("model", "hardware", "prompt_len", "output_len", "batch", "kv_layout"):
+    for column in columns:
         values = {r.get(column, "") for r in rows} - {""}
         if len(values) == 1 and column not in moved:
             out[column] = values.pop()
@@ -232,18 +233,14 @@ def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingP
     keys = swept_keys(header)
     rows = with_base_values(header, rows)
     varying = [k for k in keys if len(_values(rows, k)) > 1]
-    constant = _constant(rows, varying)
+    held = constant(rows, varying)
     mappings = {mapping_text(r) for r in rows} - {""}
     mapping = mappings.pop() if len(mappings) == 1 else ""
     plans = []
     for x in varying or keys[:1]:
         others = [k for k in varying if k != x]
         x_values = _values(rows, x)
-        combos: list[tuple[str, ...]] = []
-        for row in rows:
-            combo = tuple(value(row, k) for k in others)
-            if combo not in combos:
-                combos.append(combo)
+        combos = list(dict.fromkeys(tuple(value(row, k) for k in others) for row in rows))
         order = {k: _values(rows, k) for k in others}
         combos.sort(key=lambda c: [order[k].index(v) for k, v in zip(others, c, strict=True)])
         panels = []
@@ -269,9 +266,8 @@ def plan_serving(header: list[str], rows: list[dict[str, str]]) -> list[ServingP
             for panel in panels:
                 for s in panel.series:
                     s.mappings = []
-        stem = "serving_vs_" + (re.sub(r"[^A-Za-z0-9._=+-]+", "_", short(x)).strip("_") or "_")
-        title = _title(x, constant) + (f", mapping {mapping}" if mapping else "")
+        title = _title(x, held) + (f", mapping {mapping}" if mapping else "")
         x_scale, x_positions = x_axis(x, x_values)
-        plans.append(ServingPlan(stem, x, x_label(x, x_values), x_values, title, constant, others, panels,
-                                 mapping, x_scale, x_positions, shared))
+        plans.append(ServingPlan("serving_vs_" + slug(short(x)), x, x_label(x, x_values), x_values, title,
+                                 held, others, panels, mapping, x_scale, x_positions, shared))
     return plans

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 CANDIDATES = "candidates.csv"
@@ -52,9 +52,6 @@ class CandidatesPlan:
     log_x: bool  # G spans more than a factor 16: both axes log 2
     series: list[CandidateSeries]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class SystemsFrontPlan:
@@ -64,9 +61,6 @@ class SystemsFrontPlan:
     scale: float
     points: list[dict[str, Any]]  # each count's best that fits: systems, tiles, batch_per_tile,
     #   micro_batches, cluster_throughput_tokens_per_s, efficiency_per_system, pareto, best, row
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def parse_candidates(text: str) -> tuple[list[str], list[dict[str, str]]]:

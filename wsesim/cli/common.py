@@ -9,7 +9,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,24 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def print_written(paths: Iterable[Any]) -> None:
+    """A ``wrote PATH`` line for each file a command wrote."""
+    for path in paths:
+        print(f"wrote {path}")
+
+
+def show(as_json: bool, data: Any, text: Callable[[], str], written: Iterable[Any] = ()) -> int:
+    """A command's result on stdout, flushed: ``data`` as JSON (``--json``), else ``text()`` and the files
+    ``written``. Returns ``EXIT_OK``."""
+    if as_json:
+        print_json(data)
+    else:
+        print(text())
+        print_written(written)
+    sys.stdout.flush()
+    return EXIT_OK
+
+
 def format_table(rows: Sequence[Sequence[Any]], header: Sequence[str], left: Sequence[int] = (0,)) -> str:
     """Columns two spaces apart under a header and a rule; the ``left`` columns (text) aligned left, the
     others (numbers) right."""
@@ -239,18 +257,14 @@ def check_trace_file(path: str, flag: str = "--trace") -> None:
     device or a socket is refused: the trace is written by renaming a new file over the name, which would
     replace a device node, a pipe another program reads, or the link (not the file it points to)."""
     check_names(path)
-    if Path(path).is_dir():
-        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got the directory "
-                          f"{shown_repr(path)}", source=flag)
-    if not path.endswith((".json", ".json.gz")):
-        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got {shown_repr(path)}",
-                          source=flag)
+    directory = Path(path).is_dir()
+    if directory or not path.endswith((".json", ".json.gz")):
+        raise ConfigError(f"expected a .json or .json.gz file name for the trace, got "
+                          f"{'the directory ' if directory else ''}{shown_repr(path)}", source=flag)
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
-        return
     except (OSError, ValueError):
-        return  # what the folder check or the write refuses, with its own line
+        return  # none there; or what the folder check or the write refuses, with its own line
     if stat.S_ISLNK(info.st_mode):
         raise ConfigError("expected a regular file to replace with the trace, got a symbolic link",
                           source=path)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..output.manifest import read_manifest
 from .common import EXIT_OK, add_json_argument, count_of, format_table, print_json
 
 HEADLINE = ("throughput_tokens_per_s", "cluster_throughput_tokens_per_s", "step_time_s", "mfu")
@@ -29,15 +30,6 @@ _KINDS = {"run": "a training run", "served": "a serving run", "sweep": "a sweep"
 
 def _fail(message: str, source: str) -> Any:
     return ConfigError(message, source=source)
-
-
-def _manifest(folder: Path, kind: str) -> dict[str, Any] | None:
-    path = folder / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("kind") == kind else None
 
 
 def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
@@ -62,23 +54,23 @@ def read_side(text: str) -> tuple[str, Any, dict[str, Any] | None]:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise _fail(f"expected a sweep's results.csv, got an unreadable file ({e})", str(path)) from None
         if is_candidates(columns):  # tune --out's candidates.csv
-            return "candidates", (columns, rows), _manifest(path.parent, "tune")
+            return "candidates", (columns, rows), read_manifest(path.parent, "tune")
         if "status" not in columns:
             raise _fail("expected a sweep's results.csv (a status column) or tune's candidates.csv (best, "
                         f"tiles, batch_per_tile), got the columns {', '.join(columns[:6])}", str(path))
-        return "sweep", (columns, rows), _manifest(path.parent, "sweep")
+        return "sweep", (columns, rows), read_manifest(path.parent, "sweep")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise _fail(f"expected a run's result.json or a results.csv, got a file that is not JSON ({e})",
                     str(path)) from None
     if isinstance(data, dict) and "feasible" in data and "tokens_per_s_per_request" in data:
-        return "served", data, _manifest(path.parent, "infer")
+        return "served", data, read_manifest(path.parent, "infer")
     if not isinstance(data, dict) or "feasible" not in data or "throughput_tokens_per_s" not in data:
         got = f"a JSON {type(data).__name__}" + (f" with keys {', '.join(list(data)[:5])}"
                                                  if isinstance(data, dict) else "")
         raise _fail(f"expected a run's result (wsesim run or infer, --out or --json), got {got}", str(path))
-    return "run", data, _manifest(path.parent, "run")
+    return "run", data, read_manifest(path.parent, "run")
 
 
 def _num(value: float | None) -> str:
@@ -132,17 +124,7 @@ def format_comparison(data: dict[str, Any], a: str, b: str) -> str:
     # a cluster's throughput is the cluster's: the headline is it wherever a row ran on more than one system
     cluster = any((m["a"] or 0) > 1 or (m["b"] or 0) > 1 for row in data["rows"] for m in row["metrics"]
                   if m["metric"] == "systems")
-    headline = HEADLINE[1] if cluster else HEADLINE[0]
-    rows = []
-    for row in data["rows"]:
-        by = {m["metric"]: m for m in row["metrics"]}
-        cells: list[str] = [str(row["key"][k]) for k in keys]
-        cells.append("/".join(str(s) for s in row["status"]))
-        for metric in (headline, *HEADLINE[2:]):
-            m = by.get(metric, {"a": None, "b": None, "ratio": None})
-            cells += ([_num(m["a"]), _num(m["b"]), _ratio(m["ratio"])] if metric == headline
-                      else [_ratio(m["ratio"])])
-        rows.append(cells)
+    rows = _matched(data, (HEADLINE[1] if cluster else HEADLINE[0], *HEADLINE[2:]))
     what = "cluster tokens/s" if cluster else "tokens/s"
     header = [k.removeprefix("set:") for k in keys] + ["status A/B", f"{what} A", f"{what} B", "B/A",
                                                        "step time B/A", "MFU B/A"]
@@ -157,19 +139,25 @@ def _serving_rows(data: dict[str, Any]) -> list[str]:
     """Two serving sweeps' matched rows: tokens/s per request on both sides, then the ratios of tokens/s
     in all, of the time to first token and of the 99th percentiles of inter-token latency and of end to
     end."""
-    keys, rows = data["match_by"], []
-    for row in data["rows"]:
-        by = {m["metric"]: m for m in row["metrics"]}
-        none = {"a": None, "b": None, "ratio": None}
-        first = by.get(SERVING_HEADLINE[0], none)
-        rows.append([*(str(row["key"][k]) for k in keys), "/".join(str(s) for s in row["status"]),
-                     _num(first["a"]), _num(first["b"]), _ratio(first["ratio"]),
-                     *(_ratio(by.get(m, none)["ratio"]) for m in SERVING_HEADLINE[1:])])
-    header = [k.removeprefix("set:") for k in keys] + ["status A/B", "tokens/s per request A",
+    rows = _matched(data, SERVING_HEADLINE)
+    header = [k.removeprefix("set:") for k in data["match_by"]] + ["status A/B", "tokens/s per request A",
                                                        "tokens/s per request B", "B/A", "tokens/s B/A",
                                                        "TTFT B/A", "ITL p99 B/A", "e2e p99 B/A"]
     out = [format_table(rows, header) if rows else "no rows match (see only in A / only in B)"]
     return [*out, *_only_in(data), "(--json has every metric of every row)"]
+
+
+def _matched(data: dict[str, Any], metrics: tuple[str, ...]) -> list[list[str]]:
+    """Each matched row's cells: its keys, its status on both sides, the first of ``metrics`` on both sides
+    with its ratio, then the others' ratios (``-`` where a side has none)."""
+    none, rows = {"a": None, "b": None, "ratio": None}, []
+    for row in data["rows"]:
+        by = {m["metric"]: m for m in row["metrics"]}
+        first = by.get(metrics[0], none)
+        rows.append([*(str(row["key"][k]) for k in data["match_by"]), "/".join(str(s) for s in row["status"]),
+                     _num(first["a"]), _num(first["b"]), _ratio(first["ratio"]),
+                     *(_ratio(by.get(m, none)["ratio"]) for m in metrics[1:])])
+    return rows
 
 
 def _only_in(data: dict[str, Any]) -> list[str]:

@@ -9,7 +9,6 @@ load over the mesh (matplotlib is imported only then). Bad input is a ``ConfigEr
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import numpy as np
@@ -19,10 +18,8 @@ from ..config.errors import ConfigError, shown
 from ..config.loader import load_hardware
 from ..config.units import parse_quantity
 from ..fabric.fidelity import FABRICS, make_fabric
-from ..output.files import atomic_write_text, command_folder, prepare_dir
-from ..output.manifest import write_manifest
-from ..output.run_folder import flat, records_csv
-from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
+from ..output.run_folder import flat, write_records
+from .common import check_output_folder, format_table, parse_overrides, parse_pe_grid, show
 from .progress import Progress
 
 PATTERNS = ("all-to-all", "transpose", "hotspot", "uniform-random", "dispatch", "message", "multicast")
@@ -135,14 +132,7 @@ def _cmd_fabric(args: argparse.Namespace) -> int:
     written = [args.png] if args.png else []
     if args.out:
         written += _write_out(args, hw, out)
-    if args.json:
-        print_json(out)
-    else:
-        print(_human(out))
-        for path in written:
-            print(f"wrote {path}")
-    sys.stdout.flush()
-    return EXIT_OK
+    return show(args.json, out, lambda: _human(out), written)
 
 
 FABRIC_CSV, HOTTEST_CSV = "fabric.csv", "hottest_links.csv"
@@ -157,15 +147,9 @@ def _write_out(args: argparse.Namespace, hw: Any, out: dict[str, Any]) -> list[A
                 "to_col": h["to"][1], "bytes": h["bytes"]} for h in out["hottest"] or []]
     flags = {k: v for k, v in vars(args).items() if k not in ("command", "func", "json", "png", "out", "argv")
              and not callable(v)}
-    with command_folder(prepare_dir(args.out), "fabric") as folder:
-        atomic_write_text(folder / FABRIC_CSV, records_csv([flat(out)]))
-        files = [FABRIC_CSV]
-        if hottest:
-            atomic_write_text(folder / HOTTEST_CSV, records_csv(hottest))
-            files.append(HOTTEST_CSV)
-        return [*(folder / f for f in files),
-                write_manifest(folder, "fabric", getattr(args, "argv", None), files, overrides=flags,
-                               hardware=hw.model_dump(mode="json"))]
+    return write_records(args.out, "fabric", getattr(args, "argv", None),
+                         {FABRIC_CSV: [flat(out)], HOTTEST_CSV: hottest}, overrides=flags,
+                         hardware=hw.model_dump(mode="json"))
 
 
 def _simulate(args: argparse.Namespace, hw: Any) -> tuple[Any, Any]:

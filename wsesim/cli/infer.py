@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from pathlib import Path
 from typing import Any, get_args
@@ -21,7 +20,6 @@ from ..output.run_folder import run_files, write_trace
 from ..output.sweep_folder import SweepJob
 from ..sim.programs.builders.software import SOFTWARE_STACKS
 from .common import (
-    EXIT_OK,
     add_experiment_arguments,
     add_json_argument,
     check_outputs,
@@ -30,6 +28,8 @@ from .common import (
     defer,
     format_table,
     parse_overrides,
+    print_json,
+    show,
     significant,
     warn_beyond_context,
 )
@@ -219,26 +219,19 @@ def _cmd_infer(args: argparse.Namespace) -> int:
         return _vary(args, overrides)
     _check_one_run(args, loaded, overrides)
     candidates: list[Any] = []
+    objective = args.objective or "tpot"
     s, inf = loaded.spec, loaded.spec.inference  # the time so far on stderr, on a terminal only (issue 40)
     n = inf.request_count  # None: a whole trace, its rows not yet read
     requests = "the trace's requests" if n is None else f"{n:,} request{'s' if n != 1 else ''}"
     with Progress(None, f"infer: {s.model.name} on {s.hardware.name}, {requests}"
                         + (", searching the grids" if args.search else "")):
         if args.search:
-            served, candidates = search_mapping(s, objective=args.objective or "tpot", spans=bool(args.trace))
+            served, candidates = search_mapping(s, objective=objective, spans=bool(args.trace))
         else:
-            served = run(s, Options(objective=args.objective or "tpot", spans=bool(args.trace)))
-    result = served.result
-    written = _write(args, loaded, served, candidates)
-    if args.json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        if candidates:
-            _print_search(candidates, result, args.objective or "tpot")
-        print(format_serving(result))
-        for path in written:
-            print(f"wrote {path}")
-    return EXIT_OK
+            served = run(s, Options(objective=objective, spans=bool(args.trace)))
+    r = served.result
+    return show(args.json, r.to_dict(), lambda: (_search_text(candidates, r, objective) if candidates else "")
+                + format_serving(r), _write(args, loaded, served, candidates))
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -312,8 +305,8 @@ def _write(args: argparse.Namespace, loaded: Any, served: Any, candidates: list[
     return written
 
 
-def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
-    """The candidates a search served (the best marked) and what it kept the best of."""
+def _search_text(candidates: list[Any], best: Any, objective: str) -> str:
+    """The candidates a search served (the best marked) and what it kept the best of, a blank line after."""
     # local: keeps the engine (SimPy) out of every command's start
     from ..experiments.inference import OBJECTIVES
 
@@ -327,11 +320,9 @@ def _print_search(candidates: list[Any], best: Any, objective: str) -> None:
         rows = [(*row[:2], c.moe.get("expert_grids", 1), *row[2:])
                 for row, c in zip(rows, candidates, strict=True)]
         head = (*head[:2], "expert grids", *head[2:])
-    print(format_table(rows, head))
     fits = sum(c.feasible for c in candidates)
-    print(f"search: {fits} of {len(candidates)} mappings fit; kept (--objective {objective}) "
-          f"{OBJECTIVES[objective][0]}")
-    print()
+    return (f"{format_table(rows, head)}\nsearch: {fits} of {len(candidates)} mappings fit; kept "
+            f"(--objective {objective}) {OBJECTIVES[objective][0]}\n\n")
 
 
 def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
@@ -376,7 +367,7 @@ def _vary(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
         f"[{len(rows):>{len(str(total))}}/{total}] {row_text(row, keys)}\n"))
     if args.json:
         columns = table_columns(sweep)
-        sys.stdout.write(json.dumps([{c: r.get(c, "") for c in columns} for r in rows], indent=2) + "\n")
+        print_json([{c: r.get(c, "") for c in columns} for r in rows])
         return died_exit(rows, resumable=False)
     print(format_table(*serving_summary_rows(rows, keys)))
     return died_exit(rows, resumable=False)

@@ -12,25 +12,21 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.errors import ConfigError, shown
-from ..config.fields import parse_shape as parse
+from ..config.errors import ConfigError
+from ..config.fields import parse_shape
 from ..config.loader import load_hardware
 from ..experiments.machine import _duration, _size, refuse_work
 from ..kernels.kinds import DEFAULT_ALGORITHM, GPU_ONLY, MATMULS, KernelKind, algorithms
-from ..output.files import atomic_write_text, command_folder, prepare_dir
-from ..output.manifest import write_manifest
-from ..output.run_folder import flat, records_csv
+from ..output.files import command_folder, prepare_dir
+from ..output.run_folder import flat, write_records
 from ..sim.cost.software import reduce_beside_compute
-from .common import EXIT_OK, check_output_folder, format_table, parse_overrides, parse_pe_grid, print_json
-from .kernel_gpu import gpu_human, gpu_runs, gpu_table
+from .common import check_output_folder, format_table, parse_overrides, parse_pe_grid, show
+from .kernel_gpu import gpu_human, gpu_runs, gpu_table, positive_count, split_list
 
-_COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are not numbers here
 MAX_RUNS = 10_000  # combinations of the comma-lists, as a sweep's points
 
 # What one run costs (seconds, bytes), per unit of its size, measured on the 2-core machine: a collective
@@ -55,15 +51,6 @@ MATMUL_UNITS: dict[tuple[str, str], tuple[str, tuple[float, float]]] = {
 }
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """``--shape MxKxN`` (``config.fields.parse_shape``; an error is the flag's)."""
-    return parse(text, path="--shape")
-
-
 def _runs(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     """The hardware and every run of the comma-lists' product, in order (its kind's ``runs``)."""
     hw = load_hardware(args.hardware, parse_overrides(args.set))
@@ -79,20 +66,16 @@ def _wafer_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
         raise ConfigError(f"{args.kind} is a GPU kernel and {hw.name} a wafer (kind: hardware): ask a GPU "
                           "preset (--hardware h100, h200 or b200)", path="kind")
     kind = KernelKind(args.kind)
-    grids = [parse_pe_grid(g, "--grid", "420x420") for g in _split(args.grid)]
+    grids = [parse_pe_grid(g, "--grid", "420x420") for g in split_list(args.grid)]
     grids = grids or [(hw.mesh.rows, hw.mesh.cols)]
-    shapes: list[tuple[int, int, int] | None] = [parse_shape(s) for s in _split(args.shape)] or [None]
+    shapes: list[tuple[int, int, int] | None] = [parse_shape(s, path="--shape")
+                                                         for s in split_list(args.shape)] or [None]
     if kind in MATMULS and shapes == [None]:
         example = "1x" if kind == KernelKind.GEMV else "4096x"
         raise ConfigError(f"{kind} needs a shape, e.g. --shape {example}4096x4096", path="--shape")
-    dtypes = _split(args.dtype) or ["fp16"]
-    algorithms = _split(args.algorithm) or [DEFAULT_ALGORITHM[kind]]
-    wavelets = []
-    for w in _split(args.wavelets) or ["1"]:
-        if not _COUNT.fullmatch(w) or int(w) <= 0:
-            raise ConfigError(f'expected a positive integer of ASCII digits (at most 15), got "{shown(w)}"',
-                              path="--wavelets")
-        wavelets.append(int(w))
+    dtypes = split_list(args.dtype) or ["fp16"]
+    algorithms = split_list(args.algorithm) or [DEFAULT_ALGORITHM[kind]]
+    wavelets = [positive_count(w, "--wavelets") for w in split_list(args.wavelets) or ["1"]]
     combos = list(itertools.islice(itertools.product(grids, shapes, dtypes, algorithms, wavelets),
                                    MAX_RUNS + 1))
     if len(combos) > MAX_RUNS:
@@ -233,14 +216,8 @@ def _cmd_kernel(args: argparse.Namespace) -> int:
     if args.out:
         written += _write_out(args, hw, runs)
     view = VIEWS[hw.kind]
-    if args.json:
-        print_json(runs[0] if len(runs) == 1 else {"runs": runs})
-    else:
-        print(view.human(runs[0], results[0]) if len(runs) == 1 else view.table(runs))
-        for path in written:
-            print(f"wrote {path}")
-    sys.stdout.flush()
-    return EXIT_OK
+    return show(args.json, runs[0] if len(runs) == 1 else {"runs": runs},
+                lambda: view.human(runs[0], results[0]) if len(runs) == 1 else view.table(runs), written)
 
 
 @dataclass(frozen=True)
@@ -273,12 +250,10 @@ def _write_out(args: argparse.Namespace, hw: Any, runs: list[dict[str, Any]]) ->
     flags = {name: getattr(args, name) for name in ("kind", "hardware", "grid", "shape", "dtype", "algorithm",
                                                     "wavelets")}
     flags |= {name: getattr(args, name) for name in VIEWS[hw.kind].flags}  # the flags only its kind reads
-    with command_folder(prepare_dir(args.out), "kernel") as out:
-        atomic_write_text(out / KERNELS_CSV, records_csv([flat({k: v for k, v in r.items() if k != "png"})
-                                                          for r in runs]))
-        return [out / KERNELS_CSV, write_manifest(out, "kernel", getattr(args, "argv", None), [KERNELS_CSV],
-                                                  overrides={**flags, "set": list(args.set or [])},
-                                                  hardware=hw.model_dump(mode="json"))]
+    return write_records(args.out, "kernel", getattr(args, "argv", None),
+                         {KERNELS_CSV: [flat({k: v for k, v in r.items() if k != "png"}) for r in runs]},
+                         overrides={**flags, "set": list(args.set or [])},
+                         hardware=hw.model_dump(mode="json"))
 
 
 def _algorithm_help() -> str:

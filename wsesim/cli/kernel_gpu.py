@@ -15,7 +15,7 @@ from ..config.errors import ConfigError, shown
 from ..config.fields import parse_grid, parse_shape
 from .common import format_table
 
-_COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)
+_COUNT = re.compile(r"[0-9]{1,15}", re.ASCII)  # ASCII digits only: "²" and "٣" are no numbers here
 _HEADS = re.compile(r"([0-9]{1,6})(?:/([0-9]{1,6}))?", re.ASCII)
 MAX_GPU_RUNS = 10_000
 SHAPED = ("gemm", "gemv", "grouped-gemm", "attention", "decode-attention")
@@ -23,11 +23,13 @@ _EXAMPLE = {"gemm": "8192x8192x8192", "gemv": "1x8192x8192", "grouped-gemm": "16
             "attention": "1x8192x128", "decode-attention": "64x4096x128"}
 
 
-def _split(text: str | None) -> list[str]:
+def split_list(text: str | None) -> list[str]:
+    """A flag's comma-list (``--grid 420x420,720x720``), blanks dropped; [] for a flag not given."""
     return [t.strip() for t in (text or "").split(",") if t.strip()]
 
 
-def _count(text: str, flag: str) -> int:
+def positive_count(text: str, flag: str) -> int:
+    """A count given to ``flag``: a positive integer of at most 15 ASCII digits (never "²" or "٣")."""
     if not _COUNT.fullmatch(text) or int(text) <= 0:
         raise ConfigError(f'expected a positive integer of ASCII digits (at most 15), got "{shown(text)}"',
                           path=flag)
@@ -61,14 +63,14 @@ def gpu_runs(args: argparse.Namespace, hw: Any) -> list[Any]:
                           path="--png")
     gpu_algorithm(kind, None)  # a kind only a wafer runs: refused before anything else
     default = "1x1" if kind in COMPUTE_KINDS else f"1x{hw.node.gpus}"
-    grids = [_grid(g) for g in _split(args.grid) or [default]]
-    shapes: list[Any] = [parse_shape(s, path="--shape") for s in _split(args.shape)] or [None]
+    grids = [_grid(g) for g in split_list(args.grid) or [default]]
+    shapes: list[Any] = [parse_shape(s, path="--shape") for s in split_list(args.shape)] or [None]
     if kind in SHAPED and shapes == [None]:
         raise ConfigError(f"{kind} needs a shape, e.g. --shape {_EXAMPLE[kind]}", path="--shape")
-    dtypes = _split(args.dtype) or ["bf16"]
-    algorithms = _split(args.algorithm) or [""]
-    values = [_count(w, "--wavelets") for w in _split(args.wavelets) or ["1"]]
-    experts = [_count(e, "--experts") for e in _split(args.experts) or ["1"]]
+    dtypes = split_list(args.dtype) or ["bf16"]
+    algorithms = split_list(args.algorithm) or [""]
+    values = [positive_count(w, "--wavelets") for w in split_list(args.wavelets) or ["1"]]
+    experts = [positive_count(e, "--experts") for e in split_list(args.experts) or ["1"]]
     heads, kv_heads = _heads(args.heads)
     combos = list(itertools.islice(itertools.product(grids, shapes, dtypes, algorithms, values, experts),
                                    MAX_GPU_RUNS + 1))

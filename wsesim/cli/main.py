@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"wsesim: warning: {warning}\n")
         return code
     except ConfigError as e:
-        say(f"wsesim: {_one_line(str(e))}\n")
+        say(f"wsesim: {shown(str(e), 1000)}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         say("wsesim: interrupted\n")
@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _internal(e)
         where = f"{e.filename}: " if e.filename else ""
         # one line: before Python 3.12 a replacement field cannot span lines
-        say(f"wsesim: {_one_line(f'{where}the system refused to write or read it ({e.strerror or type(e).__name__})')}\n")  # noqa: E501
+        say(f"wsesim: {shown(f'{where}the system refused to write or read it ({e.strerror or type(e).__name__})', 1000)}\n")  # noqa: E501
         return EXIT_USAGE
     except Exception as e:  # a bug, not bad input: one line, the traceback on request
         return _internal(e)
@@ -186,15 +186,9 @@ def _internal(e: BaseException) -> int:
             text = ("internal error: MemoryError: this ran out of memory although its work estimate allowed "
                     "it (please report it, with the command)")
         else:
-            text = (f"internal error: {type(e).__name__}: {_one_line(str(e), 300)} (set WSESIM_DEBUG=1 "
+            text = (f"internal error: {type(e).__name__}: {shown(str(e), 300)} (set WSESIM_DEBUG=1 "
                     "for the traceback; please report it)")
     except BaseException:  # noqa: BLE001 - the message itself failed (out of memory, a broken __str__)
         text = "internal error (and its message could not be made; set WSESIM_DEBUG=1 for the traceback)"
     say(f"wsesim: {text}\n")
     return EXIT_FAIL
-
-
-def _one_line(text: str, limit: int = 1000) -> str:
-    """An error as one line, whatever it quotes: control characters escaped, at most ``limit`` characters
-    (each quotation in it is already clipped to 200 by ``errors.shown``)."""
-    return shown(text, limit)

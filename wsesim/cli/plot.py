@@ -15,8 +15,8 @@ from ..config.errors import ConfigError, shown
 from ..config.yaml_strict import read_bounded
 from ..output.figure_limits import MAX_FIGURES
 from ..output.files import command_folder, folder_lock, holder_of, prepare_dir
-from ..output.manifest import sweep_settings, write_manifest
-from .common import EXIT_OK, check_output_files, check_output_folder, print_json
+from ..output.manifest import read_manifest, sweep_settings, write_manifest
+from .common import EXIT_OK, check_output_files, check_output_folder, print_json, print_written
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -86,7 +86,7 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
     check_output_folder(str(out))
     check_output_files(out, ["figures.json", "manifest.json"])
     if not (folder / "ops.csv").is_file():
-        if _kind(folder) == "run":  # wsesim run --out: its pictures are the wafer's
+        if read_manifest(folder, "run") is not None:  # wsesim run --out: its pictures are the wafer's
             raise ConfigError("expected a sweep's, tune's or serving run's folder, got a training run's "
                               f"(wsesim run --out): draw its wafer pictures with wsesim plot --wafer "
                               f"{folder}", source=str(folder))
@@ -97,14 +97,6 @@ def _plot_serving_run(args: argparse.Namespace, folder: Path) -> int:
         paths = _plot_manifest(args, plot_serving_run(folder, held), folder / "ops.csv")
     _print_paths(args, paths)
     return EXIT_OK
-
-
-def _kind(folder: Path) -> object:
-    """The ``kind`` its manifest.json says made ``folder`` (None if none reads)."""
-    try:
-        return json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _plot_manifest(args: argparse.Namespace, paths: list[Path], source: Path) -> list[Path]:
@@ -128,8 +120,7 @@ def _print_paths(args: argparse.Namespace, paths: list[Path]) -> None:
     if args.json:
         print_json([str(path) for path in paths])
         return
-    for path in paths:
-        print(f"wrote {path}")
+    print_written(paths)
 
 
 def register(sub: Any, commands: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from ..config.errors import ConfigError, shown_repr
 from ..config.schema import KINDS, json_schema
 from ..output.files import atomic_write_text, prepare_dir
-from .common import EXIT_OK, add_json_argument, check_output_folder, print_json
+from .common import EXIT_OK, add_json_argument, check_output_folder, print_json, print_written, show
 
 
 def schema_of(kind: str) -> dict[str, Any]:
@@ -54,11 +54,7 @@ def _cmd_outputs(args: argparse.Namespace) -> int:
     check_output_folder(args.out)
     path = prepare_dir(args.out) / "outputs.md"
     atomic_write_text(path, markdown(names))
-    if args.json:
-        print_json([str(path)])
-    else:
-        print(f"wrote {path}")
-    return EXIT_OK
+    return show(args.json, [str(path)], lambda: f"wrote {path}")
 
 
 ALL_OUTPUTS = "all"
@@ -89,8 +85,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     if args.json:
         print_json(written)
     else:
-        for path in written:
-            print(f"wrote {path}")
+        print_written(written)
     return EXIT_OK
 
 

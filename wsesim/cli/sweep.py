@@ -26,6 +26,7 @@ from .common import (
     format_table,
     parse_overrides,
     print_json,
+    print_written,
     say,
 )
 from .progress import time_left
@@ -201,8 +202,7 @@ def run_job(job: Any, progress: Progress, *, client: Any = None, as_json: bool =
         return died_exit(outcome.rows, resumable=True)
     summary = serving_summary_rows if job.sweep.serving else summary_rows
     print(format_table(*summary(outcome.rows, outcome.keys)))  # printed once every file is written
-    for path in outcome.files:
-        print(f"wrote {path}")
+    print_written(outcome.files)
     return died_exit(outcome.rows, resumable=True)
 
 

@@ -15,6 +15,7 @@ from .common import (
     format_table,
     load_from_args,
     print_json,
+    print_written,
 )
 from .progress import Progress
 from .run import format_result
@@ -69,8 +70,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if result.gain is not None and result.baseline is not None:
         print(f"tuned G={result.best.tiles} is {result.gain:.2f}x G=1 "
               f"(B={result.baseline.batch_per_tile}, the B a run at G=1 picks)")
-    for path in written:
-        print(f"wrote {path}")
+    print_written(written)
     return EXIT_OK
 
 

@@ -20,7 +20,7 @@ from ..config.errors import ConfigError
 from ..output.files import atomic_write_text, check_folder_owner, command_folder, prepare_dir
 from ..output.manifest import write_manifest
 from ..output.run_folder import records_csv
-from .common import EXIT_OK, check_output_folder, format_table, load_from_args, print_json
+from .common import EXIT_OK, check_output_folder, format_table, load_from_args, print_json, print_written
 from .progress import Progress
 from .run import given
 
@@ -108,8 +108,7 @@ def tune_systems(args: argparse.Namespace) -> int:
         print_json(search.to_dict())
         return EXIT_OK
     _print_systems(search, systems, best, front)
-    for path in written:
-        print(f"wrote {path}")
+    print_written(written)
     sys.stdout.flush()
     return EXIT_OK
 

@@ -87,20 +87,12 @@ def _sweep_columns(serving_sweep: bool) -> list[Entry]:
     return head
 
 
-def _training_json() -> list[Entry]:
-    out = []
-    for name, doc in training.RUN_RESULT_FIELDS.items():
-        if name == "wall_s":
-            continue
-        out.append(_entry(name, doc, _RESULTS))
-        if name == "phases":
-            out += [_entry(f"phases.{p}", training.PHASE_FIELDS[p], _RESULTS) for p in STEP_PHASES]
-        if name == "gpu":
-            out += _table(training.GPU_TRAINING_FIELDS, "wsesim/experiments/gpu_training.py", "gpu.")
-    return out
-
-
-_NESTED: dict[str, tuple[str, Mapping[str, tuple[str, ...]], str]] = {
+_TRAINING_NESTED: dict[str, tuple[str, Mapping[str, tuple[str, ...]], str]] = {
+    "phases": ("phases.", {p: training.PHASE_FIELDS[p] for p in STEP_PHASES}, _RESULTS),
+    "gpu": ("gpu.", training.GPU_TRAINING_FIELDS, "wsesim/experiments/gpu_training.py"),
+}
+"""The nested blocks of a training result, as ``_SERVING_NESTED``'s."""
+_SERVING_NESTED: dict[str, tuple[str, Mapping[str, tuple[str, ...]], str]] = {
     "decode_breakdown": ("decode_breakdown.", serving.BREAKDOWN_FIELDS, "wsesim/sim/cost/costing.py"),
     "prefill_breakdown": ("prefill_breakdown.", {k: v for k, v in serving.BREAKDOWN_FIELDS.items()
                                                  if k != "waiting"}, "wsesim/sim/cost/costing.py"),
@@ -116,15 +108,17 @@ _NESTED: dict[str, tuple[str, Mapping[str, tuple[str, ...]], str]] = {
 them."""
 
 
-def _serving_json() -> list[Entry]:
+def _json(fields: Mapping[str, tuple[str, ...]], module: str,
+          nested: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]], str]]) -> list[Entry]:
+    """A result.json's keys: each field but ``wall_s`` (never written there), a nested block's keys after
+    its own."""
     out = []
-    for name, doc in serving.SERVE_RESULT_FIELDS.items():
-        if name == "wall_s":
-            continue
-        out.append(_entry(name, doc, _SERVING))
-        if name in _NESTED:
-            prefix, table, module = _NESTED[name]
-            out += _table(table, module, prefix)
+    for name, doc in fields.items():
+        if name != "wall_s":
+            out.append(_entry(name, doc, module))
+            if name in nested:
+                prefix, table, made_in = nested[name]
+                out += _table(table, made_in, prefix)
     return out
 
 
@@ -143,11 +137,12 @@ def output_files() -> list[OutputFile]:
                    "measures is empty on an infeasible row", tuple(_sweep_columns(True))),
         OutputFile("result.json", "a training run",
                    "`wsesim run --out DIR` (and `run --json`, with `wall_s`)",
-                   "one JSON object: `RunResult.to_dict()`", tuple(_training_json())),
+                   "one JSON object: `RunResult.to_dict()`",
+                   tuple(_json(training.RUN_RESULT_FIELDS, _RESULTS, _TRAINING_NESTED))),
         OutputFile("result.json", "a serving run",
                    "`wsesim infer --out DIR` (and `infer --json`, with `wall_s`)",
                    "one JSON object: `ServeResult.to_dict()`; a feature's block that is off is left out",
-                   tuple(_serving_json())),
+                   tuple(_json(serving.SERVE_RESULT_FIELDS, _SERVING, _SERVING_NESTED))),
         OutputFile("requests.csv", "a serving run", "`wsesim infer --out DIR`",
                    "one row per request, in arrival order",
                    tuple(_table(serving.REQUEST_FIELDS, "wsesim/analysis/requests.py"))),

@@ -30,9 +30,9 @@ PACKAGES = ("numpy", "simpy", "pydantic", "networkx", "pint", "pyyaml", "matplot
             "pandas")
 
 
-def git_commit() -> str | None:
-    """The short commit of the checkout wsesim runs from (``git rev-parse --short HEAD``, 2 s at most), or
-    None: an installed copy, no git, or not a repository."""
+def _git(*args: str) -> str | None:
+    """What ``git ARGS`` prints in the checkout wsesim runs from (2 s at most), or None: an installed copy,
+    no git, not a repository, or git failed."""
     # local: keeps subprocess out of output.manifest's import
     import subprocess
 
@@ -40,31 +40,25 @@ def git_commit() -> str | None:
     if not (root / ".git").exists():
         return None
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                              text=True, timeout=2, check=False)
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=2,
+                              check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = done.stdout.strip()
-    return (commit if done.returncode == 0 and commit and all(c in "0123456789abcdef" for c in commit)
-            else None)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    """The short commit of the checkout wsesim runs from (``git rev-parse --short HEAD``), or None."""
+    commit = _git("rev-parse", "--short", "HEAD")
+    return commit if commit and all(c in "0123456789abcdef" for c in commit) else None
 
 
 def git_dirty() -> bool | None:
     """Whether the checkout wsesim runs from has uncommitted changes to tracked files (``git status
-    --porcelain --untracked-files=no``, 2 s at most): then its commit alone does not say which code ran.
-    None where ``git_commit`` is None."""
-    # local: keeps subprocess out of output.manifest's import
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
-        return None
-    try:
-        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                              capture_output=True, text=True, timeout=2, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(done.stdout.strip()) if done.returncode == 0 else None
+    --porcelain --untracked-files=no``): then its commit alone does not say which code ran. None where git
+    does not answer."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
 
 
 def version_text() -> str:
@@ -122,27 +116,31 @@ def write_manifest(folder: str | Path, kind: str, argv: list[str] | None, files:
     ``also``. Returns its path."""
     specs = {} if loaded is None else {"sources": loaded.sources, **resolved(loaded.spec)}
     data = manifest(kind, argv, **specs, files=[Path(p).name for p in files], **content)
-    path = Path(folder) / MANIFEST
-    try:
-        existing = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        existing = None
-    if isinstance(existing, dict) and existing.get("kind") not in (None, data["kind"]):
+    existing = read_manifest(folder)
+    if existing is not None and existing.get("kind") not in (None, data["kind"]):
         existing.setdefault("also", {})[data["kind"]] = data
         data = existing
+    path = Path(folder) / MANIFEST
     atomic_write_text(path, json.dumps(data, indent=1, default=str) + "\n")
     return path
+
+
+def read_manifest(folder: str | Path, kind: str | None = None) -> dict[str, Any] | None:
+    """``folder``'s manifest.json (of command ``kind``, when given), or None: none there, unreadable, not a
+    JSON object, or another command's."""
+    path = Path(folder) / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and (kind is None or data.get("kind") == kind) else None
 
 
 def sweep_settings(folder: str | Path) -> dict[str, Any]:
     """The ``--set`` overrides a sweep in ``folder`` ran with (its manifest's ``base_overrides``), so that a
     re-plot titles its figures as the sweep's own plot did; {} when the folder holds no sweep manifest."""
-    path = Path(folder) / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("kind") != "sweep":
+    data = read_manifest(folder, "sweep")
+    if data is None:
         return {}
     settings = data.get("base_overrides")
     return dict(settings) if isinstance(settings, dict) else {}

@@ -1,33 +1,19 @@
 """Pictures of sweep results and runs, saved as files (matplotlib comes from ``output.mpl``).
 
-``plot_results(csv, out)`` draws, from a sweep's results.csv, as planned by ``analysis.figures`` and drawn
-by ``output.sweep_figures``:
+Each figure is planned in ``analysis`` (pure: rows in, plans out) and drawn by a module here; what each
+shows is said where it is planned:
 
-* ``throughput_vs_<key>`` — throughput against each swept key (paper Figs. 2 and 3: experts, top_k), every
-  other swept key a colour, a marker, a facet or a figure of its own, infeasible points marked, and the
-  tuned/G=1 speedup in a second panel where the sweep pairs them;
-* ``phases`` — where each run's time goes per token, by phase, as stacked bars;
-* ``bta_vs_accumulation`` — at one global batch, throughput against the tiles G (each with the fewest
-  micro-batches that fit) and the weight bytes each streamed in (``analysis.scaling``);
-* ``cluster_scaling`` — cluster throughput against the number of systems, per series, beside N times one
-  system's, and the scaling efficiency.
-
-From a serving sweep's results.csv (``analysis.serving_plans``, drawn by ``output.serving_figures``):
-
-* ``serving_vs_<key>`` — tokens/s per request, tokens/s of all requests, the time to first token and the
-  99th percentiles of the inter-token latency and of each request's end to end against each swept key,
-  one line per combination of the others, every row drawn (one not served as a labelled cross).
-
-From tune's candidates.csv (``tune --out`` draws from the text it writes, ``wsesim plot`` from the file;
-``plot_candidates``, planned by ``analysis.tune_plans``, drawn by ``output.tune_figures``):
-
-* ``candidates`` — every candidate's throughput and peak SRAM per PE against G;
-* ``systems_front`` — with ``--search-systems``, each count's best: cluster throughput against per-system
-  efficiency, the Pareto front joined.
+* ``plot_results``, a sweep's results.csv: ``throughput_vs_<key>`` and ``phases`` (``analysis.figures``,
+  drawn by ``sweep_figures``), ``bta_vs_accumulation`` and ``cluster_scaling`` (``analysis.scaling``,
+  drawn here); a serving sweep's ``serving_vs_<key>`` (``analysis.serving_plans``) and its frontier
+  (``analysis.frontier``), drawn by ``serving_figures``;
+* ``plot_candidates``, tune's candidates.csv: ``candidates`` and ``systems_front`` (``analysis.tune_plans``,
+  drawn by ``tune_figures``);
+* ``plot_serving_run``, ``plot_wafer`` and ``plot_link_load``: one run's pictures.
 
 Each as PNG, SVG and PDF (text kept as text: ``svg.fonttype: none``, ``pdf.fonttype: 42``), and
-``figures.json`` listing every throughput figure's series with their fixed keys and points (x, y, the
-CSV row) and the phase bars. A figure whose data is not in the CSV is skipped.
+``figures.json`` listing every figure's plan (series with their fixed keys and points: x, y, the CSV row).
+A figure whose data is not in the CSV is skipped.
 """
 
 from __future__ import annotations
@@ -35,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +80,23 @@ def _draw(fig: Any, out: Path, stem: str, left_out: dict[str, str]) -> list[Path
         return []
 
 
-_save = save_figure  # its name before tune_figures used it too (callers on other branches still say _save)
+def _draw_plans(plans: list[Any], figure: Any, out: Path, listing: dict[str, Any],
+                left_out: dict[str, str]) -> list[Path]:
+    """Each plan drawn by ``figure`` and saved (``_draw``), listed with its files in ``listing``."""
+    written: list[Path] = []
+    for plan in plans:
+        if files := _draw(figure(plan), out, plan.stem, left_out):
+            listing["figures"].append({**asdict(plan), "files": [p.name for p in files]})
+        written += files
+    return written
+
+
+def _listed(out: Path, listing: dict[str, Any], written: list[Path], left_out: Any = None) -> list[Path]:
+    """``figures.json`` written (with ``left_out`` when anything was); ``written`` and it."""
+    if left_out:
+        listing["left_out"] = left_out
+    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
+    return [*written, out / "figures.json"]
 
 
 _COLUMNS = ("status", "experts", "top_k", "tiles", "batch_per_tile", "throughput_tokens_per_s", "step_time_s",
@@ -170,18 +173,15 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
 
     out = prepare_dir(out)  # only now: a file that is not a results.csv leaves no empty folder
     meta = constant_settings(rows)  # only what holds for every row: a swept seq_len is not in a title
-    written: list[Path] = []
     if settings:
         meta = ", ".join(filter(None, [meta, *(f"{k.rsplit('.', 1)[-1]} {v}" for k, v in settings.items())]))
     listing: dict[str, Any] = {"source": str(csv_path), "settings": dict(settings or {}), "figures": []}
     left_out: dict[str, str] = {}
-    for plan in capped(plan_figures(header, rows, settings), max_figures, left_out):
-        if files := _draw(throughput_figure(plan), out, plan.stem, left_out):
-            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
-        written += files
+    plans = capped(plan_figures(header, rows, settings), max_figures, left_out)
+    written = _draw_plans(plans, throughput_figure, out, listing, left_out)
     phases = plan_phases(header, rows, settings)
     if files := _draw(phases_figure(phases), out, "phases", left_out):
-        listing["phases"] = {**phases.to_dict(), "files": [p.name for p in files]}
+        listing["phases"] = {**asdict(phases), "files": [p.name for p in files]}
     written += files
     rows = read_results(csv_path)
     if points := accumulation_points(rows):
@@ -197,10 +197,7 @@ def plot_results(csv_path: str | Path, out: str | Path, settings: dict[str, Any]
                                          "tree_efficiency": p["tree"]} for p in points]}
             for label, points in series.items()], "files": [p.name for p in files]}
         written += files
-    if left_out:
-        listing["left_out"] = left_out
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*written, out / "figures.json"]
+    return _listed(out, listing, written, left_out)
 
 
 def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path]:
@@ -221,14 +218,11 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
     out = prepare_dir(out)
     written: list[Path] = []
     listing: dict[str, Any] = {"source": str(source), "figures": []}
-    if skipped := left_out(header):
-        listing["left_out"] = skipped
     for plan in plans:
         files = save_figure(tune_figure(plan), out, plan.stem)
-        listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
+        listing["figures"].append({**asdict(plan), "files": [p.name for p in files]})
         written += files
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*written, out / "figures.json"]
+    return _listed(out, listing, written, left_out(header))
 
 
 def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
@@ -314,11 +308,7 @@ def plot_link_load(mesh: Any, result: Any, path: str, title: str) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     plt.close(fig)
-    try:
-        atomic_write_bytes(path, buf.getvalue())
-    except OSError as e:
-        raise ConfigError(f"cannot write the image ({e.strerror or e.__class__.__name__})",
-                          source=str(path)) from None
+    atomic_write_bytes(path, buf.getvalue())  # what the system refuses: one line naming the file
 
 
 def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
@@ -348,11 +338,9 @@ def plot_serving_run(folder: str | Path, out: str | Path) -> list[Path]:
     wafers = f"{wafers} wafer{'' if wafers == 1 else 's'}"
     title = (f"{served.get('model')} on {served.get('hardware')}, {served.get('stages')} × "
              f"{served.get('grid')} on {wafers}, batch {served.get('batch')}")
-    files = _save(decode_step_figure(plan, title), out, "decode_step")
-    listing = {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
-                                                "files": [p.name for p in files]}]}
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*files, out / "figures.json"]
+    files = save_figure(decode_step_figure(plan, title), out, "decode_step")
+    return _listed(out, {"source": str(ops), "figures": [{"stem": "decode_step", "title": title, **plan,
+                                                          "files": [p.name for p in files]}]}, files)
 
 
 def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, str]],
@@ -360,19 +348,10 @@ def _plot_serving(csv_path: str | Path, header: list[str], rows: list[dict[str, 
     """A serving sweep's figures and ``figures.json`` (every row drawn: one not served is a cross), even
     when no row was served."""
     out = prepare_dir(out)
-    written: list[Path] = []
     listing: dict[str, Any] = {"source": str(csv_path), "figures": []}
     left_out: dict[str, str] = {}
-    for plan in capped(plan_serving(header, rows), max_figures, left_out):
-        if files := _draw(serving_figure(plan), out, plan.stem, left_out):
-            listing["figures"].append({**plan.to_dict(), "files": [p.name for p in files]})
-        written += files
-    load = plan_throughput_latency(header, rows)
-    if load is not None:  # a sweep over a load: the rate, or the batch
-        if files := _draw(throughput_latency_figure(load), out, load.stem, left_out):
-            listing["figures"].append({**load.to_dict(), "files": [p.name for p in files]})
-        written += files
-    if left_out:
-        listing["left_out"] = left_out
-    atomic_write_text(out / "figures.json", json.dumps(listing, indent=1) + "\n")
-    return [*written, out / "figures.json"]
+    written = _draw_plans(capped(plan_serving(header, rows), max_figures, left_out), serving_figure, out,
+                          listing, left_out)
+    load = plan_throughput_latency(header, rows)  # a sweep over a load (the rate, or the batch), or None
+    written += _draw_plans([load] if load else [], throughput_latency_figure, out, listing, left_out)
+    return _listed(out, listing, written, left_out)

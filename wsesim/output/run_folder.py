@@ -28,7 +28,7 @@ from typing import Any
 from .files import atomic_write_bytes, atomic_write_text, command_folder, prepare_dir
 from .manifest import write_manifest
 
-__all__ = ["flat", "records_csv", "run_files", "saved_result", "write_run", "write_trace"]
+__all__ = ["flat", "records_csv", "run_files", "saved_result", "write_records", "write_run", "write_trace"]
 
 
 def flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -55,6 +55,18 @@ def records_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue()
+
+
+def write_records(folder: str | Path, kind: str, argv: list[str] | None,
+                  tables: Mapping[str, Sequence[Mapping[str, Any]]], **content: Any) -> list[Path]:
+    """``tables`` (a file's name -> its records; one without records is not written) as CSV files into
+    ``folder``, held for command ``kind``, and its manifest.json (``content``: the flags, the hardware);
+    the paths written."""
+    with command_folder(prepare_dir(folder), kind) as out:
+        names = [name for name, rows in tables.items() if rows]
+        for name in names:
+            atomic_write_text(out / name, records_csv(tables[name]))
+        return [*(out / name for name in names), write_manifest(out, kind, argv, names, **content)]
 
 
 def write_trace(run: Any, path: str | Path, loaded: Any = None) -> Path | None:
@@ -97,23 +109,25 @@ def run_files(folder: Path, run: Any, spec: Any, maps: Any = None, candidates: A
     files: list[tuple[str, Any]] = [("result.json", lambda: saved)]
     if run.serving:
         # local: keeps numpy and the analysis layer out of output.run_folder's import
+        from ..analysis.ops import table_csv
         from ..analysis.requests import request_times, requests_csv
-        from ..analysis.serving_ops import decode_ops, decode_ops_csv
+        from ..analysis.serving_ops import DECODE_OPS_COLUMNS, decode_ops
 
         if run.trace is not None and run.program is not None:
             files.append(("requests.csv", lambda: requests_csv(request_times(spec, run.program, run.trace))))
         if run.result.feasible and run.program is not None and run.costs is not None:
-            files.append(("ops.csv", lambda: decode_ops_csv(decode_ops(spec, run.program, run.costs))))
+            files.append(("ops.csv", lambda: table_csv(decode_ops(spec, run.program, run.costs),
+                                                       DECODE_OPS_COLUMNS)))
         (folder / "candidates.json").unlink(missing_ok=True)  # an earlier search's would read as this run's
         if candidates:
             shown = [{k: v for k, v in saved_result(c).items() if k != "per_stage"} for c in candidates]
             files.append(("candidates.json", lambda: json.dumps(shown, indent=2) + "\n"))
     elif run.result.feasible:
         # local: keeps numpy and the analysis layer out of output.run_folder's import
-        from ..analysis.ops import ops_csv, ops_table
+        from ..analysis.ops import OPS_COLUMNS, ops_table, table_csv
         from ..analysis.wafer import wafer_maps
 
-        files += [("ops.csv", lambda: ops_csv(ops_table(run.trace))),
+        files += [("ops.csv", lambda: table_csv(ops_table(run.trace), OPS_COLUMNS)),
                   ("wafer.json", lambda: json.dumps((maps or wafer_maps(run)).to_dict()))]
     for name, text in files:
         atomic_write_text(folder / name, text())
