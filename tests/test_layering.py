@@ -1,7 +1,8 @@
 """The layers of wsesim are its folders, each importing only those before it. Checked two ways:
 
 * in a fresh interpreter, importing the engine loads no higher layer, and running the engine, runner,
-  sweep, tune, trace export, wafer maps and ``wsesim run --json`` never imports matplotlib;
+  sweep, tune, trace export, wafer maps and ``wsesim run --json`` never imports matplotlib, and a training
+  run on a wafer loads neither serving's specs nor a GPU's;
 * statically (``ast``, lazy imports inside functions and under ``if TYPE_CHECKING:`` included): no module
   imports a later layer, no two modules import each other through any chain (no import cycle, package
   ``__init__`` re-exports included), only ``wsesim/output/mpl.py`` imports matplotlib, and the pure layers
@@ -368,17 +369,18 @@ _FRESH = """
 import json, sys
 from wsesim.sim.executors.engine import simulate
 engine_loads = sorted(m for m in sys.modules if m.startswith("wsesim."))
-from wsesim.analysis.chrome_trace import chrome_trace
 from wsesim.config.loader import load_experiment_data
 from wsesim.experiments.runner import simulate_experiment
-from wsesim.experiments.sweep import run_sweep, sweep_from_data
-from wsesim.experiments.tune import tune
-from wsesim.analysis.wafer import wafer_maps
 base = {"kind": "experiment", "hardware": "tiny8", "model": "tiny-moe",
         "training": {"seq_len": 16, "batch_per_tile": 1, "tiles": 2}, "simulation": {"granularity": "pe"}}
 loaded = load_experiment_data(base)
 run = simulate_experiment(loaded.spec)
 assert run.result.feasible
+training_loads = sorted(m for m in sys.modules if m.startswith("wsesim."))
+from wsesim.analysis.chrome_trace import chrome_trace
+from wsesim.experiments.sweep import run_sweep, sweep_from_data
+from wsesim.experiments.tune import tune
+from wsesim.analysis.wafer import wafer_maps
 chrome_trace(run.trace, run.plan)
 wafer_maps(run)
 tune(loaded)
@@ -389,7 +391,7 @@ from wsesim import cli
 assert cli.main(["run", "--hardware", "tiny8", "--model", "tiny-moe", "--set", "simulation.granularity=pe",
                  "--set", "training.seq_len=16", "--json"]) == 0
 print()
-print(json.dumps({"engine_loads": engine_loads,
+print(json.dumps({"engine_loads": engine_loads, "training_loads": training_loads,
                   "matplotlib": sorted(m for m in sys.modules if m.split(".")[0] == "matplotlib"),
                   "wsesim": sorted(m for m in sys.modules if m.startswith("wsesim."))}))
 """
@@ -407,3 +409,6 @@ def test_running_the_engine_never_imports_matplotlib(tmp_path: Path) -> None:
     # flow runs on the fast engine: the fidelity table loads neither packet fidelity
     assert {"wsesim.fabric.flow", "wsesim.sim.executors.engine"} <= set(seen["wsesim"])
     assert {"wsesim.fabric.packet", "wsesim.fabric.packet_simpy"} & set(seen["wsesim"]) == set()
+    # a training run on a wafer loads neither serving's specs nor a GPU's (import time of every run)
+    assert [m for m in seen["training_loads"] if m.startswith(("wsesim.config.inference", "wsesim.config.gpu"))] == []
+    assert "wsesim.config.inference" in seen["wsesim"]  # the check can see it: the sweep's points load it

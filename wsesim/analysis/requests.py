@@ -9,13 +9,15 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config.inference import InferenceExperimentSpec
 from ..sim.programs.plan import Trace
 from ..sim.programs.program import Program, ServeBatches
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 __all__ = ["REQUEST_COLUMNS", "RequestTimes", "load_figures", "nan_mean", "percentile", "request_times",
            "requests_csv", "spread"]

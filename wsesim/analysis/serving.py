@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config.inference import InferenceExperimentSpec
 from ..model.serving import experts_per_grid
 from ..sim.cost.costing import Costs, split_costs
 from ..sim.programs.builders.software import launches
@@ -24,6 +23,9 @@ from ..sim.programs.program import Program, ServeBatches
 from .bottleneck import Load, bottleneck
 from .energy import WAFER_ACCOUNTING, Accounting
 from .requests import RequestTimes, load_figures, nan_mean, request_times
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 __all__ = ["ServeResult", "infeasible_serving", "measure_serving", "prefill_breakdown"]
 

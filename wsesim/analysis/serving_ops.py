@@ -14,11 +14,13 @@ next stage (``handoff``). A stage's kernel rows add up to its decode step's cycl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config.inference import InferenceExperimentSpec
 from ..sim.cost.costing import Costs, decode_context
 from ..sim.programs.program import Program, ServeBatches
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 DECODE_OPS_COLUMNS = ("stage", "wafer", "op", "kind", "layer", "dims", "region", "context", "start",
                       "cycles", "instruction_cycles", "compute_cycles", "communication_cycles",

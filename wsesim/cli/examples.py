@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..config.cluster import InterconnectSpec
-from ..config.inference import InferenceSpec
 
 DESCRIPTION = ("Simulate wafer-scale processors (Cerebras WSE-2 / WSE-3 class) from their PEs and fabric up: "
                "a training step of an MoE or dense model (throughput, where the time goes, BTA's tiles G), "
@@ -86,6 +85,9 @@ def attach(parser: argparse.ArgumentParser, subparsers: Any) -> None:
 def _inference_keys() -> str:
     """What ``--set inference.KEY`` takes, from the spec itself (so it cannot drift): every key, a group's
     as ``group.{its keys}`` (a load's: every arrival's), and where each is described."""
+    # local: the serving spec's modules load only when the infer command is built, not on every command
+    from ..config.inference import InferenceSpec
+
     keys = []
     for name, field in InferenceSpec.model_fields.items():
         groups = [a for a in getattr(field.annotation, "__args__", (field.annotation,))

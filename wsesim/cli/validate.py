@@ -10,7 +10,9 @@ from .common import EXIT_OK, add_json_argument, print_json
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    # local: keeps the engine (SimPy) out of every command's start; importing it registers the sweep kind
+    # local: keeps the engine (SimPy) and serving's specs out of every command's start; importing them
+    # registers the inference and sweep kinds
+    from ..config import inference  # noqa: F401
     from ..experiments import sweep  # noqa: F401
 
     checked = []

@@ -1,7 +1,8 @@
 """The GPU specs (``kind: gpu``): one GPU's SMs, tensor-core rates, HBM and L2, the node it sits in (its
 GPUs on an NVSwitch, the network out of the node) and its power, each quantity with its physical bounds.
 A GPU preset lives beside the wafers in ``hardware/`` and is named as they are (``--hardware h100``); its
-``kind:`` says which spec reads it (``loader.HARDWARE_KINDS``). Re-exported by ``wsesim.config.specs``."""
+``kind:`` says which spec reads it (``loader.HARDWARE_KINDS``). The loader imports this module only when a
+file names a GPU (``loader.spec_of``): a run on a wafer never builds these specs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,12 @@
 """Specs of serving a model on wafers (``kind: inference``; docs/model.md §11): the requests (prompt
 length, output length, how many at once; how they arrive, how long they are, how a stage batches them,
 the latency targets) and the mapping (the grid of PEs each pipeline stage runs on, how many layers it
-holds, how many wafers), and the loader of such experiments."""
+holds, how many wafers), and the loader of such experiments.
+
+The same experiment on a ``kind: gpu`` preset (``wsesim infer --hardware h100``; docs/model.md §13.7) is
+``GpuInferenceExperimentSpec``: the hardware a ``GpuSpec`` and one key more, ``inference.tensor_parallel``
+(the GPUs of a node one pipeline stage spans; ``auto``: all of them). What a GPU run cannot do yet is
+refused in one line with its reason (``gpu_refusal``), before anything is built."""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ from pydantic import Field, WithJsonSchema, field_validator, model_validator
 from .base import Spec, fail
 from .cluster import _INTERCONNECT_REF, InterconnectSpec
 from .errors import ConfigError, shown, shown_repr
-from .fields import format_grid, parse_grid
+from .fields import count, format_grid, parse_grid
+from .gpu import GpuSpec, OnAGpu
 from .inference_load import MOVED, Load, SchedulerSpec, TogetherLoad, moved_key
 from .inference_parts import (
     DisaggregationSpec,
@@ -37,8 +43,9 @@ from .loader import (
 )
 from .specs import ExecutorSpec, RunSpec, window_problem
 
-__all__ = ["InferenceExperimentSpec", "InferenceSpec", "SloSpec", "SpeculativeSpec", "load_inference",
-           "load_inference_data", "read_inference"]
+__all__ = ["GpuInferenceExperimentSpec", "GpuInferenceSpec", "InferenceExperimentSpec", "InferenceSpec",
+           "SloSpec", "SpeculativeSpec", "gpu_refusal", "load_inference", "load_inference_data",
+           "read_inference"]
 
 class InferenceSpec(Spec):
     """Requests and their mapping onto wafers, in groups (docs/model.md §11.7): ``load`` (how requests
@@ -200,9 +207,72 @@ def requests_fit_model(inference: InferenceSpec, model: Any) -> None:
         check_experts_fit(model, inference)
 
 
-SERVING_SPECS: dict[str, type[Spec]] = {}
-"""The spec a serving experiment validates as, by its hardware's ``kind`` other than a wafer's: ``gpu``,
-registered by ``config.gpu_inference`` (imported with the package)."""
+# GPUs a tensor-parallel group spans: at most a node's (checked against the preset's node.gpus)
+TensorParallel = count(1_024)
+
+
+class GpuInferenceSpec(InferenceSpec):
+    """``InferenceSpec`` on a GPU: ``tensor_parallel`` GPUs of one node per pipeline stage."""
+
+    tensor_parallel: TensorParallel | Literal["auto"] = "auto"
+
+
+def gpu_refusal(inference: Any, model: Any, gpus: int) -> tuple[str, str]:
+    """(the key, why) of the first thing a GPU run cannot do with ``inference`` and ``model`` on a node of
+    ``gpus`` GPUs, or ("", "") when it can run."""
+    tp = gpus if inference.tensor_parallel == "auto" else inference.tensor_parallel
+    rules = [
+        ("grid", inference.grid != "auto", f'expected grid: auto on a GPU (a stage is {tp} GPUs of a node, '
+                                            f'not a grid of PEs), got "{inference.grid}"'),
+        ("layers_per_stage", inference.layers_per_stage != "auto",
+         "expected layers_per_stage: auto on a GPU (the layers are dealt evenly over the fewest nodes whose "
+         f"HBM holds them), got {inference.layers_per_stage}"),
+        ("tensor_parallel", tp > gpus, f"expected at most the node's {gpus} GPUs, got {tp}"),
+        ("tensor_parallel", model.heads % tp != 0,
+         f"expected a tensor-parallel size dividing the model's {model.heads} attention heads, got {tp}"),
+        ("kv_layout", inference.kv_layout != "shift",
+         "expected kv_layout: shift on a GPU (concat is a wafer's placement of decoded tokens on a row of "
+         "PEs; a GPU's cache is its HBM)"),
+        ("speculative", inference.speculative is not None,
+         "speculative decoding is not modelled on GPUs yet: its draft is a station of wafers of its own "
+         "(speculative.DraftCosts); a draft on a GPU's own SMs beside the target is not costed"),
+        ("disaggregation.prefill_systems", inference.disaggregation is not None,
+         "split prefill is not modelled on GPUs yet: the KV cache's hand-off between nodes is costed over "
+         "wafers' I/O links only"),
+        ("moe.routing", model.experts and inference.moe.routing != "balanced",
+         "expected routing: balanced on a GPU (sampled routing's draws are priced on a wafer's expert "
+         "regions; the GPU's grouped GEMM is costed at the balanced load)"),
+        ("moe.expert_grids", model.experts and inference.moe.expert_grids != 1,
+         "expected expert_grids: 1 on a GPU (its experts are split over the tensor-parallel group's GPUs)"),
+        ("scheduler.preemption", inference.scheduler.preemption == "swap",
+         "expected preemption: recompute on a GPU (the preset has no host link to swap a cache over)"),
+    ]
+    for key, bad, why in rules:
+        if bad:
+            return key, why
+    return "", ""
+
+
+class GpuInferenceExperimentSpec(OnAGpu, InferenceExperimentSpec):
+    """A ``kind: gpu`` preset, a model and requests to serve (docs/model.md §13.7)."""
+
+    hardware: GpuSpec  # type: ignore[assignment]
+    inference: GpuInferenceSpec = GpuInferenceSpec()  # type: ignore[assignment]
+
+    @field_validator("inference")
+    @classmethod
+    def _grid_fits(cls, inference: GpuInferenceSpec, info: Any) -> GpuInferenceSpec:  # the wafer's, for a GPU
+        hw, model = info.data.get("hardware"), info.data.get("model")
+        requests_fit_model(inference, model)
+        if model is not None and hw is not None:
+            key, why = gpu_refusal(inference, model, hw.node.gpus)
+            if key:
+                raise fail(why, at=key)
+        return inference
+
+
+SERVING_SPECS: dict[str, type[Spec]] = {"gpu": GpuInferenceExperimentSpec}
+"""The spec a serving experiment validates as, by its hardware's ``kind`` other than a wafer's."""
 
 
 def load_inference_data(data: dict[str, Any], *, source: str = "<inline>", base_dir: Path | None = None,

@@ -15,15 +15,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, shown_repr
-from .gpu_training import GpuExperimentSpec
 from .overrides import apply_overrides
-from .specs import HARDWARE_KINDS, SPEC_KINDS, ExperimentSpec, GpuSpec, HardwareSpec, ModelSpec, Spec
+from .specs import HARDWARE_KINDS, SPEC_KINDS, ExperimentSpec, HardwareSpec, ModelSpec, Spec
 from .validation import validate
 from .yaml_strict import describe_value as _describe
 from .yaml_strict import parse_yaml, read_yaml
+
+if TYPE_CHECKING:
+    from .gpu import GpuSpec
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _PRESET_PACKAGES = {"hardware": "wsesim.hardware_presets", "model": "wsesim.workload_presets",
@@ -224,7 +226,12 @@ def load_experiment_data(data: dict[str, Any], *, source: str = "<inline>", base
 def _training_spec_for(resolved: dict[str, Any]) -> type[Spec]:
     """A training step on a wafer, or on a GPU node for a ``kind: gpu`` preset (docs/model.md §13.8)."""
     hw = resolved.get("hardware")
-    return GpuExperimentSpec if isinstance(hw, dict) and hw.get("kind") == "gpu" else ExperimentSpec
+    if isinstance(hw, dict) and hw.get("kind") == "gpu":
+        # local: a GPU's specs load when an experiment names one, not at the start of a wafer's every run
+        from .gpu_training import GpuExperimentSpec
+
+        return GpuExperimentSpec
+    return ExperimentSpec
 
 
 def _granularity_for_given_hardware(e: ConfigError, source: str, given: Mapping[str, str] | None,
@@ -341,7 +348,7 @@ def load_part(kind: str, ref: str | Path) -> Any:
 def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[str, Any] | None) -> Any:
     """``load_hardware``/``load_model``: an error in an override names the key as the user wrote it."""
     raw = load_ref(kind, str(ref), Path.cwd(), "<command line>", kind)
-    spec = SPEC_KINDS[raw.data.get("kind", kind)] if kind == "hardware" else spec  # a wafer or a GPU
+    spec = spec_of(raw.data.get("kind", kind)) if kind == "hardware" else spec  # a wafer or a GPU
     base = {k: v for k, v in raw.data.items() if k != "kind"}
     prefix = f"{kind}."
     short = {key.removeprefix(prefix): value for key, value in (overrides or {}).items()}
@@ -361,7 +368,7 @@ def _load_part(spec: type[Spec], kind: str, ref: str | Path, overrides: Mapping[
 
 def detect_kind(data: dict[str, Any], source: str) -> str:
     kind = data.get("kind")
-    valid = sorted({*SPEC_KINDS, *_EXTRA_KINDS})
+    valid = kinds()
     if kind is not None and not isinstance(kind, str):  # a list, a mapping, a number: never a kind
         raise ConfigError(f"expected one of {', '.join(valid)}, got {_describe(kind)}", source=source,
                           path="kind")
@@ -374,16 +381,16 @@ def detect_kind(data: dict[str, Any], source: str) -> str:
     return str(kind)
 
 
-# kinds validated by later layers (a sweep needs the runner's vocabulary): kind -> validator(data, path).
-# They register themselves when imported (``wsesim.experiments.sweep`` registers ``sweep``); this layer
-# never imports them: whoever validates files of every kind (the CLI, ``wsesim.validate_file``) imports
-# the layer first.
+# kinds validated by modules the loader does not import: kind -> validator(data, path). A serving experiment
+# (``config.inference``, which imports the loader, and which a training run never loads) and a sweep (a
+# later layer's: it needs the runner's vocabulary) register themselves when imported; whoever validates
+# files of every kind (the CLI, ``wsesim.validate_file``) imports both first.
 _EXTRA_KINDS: dict[str, Any] = {}
 
 
 def kinds() -> list[str]:
-    """Every kind ``validate_file`` knows now: the specs' and those later layers registered."""
-    return sorted({*SPEC_KINDS, *_EXTRA_KINDS})
+    """Every kind ``validate_file`` knows now: the specs' and those registered by modules imported."""
+    return sorted({*SPEC_KINDS, *HARDWARE_KINDS, *_EXTRA_KINDS})
 
 
 def register_kind(kind: str, validator: Any) -> None:
@@ -400,4 +407,14 @@ def validate_file(path: str | Path) -> tuple[str, Any]:
         return kind, load_experiment_data(data, source=str(path), base_dir=path.parent).spec
     if kind in _EXTRA_KINDS:
         return kind, _EXTRA_KINDS[kind](data, path)
-    return kind, validate(SPEC_KINDS[kind], data, source=str(path))
+    return kind, validate(spec_of(kind), data, source=str(path))
+
+
+def spec_of(kind: str) -> type[Spec]:
+    """The spec a file of ``kind`` validates as: ``specs.SPEC_KINDS``'s, or a GPU's (``kind: gpu``)."""
+    if kind == "gpu":
+        # local: a GPU's specs load when a file names one, not at the start of a wafer's every run
+        from .gpu import GpuSpec
+
+        return GpuSpec
+    return SPEC_KINDS[kind]

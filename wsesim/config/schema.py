@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .gpu import GpuSpec
 from .inference import InferenceExperimentSpec
 from .loader import preset_names
 from .specs import SPEC_KINDS
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_OWN_KINDS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "inference": InferenceExperimentSpec}
+_OWN_KINDS: dict[str, type[BaseModel]] = {**SPEC_KINDS, "gpu": GpuSpec, "inference": InferenceExperimentSpec}
 KINDS = (*_OWN_KINDS, "sweep")  # every kind ``wsesim validate`` knows (a sweep is validated by a later layer)
 
 

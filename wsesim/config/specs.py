@@ -31,7 +31,6 @@ DType = Literal["fp32", "bf16", "fp16"]
 ModelDType = Literal["fp32", "bf16", "fp16", "fp8"]
 
 
-from .gpu import GpuSpec  # noqa: E402, F401 - a GPU in its node (kind: gpu), re-exported with the others
 from .hardware import (  # noqa: E402, F401 - the hardware specs, re-exported here with the others
     Clock,
     EnergySpec,
@@ -366,8 +365,9 @@ SPEC_KINDS: dict[str, type[Spec]] = {
     "model": ModelSpec,
     "experiment": ExperimentSpec,
     "interconnect": InterconnectSpec,
-    "gpu": GpuSpec,
 }
+"""The spec each kind of file validates as, a GPU's (``kind: gpu``, ``config.gpu``) aside: the loader
+imports that one when a file names it, so that a run on a wafer never builds a GPU's specs."""
 
 HARDWARE_KINDS = ("hardware", "gpu")
 """The kinds a ``hardware:`` reference may name: a wafer (``kind: hardware``) or a GPU in its node

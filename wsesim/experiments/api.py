@@ -105,7 +105,8 @@ def kernel(kind: str, grid: str | tuple[int, int] | None = None, *,
 
 def validate_file(path: str | Path) -> tuple[str, Any]:
     """``config.loader.validate_file`` with every kind known, the sweep kind included (registered by
-    ``experiments.sweep``, which the config layer may not import); returns (kind, spec)."""
+    ``experiments.sweep``, which the config layer may not import; ``inference``'s by ``config.inference``,
+    imported with this module); returns (kind, spec)."""
     # local: keeps the engine (SimPy) out of experiments.api's import; importing it registers the sweep kind
     from . import sweep  # noqa: F401
 

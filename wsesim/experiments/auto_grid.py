@@ -16,10 +16,14 @@ Ties go to fewer wafers, then to ``rank``'s order. A grid named (``grid: RxC``) 
 
 from __future__ import annotations
 
-from ..config.inference import InferenceExperimentSpec
+from typing import TYPE_CHECKING
+
 from ..sim.cost.costing import cost_serving
 from ..sim.programs.builders.serving import serving_program
 from ..sim.programs.mapping import Mapping, candidate_mappings, map_stages, rank
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 __all__ = ["map_for", "step_cycles"]
 

@@ -19,16 +19,19 @@ serving sweep). The limits are training's (``machine.memory_limit``, ``WSESIM_MA
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config.inference import InferenceExperimentSpec
 from ..model.load import Requests, requests_of
 from ..model.serving import requests_fit
 from ..sim.programs.builders.serving import default_token_budget
 from ..sim.programs.mapping import Mapping
 from .estimate import BASE_BYTES
 from .machine import _size, about, refuse_work
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 # (seconds, bytes) per stage iteration under continuous batching: measured (2-core machine, load average
 # 7) 10 µs, 190 B (LLaMA3-8B, 2 CS-3 stages, 8,192 Poisson requests at 2/s: 1.65 M iterations, 18.7 s of

@@ -9,10 +9,9 @@ the target's one-token step, and the layout's figures are its own mapping and on
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.serving import ServeResult, measure_serving, prefill_breakdown
-from ..config.inference import InferenceExperimentSpec
 from ..model.load import requests_of
 from ..model.serving import kv_bytes_per_token
 from ..model.speculative import expected_tokens
@@ -23,6 +22,9 @@ from ..sim.programs.builders.serving import serving_program
 from ..sim.programs.mapping import Mapping
 from ..sim.programs.program import Program
 from .auto_grid import map_for
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 __all__ = ["extra_wafers", "layout_costs", "layout_program", "layout_result"]
 

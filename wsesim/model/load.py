@@ -16,11 +16,14 @@ Azure 2023 traces' lengths are spread). Every draw comes from one numpy Generato
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config.inference import InferenceExperimentSpec
 from ..config.request_trace import MAX_TOKENS, read_request_trace
+
+if TYPE_CHECKING:
+    from ..config.inference import InferenceExperimentSpec
 
 __all__ = ["Requests", "requests_of"]
 

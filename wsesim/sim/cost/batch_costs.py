@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...config.inference import InferenceExperimentSpec
 from ...model.energy import EventCounts
 from ...model.vocabulary import StageOpKind
 from ..programs.program import Handoff, Kernel, StageWork
 
 if TYPE_CHECKING:
+    from ...config.inference import InferenceExperimentSpec
     from .moe_serving import Draw
 
 __all__ = ["BatchCosts"]

@@ -5,12 +5,14 @@ the stage's compute (``software.asynchronous_io``). The cost pass (``costing``) 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...config.inference import InferenceExperimentSpec
 from ...model.energy import EventCounts
 from ..programs.program import Handoff
 from .software import asynchronous_io
+
+if TYPE_CHECKING:
+    from ...config.inference import InferenceExperimentSpec
 
 __all__ = ["handoff", "move", "wafer_handoff"]
 

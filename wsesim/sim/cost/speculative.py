@@ -5,12 +5,14 @@ target's verify passes (``DraftCosts``); ``model.speculative`` says how many tok
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...config.inference import InferenceExperimentSpec
 from ...model.energy import EventCounts
 from .batch_costs import BatchCosts
 from .costing import Costs, StageCosts, wafer_handoff
+
+if TYPE_CHECKING:
+    from ...config.inference import InferenceExperimentSpec
 
 __all__ = ["DraftCosts", "prefill_path"]
 

@@ -14,13 +14,16 @@ with the most bytes to move, sending or receiving, is done, plus one interconnec
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from ...config.inference import InferenceExperimentSpec
 from ...model.energy import EventCounts
 from ...model.serving import kv_bytes_per_token
 from ..programs.mapping import Mapping
 from .batch_costs import BatchCosts
 from .costing import wafer_handoff
+
+if TYPE_CHECKING:
+    from ...config.inference import InferenceExperimentSpec
 
 __all__ = ["KvHandoff", "kv_rate"]
 

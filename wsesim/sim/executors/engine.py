@@ -24,7 +24,6 @@ from ..programs.chunks import ChunkPlan
 from ..programs.cluster import io_rate
 from ..programs.plan import Span, StepPlan, Trace
 from ..programs.program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
-from .batching import run_batches
 from .executor import Executor
 from .experts import ExpertsPhase
 from .links import GradientLink, WeightStream
@@ -140,6 +139,9 @@ class _Engine(Executor):
     # ------------------------------------------------------------------------------------- serving
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Requests over time, each stage running iteration-level batches (``batching``)."""
+        # local: serving's scheduler loads when a program serves, not at the start of every training run
+        from .batching import run_batches
+
         log = self.trace.batches = run_batches(op, self.costs.stations())
         self.events = len(log.start)  # the iterations
         yield self.env.timeout(log.end_cycle)

@@ -58,7 +58,6 @@ from ..programs.plan import ExpertOps, LinkSchedule, Span, StepPlan, Trace
 from ..programs.program import Drain, Experts, GradientOut, Program, ServeBatches, WaferOp, Weights
 from .executor import Executor
 from .links import consume
-from .reference_batching import serve_batches
 from .relay import relay
 
 __all__ = ["simulate"]
@@ -299,6 +298,9 @@ class _Reference(Executor):
     # ---------------------------------------------------------------------------------------- serving
     def _serve_batches(self, op: ServeBatches) -> Generator[Any, Any, None]:
         """Continuous batching as processes and resources (``reference_batching``)."""
+        # local: serving's scheduler loads when a program serves, not at the start of every training run
+        from .reference_batching import serve_batches
+
         self.trace.batches = yield from serve_batches(self.env, op, self.costs.stations())
 
     def _link_records(self, tr: Trace) -> None:

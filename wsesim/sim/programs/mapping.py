@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ...config.inference import InferenceExperimentSpec
 from ...model.serving import StageMemory, experts_per_grid, layer_weight_bytes, stage_memory
 from ...model.shapes import LayerShapes
+
+if TYPE_CHECKING:
+    from ...config.inference import InferenceExperimentSpec
 
 __all__ = ["Mapping", "Stage", "candidate_mappings", "grid_candidates", "map_stages", "pe_use", "place_table",
            "rank", "square_candidates"]

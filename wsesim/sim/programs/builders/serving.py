@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import islice
 from math import ceil, isqrt
+from typing import TYPE_CHECKING
 
-from ....config.inference import InferenceExperimentSpec
 from ....kernels.cost import lanes_dtype
 from ....kernels.machine import Machine
 from ....model.load import Requests, requests_of
@@ -28,6 +28,9 @@ from ....model.vocabulary import StageOpKind
 from ..mapping import Mapping, Stage
 from ..program import Handoff, Kernel, PerToken, Program, ServeBatches, StageWork
 from .software import compose
+
+if TYPE_CHECKING:
+    from ....config.inference import InferenceExperimentSpec
 
 __all__ = ["serve_program", "serving_program"]
 
