@@ -165,7 +165,7 @@ def test_legend_by_value_and_no_points_on_one_spot() -> None:
 
 def test_lm_head_and_the_optimizer_step_are_told_apart() -> None:
     """They were two purples (#8e44ad, #7d3c98: 28 apart in RGB), side by side at the end of every bar."""
-    from wsesim.output.sweep_figures import PHASE_COLOURS
+    from wsesim.output.palette import PHASE_COLOURS
 
     def rgb(c: str) -> tuple[int, ...]:
         return tuple(int(c[i:i + 2], 16) for i in (1, 3, 5))

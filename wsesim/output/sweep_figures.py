@@ -16,17 +16,12 @@ from ..analysis.figure_text import label as value_label
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
 from .labels import ABOVE_FIRST, place_labels
 from .mpl import PolyCollection, plain_log_axis, plt
-from .palette import COLOURS, MARKERS
+from .palette import COLOURS, MARKERS, PHASE_COLOURS
 from .palette import colour as series_colour
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
 MAX_BARS = 48   # phase bars drawn one by one, each labelled (beyond, one collection, every n-th labelled)
-PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
-                 "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
-                 "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
-                 "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e",
-                 "optimizer_step": "#6e2c00", "other": "#d5d8dc"}  # brown: lm_head is the purple
 
 
 def _colour(plan: FigurePlan, index: int) -> str:
