@@ -31,8 +31,7 @@ def test_a_log_axis_of_less_than_a_decade_shows_numbers() -> None:
     assert len(ticks) >= 2 and all(3.1 <= t <= 3.9 for t in ticks)
     fig, ax = plt.subplots()
     ax.plot([0, 1], [2.6, 3.8])
-    ax.set_yscale("log")
-    plain_log_axis(ax.yaxis)
+    plain_log_axis(ax, "y")
     ax.set_ylim(2.5, 4)
     assert _labels(ax.yaxis) == ["3", "4"]
     plt.close(fig)

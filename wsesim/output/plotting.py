@@ -265,8 +265,7 @@ def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
         bottom.plot(n, [100 * p["vs_one"] for p in points], "o-", color=colour)
         bottom.plot(n, [100 * p["tree"] for p in points], ":", color=colour, lw=1)
     top.set_xscale("log", base=2)
-    top.set_yscale("log")
-    plain_log_axis(top.yaxis)
+    plain_log_axis(top, "y")
     top.set_ylabel("cluster throughput (million tokens/s)")
     top.set_title(f"Data parallel over a broadcast-reduce tree\n{meta} (numbers: sequences per system; "
                   "dashed: N × one system)", fontsize=9)

@@ -15,7 +15,7 @@ from typing import Any
 from ..analysis.figure_text import label as value_label
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
 from .labels import ABOVE_FIRST, place_labels
-from .mpl import PolyCollection, plain_log_axis, plt
+from .mpl import PolyCollection, cross, plain_log_axis, plt
 from .palette import COLOURS, MARKERS, PHASE_COLOURS
 from .palette import colour as series_colour
 
@@ -69,9 +69,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
                         pending.setdefault((0, col), []).append((p["x_index"], p["y"] / scale, text, colour))
         _crosses(top, panel, plan)
         if plan.y_log:
-            top.set_yscale("log")
+            plain_log_axis(top, "y")
             top.set_ylim(min(ys, default=1.0) / 1.6 / scale, 1.6 * top_y / scale)
-            plain_log_axis(top.yaxis)
         else:
             top.set_ylim(0, 1.18 * top_y / scale)
         beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / scale)
@@ -181,8 +180,7 @@ def _crosses(ax: Any, panel: Any, plan: FigurePlan) -> None:
         k = len(colours)
         for j, colour in enumerate(colours):
             dx = 0.0 if k == 1 else CROSS_SPREAD * (j / (k - 1) - 0.5)
-            ax.plot(x + dx, 0, marker="x", color=colour, ms=9 if k < 5 else 6, mew=2, clip_on=False, zorder=5,
-                    transform=ax.get_xaxis_transform())  # y 0: the axis's bottom, on a log axis too
+            cross(ax, x + dx, colour, ms=9 if k < 5 else 6)
 
 
 def _side_labels(ax: Any, labels: list[tuple[int, float, str, str, float]], gap: float) -> bool:
