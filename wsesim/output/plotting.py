@@ -214,13 +214,9 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
         raise ConfigError(f"{_TUNE_CSV}, got a row it cannot read ({shown(e, 120)})",
                           source=str(source)) from None
     out = prepare_dir(out)
-    written: list[Path] = []
     listing: dict[str, Any] = {"source": str(source), "figures": []}
-    for plan in plans:
-        files = save_figure(tune_figure(plan), out, plan.stem)
-        listing["figures"].append({**asdict(plan), "files": [p.name for p in files]})
-        written += files
-    return _listed(out, listing, written, left_out(header))
+    omitted = left_out(header)
+    return _listed(out, listing, _draw_plans(plans, tune_figure, out, listing, omitted), omitted)
 
 
 def _accumulation_figure(points: list[dict[str, Any]]) -> Any:

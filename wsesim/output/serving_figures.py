@@ -21,7 +21,7 @@ from typing import Any
 
 from ..analysis.frontier import NOT_GIVEN, PANELS, PER_USER, ThroughputLatencyPlan
 from ..analysis.serving_plans import ServingPlan, logged
-from .labels import place_labels, thin_ticks
+from .labels import place_labels, some, thin_ticks
 from .mpl import NullLocator, cross, plain_log_axis, plt
 from .palette import MARKERS, blue_first, marker
 
@@ -210,14 +210,12 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
         notes.append(f"{who}past {plan.point_label(turn['load'])} more load gives more tokens/s per user "
                      "(the curve turns back): the load is past what it serves, queueing sets these points")
     if plan.left_out:
-        shown = ", ".join(f"{p['series']} {plan.point_label(p['load'])}".strip()
-                          + f" ({p['status'] or 'not served'})" for p in plan.left_out[:6])
-        more = f" and {len(plan.left_out) - 6} more" if len(plan.left_out) > 6 else ""
-        notes.append(f"not drawn: {shown}{more} (figures.json: reasons)")
+        shown = some([f"{p['series']} {plan.point_label(p['load'])}".strip()
+                      + f" ({p['status'] or 'not served'})" for p in plan.left_out], 6)
+        notes.append(f"not drawn: {shown} (figures.json: reasons)")
     for panel in panels:
         if panel.missing:
-            notes.append(f"{panel.y_label}: n/a for {', '.join(panel.missing[:6])}"
-                         + (f" and {len(panel.missing) - 6} more" if len(panel.missing) > 6 else ""))
+            notes.append(f"{panel.y_label}: n/a for {some(panel.missing, 6)}")
     for metric in plan.not_drawn:
         notes.append(f"{dict(PANELS)[metric]}: n/a on every row ({NOT_GIVEN[metric]}), so no panel")
     fig.suptitle(plan.title, fontsize=9)

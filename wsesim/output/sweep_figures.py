@@ -14,7 +14,7 @@ from typing import Any
 
 from ..analysis.figure_text import label as value_label
 from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
-from .labels import ABOVE_FIRST, place_labels
+from .labels import ABOVE_FIRST, place_labels, some
 from .mpl import PolyCollection, cross, plain_log_axis, plt
 from .palette import COLOURS, MARKERS, PHASE_COLOURS
 from .palette import colour as series_colour
@@ -134,8 +134,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
     dropped = [f"{t} at {plan.x_labels[int(x)]}" for (row, col), labels in pending.items()
                for x, _, t, _ in place_labels(axes[row][col], labels, fontsize=6.5, offsets=ABOVE_FIRST)]
     if dropped:
-        fig.text(0.01, 0.005, f"not labelled (they would overprint): {', '.join(dropped[:8])}"
-                 + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else ""), fontsize=7)
+        fig.text(0.01, 0.005, f"not labelled (they would overprint): {some(dropped, 8)}", fontsize=7)
     if handles:  # beside the panels, never over a point
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=8, frameon=False)
     return fig
