@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..analysis.figure_text import label as value_label
-from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
+from ..analysis.figures import FigurePlan, PhasesPlan, describe, number
 from .labels import ABOVE_FIRST, place_labels, some
 from .mpl import PolyCollection, cross, plain_log_axis, plt
 from .palette import COLOURS, MARKERS, PHASE_COLOURS
@@ -121,11 +120,11 @@ def throughput_figure(plan: FigurePlan) -> Any:
     marker_key = next((k for k, r in plan.roles.items() if r == "marker"), None)
     for i, v in enumerate(plan.colour_values if colour_key else []):
         handles.append(Line2D([], [], color=_colour(plan, i), lw=2.5))
-        labels.append(_legend_label(colour_key, v))
+        labels.append(describe(colour_key, v, leaf=True))
     for i, v in _by_value(plan.marker_values if marker_key else []):  # top_k 1, 2, 4, 8: not by count
         marker, style = MARKERS[i % len(MARKERS)]
         handles.append(Line2D([], [], color="#333333", marker=marker, linestyle=style))
-        labels.append(_legend_label(marker_key, v))
+        labels.append(describe(marker_key, v, leaf=True))
     if failed:
         handles.append(Line2D([], [], color="#333333", marker="x", linestyle="", ms=8, mew=2))
         labels.append("infeasible or failed")
@@ -240,14 +239,6 @@ def dodge(points: list[tuple[int, float, Any]], span: float) -> dict[Any, float]
 
 DODGE = 0.36  # of the distance between two x values: points on one spot spread over it
 NEAR = 0.025  # of the y axis: markers closer than this cover each other
-
-
-def _legend_label(key: str | None, v: str) -> str:
-    if key == "training.global_batch" and v == NOT_SET:
-        return "global_batch not set (each system its own batch)"
-    if key == "training.tiles":
-        return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
-    return f"{(key or '').split('.')[-1]} {value_label(key or '', v)}"
 
 
 def phases_figure(plan: PhasesPlan) -> Any:
