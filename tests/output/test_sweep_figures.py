@@ -31,8 +31,7 @@ def test_a_log_axis_of_less_than_a_decade_shows_numbers() -> None:
     assert len(ticks) >= 2 and all(3.1 <= t <= 3.9 for t in ticks)
     fig, ax = plt.subplots()
     ax.plot([0, 1], [2.6, 3.8])
-    ax.set_yscale("log")
-    plain_log_axis(ax.yaxis)
+    plain_log_axis(ax, "y")
     ax.set_ylim(2.5, 4)
     assert _labels(ax.yaxis) == ["3", "4"]
     plt.close(fig)
@@ -165,7 +164,7 @@ def test_legend_by_value_and_no_points_on_one_spot() -> None:
 
 def test_lm_head_and_the_optimizer_step_are_told_apart() -> None:
     """They were two purples (#8e44ad, #7d3c98: 28 apart in RGB), side by side at the end of every bar."""
-    from wsesim.output.sweep_figures import PHASE_COLOURS
+    from wsesim.output.palette import PHASE_COLOURS
 
     def rgb(c: str) -> tuple[int, ...]:
         return tuple(int(c[i:i + 2], 16) for i in (1, 3, 5))

@@ -1,6 +1,6 @@
-"""How the sweep figures' words and units read (``analysis.figures`` plans with them): a swept file
-named by its file name, the sweep-wide ``--set`` settings beside what the rows hold, and the throughput
-axis's unit."""
+"""How the figures' words and units read (``analysis.figures`` and ``tune_plans`` plan with them): a swept
+file named by its file name, the sweep-wide ``--set`` settings beside what the rows hold, and the
+throughput axis's unit."""
 
 from __future__ import annotations
 
@@ -29,12 +29,17 @@ def with_settings(constant: dict[str, str], settings: dict[str, Any] | None) -> 
     return out
 
 
+def thousands(top: float) -> tuple[float, str]:
+    """A throughput axis's unit: thousand tokens/s, or million once its ``top`` passes a million (never
+    "10,000 thousand"); its divisor and its word."""
+    return (1e6, "million") if top >= 1e6 else (1e3, "thousand")
+
+
 def y_unit(rows: list[dict[str, str]], column: str, label: str) -> tuple[float, str]:
-    """The y axis's unit: thousand tokens/s, or million once a row passes a million (never "10,000
-    thousand"); its divisor and the label with it."""
-    top = max((float(r[column]) for r in rows if r.get("status") == "ok" and _positive(r.get(column))),
-              default=0.0)
-    return (1e6, label.replace("thousand", "million")) if top >= 1e6 else (1e3, label)
+    """The y axis's unit (``thousands``) over the rows that ran; its divisor and the label with it."""
+    scale, word = thousands(max((float(r[column]) for r in rows
+                                 if r.get("status") == "ok" and _positive(r.get(column))), default=0.0))
+    return scale, label.replace("thousand", word)
 
 
 def _positive(text: str | None) -> bool:

@@ -188,7 +188,9 @@ def _values(rows: list[dict[str, str]], key: str) -> list[str]:
     return numeric + [v for v in seen if number(v) is None]
 
 
-def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
+def describe(key: str, v: str, row: dict[str, str] | None = None, leaf: bool = False) -> str:
+    """A key's value in words, for a series' label (of a ``row``: the G and B it ran with) or, with
+    ``leaf``, a legend's entry (the key named by its last word)."""
     if v == NOT_SET and key == "training.global_batch":
         return "global_batch not set (each system its own batch)"
     if key == TILES:
@@ -196,7 +198,7 @@ def _describe(key: str, v: str, row: dict[str, str] | None = None) -> str:
             return (f"{'tuned: ' if v == TUNED else ''}G={row.get('tiles', '?')}, "
                     f"B={row.get('batch_per_tile', '?')}")
         return {TUNED: "BTA, G tuned", "1": "G = 1 (no BTA)"}.get(v, f"G = {v}")
-    return f"{short(key)} {label(key, v)}"
+    return f"{key.rsplit('.', 1)[-1] if leaf else short(key)} {label(key, v)}"
 
 
 def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
@@ -218,7 +220,7 @@ def _constant(rows: list[dict[str, str]], keys: list[str]) -> dict[str, str]:
 def _title(what: str, constant: dict[str, str]) -> str:
     head = f"{constant['model']} on {constant['hardware']}" if {"model", "hardware"} <= set(constant) else ""
     rest = [f"G = {v}" if k == "tiles" else f"{k} {v}" if k in ("model", "hardware", "seq_len")
-            else _describe(k, v) for k, v in constant.items() if not (head and k in ("model", "hardware"))]
+            else describe(k, v) for k, v in constant.items() if not (head and k in ("model", "hardware"))]
     return f"{what}\n{', '.join(filter(None, [head, *rest]))}"
 
 
@@ -297,7 +299,7 @@ def _plan_view(x: str, roles: dict[str, str], by_role: dict[str, str | None], fi
             m = markers.index(value(row, marker)) if marker else 0
             if (c, m) not in series:
                 held = {k: value(row, k) for k in (colour, marker, facet) if k} | fixed
-                label = ", ".join(_describe(k, held[k]) for k in (colour, marker) if k) or "throughput"
+                label = ", ".join(describe(k, held[k]) for k in (colour, marker) if k) or "throughput"
                 series[(c, m)] = Series(label, held, c, m)
             ok = row.get("status") == "ok"
             series[(c, m)].points.append({
@@ -375,8 +377,8 @@ def plan_phases(header: list[str], rows: list[dict[str, str]],
     varying = [k for k in keys if len(_values(rows, k)) > 1]
     bars, shares = [], []
     for row in rows:
-        label = ", ".join(_describe(k, value(row, k), row if row.get("status") == "ok" else None)
-                          if k == TILES else _describe(k, value(row, k))
+        label = ", ".join(describe(k, value(row, k), row if row.get("status") == "ok" else None)
+                          if k == TILES else describe(k, value(row, k))
                           for k in varying) or f"point {row.get('point')}"
         per_token: dict[str, float] = {}
         if row.get("status") == "ok":

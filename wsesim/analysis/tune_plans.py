@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .figure_text import thousands
+
 CANDIDATES = "candidates.csv"
 """The file's name in a tune folder."""
 REQUIRED = ("best", "model", "hardware", "seq_len", "tiles", "batch_per_tile", "systems", "feasible",
@@ -127,7 +129,7 @@ def plan_candidates(rows: list[dict[str, str]]) -> CandidatesPlan:
     counts = sorted({p["systems"] for p in read})
     clustered = counts != [1]
     throughputs = [p["cluster_throughput_tokens_per_s"] for p in read]
-    scale = 1e6 if max(throughputs) >= 1e6 else 1e3
+    scale, unit = thousands(max(throughputs))
     series = []
     for i, n in enumerate(counts):
         mine = sorted((p for p in read if p["systems"] == n), key=lambda p: (p["tiles"], p["batch_per_tile"]))
@@ -144,7 +146,7 @@ def plan_candidates(rows: list[dict[str, str]]) -> CandidatesPlan:
     return CandidatesPlan(
         "candidates",
         f"Tuning candidates: each (G, B) tried (ringed: {ringed}; x: does not fit)\n{head}",
-        f"{what}\n({'million' if scale == 1e6 else 'thousand'} tokens/s)", scale,
+        f"{what}\n({unit} tokens/s)", scale,
         1.15 * max(throughputs) / scale or 1.0, capacity,
         1.1 * max([p["peak_sram_bytes_per_pe"] for p in read] + [capacity]) / KIB or 1.0,
         gs[-1] / max(gs[0], 1) > 16, series)
@@ -163,11 +165,10 @@ def plan_systems_front(header: list[str], rows: list[dict[str, str]]) -> Systems
                **{c: _real(row, c, i) for c in ("cluster_throughput_tokens_per_s", "efficiency_per_system")},
                "pareto": _flag(row, "pareto", i), "best": _flag(row, "best", i), "row": i}
               for i, row in bests]
-    scale = 1e6 if max(p["cluster_throughput_tokens_per_s"] for p in points) >= 1e6 else 1e3
+    scale, unit = thousands(max(p["cluster_throughput_tokens_per_s"] for p in points))
     first = bests[0][1]
     title = (f"Global batch {first['global_batch']} on each number of systems N: its best (G, B, "
              f"micro-batches)\n{first['model']} on {first['hardware']}, seq_len {first['seq_len']}")
-    unit = "million" if scale == 1e6 else "thousand"
     return SystemsFrontPlan("systems_front", title, f"cluster throughput ({unit} tokens/s)", scale, points)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .figure_check import box, crosses, overlaps, texts
 
-__all__ = ["ABOVE_FIRST", "OFFSETS", "place_labels", "thin_ticks"]
+__all__ = ["ABOVE_FIRST", "OFFSETS", "place_labels", "some", "thin_ticks"]
 
 OFFSETS = ((4, 4, "left", "bottom"), (4, -4, "left", "top"), (-4, 4, "right", "bottom"),
            (-4, -4, "right", "top"), (0, 7, "center", "bottom"), (0, -7, "center", "top"))
@@ -52,6 +52,12 @@ def place_labels(ax: Any, labels: list[tuple[float, float, str, str]], fontsize:
         else:
             dropped.append(label)
     return dropped
+
+
+def some(items: list[str], n: int) -> str:
+    """The first ``n`` of ``items`` joined by commas, and how many more: a note that names what a figure
+    left out stays one line however many there are."""
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 def thin_ticks(ax: Any, axis: str = "x") -> None:

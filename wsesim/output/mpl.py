@@ -51,13 +51,23 @@ class PlainLogLocator(Locator):  # type: ignore[misc]
         return [v for v in MaxNLocator(4).tick_values(vmin, vmax) if vmin <= v <= vmax]
 
 
-def plain_log_axis(axis: Any) -> None:
-    """A log axis labelled with plain numbers (``0.6``, ``3``, ``2,000``), never ``3×10⁰`` or ``6×10⁻¹``,
-    with numbers on it however short its span (``PlainLogLocator``)."""
+def plain_log_axis(ax: Any, which: str = "y", **scale: Any) -> None:
+    """``ax``'s ``which`` axis (``"x"`` or ``"y"``) on a log scale (``scale``: ``base=2``) labelled with
+    plain numbers (``0.6``, ``3``, ``2,000``), never ``3×10⁰`` or ``6×10⁻¹``, with numbers on it however
+    short its span (``PlainLogLocator``)."""
+    getattr(ax, f"set_{which}scale")("log", **scale)
+    axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(PlainLogLocator())
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.6g}"))
     axis.set_minor_formatter(NullFormatter())
 
 
-__all__ = ["Annotation", "Legend", "NullLocator", "PlainLogLocator", "PolyCollection", "Text",
+def cross(ax: Any, x: float, colour: str, ms: float = 9, zorder: float = 5) -> None:
+    """A point with no value (infeasible, failed, not served): a cross at ``x`` on the bottom of ``ax``
+    (y 0 of the axes' frame, on a log axis too), not clipped by it."""
+    ax.plot(x, 0, "x", color=colour, ms=ms, mew=2, clip_on=False, zorder=zorder,
+            transform=ax.get_xaxis_transform())
+
+
+__all__ = ["Annotation", "Legend", "NullLocator", "PlainLogLocator", "PolyCollection", "Text", "cross",
            "plain_log_axis", "plt"]

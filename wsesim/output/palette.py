@@ -16,7 +16,7 @@ from __future__ import annotations
 import colorsys
 from typing import Any
 
-__all__ = ["COLOURS", "MARKERS", "blue_first", "colour", "marker"]
+__all__ = ["COLOURS", "MARKERS", "PHASE_COLOURS", "blue_first", "colour", "marker"]
 
 COLOURS = ("#c0392b", "#2471a3", "#27ae60", "#8e44ad", "#d68910", "#17a589", "#7f8c8d", "#a04000",
            "#f48fb1", "#808000", "#ff4081", "#004d40", "#641e16", "#00bcd4", "#33691e", "#1a237e")
@@ -25,6 +25,16 @@ MARKERS: tuple[tuple[str, Any], ...] = (("o", "-"), ("s", "--"), ("^", ":"), ("D
 """Six (marker, line style) pairs, no two styles alike: solid, dashed, dotted, dash-dot, long dashes,
 dash-dot-dot (a sixth of sparse dots read as the third's dots: α 0.8 and 1.0 of a speculative sweep,
 green and teal, looked one)."""
+
+
+PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
+                 "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
+                 "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
+                 "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e", "optimizer_step": "#6e2c00",
+                 "other": "#d5d8dc", "gate_up": "#1e8449", "down": "#82e0aa", "weight_wait": "#f5b7b1",
+                 "layer_weights": "#5d6d7e", "expert_weights": "#aab7b8"}
+"""A step's phases and a layer's ops by name, one colour each wherever they are drawn: the phase bars of a
+sweep and the wafer's Gantt chart (brown for the optimizer step: lm_head is the purple)."""
 
 
 def colour(index: int) -> str:

@@ -40,13 +40,11 @@ from ..experiments.table import MAX_CSV_BYTES, allow_long_fields, read_results, 
 from .figure_limits import MAX_FIGURES, MAX_PIXELS, FigureTooLarge, capped
 from .files import atomic_write_bytes, atomic_write_text, prepare_dir
 from .mpl import plain_log_axis, plt
-from .palette import blue_first
+from .palette import COLOURS, blue_first
 from .serving_figures import decode_step_figure, serving_figure, throughput_latency_figure
 from .sweep_figures import phases_figure, throughput_figure
 from .tune_figures import tune_figure
 from .wafer_figures import wafer_figures
-
-_COLOURS = {"G=1": "#c0392b", "tuned": "#2471a3"}
 
 _NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}  # the same figure, the same bytes
 
@@ -216,13 +214,9 @@ def plot_candidates(text: str, source: str | Path, out: str | Path) -> list[Path
         raise ConfigError(f"{_TUNE_CSV}, got a row it cannot read ({shown(e, 120)})",
                           source=str(source)) from None
     out = prepare_dir(out)
-    written: list[Path] = []
     listing: dict[str, Any] = {"source": str(source), "figures": []}
-    for plan in plans:
-        files = save_figure(tune_figure(plan), out, plan.stem)
-        listing["figures"].append({**asdict(plan), "files": [p.name for p in files]})
-        written += files
-    return _listed(out, listing, written, left_out(header))
+    omitted = left_out(header)
+    return _listed(out, listing, _draw_plans(plans, tune_figure, out, listing, omitted), omitted)
 
 
 def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
@@ -230,7 +224,7 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
     p0 = points[0]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 6.4), sharex=True, height_ratios=(2.2, 1))
     x = range(len(points))
-    top.plot(x, [p["throughput"] / 1e3 for p in points], "o-", color=_COLOURS["tuned"])
+    top.plot(x, [p["throughput"] / 1e3 for p in points], "o-", color=COLOURS[1])
     for i, p in enumerate(points):
         top.annotate(f"N={p['N']}, B={p['B']}", (i, p["throughput"] / 1e3), textcoords="offset points",
                      xytext=(0, 7), ha="center", fontsize=7)
@@ -240,7 +234,7 @@ def _accumulation_figure(points: list[dict[str, Any]]) -> Any:
                   f"{p0['model']} on {p0['hardware']}, seq_len {p0['seq_len']}: G tiles of B, "
                   "N micro-batches")
     top.grid(alpha=0.3)
-    bottom.bar(x, [p["io_in"] / 1e9 for p in points], color=_COLOURS["G=1"], alpha=0.8, width=0.5)
+    bottom.bar(x, [p["io_in"] / 1e9 for p in points], color=COLOURS[0], alpha=0.8, width=0.5)
     bottom.set_ylabel("weights streamed in\nper step (GB)")
     bottom.set_xticks(list(x), [str(p["tiles"]) for p in points])
     bottom.set_xlabel("tiles G (micro-batch G·B; N = global batch / (G·B))")
@@ -267,8 +261,7 @@ def _cluster_figure(series: dict[str, list[dict[str, Any]]], meta: str) -> Any:
         bottom.plot(n, [100 * p["vs_one"] for p in points], "o-", color=colour)
         bottom.plot(n, [100 * p["tree"] for p in points], ":", color=colour, lw=1)
     top.set_xscale("log", base=2)
-    top.set_yscale("log")
-    plain_log_axis(top.yaxis)
+    plain_log_axis(top, "y")
     top.set_ylabel("cluster throughput (million tokens/s)")
     top.set_title(f"Data parallel over a broadcast-reduce tree\n{meta} (numbers: sequences per system; "
                   "dashed: N × one system)", fontsize=9)

@@ -21,8 +21,8 @@ from typing import Any
 
 from ..analysis.frontier import NOT_GIVEN, PANELS, PER_USER, ThroughputLatencyPlan
 from ..analysis.serving_plans import ServingPlan, logged
-from .labels import place_labels, thin_ticks
-from .mpl import NullLocator, plain_log_axis, plt
+from .labels import place_labels, some, thin_ticks
+from .mpl import NullLocator, cross, plain_log_axis, plt
 from .palette import MARKERS, blue_first, marker
 
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
@@ -103,8 +103,7 @@ def serving_figure(plan: ServingPlan) -> Any:
                 shift = 0.12 * (i - (len(marks) - 1) / 2)
                 spot = at[x] * 1.12 ** shift if plan.x_scale == "log" else at[x] + shift * (
                     (at[-1] - at[0]) / max(len(at) - 1, 1) if plan.x_scale == "linear" else 1.0)
-                ax.plot([spot], [0.0], "x", color=colour, markersize=9, mew=2, clip_on=False, zorder=5,
-                        transform=ax.get_xaxis_transform())
+                cross(ax, spot, colour)
                 ax.annotate(_NOT_SERVED.get(status, status or "not served"), (spot, 0.0),
                             xycoords=ax.get_xaxis_transform(), textcoords="offset points", xytext=(0, 8),
                             ha="center", va="bottom", rotation=90, fontsize=6.5, color=colour)
@@ -112,9 +111,8 @@ def serving_figure(plan: ServingPlan) -> Any:
         ax.set_xlabel(logged(plan.x_label) if plan.x_scale == "log" else plan.x_label, fontsize=9)
         top = max(served, default=1.0)
         if panel.y_log:
-            ax.set_yscale("log")
+            plain_log_axis(ax, "y")
             ax.set_ylim(min(served) / 1.6, top * 1.6)
-            plain_log_axis(ax.yaxis)
         else:
             ax.set_ylim(0, 1.15 * top if top > 0 else 1.0)
             ax.yaxis.set_major_formatter(plt.FuncFormatter(
@@ -199,13 +197,11 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
                     linestyle=style, color=colour, label=label)
         ax.set_xlabel(logged(x_words) if plan.x_log else x_words, fontsize=8)
         ax.set_ylabel(logged(panel.y_label) if panel.y_log else panel.y_label, fontsize=8)
-        for log, axis, setter, limit in ((plan.x_log, ax.xaxis, ax.set_xscale, ax.set_xlim),
-                                         (panel.y_log, ax.yaxis, ax.set_yscale, ax.set_ylim)):
+        for which, log in (("x", plan.x_log), ("y", panel.y_log)):
             if log:
-                setter("log")
-                plain_log_axis(axis)
+                plain_log_axis(ax, which)
             else:
-                limit(0, None)
+                getattr(ax, f"set_{which}lim")(0, None)
         ax.margins(0.08)
         ax.grid(alpha=0.3)
     notes = []
@@ -214,14 +210,12 @@ def throughput_latency_figure(plan: ThroughputLatencyPlan) -> Any:
         notes.append(f"{who}past {plan.point_label(turn['load'])} more load gives more tokens/s per user "
                      "(the curve turns back): the load is past what it serves, queueing sets these points")
     if plan.left_out:
-        shown = ", ".join(f"{p['series']} {plan.point_label(p['load'])}".strip()
-                          + f" ({p['status'] or 'not served'})" for p in plan.left_out[:6])
-        more = f" and {len(plan.left_out) - 6} more" if len(plan.left_out) > 6 else ""
-        notes.append(f"not drawn: {shown}{more} (figures.json: reasons)")
+        shown = some([f"{p['series']} {plan.point_label(p['load'])}".strip()
+                      + f" ({p['status'] or 'not served'})" for p in plan.left_out], 6)
+        notes.append(f"not drawn: {shown} (figures.json: reasons)")
     for panel in panels:
         if panel.missing:
-            notes.append(f"{panel.y_label}: n/a for {', '.join(panel.missing[:6])}"
-                         + (f" and {len(panel.missing) - 6} more" if len(panel.missing) > 6 else ""))
+            notes.append(f"{panel.y_label}: n/a for {some(panel.missing, 6)}")
     for metric in plan.not_drawn:
         notes.append(f"{dict(PANELS)[metric]}: n/a on every row ({NOT_GIVEN[metric]}), so no panel")
     fig.suptitle(plan.title, fontsize=9)

@@ -12,21 +12,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..analysis.figure_text import label as value_label
-from ..analysis.figures import NOT_SET, FigurePlan, PhasesPlan, number
-from .labels import ABOVE_FIRST, place_labels
-from .mpl import PolyCollection, plain_log_axis, plt
-from .palette import COLOURS, MARKERS
+from ..analysis.figures import FigurePlan, PhasesPlan, describe, number
+from .labels import ABOVE_FIRST, place_labels, some
+from .mpl import PolyCollection, cross, plain_log_axis, plt
+from .palette import COLOURS, MARKERS, PHASE_COLOURS
 from .palette import colour as series_colour
 
 MAX_LABELS = 40  # per panel: tuned points labelled with their G and B, speedups with their value
 MAX_TICKS = 40  # x values labelled (beyond, every n-th)
 MAX_BARS = 48   # phase bars drawn one by one, each labelled (beyond, one collection, every n-th labelled)
-PHASE_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
-                 "expand": "#a9cce3", "experts": "#27ae60", "weighted_sum": "#76d7c4", "combine": "#f8c471",
-                 "lm_head": "#8e44ad", "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa",
-                 "gradient_drain": "#aab7b8", "reduce_drain": "#5d6d7e",
-                 "optimizer_step": "#6e2c00", "other": "#d5d8dc"}  # brown: lm_head is the purple
 
 
 def _colour(plan: FigurePlan, index: int) -> str:
@@ -74,9 +68,8 @@ def throughput_figure(plan: FigurePlan) -> Any:
                         pending.setdefault((0, col), []).append((p["x_index"], p["y"] / scale, text, colour))
         _crosses(top, panel, plan)
         if plan.y_log:
-            top.set_yscale("log")
+            plain_log_axis(top, "y")
             top.set_ylim(min(ys, default=1.0) / 1.6 / scale, 1.6 * top_y / scale)
-            plain_log_axis(top.yaxis)
         else:
             top.set_ylim(0, 1.18 * top_y / scale)
         beside |= _side_labels(top, side, 0.04 * 1.18 * top_y / scale)
@@ -127,11 +120,11 @@ def throughput_figure(plan: FigurePlan) -> Any:
     marker_key = next((k for k, r in plan.roles.items() if r == "marker"), None)
     for i, v in enumerate(plan.colour_values if colour_key else []):
         handles.append(Line2D([], [], color=_colour(plan, i), lw=2.5))
-        labels.append(_legend_label(colour_key, v))
+        labels.append(describe(colour_key, v, leaf=True))
     for i, v in _by_value(plan.marker_values if marker_key else []):  # top_k 1, 2, 4, 8: not by count
         marker, style = MARKERS[i % len(MARKERS)]
         handles.append(Line2D([], [], color="#333333", marker=marker, linestyle=style))
-        labels.append(_legend_label(marker_key, v))
+        labels.append(describe(marker_key, v, leaf=True))
     if failed:
         handles.append(Line2D([], [], color="#333333", marker="x", linestyle="", ms=8, mew=2))
         labels.append("infeasible or failed")
@@ -140,8 +133,7 @@ def throughput_figure(plan: FigurePlan) -> Any:
     dropped = [f"{t} at {plan.x_labels[int(x)]}" for (row, col), labels in pending.items()
                for x, _, t, _ in place_labels(axes[row][col], labels, fontsize=6.5, offsets=ABOVE_FIRST)]
     if dropped:
-        fig.text(0.01, 0.005, f"not labelled (they would overprint): {', '.join(dropped[:8])}"
-                 + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else ""), fontsize=7)
+        fig.text(0.01, 0.005, f"not labelled (they would overprint): {some(dropped, 8)}", fontsize=7)
     if handles:  # beside the panels, never over a point
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.92), fontsize=8, frameon=False)
     return fig
@@ -186,8 +178,7 @@ def _crosses(ax: Any, panel: Any, plan: FigurePlan) -> None:
         k = len(colours)
         for j, colour in enumerate(colours):
             dx = 0.0 if k == 1 else CROSS_SPREAD * (j / (k - 1) - 0.5)
-            ax.plot(x + dx, 0, marker="x", color=colour, ms=9 if k < 5 else 6, mew=2, clip_on=False, zorder=5,
-                    transform=ax.get_xaxis_transform())  # y 0: the axis's bottom, on a log axis too
+            cross(ax, x + dx, colour, ms=9 if k < 5 else 6)
 
 
 def _side_labels(ax: Any, labels: list[tuple[int, float, str, str, float]], gap: float) -> bool:
@@ -248,14 +239,6 @@ def dodge(points: list[tuple[int, float, Any]], span: float) -> dict[Any, float]
 
 DODGE = 0.36  # of the distance between two x values: points on one spot spread over it
 NEAR = 0.025  # of the y axis: markers closer than this cover each other
-
-
-def _legend_label(key: str | None, v: str) -> str:
-    if key == "training.global_batch" and v == NOT_SET:
-        return "global_batch not set (each system its own batch)"
-    if key == "training.tiles":
-        return {"1": "G = 1 (no BTA)", "tuned": "BTA, G tuned"}.get(v, f"G = {v}")
-    return f"{(key or '').split('.')[-1]} {value_label(key or '', v)}"
 
 
 def phases_figure(plan: PhasesPlan) -> Any:

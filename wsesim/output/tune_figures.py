@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .labels import place_labels
-from .mpl import plain_log_axis, plt
+from .mpl import cross, plain_log_axis, plt
 from .palette import MARKERS
 from .palette import colour as series_colour
 
@@ -38,8 +38,7 @@ def candidates_figure(plan: Any) -> Any:
         labels += [(p["tiles"], p[THROUGHPUT] / scale, f"B={p['batch_per_tile']}", colour)
                    for p in sorted(ran, key=lambda p: -p[THROUGHPUT])]
         for p in (p for p in s.points if not p["feasible"]):
-            top.plot(p["tiles"], 0, "x", color=colour, ms=8, mew=2, clip_on=False,
-                     transform=top.get_xaxis_transform())
+            cross(top, p["tiles"], colour, ms=8, zorder=2)  # (under the frame, as a line is)
         for p in (p for p in s.points if p["ring"]):
             top.plot(p["tiles"], p[THROUGHPUT] / scale, "o", ms=12, mfc="none",
                      color="black" if p["ring"] == "best" else colour, mew=1.2)
@@ -55,9 +54,8 @@ def candidates_figure(plan: Any) -> Any:
     bottom.set_ylabel("peak SRAM per PE (KiB)")
     bottom.set_ylim(0, plan.sram_top_kib)
     if plan.log_x:
-        for ax in (top, bottom):
-            ax.set_xscale("log", base=2)
-        plain_log_axis(bottom.xaxis)
+        top.set_xscale("log", base=2)
+        plain_log_axis(bottom, "x", base=2)  # (the x axis they share)
     gs = [p["tiles"] for s in plan.series for p in s.points]
     if gs:  # room for a label right or left of the first and last G
         low, high = min(gs), max(gs)
@@ -91,8 +89,7 @@ def systems_figure(plan: Any) -> Any:
     for p in (p for p in points if p["best"]):
         ax.plot(p[THROUGHPUT] / scale, 100 * p["efficiency_per_system"], "o", ms=13,
                 mfc="none", color="black", mew=1.2, label="best (highest throughput)")
-    ax.set_xscale("log")
-    plain_log_axis(ax.xaxis)
+    plain_log_axis(ax, "x")
     ax.set_xlabel(plan.x_label)
     ax.set_ylabel("efficiency per system (%)")
     ax.set_ylim(0, 105)

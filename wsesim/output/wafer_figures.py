@@ -16,12 +16,7 @@ import numpy as np
 
 from ..analysis.wafer import expert_ranges, hottest_region, region_colours
 from .mpl import plt
-
-GANTT_COLOURS = {"attention": "#2471a3", "ffn": "#1a5276", "router": "#7fb3d5", "dispatch": "#f5b041",
-                 "experts": "#27ae60", "combine": "#f8c471", "expand": "#a9cce3", "weighted_sum": "#76d7c4",
-                 "weight_stall": "#c0392b", "gradient_stall": "#e6b0aa", "gate_up": "#1e8449",
-                 "down": "#82e0aa", "weight_wait": "#f5b7b1", "layer_weights": "#5d6d7e",
-                 "expert_weights": "#aab7b8"}
+from .palette import PHASE_COLOURS
 
 
 def left_out(maps: Any) -> dict[str, str]:
@@ -148,10 +143,10 @@ def _gantt_figure(maps: Any) -> Any:
             key = name.split()[-1]
             y = lanes.index(lane)
             ax.broken_barh([((start - origin) * us, max(end - start, 0) * us)], (y - 0.38, 0.76),
-                           color=GANTT_COLOURS.get(key, "#aab7b8"),
+                           color=PHASE_COLOURS.get(key, "#aab7b8"),
                            hatch="///" if key == "weight_wait" else None,
                            edgecolor="#c0392b" if key == "weight_wait" else "none", lw=0.4)
-            seen.setdefault(key, GANTT_COLOURS.get(key, "#aab7b8"))
+            seen.setdefault(key, PHASE_COLOURS.get(key, "#aab7b8"))
         ax.set_title(f"{title} (time from its first span; weights may arrive before it)", fontsize=9)
         ax.set_xlabel(f"{unit} from the start of the pass")
         ax.axvline(0, color="grey", lw=0.8)
